@@ -13,7 +13,7 @@ import typer
 from localgen import __version__, cli_examples
 from localgen.cli_cache import cache_app
 from localgen.cli_conversations import conversations_app
-from localgen.cli_exit import InterruptEndsLine, flush_stdout, run_app
+from localgen.cli_exit import InterruptEndsLine, flush_stdout, run_app, without_traceback
 from localgen.cli_manage import models_app
 from localgen.cli_options import (
     CTX_NAMES,
@@ -429,7 +429,7 @@ def main(argv: list[str] | None = None) -> None:
     if os.environ.get(COMPLETE_VAR):  # the shell asks for its script, or for the words completing a command line
         from localgen.cli_completion import complete
 
-        sys.exit(complete(app, COMPLETE_VAR))
+        sys.exit(flush_stdout(without_traceback(lambda: complete(app, COMPLETE_VAR))))
     with exit_on_signals():  # SIGTERM or SIGHUP while downloading or loading: cleanups run, partial files go
         args = sys.argv[1:] if argv is None else argv
         code = run_app(app, _resume_without_value(_help_as_option(args)), help_asked=args[:1] == ["help"])

@@ -76,6 +76,14 @@ _COMPLETED: tuple[tuple[str, Callable[[], list[str]]], ...] = (  # the options w
 
 
 def _completer(names: Callable[[], list[str]]) -> Callable[[Any, Any, str], list[str]]:
-    """A click completer offering the names that start with what was typed."""
-    return lambda _ctx, _param, typed: [name for name in names() if name.startswith(typed)]
+    """A click completer offering the names that start with what was typed, and none where they cannot be listed."""
+    def offered(_ctx: Any, _param: Any, typed: str) -> list[str]:
+        """The names that start with typed."""
+        try:
+            listed = names()
+        except Exception:  # a folder that is a link to itself: the shell is offered nothing, never a traceback
+            return []
+        return [name for name in listed if name.startswith(typed)]
+
+    return offered
 

@@ -74,10 +74,18 @@ def _echoed_on_the_terminal(interrupt: BaseException | None) -> bool:
 def run_app(app: typer.Typer, args: list[str], *, help_asked: bool = False) -> int:
     """Run the Typer app; the exit code for every way it can end. help_asked: args are `localgen help WORDS`'s, WORDS
     --help (_help_as_option), where a word after a command's name is no subcommand of it."""
-    from localgen import console
-    from localgen.cli_args import click_command, remember_command_line
+    from localgen.cli_args import remember_command_line
 
     remember_command_line(args)
+    return without_traceback(lambda: _parsed_and_run(app, args, help_asked=help_asked))
+
+
+def _parsed_and_run(app: typer.Typer, args: list[str], *, help_asked: bool) -> int:
+    """Parse the command line args and run its command; the exit code for its end and for a usage error (a one-line
+    error, exit 2)."""
+    from localgen import console
+    from localgen.cli_args import click_command
+
     try:
         if args and mentions_other_tools_options(args[0], args[1:]):
             check_options(args[0], args[1:], option_arity(app, args[0]))
@@ -98,13 +106,19 @@ def run_app(app: typer.Typer, args: list[str], *, help_asked: bool = False) -> i
             if help_context is not None:
                 typer.echo(help_context.get_help())
             return EXIT_OK
-        try:
-            message, hint = in_localgen_words(app, args, *usage_error(app, exc, args))
-        except LocalgenError as refused:  # `run MODEL "prompt"`: the model's refusal, as for -m MODEL
-            console.error(refused.message, refused.hint)
-            return refused.exit_code
+        # `run MODEL "prompt"` with a model the registry refuses raises its refusal, as -m MODEL's (a LocalgenError)
+        message, hint = in_localgen_words(app, args, *usage_error(app, exc, args))
         console.error(message, hint=hint)
         return EXIT_USAGE
+
+
+def without_traceback(work: Callable[[], int]) -> int:
+    """Do work (a command, or completion's answer to the shell); its exit code, and for every way it can fail a
+    one-line error and the exit code that failure has, never a traceback (but with LOCALGEN_DEBUG=1)."""
+    from localgen import console
+
+    try:
+        return work()
     except LocalgenError as exc:
         if settings().debug:
             logging.getLogger("localgen").exception("debug: the traceback of the error below")

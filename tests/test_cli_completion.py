@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, run_localgen, user_registry
+from tests.conftest import REPO_ROOT, run_localgen, run_localgen_process, user_registry
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
@@ -53,6 +53,26 @@ def test_bash_completes_commands_options_models_and_conversations(tmp_path: Path
     assert "qwen2.5-0.5b" in _bash_completes(tmp_path, "localgen chat -m qwen")
     assert _bash_completes(tmp_path, "localgen chat --resume wo") == ["work-notes"]
     assert _bash_completes(tmp_path, "localgen run --conversation ") == ["work-notes"]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_a_conversations_folder_that_cannot_be_listed_completes_nothing_without_a_traceback(tmp_path: Path) -> None:
+    """A link to itself printed OSError: [Errno 40] Too many levels of symbolic links under the command line."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "conversations").symlink_to("conversations")
+    assert _bash_completes(tmp_path, "localgen chat --resume ") == []  # and no stderr
+    assert _bash_completes(tmp_path, "localgen run -m smollm2-1") == ["smollm2-135m"]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_completion_script_that_cannot_be_written_is_a_one_line_error(tmp_path: Path) -> None:
+    """A full disk printed the traceback of an OSError: [Errno 28] No space left on device."""
+    with open("/dev/full", "w") as full:
+        done = run_localgen_process([sys.executable, "-m", "localgen"], env=_env(tmp_path, _LOCALGEN_COMPLETE=
+                                    "bash_source"), stdout=full, stderr=subprocess.PIPE, text=True)
+    assert done.returncode == 1
+    assert done.stderr.startswith("localgen: error: cannot write to stdout: No space left on device (hint: "), \
+        done.stderr
 
 
 @pytest.mark.parametrize(("shell", "calls_back"), [("zsh", "_LOCALGEN_COMPLETE=complete_zsh"),
