@@ -1,7 +1,8 @@
 """Shell completion, as click offers it: `eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"` (zsh_source, fish_source)
 prints the script a shell sources, and the script asks `localgen` for the words that complete a command line: command
-and option names, and the models -m takes and the saved conversations --resume and --conversation take. Imported only
-when the shell asks, so that no other start of localgen pays for it."""
+and option names, and the models -m takes and the saved conversations --resume and --conversation take (bash's script
+is localgen's own: cli_completion_bash). Imported only when the shell asks, so that no other start of localgen pays for
+it."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ TYPER_STYLE = r"^(?P<step>source|complete)_(?P<shell>bash|zsh|fish)$"  # what th
 def complete(app: Any, variable: str) -> int:
     """Answer the shell that set variable (_LOCALGEN_COMPLETE): print the script to source, or the words that complete
     the command line it gives; the exit code (2, with a one-line error, for an instruction that is none of these)."""
+    from typer._click.shell_completion import add_completion_class
     from typer.completion import completion_init, shell_complete
 
     from localgen import console
@@ -29,7 +31,10 @@ def complete(app: Any, variable: str) -> int:
         console.error(f"{variable}={instruction} is no completion instruction",
                       hint=f'use `eval "$({variable}=bash_source localgen)"` (or zsh_source, fish_source)')
         return EXIT_USAGE
-    completion_init()  # typer's bash, zsh and fish scripts, which call back with complete_SHELL
+    completion_init()  # typer's zsh and fish scripts, which call back with complete_SHELL
+    from localgen.cli_completion_bash import BashLine
+
+    add_completion_class(BashLine, "bash")  # localgen's own for bash, which sends the line as typed
     command = click_command(app)
     _add_completers(command)
     return shell_complete(command, {}, "localgen", variable, f"{found['step']}_{found['shell']}") or 0
@@ -76,14 +81,15 @@ _COMPLETED: tuple[tuple[str, Callable[[], list[str]]], ...] = (  # the options w
 
 
 def _completer(names: Callable[[], list[str]]) -> Callable[[Any, Any, str], list[str]]:
-    """A click completer offering the names that start with what was typed, and none where they cannot be listed."""
+    """A click completer offering the names that start with what was typed, in any case (a model's name and quant are
+    read so: smollm2-135m:q completes to smollm2-135m:Q8_0), and none where they cannot be listed."""
     def offered(_ctx: Any, _param: Any, typed: str) -> list[str]:
         """The names that start with typed."""
         try:
             listed = names()
         except Exception:  # a folder that is a link to itself: the shell is offered nothing, never a traceback
             return []
-        return [name for name in listed if name.startswith(typed)]
+        return [name for name in listed if name.lower().startswith(typed.lower())]
 
     return offered
 

