@@ -27,7 +27,7 @@ from localgen.references import (
 )
 from localgen.registry_entries import BUILTIN_SOURCE, STOP_KEY, ModelSpec, in_real_folder, parse_registry
 from localgen.registry_toml import read_toml
-from localgen.typed_paths import is_existing_folder, short_path
+from localgen.typed_paths import is_existing_file, is_existing_folder, short_path
 
 _CHAT_TAG_WORDS = {"instruct", "chat", "it"}  # the words of an Ollama tag for a chat model: qwen2.5:7b-instruct
 _BASE_TAG_WORDS = {"text", "base"}  # those of a tag for the base (pre-trained) model: llama3.2:1b-text
@@ -87,12 +87,14 @@ class Registry:
             return f"hf.co/{ref.canonical}" if looks_like_path(ref.text) else ref.text
         return str(in_real_folder(source.parent / ref.path))  # as an entry's path =
 
-    def get(self, name: str) -> ModelSpec:
-        """The spec named name, or an error suggesting close names."""
-        spec = self.models.get(self._entry_name(name.lower()))
+    def get(self, name: str, *, typed: str | None = None) -> ModelSpec:
+        """The spec named name (typed: as typed, where the reference held more), or an error suggesting close names."""
+        spec = self.models.get(self._entry_name(name.lower(), typed or name))
         if spec is not None:
             return spec
         sizes = self._sizes_of(name.lower())  # qwen2.5: every size, where close names might leave one out
+        if len(sizes) == 1:  # a file or folder of the family's name here: spec_for names both
+            raise ModelNotFoundError(f"unknown model '{name}'", hint=f"for the registry's model, use {sizes[0]}")
         if len(sizes) > 1:
             raise ModelNotFoundError(f"'{name}' comes in {len(sizes)} sizes: {', '.join(sizes)}",
                                      hint=f"name one, as in `localgen run -m {sizes[0]}`")
@@ -100,13 +102,14 @@ class Registry:
         hint = f"did you mean {', '.join(close)}?" if close else "see `localgen models list --all` for the names"
         raise ModelNotFoundError(f"unknown model '{name}'", hint=hint)
 
-    def _entry_name(self, name: str) -> str:
+    def _entry_name(self, name: str, typed: str, folder: Path | None = None) -> str:
         """The entry a name means: its own, else the one size of a family the registry has in one size alone (smollm2:
-        smollm2-135m, as Ollama's NAME means its default size); a family of several sizes is left as it is."""
+        smollm2-135m, as Ollama's NAME means its default size) where no file or folder here (in folder, else the
+        current one) has the name as typed; a family of several sizes, or of a file's name, is left as it is."""
         if name in self.models:
             return name
         sizes = self._sizes_of(name)
-        return sizes[0] if len(sizes) == 1 else name
+        return sizes[0] if len(sizes) == 1 and not _named_here(typed, folder) else name
 
     def reference(self, text: str, base: Path | None = None) -> ModelRef:
         """parse_reference (base: the folder a relative path's file is looked for in), reading Ollama's NAME:SIZE
@@ -122,7 +125,7 @@ class Registry:
             ref = self._with_size_tag(parse_reference(text, base))
         except OllamaAddressError as exc:
             raise UsageError(exc.message, hint=self._ollama_hint(exc.model)) from None
-        return ref if ref.name is None else replace(ref, name=self._entry_name(ref.name))
+        return ref if ref.name is None else replace(ref, name=self._entry_name(ref.name, ref.text, base))
 
     def _ollama_hint(self, model: str) -> str:
         """For Ollama's NAME[:TAG]: the entries of the registry that are that model (NAME-SIZE for NAME alone), else
@@ -182,7 +185,7 @@ class Registry:
         if ref.name is None:
             return None
         try:
-            return self.get(ref.name)
+            return self.get(ref.name, typed=ref.text)
         except ModelNotFoundError as exc:
             from localgen.model_file_errors import folder_hint, model_file_here
 
@@ -204,6 +207,12 @@ class Registry:
                         if exc.hint.endswith("?") else f"{owner}; or {exc.hint}")
                 raise ModelNotFoundError(f"unknown model '{typed.partition(':')[0]}'", hint=hint) from None
             raise
+
+
+def _named_here(typed: str, folder: Path | None) -> bool:
+    """Whether a file or folder in folder (None: the current one) has the name typed."""
+    path = str(Path(folder or ".") / typed.strip())
+    return is_existing_file(path) or is_existing_folder(path)
 
 
 def _size_value(size: str) -> float:

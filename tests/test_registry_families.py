@@ -4,13 +4,16 @@ family of several sizes is refused with a name to run."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from localgen.errors import ModelNotFoundError
 from localgen.registry import load_registry
-from tests.conftest import CliResult, run_localgen, user_registry
+from tests.conftest import REPO_ROOT, CliResult, bundled_model_file, run_localgen, run_localgen_process, user_registry
 
 
 def localgen(home: Path, *args: str) -> CliResult:
@@ -63,3 +66,33 @@ def test_a_family_name_never_shadows_an_entry_a_path_or_a_hub_repo(tmp_path: Pat
     assert registry.get("smollm2").repo == "org/SmolLM2-1.7B-GGUF", "the user's entry of that name is meant"
     assert registry.reference("./smollm2").path is not None
     assert (registry.reference("acme/smollm2").repo, registry.reference("acme/smollm2").name) == ("acme/smollm2", None)
+
+
+def test_a_family_name_that_a_file_or_folder_here_has_is_refused_naming_both(tmp_path: Path) -> None:
+    """`-m mistral` with a folder mistral/ here was read as mistral-7b (online: a 4.4 GB download nobody chose), and
+    `-m smollm2` with a file smollm2 here ran the registry's model, where both were told the ./ path to use."""
+    here = tmp_path / "here"
+    (here / "mistral").mkdir(parents=True)
+    (here / "mistral" / "my.gguf").symlink_to(bundled_model_file())
+    (here / "smollm2").symlink_to(bundled_model_file())
+    env = {**os.environ, "LOCALGEN_HOME": str(tmp_path / "home"), "LOCALGEN_OFFLINE": "1", "LOCALGEN_AMX": "0",
+           "PYTHONPATH": str(REPO_ROOT)}
+
+    def localgen_here(*args: str) -> subprocess.CompletedProcess[str]:
+        """The CLI run in the folder here."""
+        return run_localgen_process([sys.executable, "-m", "localgen", *args], cwd=here, env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    folder = localgen_here("run", "-m", "mistral", "hi")
+    assert (folder.returncode, folder.stderr) == (1, "localgen: error: unknown model 'mistral' (hint: mistral here "
+                                                     "is a folder, not a model: did you mean ./mistral/my.gguf?; or "
+                                                     "for the registry's model, use mistral-7b)\n")
+    file = localgen_here("run", "-m", "smollm2", "hi")
+    assert (file.returncode, file.stderr) == (1, "localgen: error: unknown model 'smollm2' (hint: for the file of that "
+                                                 "name here, use ./smollm2; or for the registry's model, use "
+                                                 "smollm2-135m)\n")
+    ran = localgen_here("run", "-m", "./smollm2", "--json", "-n", "1", "hi")
+    assert ran.returncode == 0, ran.stderr
+    registry = load_registry(tmp_path / "none.toml")
+    assert registry.reference("smollm2", base=here).name == "smollm2", "the folder of a models.toml's default"
+    assert registry.reference("mistral", base=tmp_path).name == "mistral-7b"
