@@ -431,7 +431,12 @@ def whole_save(*, command: bool) -> AbstractContextManager[DeferredSignals]:
 
 
 def model_reference(resolved: ResolvedModel) -> str:
-    """How a conversation names its model: a local file by its absolute path (valid from any folder), any other
-    reference (a models.toml entry's own file too) as typed."""
-    ref = resolved.ref
-    return os.path.abspath(ref.path) if ref.path is not None and ref.name is None else ref.text
+    """How a conversation names its model, as `models default` does: a local file by its absolute path (valid from any
+    folder), a registry entry by its name (NAME:QUANT for a quant of it: smollm2-135m for smollm2), a Hub model as
+    every command names it (reference_name: acme/Tiny-GGUF:Q8_0 for hf.co/acme/tiny-gguf:q8_0)."""
+    ref, spec = resolved.ref, resolved.spec
+    if ref.path is not None and ref.name is None:
+        return os.path.abspath(ref.path)
+    if spec is not None:
+        return f"{spec.name}:{ref.quant}" if ref.quant else spec.name
+    return resolved.display_name

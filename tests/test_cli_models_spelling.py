@@ -67,3 +67,13 @@ def test_a_repo_the_cache_holds_in_another_spelling_keeps_it_and_gets_no_second_
     listed = [m["name"] for m in _json(env, "models", "list", "--json") if m["source"] == "hub"]
     ran = _json(env, "run", "--json", "-n", "1", "-m", f"{SPELLED}:Q8_0", "hi")
     assert listed == [ran["model"]] == ["acme/tiny-gguf:Q8_0"]
+
+
+def test_a_conversation_names_a_hub_model_as_every_command_does(hub: tuple[HubServer, dict[str, str]]) -> None:
+    """It stored hf.co/acme/TINY-gguf:q8_0 as typed, where run --json named acme/Tiny-GGUF:Q8_0."""
+    _server, env = hub
+    ran = _json(env, "run", "--json", "--conversation", "tiny", "-n", "1", "-m", "hf.co/acme/TINY-gguf:q8_0", "hi")
+    saved = json.loads((Path(env["LOCALGEN_HOME"]) / "data" / "conversations" / "tiny.json").read_text())
+    assert saved["model"] == ran["model"] == f"{SPELLED}:Q8_0"
+    went_on = _json(env, "run", "--json", "--conversation", "tiny", "-n", "1", "again")
+    assert went_on["model"] == f"{SPELLED}:Q8_0"

@@ -96,3 +96,15 @@ def test_a_family_name_that_a_file_or_folder_here_has_is_refused_naming_both(tmp
     registry = load_registry(tmp_path / "none.toml")
     assert registry.reference("smollm2", base=here).name == "smollm2", "the folder of a models.toml's default"
     assert registry.reference("mistral", base=tmp_path).name == "mistral-7b"
+
+
+def test_a_conversation_names_the_entry_a_family_name_meant_and_goes_on_once_it_has_two_sizes(tmp_path: Path) -> None:
+    """It stored smollm2 as typed, and once the user's models.toml gave smollm2 a second size, --conversation failed:
+    'smollm2' comes in 2 sizes."""
+    started = localgen(tmp_path, "run", "--conversation", "fam", "-m", "smollm2:latest", "-n", "1", "hi")
+    assert started.returncode == 0, started.err
+    saved = json.loads((tmp_path / "data" / "conversations" / "fam.json").read_text())
+    assert saved["model"] == "smollm2-135m"
+    user_registry(tmp_path, '[models.smollm2-360m]\nrepo = "org/SmolLM2-360M-GGUF"\nquant = "Q8_0"\n')
+    went_on = localgen(tmp_path, "run", "--conversation", "fam", "-n", "1", "--json", "again")
+    assert went_on.returncode == 0 and json.loads(went_on.out)["model"] == "smollm2-135m", went_on.err

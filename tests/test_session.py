@@ -505,15 +505,21 @@ def test_a_local_model_is_recorded_by_its_absolute_path(bundled_model: Path, tmp
         chat.loaded.close()
 
 
-@pytest.mark.parametrize("reference", ["smollm2-135m", "smollm2-135m:q8_0", "Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M",
-                                       "hf.co/bartowski/Llama-3.2-1B-Instruct-GGUF"])
-def test_registry_and_hub_references_are_recorded_as_typed(reference: str) -> None:
-    from localgen.references import parse_reference
+@pytest.mark.parametrize(("reference", "recorded"), [
+    ("smollm2-135m", "smollm2-135m"), ("smollm2:latest", "smollm2-135m"), ("smollm2:q8_0", "smollm2-135m:Q8_0"),
+    ("Qwen/Qwen2.5-0.5B-Instruct-GGUF:q4_k_m", "Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M"),
+    ("hf.co/bartowski/Llama-3.2-1B-Instruct-GGUF", "bartowski/Llama-3.2-1B-Instruct-GGUF")])
+def test_registry_and_hub_references_are_recorded_as_models_default_records_them(reference: str, recorded: str,
+                                                                                 tmp_path: Path) -> None:
+    """They were recorded as typed (smollm2, hf.co/...), which a second size of smollm2 left meaning none."""
+    from localgen.registry import load_registry
     from localgen.resolve import ResolvedModel
     from localgen.session import model_reference
 
-    resolved = ResolvedModel(ref=parse_reference(reference), path=Path("/cache/model.gguf"), spec=None, source="cache")
-    assert model_reference(resolved) == reference
+    registry = load_registry(tmp_path / "none.toml")
+    ref = registry.reference(reference)
+    resolved = ResolvedModel(ref=ref, path=Path("/cache/model.gguf"), spec=registry.spec_for(ref), source="cache")
+    assert model_reference(resolved) == recorded
 
 
 def test_a_loaded_conversation_goes_on_with_the_model_in_use(session: ChatSession, bundled_model: Path) -> None:
