@@ -97,7 +97,7 @@ class Registry:
             raise ModelNotFoundError(f"unknown model '{name}'", hint=f"for the registry's model, use {sizes[0]}")
         if len(sizes) > 1:
             raise ModelNotFoundError(f"'{name}' comes in {len(sizes)} sizes: {', '.join(sizes)}",
-                                     hint=f"name one, as in `localgen run -m {sizes[0]}`")
+                                     hint=f"name one of them (the smallest: {sizes[0]})")
         close = close_names(name.lower(), list(self.models))
         hint = f"did you mean {', '.join(close)}?" if close else "see `localgen models list --all` for the names"
         raise ModelNotFoundError(f"unknown model '{name}'", hint=hint)

@@ -286,14 +286,16 @@ def test_a_chat_answer_cut_off_at_models_toml_s_limit_names_it(tmp_path: Path) -
     assert chat.quit() == 0
 
 
-@pytest.mark.parametrize("command", [["run", "-m", "qwen2.5", "hi"], ["models", "show", "qwen2.5"]])
+@pytest.mark.parametrize("command", [["run", "-m", "qwen2.5", "hi"], ["models", "show", "qwen2.5"],
+                                     ["models", "rm", "qwen2.5"], ["fit", "qwen2.5"], ["models", "default", "qwen2.5"]])
 def test_a_model_family_s_name_alone_is_told_every_size_the_registry_has(command: list[str]) -> None:
     """Ollama's `qwen2.5` alone names its default size; here the error names every entry of that family, where the
-    close names offered three and left qwen2.5-7b out, and the hint one to run."""
+    close names offered three and left qwen2.5-7b out, and the hint one to name, whatever the command (it was told
+    `localgen run -m qwen2.5-0.5b` for models rm, fit and models default too)."""
     result = run_localgen(*command, env={"LOCALGEN_OFFLINE": "1"})
     assert result.returncode == 1
     assert result.err == ("localgen: error: 'qwen2.5' comes in 4 sizes: qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, "
-                          "qwen2.5-7b (hint: name one, as in `localgen run -m qwen2.5-0.5b`)\n"), result.err
+                          "qwen2.5-7b (hint: name one of them (the smallest: qwen2.5-0.5b))\n"), result.err
 
 
 @pytest.mark.parametrize(("args", "hint"), [

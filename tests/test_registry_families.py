@@ -47,8 +47,8 @@ def test_a_family_of_several_sizes_is_refused_with_a_name_to_run(tmp_path: Path,
     """It was `unknown model 'llama3.2'` (hint: it comes in sizes: name one of ...), with no command to run."""
     refused = localgen(tmp_path, "run", "-m", typed, "hi")
     assert refused.returncode == 1
-    assert refused.err == ("localgen: error: 'llama3.2' comes in 2 sizes: llama3.2-1b, llama3.2-3b (hint: name one, "
-                           "as in `localgen run -m llama3.2-1b`)\n"), refused.err
+    assert refused.err == ("localgen: error: 'llama3.2' comes in 2 sizes: llama3.2-1b, llama3.2-3b (hint: name one "
+                           "of them (the smallest: llama3.2-1b))\n"), refused.err
 
 
 def test_a_size_of_the_user_s_makes_a_family_of_several(tmp_path: Path) -> None:
