@@ -139,7 +139,7 @@ class Registry:
         if ref.name in self.models:
             names = [f"{ref.name}:{ref.quant}" if ref.quant else ref.name]
         else:  # NAME alone, as Ollama's default size: each size of it
-            names = [] if ref.quant else sorted(name for name in self.models if name.startswith(f"{ref.name}-"))
+            names = [] if ref.quant else self._sizes_of(ref.name)
         if not names:
             return OLLAMA_HUB_HINT
         return f"localgen's name for it is {' or '.join(names)} (`localgen models list --all`)"
