@@ -36,12 +36,15 @@ def in_localgen_words(app: Any, args: list[str], message: str, hint: str | None)
 
 def _command_meant(app: Any, args: list[str], typed: str, meant: str) -> str | None:
     """The command line typed with the command name click took a slip for (model list: models list); a group's name
-    alone with its listing (model: models list)."""
+    alone with its listing (model: models list); None where that line names no command either (modles lst)."""
     if typed not in args:
         return None
     at = args.index(typed)
     words = [*args[:at], meant, *args[at + 1:]]
     names, command = typed_command(app, words)
-    if names == words and _LISTING in getattr(command, "commands", {}):
+    subcommands = getattr(command, "commands", {})
+    if names == words and _LISTING in subcommands:
         words.append(_LISTING)
+    elif subcommands and names != words and not words[len(names)].startswith("-"):  # no subcommand of the group
+        return None
     return f"use `{shlex.join(['localgen', *words])}`"

@@ -119,6 +119,9 @@ def test_a_misspelt_command_is_hinted_the_command_meant_and_help_names_the_comma
     assert _usage(["help", "nope"], capsys) == ("no such command 'nope'", "see `localgen --help`")  # not: run nope
     assert _usage(["nope"], capsys)[1] == "see `localgen --help`; to ask the model: localgen run nope"
     assert _usage(["help", "ls"], capsys)[1] == "use `localgen models list`"
+    assert _usage(["modles", "lst"], capsys)[1] == "see `localgen --help`"  # was: use `localgen models lst`
+    assert _usage(["model", "model"], capsys)[1] == "see `localgen --help`"  # was: use `localgen models model`
+    assert _usage(["modles", "--help"], capsys)[1] == "use `localgen models --help`"
 
 
 @pytest.mark.parametrize(("model", "message"), [
