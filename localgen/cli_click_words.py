@@ -11,7 +11,8 @@ from localgen.cli_args import typed_command
 
 CLICK_PHRASES = ("No such command", "No such option", "Missing argument", "Missing option", "Missing parameter",
                  "Option '", "Invalid value", "Got unexpected extra argument", "Error:")  # how click's messages begin
-_CLOSE_COMMAND = re.compile(r"^No such command '(?P<typed>[^']*)'\. Did you mean '(?P<meant>[^']*)'\?$")
+CLICK_GUESS = re.compile(  # click's No such command 'X' with its closest name added
+    r"^(?P<said>No such command '(?P<typed>[^']*)')\. Did you mean '(?P<meant>[^']*)'\?$")
 TYPER_COMPLETION_OPTIONS = ("--install-completion", "--show-completion")  # Typer's, which localgen leaves out
 COMPLETION_HINT = ('turn completion on with `eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"` in ~/.bashrc '
                    "(zsh_source for zsh, fish_source for fish)")
@@ -21,9 +22,9 @@ _LISTING = "list"  # the subcommand a group's name alone is hinted with (`model`
 def in_localgen_words(app: Any, args: list[str], message: str, hint: str | None) -> tuple[str, str | None]:
     """A click usage error's message and hint as localgen words them: lower case, without click's full stop, and a
     misspelt command's guess as a command to run (localgen's own messages are written so)."""
-    close = _CLOSE_COMMAND.match(message)
+    close = CLICK_GUESS.match(message)
     if close is not None:
-        message = f"No such command '{close['typed']}'"
+        message = close["said"]
         if not hint or hint.startswith("see `localgen"):  # no hint of the command's own: click's guess, to run
             hint = _command_meant(app, args, close["typed"], close["meant"]) or hint
     if message.startswith(tuple(f"No such option: {option}" for option in TYPER_COMPLETION_OPTIONS)):

@@ -27,6 +27,7 @@ from localgen.cli_args import (
     typed_command,
     words_given,
 )
+from localgen.cli_click_words import CLICK_GUESS
 from localgen.cli_continue import CONTINUE_LATEST, continue_hint
 from localgen.cli_extra_words import chat_prompt_error, extra_argument_hint, refuse_model_given, suggested
 from localgen.cli_habits import ENVIRONMENT_INSTEAD, environment_hint, habit_hint
@@ -50,7 +51,6 @@ from localgen.other_tools import (
 from localgen.other_tools_command import llm_prompt_in_localgen_s_words
 
 CTX_OPTIONS = ("--ctx", "--ctx-size", "-c")  # the context size's names in run, chat and fit
-CLICK_GUESS = re.compile(r"\. Did you mean '[^']*'\?$")  # what click adds to No such command 'X'
 SUGGESTION_CUTOFF = 0.75  # difflib similarity of option names without their dashes (click's 0.6 counts the dashes)
 
 
@@ -74,7 +74,7 @@ def _message_and_hint(app: typer.Typer, exc: Exception, args: list[str]) -> tupl
     message = _as_typed(_usage_error_text(exc), exc, args)
     own = _unknown_command_hint(app, args, command, text) or _subcommand_habit_hint(app, args, command, text)
     if own is not None:  # localgen's way for the command typed: click's closest name (create: chat) would contradict it
-        return CLICK_GUESS.sub(".", message), own
+        return CLICK_GUESS.sub(r"\g<said>.", message), own
     return message, _usage_hint(app, exc, args)
 
 
