@@ -12,6 +12,7 @@ import typer
 
 from localgen import __version__, cli_examples
 from localgen.cli_cache import cache_app
+from localgen.cli_click_words import COMPLETE_VAR
 from localgen.cli_conversations import conversations_app
 from localgen.cli_exit import InterruptEndsLine, flush_stdout, run_app, without_traceback
 from localgen.cli_manage import models_app
@@ -70,8 +71,6 @@ from localgen.errors import (
     EXIT_USAGE,
     UsageError,
 )
-
-COMPLETE_VAR = "_LOCALGEN_COMPLETE"  # click's _PROG_COMPLETE: set, the shell asks for completion (cli_completion)
 
 app = typer.Typer(
     name="localgen",

@@ -14,8 +14,9 @@ CLICK_PHRASES = ("No such command", "No such option", "Missing argument", "Missi
 CLICK_GUESS = re.compile(  # click's No such command 'X' with its closest name added
     r"^(?P<said>No such command '(?P<typed>[^']*)')\. Did you mean '(?P<meant>[^']*)'\?$")
 TYPER_COMPLETION_OPTIONS = ("--install-completion", "--show-completion")  # Typer's, which localgen leaves out
-COMPLETION_HINT = ('turn completion on with `eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"` in ~/.bashrc '
-                   "(zsh_source for zsh, fish_source for fish)")
+COMPLETE_VAR = "_LOCALGEN_COMPLETE"  # click's _PROG_COMPLETE: set, the shell asks for completion (cli_completion)
+COMPLETION_LINE = f'eval "$({COMPLETE_VAR}=bash_source localgen)"'  # the line of ~/.bashrc that turns it on
+COMPLETION_HINT = f"turn completion on with `{COMPLETION_LINE}` in ~/.bashrc (zsh_source for zsh, fish_source for fish)"
 _LISTING = "list"  # the subcommand a group's name alone is hinted with (`model`: `localgen models list`, as `ls` is)
 
 

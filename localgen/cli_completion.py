@@ -23,13 +23,14 @@ def complete(app: Any, variable: str) -> int:
 
     from localgen import console
     from localgen.cli_args import click_command
+    from localgen.cli_click_words import COMPLETION_LINE
     from localgen.errors import EXIT_USAGE
 
     instruction = os.environ.get(variable, "").strip()
     found = re.match(CLICK_STYLE, instruction) or re.match(TYPER_STYLE, instruction)
     if found is None:
         console.error(f"{variable}={instruction} is no completion instruction",
-                      hint=f'use `eval "$({variable}=bash_source localgen)"` (or zsh_source, fish_source)')
+                      hint=f"use `{COMPLETION_LINE}` (or zsh_source, fish_source)")
         return EXIT_USAGE
     completion_init()  # typer's zsh and fish scripts, which call back with complete_SHELL
     from localgen.cli_completion_bash import BashLine
