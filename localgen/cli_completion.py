@@ -53,28 +53,18 @@ def _add_completers(command: Any) -> None:
 
 
 def model_names() -> list[str]:
-    """The models -m takes by name: the registry's and the downloaded ones, as `models list --all` names them (none
-    where models.toml cannot be read: a run says why)."""
-    from localgen.catalog import list_all_models
+    """The models -m takes by name, as the chat's /model offers them (offline: the downloaded ones alone)."""
     from localgen.config import settings
-    from localgen.errors import LocalgenError
-    from localgen.registry import load_registry
+    from localgen.offered_names import models_offered
 
-    try:
-        return sorted({row.name for row in list_all_models(load_registry(settings().user_registry))})
-    except LocalgenError:
-        return []
+    return [name for name, _ in models_offered(offline=settings().offline)]
 
 
 def conversation_names() -> list[str]:
-    """The saved conversations' names, newest first (none where their folder cannot be listed)."""
-    from localgen.conversation_store import list_conversations
-    from localgen.errors import LocalgenError
+    """The saved conversations' names, newest first."""
+    from localgen.offered_names import conversations_offered
 
-    try:
-        return [name for name, _ in list_conversations()]
-    except LocalgenError:
-        return []
+    return conversations_offered()
 
 
 _COMPLETED: tuple[tuple[str, Callable[[], list[str]]], ...] = (  # the options whose values are completed, and with what
@@ -82,15 +72,16 @@ _COMPLETED: tuple[tuple[str, Callable[[], list[str]]], ...] = (  # the options w
 
 
 def _completer(names: Callable[[], list[str]]) -> Callable[[Any, Any, str], list[str]]:
-    """A click completer offering the names that start with what was typed, in any case (a model's name and quant are
-    read so: smollm2-135m:q completes to smollm2-135m:Q8_0), and none where they cannot be listed."""
+    """A click completer offering the names that start with what was typed, in any case, and none where they cannot
+    be listed."""
+    from localgen.offered_names import starting_with
+
     def offered(_ctx: Any, _param: Any, typed: str) -> list[str]:
         """The names that start with typed."""
         try:
             listed = names()
         except Exception:  # a folder that is a link to itself: the shell is offered nothing, never a traceback
             return []
-        return [name for name in listed if name.lower().startswith(typed.lower())]
+        return starting_with(listed, typed)
 
     return offered
-

@@ -17,10 +17,9 @@ from prompt_toolkit.history import DummyHistory, FileHistory, History, InMemoryH
 from localgen.chat_settings import SETTING_NAMES
 from localgen.config import settings
 from localgen.control_chars import NOT_TEXT_CONTROLS
-from localgen.conversation_store import list_conversations
-from localgen.errors import LocalgenError, UsageError
+from localgen.errors import UsageError
 from localgen.input_text import argument_text
-from localgen.registry import load_registry
+from localgen.offered_names import conversations_offered, models_offered
 from localgen.repl_show import SHOW_PARTS
 from localgen.shell_words import names_a_path, path_completions
 from localgen.slips import meant_name
@@ -206,12 +205,12 @@ class SlashCompleter(Completer):
         if text.startswith("/file ") or (text.startswith("/model ") and names_a_path(text[len("/model "):])):
             yield from path_completions(text.split(" ", 1)[1], self._paths, complete_event)
         elif text.startswith("/load ") and " " not in text[len("/load "):]:
-            yield from _words(_saved_names(), text[len("/load "):])
+            yield from _words(conversations_offered(), text[len("/load "):])
         elif text.startswith("/model ") and " " not in text[len("/model "):]:
-            offline, models = self._offline(), _models()
-            meta = {} if offline else {name: "downloaded" for name, downloaded in models if downloaded}
-            yield from _words([name for name, downloaded in models if downloaded or not offline],
-                              text[len("/model "):], meta=meta)
+            typed, offline = text[len("/model "):], self._offline()
+            models = dict(models_offered(offline=offline))
+            meta = {} if offline else {name: "downloaded" for name, downloaded in models.items() if downloaded}
+            yield from _words(models, typed, meta=meta)
         elif text.startswith("/set ") and " " not in text[len("/set "):]:
             typed = text[len("/set "):]  # a setting's name, or its option name (--top-p completes to top_p)
             yield from _words((*SETTING_NAMES, "stop"), typed, typed.lstrip("-").replace("-", "_"))
@@ -222,32 +221,13 @@ class SlashCompleter(Completer):
             yield from _words(COMMANDS, text)
 
 
-def _models() -> list[tuple[str, bool]]:
-    """The models `models list --all` lists, by name, and whether each is downloaded (a broken models.toml completes
-    nothing: /model says what is wrong)."""
-    from localgen.catalog import list_all_models
-
-    try:
-        return sorted((row.name, row.downloaded) for row in list_all_models(load_registry(settings().user_registry)))
-    except LocalgenError:
-        return []
-
-
-def _saved_names() -> list[str]:
-    """The saved conversations' names (none when their folder cannot be listed: /list says why)."""
-    try:
-        return [name for name, _ in list_conversations()]
-    except LocalgenError:
-        return []
-
-
 def _words(words: Iterable[str], typed: str, key: str | None = None, *,
            meta: Mapping[str, str] | None = None) -> Iterator[Completion]:
-    """The words that start with what was typed (or with key, its normal form), each replacing it, with the space
-    that follows it (and its meta, shown beside it in the menu)."""
+    """The words that start with what was typed (or with key, its normal form), in any case, each replacing it, with
+    the space that follows it (and its meta, shown beside it in the menu)."""
     prefix = (typed if key is None else key).lower()
     for word in words:
-        if word.startswith(prefix):
+        if word.lower().startswith(prefix):
             yield Completion(f"{word} ", start_position=-len(typed), display=word, display_meta=(meta or {}).get(word))
 
 

@@ -25,19 +25,20 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
         command.parent.mkdir(parents=True)
         command.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m localgen "$@"\n')
         command.chmod(0o755)
-    return {**os.environ, "LOCALGEN_HOME": str(home), "HF_HOME": str(home / "hf"), "LOCALGEN_OFFLINE": "1",
-            "PYTHONPATH": str(REPO_ROOT),
+    return {**os.environ, "LOCALGEN_HOME": str(home), "HF_HOME": str(home / "hf"), "PYTHONPATH": str(REPO_ROOT),
             "PATH": f"{command.parent}{os.pathsep}{os.environ.get('PATH', '')}", **extra}
 
 
-def _bash_lines(home: Path, *partial: str) -> list[str]:
+def _bash_lines(home: Path, *partial: str, offline: str = "") -> list[str]:
     """The command lines a real bash in a pseudo-terminal shows after each partial line is typed and Tab pressed, with
-    localgen's completion script sourced (`-o default`: an empty folder's files, where it offers nothing)."""
+    localgen's completion script sourced (`-o default`: an empty folder's files, where it offers nothing), offline
+    where LOCALGEN_OFFLINE is given."""
     folder = home / "empty"
-    folder.mkdir(exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     prompt = "bash-ready$ "
     shell = pexpect.spawn("bash", ["--norc", "--noprofile", "-i"], env={**_env(home), "PS1": prompt, "TERM": "dumb",
-                          "INPUTRC": "/dev/null"}, cwd=str(folder), encoding="utf-8", timeout=120)
+                          "INPUTRC": "/dev/null", "LOCALGEN_OFFLINE": offline}, cwd=str(folder), encoding="utf-8",
+                          timeout=120)
     shell.expect_exact(prompt)
     shell.sendline('eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"')
     shell.expect_exact(prompt)
@@ -87,6 +88,15 @@ def test_bash_completes_a_model_name_with_a_colon_and_a_model_after_equals(tmp_p
         "localgen run -m acme/Tiny-GGUF:Q", "localgen run -m acme/Tiny-GGUF:Q8_0 ", "localgen run -m acme/Tiny-GGUF:Q",
         "localgen chat --model=smollm2-135m", "localgen run -m smollm2-135m:Q8_0 ",
         "localgen run --model=acme/Tiny-GGUF:Q4_1 "]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_offline_bash_offers_the_downloaded_models_alone_as_the_chat_s_model_does(tmp_path: Path) -> None:
+    """It offered every model of the registry, none of which an offline run can use, where /model offered the
+    downloaded ones alone."""
+    assert _bash_lines(tmp_path / "online", "localgen run -m qwen2.5-0") == ["localgen run -m qwen2.5-0.5b "]
+    shell = _bash_lines(tmp_path / "offline", "localgen run -m qwen2.5-0", "localgen run -m smol", offline="1")
+    assert shell == ["localgen run -m qwen2.5-0", "localgen run -m smollm2-135m "]
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")

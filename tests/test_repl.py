@@ -1912,3 +1912,21 @@ def test_model_completion_marks_downloaded_models_online_and_offers_only_them_of
     online = complete(False)
     assert online["smollm2-135m "] == "downloaded" and online["gemma3-4b "] == "" and "deepseek-r1-7b " in online
     assert complete(True, "/model gem") == {} and complete(False, "/model gem").keys() == {"gemma3-1b ", "gemma3-4b "}
+
+
+def test_load_completes_a_conversation_s_name_typed_in_another_case_as_the_shell_does(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """/load work offered nothing for Work-Notes, where the shell's --resume work offered it."""
+    from prompt_toolkit.completion import CompleteEvent
+    from prompt_toolkit.document import Document
+
+    from localgen import config
+    from localgen.repl_input import SlashCompleter
+
+    monkeypatch.setenv("LOCALGEN_HOME", str(home))
+    monkeypatch.setattr(config, "_settings", None)
+
+    saved = run_localgen("run", "--conversation", "Work-Notes", "-n", "1", "hi", env={"LOCALGEN_HOME": str(home)})
+    assert saved.returncode == 0, saved.err
+    found = SlashCompleter(lambda: True).get_completions(Document("/load work"), CompleteEvent())
+    assert [c.text for c in found] == ["Work-Notes "]
