@@ -125,10 +125,13 @@ def conversations_mv(
 
     old, new = looked_up_name(old, shell=True), given_name(new)  # notes.json: notes
     try:
-        rename_conversation(old, new, force=force)
+        moved = rename_conversation(old, new, force=force)
     except DamagedConversationError as exc:  # the hint of this command, not a chat's
         raise exc.left_untouched() from None
-    console.say(f"localgen: renamed {old} to {new}")
+    if moved:
+        console.say(f"localgen: renamed {old} to {new}")
+    else:
+        console.say(f"localgen: removed {old}, a link to {new}'s own file (the conversation is saved as {new})")
 
 
 conversations_app.command("rename", hidden=True, cls=PlainUsage)(conversations_mv)  # llm's and git's other word

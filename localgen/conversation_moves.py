@@ -24,11 +24,12 @@ from localgen.conversation_store import (
 from localgen.errors import LocalgenError, UsageError
 
 
-def rename_conversation(old: str, new: str, *, force: bool = False) -> Path:
-    """Rename saved conversation old to new (names as given_name reads them) and return its new file: refused while
-    a chat or a run has either open, and where new is saved already unless force (which replaces it). The new file is
-    written whole before the old one goes, so a failure at any point leaves the conversation saved under one name or
-    both; a link is moved as it is (its target untouched)."""
+def rename_conversation(old: str, new: str, *, force: bool = False) -> bool:
+    """Rename saved conversation old to new (names as given_name reads them): refused while a chat or a run has
+    either open, and where new is saved already unless force (which replaces it). The new file is written whole
+    before the old one goes, so a failure at any point leaves the conversation saved under one name or both; a link
+    is moved as it is (its target untouched), and one that leads to new's own file is only removed (returned False:
+    the conversation is saved as new already)."""
     path = saved_paths([old])[0]
     target = saved_path(new)
     if new == old:
@@ -38,19 +39,41 @@ def rename_conversation(old: str, new: str, *, force: bool = False) -> Path:
         for name in (old, new):
             if hold(folder, name, hint="finish that chat or run first", by="conversations mv"):
                 held.append(name)
-        if os.path.lexists(target) and not force and not _same_entry(path, target):
+        if path.is_symlink() and not _same_entry(path, target) and _leads_to(path, target):
+            _remove_link(path)
+            moved = False
+        elif os.path.lexists(target) and not force and not _same_entry(path, target):
             raise UsageError(f"a conversation named '{new}' already exists",
                              hint="choose another name, or add --force to replace it; `localgen conversations show "
                                   f"{new}` shows it")
-        if target.is_dir() and not target.is_symlink():
+        elif target.is_dir() and not target.is_symlink():
             raise LocalgenError(f"{target} is a folder, not a saved conversation", hint="choose another name")
-        _move(path, target, new)
+        else:
+            _move(path, target, new)
+            moved = True
         with contextlib.suppress(OSError):  # its lock file goes too, while this process holds it
             lock_path(folder, old).unlink()
     finally:
         for name in held:
             release(folder, name)
-    return target
+    return moved
+
+
+def _leads_to(link: Path, target: Path) -> bool:
+    """Whether link leads to the very file that target names (or leads to)."""
+    try:
+        return os.path.samefile(link, target)
+    except OSError:
+        return False
+
+
+def _remove_link(link: Path) -> None:
+    """Remove a link, never what it leads to."""
+    try:
+        link.unlink()
+    except OSError as exc:
+        raise LocalgenError(f"could not remove {link}: {exc.strerror or exc}",
+                            hint="check the permissions of its folder") from exc
 
 
 def _move(path: Path, target: Path, new: str) -> None:

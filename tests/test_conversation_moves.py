@@ -118,3 +118,14 @@ def test_mv_of_a_link_moves_the_link_and_leaves_its_target(tmp_path: Path) -> No
     assert run_localgen("conversations", "mv", "linked", "moved").returncode == 0
     moved = conversations_dir() / "moved.json"
     assert moved.is_symlink() and moved.resolve() == target and target.is_file()
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_mv_of_a_link_to_the_new_names_own_file_removes_the_link_alone(force: bool) -> None:
+    let_go(_saved("bbb", "kept"))
+    (conversations_dir() / "old.json").symlink_to("bbb.json")
+    moved = run_localgen("conversations", "mv", "old", "bbb", *(["--force"] if force else []))
+    assert moved.returncode == 0, moved.err
+    assert moved.err == "localgen: removed old, a link to bbb's own file (the conversation is saved as bbb)\n"
+    kept = conversations_dir() / "bbb.json"
+    assert _names() == ["bbb"] and not kept.is_symlink() and load_conversation("bbb").turns[0].user == "kept"
