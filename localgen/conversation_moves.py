@@ -78,14 +78,17 @@ def _remove_link(link: Path) -> None:
 
 def _move(path: Path, target: Path, new: str) -> None:
     """Move a conversation's file to target: a link as it is; a file written there under its new name (over what
-    is there), then removed, unless target is that same file (a case-insensitive file system's other case)."""
+    is there), its updated time and the file's times kept (a rename is no new exchange: `run --continue` still takes
+    the newest), then removed, unless target is that same file (a case-insensitive file system's other case)."""
     try:
         if path.is_symlink():
             os.replace(path, target)
             return
+        times = path.stat()
         conversation = read_conversation(path.stem)
         conversation.name = new
-        write_conversation(target, conversation)
+        write_conversation(target, conversation, touch=False)
+        os.utime(target, ns=(times.st_atime_ns, times.st_mtime_ns))
         if not _same_entry(path, target):
             path.unlink()
     except OSError as exc:

@@ -13,6 +13,7 @@ from localgen.conversation import Conversation, Turn
 from localgen.conversation_lock import hold, lock_path, release
 from localgen.conversation_names import is_automatic_name
 from localgen.conversation_store import conversations_dir, let_go, load_conversation, save_conversation
+from localgen.last_run import last_run_path, newest_last_run
 from tests.conftest import run_localgen
 
 pytestmark = pytest.mark.usefixtures("home")  # every test in a localgen home of its own (conftest)
@@ -129,3 +130,21 @@ def test_mv_of_a_link_to_the_new_names_own_file_removes_the_link_alone(force: bo
     assert moved.err == "localgen: removed old, a link to bbb's own file (the conversation is saved as bbb)\n"
     kept = conversations_dir() / "bbb.json"
     assert _names() == ["bbb"] and not kept.is_symlink() and load_conversation("bbb").turns[0].user == "kept"
+
+
+def test_mv_keeps_the_conversation_s_times_so_run_continue_still_takes_a_newer_plain_run() -> None:
+    for name, when in (("aaa", 1_000_000), ("bbb", 2_000_000)):
+        let_go(_saved(name))
+        path = conversations_dir() / f"{name}.json"
+        path.write_text(path.read_text().replace(json.loads(path.read_text())["updated"], "2001-01-01T00:00:00+00:00"))
+        os.utime(path, (when, when))
+    last_run = Conversation.new(system=None, model="smollm2-135m")
+    last_run.turns.append(Turn("Name a fruit.", "Apple."))
+    last_run_path().parent.mkdir(parents=True, exist_ok=True)
+    last_run_path().write_text(last_run.to_json())
+    assert newest_last_run() is not None, "the plain run is the newest"
+    assert run_localgen("conversations", "mv", "aaa", "ccc").returncode == 0
+    moved = conversations_dir() / "ccc.json"
+    assert moved.stat().st_mtime == 1_000_000
+    assert json.loads(moved.read_text())["updated"] == "2001-01-01T00:00:00+00:00"
+    assert newest_last_run() is not None, "and still is once aaa is renamed"
