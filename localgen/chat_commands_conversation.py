@@ -259,8 +259,8 @@ def history_command(state: ChatState, argument: str) -> None:
 
 
 def _exchange_count(argument: str) -> int:
-    """The N of /history N: a whole number of at least 1."""
-    if not argument.isdigit() or int(argument) < 1:
+    """The N of /history N: a whole number of at least 1, in ASCII digits (str.isdigit takes a '²' int() refuses)."""
+    if not (argument.isascii() and argument.isdigit()) or int(argument) < 1:
         raise usage_error("/history", f"/history takes a number of exchanges (at least 1), not {argument!r}")
     return int(argument)
 

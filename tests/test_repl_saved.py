@@ -72,6 +72,8 @@ def test_history_prints_the_last_exchanges_as_conversations_show_writes_them(tmp
         assert "Say bye." in last and "Say hi." not in last and _words(second) in last, last
         refused = _said(chat, "/history none", "/history [N]")
         assert "/history takes a number of exchanges (at least 1), not 'none'" in refused, refused
+        superscript = _said(chat, "/history ²", "/history [N]")  # a digit to str.isdigit, no number to int()
+        assert "not '²'" in superscript and "internal error" not in superscript, superscript
         assert chat.quit() == 0
     finally:
         if chat.child.isalive():
