@@ -37,6 +37,8 @@ def rename_conversation(old: str, new: str, *, force: bool = False) -> bool:
     folder, held = conversations_dir(), []
     try:
         for name in (old, new):
+            if name == new and _same_entry(lock_path(folder, old), lock_path(folder, new)):
+                break  # one lock file (a case-insensitive file system's two cases of one name): held already
             if hold(folder, name, hint="finish that chat or run first", by="conversations mv"):
                 held.append(name)
         if path.is_symlink() and not _same_entry(path, target) and _leads_to(path, target):

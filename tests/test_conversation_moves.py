@@ -148,3 +148,17 @@ def test_mv_keeps_the_conversation_s_times_so_run_continue_still_takes_a_newer_p
     assert moved.stat().st_mtime == 1_000_000
     assert json.loads(moved.read_text())["updated"] == "2001-01-01T00:00:00+00:00"
     assert newest_last_run() is not None, "and still is once aaa is renamed"
+
+
+def test_mv_to_another_case_of_the_same_name_takes_its_one_lock_once() -> None:
+    """A case-insensitive file system's two cases of one name, as hard links show them: the second lock of the one
+    lock file clashed with the first, and the rename was refused as in use by itself."""
+    let_go(_saved("aaa", "kept"))
+    folder = conversations_dir()
+    assert hold(folder, "aaa", hint="")  # makes its lock file
+    release(folder, "aaa")
+    os.link(folder / "aaa.json", folder / "AAA.json")
+    os.link(lock_path(folder, "aaa"), lock_path(folder, "AAA"))
+    moved = run_localgen("conversations", "mv", "aaa", "AAA")
+    assert moved.returncode == 0 and moved.err == "localgen: renamed aaa to AAA\n", moved.err
+    assert _names() == ["AAA"] and load_conversation("AAA").turns[0].user == "kept"
