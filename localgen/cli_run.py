@@ -31,7 +31,7 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     with no -m given (model_given), or a message with nothing in it, is refused; so is one too long for the model,
     as its size shows it (bound)."""
     from localgen import console
-    from localgen.attached import as_given, prompt_parts
+    from localgen.attached import AttachedText, as_given, prompt_parts
     from localgen.cli import app
     from localgen.cli_args import given_after_double_dash
     from localgen.cli_model import say_waiting_for
@@ -61,6 +61,8 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     made_of = prompt_parts([files[index] for index in counted if index < len(files)], system=system,
                            stdin=any(index >= len(files) for index in counted), prompt=bool(prompt))
     piped = attachments[-1] if len(attachments) > len(files) else None  # stdin, attached unasked
+    attachments = [*(AttachedText(text, file) for text, file in zip(attachments[:len(files)], files, strict=True)),
+                   *attachments[len(files):]]  # stdin piped unasked, after them: a saved turn names the files
     attachments = once_each(attachments, names, warnings)
     attached = any(map(str.strip, attachments))
     if sent_whole and piped is not None and not piped.strip() and (attached or (prompt and prompt.strip())):

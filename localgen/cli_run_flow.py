@@ -290,10 +290,11 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     limit_source = token_limit_source(given=from_command_line(ctx, "max_tokens"),
                                       conversation=None if continued is None else continued.conversation)
     if continued is not None:
-        start, stops = continued_answer(loaded, options, continued, system, user_text, sampling, limits,
-                                 given_settings(ctx), draft=request.draft, prompt_cache=not request.no_cache,
-                                 stop_given=from_command_line(ctx, "stop"), hide_thinking=request.hide_thinking,
-                                 notes=notes, template_system=checked.template_system, limit_source=limit_source)
+        start, stops = continued_answer(loaded, options, continued, system, checked.prompt, inputs.attachments,
+                                        sampling, limits, given_settings(ctx), draft=request.draft,
+                                        prompt_cache=not request.no_cache, stop_given=from_command_line(ctx, "stop"),
+                                        hide_thinking=request.hide_thinking, notes=notes,
+                                        template_system=checked.template_system, limit_source=limit_source)
     else:
         messages = fresh_messages(loaded, user_text, system, raw=request.raw)
         if request.print_prompt:

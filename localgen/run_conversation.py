@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from localgen import console
 from localgen.config import settings
@@ -13,6 +13,7 @@ from localgen.conversation_store import latest_conversation, list_conversations,
 from localgen.conversation_summary import cut_short, name_like_saved, system_change
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event
+from localgen.input_text import argument_line_ends
 from localgen.last_run import Continued, newest_last_run, take_last_run
 from localgen.params import GenerationLimits, SamplingParams
 from localgen.prompt_room import warn_of_answer_room
@@ -86,11 +87,13 @@ def _warn_if_mistyped(name: str) -> None:
 
 
 def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Continued, system: str | None,
-                     text: str, sampling: SamplingParams, limits: GenerationLimits, overrides: Mapping[str, str], *,
+                     prompt: str | None, attachments: Sequence[str], sampling: SamplingParams,
+                     limits: GenerationLimits, overrides: Mapping[str, str], *,
                      draft: str, prompt_cache: bool, stop_given: bool = False, hide_thinking: bool = False,
                      notes: list[str] | None = None, template_system: bool = False,
                      limit_source: str) -> tuple[Callable[[], Iterator[Event]], str | None]:
-    """What streams the answer to text as the next exchange of a saved conversation (saved with it, as chat does).
+    """What streams the answer to prompt (after the attached files, named in the turn as a chat's are) as the next
+    exchange of a saved conversation (saved with it, as chat does).
 
     The conversation's saved settings and stop strings apply and overrides (the options given now; stop_given:
     --stop's strings, in limits) win for this run: they are not saved. Earlier exchanges the context cannot hold
@@ -117,7 +120,8 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Cont
     if notes is not None:
         session.save_notes = notes
     session.replace_conversation(conversation, overrides)
-    turn, events = session.ask(text)
+    session.attachments = list(attachments)  # recorded with the turn (attached, typed), as a chat's -f files are
+    turn, events = session.ask(argument_line_ends(prompt or ""))
     if notes is not None:
         events = _unsaved_said(events, session, notes)
     if continued.last_run is not None:
