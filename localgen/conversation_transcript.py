@@ -3,6 +3,7 @@ and a resumed chat its last one, shortened."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from localgen.control_chars import terminal_safe
@@ -12,6 +13,9 @@ from localgen.units import counted, local_minute_of
 
 RESUMED_LINES = 8  # lines of each message of the last exchange that a resumed chat shows
 RESUMED_CHARS = 600  # and characters
+# an escape sequence the cut leaves open at the end: ESC alone or with intermediates, a CSI without its final byte,
+# an OSC (a title, a link) without its BEL or ESC \
+_OPEN_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*|\](?:(?!\x1b\\)[^\x07])*|[ -/]*)\Z")
 
 
 def transcript(conversation: Conversation, *, terminal: bool = False, dim: bool = False) -> str:
@@ -67,9 +71,12 @@ def blank_answer(answer: str | None) -> str | None:
 
 
 def shortened(text: str, *, lines: int = RESUMED_LINES, chars: int = RESUMED_CHARS) -> str:
-    """A message cut to its first lines and characters, marked where cut ("[… 1,234 more characters: /history shows
-    it whole]")."""
+    """A message cut to its first lines and characters, marked where text is cut ("[… 1,234 more characters: /history
+    shows it whole]"; whitespace at its end is none), never inside an escape sequence (a pipe gets the text raw)."""
     kept = "\n".join(text.split("\n")[:lines])[:chars]
-    if len(kept) >= len(text):
+    open_escape = _OPEN_ESCAPE.search(kept)
+    kept = (kept[:open_escape.start()] if open_escape else kept).rstrip()
+    more = len(text.rstrip()) - len(kept)
+    if more <= 0:
         return text
-    return f"{kept.rstrip()} […{len(text) - len(kept):,} more characters: /history shows it whole]"
+    return f"{kept} […{counted(more, 'more character')}: /history shows it whole]"

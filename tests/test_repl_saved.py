@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from localgen.conversation_transcript import shortened
 from localgen.params import SamplingParams
 from localgen.repl_text import same_answer_note
 from tests.test_repl import Chat
@@ -104,6 +105,21 @@ def test_a_resumed_chat_shows_its_last_exchange_a_long_answer_shortened(tmp_path
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("".join(f"{n}\n" for n in range(1, 9)), "".join(f"{n}\n" for n in range(1, 9))),  # 8 lines: nothing cut
+    ("\n" * 13, "\n" * 13), ("word   \n\n", "word   \n\n"),  # whitespace alone is no text cut
+    ("a" * 601, f"{'a' * 600} […1 more character: /history shows it whole]"),
+    ("a" * 598 + "\x1b[31mred", f"{'a' * 598} […8 more characters: /history shows it whole]"),  # ESC [ 3 of it
+    ("a" * 590 + "\x1b]8;;https://x.org\x07", f"{'a' * 590} […19 more characters: /history shows it whole]"),
+    ("a" * 590 + "\x1b[1mbold text", f"{'a' * 590}\x1b[1mbold t […3 more characters: /history shows it whole]"),
+])
+def test_a_resumed_chat_s_message_is_shortened_only_where_text_is_cut_and_never_in_an_escape(text: str,
+                                                                                                shown: str) -> None:
+    """Eight lines and a newline were said cut by '1 more characters', a message of newlines alone by 13, and a cut
+    inside an escape sequence left it open for a pipe's reader."""
+    assert shortened(text) == shown
 
 
 def test_regen_says_when_its_settings_give_the_same_answer_and_how_to_vary_it(tmp_path: Path) -> None:
