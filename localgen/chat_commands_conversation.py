@@ -56,7 +56,7 @@ def undo_command(state: ChatState, _: str) -> None:
 
 def regen_command(state: ChatState, _: str) -> None:
     """/regen: answer the last question again, or send the message typed last where it got no answer; where the
-    settings give the same answer again (temperature 0, a fixed seed), it says so first, with how to vary it."""
+    settings give this answer again from now on (temperature 0, a fixed seed), it says so first, with how to vary it."""
     session = state.session
     again = session.dropped_question is None  # (else a message that got no answer is sent: a first answer)
     start, stream = session.regenerate()

@@ -52,13 +52,14 @@ def answer_note(done: Finished, *, limit_source: str = "/set max_tokens", hidden
 
 
 def same_answer_note(sampling: SamplingParams) -> str | None:
-    """What /regen says first where its settings give the answer it had again (temperature 0: greedy; a fixed seed),
-    with how to vary it; None where each answer is drawn afresh."""
+    """What /regen says first where, from now on, its settings give the answer it is about to give again
+    (temperature 0: greedy; a fixed seed), with how to vary it; None where each answer is drawn afresh. The last
+    answer may have been made with other settings: this one is not said to repeat it."""
     if sampling.temperature == 0:
-        return "[temperature 0 always takes the likeliest token, so the answer comes out the same; /set temperature " \
-            "0.7 varies it]"
+        return "[temperature 0 always takes the likeliest token, so /regen gives this answer again while it is set; " \
+            "/set temperature 0.7 varies it]"
     if sampling.seed is not None:
-        return f"[seed {sampling.seed} is fixed, so the same settings give the same answer; /set seed none (or " \
+        return f"[seed {sampling.seed} is fixed, so /regen gives this answer again while it is; /set seed none (or " \
             "another seed) varies it]"
     return None
 

@@ -12,7 +12,6 @@ import pytest
 
 from localgen.conversation_transcript import shortened
 from localgen.params import SamplingParams
-from localgen.repl_text import same_answer_note
 from tests.test_repl import Chat
 
 
@@ -128,17 +127,21 @@ def test_regen_says_when_its_settings_give_the_same_answer_and_how_to_vary_it(tm
     try:
         chat.ask("Say hi.")
         seeded = _said(chat, "/regen", "varies it]")
-        assert "[seed 42 is fixed, so the same settings give the same answer; /set seed none (or another seed) " \
+        assert "[seed 42 is fixed, so /regen gives this answer again while it is; /set seed none (or another seed) " \
             "varies it]" in seeded, seeded
         chat.command("/set seed none", "seed")
         mark = len(chat.transcript.getvalue())
         chat.child.sendline("/regen")
         chat.sync()
         assert "varies it" not in chat.transcript.getvalue()[mark:], "a random seed: each answer is drawn afresh"
+        chat.command("/set seed 5", "seed")  # the last answer came of a random seed: this one repeats it no more
+        reseeded = _said(chat, "/regen", "varies it]")
+        assert "[seed 5 is fixed, so /regen gives this answer again while it is;" in reseeded, reseeded
+        assert "same settings give the same answer" not in reseeded, reseeded
         chat.command("/set temperature 0", "temperature")
         greedy = _said(chat, "/regen", "varies it]")
-        assert "[temperature 0 always takes the likeliest token, so the answer comes out the same; /set temperature " \
-            "0.7 varies it]" in greedy, greedy
+        assert "[temperature 0 always takes the likeliest token, so /regen gives this answer again while it is set; " \
+            "/set temperature 0.7 varies it]" in greedy, greedy
         assert chat.quit() == 0
     finally:
         if chat.child.isalive():
@@ -149,6 +152,8 @@ def test_regen_says_when_its_settings_give_the_same_answer_and_how_to_vary_it(tm
     ({"seed": 42}, "seed 42 is fixed"), ({"seed": 7, "temperature": 0.0}, "temperature 0"),
     ({"seed": -1}, None), ({}, None)])
 def test_the_same_answer_note_is_said_for_a_fixed_seed_or_temperature_0(settings: dict, said: str | None) -> None:
+    from localgen.repl_text import same_answer_note  # here: the module's other tests load without it
+
     note = same_answer_note(SamplingParams(**settings))
     assert note is None if said is None else said in note
 
