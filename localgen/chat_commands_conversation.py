@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import glob
 import os
+import sys
+from collections.abc import Callable
 
 from localgen import console
 from localgen.attached import AttachedText
 from localgen.chat_commands_settings import settings_text
 from localgen.config import settings
-from localgen.conversation import Conversation
+from localgen.conversation import Conversation, Turn
 from localgen.conversation_names import NAME_PATTERN, NEW_NAME_HINT, check_name, empty_name
 from localgen.conversation_store import MissingConversationError, let_go, load_conversation, saved_path
 from localgen.conversation_summary import name_like_saved
@@ -201,9 +203,7 @@ def load_command(state: ChatState, argument: str) -> None:
         state.asked_in = conversation
     kept = f" ({what_reset_kept(previous, unsaved=unsaved)})" if asked and left else ""  # as /reset says it
     console.say(f"loaded {conversation.name}{kept}: {conversation_summary(session)}")
-    shown = last_exchange(conversation)
-    if shown is not None:
-        console.say(shown)
+    say_last_exchange(conversation)
     if session.attachments:  # /file's files are for the next message, in whichever conversation it is
         console.say(f"your next message still takes {counted(len(session.attachments), 'attached file')} "
                     "(/file none drops them)")
@@ -255,7 +255,7 @@ def history_command(state: ChatState, argument: str) -> None:
     shown = turns[-count:]
     if len(shown) < len(turns):
         console.say(f"[the last {counted(len(shown), 'exchange')} of {len(turns):,}; /history alone shows every one]")
-    console.say("\n".join(exchanges(shown)).rstrip("\n"))
+    _say_exchanges(shown)
 
 
 def _exchange_count(argument: str) -> int:
@@ -265,14 +265,23 @@ def _exchange_count(argument: str) -> int:
     return int(argument)
 
 
-def last_exchange(conversation: Conversation) -> str | None:
-    """The last exchange of a conversation gone back to (--resume, /load), its messages shortened where long (said
-    so), or None where it has none."""
-    if not conversation.turns:
-        return None
-    total = len(conversation.turns)
-    heading = f"last exchange (/history shows all {total:,}):" if total > 1 else "last exchange:"
-    return heading + "\n\n" + exchanges(conversation.turns[-1:], shorten=shortened)[0].rstrip("\n")
+def say_last_exchange(conversation: Conversation) -> None:
+    """Say the last exchange of a conversation gone back to (--resume, /load), its messages shortened where long (said
+    so); nothing where it has none."""
+    if conversation.turns:
+        total = len(conversation.turns)
+        console.say(f"last exchange (/history shows all {total:,}):" if total > 1 else "last exchange:")
+        _say_exchanges(conversation.turns[-1:], shorten=shortened, before="\n")
+
+
+def _say_exchanges(turns: list[Turn], *, shorten: Callable[[str], str] = str, before: str = "") -> None:
+    """Say exchanges as `conversations show` writes them on a terminal: their saved text's control characters shown,
+    not obeyed, and each answer's details dim (in italics where the terminal takes no style, or NO_COLOR); a pipe
+    gets them as they are (before: what is said before them, a blank line)."""
+    terminal = sys.stderr.isatty()
+    dim = terminal and console.takes_escapes(sys.stderr) and not os.environ.get("NO_COLOR")
+    text = "\n".join(exchanges(turns, terminal=terminal, dim=dim, shorten=shorten)).rstrip("\n")
+    console.say(before + text, made_safe=True)
 
 
 def model_command(state: ChatState, argument: str) -> None:

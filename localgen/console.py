@@ -237,13 +237,14 @@ def status_width() -> int:
     return terminal_width(sys.stderr)()
 
 
-def say(message: str) -> None:
+def say(message: str, *, made_safe: bool = False) -> None:
     """A status line on stderr, its lines broken between words on a terminal, never inside a command it names, and
-    the control characters of what it quotes (a model file's text, a system prompt) shown there, not obeyed (best
-    effort: a stderr that cannot be written must not fail the command)."""
+    the control characters of what it quotes (a model file's text, a system prompt) shown there, not obeyed
+    (made_safe: the caller showed them, and its escapes are its own style; best effort: a stderr that cannot be
+    written must not fail the command)."""
     try:
         text = without_surrogates(message)
-        text = terminal_safe(text) if _is_terminal(sys.stderr) else text  # a pipe or a file gets it as it is
+        text = terminal_safe(text) if _is_terminal(sys.stderr) and not made_safe else text  # a pipe gets it as it is
         wrap = WordWrap(terminal_width(sys.stderr), wide_breaks=False, keep_whole=True)  # a path, a command whole
         write_whole(sys.stderr, wrap.feed(text) + wrap.flush() + "\n")  # waits, as stdout does
         sys.stderr.flush()

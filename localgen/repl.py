@@ -17,7 +17,7 @@ from prompt_toolkit.layout.processors import ConditionalProcessor, Processor, Ta
 from localgen import console
 from localgen.answer_view import AnswerView
 from localgen.chat_commands import refuse_bang_habit, run_command
-from localgen.chat_commands_conversation import conversation_summary, last_exchange
+from localgen.chat_commands_conversation import conversation_summary, say_last_exchange
 from localgen.chat_commands_settings import say_stats
 from localgen.errors import LocalgenError, internal_error_text
 from localgen.events import Event, Finished, TextChunk
@@ -143,9 +143,7 @@ class Repl:
             console.warn(self._history_warning)
         if self.resumed:
             console.say(f"resumed {self.session.conversation.name}: {conversation_summary(self.session)}")
-            shown = last_exchange(self.session.conversation)
-            if shown is not None:
-                console.say(shown)
+            say_last_exchange(self.session.conversation)
         if self._system_note:
             console.say(self._system_note)
         no_room = self.session.no_room_warning()  # before anything is typed, as /model says it

@@ -64,7 +64,10 @@ def test_history_prints_the_last_exchanges_as_conversations_show_writes_them(tmp
         chat.command("/history", "no exchange yet in this conversation")
         first = chat.ask("Say hi.")["turns"][-1]["answer"]
         second = chat.ask("Say bye.")["turns"][-1]["answer"]
+        mark = len(chat.transcript.getvalue())
         both = _said(chat, "/history", "## user")
+        raw = chat.transcript.getvalue()[mark:]  # each answer's details dim, as conversations show writes them
+        assert re.search(r"\x1b\[2m[^*\x1b]*stopped at the token limit", raw) and "*smollm2" not in raw, raw
         assert f"## user Say hi. ## assistant {_words(first)}" in both, both
         assert "## user Say bye." in both and "stopped at the token limit" in both, both
         last = _said(chat, "/history 1", "## user")
