@@ -101,6 +101,12 @@ def holds(folder: Path, name: str) -> bool:
     return lock_path(folder, name) in _held
 
 
+def remove_lock_file(folder: Path, name: str) -> None:
+    """Remove the lock file of conversation name, gone or moved, while this process holds it (release follows)."""
+    with contextlib.suppress(OSError):
+        lock_path(folder, name).unlink()
+
+
 def release(folder: Path, name: str) -> None:
     """Let other processes open conversation name (a no-op when this process does not hold it)."""
     fd = _held.pop(lock_path(folder, name), None)

@@ -3,7 +3,6 @@ conversation that /undo left empty."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 from localgen import console
 from localgen.conversation import Conversation
 from localgen.conversation_edits import change_by_hand, change_said
-from localgen.conversation_lock import hold, lock_path, release
+from localgen.conversation_lock import hold, lock_path, release, remove_lock_file
 from localgen.conversation_names import MAX_NAME_SUFFIX, numbered_name
 from localgen.conversation_store import (
     conversations_dir,
@@ -53,8 +52,7 @@ def rename_conversation(old: str, new: str, *, force: bool = False) -> bool:
         else:
             _move(path, target, new)
             moved = True
-        with contextlib.suppress(OSError):  # its lock file goes too, while this process holds it
-            lock_path(folder, old).unlink()
+        remove_lock_file(folder, old)
     finally:
         for name in held:
             release(folder, name)
@@ -137,8 +135,7 @@ def delete_conversations(names: list[str], confirm: Callable[[], bool] = lambda:
             except OSError as exc:
                 raise LocalgenError(f"could not delete {path}: {exc.strerror or exc}",
                                     hint="check the permissions of its folder") from exc
-            with contextlib.suppress(OSError):  # its lock file goes too, while this process holds it
-                lock_path(folder, name).unlink()
+            remove_lock_file(folder, name)
     finally:
         for name in held:
             release(folder, name)
@@ -163,8 +160,7 @@ def unsave(conversation: Conversation, warn: Callable[[str], None] = console.war
             path.unlink(missing_ok=True)
         except OSError:
             return
-        with contextlib.suppress(OSError):  # its lock file goes too, while this process holds it
-            lock_path(folder, conversation.name).unlink()
+        remove_lock_file(folder, conversation.name)
     let_go(conversation)
     conversation.name, conversation.on_disk = name, False
 

@@ -80,13 +80,9 @@ def test_models_rm_of_a_model_linked_to_a_file_outside_the_cache_keeps_the_blob_
     assert file_sha256(twin) == repo.sha256(NAME), "the blob the Q4_K_M model links to stays"
 
 
-@pytest.mark.parametrize("shared", [False, True], ids=["its own", "another model's too"])
-def test_models_rm_of_a_model_linked_through_a_link_of_one_s_own_to_its_blob_frees_the_blob_and_keeps_the_link(
-        hubenv: HubEnv, shared: bool) -> None:
-    files = {NAME: make_gguf_bytes("q8")} | ({"m-Q4_K_M.gguf": make_gguf_bytes("q8")} if shared else {})
-    hubenv.server.add_repo(REPO, files)
-    if shared:  # the same bytes: the same blob
-        hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+def _pulled_through_a_link_of_yours(hubenv: HubEnv) -> tuple[Path, Path]:
+    """Pull REPO:Q8_0, then lead its snapshot entry through a link of the user's to the model's blob: the blob and
+    the user's link."""
     (entry,) = hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
     blob = entry.resolve()
     mine = hubenv.tmp_path / "mydocs" / "m.gguf"
@@ -94,6 +90,17 @@ def test_models_rm_of_a_model_linked_through_a_link_of_one_s_own_to_its_blob_fre
     mine.symlink_to(blob)  # a link of the user's to the model's file, which the snapshot entry now leads through
     entry.unlink()
     entry.symlink_to(mine)
+    return blob, mine
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["its own", "another model's too"])
+def test_models_rm_of_a_model_linked_through_a_link_of_one_s_own_to_its_blob_frees_the_blob_and_keeps_the_link(
+        hubenv: HubEnv, shared: bool) -> None:
+    files = {NAME: make_gguf_bytes("q8")} | ({"m-Q4_K_M.gguf": make_gguf_bytes("q8")} if shared else {})
+    hubenv.server.add_repo(REPO, files)
+    if shared:  # the same bytes: the same blob
+        hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    blob, mine = _pulled_through_a_link_of_yours(hubenv)
     asked = run_localgen("models", "rm", f"{REPO}:Q8_0", env=hubenv.env)  # no terminal, no --yes: says what it would
     assert asked.returncode == 2 and f"{REPO}:Q8_0 ({'0 B' if shared else '64.0 KiB'})" in asked.err, asked.err
     removed = run_localgen("models", "rm", "-y", f"{REPO}:Q8_0", env=hubenv.env)
@@ -390,13 +397,7 @@ def test_a_pull_over_a_link_of_one_s_own_to_the_model_s_blob_names_both_as_what_
         hubenv: HubEnv, capsys: pytest.CaptureFixture[str], force: bool) -> None:
     """pull --force called the model's own blob another model's file in the cache, as models rm never did."""
     repo = hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
-    (entry,) = hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
-    blob = entry.resolve()
-    mine = hubenv.tmp_path / "mydocs" / "m.gguf"
-    mine.parent.mkdir()
-    mine.symlink_to(blob)  # a link of the user's to the model's file, which the snapshot entry now leads through
-    entry.unlink()
-    entry.symlink_to(mine)
+    blob, mine = _pulled_through_a_link_of_yours(hubenv)
     capsys.readouterr()
     (path,) = hub.download_model(REPO, quant="Q8_0", filename=None, force=force)
     assert file_sha256(path) == repo.sha256(NAME) and os.readlink(mine) == str(blob)
