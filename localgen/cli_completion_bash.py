@@ -43,9 +43,13 @@ class BashLine(BashComplete):
     def complete(self) -> str:
         """The answers for the line, one a line, each the piece that replaces the end of the word bash replaces."""
         args, incomplete = self.get_completion_args()
-        typed = incomplete.partition("=")[2] if incomplete[:1] == "-" and "=" in incomplete else incomplete
-        text = os.environ.get(TEXT_VARIABLE, typed)
-        return "\n".join(replacing(item.value, typed, text) for item in self.get_completions(args, incomplete))
+        if incomplete[:1] == "-" and incomplete[:2] != "--" and "=" in incomplete:
+            return ""  # -m=NAME: localgen refuses a short option's value after =, so nothing is offered
+        value = incomplete.partition("=")[2] if incomplete[:2] == "--" and "=" in incomplete else incomplete
+        option = incomplete[:len(incomplete) - len(value)]  # --model= (bash may pass the word whole: its breaks)
+        text = os.environ.get(TEXT_VARIABLE, incomplete)
+        return "\n".join(replacing(option + item.value, incomplete, text)
+                         for item in self.get_completions(args, incomplete))
 
 
 def replacing(answer: str, typed: str, text: str) -> str:

@@ -29,10 +29,10 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
             "PATH": f"{command.parent}{os.pathsep}{os.environ.get('PATH', '')}", **extra}
 
 
-def _bash_lines(home: Path, *partial: str, offline: str = "") -> list[str]:
+def _bash_lines(home: Path, *partial: str, offline: str = "", first: str = "") -> list[str]:
     """The command lines a real bash in a pseudo-terminal shows after each partial line is typed and Tab pressed, with
     localgen's completion script sourced (`-o default`: an empty folder's files, where it offers nothing), offline
-    where LOCALGEN_OFFLINE is given."""
+    where LOCALGEN_OFFLINE is given, after the shell runs first (a user's own settings)."""
     folder = home / "empty"
     folder.mkdir(parents=True, exist_ok=True)
     prompt = "bash-ready$ "
@@ -40,7 +40,7 @@ def _bash_lines(home: Path, *partial: str, offline: str = "") -> list[str]:
                           "INPUTRC": "/dev/null", "LOCALGEN_OFFLINE": offline}, cwd=str(folder), encoding="utf-8",
                           timeout=120)
     shell.expect_exact(prompt)
-    shell.sendline('eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"')
+    shell.sendline(f'{first}{"; " if first else ""}eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"')
     shell.expect_exact(prompt)
     lines = []
     for typed in partial:  # Tab, then Ctrl-A and Ctrl-E put the line in an echo, which prints it as it stands
@@ -88,6 +88,17 @@ def test_bash_completes_a_model_name_with_a_colon_and_a_model_after_equals(tmp_p
         "localgen run -m acme/Tiny-GGUF:Q", "localgen run -m acme/Tiny-GGUF:Q8_0 ", "localgen run -m acme/Tiny-GGUF:Q",
         "localgen chat --model=smollm2-135m", "localgen run -m smollm2-135m:Q8_0 ",
         "localgen run --model=acme/Tiny-GGUF:Q4_1 "]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("breaks", ["=", ":="])
+def test_bash_without_equals_among_its_word_breaks_completes_a_long_option_s_value_keeping_the_option(
+        tmp_path: Path, breaks: str) -> None:
+    """Where a user's COMP_WORDBREAKS has no = (bash then passes --model=smo whole), --model=smo Tab became smollm2-135m
+    alone, the option lost; -m=smo Tab offered -m=smollm2-135m, which localgen refuses, so nothing is offered."""
+    removed = "".join(f"COMP_WORDBREAKS=${{COMP_WORDBREAKS//{char}}}; " for char in breaks)
+    assert _bash_lines(tmp_path, "localgen chat --model=smo", "localgen run -m=smo", first=removed.rstrip("; ")) == [
+        "localgen chat --model=smollm2-135m ", "localgen run -m=smo"]
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
