@@ -19,7 +19,7 @@ from localgen.engine.kv import KvCache
 from localgen.engine.prefix import restore_point
 from localgen.errors import LocalgenError, UsageError
 from localgen.events import Finished, PrefillProgress, TextChunk
-from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+from localgen.params import GenerationLimits, Grammar, LoadOptions, SamplingParams
 from localgen.stop_flag import StopFlag
 from tests.conftest import chat_prompt
 
@@ -623,3 +623,27 @@ def test_a_signal_handler_that_raises_mid_chunk_raises_from_generate(one_chunk_e
     assert engine.kv_tokens == 0
     _, done, _ = _collect(engine.generate(chat_prompt(engine, "What is 2+2?"), GREEDY, GenerationLimits(max_tokens=4)))
     assert done.finish_reason != "interrupted", "the stop request ended with the generation it was meant for"
+
+
+@pytest.mark.parametrize("stopped", [False, True], ids=["a limit ends it", "a Ctrl-C ends it"])
+def test_a_stop_string_in_the_answer_s_held_back_start_names_it_only_where_it_ended_the_answer(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch, stopped: bool) -> None:
+    """With --hide-thinking the answer's leading whitespace is held back, and a stop string in it is met only as the
+    answer ends: a limit's end is then the stop string's (finish stop, the string named), a Ctrl-C's stays interrupted
+    and names no stop string, where it named the string beside "interrupted"."""
+    step = engine._step
+
+    def step_then_ctrl_c(*args: object) -> list[int]:
+        """One decode step, then the Ctrl-C's request, as the chat's handler makes it."""
+        out = step(*args)
+        engine.request_stop()
+        return out
+
+    if stopped:
+        monkeypatch.setattr(engine, "_step", step_then_ctrl_c)
+    sampling = SamplingParams(temperature=0, grammar=Grammar('root ::= " \\n \\n \\n abc"', "--grammar"))
+    limits = GenerationLimits(max_tokens=3, stop=("\n",), stops_in_answer_only=True)
+    events = list(engine.generate(chat_prompt(engine, "Say abc."), sampling, limits))
+    finished = events[-1]
+    assert isinstance(finished, Finished)
+    assert (finished.finish_reason, finished.stop_string) == (("interrupted", None) if stopped else ("stop", "\n"))

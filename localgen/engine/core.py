@@ -411,13 +411,13 @@ class Engine(LoadedModel):
         tail = ""
         if stops.matched is None and finish == "stop":  # the model ended inside a character: U+FFFD, as bad bytes
             tail = stops.feed(decoder.decode(b"", final=True))  # (one a limit or Ctrl-C cut short is dropped)
-        if stops.matched is None:
-            tail += stops.flush()  # held back: a stop string that never came, or (--hide-thinking's start) one met now
+        tail += stops.flush() if stops.matched is None else ""  # held back: no stop string came, or one does now
         finish = "stop" if stops.matched is not None and finish != "interrupted" else finish  # Ctrl-C stays said
         if tail:
             parts.append(tail)
             yield TextChunk(tail)
-        yield DecodeResult("".join(parts), finish, generated, first_token_at, last_token_at, stops.matched)
+        stop_string = stops.matched if finish == "stop" else None  # a Ctrl-C's answer names none
+        yield DecodeResult("".join(parts), finish, generated, first_token_at, last_token_at, stop_string)
 
     def _step(self, sampler: Sampler, token: int) -> list[int]:
         """Feed one token to the model and sample the next."""
