@@ -19,7 +19,7 @@ from localgen.config import settings
 from localgen.control_chars import NOT_TEXT_CONTROLS
 from localgen.errors import UsageError
 from localgen.input_text import argument_text
-from localgen.offered_names import conversations_offered, models_offered
+from localgen.offered_names import conversations_offered, models_offered, starting_with
 from localgen.repl_show import SHOW_PARTS
 from localgen.shell_words import names_a_path, path_completions
 from localgen.slips import meant_name
@@ -225,10 +225,8 @@ def _words(words: Iterable[str], typed: str, key: str | None = None, *,
            meta: Mapping[str, str] | None = None) -> Iterator[Completion]:
     """The words that start with what was typed (or with key, its normal form), in any case, each replacing it, with
     the space that follows it (and its meta, shown beside it in the menu)."""
-    prefix = (typed if key is None else key).lower()
-    for word in words:
-        if word.lower().startswith(prefix):
-            yield Completion(f"{word} ", start_position=-len(typed), display=word, display_meta=(meta or {}).get(word))
+    for word in starting_with(words, typed if key is None else key):
+        yield Completion(f"{word} ", start_position=-len(typed), display=word, display_meta=(meta or {}).get(word))
 
 
 class SafeFileHistory(FileHistory):
