@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +49,8 @@ class Summary:
         if not self.exchanges:
             return EMPTY
         line = " ".join((self.first_message or "").split())
-        return line if len(line) <= PREVIEW_CHARS else line[: PREVIEW_CHARS - 1].rstrip() + "…"
+        starts = [at for at, char in enumerate(line) if not unicodedata.combining(char)]  # e + U+0301: one character
+        return line if len(starts) <= PREVIEW_CHARS else line[:starts[PREVIEW_CHARS - 1]].rstrip() + "…"
 
 
 def summaries(limit: int | None = None, *, listing: list[tuple[str, float]] | None = None,

@@ -115,6 +115,15 @@ def test_the_listing_s_help_says_the_first_message_is_a_one_line_preview() -> No
         "runs of whitespace as one space, cut with … past 60 characters (--json has the whole text)." in said, said
 
 
+def test_the_preview_cut_keeps_each_accent_with_its_letter() -> None:
+    """A first message of letters with combining accents (as macOS and some keyboards write them) was cut between a
+    letter and its accent: the preview ended e…, the accent lost."""
+    _save("accents", Turn("e\u0301" * 80, "ok"))
+    listed = run_localgen("conversations")
+    preview = listed.out.splitlines()[1].split("\t")[4]
+    assert listed.returncode == 0 and preview == "e\u0301" * 59 + "…", ascii(preview[-6:])
+
+
 def test_a_file_named_against_the_rule_is_listed_saying_how_to_rename_it() -> None:
     """A file copied into the folder by hand under a name no command takes was passed over in silence."""
     path = _save("cafe", Turn("Hi", "Hello!"))
