@@ -1,8 +1,8 @@
 """Shell completion, as click offers it: `eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"` (zsh_source, fish_source)
 prints the script a shell sources, and the script asks `localgen` for the words that complete a command line: command
-and option names, and the models -m takes and the saved conversations --resume and --conversation take (bash's script
-is localgen's own: cli_completion_bash). Imported only when the shell asks, so that no other start of localgen pays for
-it."""
+and option names, the models -m, pull, fit and `models rm` take, and the saved conversations --resume, --conversation
+and `conversations show` take (bash's script is localgen's own: cli_completion_bash). Imported only when the shell
+asks, so that no other start of localgen pays for it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import os
 import re
 from collections.abc import Callable
 from typing import Any
+
+from localgen import offered_names
 
 CLICK_STYLE = r"^(?P<shell>bash|zsh|fish)_(?P<step>source|complete)$"  # click's bash_source, as a user types it
 TYPER_STYLE = r"^(?P<step>source|complete)_(?P<shell>bash|zsh|fish)$"  # what the sourced script sends back
@@ -41,47 +43,57 @@ def complete(app: Any, variable: str) -> int:
     return shell_complete(command, {}, "localgen", variable, f"{found['step']}_{found['shell']}") or 0
 
 
-def _add_completers(command: Any) -> None:
-    """Give -m/--model the model names and --resume/--conversation the saved conversations' names, in every command
-    that has them (a completer of click's parameter, set for this process alone)."""
+def _add_completers(command: Any, path: str = "") -> None:
+    """Give each option and argument that names a model or a saved conversation its names, in every command (a
+    completer of click's parameter, set for this process alone); path is the command's words after localgen."""
     for param in getattr(command, "params", ()):
-        names = next((names for option, names in _COMPLETED if option in param.opts), None)
+        names = _ARGUMENTS.get((path, param.name)) or next(
+            (names for option, names in _OPTIONS if option in param.opts), None)
         if names is not None:
             param._custom_shell_complete = _completer(names)  # as click's Parameter(shell_complete=...) sets it
-    for subcommand in getattr(command, "commands", {}).values():
-        _add_completers(subcommand)
+    for name, subcommand in getattr(command, "commands", {}).items():
+        _add_completers(subcommand, f"{path} {name}".strip())
 
 
 def model_names() -> list[str]:
     """The models -m takes by name, as the chat's /model offers them (offline: the downloaded ones alone)."""
     from localgen.config import settings
-    from localgen.offered_names import models_offered
 
-    return [name for name, _ in models_offered(offline=settings().offline)]
-
-
-def conversation_names() -> list[str]:
-    """The saved conversations' names, newest first."""
-    from localgen.offered_names import conversations_offered
-
-    return conversations_offered()
+    return [name for name, _ in offered_names.models_offered(offline=settings().offline)]
 
 
-_COMPLETED: tuple[tuple[str, Callable[[], list[str]]], ...] = (  # the options whose values are completed, and with what
-    ("--model", model_names), ("--resume", conversation_names), ("--conversation", conversation_names))
+def listed_model_names() -> list[str]:
+    """The models `models list --all` lists, downloaded or not: those `models show` describes and `models default`
+    sets, offline too."""
+    return [name for name, _ in offered_names.models_offered(offline=False)]
+
+
+_OPTIONS: tuple[tuple[str, Callable[[], list[str]]], ...] = (  # the options whose values are completed, and with what
+    ("--model", model_names), ("--resume", offered_names.conversations_offered),
+    ("--conversation", offered_names.conversations_offered))
+_ARGUMENTS: dict[tuple[str, str], Callable[[], list[str]]] = {  # (command, parameter): the arguments completed so
+    ("pull", "references"): offered_names.models_to_pull,
+    ("fit", "reference"): model_names,
+    ("models show", "reference"): listed_model_names,
+    ("models default", "name"): listed_model_names,
+    ("models rm", "references"): offered_names.models_removable,
+    ("conversations show", "name"): offered_names.conversations_offered,
+    ("conversations rm", "names"): offered_names.conversations_offered,
+    ("conversations mv", "old"): offered_names.conversations_offered,
+}
 
 
 def _completer(names: Callable[[], list[str]]) -> Callable[[Any, Any, str], list[str]]:
-    """A click completer offering the names that start with what was typed, in any case, and none where they cannot
-    be listed."""
-    from localgen.offered_names import starting_with
-
-    def offered(_ctx: Any, _param: Any, typed: str) -> list[str]:
+    """A click completer offering the names that start with what was typed, in any case, but those the argument was
+    already given (models rm a b), and none where they cannot be listed."""
+    def offered(ctx: Any, param: Any, typed: str) -> list[str]:
         """The names that start with typed."""
         try:
             listed = names()
         except Exception:  # a folder that is a link to itself: the shell is offered nothing, never a traceback
             return []
-        return starting_with(listed, typed)
+        given = ctx.params.get(param.name) if param.multiple or param.nargs != 1 else None
+        taken = {name.lower() for name in given or ()}
+        return [name for name in offered_names.starting_with(listed, typed) if name.lower() not in taken]
 
     return offered

