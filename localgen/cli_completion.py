@@ -1,8 +1,8 @@
 """Shell completion, as click offers it: `eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"` (zsh_source, fish_source)
 prints the script a shell sources, and the script asks `localgen` for the words that complete a command line: command
 and option names, the models -m, pull, fit and `models rm` take, and the saved conversations --resume, --conversation
-and `conversations show` take (bash's script is localgen's own: cli_completion_bash). Imported only when the shell
-asks, so that no other start of localgen pays for it."""
+and `conversations show` take (the scripts and answers are localgen's own: cli_completion_bash,
+cli_completion_zsh_fish). Imported only when the shell asks, so that no other start of localgen pays for it."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def complete(app: Any, variable: str) -> int:
     """Answer the shell that set variable (_LOCALGEN_COMPLETE): print the script to source, or the words that complete
     the command line it gives; the exit code (2, with a one-line error, for an instruction that is none of these)."""
     from typer._click.shell_completion import add_completion_class
-    from typer.completion import completion_init, shell_complete
+    from typer.completion import shell_complete
 
     from localgen import console
     from localgen.cli_args import click_command
@@ -34,10 +34,12 @@ def complete(app: Any, variable: str) -> int:
         console.error(f"{variable}={instruction} is no completion instruction",
                       hint=f"use `{COMPLETION_LINE}` (or zsh_source, fish_source)")
         return EXIT_USAGE
-    completion_init()  # typer's zsh and fish scripts, which call back with complete_SHELL
     from localgen.cli_completion_bash import BashLine
+    from localgen.cli_completion_zsh_fish import FishLine, ZshLine
 
-    add_completion_class(BashLine, "bash")  # localgen's own for bash, which sends the line as typed
+    add_completion_class(BashLine, "bash")  # localgen's own, for bash the line as typed, for each shell whole words
+    add_completion_class(ZshLine, "zsh")
+    add_completion_class(FishLine, "fish")
     command = click_command(app)
     _add_completers(command)
     return shell_complete(command, {}, "localgen", variable, f"{found['step']}_{found['shell']}") or 0

@@ -11,6 +11,8 @@ import os
 from typer._click.shell_completion import split_arg_string
 from typer._completion_classes import BashComplete
 
+from localgen.cli_completion_answers import whole_words
+
 SCRIPT = """\
 %(complete_func)s() {
     local answer
@@ -43,13 +45,8 @@ class BashLine(BashComplete):
     def complete(self) -> str:
         """The answers for the line, one a line, each the piece that replaces the end of the word bash replaces."""
         args, incomplete = self.get_completion_args()
-        if incomplete[:1] == "-" and incomplete[:2] != "--" and "=" in incomplete:
-            return ""  # -m=NAME: localgen refuses a short option's value after =, so nothing is offered
-        value = incomplete.partition("=")[2] if incomplete[:2] == "--" and "=" in incomplete else incomplete
-        option = incomplete[:len(incomplete) - len(value)]  # --model= (bash may pass the word whole: its breaks)
         text = os.environ.get(TEXT_VARIABLE, incomplete)
-        return "\n".join(replacing(option + item.value, incomplete, text)
-                         for item in self.get_completions(args, incomplete))
+        return "\n".join(replacing(word, incomplete, text) for word, _ in whole_words(self, args, incomplete))
 
 
 def replacing(answer: str, typed: str, text: str) -> str:

@@ -1,6 +1,6 @@
-"""Shell completion as click offers it: the script `_LOCALGEN_COMPLETE=bash_source localgen` prints, sourced by a real
-bash, completes commands, options, the models -m, pull, fit and `models rm` take and the conversations --resume,
---conversation and `conversations show` take."""
+"""Shell completion as click offers it: the script `_LOCALGEN_COMPLETE=bash_source localgen` prints (zsh_source,
+fish_source), sourced by a real bash (zsh, fish), completes commands, options, the models -m, pull, fit and `models rm`
+take and the conversations --resume, --conversation and `conversations show` take."""
 
 from __future__ import annotations
 
@@ -43,9 +43,15 @@ def _bash_lines(home: Path, *partial: str, offline: str = "", first: str = "") -
     shell.expect_exact(prompt)
     shell.sendline(f'{first}{"; " if first else ""}eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"')
     shell.expect_exact(prompt)
+    return _typed_lines(shell, prompt, partial, '\x01echo "LINE[\x05]"\r')  # Ctrl-A, Ctrl-E: the line in an echo
+
+
+def _typed_lines(shell: pexpect.spawn, prompt: str, partial: tuple[str, ...], show: str) -> list[str]:
+    """The lines shell shows after each partial line is typed and Tab pressed, each printed by the keys show as
+    LINE[...] and followed by prompt; the shell then exits."""
     lines = []
-    for typed in partial:  # Tab, then Ctrl-A and Ctrl-E put the line in an echo, which prints it as it stands
-        shell.send(f'{typed}\t\x01echo "LINE[\x05]"\r')
+    for typed in partial:
+        shell.send(f"{typed}\t{show}")
         shell.expect(r"\nLINE\[([^\r\n]*)\]\r\n")
         assert "Error" not in shell.before and "Traceback" not in shell.before, shell.before
         lines.append(shell.match.group(1))
@@ -53,6 +59,33 @@ def _bash_lines(home: Path, *partial: str, offline: str = "", first: str = "") -
     shell.sendline("exit")
     shell.expect(pexpect.EOF)
     return lines
+
+
+def _zsh_or_fish_lines(shell_name: str, home: Path, *partial: str) -> list[str]:
+    """The command lines a real zsh (with compinit, as a ~/.zshrc turns completion on) or fish in a pseudo-terminal
+    shows after each partial line is typed and Tab pressed, localgen's completion script sourced as README says, in a
+    folder holding notes.txt; Ctrl-X prints the line and empties it."""
+    folder = home / "files"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "notes.txt").touch()
+    prompt = f"{shell_name}-ready$ "
+    if shell_name == "zsh":
+        command, setup = ["zsh", "-f", "-i"], (
+            'autoload -Uz compinit && compinit -u -d "$ZDOTDIR/zcompdump"; eval "$(_LOCALGEN_COMPLETE=zsh_source '
+            """localgen)"; show() { print -r -- $'\\n'"LINE[$BUFFER]"; BUFFER=; zle accept-line }; zle -N show; """
+            "bindkey '^X' show")
+    else:
+        command, setup = ["fish", "--no-config", "-i"], (
+            "function fish_prompt; echo -n 'fish-ready''$ '; end; bind \\cx 'echo; echo \"LINE[\"(commandline)\"]\"; "
+            "commandline \"\"; commandline -f repaint'; _LOCALGEN_COMPLETE=fish_source localgen | source")
+    shell = pexpect.spawn(command[0], command[1:], env={**_env(home), "PS1": prompt, "TERM": "dumb", "ZDOTDIR": str(
+        home), "XDG_CONFIG_HOME": str(home / "xdg"), "XDG_DATA_HOME": str(home / "xdg")}, cwd=str(folder),
+        encoding="utf-8", timeout=120)
+    if shell_name == "zsh":
+        shell.expect_exact(prompt)
+    shell.sendline(setup)
+    shell.expect_exact(prompt)
+    return _typed_lines(shell, prompt, partial, "\x18")
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
@@ -147,6 +180,25 @@ def test_a_conversations_folder_that_cannot_be_listed_completes_nothing_without_
     (tmp_path / "data" / "conversations").symlink_to("conversations")
     assert _bash_lines(tmp_path, "localgen chat --resume ", "localgen run -m smollm2-1") == [
         "localgen chat --resume ", "localgen run -m smollm2-135m "]  # no traceback between
+
+
+@pytest.mark.parametrize("shell", [
+    pytest.param(shell, marks=pytest.mark.skipif(shutil.which(shell) is None, reason=f"needs {shell}, not installed "
+                 f"here (apt-get install {shell}: .ci/run installs it where it can)")) for shell in ("zsh", "fish")])
+def test_zsh_and_fish_complete_commands_options_models_conversations_and_files(pulled: Path, shell: str) -> None:
+    """typer's zsh script offered an answer only where it began with the word as typed, case and all (-m
+    smollm2-135m:q), and zsh and fish took click's answer to --model=acme/Tiny-GGUF:Q4, the value alone, for the whole
+    word, so nothing was offered."""
+    typed = ("localgen ch", "localgen run --tempe", "localgen run -m acme/T", "localgen run -m acme/Tiny-GGUF:Q8",
+             "localgen run -m smollm2-135m:q", "localgen chat --model=acme/Tiny-GGUF:Q4", "localgen run -m=smo",
+             "localgen chat --resume WO", "localgen models rm sm", "localgen pull smollm2-135m:q6",
+             "localgen conversations show w", "localgen run -f no", "localgen run -m ./no")
+    assert _zsh_or_fish_lines(shell, pulled, *typed) == [
+        "localgen chat ", "localgen run --temperature ", "localgen run -m acme/Tiny-GGUF:Q",
+        "localgen run -m acme/Tiny-GGUF:Q8_0 ", "localgen run -m smollm2-135m:Q8_0 ",
+        "localgen chat --model=acme/Tiny-GGUF:Q4_1 ", "localgen run -m=smo", "localgen chat --resume work-notes ",
+        "localgen models rm smollm2-135m:Q8_0 ", "localgen pull smollm2-135m:Q6_K ",
+        "localgen conversations show work-notes ", "localgen run -f notes.txt ", "localgen run -m ./notes.txt "]
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
