@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from localgen import offered_names
+from localgen.cli_completion_answers import NAMES_NO_FILE
 
 CLICK_STYLE = r"^(?P<shell>bash|zsh|fish)_(?P<step>source|complete)$"  # click's bash_source, as a user types it
 TYPER_STYLE = r"^(?P<step>source|complete)_(?P<shell>bash|zsh|fish)$"  # what the sourced script sends back
@@ -47,12 +48,15 @@ def complete(app: Any, variable: str) -> int:
 
 def _add_completers(command: Any, path: str = "") -> None:
     """Give each option and argument that names a model or a saved conversation its names, in every command (a
-    completer of click's parameter, set for this process alone); path is the command's words after localgen."""
+    completer of click's parameter, set for this process alone), and mark those that name no file; path is the
+    command's words after localgen."""
     for param in getattr(command, "params", ()):
         names = _ARGUMENTS.get((path, param.name)) or next(
             (names for option, names in _OPTIONS if option in param.opts), None)
         if names is not None:
             param._custom_shell_complete = _completer(names)  # as click's Parameter(shell_complete=...) sets it
+        if names in (offered_names.conversations_offered, new_name):
+            setattr(param, NAMES_NO_FILE, True)  # where none is offered, no file is either
     for name, subcommand in getattr(command, "commands", {}).items():
         _add_completers(subcommand, f"{path} {name}".strip())
 
@@ -70,6 +74,11 @@ def listed_model_names() -> list[str]:
     return [name for name, _ in offered_names.models_offered(offline=False)]
 
 
+def new_name() -> list[str]:
+    """Nothing: a name not taken yet (`conversations mv OLD NEW`)."""
+    return []
+
+
 _OPTIONS: tuple[tuple[str, Callable[[], list[str]]], ...] = (  # the options whose values are completed, and with what
     ("--model", model_names), ("--resume", offered_names.conversations_offered),
     ("--conversation", offered_names.conversations_offered))
@@ -82,6 +91,7 @@ _ARGUMENTS: dict[tuple[str, str], Callable[[], list[str]]] = {  # (command, para
     ("conversations show", "name"): offered_names.conversations_offered,
     ("conversations rm", "names"): offered_names.conversations_offered,
     ("conversations mv", "old"): offered_names.conversations_offered,
+    ("conversations mv", "new"): new_name,
 }
 
 

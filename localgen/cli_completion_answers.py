@@ -1,16 +1,42 @@
 """The answers every shell's completion gets, as whole words: the word being completed, each way it can end (click
-answers `--model=smo` with smollm2-135m alone, the value, which the shell then takes for the whole word)."""
+answers `--model=smo` with smollm2-135m alone, the value, which the shell then takes for the whole word), and whether
+the shell may complete file names where none is answered (never for a conversation's name)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+NAMES_NO_FILE = "names_no_file"  # set on a click parameter whose value is never a file (a saved conversation's name)
+NO_FILES = ":no-files"  # the line that asks localgen's bash and zsh scripts to offer no file names either
 
-def whole_words(shell: Any, args: list[str], incomplete: str) -> list[tuple[str, str]]:
-    """The words that complete incomplete after args, each with its help (""): a long option's value after `=` with
-    the option kept (--model=smollm2-135m); none for a short option's (-m=NAME: localgen refuses it)."""
+
+@dataclass(frozen=True)
+class Answers:
+    """The words that complete the word typed, each with its help (""), and whether file names may be offered."""
+
+    words: list[tuple[str, str]]
+    files: bool
+
+    def lines(self, word_line: Callable[[str, str], str]) -> str:
+        """The answer a script reads: each word's line (word_line of the word and its help), else NO_FILES where the
+        shell is to offer nothing at all."""
+        if not self.words and not self.files:
+            return NO_FILES
+        return "\n".join(word_line(word, help_text) for word, help_text in self.words)
+
+
+def completion_answers(shell: Any, args: list[str], incomplete: str) -> Answers:
+    """The words that complete incomplete after args: a long option's value after `=` with the option kept
+    (--model=smollm2-135m); none for a short option's (-m=NAME: localgen refuses it)."""
+    from typer._click.shell_completion import _resolve_context, _resolve_incomplete
+
     if incomplete[:1] == "-" and incomplete[:2] != "--" and "=" in incomplete:
-        return []
+        return Answers([], files=False)
     value = incomplete.partition("=")[2] if incomplete[:2] == "--" and "=" in incomplete else incomplete
     option = incomplete[:len(incomplete) - len(value)]  # --model= (bash may pass the word whole: its breaks)
-    return [(option + item.value, item.help or "") for item in shell.get_completions(args, incomplete)]
+    ctx = _resolve_context(shell.cli, shell.ctx_args, shell.prog_name, args)  # as click's get_completions does
+    completed, typed = _resolve_incomplete(ctx, args, incomplete)
+    words = [(option + item.value, item.help or "") for item in completed.shell_complete(ctx, typed)]
+    return Answers(words, files=not getattr(completed, NAMES_NO_FILE, False))

@@ -7,18 +7,23 @@ character (as bash-completion's __ltrim_colon_completions cuts them)."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from typer._click.shell_completion import split_arg_string
 from typer._completion_classes import BashComplete
 
-from localgen.cli_completion_answers import whole_words
+from localgen.cli_completion_answers import NO_FILES, completion_answers
 
 SCRIPT = """\
 %(complete_func)s() {
     local answer
     COMPREPLY=()
     while IFS= read -r answer; do
-        [[ -n $answer ]] && COMPREPLY+=("$answer")
+        if [[ $answer == %(no_files)s ]]; then
+            compopt +o default
+        elif [[ -n $answer ]]; then
+            COMPREPLY+=("$answer")
+        fi
     done < <(COMP_LINE="${COMP_LINE:0:COMP_POINT}" COMP_TEXT="$2" %(autocomplete_var)s=complete_bash "$1" </dev/null)
     return 0
 }
@@ -34,6 +39,10 @@ class BashLine(BashComplete):
 
     source_template = SCRIPT
 
+    def source_vars(self) -> dict[str, Any]:
+        """The script's names, and the line that asks for no file names either."""
+        return {**super().source_vars(), "no_files": NO_FILES}
+
     def get_completion_args(self) -> tuple[list[str], str]:
         """The words before the one being completed, and that word so far ("" after a space)."""
         line = os.environ.get(LINE_VARIABLE, "")
@@ -46,7 +55,7 @@ class BashLine(BashComplete):
         """The answers for the line, one a line, each the piece that replaces the end of the word bash replaces."""
         args, incomplete = self.get_completion_args()
         text = os.environ.get(TEXT_VARIABLE, incomplete)
-        return "\n".join(replacing(word, incomplete, text) for word, _ in whole_words(self, args, incomplete))
+        return completion_answers(self, args, incomplete).lines(lambda word, _: replacing(word, incomplete, text))
 
 
 def replacing(answer: str, typed: str, text: str) -> str:

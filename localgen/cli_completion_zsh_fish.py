@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 from typer._completion_classes import FishComplete, ZshComplete, _sanitize_help_text
 
-from localgen.cli_completion_answers import whole_words
+from localgen.cli_completion_answers import NO_FILES, completion_answers
 
 ZSH_SCRIPT = """\
 #compdef %(prog_name)s
@@ -22,6 +23,7 @@ ZSH_SCRIPT = """\
     answers=("${(@f)$(_TYPER_COMPLETE_ARGS="${words[1,CURRENT-1]} $PREFIX" \\
         %(autocomplete_var)s=complete_zsh %(prog_name)s </dev/null)}")
     for answer in "${answers[@]}"; do
+        [[ $answer == %(no_files)s ]] && return 1
         [[ -n $answer ]] || continue
         words_offered+=("${answer%%%%$'\\t'*}")
         shown+=("${answer/$'\\t'/  -- }")
@@ -46,7 +48,11 @@ class ZshLine(ZshComplete):
     def complete(self) -> str:
         """The answers for the line up to the cursor (_TYPER_COMPLETE_ARGS), one a line."""
         args, incomplete = self.get_completion_args()
-        return "\n".join(_answer_line(word, help_text) for word, help_text in whole_words(self, args, incomplete))
+        return completion_answers(self, args, incomplete).lines(_answer_line)
+
+    def source_vars(self) -> dict[str, Any]:
+        """The script's names, and the line that asks for no file names either."""
+        return {**super().source_vars(), "no_files": NO_FILES}
 
 
 class FishLine(FishComplete):
@@ -55,10 +61,10 @@ class FishLine(FishComplete):
     def complete(self) -> str:
         """The answers (get-args), one a line, the word then a tab and its help; for is-args, whether there are any."""
         args, incomplete = self.get_completion_args()
-        answers = whole_words(self, args, incomplete)
-        if os.environ.get(FISH_ACTION_VARIABLE) == "is-args":
-            raise SystemExit(0 if answers else 1)  # none: fish completes file names
-        return "\n".join(_answer_line(word, help_text) for word, help_text in answers)
+        answers = completion_answers(self, args, incomplete)
+        if os.environ.get(FISH_ACTION_VARIABLE) == "is-args":  # 1: fish completes file names
+            raise SystemExit(0 if answers.words or not answers.files else 1)
+        return "\n".join(_answer_line(word, help_text) for word, help_text in answers.words)
 
 
 def _answer_line(word: str, help_text: str) -> str:

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pexpect
 import pytest
@@ -32,10 +33,9 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
 
 def _bash_lines(home: Path, *partial: str, offline: str = "", first: str = "") -> list[str]:
     """The command lines a real bash in a pseudo-terminal shows after each partial line is typed and Tab pressed, with
-    localgen's completion script sourced (`-o default`: an empty folder's files, where it offers nothing), offline
-    where LOCALGEN_OFFLINE is given, after the shell runs first (a user's own settings)."""
-    folder = home / "empty"
-    folder.mkdir(parents=True, exist_ok=True)
+    localgen's completion script sourced (`-o default`: the files of a folder holding notes.txt, where it offers
+    nothing), offline where LOCALGEN_OFFLINE is given, after the shell runs first (a user's own settings)."""
+    folder = _folder(home)
     prompt = "bash-ready$ "
     shell = pexpect.spawn("bash", ["--norc", "--noprofile", "-i"], env={**_env(home), "PS1": prompt, "TERM": "dumb",
                           "INPUTRC": "/dev/null", "LOCALGEN_OFFLINE": offline}, cwd=str(folder), encoding="utf-8",
@@ -44,6 +44,26 @@ def _bash_lines(home: Path, *partial: str, offline: str = "", first: str = "") -
     shell.sendline(f'{first}{"; " if first else ""}eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"')
     shell.expect_exact(prompt)
     return _typed_lines(shell, prompt, partial, '\x01echo "LINE[\x05]"\r')  # Ctrl-A, Ctrl-E: the line in an echo
+
+
+def _folder(home: Path) -> Path:
+    """The folder a shell starts in: it holds notes.txt alone."""
+    folder = home / "files"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "notes.txt").touch()
+    return folder
+
+
+def _shell_lines(shell: str, home: Path, *partial: str) -> list[str]:
+    """The command lines bash, zsh or fish shows after each partial line is typed and Tab pressed."""
+    return _bash_lines(home, *partial) if shell == "bash" else _zsh_or_fish_lines(shell, home, *partial)
+
+
+def _shells(*names: str) -> list[Any]:
+    """The shells a test takes, each skipped where it is not installed."""
+    return [pytest.param(name, marks=pytest.mark.skipif(shutil.which(name) is None, reason=f"needs {name}, not "
+                         f"installed here (apt-get install {name}: .ci/run installs it where it can)"))
+            for name in names]
 
 
 def _typed_lines(shell: pexpect.spawn, prompt: str, partial: tuple[str, ...], show: str) -> list[str]:
@@ -65,9 +85,7 @@ def _zsh_or_fish_lines(shell_name: str, home: Path, *partial: str) -> list[str]:
     """The command lines a real zsh (with compinit, as a ~/.zshrc turns completion on) or fish in a pseudo-terminal
     shows after each partial line is typed and Tab pressed, localgen's completion script sourced as README says, in a
     folder holding notes.txt; Ctrl-X prints the line and empties it."""
-    folder = home / "files"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "notes.txt").touch()
+    folder = _folder(home)
     prompt = f"{shell_name}-ready$ "
     if shell_name == "zsh":
         command, setup = ["zsh", "-f", "-i"], (
@@ -182,9 +200,7 @@ def test_a_conversations_folder_that_cannot_be_listed_completes_nothing_without_
         "localgen chat --resume ", "localgen run -m smollm2-135m "]  # no traceback between
 
 
-@pytest.mark.parametrize("shell", [
-    pytest.param(shell, marks=pytest.mark.skipif(shutil.which(shell) is None, reason=f"needs {shell}, not installed "
-                 f"here (apt-get install {shell}: .ci/run installs it where it can)")) for shell in ("zsh", "fish")])
+@pytest.mark.parametrize("shell", _shells("zsh", "fish"))
 def test_zsh_and_fish_complete_commands_options_models_conversations_and_files(pulled: Path, shell: str) -> None:
     """typer's zsh script offered an answer only where it began with the word as typed, case and all (-m
     smollm2-135m:q), and zsh and fish took click's answer to --model=acme/Tiny-GGUF:Q4, the value alone, for the whole
@@ -199,6 +215,15 @@ def test_zsh_and_fish_complete_commands_options_models_conversations_and_files(p
         "localgen chat --model=acme/Tiny-GGUF:Q4_1 ", "localgen run -m=smo", "localgen chat --resume work-notes ",
         "localgen models rm smollm2-135m:Q8_0 ", "localgen pull smollm2-135m:Q6_K ",
         "localgen conversations show work-notes ", "localgen run -f notes.txt ", "localgen run -m ./notes.txt "]
+
+
+@pytest.mark.parametrize("shell", _shells("bash", "zsh", "fish"))
+def test_a_conversation_s_name_is_completed_with_no_file_s_name(pulled: Path, shell: str) -> None:
+    """Where no saved conversation's name matched, the shell offered the folder's files: chat --resume n Tab put
+    notes.txt there, as conversations show n and mv's new name did."""
+    typed = ("localgen chat --resume n", "localgen conversations show n", "localgen conversations mv work-notes n",
+             "localgen run --conversation n", "localgen run -m n")
+    assert _shell_lines(shell, pulled, *typed) == [*typed[:4], "localgen run -m notes.txt "]
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
