@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from localgen import offered_names
@@ -46,19 +46,24 @@ def complete(app: Any, variable: str) -> int:
     return shell_complete(command, {}, "localgen", variable, f"{found['step']}_{found['shell']}") or 0
 
 
-def _add_completers(command: Any, path: str = "") -> None:
+def _add_completers(command: Any) -> None:
     """Give each option and argument that names a model or a saved conversation its names, in every command (a
-    completer of click's parameter, set for this process alone), and mark those that name no file; path is the
-    command's words after localgen."""
-    for param in getattr(command, "params", ()):
-        names = _ARGUMENTS.get((path, param.name)) or next(
+    completer of click's parameter, set for this process alone), and mark those that name no file."""
+    for path, param in parameters(command):
+        names = ARGUMENTS.get((path, param.name)) or next(
             (names for option, names in _OPTIONS if option in param.opts), None)
         if names is not None:
             param._custom_shell_complete = _completer(names)  # as click's Parameter(shell_complete=...) sets it
         if names in (offered_names.conversations_offered, new_name):
             setattr(param, NAMES_NO_FILE, True)  # where none is offered, no file is either
+
+
+def parameters(command: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """Each parameter of command and of its subcommands, with its command's words after localgen (`models rm`)."""
+    for param in getattr(command, "params", ()):
+        yield path, param
     for name, subcommand in getattr(command, "commands", {}).items():
-        _add_completers(subcommand, f"{path} {name}".strip())
+        yield from parameters(subcommand, f"{path} {name}".strip())
 
 
 def model_names() -> list[str]:
@@ -82,7 +87,7 @@ def new_name() -> list[str]:
 _OPTIONS: tuple[tuple[str, Callable[[], list[str]]], ...] = (  # the options whose values are completed, and with what
     ("--model", model_names), ("--resume", offered_names.conversations_offered),
     ("--conversation", offered_names.conversations_offered))
-_ARGUMENTS: dict[tuple[str, str], Callable[[], list[str]]] = {  # (command, parameter): the arguments completed so
+ARGUMENTS: dict[tuple[str, str], Callable[[], list[str]]] = {  # (command, parameter): what completes the argument
     ("pull", "references"): offered_names.models_to_pull,
     ("fit", "reference"): model_names,
     ("models show", "reference"): listed_model_names,
@@ -92,6 +97,8 @@ _ARGUMENTS: dict[tuple[str, str], Callable[[], list[str]]] = {  # (command, para
     ("conversations rm", "names"): offered_names.conversations_offered,
     ("conversations mv", "old"): offered_names.conversations_offered,
     ("conversations mv", "new"): new_name,
+    ("conversations rename", "old"): offered_names.conversations_offered,  # mv's other name
+    ("conversations rename", "new"): new_name,
 }
 
 

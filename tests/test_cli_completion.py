@@ -161,14 +161,27 @@ def test_bash_completes_the_models_and_conversations_commands_take_as_arguments(
                        "localgen models rm acme/Tiny-GGUF:Q8_0 acme/Tiny-GGUF:Q", "localgen models show qwen2.5-0",
                        "localgen models default qwen2.5-0", "localgen fit acme/Tiny-GGUF:Q8",
                        "localgen conversations show wo", "localgen conversations rm WO", "localgen conversations mv wo",
-                       "localgen conversations mv work-notes wo") == [
+                       "localgen conversations rename wo", "localgen conversations mv work-notes wo") == [
         "localgen pull smollm2-135m:Q6_K ", "localgen pull qwen2.5-0.5b ", "localgen models rm smollm2-135m:Q8_0 ",
         "localgen models rm acme/Tiny-GGUF:Q8_0 acme/Tiny-GGUF:Q4_1 ", "localgen models show qwen2.5-0.5b ",
         "localgen models default qwen2.5-0.5b ", "localgen fit acme/Tiny-GGUF:Q8_0 ",
         "localgen conversations show work-notes ", "localgen conversations rm work-notes ",
-        "localgen conversations mv work-notes ", "localgen conversations mv work-notes wo"]
+        "localgen conversations mv work-notes ", "localgen conversations rename work-notes ",
+        "localgen conversations mv work-notes wo"]
     offline = _bash_lines(pulled, "localgen fit qwen2.5-0", "localgen models show qwen2.5-0", offline="1")
     assert offline == ["localgen fit qwen2.5-0", "localgen models show qwen2.5-0.5b "]
+
+
+def test_every_argument_of_every_command_has_a_completion_rule() -> None:
+    """An argument left out of cli_completion.ARGUMENTS is offered the folder's files: conversations rename, mv's
+    other name, was."""
+    from localgen.cli import app
+    from localgen.cli_args import click_command
+    from localgen.cli_completion import ARGUMENTS, parameters
+
+    arguments = {(path, param.name) for path, param in parameters(click_command(app))
+                 if param.param_type_name == "argument"}
+    assert arguments - set(ARGUMENTS) == {("run", "prompt")}  # a prompt's text: the folder's files
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
