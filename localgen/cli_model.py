@@ -80,7 +80,7 @@ def say_waiting_for(name: str | None, option: str, *, terminal: bool = False) ->
     or for piped stdin (name None), to end: it is read whole before the model is asked; or (terminal) that the file
     named is a terminal, read until Ctrl-D."""
     from localgen import console
-    from localgen.typed_paths import FILE_OPTION
+    from localgen.typed_paths import FILE_OPTION, UNASKED_STDIN
 
     if terminal:
         say_reading_the_terminal(f"the text -f {name} attaches" if option == FILE_OPTION else f"{name} ({option})")
@@ -90,11 +90,21 @@ def say_waiting_for(name: str | None, option: str, *, terminal: bool = False) ->
     if name is not None:
         console.say(f"localgen: waiting for {name} (a pipe given with {option}: it is read once a writer "
                     "has opened it and closed it)")
-    elif option == FILE_OPTION:
+    elif option == UNASKED_STDIN:
         console.say("localgen: waiting for stdin to end (it goes to the model with the prompt; "
                     "</dev/null runs without it)")
     else:
-        console.say(f"localgen: waiting for stdin to end ({option} - reads it)")
+        console.say(f"localgen: waiting for stdin to end ({_stdin_reader(option)})")
+
+
+def _stdin_reader(option: str) -> str:
+    """What reads stdin, as the waiting note names it: `-f - attaches it`, `the prompt - reads it`, `--system-file -
+    reads it`."""
+    from localgen.typed_paths import FILE_OPTION, PROMPT_STDIN
+
+    if option == FILE_OPTION:
+        return "-f - attaches it"
+    return f"{option} reads it" if option == PROMPT_STDIN else f"{option} - reads it"
 
 
 def say_reading_the_terminal(what: str) -> None:

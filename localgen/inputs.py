@@ -27,7 +27,15 @@ from localgen.input_text import (
 )
 from localgen.other_tools import check_template_name
 from localgen.stdin_names import STDIN_NAME, STDIN_PATHS, names_stdin
-from localgen.typed_paths import FILE_OPTION, file_identity, is_existing_file, option_path, short_path
+from localgen.typed_paths import (
+    FILE_OPTION,
+    PROMPT_STDIN,
+    UNASKED_STDIN,
+    file_identity,
+    is_existing_file,
+    option_path,
+    short_path,
+)
 
 MAX_INPUT_BYTES = 256 * 1024 * 1024
 _LINE_ENDS_AT_END = re.compile(r"(\r?\n)+\Z")
@@ -375,7 +383,8 @@ def read_attachments(files: Sequence[InputFile], stdin: BinaryIO | None, warning
         by_identity[identity] = texts[-1]
         warnings.extend(warning for warning in said if warning not in warnings)  # a file given twice: warned once
         read += [file] if texts[-1].strip() and texts[-1] not in texts[:-1] else []
-    told = None if waiting is None else lambda: waiting(None, FILE_OPTION)
+    asker = files[stdin_at].option if stdin_at is not None else PROMPT_STDIN if stdin_asked else UNASKED_STDIN
+    told = None if waiting is None else lambda: waiting(None, asker)
     reading = read if stdin_at is None else sorted([*read, files[stdin_at]], key=files.index)  # -f - as a file
     piped = read_stdin_input(stdin, warnings, asked=stdin_asked or stdin_at is not None, waiting=told,
                              asked_by=None if stdin_at is None else files[stdin_at].option,
