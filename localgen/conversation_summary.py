@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from localgen.conversation_glance import glance
 from localgen.conversation_names import NAME_PATTERN, misnamed_file, name_taken
 from localgen.conversation_store import list_conversations, read_conversation, saved_path
 from localgen.errors import LocalgenError
+from localgen.text_cut import character_count, cut_characters
 from localgen.units import counted, iso_time
 
 PREVIEW_CHARS = 60  # of the first message
@@ -49,8 +49,9 @@ class Summary:
         if not self.exchanges:
             return EMPTY
         line = " ".join((self.first_message or "").split())
-        starts = [at for at, char in enumerate(line) if not unicodedata.combining(char)]  # e + U+0301: one character
-        return line if len(starts) <= PREVIEW_CHARS else line[:starts[PREVIEW_CHARS - 1]].rstrip() + "…"
+        if character_count(line) <= PREVIEW_CHARS:
+            return line
+        return cut_characters(line, PREVIEW_CHARS - 1).rstrip() + "…"
 
 
 def summaries(limit: int | None = None, *, listing: list[tuple[str, float]] | None = None,

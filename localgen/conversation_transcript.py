@@ -9,6 +9,7 @@ from collections.abc import Callable
 from localgen.control_chars import terminal_safe
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_summary import details_line
+from localgen.text_cut import character_count, cut_characters
 from localgen.units import counted, local_minute_of
 
 RESUMED_LINES = 8  # lines of each message of the last exchange that a resumed chat shows
@@ -73,10 +74,10 @@ def blank_answer(answer: str | None) -> str | None:
 def shortened(text: str, *, lines: int = RESUMED_LINES, chars: int = RESUMED_CHARS) -> str:
     """A message cut to its first lines and characters, marked where text is cut ("[… 1,234 more characters: /history
     shows it whole]"; whitespace at its end is none), never inside an escape sequence (a pipe gets the text raw)."""
-    kept = "\n".join(text.split("\n")[:lines])[:chars]
+    kept = cut_characters("\n".join(text.split("\n")[:lines]), chars)
     open_escape = _OPEN_ESCAPE.search(kept)
     kept = (kept[:open_escape.start()] if open_escape else kept).rstrip()
-    more = len(text.rstrip()) - len(kept)
+    more = character_count(text.rstrip()) - character_count(kept)
     if more <= 0:
         return text
     return f"{kept} […{counted(more, 'more character')}: /history shows it whole]"

@@ -8,6 +8,7 @@ from localgen import console
 from localgen.conversation import Conversation
 from localgen.events import Finished
 from localgen.shorten import shorten_end, shorten_middle
+from localgen.text_cut import character_count, cut_characters
 from localgen.units import counted, local_minute
 from localgen.wordwrap import display_width
 
@@ -25,7 +26,9 @@ LIST_NAME_KEPT = 20  # columns of a name that /list keeps before it drops the da
 def brief(text: str, limit: int = 80) -> str:
     """Text on one line, cut to about limit characters, saying how long it was (a system prompt in a summary line)."""
     line = " ".join(text.split())
-    return line if len(line) <= limit else f"{line[:limit - 1]}… ({len(text):,} characters)"
+    if character_count(line) <= limit:
+        return line
+    return f"{cut_characters(line, limit - 1)}… ({character_count(text):,} characters)"
 
 
 SHOWS_REASONING = "/thinking on shows its reasoning"

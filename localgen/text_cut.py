@@ -1,0 +1,24 @@
+"""Text counted and cut by characters as a reader sees them: a letter and the combining accents after it are one
+(e + U+0301, as macOS writes é), never parted."""
+
+from __future__ import annotations
+
+import unicodedata
+
+
+def _character_starts(text: str) -> list[int]:
+    """Where each character of text starts: at each code point that is no combining mark (and at the first)."""
+    return [at for at, char in enumerate(text) if at == 0 or not unicodedata.combining(char)]
+
+
+def character_count(text: str) -> int:
+    """How many characters text holds, each letter counted with its combining accents as one."""
+    return len(_character_starts(text))
+
+
+def cut_characters(text: str, count: int) -> str:
+    """The first count characters of text, each with its combining accents (text as it is where it has no more)."""
+    starts = _character_starts(text)
+    if len(starts) <= count:
+        return text
+    return text[:starts[max(count, 0)]]
