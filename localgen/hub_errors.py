@@ -27,6 +27,8 @@ _WITHOUT_NETWORK = "models already downloaded work without the network (`localge
 # How to get at a gated or private repo; what to check when the Hub cannot be reached.
 LOGIN = "log in with `huggingface-cli login` (or `hf auth login`) or set HF_TOKEN"
 _NET_HINT = f"check your network connection (and HF_ENDPOINT / proxy settings); {_WITHOUT_NETWORK}"
+# Errors of a program's own making: raised in localgen's code they are its bugs, for its internal-error path to report.
+_PROGRAMMING_ERRORS = (TypeError, AttributeError, NameError, KeyError, IndexError, AssertionError)
 # Another way to get a repo's model than the Hub (reinstalling a damaged package), by repo id in lower case.
 _ALTERNATIVES: dict[str, str] = {}
 
@@ -208,7 +210,9 @@ def map_hub_error(exc: BaseException, *, repo: str, filename: str | None = None)
 
 
 def _hub_error(exc: BaseException, *, repo: str, filename: str | None) -> LocalgenError:
-    """The HubError for a huggingface_hub / HTTP exception."""
+    """The HubError for a huggingface_hub / HTTP exception; a mistake in localgen's own code is raised as it is."""
+    if isinstance(exc, _PROGRAMMING_ERRORS) and not _raised_in_hub_client(exc):
+        raise exc
     where = _where(repo, filename)
     for err in error_chain(exc):
         status = http_status(err)
@@ -221,6 +225,23 @@ def _hub_error(exc: BaseException, *, repo: str, filename: str | None) -> Localg
     if isinstance(exc, _hf_kind("LocalEntryNotFoundError")):
         return _unreachable_error(f"and {where} is not cached")
     return HubError(f"download of {where} failed: {type(exc).__name__}: {exc}")
+
+
+def _raised_in_hub_client(exc: BaseException) -> bool:
+    """Whether exc was raised within a call into huggingface_hub, below localgen's last frame: a reply it could not
+    read (JSON of another shape than the Hub's: KeyError 'id', an error body that is a list), not localgen's mistake."""
+    modules = []
+    frame = exc.__traceback__
+    while frame is not None:
+        modules.append(str(frame.tb_frame.f_globals.get("__name__", "")))
+        frame = frame.tb_next
+    ours = [at for at, module in enumerate(modules) if _in_package(module, "localgen")]
+    return any(_in_package(module, "huggingface_hub") for module in modules[ours[-1] + 1 if ours else 0:])
+
+
+def _in_package(module: str, package: str) -> bool:
+    """Whether a module's name is the package's or one of its modules'."""
+    return module == package or module.startswith(f"{package}.")
 
 
 def _hf_kind(name: str) -> tuple[type, ...]:

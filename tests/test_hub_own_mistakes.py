@@ -1,0 +1,78 @@
+"""A mistake in localgen's own download code (a TypeError, an AttributeError) is reported as the internal error it
+is, where it was said to be a failed download; a reply from the server that huggingface_hub cannot read (JSON of
+another shape than the Hub's, on which it raises KeyError or TypeError itself) stays a Hub error. Against the loopback
+Hub, with the real huggingface_hub client."""
+
+from __future__ import annotations
+
+import pytest
+from hub_server import HubEnv, make_gguf_bytes
+
+from localgen import hub, hub_range
+from localgen.cli import app
+from localgen.cli_exit import run_app
+from localgen.download_log import LineDisplay
+from localgen.hub_errors import map_hub_error
+
+REPO = "org/mistake-GGUF"
+FILE = "m-Q8_0.gguf"
+
+
+def _serve(hubenv: HubEnv) -> None:
+    hubenv.server.add_repo(REPO, {FILE: make_gguf_bytes("mistake")})
+
+
+def _pulled(capfd: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """pull's exit code and what it wrote to stderr."""
+    capfd.readouterr()
+    code = run_app(app, ["pull", REPO])
+    return code, capfd.readouterr().err
+
+
+@pytest.mark.parametrize(("module", "name"), [
+    (LineDisplay, "_maybe_say"),  # in the display's advance, called back by huggingface_hub as bytes arrive
+    (hub, "request_timeout"),  # as the repo's files are listed
+], ids=["download", "listing"])
+def test_a_mistake_in_localgen_s_download_code_is_an_internal_error(hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch,
+                                                                    capfd: pytest.CaptureFixture[str], module: object,
+                                                                    name: str) -> None:
+    """pull said: error: download of org/mistake-GGUF/m-Q8_0.gguf failed: TypeError: 'NoneType' object is not
+    callable, a network failure to work around, of a bug to report."""
+    _serve(hubenv)
+    monkeypatch.setattr(module, name, None)  # each call of it: TypeError, raised in localgen's own code
+    code, err = _pulled(capfd)
+    assert code == 1 and "internal error: TypeError: 'NoneType' object is not callable" in err, err
+    assert "LOCALGEN_DEBUG=1" in err and "failed" not in err, err
+
+
+def test_a_mistake_in_reading_a_file_s_first_bytes_is_raised_as_it_is(hubenv: HubEnv,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """read_header_bytes turned it into HubError('download of ... failed: TypeError: ...')."""
+    _serve(hubenv)
+    monkeypatch.setattr(hub_range, "_sha256_of", None)
+    with pytest.raises(TypeError, match="'NoneType' object is not callable"):
+        hub_range.read_header_bytes(REPO, FILE, 16)
+
+
+@pytest.mark.parametrize(("reply", "raised"), [
+    (b"{}", "KeyError: 'id'"),  # ModelInfo(**data) needs the repo's id
+    (b"[]", "TypeError"),  # ModelInfo(**data) of a list
+    (b'{"id": "org/mistake-GGUF", "siblings": ["m-Q8_0.gguf"]}', "TypeError"),  # a sibling that is no object
+], ids=["no-id", "list", "sibling-name"])
+def test_a_listing_huggingface_hub_cannot_read_stays_a_hub_error(hubenv: HubEnv, capfd: pytest.CaptureFixture[str],
+                                                                  reply: bytes, raised: str) -> None:
+    """huggingface_hub raises KeyError and TypeError itself for a reply of another shape than the Hub's (a mirror's, a
+    proxy's): the server's doing, not a mistake of localgen's."""
+    _serve(hubenv)
+    hubenv.server.listing_page = reply
+    code, err = _pulled(capfd)
+    assert code == 1 and f"error: download of {REPO} failed: {raised}" in err and "internal error" not in err, err
+
+
+def test_an_error_raised_outside_huggingface_hub_is_raised_as_it_is() -> None:
+    """map_hub_error made a HubError of any exception at all."""
+    try:
+        None.size  # type: ignore[attr-defined]  # noqa: B018
+    except AttributeError as exc:
+        with pytest.raises(AttributeError):
+            map_hub_error(exc, repo="org/r", filename="m.gguf")
