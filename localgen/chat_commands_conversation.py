@@ -279,7 +279,7 @@ def _say_exchanges(turns: list[Turn], *, shorten: Callable[[str], str] = str, be
     not obeyed, and each answer's details dim (in italics where the terminal takes no style, or NO_COLOR); a pipe
     gets them as they are (before: what is said before them, a blank line)."""
     terminal = sys.stderr.isatty()
-    dim = terminal and console.takes_escapes(sys.stderr) and not os.environ.get("NO_COLOR")
+    dim = console.writes_dim(sys.stderr)
     text = "\n".join(exchanges(turns, terminal=terminal, dim=dim, shorten=shorten)).rstrip("\n")
     console.say(before + text, made_safe=True)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Annotated
 
@@ -76,8 +75,7 @@ def conversations_show(
         text = conversation.to_json(touch=False)  # on a terminal, its controls escaped: the same JSON value
         text = json_escaped(text) if terminal else text
     else:
-        text = transcript(conversation, terminal=terminal,
-                          dim=terminal and console.takes_escapes(sys.stdout) and not os.environ.get("NO_COLOR"))
+        text = transcript(conversation, terminal=terminal, dim=console.writes_dim(sys.stdout))
     (write_record if json_output else write_out)(sys.stdout, text)  # a closed pipe ends it quietly (run_app)
 
 

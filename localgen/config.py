@@ -1,5 +1,5 @@
 """Paths, environment settings and defaults: localgen's settings are read from the environment here and only here
-(the terminal's conventions TERM and NO_COLOR are read where output is written, HF_ENDPOINT where Hub addresses are)."""
+(the terminal's convention TERM is read where output is written, HF_ENDPOINT where Hub addresses are)."""
 
 from __future__ import annotations
 
@@ -227,6 +227,7 @@ class Settings:
     prompt_cache_size: str | None = None  # LOCALGEN_PROMPT_CACHE_BYTES as set (prompt_cache_bytes reads it)
     amx: bool | None = None  # LOCALGEN_AMX: 1 uses llama.cpp's AMX weight buffers, 0 not; auto/unset: where they work
     no_last_run: bool = False  # LOCALGEN_NO_LAST_RUN: a plain run keeps no record for run --continue
+    no_color: bool = False  # NO_COLOR set and not empty (no-color.org): no dim text on a terminal
 
     @property
     def user_registry(self) -> Path:
@@ -268,6 +269,7 @@ def load_settings() -> Settings:
         prompt_cache_size=os.environ.get(PROMPT_CACHE_BYTES_ENV, "").strip() or None,
         amx=_amx_choice(),
         no_last_run=_env_flag("LOCALGEN_NO_LAST_RUN"),
+        no_color=bool(os.environ.get("NO_COLOR")),
     )
 
 

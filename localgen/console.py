@@ -11,6 +11,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO
 
+from localgen.config import settings
 from localgen.control_chars import TerminalSafePieces, json_escaped, terminal_safe
 from localgen.events import Event, Finished, PrefillProgress
 from localgen.output_writes import write_out, write_record, write_whole
@@ -89,6 +90,11 @@ def takes_escapes(stream: TextIO) -> bool:
     return _is_terminal(stream) and os.environ.get("TERM") != "dumb"
 
 
+def writes_dim(stream: TextIO) -> bool:
+    """True when stream takes the dim style: a terminal that obeys escape sequences, and NO_COLOR unset (or empty)."""
+    return takes_escapes(stream) and not settings().no_color
+
+
 def shows_escapes_as_text(stream: TextIO) -> bool:
     """True when stream is a terminal that shows escape sequences as text (TERM=dumb: Emacs' shell)."""
     return _is_terminal(stream) and os.environ.get("TERM") == "dumb"
@@ -110,7 +116,7 @@ class PrefillStatus:
     def __init__(self, stream: TextIO) -> None:
         # a terminal that cannot erase a line (TERM=dumb) gets nothing; NO_COLOR drops the dim style
         self._stream: TextIO | None = stream if takes_escapes(stream) else None
-        self._style = ("", "") if os.environ.get("NO_COLOR") else ("\x1b[2m", "\x1b[0m")
+        self._style = ("\x1b[2m", "\x1b[0m") if writes_dim(stream) else ("", "")
         self._width = terminal_width(stream)
         self._shown = False
         self.erased = False

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from localgen import config
 from localgen.console import TextOutput
 
 
@@ -268,6 +269,7 @@ def test_the_prefill_line_respects_dumb_terminals_and_no_color(monkeypatch: pyte
     monkeypatch.setenv("TERM", "xterm")
     for key, value in env.items():
         monkeypatch.setenv(key, value)
+    monkeypatch.setattr(config, "_settings", None)  # NO_COLOR is read with the settings
     stream = Terminal()
     status = PrefillStatus(stream)
     status.update(PrefillProgress(done=512, total=1000))
@@ -292,6 +294,7 @@ def test_the_prefill_line_is_erased_by_a_pause_that_lands_while_it_is_written(mo
 
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setattr(config, "_settings", None)
     stream = Terminal()
     status = PrefillStatus(stream)
     status.update(PrefillProgress(done=0, total=1923))
@@ -312,6 +315,7 @@ def test_the_prefill_line_never_wraps(monkeypatch: pytest.MonkeyPatch, columns: 
 
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setattr(config, "_settings", None)
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     with open(slave, "w", closefd=True) as stream:
