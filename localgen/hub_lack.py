@@ -19,7 +19,7 @@ def refuse_lacking(text: str) -> None:
     """For `models show` of a Hub model not downloaded, before `localgen pull` is suggested: online, refuse a quant or
     file its repo lacked when localgen last listed it and lacks still (the Hub asked again), and ask the Hub for a
     repo never listed, saying what it has (or lacks); offline, say a repo was never listed and how to list it."""
-    from localgen.hub_errors import entry_blame, entry_error, leave_offline
+    from localgen.hub_errors import leave_offline
 
     registry = load_registry(settings().user_registry)
     ref = registry.reference(text)
@@ -37,9 +37,7 @@ def refuse_lacking(text: str) -> None:
         return
     lack = _hub_lack(repo, quant, filename) if never_listed else known_lack(repo, quant, filename)
     if lack is not None:
-        exc, what = lack
-        raise ModelNotFoundError(f"model '{ref.text}' is not downloaded, and {what}{entry_blame(exc, spec, ref)}",
-                                 hint=entry_error(exc, spec, ref).hint) from None
+        raise lacking_refusal(ref, spec, lack) from None
     listing = hub_cache.load_listing(repo)
     if ref.kind == "repo" and quant is None and listing is not None:
         from localgen.hub_choice import model_labels
@@ -56,7 +54,6 @@ def typed_quant_lack(ref: ModelRef, spec: ModelSpec, repo: str, quant: str) -> s
     is here: refuse it where its repo lacks it (as localgen last listed it; online, as the Hub lists it now, asked
     where localgen never listed the repo), with the quants meant after the name as typed; else None, or where that is
     not known (offline, the repo never listed; the Hub not reached), what `downloaded: no` then says."""
-    from localgen.hub_errors import entry_error
     from localgen.hub_types import NotInRepoError, RepoNotFoundError
 
     typed = shlex.quote(ref.text)
@@ -69,12 +66,23 @@ def typed_quant_lack(ref: ModelRef, spec: ModelSpec, repo: str, quant: str) -> s
         lack = _hub_lack(repo, quant, None)
     if lack is None:
         return None
-    exc, what = lack
+    exc = lack[0]
     if not isinstance(exc, (NotInRepoError, RepoNotFoundError)):
         return (f"whether {repo} has a {quant} file is not known ({exc.message}); `localgen pull {typed}` downloads "
                 "it if it has")
-    raise ModelNotFoundError(f"model '{ref.text}' is not downloaded, and {what}",
-                             hint=entry_error(exc, spec, ref).hint) from None
+    raise lacking_refusal(ref, spec, lack) from None
+
+
+def lacking_refusal(ref: ModelRef, spec: ModelSpec | None, lack: tuple[HubError, str], *,
+                    then: str | None = None) -> ModelNotFoundError:
+    """The refusal of a model that is not downloaded and that its repo lacks (lack: the Hub's error and what it says
+    is lacking), naming the user's models.toml entry it comes of; its hint the error's, then what then says."""
+    from localgen.hub_errors import entry_blame, entry_error
+
+    exc, what = lack
+    hint = "; ".join(part for part in (entry_error(exc, spec, ref).hint, then) if part) or None
+    return ModelNotFoundError(f"model '{ref.text}' is not downloaded, and {what}{entry_blame(exc, spec, ref)}",
+                              hint=hint)
 
 
 def _hub_lack(repo: str, quant: str | None, filename: str | None) -> tuple[HubError, str] | None:

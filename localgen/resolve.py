@@ -19,7 +19,7 @@ from localgen.hub_errors import (
     offline_hint,
     with_alternative,
 )
-from localgen.hub_lack import known_lack, listed_lack, typed_quant_lack
+from localgen.hub_lack import known_lack, lacking_refusal, listed_lack, typed_quant_lack
 from localgen.hub_slips import with_known_repo
 from localgen.hub_verify import Pin, check_pinned_file
 from localgen.model_file_errors import folder_hint, folder_models, missing_file_hint
@@ -324,16 +324,10 @@ def _refuse_unlisted(ref: ModelRef, spec: ModelSpec | None, repo: str, quant: st
                      flag: bool) -> None:
     """Offline, a quant or file that the repo lacked when localgen last listed it is said to be missing from it (not
     merely not downloaded); the Hub, which may have it since, is asked again only with the network."""
-    from localgen.hub_errors import entry_blame, entry_error
-
     lack = listed_lack(repo, quant, filename)
-    if lack is None:
-        return
-    exc, what = lack
-    lacking = entry_error(exc, spec, ref)
-    again = f"to check the repo again, {offline_hint(ref.text, flag=flag)}"
-    raise ModelNotFoundError(f"model '{ref.text}' is not downloaded, and {what}{entry_blame(exc, spec, ref)}",
-                             hint=f"{lacking.hint}; {again}" if lacking.hint else again) from None
+    if lack is not None:
+        again = f"to check the repo again, {offline_hint(ref.text, flag=flag)}"
+        raise lacking_refusal(ref, spec, lack, then=again) from None
 
 
 def _refuse_broken_header(path: Path, hint: str) -> None:
