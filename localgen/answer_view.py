@@ -7,15 +7,16 @@ import re
 import sys
 import time
 from collections.abc import Iterator
-from typing import Any, ClassVar, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from localgen.console import word_wrap_for
 from localgen.control_chars import TerminalSafePieces
-from localgen.markdown_parse import block_boundary, items_holding, markdown_parser, parsed_as_written
-from localgen.markdown_rows import cut_rows, folded, is_mark, soft_wrap, under_prefix, without_padding
+from localgen.markdown_parse import block_boundary, items_holding
+from localgen.markdown_rows import is_mark, without_padding
 
-NATURAL_WIDTH = 10_000  # cells a table's natural width is measured within (without wrap: its rows whole)
-CODE_THEME = "ansi_dark"  # the terminal's own palette, so code reads on light and dark backgrounds alike
+if TYPE_CHECKING:
+    from localgen.markdown_render import FaithfulMarkdown
+
 MAX_CONTEXT_CHARS = 4096  # a longer construct restarts its context (each block re-renders it) from its list items
 REDRAW_INTERVAL_S = 0.1  # the unfinished block is drawn again at most this often, and only when it grew
 _CONTINUATION = re.compile(r"[ \t>]|[-+*][ \t\n]|\d{1,9}[.)][ \t\n]")  # indented, a quote or a list item
@@ -171,186 +172,12 @@ def _sized_by_the_terminal(stream: TextIO) -> dict[str, str] | None:
     return {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")} if terminal else None
 
 
-def _markdown(text: str, *, wrap: bool = True, ended: bool = True) -> Any:
+def _markdown(text: str, *, wrap: bool = True, ended: bool = True) -> FaithfulMarkdown:
     """text as a rich Markdown renderable that shows every character of the answer (wrap: its lines broken between
     words; else whole, as code lines are; ended: text is the whole answer, see parsed_as_written)."""
-    return _markdown_class()(text, wrap=wrap, ended=ended)
+    from localgen.markdown_render import FaithfulMarkdown  # on first use: rich.markdown is slow to import
 
-
-_MARKDOWN_CLASS: Any = None
-
-
-def _markdown_class() -> Any:
-    """rich's Markdown, made faithful to the text (built once, on first use: rich.markdown is slow to import).
-
-    - HTML is text: rich drops HTML tags and blocks, so `<td>` or `std::vector<int>` would vanish from an answer.
-    - Links show their address after the text, instead of an escape sequence many terminals do not display.
-    - Code blocks are the code as written, in the terminal's own colours: no padding, background or trailing
-      fill, tabs kept, and a long line is never broken between words. At the top level its pieces are marked to be
-      joined when printed (_Continued), so the terminal wraps it softly and it copies as one line. Without wrap
-      (/wrap off), every line is shown so (markdown_rows): a paragraph's, a heading's, a list item's or a quote's
-      with its bullet or bar, and a table's rows, the table laid out at its natural width where the window is
-      narrower, rather than its cells folded.
-    - Table cells fold instead of ending in "…".
-    - Ordered lists keep the period after the number ("1." rather than rich's "1").
-    - A single newline breaks the line, as in chat UIs (a poem keeps its lines), where CommonMark joins the lines.
-    - An answer that opens with a list starts on its first line (rich puts a blank line before it).
-    - Each line keeps its indentation, and a closing fence with no opening one is text (markdown_parse).
-    """
-    global _MARKDOWN_CLASS
-    if _MARKDOWN_CLASS is not None:
-        return _MARKDOWN_CLASS
-    from rich.markdown import BlockQuote, CodeBlock, Heading, ListItem, Markdown, Paragraph, TableElement
-    from rich.measure import Measurement
-    from rich.segment import Segment
-    from rich.syntax import Syntax
-    from rich.text import Text
-
-    parser = markdown_parser()
-
-    def unbroken(text: Any, console: Any, options: Any, *, whole: bool = False) -> Iterator[Any]:
-        """Each line of text whole: cut every width cells, as a terminal wraps it, its pieces marked to be joined
-        when printed at the top level (nothing to the left of it) or, whole (without wrap), by what holds it."""
-        soft = whole or options.max_width >= console.width
-        for line in text.split("\n", allow_blank=True):
-            pieces = folded(line, options.max_width)
-            for index, piece in enumerate(pieces):
-                yield from piece.render(console)
-                if soft and index < len(pieces) - 1:
-                    yield Segment("", soft_wrap())
-                yield Segment.line()
-
-    class WholeWithoutWrap:
-        """An element whose lines are whole for the terminal to break in a Markdown made without wrap (whole)."""
-
-        whole = False
-
-        @classmethod
-        def create(cls, markdown: Any, token: Any) -> Any:
-            element = super().create(markdown, token)  # type: ignore[misc]
-            element.whole = not markdown.wrap
-            return element
-
-    class PlainCodeBlock(WholeWithoutWrap, CodeBlock):
-        """A code block as written, highlighted in the terminal's palette (ANSI colours) unless it holds tabs; without
-        wrap, in a list or a quote too, its lines are whole for the terminal to break."""
-
-        def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
-            code = str(self.text).rstrip()
-            text = Text(code) if "\t" in code else Syntax(code, self.lexer_name, theme=CODE_THEME).highlight(code)
-            text.rstrip()  # highlight() ends the text with a newline
-            yield from unbroken(text, console, options, whole=self.whole)
-
-    class ParagraphAsWritten(Paragraph):
-        """A paragraph of a Markdown made without wrap: its lines are whole, as code lines are."""
-
-        @classmethod
-        def create(cls, markdown: Any, token: Any) -> Any:
-            return (Paragraph if markdown.wrap else cls)(justify=markdown.justify or "left")
-
-        def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
-            yield from unbroken(self.text, console, options, whole=True)
-
-    class HeadingAsWritten(Heading):
-        """A heading of a Markdown made without wrap: placed as rich places it where it fits, else whole."""
-
-        @classmethod
-        def create(cls, markdown: Any, token: Any) -> Any:
-            return (Heading if markdown.wrap else cls)(token.tag)
-
-        def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
-            if all(line.cell_len <= options.max_width for line in self.text.split("\n")):
-                yield from super().__rich_console__(console, options)
-                return
-            yield from unbroken(self.text, console, options, whole=True)
-
-    class FoldingTable(WholeWithoutWrap, TableElement):
-        """A table whose cells fold long words instead of cutting them off; without wrap, one wider than the
-        window is laid out at its natural width, each row a whole line."""
-
-        def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
-            for table in super().__rich_console__(console, options):
-                for column in table.columns:
-                    column.overflow = "fold"
-                natural = Measurement.get(console, options.update(width=NATURAL_WIDTH), table).maximum \
-                    if self.whole else 0
-                if natural <= options.max_width:
-                    yield table
-                    continue
-                for line in console.render_lines(table, options.update(width=natural), pad=False):
-                    yield from cut_rows(line, options.max_width)
-
-    class NumberedItem(WholeWithoutWrap, ListItem):
-        """A list item whose number is followed by a period; without wrap, its lines are whole (the terminal breaks
-        them with no indent)."""
-
-        def render_bullet(self, console: Any, options: Any) -> Iterator[Any]:
-            if not self.whole:
-                yield from super().render_bullet(console, options)
-                return
-            style = console.get_style("markdown.item.bullet", default="none")
-            yield from under_prefix(console, options, self.elements, first=Segment(" • ", style),
-                                    rest=Segment("   ", style), style=self.style)
-
-        def render_number(self, console: Any, options: Any, number: int, last_number: int) -> Iterator[Any]:
-            width = len(str(last_number)) + 3
-            style = console.get_style("markdown.item.number", default="none")
-            first, rest = Segment(f"{number}.".rjust(width - 1) + " ", style), Segment(" " * width, style)
-            if self.whole:
-                yield from under_prefix(console, options, self.elements, first=first, rest=rest, style=self.style)
-                return
-            lines = console.render_lines(self.elements, options.update(width=options.max_width - width),
-                                         style=self.style)
-            for index, line in enumerate(lines):
-                yield first if index == 0 else rest
-                yield from line
-                yield Segment("\n")
-
-    class QuoteAsWritten(BlockQuote):
-        """A block quote of a Markdown made without wrap: its lines whole after its bar."""
-
-        @classmethod
-        def create(cls, markdown: Any, token: Any) -> Any:
-            return (BlockQuote if markdown.wrap else cls)()
-
-        def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
-            bar = Segment("▌ ", self.style)
-            yield from under_prefix(console, options, self.elements, first=bar, rest=bar, style=self.style)
-
-    class FaithfulMarkdown(Markdown):
-        """Markdown that shows HTML as text and links with their address."""
-
-        elements: ClassVar[dict[str, Any]] = {**Markdown.elements, "fence": PlainCodeBlock,
-                                              "code_block": PlainCodeBlock, "list_item_open": NumberedItem,
-                                              "table_open": FoldingTable, "paragraph_open": ParagraphAsWritten,
-                                              "heading_open": HeadingAsWritten, "blockquote_open": QuoteAsWritten}
-
-        def __init__(self, markup: str, *, wrap: bool = True, ended: bool = True) -> None:
-            super().__init__("", code_theme=CODE_THEME, hyperlinks=False)
-            self.markup, self.wrap = markup, wrap
-            self.parsed = _with_line_breaks(parsed_as_written(parser, markup, ended=ended))
-
-        def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
-            """rich's rendering without the blank line it puts before a list that opens the text."""
-            pieces = super().__rich_console__(console, options)
-            opens_with_a_list = bool(self.parsed) and self.parsed[0].type in ("bullet_list_open", "ordered_list_open")
-            first = next(pieces, None)
-            if first is not None and not (opens_with_a_list and isinstance(first, Segment) and first.text == "\n"):
-                yield first
-            yield from pieces
-
-    _MARKDOWN_CLASS = FaithfulMarkdown
-    return _MARKDOWN_CLASS
-
-
-def _with_line_breaks(tokens: list[Any]) -> list[Any]:
-    """The parsed tokens with each soft line break (a single newline in a paragraph, list item, quote or heading)
-    made a hard one, as chat UIs show an answer's lines; code and tables have none, so they keep theirs."""
-    for token in tokens:
-        for child in token.children or ():
-            if child.type == "softbreak":
-                child.type, child.tag = "hardbreak", "br"
-    return tokens
+    return FaithfulMarkdown(text, wrap=wrap, ended=ended)
 
 
 class _Continued:
