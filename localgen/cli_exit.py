@@ -32,6 +32,7 @@ from localgen.errors import (
     EXIT_USAGE,
     LocalgenError,
     internal_error_text,
+    os_reason,
 )
 from localgen.other_tools import check_options, mentions_other_tools_options
 from localgen.signals import ANSWER_ENDING_SIGNALS, QUIT_SIGNALS, SignalExit, signal_exit_code
@@ -185,7 +186,7 @@ def _os_error_code(exc: OSError) -> int:
         return _internal_error(exc)
     if exc.filename is None:  # stdout's errors carry no file name
         return _stdout_error_code(exc)
-    console.error(f"cannot write {exc.filename}: {exc.strerror or exc}", "free some disk space")  # no module mapped it
+    console.error(f"cannot write {exc.filename}: {os_reason(exc)}", "free some disk space")  # no module mapped it
     return EXIT_RUNTIME
 
 

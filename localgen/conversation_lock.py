@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from localgen.conversation_names import NAME_RULE
-from localgen.errors import LocalgenError
+from localgen.errors import LocalgenError, os_reason
 from localgen.file_locks import HAS_FLOCK, still_names, try_flock
 from localgen.storage import make_folder, remove_leftover_temp_files, unwritable_hint
 
@@ -92,7 +92,7 @@ def _open_lock_file(folder: Path, path: Path) -> int:
     try:
         return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
-        raise LocalgenError(f"could not create {path}: {exc.strerror or exc}",
+        raise LocalgenError(f"could not create {path}: {os_reason(exc)}",
                             hint=unwritable_hint(exc, path.parent)) from exc
 
 

@@ -20,7 +20,7 @@ from localgen.conversation_store import (
     saved_path,
     write_conversation,
 )
-from localgen.errors import LocalgenError, UsageError
+from localgen.errors import LocalgenError, UsageError, os_reason
 
 
 def rename_conversation(old: str, new: str, *, force: bool = False) -> bool:
@@ -72,7 +72,7 @@ def _remove_link(link: Path) -> None:
     try:
         link.unlink()
     except OSError as exc:
-        raise LocalgenError(f"could not remove {link}: {exc.strerror or exc}",
+        raise LocalgenError(f"could not remove {link}: {os_reason(exc)}",
                             hint="check the permissions of its folder") from exc
 
 
@@ -92,7 +92,7 @@ def _move(path: Path, target: Path, new: str) -> None:
         if not _same_entry(path, target):
             path.unlink()
     except OSError as exc:
-        raise LocalgenError(f"could not rename {path} to {target.name}: {exc.strerror or exc}",
+        raise LocalgenError(f"could not rename {path} to {target.name}: {os_reason(exc)}",
                             hint="check the permissions of its folder") from exc
 
 
@@ -133,7 +133,7 @@ def delete_conversations(names: list[str], confirm: Callable[[], bool] = lambda:
             try:
                 path.unlink(missing_ok=True)
             except OSError as exc:
-                raise LocalgenError(f"could not delete {path}: {exc.strerror or exc}",
+                raise LocalgenError(f"could not delete {path}: {os_reason(exc)}",
                                     hint="check the permissions of its folder") from exc
             remove_lock_file(folder, name)
     finally:

@@ -30,7 +30,7 @@ from localgen.conversation_names import (
     is_automatic_name,
     numbered_name,
 )
-from localgen.errors import LocalgenError, UsageError
+from localgen.errors import LocalgenError, UsageError, read_failure
 from localgen.storage import atomic_write_text, check_folder, file_in_the_way, in_the_way, make_folder
 
 
@@ -242,7 +242,7 @@ def _read_saved(path: Path, shell: bool) -> bytes:
     except FileNotFoundError:
         raise missing_error(path.stem, shell) from None
     except OSError as exc:
-        raise LocalgenError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        raise read_failure(path, exc) from exc
 
 
 def _text(data: bytes, path: Path) -> str:

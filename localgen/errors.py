@@ -106,3 +106,13 @@ class ConfigError(LocalgenError):
 def internal_error_text(exc: BaseException) -> str:
     """The one-line message for an unexpected exception: its class name and text."""
     return f"internal error: {type(exc).__name__}: {exc}"
+
+
+def os_reason(exc: OSError) -> str:
+    """Why a file operation failed, as a message says it: the OS's words ("Permission denied"), else the error's."""
+    return exc.strerror or str(exc)
+
+
+def read_failure(path: object, exc: OSError, hint: str | None = None) -> LocalgenError:
+    """The error for a file that could not be read: `cannot read PATH: REASON`."""
+    return LocalgenError(f"cannot read {path}: {os_reason(exc)}", hint=hint)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from localgen.errors import LocalgenError
+from localgen.errors import LocalgenError, os_reason
 from localgen.hub_cache import blob_of, hub_cache_dir
 
 
@@ -127,6 +127,6 @@ def discard_cached_file(pointer: Path, own_blobs: Sequence[Path] = ()) -> Linked
         except FileNotFoundError:
             pass
         except OSError as exc:  # a read-only cache: the bad file cannot go, and must not be used
-            raise LocalgenError(f"cannot delete the bad download {target}: {exc.strerror or exc}",
+            raise LocalgenError(f"cannot delete the bad download {target}: {os_reason(exc)}",
                                 hint="delete it by hand, or check the permissions of the Hugging Face cache") from exc
     return linked

@@ -16,7 +16,7 @@ from typing import BinaryIO, NoReturn, Protocol
 
 from localgen.console import end_typed_line, pipe_or_socket
 from localgen.descriptor_reader import DescriptorReader
-from localgen.errors import UsageError
+from localgen.errors import UsageError, os_reason
 from localgen.input_text import (
     DOCUMENT_HINT,
     TextBound,
@@ -135,7 +135,7 @@ def _unreadable(name: str, option: str, exc: OSError) -> UsageError:
         hint = "check the file's permissions"
     else:  # a device that cannot be read (/dev/tty without a terminal, /proc/self/mem)
         hint = f"pass a file or a pipe to {option}"
-    return UsageError(f"cannot read {name}: {exc.strerror or exc}", hint=hint)
+    return UsageError(f"cannot read {name}: {os_reason(exc)}", hint=hint)
 
 
 @contextlib.contextmanager
@@ -297,7 +297,7 @@ def read_stdin_input(stream: BinaryIO | None, warnings: list[str], *, asked: boo
         data = _bounded_read(DescriptorReader.of(stream, quiet, STDIN_QUIET_S), "stdin", DOCUMENT_HINT,
                              "send less text", bound)
     except OSError as exc:  # a stdin opened for writing only (0>FILE), say
-        raise UsageError(f"cannot read stdin: {exc.strerror or exc}",
+        raise UsageError(f"cannot read stdin: {os_reason(exc)}",
                          hint="pipe text in, or give the prompt alone with </dev/null") from None
     end_typed_line(stream, data)
     text = decode_input(data, "stdin", warnings)

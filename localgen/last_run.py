@@ -15,7 +15,7 @@ from localgen.config import settings
 from localgen.conversation import Conversation, DamagedConversationError, ForeignFormatError, Turn
 from localgen.conversation_lock import ConversationBusyError, hold, release
 from localgen.conversation_store import latest_conversation, list_conversations, save_conversation
-from localgen.errors import LocalgenError
+from localgen.errors import LocalgenError, read_failure
 from localgen.events import Event
 from localgen.storage import atomic_write_text
 
@@ -148,8 +148,7 @@ def _is_newest(path: Path) -> bool:
     except FileNotFoundError:
         return False
     except OSError as exc:
-        raise LocalgenError(f"cannot read {path}: {exc.strerror or exc}",
-                            hint="check the permissions of its folder") from exc
+        raise read_failure(path, exc, hint="check the permissions of its folder") from exc
     return not saved or kept > saved[0][1]
 
 

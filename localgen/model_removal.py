@@ -28,7 +28,7 @@ from localgen.catalog import (
     hub_groups,
     reference_name,
 )
-from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
+from localgen.errors import LocalgenError, ModelNotFoundError, UsageError, os_reason
 from localgen.hub_choice import carries_tag, choose_model, quant_of, shard_group_key
 from localgen.hub_entry_data import blob_data, data_behind, linked_file, model_blobs
 from localgen.hub_slips import with_downloaded_repo
@@ -387,7 +387,7 @@ def _unlink(path: Path) -> None:
     except FileNotFoundError:
         pass
     except OSError as exc:
-        raise LocalgenError(f"could not delete {path}: {exc.strerror or exc}",
+        raise LocalgenError(f"could not delete {path}: {os_reason(exc)}",
                             hint=unwritable_hint(exc, path.parent, "check the permissions of the Hugging Face cache "
                                                  "folder") + ", then run the command again") from exc
 

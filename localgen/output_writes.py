@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, TextIO
 
-from localgen.errors import LocalgenError
+from localgen.errors import LocalgenError, os_reason
 from localgen.signals import SignalExit
 
 ENDING_WRITE_WAIT_S = 2.0  # once a signal ends the program: how long a write its reader keeps waiting still waits
@@ -280,4 +280,4 @@ _STDOUT_HINTS = {errno.EFBIG: "the file it goes to has reached a size limit (`ul
 def stdout_error(exc: OSError) -> LocalgenError:
     """The error for output that cannot be written (a full disk, a size limit, an I/O error, stdout open to read)."""
     hint = _STDOUT_HINTS.get(exc.errno or 0, "free some space or send the output elsewhere")
-    return LocalgenError(f"cannot write to stdout: {exc.strerror or exc}", hint=hint)
+    return LocalgenError(f"cannot write to stdout: {os_reason(exc)}", hint=hint)

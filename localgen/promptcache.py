@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from localgen.config import DEFAULT_CONTEXT_CAP
-from localgen.errors import LocalgenError
+from localgen.errors import LocalgenError, os_reason
 from localgen.promptcache_partial import WRITING_TEMP_S, PartialWrite, remove_file, sweep_partial_writes, write_entry
 from localgen.promptcache_prefixes import redundant_prefixes
 from localgen.storage import check_folder, unwritable_hint
@@ -228,7 +228,7 @@ class PromptCache:
         try:
             write_entry(target, parts)
         except OSError as exc:
-            raise LocalgenError(f"could not write {target}: {exc.strerror or exc}") from exc
+            raise LocalgenError(f"could not write {target}: {os_reason(exc)}") from exc
         saved = tokens_array(tokens)
         prefixes = [(len(header.tokens), path) for path, header in self._headers()
                     if path != target and common_prefix(header.tokens, saved) == len(header.tokens)]
@@ -286,7 +286,7 @@ def list_entries(directory: Path) -> list[CacheEntry]:
                 st = path.stat()
             except OSError:
                 continue
-            problem = str(exc) if isinstance(exc, ValueError) else exc.strerror or str(exc)
+            problem = str(exc) if isinstance(exc, ValueError) else os_reason(exc)
             if isinstance(exc, DamagedEntryError):  # never restored; the next run that looks deletes it
                 problem = f"damaged: {problem}"
             entries.append(CacheEntry(path=path, tokens=None, size=st.st_size, last_used=st.st_mtime, problem=problem))
@@ -365,7 +365,7 @@ def clear(directory: Path) -> Cleared:
             undeleted.append(f"{counted(len(swept.failed), 'partial write')} "
                              f"({binary_size(sum(found.size for found, _ in swept.failed))}) left by {by_whom}")
         error = failed[0] if failed else swept.failed[0][1]
-        raise LocalgenError(f"could not delete {' and '.join(undeleted)} in {directory}: {error.strerror or error}",
+        raise LocalgenError(f"could not delete {' and '.join(undeleted)} in {directory}: {os_reason(error)}",
                             hint=unwritable_hint(error, directory, "check that folder's permissions"))
     return Cleared(count, size, len(swept.deleted), sum(found.size for found in swept.deleted),
                    tuple(found for found in swept.kept if found.writing),

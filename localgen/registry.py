@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from localgen.errors import ConfigError, LocalgenError, ModelNotFoundError, UsageError
+from localgen.errors import ConfigError, LocalgenError, ModelNotFoundError, UsageError, os_reason
 from localgen.params import CHAT_SETTINGS, stored_setting
 from localgen.references import (
     OLLAMA_HUB_HINT,
@@ -344,7 +344,7 @@ def user_file_text(user_file: Path) -> str | None:
         raise ConfigError(f"{user_file}: not UTF-8 text (byte {exc.start})",
                           hint="save it as UTF-8 in your editor, or remove it") from None
     except OSError as exc:
-        raise ConfigError(f"{user_file}: cannot be read ({exc.strerror or exc})",
+        raise ConfigError(f"{user_file}: cannot be read ({os_reason(exc)})",
                           hint="check the file's permissions") from exc
 
 

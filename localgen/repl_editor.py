@@ -19,7 +19,7 @@ from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.document import Document
 
 from localgen import console
-from localgen.errors import LocalgenError
+from localgen.errors import LocalgenError, os_reason
 from localgen.input_text import BOM
 from localgen.signals import ENDING_SIGNALS, QUIT_SIGNALS, restore_handlers
 
@@ -61,20 +61,20 @@ def edited_text(text: str, command: list[str],
     try:
         folder = Path(tempfile.mkdtemp(prefix="localgen-"))  # mode 0700: the message is no other user's to read
     except OSError as exc:
-        raise LocalgenError(f"cannot make a temporary folder for the message: {exc.strerror or exc}; {KEPT}",
+        raise LocalgenError(f"cannot make a temporary folder for the message: {os_reason(exc)}; {KEPT}",
                             hint=TEMP_HINT) from None
     try:
         path = folder / MESSAGE_FILE
         try:
             path.write_bytes(_encoded(text + "\n" if text else ""))
         except OSError as exc:
-            raise LocalgenError(f"cannot write the message to {path}: {exc.strerror or exc}; {KEPT}",
+            raise LocalgenError(f"cannot write the message to {path}: {os_reason(exc)}; {KEPT}",
                                 hint=TEMP_HINT) from None
         name = Path(command[0]).name
         try:
             editor = subprocess.Popen([*command, str(path)])
         except OSError as exc:
-            raise LocalgenError(f"cannot run the editor {name!r}: {exc.strerror or exc}; {KEPT}",
+            raise LocalgenError(f"cannot run the editor {name!r}: {os_reason(exc)}; {KEPT}",
                                 hint="set VISUAL or EDITOR to an editor you have, as export EDITOR=nano") from None
         with editor:
             if started is not None:
@@ -86,7 +86,7 @@ def edited_text(text: str, command: list[str],
         try:
             data = path.read_bytes()
         except OSError as exc:
-            raise LocalgenError(f"cannot read the text the editor saved: {exc.strerror or exc}; {KEPT}",
+            raise LocalgenError(f"cannot read the text the editor saved: {os_reason(exc)}; {KEPT}",
                                 hint=f"save it to the file the editor opened, {MESSAGE_FILE}") from None
         try:
             edited = data.decode("utf-8")

@@ -17,7 +17,7 @@ from prompt_toolkit.history import DummyHistory, FileHistory, History, InMemoryH
 from localgen.chat_settings import SETTING_NAMES
 from localgen.config import settings
 from localgen.control_chars import NOT_TEXT_CONTROLS
-from localgen.errors import UsageError
+from localgen.errors import UsageError, os_reason
 from localgen.input_text import argument_text
 from localgen.offered_names import conversations_offered, models_offered, starting_with
 from localgen.repl_show import SHOW_PARTS
@@ -270,7 +270,7 @@ class SafeFileHistory(FileHistory):
         try:  # bytes a non-UTF-8 terminal sent arrive as lone surrogates, which UTF-8 cannot store
             super().store_string(string.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
         except OSError as exc:
-            self._note(f"could not save input history to {self.filename!s}: {exc.strerror or exc}")
+            self._note(f"could not save input history to {self.filename!s}: {os_reason(exc)}")
 
     def _note(self, message: str) -> None:
         """Keep the first problem for the REPL to print (printing inside prompt-toolkit garbles the screen)."""
@@ -350,7 +350,7 @@ def open_history(*, recall: bool = True) -> tuple[History, str | None]:
                 warning = f"the input history {path} is damaged ({damage}); moved it to {aside} and started anew"
     except OSError as exc:
         blocker = file_in_the_way(path.parent)  # a file where the data folder goes: said as the chat's start says it
-        reason = in_the_way(blocker)[0] if blocker is not None else exc.strerror or exc
+        reason = in_the_way(blocker)[0] if blocker is not None else os_reason(exc)
         return in_memory(), f"cannot use the input history {path}: {reason}; not saving it"
     return (SafeFileHistory if recall else UnrecalledFileHistory)(path), warning
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from localgen import console, hub, hub_cache
 from localgen.catalog import bundled_file, reference_name
 from localgen.config import settings
-from localgen.errors import GGUFError, HubError, LocalgenError, ModelNotFoundError
+from localgen.errors import GGUFError, HubError, LocalgenError, ModelNotFoundError, os_reason
 from localgen.hub_check import HubCheck
 from localgen.hub_errors import (
     blamed_on_entry,
@@ -145,7 +145,7 @@ def _intact(spec: ModelSpec, path: Path, *, offline: bool) -> bool:
         return True
     except (LocalgenError, OSError) as exc:
         _DAMAGED.add(path)
-        reason = exc.message if isinstance(exc, LocalgenError) else f"{path}: {exc.strerror or exc}"
+        reason = exc.message if isinstance(exc, LocalgenError) else f"{path}: {os_reason(exc)}"
         instead = _instead(offline)
         if isinstance(exc, LocalgenError) and _checks_from_user_entry(spec):
             console.warn(f"the bundled {spec.name} file does not match {spec.origin} ({reason}); {instead}; "
@@ -380,7 +380,7 @@ def _readable_file(path: Path, typed: str) -> Path:
     except FileNotFoundError:
         mode = None
     except OSError as exc:  # a name too long, a loop of links, a directory that cannot be searched
-        raise ModelNotFoundError(f"cannot use {shown} as a model file: {exc.strerror or exc}",
+        raise ModelNotFoundError(f"cannot use {shown} as a model file: {os_reason(exc)}",
                                  hint="check the path") from None
     if mode is None and path.is_symlink():
         raise ModelNotFoundError(f"{shown} is a link to {os.readlink(path)}, which is not there",

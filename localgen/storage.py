@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from localgen.config import settings
-from localgen.errors import DISK_FULL_ERRNOS, LocalgenError
+from localgen.errors import DISK_FULL_ERRNOS, LocalgenError, os_reason
 from localgen.file_locks import still_names, try_flock
 from localgen.links import broken_link
 
@@ -72,7 +72,7 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
             raise LocalgenError(f"could not write {path}: a folder is in its place",
                                 hint="move that folder away") from exc
         kept = "; the previous file is unchanged" if path.is_file() else ""
-        raise LocalgenError(f"could not write {path}: {exc.strerror or exc}",
+        raise LocalgenError(f"could not write {path}: {os_reason(exc)}",
                             hint=f"{unwritable_hint(exc, path.parent)}{kept}") from exc
     finally:
         if tmp_name is not None:
@@ -187,7 +187,7 @@ def make_folder(folder: Path, *, mode: int = 0o777) -> None:
         if blocker is not None:
             what, hint = in_the_way(blocker)
             raise LocalgenError(f"could not create {folder}: {what}", hint=hint) from exc
-        raise LocalgenError(f"could not create {folder}: {exc.strerror or exc}",
+        raise LocalgenError(f"could not create {folder}: {os_reason(exc)}",
                             hint=unwritable_hint(exc, folder)) from exc
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from localgen.config import settings
-from localgen.errors import LocalgenError
+from localgen.errors import LocalgenError, read_failure
 from localgen.storage import atomic_write_text
 
 HASH_CHUNK_BYTES = 8 * 1024 * 1024
@@ -22,8 +22,7 @@ def reading(path: Path) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        raise LocalgenError(f"cannot read {path}: {exc.strerror or exc}",
-                            hint="check that the file exists and is readable (permissions, disk)") from exc
+        raise read_failure(path, exc, hint="check that the file exists and is readable (permissions, disk)") from exc
 
 
 def sha256_file(path: Path) -> str:
