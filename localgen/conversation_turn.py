@@ -36,7 +36,6 @@ class AnswerDetails:
 DETAIL_TYPES: dict[str, type] = {"finish_reason": str, "model": str, "prompt_tokens": int, "completion_tokens": int,
                                  "duration_s": float, "decode_tokens_per_s": float}  # saved beside a turn's answer
 _PARSED_AS: dict[type, tuple[type, ...]] = {str: (str,), int: (int,), float: (int, float)}  # JSON's types for each
-MESSAGE_FIELDS = ("attached", "typed")  # saved beside a message that had files attached (none in older files)
 
 
 @dataclass(frozen=True)

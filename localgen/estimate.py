@@ -11,8 +11,8 @@ Calibrated against measured RSS by scripts/fit_measure.py.
     KV cache  cells x sum over layers of kv_heads(l) x (key_length + value_length) x bytes per element
               (f16 2, q8_0 34/32, q4_0 18/32); cells = allocated_context(n_ctx): n_ctx rounded up to 256, and
               without flash attention from 1,024 up an odd multiple of 256 (one 256 more). A sliding-window layer holds
-              min(cells, window + n_ubatch) cells, but only when llama.cpp's swa_full is off (the engine keeps
-              llama.cpp's default, on, so the plan counts every layer in full).
+              every cell too: the engine keeps llama.cpp's default swa_full (on), so the plan counts every layer in
+              full.
     compute   llama.cpp's compute buffer for one physical batch of n_ub tokens (4-byte floats):
               max(logits (n_vocab + 2 n_embd), feed-forward (3 n_ff + 2 n_embd),
                   attention without flash attention (n_ctx (n_head + masks) + 4 n_embd)) x n_ub x 4.
@@ -78,7 +78,6 @@ class ModelShape:
     context_length: int
     kv_elements: tuple[int, ...]  # per layer: K + V elements per token
     swa_layers: tuple[bool, ...]
-    sliding_window: int | None
     layer_bytes: tuple[int, ...]
     other_bytes: int  # non-repeating tensors: embeddings, output norm and head
     output_bytes: int  # the output head (the embeddings when tied); duplicated on a GPU when offloaded
@@ -189,7 +188,7 @@ def model_shape(info: GGUFInfo, *, file_size: int | None = None, shard_bytes: in
         architecture=info.architecture, n_layer=n_layer, n_embd=info.embedding_length or 0,
         n_head=info.head_count or 0, n_vocab=_n_vocab(info), n_ff=_n_ff(info, n_layer),
         context_length=info.context_length or 0, kv_elements=_kv_elements(info, n_layer),
-        swa_layers=_swa_layers(info, n_layer), sliding_window=info.sliding_window, layer_bytes=tuple(layer_bytes),
+        swa_layers=_swa_layers(info, n_layer), layer_bytes=tuple(layer_bytes),
         other_bytes=other, output_bytes=output, parameter_count=params,
         file_size=file_size if file_size is not None else info.file_size, tied_output=tied,
         n_merges=_array_length(info.metadata.get("tokenizer.ggml.merges")), slots=_slots(info, n_layer),
@@ -281,18 +280,13 @@ def allocated_context(n_ctx: int, *, flash_attn: bool) -> int:
     return cells
 
 
-def kv_cache_bytes(shape: ModelShape, n_ctx: int, kv_type: str = "f16", *, layers: Sequence[int] | None = None,
-                   n_ubatch: int = 512, swa_full: bool = True) -> int:
-    """KV cache bytes for some layers (all by default) at a context size."""
+def kv_cache_bytes(shape: ModelShape, n_ctx: int, kv_type: str = "f16", *,
+                   layers: Sequence[int] | None = None) -> int:
+    """KV cache bytes for some layers (all by default) at a context size, sliding-window layers in full."""
     cells = padded_context(n_ctx)
     per_element = KV_ELEMENT_BYTES[kv_type]
-    total = 0.0
-    for il in range(shape.n_layer) if layers is None else layers:
-        layer_cells = cells
-        if shape.swa_layers[il] and not swa_full and shape.sliding_window:
-            layer_cells = min(cells, padded_context(shape.sliding_window + n_ubatch))
-        total += layer_cells * shape.kv_elements[il] * per_element
-    return int(total)
+    return int(sum(cells * shape.kv_elements[il] * per_element
+                   for il in (range(shape.n_layer) if layers is None else layers)))
 
 
 def compute_terms(shape: ModelShape, n_ctx: int, *, n_ubatch: int = 512,
@@ -312,7 +306,7 @@ def _mask_count(shape: ModelShape) -> int:
 
 
 def estimate_memory(shape: ModelShape, *, n_ctx: int, kv_type: str = "f16", n_gpu_layers: int = 0,
-                    n_ubatch: int = 512, flash_attn: bool | None = None, swa_full: bool = True,
+                    n_ubatch: int = 512, flash_attn: bool | None = None,
                     repack_types: frozenset[str] = frozenset()) -> MemoryEstimate:
     """RAM and VRAM a model needs when loaded with these settings, from its header alone (flash_attn None: as
     --flash-attn auto chooses for them)."""
@@ -332,8 +326,8 @@ def estimate_memory(shape: ModelShape, *, n_ctx: int, kv_type: str = "f16", n_gp
     # without flash attention ggml-cpu also converts the attention scores to f16 for the product with V
     conversion = cells * min(n_ubatch, cells) * shape.n_head * 2
     resident = activations + (masks if flash_attn else conversion) + shape.n_vocab * FLOAT_BYTES
-    kv_gpu = kv_cache_bytes(shape, cells, kv_type, layers=gpu_layers, n_ubatch=n_ubatch, swa_full=swa_full)
-    kv_cpu = kv_cache_bytes(shape, cells, kv_type, layers=cpu_layers, n_ubatch=n_ubatch, swa_full=swa_full)
+    kv_gpu = kv_cache_bytes(shape, cells, kv_type, layers=gpu_layers)
+    kv_cpu = kv_cache_bytes(shape, cells, kv_type, layers=cpu_layers)
     overhead = (OVERHEAD_FIXED_BYTES + OVERHEAD_PER_TOKEN_BYTES * shape.n_vocab
                 + OVERHEAD_PER_MERGE_BYTES * shape.n_merges)
     weights_gpu = sum(shape.layer_bytes[i] for i in gpu_layers) + (shape.output_bytes if output_on_gpu else 0)

@@ -28,13 +28,10 @@ if TYPE_CHECKING:
 
 
 def will_not_run_warning(target: Target, label: str, shape: ModelShape, size: int, hw: Hardware,
-                         request: FitRequest, groups: Sequence[tuple[HubFile, ...]] | None, *,
-                         unlisted: str = OFFLINE) -> str:
+                         request: FitRequest, groups: Sequence[tuple[HubFile, ...]]) -> str:
     """The warning for a named quant (label, size: of all its files) that fits this machine at no context: what it
-    needs at the least context, what there is, and which quant of its repo fits instead (groups: the repo's; None
-    where the Hub, which that takes, was not asked or did not tell: unlisted says which)."""
-    instead = fitting_instead(target, groups, size, hw, request) if groups is not None else untold(target, unlisted)
-    return misfit_warning(label, shape, hw, request, instead)
+    needs at the least context, what there is, and which quant of its repo (groups: its quants) fits instead."""
+    return misfit_warning(label, shape, hw, request, fitting_instead(target, groups, size, hw, request))
 
 
 def misfit_warning(label: str, shape: ModelShape, hw: Hardware, request: FitRequest, instead: str) -> str:

@@ -320,12 +320,14 @@ def test_the_estimate_counts_the_cells_allocated(bundled_shape: ModelShape) -> N
     assert estimate_memory(bundled_shape, n_ctx=8192, flash_attn=True).kv_bytes == kv_cache_bytes(bundled_shape, 8192)
 
 
-def test_sliding_window_layers_hold_the_window_when_swa_full_is_off(bundled_shape: ModelShape) -> None:
-    shape = replace(bundled_shape, sliding_window=1024, swa_layers=tuple(i % 2 == 0 for i in range(30)))
-    full = kv_cache_bytes(shape, 8192)
-    windowed = kv_cache_bytes(shape, 8192, swa_full=False)
-    assert full == kv_cache_bytes(bundled_shape, 8192)
-    assert windowed == pytest.approx(full / 2 + full / 2 * 1536 / 8192)
+def test_sliding_window_layers_are_counted_in_full_as_llama_cpp_s_default_keeps_them(bundled_shape: ModelShape) -> None:
+    """The engine loads with llama.cpp's default context parameters, whose swa_full keeps every cell of a
+    sliding-window layer: the estimate counts them as it counts the others."""
+    import llama_cpp
+
+    assert llama_cpp.llama_context_default_params().swa_full, "a window's cells alone: the estimate must say so"
+    shape = replace(bundled_shape, swa_layers=tuple(i % 2 == 0 for i in range(30)))
+    assert kv_cache_bytes(shape, 8192) == kv_cache_bytes(bundled_shape, 8192)
 
 
 def test_weights_split_into_layers_and_the_rest(bundled_shape: ModelShape) -> None:
