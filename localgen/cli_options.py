@@ -237,12 +237,17 @@ class PlainUsage(TyperCommand):
 
 
 def sampling_from(ctx: typer.Context) -> SamplingParams:
-    """The sampler settings run or chat was given (options named as SamplingParams' fields; the rest default)."""
+    """The sampler settings run or chat was given: an option named as each of SamplingParams' fields but grammar
+    (made of --grammar and --json-schema); a field no option is named as (one renamed) is a TypeError, a mistake in
+    localgen, where the setting would be left at its default unsaid."""
     from dataclasses import fields
 
     from localgen.params import SamplingParams
 
-    names = [f.name for f in fields(SamplingParams) if f.name != "grammar" and f.name in ctx.params]
+    names = [f.name for f in fields(SamplingParams) if f.name != "grammar"]
+    missing = [name for name in names if name not in ctx.params]
+    if missing:
+        raise TypeError(f"`localgen {ctx.info_name}` has no option named as SamplingParams' {', '.join(missing)}")
     return SamplingParams(**{name: ctx.params[name] for name in names})
 
 
