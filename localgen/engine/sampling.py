@@ -31,6 +31,8 @@ class RepetitionPenalties:
         self._window: deque[int] = deque(maxlen=last_n)
         self._counts: Counter[int] = Counter()
         self._repeat, self._frequency, self._presence = _f32(repeat), _f32(frequency), _f32(presence)
+        offsetting = bool(self._frequency or self._presence)
+        self._offsets: dict[int, float] | None = {} if offsetting else None  # by count (_offset)
 
     def accept(self, token: int) -> None:
         """Count a token into the window, the oldest one leaving a full window (llama.cpp's ring buffer)."""
@@ -46,17 +48,25 @@ class RepetitionPenalties:
 
     def apply(self, logits: ctypes.Array[ctypes.c_float]) -> list[tuple[int, float]]:
         """Penalize, in place, the logits of the tokens in the window; return each one's value before, to put back."""
-        repeat, frequency, presence = self._repeat, self._frequency, self._presence
+        repeat, offsets = self._repeat, self._offsets
         saved = []
         for token, count in self._counts.items():
             logit = logits[token]
             saved.append((token, logit))
-            # float32 products and quotients of float32 values, computed in double then rounded, are exact
-            value = logit * repeat if logit <= 0 else logit / repeat
-            if frequency or presence:
-                value = _f32(value) - _f32(_f32(count * frequency) + presence)
-            logits[token] = value  # rounded to float32 as it is stored
+            # float32 products and quotients of float32 values, computed in double then rounded, are exact;
+            # each value is rounded to float32 as it is stored, and read back so
+            logits[token] = logit * repeat if logit <= 0 else logit / repeat
+            if offsets is not None:
+                offset = offsets.get(count)
+                logits[token] -= self._offset(count) if offset is None else offset
         return saved
+
+    def _offset(self, count: int) -> float:
+        """What frequency and presence penalties take from the logit of a token seen count times, as float32 (kept
+        per count: rounding through ctypes.c_float costs more than the rest of a token's penalty)."""
+        assert self._offsets is not None
+        offset = self._offsets[count] = _f32(_f32(count * self._frequency) + self._presence)
+        return offset
 
 
 def _f32(value: float) -> float:
