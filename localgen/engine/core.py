@@ -15,8 +15,8 @@ from localgen.engine.chunks import AHEAD_CHUNK, chunk_bounds
 from localgen.engine.facts import read_facts
 from localgen.engine.growth import first_cells
 from localgen.engine.kv import KvCache
-from localgen.engine.loaded_model import LoadedModel
 from localgen.engine.loading import load_weights, new_context, new_draft_batch
+from localgen.engine.model_view import ModelView
 from localgen.engine.native import lc, library_build
 from localgen.engine.prefix import PrefixCache, restore_prefix, save_prefix
 from localgen.engine.results import DecodeResult, decode_failure, finished_event
@@ -38,7 +38,7 @@ PROMPT_TAIL_TOKENS = 8  # enough of a prompt's end to tell whether its template 
 ABORTED = 2  # llama_decode's status when the abort callback stopped it (the aborted ubatch leaves the KV cache)
 
 
-class Engine(LoadedModel):
+class Engine(ModelView):
     """One loaded model and context; streams generations and keeps the KV cache between them."""
 
     def __init__(self, path: Path, options: LoadOptions) -> None:

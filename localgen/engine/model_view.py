@@ -17,7 +17,7 @@ def _not_loaded() -> LocalgenError:
     return LocalgenError("no model is loaded", hint="load one again (/model NAME in chat)")
 
 
-class LoadedModel:
+class ModelView:
     """Engine's base: its model's figures and tokens, read through the facts and vocabulary Engine loads."""
 
     _model: lc.llama_model_p | None
