@@ -2,43 +2,38 @@
 
 from __future__ import annotations
 
-import codecs
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from functools import partial
 from pathlib import Path
 
 from localgen.engine import loading
 from localgen.engine.abort import StopBetweenNodes, node_stopper
 from localgen.engine.chunks import AHEAD_CHUNK, chunk_bounds
+from localgen.engine.decoding import Decoding
 from localgen.engine.facts import read_facts
 from localgen.engine.growth import first_cells
 from localgen.engine.kv import KvCache
 from localgen.engine.loading import load_weights, new_context, new_draft_batch
-from localgen.engine.model_view import ModelView
 from localgen.engine.native import lc, library_build
 from localgen.engine.prefix import PrefixCache, restore_prefix, save_prefix
 from localgen.engine.results import DecodeResult, decode_failure, finished_event
-from localgen.engine.sampling import Sampler, build_sampler
+from localgen.engine.sampling import build_sampler
 from localgen.engine.threads import ThreadGovernor, ahead_threads, count_matters_from, load_started
 from localgen.engine.vocab import Vocab
 from localgen.errors import ContextOverflowError, LocalgenError, ModelLoadError, UsageError
 from localgen.estimate import allocated_context
-from localgen.events import Event, PrefillProgress, TextChunk
+from localgen.events import Event, PrefillProgress
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.signals import deferred_signals
-from localgen.speculative import DRAFT_MAX, PromptLookup, check_draft_mode
-from localgen.stopping import StopMatcher
-from localgen.thinking import AnswerStops, prompt_opens_thinking
+from localgen.speculative import PromptLookup, check_draft_mode
 
 log = logging.getLogger("localgen.engine")
 
-PROMPT_TAIL_TOKENS = 8  # enough of a prompt's end to tell whether its template opened a <think> block
 ABORTED = 2  # llama_decode's status when the abort callback stopped it (the aborted ubatch leaves the KV cache)
 
 
-class Engine(ModelView):
+class Engine(Decoding):
     """One loaded model and context; streams generations and keeps the KV cache between them."""
 
     def __init__(self, path: Path, options: LoadOptions) -> None:
@@ -328,7 +323,7 @@ class Engine(ModelView):
         kv = self._kv
         return kv.logits_current and len(kv) == len(prompt) and kv.common_prefix(prompt) == len(prompt)
 
-    # --- prefill and decode --------------------------------------------------------------------
+    # --- prefill --------------------------------------------------------------------------------
 
     def _prefill(self, prompt: Sequence[int], start: int) -> Iterator[PrefillProgress]:
         """Evaluate prompt[start:] in chunks of up to n_batch, reporting progress before the first of several chunks
@@ -356,95 +351,3 @@ class Engine(ModelView):
         chunk into n_ubatch tokens from its start)."""
         if self._governor is not None and (self.n_ubatch == 1 or (end - begin) % self.n_ubatch == 1):
             self._governor.one_token_at(end - 1)
-
-    def _decode(self, sampler: Sampler, limits: GenerationLimits, ignore_eog: bool, drafter: PromptLookup | None,
-                *, spelled: bool = False) -> Iterator[TextChunk | DecodeResult]:
-        """The decode loop: sample, emit text, feed tokens back (drafts verified in one batch), until a stop; spelled:
-        a control token (<|im_start|>) is its text, as llama.cpp's grammar sampler reads it (the answer it allowed)."""
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        max_tokens = limits.max_tokens if limits.max_tokens is not None else -1
-        n_ctx = self.n_ctx
-        vocab, kv, is_eog = self._vocab.pointer, self._kv.tokens, lc.llama_vocab_is_eog
-        piece = partial(self._vocab.piece, special=True) if spelled else self._vocab.piece
-        stops = AnswerStops(limits.stop, inside=prompt_opens_thinking(self.detokenize(kv[-PROMPT_TAIL_TOKENS:]))) \
-            if limits.stops_in_answer_only and limits.stop else StopMatcher(limits.stop)
-        parts: list[str] = []
-        generated = 0
-        finish = ""
-        out = [sampler.sample(self._ctx, -1)]
-        if self._governor is not None:
-            self._governor.start()
-        first_token_at = last_token_at = time.perf_counter()
-        while True:
-            for index, token in enumerate(out):
-                generated += 1
-                if not ignore_eog and is_eog(vocab, token):
-                    finish = "stop"
-                else:
-                    text = stops.feed(decoder.decode(piece(token)))
-                    if text:
-                        parts.append(text)
-                        yield TextChunk(text)
-                    if stops.matched is not None:
-                        finish = "stop"
-                    elif generated == max_tokens:
-                        finish = "length"
-                if finish:
-                    self._kv.drop_last(len(out) - 1 - index)
-                    break
-            if finish:
-                break
-            if self._stop_requested:
-                finish = "interrupted"
-                break
-            if len(kv) >= n_ctx:
-                finish = "context"
-                break
-            if len(kv) + DRAFT_MAX + 1 > self._cells:  # room for a verify batch, drafting or not
-                self._make_room(len(kv) + DRAFT_MAX + 1)
-            if drafter is None:
-                out = self._step(sampler, out[-1])
-            else:
-                remaining = max_tokens - generated if max_tokens > 0 else DRAFT_MAX + 1
-                out = self._speculative_step(sampler, out, drafter, min(remaining, n_ctx - len(kv)) - 1)
-            last_token_at = time.perf_counter()
-        tail = ""
-        if stops.matched is None and finish == "stop":  # the model ended inside a character: U+FFFD, as bad bytes
-            tail = stops.feed(decoder.decode(b"", final=True))  # (one a limit or Ctrl-C cut short is dropped)
-        tail += stops.flush() if stops.matched is None else ""  # held back: no stop string came, or one does now
-        finish = "stop" if stops.matched is not None and finish != "interrupted" else finish  # Ctrl-C stays said
-        if tail:
-            parts.append(tail)
-            yield TextChunk(tail)
-        stop_string = stops.matched if finish == "stop" else None  # a Ctrl-C's answer names none
-        yield DecodeResult("".join(parts), finish, generated, first_token_at, last_token_at, stop_string)
-
-    def _step(self, sampler: Sampler, token: int) -> list[int]:
-        """Feed one token to the model and sample the next."""
-        self._one_token[0] = token
-        if self._governor is None:
-            self._kv.decode(self._one_batch)
-        else:
-            self._governor.one_token_at(len(self._kv))
-            began = time.perf_counter()
-            self._kv.decode(self._one_batch)
-            self._governor.step_done(time.perf_counter() - began)
-        self._kv.tokens.append(token)
-        return [sampler.sample(self._ctx, -1)]
-
-    def _speculative_step(self, sampler: Sampler, out: list[int], drafter: PromptLookup,
-                          limit: int) -> list[int]:
-        """Feed the last token plus drafted guesses in one batch; return the sampled tokens the model agrees on."""
-        drafter.extend(out)
-        token = out[-1]
-        drafts = drafter.draft(min(limit, DRAFT_MAX)) if limit > 0 else []
-        started = time.perf_counter()
-        if not drafts:
-            out = self._step(sampler, token)
-            drafter.observe(1, time.perf_counter() - started)
-            return out
-        sampled = self._kv.verify(self._draft_batch, sampler, token, drafts)
-        drafter.observe(len(drafts) + 1, time.perf_counter() - started)
-        drafter.record(len(drafts), len(sampled) - 1)
-        return sampled
-

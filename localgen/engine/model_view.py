@@ -18,7 +18,8 @@ def _not_loaded() -> LocalgenError:
 
 
 class ModelView:
-    """Engine's base: its model's figures and tokens, read through the facts and vocabulary Engine loads."""
+    """The base of Engine (through Decoding): its model's figures and tokens, read through the facts and vocabulary
+    Engine loads."""
 
     _model: lc.llama_model_p | None
     _ctx: lc.llama_context_p | None
