@@ -77,10 +77,11 @@ def read_system_file(file: InputFile, stdin: BinaryIO | None, warnings: list[str
 
 def say_waiting_for(name: str | None, option: str, *, terminal: bool = False) -> None:
     """Tell a person at a terminal that the command waits for a pipe given with option (name: as messages name it),
-    or for piped stdin (name None), to end: it is read whole before the model is asked; or (terminal) that the file
-    named is a terminal, read until Ctrl-D."""
+    or for stdin (name None; option: what reads it, `-f -` or the prompt -, or UNASKED_STDIN), to end: it is read
+    whole before the model is asked; or (terminal) that the file named is a terminal, read until Ctrl-D."""
     from localgen import console
-    from localgen.typed_paths import FILE_OPTION, UNASKED_STDIN
+    from localgen.stdin_names import UNASKED_STDIN
+    from localgen.typed_paths import FILE_OPTION
 
     if terminal:
         say_reading_the_terminal(f"the text -f {name} attaches" if option == FILE_OPTION else f"{name} ({option})")
@@ -94,17 +95,7 @@ def say_waiting_for(name: str | None, option: str, *, terminal: bool = False) ->
         console.say("localgen: waiting for stdin to end (it goes to the model with the prompt; "
                     "</dev/null runs without it)")
     else:
-        console.say(f"localgen: waiting for stdin to end ({_stdin_reader(option)})")
-
-
-def _stdin_reader(option: str) -> str:
-    """What reads stdin, as the waiting note names it: `-f - attaches it`, `the prompt - reads it`, `--system-file -
-    reads it`."""
-    from localgen.typed_paths import FILE_OPTION, PROMPT_STDIN
-
-    if option == FILE_OPTION:
-        return "-f - attaches it"
-    return f"{option} reads it" if option == PROMPT_STDIN else f"{option} - reads it"
+        console.say(f"localgen: waiting for stdin to end ({option} reads it)")
 
 
 def say_reading_the_terminal(what: str) -> None:

@@ -109,16 +109,17 @@ def stdin_reader(files: Sequence[str], *, stdin_asked: bool) -> str | None:
     """What reads stdin among run's -f files and its prompt ("-f /dev/stdin reads it"), for a --system-file that
     would read it too to be refused, or None; two of them are refused, stdin being read once (the second would find
     it empty)."""
-    from localgen.stdin_names import names_stdin
-    from localgen.typed_paths import PROMPT_STDIN
+    from localgen.stdin_names import PROMPT_READER, names_stdin, stdin_reader_name
+    from localgen.typed_paths import FILE_OPTION
     from localgen.units import alternatives
 
-    readers = [f"-f {name}" for name in files if names_stdin(name)] + [PROMPT_STDIN] * stdin_asked
+    readers = [stdin_reader_name(FILE_OPTION, name) for name in files if names_stdin(name)]
+    readers += [PROMPT_READER] * stdin_asked
     if len(set(readers)) == 1 < len(readers):
         raise UsageError(f"{readers[0]} is given twice, but stdin is read once", hint=f"give {readers[0]} once")
     if len(readers) > 1:
         hint = (f"drop one: {readers[0]} attaches stdin before the prompt; a prompt of - is stdin itself"
-                if readers[1:] == [PROMPT_STDIN] else "give one of them")
+                if readers[1:] == [PROMPT_READER] else "give one of them")
         raise UsageError(f"{alternatives(readers, 'and')} {'both' if len(readers) == 2 else 'all'} read stdin, which "
                          "is read once", hint=hint)
     return f"{readers[0]} reads it" if readers else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import re
 import stat
@@ -26,11 +27,16 @@ from localgen.input_text import (
     typed_at_a_terminal,
 )
 from localgen.other_tools import check_template_name
-from localgen.stdin_names import STDIN_NAME, STDIN_PATHS, names_stdin
+from localgen.stdin_names import (
+    PROMPT_READER,
+    STDIN_NAME,
+    STDIN_PATHS,
+    UNASKED_STDIN,
+    names_stdin,
+    stdin_reader_name,
+)
 from localgen.typed_paths import (
     FILE_OPTION,
-    PROMPT_STDIN,
-    UNASKED_STDIN,
     file_identity,
     is_existing_file,
     option_path,
@@ -205,7 +211,10 @@ class InputFile:
         """The text of the file (read_file_input), or of stdin (read_stdin_input, even from a terminal); waiting is
         told when it is a pipe that keeps quiet for STDIN_QUIET_S seconds, or a terminal given by name (/dev/tty);
         with warn_empty, an empty one is warned about; bound stops the read of a text too long for its use."""
-        told = None if waiting is None else lambda: waiting(None if self.path is None else self.name, self.option)
+        told = None
+        if waiting is not None:  # stdin named by what reads it (-f -), a file by its name and option
+            told = functools.partial(waiting, None, stdin_reader_name(self.option, self.typed)) if self.path is None \
+                else functools.partial(waiting, self.name, self.option)
         if self.path is None:
             text = read_stdin_input(stdin, warnings, asked=True, asked_by=self.option, waiting=told, bound=bound) or ""
         else:
@@ -383,7 +392,9 @@ def read_attachments(files: Sequence[InputFile], stdin: BinaryIO | None, warning
         by_identity[identity] = texts[-1]
         warnings.extend(warning for warning in said if warning not in warnings)  # a file given twice: warned once
         read += [file] if texts[-1].strip() and texts[-1] not in texts[:-1] else []
-    asker = files[stdin_at].option if stdin_at is not None else PROMPT_STDIN if stdin_asked else UNASKED_STDIN
+    asker = PROMPT_READER if stdin_asked else UNASKED_STDIN
+    if stdin_at is not None:
+        asker = stdin_reader_name(files[stdin_at].option, files[stdin_at].typed)
     told = None if waiting is None else lambda: waiting(None, asker)
     reading = read if stdin_at is None else sorted([*read, files[stdin_at]], key=files.index)  # -f - as a file
     piped = read_stdin_input(stdin, warnings, asked=stdin_asked or stdin_at is not None, waiting=told,

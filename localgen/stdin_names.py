@@ -6,6 +6,8 @@ import os
 
 STDIN_NAME = "-"  # as a prompt or a -f file: read standard input
 STDIN_PATHS = {"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"}  # its names as a file, missing while it is closed
+PROMPT_READER = "the prompt -"  # run's prompt argument where it reads stdin, as messages name it
+UNASKED_STDIN = "piped stdin"  # stdin read because it is a pipe, no option or argument having asked for it
 
 
 def names_stdin(name: str) -> bool:
@@ -19,3 +21,9 @@ def names_stdin(name: str) -> bool:
         return os.path.samestat(os.stat(name), os.fstat(0))
     except OSError:  # stdin closed (<&-): check_file_path says so
         return False
+
+
+def stdin_reader_name(option: str, typed: str | None = None) -> str:
+    """The option that reads stdin as messages name it: its short form with the name typed for stdin (`-f -`,
+    `--system-file /dev/stdin`); typed None: "-"."""
+    return f"{option.split('/')[0]} {typed or STDIN_NAME}"

@@ -12,8 +12,6 @@ from localgen.errors import UsageError
 
 SHOWN_PATH_CHARS = 120  # longer paths are cut in error messages
 FILE_OPTION = "-f/--file"  # the option that attaches files, as messages name it
-PROMPT_STDIN = "the prompt -"  # run's prompt argument when it reads stdin, as messages name it
-UNASKED_STDIN = "piped stdin"  # stdin read because it is a pipe, no option having asked for it
 
 
 def expand_user_path(text: str, base: Path | None = None) -> Path:

@@ -12,11 +12,14 @@ from tests.conftest import REPO_ROOT
 @pytest.mark.parametrize(("args", "note"), [
     ("hi", "localgen: waiting for stdin to end (it goes to the model with the prompt; </dev/null runs without it)"),
     ("-", "localgen: waiting for stdin to end (the prompt - reads it)"),
-    ("-f - Summarize.", "localgen: waiting for stdin to end (-f - attaches it)"),
-], ids=["piped", "prompt-dash", "file-dash"])
+    ("-f - Summarize.", "localgen: waiting for stdin to end (-f - reads it)"),
+    ("--file /dev/stdin Summarize.", "localgen: waiting for stdin to end (-f /dev/stdin reads it)"),
+    ("--system-file - hi", "localgen: waiting for stdin to end (--system-file - reads it)"),
+    ("--system-file /dev/stdin hi", "localgen: waiting for stdin to end (--system-file /dev/stdin reads it)"),
+], ids=["piped", "prompt-dash", "file-dash", "file-dev-stdin", "system-file-dash", "system-file-dev-stdin"])
 def test_the_waiting_note_names_what_reads_stdin(args: str, note: str) -> None:
-    """Only stdin piped unasked is told that </dev/null runs without it: where the prompt `-` or `-f -` asked for
-    stdin, that advice would end in an empty prompt or an empty attachment."""
+    """Only stdin piped unasked is told that </dev/null runs without it: where the prompt `-`, `-f -` or
+    `--system-file -` asked for stdin, that advice would end in an empty prompt or file; they are named as typed."""
     import pexpect
 
     child = pexpect.spawn("bash", ["-c", f"head -n 1 | {sys.executable} -m localgen run -n 2 --temperature 0 {args}"],
