@@ -41,7 +41,12 @@ from localgen.repl_input import (
 )
 from localgen.repl_keys import PasteMark, key_bindings
 from localgen.repl_state import ChatState
-from localgen.repl_terminal import bracketed_paste, cursor_requests_given_up_once_unanswered, signals_end_the_prompt
+from localgen.repl_terminal import (
+    bracketed_paste,
+    cursor_requests_given_up_once_unanswered,
+    prompt_output,
+    signals_end_the_prompt,
+)
 from localgen.repl_text import answer_note, room_notice, toolbar_line, unanswered_line
 from localgen.repl_unsaved import LeaveGuard
 from localgen.session import ChatSession, TurnStart, UnsavedChangeError
@@ -91,6 +96,7 @@ class Repl:
         self._view: AnswerView | None = None  # the answer being shown, if any
         self._prefill_status: console.PrefillStatus | None = None  # the long prompt's progress line, if any
         self._prompt = PromptSession(
+            output=prompt_output(),  # a redraw waits on a held terminal a bounded time once a signal ends the chat
             history=self._history,
             completer=SlashCompleter(self._offline) if self._escapes else None,
             complete_while_typing=False,

@@ -9,10 +9,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from localgen import console
-from localgen.output_writes import write_whole
+from localgen.output_writes import WholeWrites, end_writes_on, write_whole
 from localgen.signals import (
     ANSWER_ENDING_SIGNALS,
     ENDING_SIGNALS,
@@ -24,19 +24,32 @@ from localgen.signals import (
 
 if TYPE_CHECKING:
     from prompt_toolkit.application import Application
+    from prompt_toolkit.output import Output
 
 
-@contextlib.contextmanager
-def plain_prompts_on_a_dumb_terminal() -> Iterator[None]:
-    """On a terminal that shows escape sequences as text (TERM=dumb: Emacs' shell), prompt_toolkit's prompts write
-    plain text: its prompt for such terminals is plain, but setting it up shows the cursor with escape sequences.
+class PromptWrites(WholeWrites):
+    """The stream prompt_toolkit draws the prompt on: its writes are write_whole's, so that once a signal ends the
+    chat, a redraw (the prompt's closing one) waits on a terminal held with Ctrl-S a bounded time, where
+    prompt_toolkit's own writes waited for ever. Characters the terminal cannot show are replaced, as
+    prompt_toolkit replaces them."""
 
-    prompt_toolkit is imported here, not with this module: the chat turns echo off before it is loaded.
-    """
-    if not console.shows_escapes_as_text(sys.stdout):
-        yield
-        return
-    from prompt_toolkit.application import create_app_session
+    def write(self, text: str) -> int:
+        """Write text whole (WholeWrites.write), what the stream's encoding lacks written as ?."""
+        encoding = self._stream.encoding or "utf-8"
+        return super().write(text.encode(encoding, "replace").decode(encoding))
+
+    def __getattr__(self, name: str) -> Any:
+        """The stream's own, less its binary buffer: prompt_toolkit writes there where a stream has one."""
+        if name == "buffer":
+            raise AttributeError(name)
+        return super().__getattr__(name)
+
+
+def prompt_output() -> Output:
+    """prompt_toolkit's output for the chat's prompt: stdout, through PromptWrites. On a terminal that shows escape
+    sequences as text (TERM=dumb: Emacs' shell), plain text: prompt_toolkit's prompt for such terminals is plain,
+    but setting it up shows the cursor with escape sequences."""
+    from prompt_toolkit.output import create_output
     from prompt_toolkit.output.vt100 import Vt100_Output
 
     class PlainTextOutput(Vt100_Output):
@@ -46,8 +59,10 @@ def plain_prompts_on_a_dumb_terminal() -> Iterator[None]:
         def write_raw(self, data: str) -> None:
             """Leave out an escape sequence (prompt_toolkit writes text with write())."""
 
-    with create_app_session(output=PlainTextOutput.from_pty(sys.stdout, term="dumb")):
-        yield
+    stream = cast(TextIO, PromptWrites(sys.stdout))
+    if console.shows_escapes_as_text(sys.stdout):
+        return PlainTextOutput.from_pty(stream, term="dumb")
+    return create_output(stdout=stream)
 
 
 @contextlib.contextmanager
@@ -79,7 +94,7 @@ def chat_terminal(before_suspend: Callable[[], None]) -> Iterator[None]:
     """The terminal for a whole chat, its model load included: keys typed ahead wait unechoed for the prompt
     (Ctrl-D too), and the modes found at start come back at the end, however it ends (main() turns SIGTERM and
     SIGHUP into SignalExit)."""
-    with terminal_modes_kept(), keys_not_echoed(before_suspend=before_suspend), plain_prompts_on_a_dumb_terminal():
+    with terminal_modes_kept(), keys_not_echoed(before_suspend=before_suspend):
         yield
 
 
@@ -214,7 +229,8 @@ def signals_end_the_prompt(app: Application[Any]) -> Iterator[None]:
     loading the input history at each prompt, say), the exception would end only that task, with a traceback on the
     screen. Outside prompt-toolkit's event loop, they raise it at once, as before, and so does the same signal sent
     again (a prompt stuck in a task never takes the first); one that came too late for the prompt to take it is
-    raised as the prompt returns.
+    raised as the prompt returns. From the first, writes to a terminal that takes no more (held with Ctrl-S) wait a
+    bounded time (end_writes_on): the prompt's own, through PromptWrites, and the chat's as it ends.
     """
     held = DeferredSignals()
 
@@ -223,6 +239,7 @@ def signals_end_the_prompt(app: Application[Any]) -> Iterator[None]:
             app.exit(exception=SignalExit(signum))
 
     def handler(signum: int, _frame: object) -> None:
+        end_writes_on(signum)  # the prompt's closing redraw, and what the chat writes as it ends, wait bounded
         loop = app.loop
         if loop is None or signum in held.received:  # a second one: the prompt may be stuck
             raise SignalExit(signum)

@@ -1,0 +1,65 @@
+"""A chat sitting at its prompt whose terminal takes no more output (held with Ctrl-S, a terminal that stopped
+reading) as SIGTERM or SIGHUP ends it."""
+
+from __future__ import annotations
+
+import os
+import platform
+import signal
+import termios
+import time
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from tests.test_repl import Chat
+
+WRITE_SYSCALLS = {"x86_64": 1, "aarch64": 64}  # write(2)'s number, as /proc/PID/syscall gives it
+
+
+def _wait_until_writing(pid: int) -> None:
+    """Wait until the process's main thread is blocked in write(2)."""
+    number = WRITE_SYSCALLS.get(platform.machine())
+    if number is None:
+        pytest.skip(f"write(2)'s number on {platform.machine()} is not known here")
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}/syscall").read_text().split()[0] != str(number):
+        assert time.monotonic() < deadline, "the chat never wrote to its held terminal"
+        time.sleep(0.05)
+
+
+@pytest.mark.serial  # timed against a signal (conftest: serial)
+@pytest.mark.parametrize(("signum", "code", "typed_while_held"),
+                         [(signal.SIGTERM, 143, ""), (signal.SIGHUP, 129, ""), (signal.SIGTERM, 143, "more")],
+                         ids=["SIGTERM", "SIGHUP", "SIGTERM-mid-redraw"])
+def test_a_signal_ends_a_chat_held_at_its_prompt_with_the_conversation_kept(
+        tmp_path: Path, signum: int, code: int, typed_while_held: str) -> None:
+    """One SIGTERM or SIGHUP ends a chat at its prompt whose terminal is held, its conversation kept, where the
+    prompt's closing redraw waited on the terminal for ever; and so it does where a key typed meanwhile has a
+    redraw of the prompt waiting on the terminal as the signal comes."""
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "5")
+    chat.ask("Say hi.")
+    chat.child.send("half typed")
+    chat.wait_for_screen(lambda screen: screen.endswith("half typed") or "half typed\x1b" in screen)
+    terminal = os.open(f"/proc/{chat.child.pid}/fd/1", os.O_WRONLY | os.O_NOCTTY)
+    try:
+        termios.tcflow(terminal, termios.TCOOFF)  # as Ctrl-S holds it: the prompt's next write waits
+        if typed_while_held:
+            chat.child.send(typed_while_held)
+            _wait_until_writing(chat.child.pid)  # the keys read, their redraw waits on the terminal
+        chat.child.kill(signum)
+        deadline = time.monotonic() + 30  # the bound is 2 s: a chat still running long after it waits for ever
+        while chat.child.isalive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        ended = not chat.child.isalive()
+    finally:
+        termios.tcflow(terminal, termios.TCOON)
+        os.close(terminal)
+    chat.child.expect(pexpect.EOF, timeout=30)
+    chat.child.close()
+    assert ended, "the chat waited on its held terminal"
+    assert chat.child.exitstatus == code
+    turns = chat.conversation()["turns"]
+    assert [t["user"] for t in turns] == ["Say hi."] and turns[0]["answer"] is not None
+    assert "Traceback" not in chat.transcript.getvalue()
