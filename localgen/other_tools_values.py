@@ -60,15 +60,14 @@ def resume_hint(words: list[str], at: int) -> str:
 def conversation_hint(words: list[str], at: int) -> str:
     """For `run --resume NAME "..."` (as chat takes it): run's --conversation NAME, the command so written (with a
     valid name offered for one that is not: my-work for 'my work'); for the option alone, or followed by a prompt alone
-    (a word that is no valid name and names no saved conversation, with no other word after it), run's --continue,
-    which goes on with the latest."""
+    (a word that is no valid name and names no saved conversation, the command's only word but for options and their
+    values), run's --continue, which goes on with the latest, that prompt kept where it was typed."""
     _, name, rest = _option_value(words, at, lambda word: not word.startswith("-"))
     valid = _offered_name(name) if name else None
-    after = words[at + (1 if "=" in words[at] else 2):]  # the words typed after the name
     prompt_alone = bool(name) and valid != name and not (valid and _saved(valid)) and \
-        all(word.startswith("-") for word in after)  # `run --resume "What next?"`: the latest, and that prompt
+        not _run_words(rest)  # `run --resume "What next?" -n 5`: the latest, and that prompt
     if not name or prompt_alone:
-        written = _run_written(["--continue"], [*rest, *([name] if name else [])])
+        written = _run_written(["--continue"], [*rest[:at], name, *rest[at:]] if name else rest)
         return f"run's --continue goes on with the latest conversation: `{written}`"
     if valid is None:  # a path: what to name it is the user's to say
         return "run's is --conversation NAME, a conversation's name, and --continue goes on with the latest " \
@@ -87,9 +86,17 @@ def _offered_name(name: str) -> str | None:
 
 
 def _run_written(option: list[str], rest: list[str]) -> str:
-    """`localgen run` with option (the conversation's) and the other words typed, a prompt "..." where there are
+    """`localgen run` with option (the conversation's) and the other words typed, a prompt "..." where they give
     none."""
-    return shlex.join(["localgen", "run", *option, *rest]) + ("" if rest else ' "..."')
+    return shlex.join(["localgen", "run", *option, *rest]) + ("" if _run_words(rest) else ' "..."')
+
+
+def _run_words(words: list[str]) -> list[str]:
+    """The words of a run command line that are neither options nor their values: its prompt's."""
+    from localgen.cli import app
+    from localgen.cli_args import option_arity, words_given
+
+    return words_given(words, option_arity(app, "run"))
 
 
 def _saved(name: str) -> bool:
