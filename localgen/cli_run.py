@@ -260,18 +260,21 @@ def fresh_answer(loaded: LoadedModel, messages: list[Message], sampling: Samplin
 
 
 def write_prompt(loaded: LoadedModel, messages: list[Message], *, json_output: bool, made_of: str = "",
-                 stats: bool = False) -> None:
+                 stats: bool = False, answer_tokens: int | None = None, limit_source: str = GIVEN_LIMIT) -> None:
     """Print the prompt messages make for the loaded model, as stream_answer gives it to the model (its chat
     template applied, special tokens as text, the BOS token its tokenizer adds included); with json_output, one
     object with that text and its token count; with stats, its token count and the context size on stderr, as
     --stats says them after an answer. A prompt the context cannot hold is refused, as the run would be (naming
-    made_of, what it holds)."""
+    made_of, what it holds; its hint counting the answer_tokens asked for, from limit_source)."""
     from localgen import console
     from localgen.control_chars import terminal_safe
     from localgen.output_writes import write_out
+    from localgen.prompt_room import check_answer_room
     from localgen.runner import checked_prompt
 
-    text, tokens = checked_prompt(loaded, messages, made_of)
+    prompt = loaded.prompt_format.prompt(loaded.engine, messages)
+    check_answer_room(loaded, len(prompt[1]), answer_tokens, limit_source=limit_source, made_of=made_of)
+    text, tokens = checked_prompt(loaded, messages, made_of, prompt=prompt)
     bos = loaded.prompt_format.bos_token
     if tokens[:1] == [loaded.engine.bos_token] and not text.startswith(bos):
         text = bos + text

@@ -301,7 +301,7 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
             if sampling.grammar is not None:  # refused as the answer would be: its tokens are this model's
                 loaded.engine.check_grammar(sampling.grammar)
             write_prompt(loaded, messages, json_output=request.json_output, made_of=options.floor_texts,
-                         stats=request.stats)
+                         stats=request.stats, answer_tokens=limits.max_tokens, limit_source=limit_source)
             return None
         keep = None if request.raw else last_run_keeper(loaded, options, system, user_text, notes.append)
         stops = None if not limits.stop else "--stop" if request.stop else "stop in models.toml"

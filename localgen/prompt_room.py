@@ -88,27 +88,41 @@ def answer_context(prompt_tokens: int, answer_tokens: int) -> int:
     return prompt_tokens + answer_tokens - 1
 
 
+def check_answer_room(loaded: LoadedModel, tokens: int, answer_tokens: int | None, *, limit_source: str,
+                      made_of: str = "") -> None:
+    """Refuse a prompt of tokens that leaves the loaded context no room for an answer, as the answer would be (naming
+    made_of), its hint giving the --ctx-size that holds the prompt and the answer_tokens asked for (limit_source:
+    where that limit came from), where a limit was given and a context this model takes holds more than the loaded
+    one: run's refusal and --print-prompt's are one."""
+    engine = loaded.engine
+    try:
+        engine.check_fits(tokens, made_of)
+    except ContextOverflowError as exc:
+        if answer_tokens is None:
+            raise
+        size, room = _larger_context(tokens, answer_tokens, engine.n_ctx_train)
+        if tokens + 1 > size or engine.n_ctx >= size:
+            raise  # no context this model takes holds the prompt: its hint says to shorten it
+        asked = f"the {counted(answer_tokens, 'token')} asked for ({limit_source})"
+        larger = f"to {size} or more, which holds the prompt and {asked}" if room == answer_tokens else \
+            f"to {size}, the most this model takes, which leaves room for {room:,} of {asked}"
+        raise exc.with_hint(f"raise --ctx-size {larger}, or shorten the input") from None
+
+
 def answer_room_warning(loaded: LoadedModel, tokens: int, answer_tokens: int | None, *, limit_source: str,
                         made_of: str = "") -> str | None:
     """The warning for a prompt of tokens that leaves the loaded context room for fewer than the answer_tokens asked
     for (limit_source: where that limit came from): the tokens it has room for, and the --ctx-size that holds them
     all; None where they fit, or no limit was given. A prompt that leaves no room at all is refused, as the answer
-    would be (naming made_of), its hint counting the answer's tokens."""
+    would be (check_answer_room)."""
     if answer_tokens is None:
         return None
+    check_answer_room(loaded, tokens, answer_tokens, limit_source=limit_source, made_of=made_of)
     engine = loaded.engine
-    asked = f"the {counted(answer_tokens, 'token')} asked for ({limit_source})"
-    size, room = _larger_context(tokens, answer_tokens, engine.n_ctx_train)
-    try:
-        engine.check_fits(tokens, made_of)
-    except ContextOverflowError as exc:
-        if tokens + 1 > size or engine.n_ctx >= size:
-            raise  # no context this model takes holds the prompt: its hint says to shorten it
-        larger = f"to {size} or more, which holds the prompt and {asked}" if room == answer_tokens else \
-            f"to {size}, the most this model takes, which leaves room for {room:,} of {asked}"
-        raise exc.with_hint(f"raise --ctx-size {larger}, or shorten the input") from None
     if answer_context(tokens, answer_tokens) <= engine.n_ctx:
         return None
+    asked = f"the {counted(answer_tokens, 'token')} asked for ({limit_source})"
+    size, room = _larger_context(tokens, answer_tokens, engine.n_ctx_train)
     larger = "this model takes no larger context" if engine.n_ctx >= size else \
         f"--ctx-size {size} or more holds them all" if room == answer_tokens else \
         f"--ctx-size {size}, the most this model takes, leaves room for {room:,}"

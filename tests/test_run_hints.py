@@ -30,3 +30,16 @@ def test_run_resume_with_options_offers_the_command_with_each_option_kept(
     assert result.returncode == 2 and result.out == ""
     assert result.err == f"localgen: error: no such option: --resume (hint: {hint})\n"
 
+
+LONG_PROMPT = "word " * 100  # 130 tokens as the bundled model's template makes it: more than -c 64 holds
+
+
+@pytest.mark.parametrize("limit", ["50", "9000"], ids=["held-by-a-larger-context", "past-the-model-s-most"])
+def test_print_prompt_refused_for_the_context_hints_the_size_run_s_refusal_does(limit: str) -> None:
+    """--print-prompt's refusal of a prompt the context cannot hold names the --ctx-size that holds it and the -n
+    given, as the run's own refusal does, where it named one that holds the prompt alone."""
+    ran = run_localgen("run", "-c", "64", "-n", limit, LONG_PROMPT)
+    printed = run_localgen("run", "-c", "64", "-n", limit, "--print-prompt", LONG_PROMPT)
+    assert ran.returncode == printed.returncode == 1 and ran.out == printed.out == ""
+    assert "tokens asked for (-n/--max-tokens), or shorten the input)\n" in ran.err, ran.err
+    assert printed.err == ran.err
