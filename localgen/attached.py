@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from localgen.conversation_turn import Attachment
+from localgen.chat import compose_user_message
+from localgen.conversation_turn import Attachment, Turn
 from localgen.inputs import InputFile
 from localgen.stdin_names import STDIN_NAME
 from localgen.typed_paths import FILE_OPTION
@@ -53,3 +54,11 @@ def attached_files(attachments: Sequence[str]) -> tuple[Attachment, ...]:
     was given (stdin as -), with its size in characters."""
     return tuple(Attachment(as_given(text.file) if isinstance(text, AttachedText) else "(text)", len(text))
                  for text in attachments if text.strip())
+
+
+def question_turn(typed: str, attachments: Sequence[str]) -> Turn:
+    """The exchange a message starts, its answer to come: the attachments and what was typed after them composed
+    (chat.compose_user_message), the files that add text named with their sizes, and what was typed kept apart,
+    where it had some (a chat's, run --conversation's and a plain run's alike)."""
+    return Turn(user=compose_user_message(typed, attachments), attached=attached_files(attachments),
+                typed=typed.strip() if attachments else None)

@@ -276,6 +276,7 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     from localgen.cli_output import finish_output, stream_to_stdout
     from localgen.cli_run import fresh_answer, fresh_messages, token_limit_source, user_message, write_prompt
     from localgen.conversation_edits import SavedInPlaceNote
+    from localgen.input_text import argument_line_ends
     from localgen.last_run import last_run_keeper
     from localgen.registry import model_defaults
     from localgen.run_conversation import continued_answer
@@ -303,7 +304,9 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
             write_prompt(loaded, messages, json_output=request.json_output, made_of=options.floor_texts,
                          stats=request.stats, answer_tokens=limits.max_tokens, limit_source=limit_source)
             return None
-        keep = None if request.raw else last_run_keeper(loaded, options, system, user_text, notes.append)
+        typed = argument_line_ends(checked.prompt or "")  # as a conversation's turn takes it (run_conversation)
+        keep = None if request.raw else last_run_keeper(loaded, options, system, typed, inputs.attachments,
+                                                        notes.append)
         stops = None if not limits.stop else "--stop" if request.stop else "stop in models.toml"
         start = fresh_answer(loaded, messages, sampling, limits, draft=request.draft,
                              prompt_cache=not request.no_cache, hide_thinking=request.hide_thinking,

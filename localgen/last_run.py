@@ -6,13 +6,13 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from localgen.config import settings
-from localgen.conversation import Conversation, DamagedConversationError, ForeignFormatError, Turn
+from localgen.conversation import Conversation, DamagedConversationError, ForeignFormatError
 from localgen.conversation_lock import ConversationBusyError, hold, release
 from localgen.conversation_store import latest_conversation, list_conversations, save_conversation
 from localgen.errors import LocalgenError, read_failure
@@ -32,13 +32,16 @@ def last_run_path() -> Path:
     return settings().data_dir / LAST_RUN_FILE
 
 
-def last_run_keeper(loaded: LoadedModel, options: ModelOptions, system: str | None, text: str,
-                    warn: Callable[[str], None]) -> Callable[[Iterator[Event]], Iterator[Event]] | None:
-    """What keeps the answer to text as the last run, from the model's own stream (its exact text, reasoning
-    included), once it has streamed, replacing the one before (which stays when this one gets no answer: Ctrl-C
-    before any text, an error); an answer cut short is kept as far as it came, marked interrupted. None when nothing
-    is kept: for a model without a chat template (a plain completion), or with LOCALGEN_NO_LAST_RUN set (the record
-    kept before is removed now). A failure to keep it is warned about: the answer is the user's all the same."""
+def last_run_keeper(loaded: LoadedModel, options: ModelOptions, system: str | None, typed: str,
+                    attachments: Sequence[str], warn: Callable[[str], None]
+                    ) -> Callable[[Iterator[Event]], Iterator[Event]] | None:
+    """What keeps the answer to the message typed after the attachments as the last run (its files named with their
+    sizes, as a chat's turn names them: attached.question_turn), from the model's own stream (its exact text,
+    reasoning included), once it has streamed, replacing the one before (which stays when this one gets no answer:
+    Ctrl-C before any text, an error); an answer cut short is kept as far as it came, marked interrupted. None when
+    nothing is kept: for a model without a chat template (a plain completion), or with LOCALGEN_NO_LAST_RUN set (the
+    record kept before is removed now). A failure to keep it is warned about: the answer is the user's all the
+    same."""
     if settings().no_last_run:
         with contextlib.suppress(OSError):
             last_run_path().unlink()
@@ -46,12 +49,13 @@ def last_run_keeper(loaded: LoadedModel, options: ModelOptions, system: str | No
     if not loaded.prompt_format.is_chat:
         return None
     from localgen.answer_record import recorded
+    from localgen.attached import question_turn
     from localgen.session import model_reference
 
     def kept(events: Iterator[Event]) -> Iterator[Event]:
         conversation = Conversation.new(system=system, model=model_reference(loaded.resolved))
         conversation.ctx_size = options.ctx_size  # as a conversation records -c, for the run that continues it
-        turn = Turn(user=text)
+        turn = question_turn(typed, attachments)
         try:
             yield from recorded(events, turn, conversation.model)
         finally:

@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from localgen.answer_record import recorded
-from localgen.attached import attached_files, with_attached
-from localgen.chat import Message, compose_user_message
+from localgen.attached import question_turn, with_attached
+from localgen.chat import Message
 from localgen.chat_settings import SETTING_NAMES
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_moves import unsave
@@ -129,9 +129,7 @@ class ChatSession(SessionSettings, ContextRoom):
         """The conversation with text (after the attached files, or those given) as its next message: what ask()
         sends, and so what prefill_ahead() must compute, token for token."""
         files = self.attachments if attachments is None else attachments
-        turn = Turn(user=compose_user_message(text, files), attached=attached_files(files),
-                    typed=text.strip() if files else None)
-        return replace(self.conversation, turns=[*self.conversation.turns, turn])
+        return replace(self.conversation, turns=[*self.conversation.turns, question_turn(text, files)])
 
     def check_attachment(self, text: str, name: str, *,
                          fewer: str = "/file none drops the files attached already") -> None:

@@ -1,0 +1,57 @@
+"""A plain run's files and piped text, named in the exchange it keeps for `run --continue` as a chat's turn names
+them: listings show `[doc.txt] Summarize` for the conversation it becomes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from localgen.last_run import last_run_path
+from tests.conftest import run_localgen
+
+pytestmark = pytest.mark.usefixtures("home")  # every test in a localgen home of its own (conftest)
+DOCUMENT = "The quarterly report says revenue grew by ten percent.\n" * 40
+SHORT = ("-n", "2", "--temperature", "0", "--seed", "1")
+
+
+def _first_message_once_continued() -> str:
+    """The listing's first message of the conversation run --continue makes of the last run."""
+    continued = run_localgen("run", "--continue", "And costs?", *SHORT)
+    assert continued.returncode == 0, continued.err
+    listed = json.loads(run_localgen("conversations", "list", "--json").out)
+    assert len(listed) == 1, listed
+    return listed[0]["first_message"]
+
+
+def test_a_plain_run_with_a_file_names_it_in_the_exchange_it_keeps(tmp_path: Path) -> None:
+    """run -f doc.txt "Summarize", then --continue: the listing showed the document's first words, where a chat's or
+    run --conversation's turn names the file."""
+    document = tmp_path / "doc.txt"
+    document.write_text(DOCUMENT)
+    ran = run_localgen("run", "-f", str(document), "Summarize", *SHORT)
+    assert ran.returncode == 0, ran.err
+    turn = json.loads(last_run_path().read_text())["turns"][0]
+    assert turn["user"] == f"{DOCUMENT.strip()}\n\nSummarize", "the model saw the file, then the prompt"
+    assert turn["attached"] == [{"name": str(document), "characters": len(DOCUMENT)}], turn
+    assert turn["typed"] == "Summarize"
+    assert _first_message_once_continued() == "[doc.txt] Summarize"
+
+
+def test_a_plain_run_with_piped_text_names_it_as_run_conversation_does() -> None:
+    """Text piped to a plain run is named (text) in its exchange, as in run --conversation's."""
+    ran = run_localgen("run", "Summarize", *SHORT, stdin=DOCUMENT.encode())
+    assert ran.returncode == 0, ran.err
+    turn = json.loads(last_run_path().read_text())["turns"][0]
+    assert turn["attached"] == [{"name": "(text)", "characters": len(DOCUMENT)}] and turn["typed"] == "Summarize"
+    assert _first_message_once_continued() == "[(text)] Summarize"
+
+
+def test_a_plain_run_without_files_keeps_its_exchange_as_before() -> None:
+    """A run with nothing attached records no attached files (its file reads as files saved before did)."""
+    ran = run_localgen("run", "Hi there", *SHORT)
+    assert ran.returncode == 0, ran.err
+    turn = json.loads(last_run_path().read_text())["turns"][0]
+    assert turn["user"] == "Hi there" and "attached" not in turn and "typed" not in turn
+    assert _first_message_once_continued() == "Hi there"
