@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from localgen.errors import GGUFError
+from localgen.errors import GGUFError, ModelNotFoundError
+from localgen.gguf_format import GGUF_MAGIC
 from localgen.slips import misspells
 from localgen.typed_paths import is_existing_file, short_path, unset_variables_hint
 
@@ -149,6 +150,33 @@ def folder_hint(folder: Path, typed: str) -> str:
     if len(shown) == 1:
         return _naming("did you mean ", shown, "?")
     return _naming(f"pass one of the {len(shown)} models in this folder: ", shown)
+
+
+def family_here_error(typed: str, entry: str) -> ModelNotFoundError:
+    """The error for a name that is both a file or folder here and a family the registry has in one size (entry, the
+    name that means it alone): what the file or folder is, and the way to mean each."""
+    name = typed.strip()
+    registry = f"for the registry's model, use {entry}"
+    if is_existing_file(name):
+        what = "a model file here" if _reads_as_gguf(Path(name)) else "a file here, not a model file,"
+        return ModelNotFoundError(f"'{name}' is both {what} and a model family of the registry",
+                                  hint=f"{registry}; for the file, use ./{name}")
+    models = [os.path.join(f"./{name}", found) for found in folder_models(Path(name))]
+    if not models:
+        return ModelNotFoundError(f"'{name}' is both a folder here, which holds no .gguf file, and a model family of "
+                                  "the registry", hint=f"{registry}; for a model file, pass its path")
+    yours = "the folder's model" if len(models) == 1 else f"one of the folder's {len(models)} models"
+    return ModelNotFoundError(f"'{name}' is both a folder here, not a model file, and a model family of the registry",
+                              hint=_naming(f"{registry}; for {yours}, use ", models))
+
+
+def _reads_as_gguf(path: Path) -> bool:
+    """Whether a file starts as a GGUF model does."""
+    try:
+        with path.open("rb") as file:
+            return file.read(len(GGUF_MAGIC)) == GGUF_MAGIC
+    except OSError:
+        return False
 
 
 def _naming(before: str, paths: list[str], after: str = "") -> str:

@@ -187,8 +187,11 @@ class Registry:
         try:
             return self.get(ref.name, typed=ref.text)
         except ModelNotFoundError as exc:
-            from localgen.model_file_errors import folder_hint, model_file_here
+            from localgen.model_file_errors import family_here_error, folder_hint, model_file_here
 
+            family = self._sizes_of(ref.name.lower())
+            if len(family) == 1:  # its one size is what the name means, but for a file or folder here of that name
+                raise family_here_error(ref.text, family[0]) from None
             here = model_file_here(ref.text)
             if here == ref.text:
                 raise ModelNotFoundError(exc.message, hint=f"for the file of that name here, use ./{ref.text}; or "

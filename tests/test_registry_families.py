@@ -84,13 +84,14 @@ def test_a_family_name_that_a_file_or_folder_here_has_is_refused_naming_both(tmp
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     folder = localgen_here("run", "-m", "mistral", "hi")
-    assert (folder.returncode, folder.stderr) == (1, "localgen: error: unknown model 'mistral' (hint: mistral here "
-                                                     "is a folder, not a model: did you mean ./mistral/my.gguf?; or "
-                                                     "for the registry's model, use mistral-7b)\n")
+    assert (folder.returncode, folder.stderr) == (1, "localgen: error: 'mistral' is both a folder here, not a model "
+                                                     "file, and a model family of the registry (hint: for the "
+                                                     "registry's model, use mistral-7b; for the folder's model, use "
+                                                     "./mistral/my.gguf)\n")
     file = localgen_here("run", "-m", "smollm2", "hi")
-    assert (file.returncode, file.stderr) == (1, "localgen: error: unknown model 'smollm2' (hint: for the file of that "
-                                                 "name here, use ./smollm2; or for the registry's model, use "
-                                                 "smollm2-135m)\n")
+    assert (file.returncode, file.stderr) == (1, "localgen: error: 'smollm2' is both a model file here and a model "
+                                                 "family of the registry (hint: for the registry's model, use "
+                                                 "smollm2-135m; for the file, use ./smollm2)\n")
     ran = localgen_here("run", "-m", "./smollm2", "--json", "-n", "1", "hi")
     assert ran.returncode == 0, ran.stderr
     registry = load_registry(tmp_path / "none.toml")
