@@ -1,5 +1,5 @@
 """A chat sitting at its prompt whose terminal takes no more output (held with Ctrl-S, a terminal that stopped
-reading) as SIGTERM or SIGHUP ends it."""
+reading) as SIGTERM, SIGHUP or SIGQUIT ends it."""
 
 from __future__ import annotations
 
@@ -31,13 +31,14 @@ def _wait_until_writing(pid: int) -> None:
 
 @pytest.mark.serial  # timed against a signal (conftest: serial)
 @pytest.mark.parametrize(("signum", "code", "typed_while_held"),
-                         [(signal.SIGTERM, 143, ""), (signal.SIGHUP, 129, ""), (signal.SIGTERM, 143, "more")],
-                         ids=["SIGTERM", "SIGHUP", "SIGTERM-mid-redraw"])
+                         [(signal.SIGTERM, 143, ""), (signal.SIGHUP, 129, ""), (signal.SIGQUIT, 131, ""),
+                          (signal.SIGTERM, 143, "more")],
+                         ids=["SIGTERM", "SIGHUP", "SIGQUIT", "SIGTERM-mid-redraw"])
 def test_a_signal_ends_a_chat_held_at_its_prompt_with_the_conversation_kept(
         tmp_path: Path, signum: int, code: int, typed_while_held: str) -> None:
-    """One SIGTERM or SIGHUP ends a chat at its prompt whose terminal is held, its conversation kept, where the
-    prompt's closing redraw waited on the terminal for ever; and so it does where a key typed meanwhile has a
-    redraw of the prompt waiting on the terminal as the signal comes."""
+    """One SIGTERM, SIGHUP or SIGQUIT (kill -QUIT) ends a chat at its prompt whose terminal is held, its conversation
+    kept, where the prompt's closing redraw waited on the terminal for ever; and so it does where a key typed
+    meanwhile has a redraw of the prompt waiting on the terminal as the signal comes."""
     chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "5")
     chat.ask("Say hi.")
     chat.child.send("half typed")
