@@ -233,8 +233,8 @@ def test_a_prefill_ahead_leaves_a_cpu_to_the_redraw_and_the_answer_as_every_thre
     (a prompt computed cold, in other batches, can differ in their last bits: chunks.py), its answer the cold one."""
     options = LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2, n_batch=64, n_ubatch=32, flash_attn=flash_attn)
     with Engine(bundled_model, options) as engine:
-        prompt = chat_prompt(engine, "Tell me about cats and why they sleep so much, in short words. " * 18)
-        assert len(prompt) > 300, "past 256 tokens, where a one-token batch's attention depends on the count"
+        prompt = chat_prompt(engine, "Tell me about cats and why they sleep so much, in short words. " * 16)
+        assert len(prompt) > 256, "past 256 tokens, where a one-token batch's attention depends on the count"
         cold = _answer_and_logits(engine, prompt)
         with monkeypatch.context() as every_thread:
             every_thread.setattr(core, "ahead_threads", lambda batch_threads: batch_threads)
