@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -188,10 +189,18 @@ class Conversation:
     def from_json(cls, text: str, source: Path, *, name: str | None = None) -> Conversation:
         """Parse a saved conversation, refusing anything malformed (name: the one it goes by, its file's, whatever
         valid name it records; without it, the recorded one)."""
-        try:
+        with _damage_in(source):
             if not text.strip():
                 raise ValueError("the file is empty")
-            data = _without_lone_surrogates(parsed_json(text))
+            parsed = parsed_json(text)
+        return cls.from_parsed(parsed, source, name=name)
+
+    @classmethod
+    def from_parsed(cls, parsed: object, source: Path, *, name: str | None = None) -> Conversation:
+        """A saved conversation from its file's JSON value (parsed_json's), refusing anything malformed as
+        from_json does."""
+        with _damage_in(source):
+            data = _without_lone_surrogates(parsed)
             _check_format(data, source)
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
@@ -218,14 +227,22 @@ class Conversation:
                        settings=settings_, context_start=min(start, max(len(turns) - 1, 0)), ctx_size=ctx_size,
                        **_times(data, source),
                        extra=unknown_fields(data, cls, also_known=frozenset({"format"})))
-        except ForeignFormatError:
-            raise
-        except (ValueError, KeyError, TypeError, RecursionError, LocalgenError) as exc:
-            reason = f"no {exc.args[0]!r}" if isinstance(exc, KeyError) else \
-                "nested too deeply" if isinstance(exc, RecursionError) else exc
-            raise DamagedConversationError(f"{source} is not a valid saved conversation ({reason})",
-                                           hint="it was left untouched; start a new chat or load another",
-                                           name=source.stem) from exc
+
+
+@contextlib.contextmanager
+def _damage_in(source: Path) -> Iterator[None]:
+    """Say what is malformed in the saved conversation source as a DamagedConversationError (another version's
+    format stays a ForeignFormatError)."""
+    try:
+        yield
+    except ForeignFormatError:
+        raise
+    except (ValueError, KeyError, TypeError, RecursionError, LocalgenError) as exc:
+        reason = f"no {exc.args[0]!r}" if isinstance(exc, KeyError) else \
+            "nested too deeply" if isinstance(exc, RecursionError) else exc
+        raise DamagedConversationError(f"{source} is not a valid saved conversation ({reason})",
+                                       hint="it was left untouched; start a new chat or load another",
+                                       name=source.stem) from exc
 
 
 def _times(data: dict, source: Path) -> dict[str, str]:

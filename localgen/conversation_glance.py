@@ -3,8 +3,6 @@ read without building every exchange (`localgen conversations` over thousands of
 
 from __future__ import annotations
 
-import json
-
 from localgen.conversation import Conversation, checked_details, parsed_json
 from localgen.conversation_store import saved_path
 from localgen.conversation_turn import checked_attachments
@@ -26,7 +24,7 @@ def glance(name: str) -> tuple[int, str | None, str] | None:
     if not isinstance(turns, list) or not all(map(_plain_exchange, turns)):
         return None
     try:
-        first = Conversation.from_json(json.dumps({**data, "turns": turns[:1]}), path, name=name)
+        first = Conversation.from_parsed({**data, "turns": turns[:1]}, path, name=name)
     except LocalgenError:  # damaged, or in another version's format
         return None
     return len(turns), first.model, first.turns[0].headline() if first.turns else ""
