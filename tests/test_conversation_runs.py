@@ -108,14 +108,14 @@ def test_run_continue_goes_on_from_the_last_plain_run() -> None:
 def test_run_continue_sizes_the_context_for_the_whole_conversation_not_the_new_message_alone(home: Path) -> None:
     """A default context (models.toml's) too small for the conversation is raised for it, as a plain run's is for
     its prompt, up to the model's own: the model sees the earlier exchange."""
-    user_registry(home, "[models.smollm2-135m]\ncontext = 256\n")
+    user_registry(home, "[models.smollm2-135m]\ncontext = 128\n")
     earlier = Conversation.new(system=None, model="smollm2-135m")
-    earlier.turns.append(Turn("Repeat after me: " + "river stone cloud " * 50, "river stone cloud " * 50))
+    earlier.turns.append(Turn("Repeat after me: " + "river stone cloud " * 25, "river stone cloud " * 25))
     last_run_path().parent.mkdir(parents=True)
     last_run_path().write_text(earlier.to_json())
     going_on = run_localgen("run", "--continue", "And?", "-n", "2", "--json", *GREEDY)
     assert going_on.returncode == 0 and "the model sees" not in going_on.err, going_on.err
-    assert json.loads(going_on.out)["usage"]["prompt_tokens"] > 300, "the earlier exchange is in the prompt"
+    assert json.loads(going_on.out)["usage"]["prompt_tokens"] > 160, "the earlier exchange is in the prompt"
 
 
 def test_the_latest_to_resume_is_the_last_run_when_it_is_newer_as_for_run_continue() -> None:

@@ -896,8 +896,8 @@ def test_a_long_prompt_shows_progress_on_a_terminal_then_erases_it(tmp_path: Pat
     import pyte
 
     doc = tmp_path / "records.txt"
-    doc.write_text(_records(100))  # about 190 tokens: three chunks of 64
-    args = ["run", "-f", str(doc), "-n", "3", "--temperature", "0", "--batch-size", "64", "--no-cache", "--stats",
+    doc.write_text(_records(50))  # about 105 tokens: four chunks of 32
+    args = ["run", "-f", str(doc), "-n", "3", "--temperature", "0", "--batch-size", "32", "--no-cache", "--stats",
             "Which record mentions the mill?"]
     child = spawn_localgen(*args, env={**os.environ, "TERM": "xterm"}, encoding="utf-8", timeout=120,
                            dimensions=(24, 100))
@@ -905,7 +905,7 @@ def test_a_long_prompt_shows_progress_on_a_terminal_then_erases_it(tmp_path: Pat
     child.close()
     assert child.exitstatus == 0, raw
     assert re.search(r"reading the prompt: 0/[\d,]+ tokens \(0%\)", raw), "shown at once, not after a first chunk"
-    assert re.search(r"reading the prompt: 64/[\d,]+ tokens \(\d+%\)", raw), raw
+    assert re.search(r"reading the prompt: 32/[\d,]+ tokens \(\d+%\)", raw), raw
     screen = pyte.Screen(100, 24)
     pyte.Stream(screen).feed(raw)
     shown = "\n".join(screen.display)
@@ -1044,7 +1044,7 @@ def test_a_run_says_when_the_model_no_longer_sees_a_conversation_s_first_exchang
     env = {"LOCALGEN_HOME": str(tmp_path / "home")}
     notes = []
     for number in range(1, 6):
-        result = run_localgen("run", "--conversation", "small", "-c", "160", "-n", "20", *GREEDY,
+        result = run_localgen("run", "--conversation", "small", "-c", "112", "-n", "8", *GREEDY,
                               f"Tell me fact number {number} about the ocean.", env=env)
         assert result.returncode == 0, result.err
         notes.append("no longer fit its context (the saved conversation keeps them)" in result.err)
