@@ -7,6 +7,7 @@ the padding before the aligned data section recomputed, and tensor data copied v
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 from collections.abc import Iterable, Mapping, Sequence
@@ -341,6 +342,16 @@ def _partition(tensors: Sequence[RawTensor], n: int) -> list[list[RawTensor]]:
         filled += tensor.nbytes
     assert len(groups) == n
     return groups
+
+
+def same_file_named(src: Path, dst: Path) -> Path:
+    """src's bytes under another name: a hard link (nothing written), a copy on another file system. Only for a file
+    the test never writes to: a write through the link would change src."""
+    try:
+        os.link(src, dst)
+    except OSError:  # another file system
+        shutil.copyfile(src, dst)
+    return Path(dst)
 
 
 # ---------------------------------------------------------------- broken and hostile files

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from gguf_builders import copy_with_metadata, same_file_named
 
 from localgen.errors import UsageError
 from tests.conftest import (
@@ -752,10 +753,15 @@ def test_binary_stdin_is_refused() -> None:
     assert "binary" in result.err
 
 
-def test_model_without_chat_template_runs_as_plain_completion(tmp_path: Path, bundled_model: Path) -> None:
-    from gguf_builders import copy_with_metadata
+@pytest.fixture(scope="module")
+def templateless(tmp_path_factory: pytest.TempPathFactory, bundled_model: Path) -> Path:
+    """The bundled model without its chat template, written once for the tests that run it (94 MB apiece)."""
+    return copy_with_metadata(bundled_model, tmp_path_factory.mktemp("templateless") / "base.gguf",
+                              drop=["tokenizer.chat_template"])
 
-    base = copy_with_metadata(bundled_model, tmp_path / "base.gguf", drop=["tokenizer.chat_template"])
+
+def test_model_without_chat_template_runs_as_plain_completion(templateless: Path) -> None:
+    base = templateless
     result = run_localgen("run", "-m", str(base), "The capital of France is", "-n", "8", *GREEDY)
     assert result.returncode == 0, result.err
     assert "no chat template" in result.err and "plain completion" in result.err
@@ -774,10 +780,8 @@ def test_model_without_chat_template_runs_as_plain_completion(tmp_path: Path, bu
     assert counts[0] < counts[1], "a plain completion keeps the trailing newline and indentation"
 
 
-def test_chat_template_file_gives_a_local_model_a_template(tmp_path: Path, bundled_model: Path) -> None:
-    from gguf_builders import copy_with_metadata
-
-    base = copy_with_metadata(bundled_model, tmp_path / "base.gguf", drop=["tokenizer.chat_template"])
+def test_chat_template_file_gives_a_local_model_a_template(tmp_path: Path, templateless: Path) -> None:
+    base = templateless
     template = tmp_path / "qa.jinja"
     template.write_text("{% for m in messages %}Question: {{ m.content }}\n{% endfor %}"
                         "{% if add_generation_prompt %}Answer in one word:{% endif %}")
@@ -937,10 +941,8 @@ def test_an_empty_system_prompt_replaces_the_template_default() -> None:
 def test_a_model_file_name_that_is_not_utf8_loads_and_its_json_gives_the_name_back(bundled_model: Path,
                                                                                     tmp_path: Path) -> None:
     """--json writes the byte as Python's surrogateescape \\udcff, where U+FFFD lost which file it was."""
-    import shutil
-
     model = tmp_path / os.fsdecode(b"bad\xffname.gguf")
-    shutil.copyfile(bundled_model, model)
+    same_file_named(bundled_model, model)
     result = run_localgen("run", "-m", str(model), "hi", "-n", "2", "--json", *GREEDY)
     assert result.returncode == 0, result.err
     assert "bad\\udcffname.gguf" in result.out and os.path.samefile(json.loads(result.out)["model_path"], model)

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 import typer
+from gguf_builders import same_file_named
 
 from localgen.cli import app
 from localgen.hardware import physical_cores
@@ -172,10 +172,7 @@ def test_a_conversation_goes_on_with_a_model_whose_file_name_is_not_utf_8(tmp_pa
     """Its path is saved as JSON's \\udcff, as --json writes it, and read back as the byte it stands for, where it
     was read back as U+FFFD and the conversation could not go on without -m."""
     model = tmp_path / os.fsdecode(b"smol\xff.gguf")
-    try:
-        os.link(bundled_model_file(), model)
-    except OSError:  # another file system
-        shutil.copyfile(bundled_model_file(), model)
+    same_file_named(bundled_model_file(), model)
     env = {"LOCALGEN_HOME": str(tmp_path / "home")}
     first = run_localgen("run", "-m", str(model), "--conversation", "work", "-n", "1", "hi", env=env)
     assert first.returncode == 0, first.err
