@@ -1,7 +1,7 @@
 """Hostile and broken chat templates: sandboxed, bounded in time, memory and size, and reported in one line.
 
 GGUF files from strangers carry their own Jinja chat template (tokenizer.chat_template). These tests put hostile
-templates into real GGUF files (the bundled model's, metadata rewritten) and run them through `localgen run`,
+templates into real GGUF files (a tiny llama model's, metadata rewritten) and run them through `localgen run`,
 then try a wider set of attacks against render_template in-process.
 """
 
@@ -24,8 +24,8 @@ from localgen import chat, template_sandbox
 from localgen.chat import Message
 from localgen.errors import TemplateError
 from localgen.template_sandbox import TEMPLATE_TIME_LIMIT_S, render_template
-from tests.conftest import CliResult, bundled_model_file, run_localgen
-from tests.gguf_builders import copy_with_metadata
+from tests.conftest import CliResult, run_localgen
+from tests.gguf_builders import copy_with_metadata, tiny_model
 
 MARKER = "PWNED"  # a file that appears only if template code escaped the sandbox
 NESTED_LOOPS = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
@@ -64,18 +64,20 @@ def _cases(marker: Path) -> dict[str, CliCase]:
 
 @pytest.fixture(scope="module")
 def cli_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, tuple[CliResult, float]], Path]]:
-    """Run `localgen run -m FILE.gguf hi` for every hostile template (two at a time), each in its own GGUF file."""
+    """Run `localgen run -m FILE.gguf hi` for every hostile template (two at a time), each in its own GGUF file: a
+    tiny model's (125 KB, loaded in milliseconds), where each was a 98 MB copy of the bundled model's."""
     folder = tmp_path_factory.mktemp("hostile-templates")
+    tiny = tiny_model(tmp_path_factory.mktemp("tiny") / "tiny.gguf")
     marker = folder / MARKER
     cases = _cases(marker)
 
     def run_one(name: str) -> tuple[str, CliResult, float]:
-        model = copy_with_metadata(bundled_model_file(), folder / f"{name}.gguf",
+        model = copy_with_metadata(tiny, folder / f"{name}.gguf",
                                    set_values={"tokenizer.chat_template": cases[name].template})
         started = time.monotonic()
         result = run_localgen("run", "-m", str(model), "hi", "-n", "4", "-c", "256", timeout=60)
         elapsed = time.monotonic() - started
-        model.unlink()  # each copy is the full 98 MB model
+        model.unlink()  # only the marker may be left in the folder
         return name, result, elapsed
 
     with ThreadPoolExecutor(max_workers=2) as pool:
