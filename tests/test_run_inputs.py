@@ -425,10 +425,11 @@ def test_print_prompt_with_raw_is_the_text_exactly_as_given() -> None:
     assert record == {"prompt": code.decode(), "prompt_tokens": prompt_tokens("--raw", "-", stdin=code)}
 
 
-def test_print_prompt_shows_a_chat_template_file_s_rendering(tmp_path: Path, bundled_model: Path) -> None:
-    from gguf_builders import copy_with_metadata
+def test_print_prompt_shows_a_chat_template_file_s_rendering(tmp_path: Path) -> None:
+    from gguf_builders import copy_with_metadata, tiny_model
 
-    base = copy_with_metadata(bundled_model, tmp_path / "base.gguf", drop=["tokenizer.chat_template"])
+    tiny = tiny_model(tmp_path / "tiny.gguf")  # a model without a chat template, 125 KB to write and load
+    base = copy_with_metadata(tiny, tmp_path / "base.gguf", drop=["tokenizer.chat_template"])
     template = tmp_path / "qa.jinja"
     template.write_text("{% for m in messages %}Question: {{ m.content }}\n{% endfor %}"
                         "{% if add_generation_prompt %}Answer in one word:{% endif %}")
@@ -438,7 +439,7 @@ def test_print_prompt_shows_a_chat_template_file_s_rendering(tmp_path: Path, bun
     plain = run_localgen("run", "--print-prompt", "-m", str(base), question)
     assert plain.returncode == 0 and plain.out == question
     assert "has no chat template; sending the text as a plain completion" in plain.err
-    over = run_localgen("run", "--print-prompt", "-m", str(base), "-c", "64", question * 10)  # past the estimate
+    over = run_localgen("run", "--print-prompt", "-m", str(base), "-c", "64", question * 5)  # past the estimate
     assert over.returncode == 1 and over.out == "", "refused as the run would be, not printed as if it fit"
     said = re.search(r"^localgen: error: the prompt is (\d+) tokens but the context holds 64 \(hint: raise --ctx-size "
                      r"past (\d+) \(the model was trained for", over.err.splitlines()[-1])
