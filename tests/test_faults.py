@@ -368,10 +368,13 @@ def test_loaded_conversation_saves_back_to_its_own_file(tmp_path: Path, monkeypa
 
 
 def test_damaged_prompt_cache_entry_is_not_restored(tmp_path: Path) -> None:
+    from gguf_builders import tiny_model
+
+    tiny = tiny_model(tmp_path / "tiny.gguf", n_ctx=2048)  # its prefill of the 789-token prompt: milliseconds
     doc = tmp_path / "doc.txt"
     doc.write_text(DOC)
     env = {"LOCALGEN_HOME": str(tmp_path / "home")}
-    args = ("run", "-m", str(bundled_model_file()), "-f", str(doc), "How many red boxes?", "-n", "3", "-c", "512",
+    args = ("run", "-m", str(tiny), "-f", str(doc), "How many red boxes?", "-n", "3", "-c", "2048",
             "--temperature", "0", "--json")
     first = run_localgen(*args, env=env)
     assert first.returncode == 0, first.err
