@@ -323,11 +323,11 @@ def test_download_by_filename_and_force(hubenv: HubEnv) -> None:
 
 def test_split_model_is_downloaded_together(hubenv: HubEnv, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    from gguf_builders import write_split
+    from gguf_builders import tiny_model, write_split
 
-    from tests.conftest import bundled_model_file
-
-    shards = write_split(bundled_model_file(), tmp_path / "shards", 3)
+    model = tiny_model(tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf")  # 125 KB, where the bundled model's 94 MB
+    shards = write_split(model, tmp_path / "shards", 3)                # were written, served and hashed twice
+    whole = binary_size(sum(shard.stat().st_size for shard in shards))
     files: dict[str, bytes | Path] = {f"Q4_1/{p.name}": p for p in shards}
     files["SmolLM2-135M-Instruct.Q8_0.gguf"] = make_gguf_bytes("q8")
     hubenv.server.add_repo(BUNDLED_REPO, files)
@@ -335,14 +335,14 @@ def test_split_model_is_downloaded_together(hubenv: HubEnv, tmp_path: Path,
     assert [p.name for p in paths] == [p.name for p in shards]
     assert len({p.parent for p in paths}) == 1
     assert [file_sha256(p) for p in paths] == [file_sha256(s) for s in shards]
-    assert "00001-of-00003.gguf and 2 more shards (93.8 MiB)" in capsys.readouterr().err
+    assert f"00001-of-00003.gguf and 2 more shards ({whole})" in capsys.readouterr().err
     assert hub_cache.cached_model(BUNDLED_REPO, quant="Q4_1", filename=None) == paths
     discard_cached_file(paths[1])  # as a pull stopped after the first shard leaves it
     assert hub.download_model(BUNDLED_REPO, quant="q4_1", filename=None) == paths  # stderr no terminal: lines
     size = binary_size(shards[1].stat().st_size)
     err = capsys.readouterr().err
-    assert f"00001-of-00003.gguf and 2 more shards: {size} of 93.8 MiB in " in err
-    assert err.startswith(f"localgen: downloading {BUNDLED_REPO}/Q4_1/{shards[1].name} ({size}, file 2 of 3, 93.8 MiB "
+    assert f"00001-of-00003.gguf and 2 more shards: {size} of {whole} in " in err
+    assert err.startswith(f"localgen: downloading {BUNDLED_REPO}/Q4_1/{shards[1].name} ({size}, file 2 of 3, {whole} "
                           f"in all) from {hubenv.server.url}\n"), "the shards in the cache are not said to start"
 
 
