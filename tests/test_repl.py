@@ -173,12 +173,13 @@ class Chat:
 
     def start_long_answer(self) -> None:
         """Ask for a long story and wait until some of the answer is on the screen."""
+        sent_at = len(self.transcript.getvalue())
         self.child.sendline(LONG_QUESTION)
         deadline = time.monotonic() + TIMEOUT
         while time.monotonic() < deadline:
             self.child.expect([pexpect.TIMEOUT, "zzz"], timeout=0.2)
-            tail = PREFILL_STATUS.sub("", self.transcript.getvalue().rpartition(LONG_QUESTION)[2])
-            if sum(c.isalpha() for c in tail) > 40:
+            _, echoed, tail = self.transcript.getvalue()[sent_at:].rpartition(LONG_QUESTION)
+            if echoed and sum(c.isalpha() for c in PREFILL_STATUS.sub("", tail)) > 40:  # past the question's echo
                 return
         raise AssertionError(f"no answer on the screen; screen: {self.child.before!r}")
 
