@@ -6,22 +6,23 @@ import contextlib
 import json
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 
 from localgen.chat import Message
+from localgen.conversation_json import LONE_SURROGATE, TurnTexts, plain, record_bytes
 from localgen.conversation_names import AUTOMATIC_NAME, check_name
 from localgen.conversation_turn import AnswerDetails as AnswerDetails  # (imported from here too)
-from localgen.conversation_turn import Turn, turn_from_json, turn_record, unknown_fields, with_extra
+from localgen.conversation_turn import Turn, turn_from_json, unknown_fields, with_extra
 from localgen.conversation_turn import checked_details as checked_details
 from localgen.errors import ContextOverflowError, LocalgenError
 from localgen.fit import fewest_tokens, text_bytes
 from localgen.units import iso_time
 
 FORMAT_VERSION = 1
+_NOT_SAVED = frozenset({"on_disk", "as_left", "link_target"})  # what this process knows of its file
 NO_SYSTEM_PROMPT = ("none", "off")  # chat's /system WORD and run's -s WORD: no system prompt given, the template's own
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _NO_FILE_NAME_BYTE = re.compile("[\ud800-\udc7f\udd00-\udfff]")  # lone surrogates but surrogateescape's \udcXX
 
 
@@ -89,6 +90,9 @@ class Conversation:
     as_left: str | None = field(default=None, repr=False, compare=False)  # its file as it last read or wrote it
     link_target: Path | None = field(default=None, repr=False, compare=False)  # a link's file: saves go there
     extra: dict[str, object] = field(default_factory=dict, repr=False)  # fields localgen does not know, kept as read
+
+    def __post_init__(self) -> None:
+        self._turn_texts = TurnTexts()  # each exchange's text as last written (not a field: never saved or copied)
 
     @classmethod
     def new(cls, *, system: str | None, model: str | None) -> Conversation:
@@ -177,13 +181,15 @@ class Conversation:
 
     def to_json(self, *, touch: bool = True) -> str:
         """The conversation as readable JSON (touch: updated now, as when saving)."""
-        record = {"format": FORMAT_VERSION, **asdict(self)} | ({"updated": _now()} if touch else {})
-        del record["on_disk"], record["as_left"], record["link_target"]
-        record["turns"] = [turn_record(turn) for turn in record["turns"]]
-        text = json.dumps(with_extra(record), indent=2, ensure_ascii=False)
-        # lone surrogates (a model's path that is not UTF-8) have no UTF-8: \uXXXX escapes, as console.json_text
-        # writes them (read back, in a model's path, as the bytes they stand for)
-        return _LONE_SURROGATE.sub(lambda found: f"\\u{ord(found[0]):04x}", text) + "\n"
+        return self.json_bytes(touch=touch).decode("utf-8")
+
+    def json_bytes(self, *, touch: bool = True) -> bytes:
+        """to_json's text in UTF-8, as its file holds it (each exchange's text is kept from the last time)."""
+        saved = (item.name for item in fields(self) if item.name not in _NOT_SAVED)
+        record = {"format": FORMAT_VERSION, **{name: None if name == "turns" else plain(getattr(self, name))
+                                               for name in saved}}
+        return record_bytes(with_extra(record | ({"updated": _now()} if touch else {})),
+                            self._turn_texts.texts(self.turns))
 
     @classmethod
     def from_json(cls, text: str, source: Path, *, name: str | None = None) -> Conversation:
@@ -310,7 +316,7 @@ def _without_lone_surrogates(value: object, *, path: bool = False) -> object:
     U+FFFD, as other text that is not valid becomes; but for a model's path (path: a "model" value), whose file
     name's bytes that are not UTF-8 stay surrogateescape's \\udcXX, which os.fsencode turns back into those bytes."""
     if isinstance(value, str):
-        return (_NO_FILE_NAME_BYTE if path else _LONE_SURROGATE).sub("\ufffd", value)
+        return (_NO_FILE_NAME_BYTE if path else LONE_SURROGATE).sub("\ufffd", value)
     if isinstance(value, list):
         return [_without_lone_surrogates(item) for item in value]
     if isinstance(value, dict):

@@ -114,12 +114,12 @@ def write_conversation(path: Path, conversation: Conversation, *, replace: bool 
     """Write a conversation's file (replace=False: never over one there; replace_if: see atomic_write_bytes;
     through_link: path is the file a link in the conversation's place points to, its mode kept; touch=False: its
     updated time kept), and remember what it holds."""
-    text = conversation.to_json(touch=touch)
+    data = conversation.json_bytes(touch=touch)
     mode = 0o600
     with contextlib.suppress(OSError):  # (a file not there is made private)
         mode = stat.S_IMODE(path.stat().st_mode) if through_link else mode
-    if atomic_write_text(path, text, mode=mode, replace=replace, replace_if=replace_if):
-        remember(conversation, text.encode("utf-8"), path if through_link else None)
+    if atomic_write_text(path, data.decode("utf-8"), mode=mode, replace=replace, replace_if=replace_if):
+        remember(conversation, data, path if through_link else None)
 
 
 def _write_unless_changed(path: Path, conversation: Conversation) -> str | None:
