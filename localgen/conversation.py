@@ -87,7 +87,7 @@ class Conversation:
     context_start: int = 0  # turns before this index are kept but no longer sent to the model
     ctx_size: int | None = None  # the --ctx-size the chat was given (None: the model's default), for --resume
     on_disk: bool = field(default=False, repr=False)  # its file is ours to overwrite (saved or loaded)
-    as_left: str | None = field(default=None, repr=False, compare=False)  # its file as it last read or wrote it
+    as_left: bytes | None = field(default=None, repr=False, compare=False)  # its file as it last read or wrote it
     link_target: Path | None = field(default=None, repr=False, compare=False)  # a link's file: saves go there
     extra: dict[str, object] = field(default_factory=dict, repr=False)  # fields localgen does not know, kept as read
 

@@ -4,7 +4,6 @@ second reading that the chat does not take up, a /load turned down, leaves the c
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 from pathlib import Path
@@ -16,12 +15,7 @@ def remember(conversation: Conversation, data: bytes, link_target: Path | None =
     """Note what a conversation's file holds as the conversation has just been read from it or written to it, and
     where that file is when a link stands in the conversation's place (link_target, resolved: saves write through
     the link while it points there)."""
-    conversation.as_left, conversation.link_target = _digest(data), link_target
-
-
-def _digest(data: bytes) -> str:
-    """What tells one version of a file from another."""
-    return hashlib.sha256(data).hexdigest()
+    conversation.as_left, conversation.link_target = bytes(data), link_target
 
 
 def change_by_hand(conversation: Conversation, path: Path) -> str | None:
@@ -46,7 +40,7 @@ def change_by_hand(conversation: Conversation, path: Path) -> str | None:
         return "changed" if os.path.lexists(path) else "deleted"  # (or replaced by a dangling link since)
     except (OSError, RuntimeError):  # (a loop of links)
         return "changed"
-    return None if _digest(data) == known else "changed"
+    return None if data == known else "changed"  # (a compare of what was kept: no checksum of both to take)
 
 
 def change_said(conversation: Conversation, path: Path) -> str:
