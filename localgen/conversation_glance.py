@@ -17,14 +17,15 @@ def glance(name: str) -> tuple[int, str | None, str] | None:
         path = saved_path(name)
         if not path.is_file():  # a pipe would be waited on; a folder or a dangling link is named by a whole read
             return None
-        data = parsed_json(path.read_bytes().decode("utf-8-sig"))
+        text = path.read_bytes().decode("utf-8-sig")
+        data = parsed_json(text)
     except (OSError, ValueError, LocalgenError):
         return None
     turns = data.get("turns") if isinstance(data, dict) else None
     if not isinstance(turns, list) or not all(map(_plain_exchange, turns)):
         return None
     try:
-        first = Conversation.from_parsed({**data, "turns": turns[:1]}, path, name=name)
+        first = Conversation.from_parsed({**data, "turns": turns[:1]}, path, name=name, text=text)
     except LocalgenError:  # damaged, or in another version's format
         return None
     return len(turns), first.model, first.turns[0].headline() if first.turns else ""

@@ -107,3 +107,14 @@ def test_a_lone_surrogate_escaped_in_any_case_or_raw_in_the_text_reads_as_a_repl
     conversation = Conversation.from_json(text % written, tmp_path / "n.json")
     assert conversation.turns[0].user == "cut \ufffd here" and conversation.model == "m-\udcff.gguf"
 
+
+def test_text_with_no_lone_surrogate_is_not_walked_for_them(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import localgen.conversation as conversation_module
+
+    walked: list[object] = []
+    monkeypatch.setattr(conversation_module, "_without_lone_surrogates", lambda data: walked.append(data) or data)
+    plain = Conversation(name="plain", turns=[Turn("caf\u00e9 \U0001f389 as typed", "a\n")])
+    assert Conversation.from_json(plain.to_json(), tmp_path / "plain.json").turns == plain.turns
+    assert walked == []
+    Conversation.from_json(_every_field().to_json(touch=False), tmp_path / "every-field.json")
+    assert len(walked) == 1
