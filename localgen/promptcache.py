@@ -15,7 +15,7 @@ import os
 import struct
 import time
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -136,30 +136,41 @@ class PromptCache:
         self.max_bytes = max_bytes
         self.min_new_tokens = min_new_tokens
         self.min_gain_tokens = min_gain_tokens
+        self._read: dict[tuple[str, int], tuple[Path, _Header] | None] = {}  # by name and inode: see _headers
 
     def _entry_path(self, tokens: Sequence[int]) -> Path:
         """The file name of the entry for these tokens."""
         digest = hashlib.sha256(self.identity.encode("utf-8") + tokens_array(tokens).tobytes()).hexdigest()
         return self.directory / f"{digest[:32]}{SUFFIX}"
 
-    def _headers(self) -> Iterator[tuple[Path, _Header]]:
-        """The readable entries of this identity, with their headers."""
-        for path in entry_files(self.directory):
+    def _headers(self) -> list[tuple[Path, _Header]]:
+        """The readable entries of this identity, with their headers; those an earlier call read are not read again
+        while the same file (name and inode) is there: an entry is never written in place, only renamed into place
+        whole, and a name holds one identity's tokens (_entry_path). A run's lookup and its save scan once, and a
+        chat's next turn reads the new entries alone."""
+        earlier, self._read = self._read, {}
+        for entry in _entry_dir_entries(self.directory):
+            with contextlib.suppress(OSError):
+                key = (entry.name, entry.inode())
+                known = key in earlier and not entry.is_symlink()  # (a link's own inode says nothing of its file)
+                self._read[key] = earlier[key] if known else self._header_of(Path(entry.path))
+        return [found for found in self._read.values() if found is not None]
+
+    def _header_of(self, path: Path) -> tuple[Path, _Header] | None:
+        """An entry and its header where it is one of this identity's, else None; OSError where it cannot be read
+        now (or was damaged, and deleted)."""
+        with open(path, "rb") as handle:
+            status = os.fstat(handle.fileno())
             try:
-                with open(path, "rb") as handle:
-                    status = os.fstat(handle.fileno())
-                    try:
-                        header = _read_header(handle, status.st_size)
-                    except DamagedEntryError as exc:  # entries appear whole (written aside, then renamed): it broke
-                        log.debug("deleting damaged prompt cache entry %s: %s", path.name, exc)
-                        remove_found(path, status)
-                        continue
-            except (OSError, ValueError) as exc:
+                header = _read_header(handle, status.st_size)
+            except DamagedEntryError as exc:  # entries appear whole (written aside, then renamed): it broke
+                log.debug("deleting damaged prompt cache entry %s: %s", path.name, exc)
+                remove_found(path, status)
+                raise OSError(f"damaged: {exc}") from exc
+            except ValueError as exc:
                 log.debug("skipping prompt cache entry %s: %s", path.name, exc)
-                continue
-            if header.identity != self.identity:
-                continue
-            yield path, header
+                return None
+        return (path, header) if header.identity == self.identity else None
 
     def find(self, prompt: Sequence[int], *, better_than: int = 0, most: int | None = None) -> SavedPrefix | None:
         """The entry sharing the longest prefix with prompt, if that beats better_than by enough to pay off; with
@@ -182,30 +193,37 @@ class PromptCache:
 
     def _load(self, path: Path, found: _Header) -> SavedPrefix | None:
         """Read and verify the entry whose header was found; None (and a debug log) when it is damaged, deleted then,
-        or was replaced by another run meanwhile (its header and state are read from the one file opened)."""
+        or holds other tokens than found (replaced by another run meanwhile, or damaged in place since an earlier
+        scan: its checksum tells which), its header and state read from the one file opened; the next scan reads
+        whatever is there then."""
         try:
             with open(path, "rb") as handle:
                 status = os.fstat(handle.fileno())
                 header = _read_header(handle, status.st_size)
+                state = bytearray(header.state_size)
+                if handle.readinto(state) != header.state_size or \
+                        _entry_digest(header.tokens.tobytes(), state) != header.digest:
+                    raise DamagedEntryError("checksum mismatch")
                 if header.identity != found.identity or header.tokens != found.tokens:
                     log.debug("prompt cache entry %s was replaced as it was read; not restored", path.name)
+                    self._forget(path)
                     return None
-                state = bytearray(header.state_size)
-                read = handle.readinto(state)
                 with contextlib.suppress(OSError):
                     os.utime(handle.fileno() if os.utime in os.supports_fd else path)  # mark as recently used
         except DamagedEntryError as exc:
             log.debug("deleting damaged prompt cache entry %s: %s", path.name, exc)
             remove_found(path, status)
+            self._forget(path)
             return None
         except (OSError, ValueError) as exc:
             log.debug("could not read prompt cache entry %s: %s", path.name, exc)
-            return None
-        if read != header.state_size or _entry_digest(header.tokens.tobytes(), state) != header.digest:
-            log.debug("prompt cache entry %s is corrupt (checksum mismatch); deleting it", path.name)
-            remove_found(path, status)
+            self._forget(path)
             return None
         return SavedPrefix(tokens=tuple(header.tokens), state=state, path=path, status=status)
+
+    def _forget(self, path: Path) -> None:
+        """Have the next scan read an entry's header again, whatever file holds its name then."""
+        self._read = {key: found for key, found in self._read.items() if key[0] != path.name}
 
     def discard(self, entry: CachedPrefix) -> None:
         """Delete an entry llama.cpp refused to load, so that no later run reads it again."""
@@ -267,10 +285,26 @@ def listed_cache_dir() -> Path:
 
 def entry_files(directory: Path) -> list[Path]:
     """All entry files in the cache folder (any model)."""
+    return [Path(entry.path) for entry in _entry_dir_entries(directory)]
+
+
+def _entry_dir_entries(directory: Path) -> list[os.DirEntry[str]]:
+    """All entry files in the cache folder (any model), by name, as the folder's listing gives them (a file's type
+    and inode without a stat of it, where the file system says)."""
     try:
-        return sorted(p for p in directory.iterdir() if p.suffix == SUFFIX and p.is_file())
+        with os.scandir(directory) as listing:
+            entries = [entry for entry in listing if Path(entry.name).suffix == SUFFIX and _is_file(entry)]
     except OSError:
         return []
+    return sorted(entries, key=lambda entry: entry.name)
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    """Whether a folder entry is a file, or a link to one (as Path.is_file: False where it cannot be told)."""
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
 
 
 def list_entries(directory: Path) -> list[CacheEntry]:

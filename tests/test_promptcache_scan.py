@@ -1,0 +1,74 @@
+"""The prompt cache's scan of its entries' headers: a run's lookup and its save read each header once, a chat's next
+turn reads the new entries alone, and what other runs add, replace, delete or damage meanwhile is seen."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from localgen.promptcache import PromptCache, list_entries
+
+
+def _cache(folder: Path) -> PromptCache:
+    return PromptCache(folder, "model-a", max_bytes=1 << 20, min_new_tokens=1, min_gain_tokens=1)
+
+
+@pytest.fixture
+def headers_read(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the entries whose headers are read, as they are read (by the real reader)."""
+    names: list[str] = []
+    read = PromptCache._header_of
+
+    def counted(cache: PromptCache, path: Path) -> object:
+        names.append(path.name)
+        return read(cache, path)
+
+    monkeypatch.setattr(PromptCache, "_header_of", counted)
+    return names
+
+
+def test_a_lookup_then_a_save_read_each_header_once(tmp_path: Path, headers_read: list[str]) -> None:
+    for first in range(5):
+        _cache(tmp_path).store([first, 1, 2, 3], b"state")
+    headers_read.clear()
+    run = _cache(tmp_path)
+    assert run.find([9, 9, 9]) is None and len(headers_read) == 5
+    headers_read.clear()
+    run.store([2, 1, 2, 3, 4], b"longer")  # makes the entry of its prefix [2, 1, 2, 3] redundant
+    assert headers_read == [run._entry_path([2, 1, 2, 3, 4]).name], "the new entry's alone"
+    assert sorted(entry.tokens for entry in list_entries(tmp_path)) == [4, 4, 4, 4, 5]
+    headers_read.clear()
+    found = run.find([2, 1, 2, 3, 4, 5])
+    assert found is not None and bytes(found.state) == b"longer" and headers_read == []
+
+
+def test_what_another_run_adds_deletes_or_replaces_meanwhile_is_seen(tmp_path: Path, headers_read: list[str]) -> None:
+    chat = _cache(tmp_path)
+    chat.store([1, 2, 3], b"first")
+    other = _cache(tmp_path)
+    other.store([1, 2, 3, 4, 5], b"another run's")  # and deletes the entry of its prefix
+    headers_read.clear()
+    found = chat.find([1, 2, 3, 4, 5, 6])
+    assert found is not None and bytes(found.state) == b"another run's" and len(headers_read) == 1
+    other.store([1, 2, 3, 4, 5], b"saved again, longer")  # the same name, another file
+    found = chat.find([1, 2, 3, 4, 5, 6])
+    assert found is not None and bytes(found.state) == b"saved again, longer"
+    os.remove(chat._entry_path([1, 2, 3, 4, 5]))
+    assert chat.find([1, 2, 3, 4, 5, 6]) is None
+
+
+@pytest.mark.parametrize("damage", ["tokens", "state", "magic"])
+def test_an_entry_damaged_in_place_after_a_scan_is_not_restored_and_is_deleted(tmp_path: Path, damage: str) -> None:
+    chat = _cache(tmp_path)
+    chat.store([1, 2, 3, 4], b"state-bytes")
+    path = chat._entry_path([1, 2, 3, 4])
+    assert chat.find([1, 2, 3, 4, 5]) is not None
+    data = bytearray(path.read_bytes())
+    at = {"tokens": -len(b"state-bytes") - 1, "state": -1, "magic": 0}[damage]
+    data[at] ^= 0x01
+    with open(path, "r+b") as handle:  # the same file: its name and inode are as the scan left them
+        handle.write(data)
+    assert chat.find([1, 2, 3, 4, 5]) is None
+    assert not path.exists()
