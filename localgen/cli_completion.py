@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from localgen import offered_names
@@ -48,13 +49,14 @@ def complete(app: Any, variable: str) -> int:
 
 def _add_completers(command: Any) -> None:
     """Give each option and argument that names a model or a saved conversation its names, in every command (a
-    completer of click's parameter, set for this process alone), and mark those that name no file."""
+    completer of click's parameter, set for this process alone), and mark those whose value is never a file's path."""
     for path, param in parameters(command):
-        names = ARGUMENTS.get((path, param.name)) or next(
-            (names for option, names in _OPTIONS if option in param.opts), None)
-        if names is not None:
-            param._custom_shell_complete = _completer(names)  # as click's Parameter(shell_complete=...) sets it
-        if names in (offered_names.conversations_offered, new_name):
+        completion = ARGUMENTS.get((path, param.name)) or next(
+            (completion for option, completion in _OPTIONS if option in param.opts), None)
+        if completion is None:
+            continue
+        param._custom_shell_complete = _completer(completion.names)  # as click's Parameter(shell_complete=...) sets it
+        if not completion.files:
             setattr(param, NAMES_NO_FILE, True)  # where none is offered, no file is either
 
 
@@ -66,49 +68,64 @@ def parameters(command: Any, path: str = "") -> Iterator[tuple[str, Any]]:
         yield from parameters(subcommand, f"{path} {name}".strip())
 
 
-def model_names() -> list[str]:
+def model_names(typed: str) -> list[str]:
     """The models -m takes by name, as the chat's /model offers them (offline: the downloaded ones alone)."""
     from localgen.config import settings
 
     return [name for name, _ in offered_names.models_offered(offline=settings().offline)]
 
 
-def listed_model_names() -> list[str]:
+def listed_model_names(typed: str) -> list[str]:
     """The models `models list --all` lists, downloaded or not: those `models show` describes and `models default`
     sets, offline too."""
     return [name for name, _ in offered_names.models_offered(offline=False)]
 
 
-def new_name() -> list[str]:
+def conversation_names(typed: str) -> list[str]:
+    """The saved conversations' names."""
+    return offered_names.conversations_offered()
+
+
+def no_names(typed: str) -> list[str]:
     """Nothing: a name not taken yet (`conversations mv OLD NEW`)."""
     return []
 
 
-_OPTIONS: tuple[tuple[str, Callable[[], list[str]]], ...] = (  # the options whose values are completed, and with what
-    ("--model", model_names), ("--resume", offered_names.conversations_offered),
-    ("--conversation", offered_names.conversations_offered))
-ARGUMENTS: dict[tuple[str, str], Callable[[], list[str]]] = {  # (command, parameter): what completes the argument
-    ("pull", "references"): offered_names.models_to_pull,
-    ("fit", "reference"): model_names,
-    ("models show", "reference"): listed_model_names,
-    ("models default", "name"): listed_model_names,
-    ("models rm", "references"): offered_names.models_removable,
-    ("conversations show", "name"): offered_names.conversations_offered,
-    ("conversations rm", "names"): offered_names.conversations_offered,
-    ("conversations mv", "old"): offered_names.conversations_offered,
-    ("conversations mv", "new"): new_name,
-    ("conversations rename", "old"): offered_names.conversations_offered,  # mv's other name
-    ("conversations rename", "new"): new_name,
+@dataclass(frozen=True)
+class Completion:
+    """What completes a parameter's value: its names (of the word typed), and whether the shell may complete a file's
+    name where none of them is offered (the value may be a file's path: -m ./model.gguf)."""
+
+    names: Callable[[str], list[str]]
+    files: bool
+
+
+_MODEL = Completion(model_names, files=True)
+_CONVERSATION = Completion(conversation_names, files=False)
+_OPTIONS: tuple[tuple[str, Completion], ...] = (  # the options whose values are completed, and with what
+    ("--model", _MODEL), ("--resume", _CONVERSATION), ("--conversation", _CONVERSATION))
+ARGUMENTS: dict[tuple[str, str], Completion] = {  # (command, parameter): what completes the argument
+    ("pull", "references"): Completion(offered_names.models_to_pull, files=False),  # a file: nothing to download
+    ("fit", "reference"): _MODEL,
+    ("models show", "reference"): Completion(listed_model_names, files=True),
+    ("models default", "name"): Completion(listed_model_names, files=True),
+    ("models rm", "references"): Completion(offered_names.models_removable, files=False),  # never a file of one's own
+    ("conversations show", "name"): _CONVERSATION,
+    ("conversations rm", "names"): _CONVERSATION,
+    ("conversations mv", "old"): _CONVERSATION,
+    ("conversations mv", "new"): Completion(no_names, files=False),
+    ("conversations rename", "old"): _CONVERSATION,  # mv's other name
+    ("conversations rename", "new"): Completion(no_names, files=False),
 }
 
 
-def _completer(names: Callable[[], list[str]]) -> Callable[[Any, Any, str], list[str]]:
+def _completer(names: Callable[[str], list[str]]) -> Callable[[Any, Any, str], list[str]]:
     """A click completer offering the names that start with what was typed, in any case, but those the argument was
     already given (models rm a b), and none where they cannot be listed."""
     def offered(ctx: Any, param: Any, typed: str) -> list[str]:
         """The names that start with typed."""
         try:
-            listed = names()
+            listed = names(typed)
         except Exception:  # a folder that is a link to itself: the shell is offered nothing, never a traceback
             return []
         given = ctx.params.get(param.name) if param.multiple or param.nargs != 1 else None

@@ -17,25 +17,31 @@ def models_offered(*, offline: bool) -> list[tuple[str, bool]]:
     return sorted((row.name, row.downloaded) for row in _listed_models()[0] if row.downloaded or not offline)
 
 
-def models_to_pull() -> list[str]:
-    """The models pull takes by name: those `models list --all` lists, and each registry model's quants that its
-    repo's last listing holds (qwen2.5-1.5b:Q8_0, where qwen2.5-1.5b was listed), never with the network."""
-    from localgen.hub_cache import cached_listing
-    from localgen.hub_choice import is_auxiliary_name
-
+def models_to_pull(typed: str = "") -> list[str]:
+    """The models pull takes by name: those `models list --all` lists, and the quants each registry model's repo was
+    last listed with (qwen2.5-1.5b:Q8_0, where qwen2.5-1.5b was listed), never with the network."""
     rows, registry = _listed_models()
     names = {row.name for row in rows}
     for spec in registry.models.values() if registry is not None else ():
-        try:
-            files = cached_listing(spec.repo) if spec.repo else None
-        except Exception:  # a cache that cannot be read: the names alone
-            files = None
-        names.update(f"{spec.name}:{file.quant}" for file in files or () if file.quant and
-                     (file.shard_index or 1) == 1 and not is_auxiliary_name(file.filename))
+        names.update(_quant_names(spec.repo or "", spec.name))
     return sorted(names)
 
 
-def models_removable() -> list[str]:
+def _quant_names(repo: str, name: str) -> set[str]:
+    """NAME:QUANT for each model (a first shard, never an auxiliary file) of repo's last listing; none where it was
+    never listed or its cache cannot be read."""
+    from localgen.hub_cache import cached_listing
+    from localgen.hub_choice import is_auxiliary_name
+
+    try:
+        files = cached_listing(repo) if repo else None
+    except Exception:  # a cache that cannot be read: none
+        return set()
+    return {f"{name}:{file.quant}" for file in files or () if file.quant and (file.shard_index or 1) == 1 and
+            not is_auxiliary_name(file.filename)}
+
+
+def models_removable(typed: str = "") -> list[str]:
     """The models `models rm` removes: those downloaded from the Hub, whole or in part (never a packaged file nor a
     models.toml entry's own file)."""
     from localgen.catalog import SOURCE_HUB

@@ -233,10 +233,14 @@ def test_zsh_and_fish_complete_commands_options_models_conversations_and_files(p
 @pytest.mark.parametrize("shell", _shells("bash", "zsh", "fish"))
 def test_a_conversation_s_name_is_completed_with_no_file_s_name(pulled: Path, shell: str) -> None:
     """Where no saved conversation's name matched, the shell offered the folder's files: chat --resume n Tab put
-    notes.txt there, as conversations show n and mv's new name did."""
+    notes.txt there, as conversations show n and mv's new name did, and so did pull and models rm, which take no
+    file (pull smollm2-135m:n Tab: smollm2-135m:notes.txt); -m, fit, models show and default take one."""
     typed = ("localgen chat --resume n", "localgen conversations show n", "localgen conversations mv work-notes n",
-             "localgen run --conversation n", "localgen run -m n")
-    assert _shell_lines(shell, pulled, *typed) == [*typed[:4], "localgen run -m notes.txt "]
+             "localgen run --conversation n", "localgen models rm n", "localgen pull n", "localgen pull smollm2-135m:n",
+             "localgen run -m n", "localgen fit ./n", "localgen models show ./n", "localgen models default ./n")
+    assert _shell_lines(shell, pulled, *typed) == [
+        *typed[:7], "localgen run -m notes.txt ", "localgen fit ./notes.txt ", "localgen models show ./notes.txt ",
+        "localgen models default ./notes.txt "]
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
