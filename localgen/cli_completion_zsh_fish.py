@@ -18,7 +18,7 @@ ZSH_SCRIPT = """\
 #compdef %(prog_name)s
 
 %(complete_func)s() {
-    local -a answers words_offered shown
+    local -a answers words_offered shown keep
     local answer
     answers=("${(@f)$(_TYPER_COMPLETE_ARGS="${words[1,CURRENT-1]} $PREFIX" \\
         %(autocomplete_var)s=complete_zsh %(prog_name)s </dev/null)}")
@@ -29,7 +29,8 @@ ZSH_SCRIPT = """\
         shown+=("${answer/$'\\t'/  -- }")
     done
     if (( ${#words_offered} )); then
-        compadd -U -l -d shown -- "${words_offered[@]}"
+        [[ -n $SUFFIX ]] && keep=(-S '' -I "$SUFFIX")  # the word after the cursor (complete_in_word) stays, as in bash
+        compadd -U "${keep[@]}" -l -d shown -- "${words_offered[@]}"
     else
         _files
     fi

@@ -84,12 +84,14 @@ def _typed_lines(shell: pexpect.spawn, prompt: str, partial: tuple[str, ...], sh
 def _zsh_or_fish_lines(shell_name: str, home: Path, *partial: str) -> list[str]:
     """The command lines a real zsh (with compinit, as a ~/.zshrc turns completion on) or fish in a pseudo-terminal
     shows after each partial line is typed and Tab pressed, localgen's completion script sourced as README says, in a
-    folder holding notes.txt; Ctrl-X prints the line and empties it."""
+    folder holding notes.txt; Ctrl-X prints the line and empties it (zsh completes inside a word, complete_in_word, as
+    many a ~/.zshrc has it, in emacs keys: Ctrl-B moves back)."""
     folder = _folder(home)
     prompt = f"{shell_name}-ready$ "
     if shell_name == "zsh":
         command, setup = ["zsh", "-f", "-i"], (
-            'autoload -Uz compinit && compinit -u -d "$ZDOTDIR/zcompdump"; eval "$(_LOCALGEN_COMPLETE=zsh_source '
+            'bindkey -e; setopt complete_in_word; autoload -Uz compinit && compinit -u -d "$ZDOTDIR/zcompdump"; '
+            'eval "$(_LOCALGEN_COMPLETE=zsh_source '
             """localgen)"; show() { print -r -- $'\\n'"LINE[$BUFFER]"; BUFFER=; zle accept-line }; zle -N show; """
             "bindkey '^X' show")
     else:
@@ -287,3 +289,11 @@ def test_typer_s_completion_options_are_told_how_completion_is_turned_on(args: l
     assert refused.err == (f"localgen: error: no such option: {option} (hint: turn completion on with "
                            '`eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"` in ~/.bashrc (zsh_source for zsh, '
                            "fish_source for fish))\n"), refused.err
+
+
+@pytest.mark.parametrize("shell", _shells("bash", "zsh"))
+def test_the_word_after_the_cursor_is_kept(pulled: Path, shell: str) -> None:
+    """zsh put its answer in place of the whole word, losing what followed the cursor (--resume work-nXY, the cursor
+    before XY, Tab: work-notes)."""
+    assert _shell_lines(shell, pulled, "localgen chat --resume work-nXY\x02\x02") == [
+        "localgen chat --resume work-notesXY"]
