@@ -32,6 +32,7 @@ ZSH_SCRIPT = """\
         [[ -n $SUFFIX ]] && keep=(-S '' -I "$SUFFIX")  # the word after the cursor (complete_in_word) stays, as in bash
         compadd -U "${keep[@]}" -l -d shown -- "${words_offered[@]}"
     else
+        [[ $PREFIX == --*=* ]] && compset -P '*='  # --model=./no: the file's name after the =
         _files
     fi
 }

@@ -297,3 +297,11 @@ def test_the_word_after_the_cursor_is_kept(pulled: Path, shell: str) -> None:
     before XY, Tab: work-notes)."""
     assert _shell_lines(shell, pulled, "localgen chat --resume work-nXY\x02\x02") == [
         "localgen chat --resume work-notesXY"]
+
+
+@pytest.mark.parametrize("shell", _shells("bash", "zsh", "fish"))
+def test_a_file_s_name_is_completed_after_an_option_s_equals(pulled: Path, shell: str) -> None:
+    """zsh completed the whole word as a file's name, so --model=./no and --file=no Tab offered nothing, where bash and
+    fish completed notes.txt."""
+    assert _shell_lines(shell, pulled, "localgen chat --model=./no", "localgen run --file=no") == [
+        "localgen chat --model=./notes.txt ", "localgen run --file=notes.txt "]
