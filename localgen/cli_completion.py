@@ -1,8 +1,9 @@
 """Shell completion, as click offers it: `eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"` (zsh_source, fish_source)
 prints the script a shell sources, and the script asks `localgen` for the words that complete a command line: command
-and option names, the models -m, pull, fit and `models rm` take, and the saved conversations --resume, --conversation
-and `conversations show` take (the scripts and answers are localgen's own: cli_completion_bash,
-cli_completion_zsh_fish). Imported only when the shell asks, so that no other start of localgen pays for it."""
+and option names, the models -m, pull, fit and `models show|default|rm` take, and the saved conversations --resume,
+--conversation and `conversations show|rm|mv|rename` take (the scripts and answers are localgen's own:
+cli_completion_bash, cli_completion_zsh_fish). Imported only when the shell asks, so that no other start of localgen
+pays for it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Shell completion as click offers it: the script `_LOCALGEN_COMPLETE=bash_source localgen` prints (zsh_source,
-fish_source), sourced by a real bash (zsh, fish), completes commands, options, the models -m, pull, fit and `models rm`
-take and the conversations --resume, --conversation and `conversations show` take."""
+fish_source), sourced by a real bash (zsh, fish), completes commands, options, the models -m, pull, fit and
+`models show|default|rm` take, the conversations --resume, --conversation and `conversations show|rm|mv|rename` take,
+and file names where a file may be given."""
 
 from __future__ import annotations
 
