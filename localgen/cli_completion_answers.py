@@ -40,3 +40,12 @@ def completion_answers(shell: Any, args: list[str], incomplete: str) -> Answers:
     completed, typed = _resolve_incomplete(ctx, args, incomplete)
     words = [(option + item.value, item.help or "") for item in completed.shell_complete(ctx, typed)]
     return Answers(words, files=not getattr(completed, NAMES_NO_FILE, False))
+
+
+class NoFilesLine:
+    """The part of each shell's completion class that names, among its script's names, the line that asks for no
+    file names either (no_files: NO_FILES)."""
+
+    def source_vars(self) -> dict[str, Any]:
+        """The script's names, and no_files."""
+        return {**super().source_vars(), "no_files": NO_FILES}  # type: ignore[misc]

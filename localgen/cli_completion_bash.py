@@ -7,12 +7,11 @@ character (as bash-completion's __ltrim_colon_completions cuts them)."""
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from typer._click.shell_completion import split_arg_string
 from typer._completion_classes import BashComplete
 
-from localgen.cli_completion_answers import NO_FILES, completion_answers
+from localgen.cli_completion_answers import NoFilesLine, completion_answers
 
 SCRIPT = """\
 %(complete_func)s() {
@@ -34,14 +33,10 @@ LINE_VARIABLE = "COMP_LINE"  # the command line up to the cursor, as typed
 TEXT_VARIABLE = "COMP_TEXT"  # the end of the word being completed that bash replaces ($2 of a completion function)
 
 
-class BashLine(BashComplete):
+class BashLine(NoFilesLine, BashComplete):
     """Completion for bash from the line as typed (COMP_LINE), each answer cut to the piece bash replaces."""
 
     source_template = SCRIPT
-
-    def source_vars(self) -> dict[str, Any]:
-        """The script's names, and the line that asks for no file names either."""
-        return {**super().source_vars(), "no_files": NO_FILES}
 
     def get_completion_args(self) -> tuple[list[str], str]:
         """The words before the one being completed, and that word so far ("" after a space)."""

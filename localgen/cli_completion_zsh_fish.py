@@ -1,18 +1,17 @@
 """localgen's zsh and fish completion, in place of typer's: zsh's script offered each answer only where it began
 with the word as typed, case and all (smollm2-135m:q offered nothing, where smollm2-135m:Q8_0 was meant), and both
 took click's answer for `--model=smo`, the value alone, for the whole word, which it does not begin, so nothing was
-offered. Here each answer is the whole word (cli_completion_answers), and zsh's script puts it in place of the word
-as typed, in any case."""
+offered, and fish's started localgen twice a Tab (whether it had answers, then them). Here each answer is the whole
+word (cli_completion_answers), zsh's script puts it in place of the word as typed, in any case, and fish's asks
+once, completing file names itself where none is answered."""
 
 from __future__ import annotations
 
-import os
 import re
-from typing import Any
 
 from typer._completion_classes import FishComplete, ZshComplete, _sanitize_help_text
 
-from localgen.cli_completion_answers import NO_FILES, completion_answers
+from localgen.cli_completion_answers import NoFilesLine, completion_answers
 
 ZSH_SCRIPT = """\
 #compdef %(prog_name)s
@@ -39,34 +38,44 @@ ZSH_SCRIPT = """\
 
 compdef %(complete_func)s %(prog_name)s
 """
-FISH_ACTION_VARIABLE = "_TYPER_COMPLETE_FISH_ACTION"  # what typer's fish script asks: get-args, or is-args (any?)
+FISH_SCRIPT = """\
+function %(complete_func)s
+    set -l answers (env %(autocomplete_var)s=complete_fish _TYPER_COMPLETE_ARGS=(commandline -cp) \\
+        %(prog_name)s </dev/null)
+    if test "$answers" = %(no_files)s
+        return
+    end
+    if test -n "$answers"  # an empty line: none
+        printf '%%s\\n' $answers
+        return
+    end
+    complete -C"__%(prog_name)s_file_names "(commandline -ct)  # fish's own: ~/, --model=./no
+end
+
+complete --command %(prog_name)s --no-files --arguments '(%(complete_func)s)'
+"""
 
 
-class ZshLine(ZshComplete):
-    """Completion for zsh: each answer a line, the whole word then a tab and its help, put in place of the word."""
+class WholeWordAnswers(NoFilesLine):
+    """The part zsh's and fish's completion classes share: the answers for the line up to the cursor
+    (_TYPER_COMPLETE_ARGS, read by typer's get_completion_args), one a line, the whole word then a tab and its help."""
+
+    def complete(self) -> str:
+        """The answers, one a line (NO_FILES where no file's name is to be offered either)."""
+        args, incomplete = self.get_completion_args()  # type: ignore[attr-defined]
+        return completion_answers(self, args, incomplete).lines(_answer_line)
+
+
+class ZshLine(WholeWordAnswers, ZshComplete):
+    """Completion for zsh, its script putting each answer in place of the word, the text after the cursor kept."""
 
     source_template = ZSH_SCRIPT
 
-    def complete(self) -> str:
-        """The answers for the line up to the cursor (_TYPER_COMPLETE_ARGS), one a line."""
-        args, incomplete = self.get_completion_args()
-        return completion_answers(self, args, incomplete).lines(_answer_line)
 
-    def source_vars(self) -> dict[str, Any]:
-        """The script's names, and the line that asks for no file names either."""
-        return {**super().source_vars(), "no_files": NO_FILES}
+class FishLine(WholeWordAnswers, FishComplete):
+    """Completion for fish, its script asking once a Tab (typer's asked twice: whether there were any, then them)."""
 
-
-class FishLine(FishComplete):
-    """Completion for fish, with typer's script: each answer the whole word, `--model=` kept."""
-
-    def complete(self) -> str:
-        """The answers (get-args), one a line, the word then a tab and its help; for is-args, whether there are any."""
-        args, incomplete = self.get_completion_args()
-        answers = completion_answers(self, args, incomplete)
-        if os.environ.get(FISH_ACTION_VARIABLE) == "is-args":  # 1: fish completes file names
-            raise SystemExit(0 if answers.words or not answers.files else 1)
-        return "\n".join(_answer_line(word, help_text) for word, help_text in answers.words)
+    source_template = FISH_SCRIPT
 
 
 def _answer_line(word: str, help_text: str) -> str:

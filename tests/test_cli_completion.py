@@ -306,3 +306,15 @@ def test_a_file_s_name_is_completed_after_an_option_s_equals(pulled: Path, shell
     fish completed notes.txt."""
     assert _shell_lines(shell, pulled, "localgen chat --model=./no", "localgen run --file=no") == [
         "localgen chat --model=./notes.txt ", "localgen run --file=notes.txt "]
+
+
+@pytest.mark.parametrize("shell", _shells("bash", "zsh", "fish"))
+def test_each_tab_asks_localgen_once(tmp_path: Path, shell: str) -> None:
+    """fish, with typer's script, started localgen twice a Tab: once to ask whether it had answers, then for them."""
+    command = tmp_path / "bin" / "localgen"
+    command.parent.mkdir(parents=True)
+    command.write_text(f'#!/bin/sh\necho "$_LOCALGEN_COMPLETE" >> {shlex.quote(str(tmp_path / "asked"))}\n'
+                       f'exec {shlex.quote(sys.executable)} -m localgen "$@"\n')
+    command.chmod(0o755)
+    assert _shell_lines(shell, tmp_path, "localgen run -m smollm2-1") == ["localgen run -m smollm2-135m "]
+    assert (tmp_path / "asked").read_text().split() == [f"{shell}_source", f"complete_{shell}"]
