@@ -14,7 +14,7 @@ from localgen.conversation_glance import glance
 from localgen.conversation_names import NAME_PATTERN, misnamed_file, name_taken
 from localgen.conversation_store import list_conversations, read_conversation, saved_path
 from localgen.errors import LocalgenError
-from localgen.text_cut import character_count, cut_characters
+from localgen.text_cut import one_line
 from localgen.units import counted, iso_time
 
 PREVIEW_CHARS = 60  # of the first message
@@ -48,10 +48,7 @@ class Summary:
             return f"({self.problem})" if self.kept else f"(damaged: {self.problem})"
         if not self.exchanges:
             return EMPTY
-        line = " ".join((self.first_message or "").split())
-        if character_count(line) <= PREVIEW_CHARS:
-            return line
-        return cut_characters(line, PREVIEW_CHARS - 1).rstrip() + "…"
+        return one_line(self.first_message or "", PREVIEW_CHARS)
 
 
 def summaries(limit: int | None = None, *, listing: list[tuple[str, float]] | None = None,

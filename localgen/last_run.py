@@ -18,12 +18,14 @@ from localgen.conversation_store import latest_conversation, list_conversations,
 from localgen.errors import LocalgenError, read_failure
 from localgen.events import Event
 from localgen.storage import atomic_write_text
+from localgen.text_cut import one_line
 
 if TYPE_CHECKING:
     from localgen.runner import LoadedModel, ModelOptions
 
 LAST_RUN_FILE = "last-run.json"  # in the data folder, beside (not among) the saved conversations
 LOCK_NAME = "last-run"  # held while a run --continue turns the last run into a saved conversation
+ASKED_CHARS = 40  # of the last run's message, as the note that goes on with it shows it
 LOCK_WAIT_S = 5.0  # that takes milliseconds: another --continue waits for it this long at most
 
 
@@ -130,7 +132,9 @@ def take_last_run(last_run: LastRun, say: Callable[[str], None], again: str = "r
                                 "replaced it", hint=f"{again} then goes on with the newest conversation")
         save_conversation(last_run.conversation)  # a name of its own: chat-YYYYMMDD-HHMMSS from when it ran, or -2...
     _forget(path, last_run.text)
-    say(f"localgen: continuing the last run, now saved as conversation '{last_run.conversation.name}'")
+    turns = last_run.conversation.turns
+    asked = f' "{one_line(turns[0].headline(), ASKED_CHARS)}"' if turns else ""
+    say(f"localgen: continuing the last run{asked}, now saved as conversation '{last_run.conversation.name}'")
     return last_run.conversation
 
 

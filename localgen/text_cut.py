@@ -22,3 +22,9 @@ def cut_characters(text: str, count: int) -> str:
     if len(starts) <= count:
         return text
     return text[:starts[max(count, 0)]]
+
+
+def one_line(text: str, count: int) -> str:
+    """text on one line (each run of white space one space), cut with … past count characters."""
+    line = " ".join(text.split())
+    return line if character_count(line) <= count else cut_characters(line, count - 1).rstrip() + "…"

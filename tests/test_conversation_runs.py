@@ -95,7 +95,7 @@ def test_run_continue_goes_on_from_the_last_plain_run() -> None:
     assert second.returncode == 0, second.err
     name = json.loads(second.out)["conversation"]
     assert name == kept["name"] and name.startswith("chat-")
-    assert second.err == f"localgen: continuing the last run, now saved as conversation '{name}'\n"
+    assert second.err == f"localgen: continuing the last run \"My name is Ada.\", now saved as conversation '{name}'\n"
     one, two = json.loads(first.out), json.loads(second.out)
     assert two["usage"]["prompt_tokens"] > one["usage"]["prompt_tokens"] + one["usage"]["completion_tokens"], \
         "the model sees the first exchange"
@@ -138,7 +138,7 @@ def test_the_latest_to_resume_is_the_last_run_when_it_is_newer_as_for_run_contin
     let_go(started)
     assert (started.name, started.system, started.turns, started.on_disk) == (last_run.name, "Be brief.",
                                                                              last_run.turns, True)
-    assert said == [f"localgen: continuing the last run, now saved as conversation '{last_run.name}'"]
+    assert said == [f"localgen: continuing the last run \"Name a fruit.\", now saved as conversation '{last_run.name}'"]
     assert not last_run_path().exists() and set(_saved()) == {"older", last_run.name}
     again = latest_to_resume(print)
     let_go(again.conversation)
@@ -220,7 +220,7 @@ def test_a_plain_run_cut_short_is_kept_marked_and_continued_as_such() -> None:
     assert going_on.returncode == 0, going_on.err
     (name,) = _saved()
     assert going_on.err.splitlines()[:2] == [
-        f"localgen: continuing the last run, now saved as conversation '{name}'",
+        f"localgen: continuing the last run \"Write a long story about a robot.\", now saved as conversation '{name}'",
         f"localgen: the last answer in conversation '{name}' was interrupted; the model sees it as far as it came"]
 
 
@@ -409,7 +409,7 @@ def test_json_names_no_conversation_when_ctrl_c_left_the_exchange_unsaved(args: 
     assert "conversation" not in record, "no exchange went into a saved conversation"
     if plain_run_last:  # stderr named it: the last run is that conversation now, with its one exchange
         (name,) = set(_saved()) - set(before)
-        assert f"continuing the last run, now saved as conversation '{name}'" in started
+        assert f"now saved as conversation '{name}'" in started and "continuing the last run \"" in started
         assert _saved().pop(name)["turns"] == [turn] and not last_run_path().exists()
     assert {key: _saved()[key] for key in before} == before
 

@@ -112,7 +112,7 @@ def test_resume_alone_goes_on_from_the_last_plain_run_in_a_context_that_holds_it
         chat = Chat(home, "--resume", "--no-markdown", "-n", "1", "--temperature", "0")
         try:
             said = " ".join(chat.transcript.getvalue().split())
-            name = re.search(r"continuing the last run, now saved as conversation '(chat-[\d-]+)'", said)
+            name = re.search(r"continuing the last run \"[^\"]*\", now saved as conversation '(chat-[\d-]+)'", said)
             assert name is not None, said
             assert f"resumed {name[1]}: 1 exchange" in said, said
             assert ("loading the model again" in said) == (tokens > 150), said
