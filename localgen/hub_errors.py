@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import errno
+import inspect
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING
 
 from localgen.config import OFFLINE_ENVS, settings
@@ -201,7 +203,9 @@ def http_status(exc: BaseException) -> int | None:
 
 
 def map_hub_error(exc: BaseException, *, repo: str, filename: str | None = None) -> LocalgenError:
-    """Turn a huggingface_hub / HTTP exception into a HubError with a hint (led by another way to get the model)."""
+    """Turn a huggingface_hub / HTTP exception into a HubError with a hint (led by another way to get the model);
+    a mistake in localgen's own code (a TypeError, an AttributeError not raised by huggingface_hub) is raised as it
+    is, for the internal-error path to report, not returned."""
     if isinstance(exc, LocalgenError):
         return exc
     error = _hub_error(exc, repo=repo, filename=filename)
@@ -229,14 +233,32 @@ def _hub_error(exc: BaseException, *, repo: str, filename: str | None) -> Localg
 
 def _raised_in_hub_client(exc: BaseException) -> bool:
     """Whether exc was raised within a call into huggingface_hub, below localgen's last frame: a reply it could not
-    read (JSON of another shape than the Hub's: KeyError 'id', an error body that is a list), not localgen's mistake."""
-    modules = []
-    frame = exc.__traceback__
-    while frame is not None:
-        modules.append(str(frame.tb_frame.f_globals.get("__name__", "")))
-        frame = frame.tb_next
-    ours = [at for at, module in enumerate(modules) if _in_package(module, "localgen")]
-    return any(_in_package(module, "huggingface_hub") for module in modules[ours[-1] + 1 if ours else 0:])
+    read (JSON of another shape than the Hub's: KeyError 'id', an error body that is a list), not localgen's mistake;
+    but not a call localgen made with arguments the function does not take (a keyword renamed in a new
+    huggingface_hub), a TypeError raised as the decorators around the function pass them on to it."""
+    frames = []
+    at = exc.__traceback__
+    while at is not None:
+        frames.append(at.tb_frame)
+        at = at.tb_next
+    ours = [index for index, frame in enumerate(frames) if _in_package(_module(frame), "localgen")]
+    below = frames[ours[-1] + 1 if ours else 0:]
+    hub = [frame for frame in below if _in_package(_module(frame), "huggingface_hub")]
+    return bool(hub) and not (isinstance(exc, TypeError) and len(hub) == len(below) and all(map(_is_wrapper, hub)))
+
+
+def _module(frame: FrameType) -> str:
+    """The name of the module a frame runs in."""
+    return str(frame.f_globals.get("__name__", ""))
+
+
+def _is_wrapper(frame: FrameType) -> bool:
+    """Whether a frame runs a decorator's wrapper, a closure that takes (*args, **kwargs) to pass on to the function
+    it wraps (huggingface_hub's validate_hf_hub_args and flag_as_download_call), not a function's own body."""
+    code = frame.f_code
+    passes_on = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
+    return (code.co_flags & passes_on == passes_on and code.co_argcount == code.co_kwonlyargcount == 0
+            and bool(code.co_freevars))
 
 
 def _in_package(module: str, package: str) -> bool:

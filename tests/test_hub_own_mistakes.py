@@ -5,6 +5,10 @@ Hub, with the real huggingface_hub client."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from types import SimpleNamespace
+
 import pytest
 from hub_server import HubEnv, make_gguf_bytes
 
@@ -43,6 +47,42 @@ def test_a_mistake_in_localgen_s_download_code_is_an_internal_error(hubenv: HubE
     code, err = _pulled(capfd)
     assert code == 1 and "internal error: TypeError: 'NoneType' object is not callable" in err, err
     assert "LOCALGEN_DEBUG=1" in err and "failed" not in err, err
+
+
+def _with_bogus_keyword(function: Callable[..., object]) -> Callable[..., object]:
+    """The function, given a keyword it does not take on every call (as a keyword renamed in a new huggingface_hub
+    would be), with no frame of Python code of its own between localgen's call and the function's decorators."""
+    return functools.partial(function, bogus=1)
+
+
+def test_a_download_localgen_calls_wrongly_is_an_internal_error(hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch,
+                                                                capfd: pytest.CaptureFixture[str]) -> None:
+    """pull said: error: download of org/mistake-GGUF/m-Q8_0.gguf failed: TypeError: hf_hub_download() got an
+    unexpected keyword argument 'bogus', raised in huggingface_hub's decorator that passes the arguments on."""
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    _serve(hubenv)
+    monkeypatch.setattr(constants, "MAX_HTTP_DOWNLOAD_SIZE", 1)  # huggingface_hub downloads the file, not localgen
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", _with_bogus_keyword(huggingface_hub.hf_hub_download))
+    code, err = _pulled(capfd)
+    assert code == 1 and "internal error: TypeError: hf_hub_download() got an unexpected keyword argument 'bogus'" \
+        in err and "failed" not in err, err
+
+
+def test_a_listing_localgen_asks_for_wrongly_is_an_internal_error(hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch,
+                                                                  capfd: pytest.CaptureFixture[str]) -> None:
+    """pull said: error: download of org/mistake-GGUF failed: TypeError: HfApi.model_info() got an unexpected keyword
+    argument 'bogus'."""
+    import huggingface_hub
+
+    api = huggingface_hub.HfApi()
+    _serve(hubenv)
+    monkeypatch.setattr(huggingface_hub, "HfApi", lambda: SimpleNamespace(
+        model_info=_with_bogus_keyword(api.model_info)))
+    code, err = _pulled(capfd)
+    assert code == 1 and "internal error: TypeError: HfApi.model_info() got an unexpected keyword argument 'bogus'" \
+        in err and "failed" not in err, err
 
 
 def test_a_mistake_in_reading_a_file_s_first_bytes_is_raised_as_it_is(hubenv: HubEnv,
