@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 from hub_server import HubEnv, make_gguf_bytes
 
-from localgen import hub, hub_range
+from localgen import hub, hub_errors, hub_range
 from localgen.cli import app
 from localgen.cli_exit import run_app
 from localgen.download_log import LineDisplay
@@ -20,6 +20,12 @@ from localgen.hub_errors import map_hub_error
 
 REPO = "org/mistake-GGUF"
 FILE = "m-Q8_0.gguf"
+
+
+@pytest.fixture(autouse=True)
+def _no_command_left_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command each pull records for its hints (pull: "run the command again") is forgotten after the test."""
+    monkeypatch.setattr(hub_errors, "_running_command", None)
 
 
 def _serve(hubenv: HubEnv) -> None:
