@@ -1,23 +1,29 @@
-"""Text counted and cut by characters as a reader sees them: a letter and the combining accents after it are one
-(e + U+0301, as macOS writes é), never parted."""
+"""Text counted and cut by characters as a reader sees them: a letter and the marks drawn with it are one (e + the
+accent U+0301, as macOS writes é; क + the vowel sign ि, कि; ❤ + the variation selector U+FE0F, ❤️), never parted."""
 
 from __future__ import annotations
 
 import unicodedata
 
 
+def _joins_previous(char: str) -> bool:
+    """Whether a code point is drawn with the one before it: a mark of any kind (Unicode category M: accents, vowel
+    signs, variation selectors), whatever its combining class."""
+    return unicodedata.category(char)[0] == "M"
+
+
 def _character_starts(text: str) -> list[int]:
-    """Where each character of text starts: at each code point that is no combining mark (and at the first)."""
-    return [at for at, char in enumerate(text) if at == 0 or not unicodedata.combining(char)]
+    """Where each character of text starts: at each code point that is no mark (and at the first)."""
+    return [at for at, char in enumerate(text) if at == 0 or not _joins_previous(char)]
 
 
 def character_count(text: str) -> int:
-    """How many characters text holds, each letter counted with its combining accents as one."""
+    """How many characters text holds, each letter counted with its marks as one."""
     return len(_character_starts(text))
 
 
 def cut_characters(text: str, count: int) -> str:
-    """The first count characters of text, each with its combining accents (text as it is where it has no more)."""
+    """The first count characters of text, each with its marks (text as it is where it has no more)."""
     starts = _character_starts(text)
     if len(starts) <= count:
         return text

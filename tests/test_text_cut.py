@@ -16,23 +16,29 @@ from localgen.text_cut import character_count, cut_characters
 from tests.test_repl import Chat
 
 ACCENTED = "e\u0301"  # é as macOS writes it: e and a combining acute accent
+KI = "\u0915\u093f"  # कि: ka and the vowel sign i (category Mc, combining class 0), drawn before it
+KAN = "\u0e01\u0e31"  # กั: ko kai and the vowel mark mai han-akat (Mn, combining class 0), drawn above it
+HEART = "\u2764\ufe0f"  # ❤️: a heart and the variation selector VS16 (Mn, combining class 0) that draws it as emoji
 
 
 @pytest.mark.parametrize(("text", "count"), [
     ("", 0), ("plain", 5), (ACCENTED * 3, 3), ("cafe\u0301", 4), ("a\u0301\u0323b", 2),  # two accents on one letter
     ("\u0301a", 2),  # an accent with no letter before it is a character of its own
+    (KI, 1), (KI * 3, 3), (KAN + "\u0e01", 2), (HEART * 2, 2), ("\ufe0f", 1),
 ])
 def test_a_letter_and_its_accents_count_as_one_character(text: str, count: int) -> None:
-    """Counting code points took e + U+0301 for two characters."""
+    """Counting code points took e + U+0301 for two characters; counting combining classes took a mark of class 0
+    (a vowel sign, a variation selector) for a character of its own."""
     assert character_count(text) == count
 
 
 @pytest.mark.parametrize(("text", "count", "kept"), [
     (ACCENTED * 5, 2, ACCENTED * 2), ("cafe\u0301s", 4, "cafe\u0301"), ("a\u0301\u0323bc", 1, "a\u0301\u0323"),
     ("short", 9, "short"), (ACCENTED, 0, ""), (ACCENTED, -1, ""),
+    (KI, 1, KI), (KI * 3, 2, KI * 2), (KAN * 2, 1, KAN), (HEART + "!", 1, HEART), ("\ufe0f\ufe0fa", 1, "\ufe0f\ufe0f"),
 ])
 def test_a_cut_never_parts_a_letter_from_its_accents(text: str, count: int, kept: str) -> None:
-    """A cut by code points left e without its accent."""
+    """A cut by code points left e without its accent; one by combining classes parted कि, กั and ❤️."""
     assert cut_characters(text, count) == kept
 
 
