@@ -12,22 +12,28 @@ def _joins_previous(char: str) -> bool:
     return unicodedata.category(char)[0] == "M"
 
 
-def _character_starts(text: str) -> list[int]:
-    """Where each character of text starts: at each code point that is no mark (and at the first)."""
-    return [at for at, char in enumerate(text) if at == 0 or not _joins_previous(char)]
-
-
 def character_count(text: str) -> int:
-    """How many characters text holds, each letter counted with its marks as one."""
-    return len(_character_starts(text))
+    """How many characters text holds, each letter counted with its marks as one (a mark that starts text counts as
+    one of its own); each code point text holds is looked up once, however often it is there."""
+    if text.isascii():
+        return len(text)
+    joined = sum(text.count(char) for char in set(text) if _joins_previous(char))
+    return len(text) - joined + int(_joins_previous(text[0]))
 
 
 def cut_characters(text: str, count: int) -> str:
-    """The first count characters of text, each with its marks (text as it is where it has no more)."""
-    starts = _character_starts(text)
-    if len(starts) <= count:
-        return text
-    return text[:starts[max(count, 0)]]
+    """The first count characters of text, each with its marks (text as it is where it has no more), read no further
+    than the character after the cut."""
+    count = max(count, 0)
+    if text.isascii():
+        return text[:count]
+    started = 0
+    for at, char in enumerate(text):
+        if at == 0 or not _joins_previous(char):
+            if started == count:
+                return text[:at]
+            started += 1
+    return text
 
 
 def one_line(text: str, count: int) -> str:

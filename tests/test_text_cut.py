@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from pathlib import Path
 
 import pytest
 
+from localgen import text_cut
 from localgen.conversation_transcript import shortened
 from localgen.repl_text import brief
 from localgen.text_cut import character_count, cut_characters
@@ -36,10 +38,35 @@ def test_a_letter_and_its_accents_count_as_one_character(text: str, count: int) 
     (ACCENTED * 5, 2, ACCENTED * 2), ("cafe\u0301s", 4, "cafe\u0301"), ("a\u0301\u0323bc", 1, "a\u0301\u0323"),
     ("short", 9, "short"), (ACCENTED, 0, ""), (ACCENTED, -1, ""),
     (KI, 1, KI), (KI * 3, 2, KI * 2), (KAN * 2, 1, KAN), (HEART + "!", 1, HEART), ("\ufe0f\ufe0fa", 1, "\ufe0f\ufe0f"),
+    (KI * 2, 3, KI * 2), ("\ufe0f", 1, "\ufe0f"),
 ])
 def test_a_cut_never_parts_a_letter_from_its_accents(text: str, count: int, kept: str) -> None:
     """A cut by code points left e without its accent; one by combining classes parted कि, กั and ❤️."""
     assert cut_characters(text, count) == kept
+
+
+class _CountedLookups:
+    """unicodedata for text_cut, counting how many code points it looks up."""
+
+    def __init__(self) -> None:
+        self.lookups = 0
+
+    def category(self, char: str) -> str:
+        self.lookups += 1
+        return unicodedata.category(char)
+
+
+def test_a_long_text_is_cut_and_counted_without_looking_up_each_code_point(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cut looked up every code point of the text, and the count each code point as often as it came: a resumed
+    chat's answer of a million characters was looked up whole, twice, to show its first 600."""
+    counted = _CountedLookups()
+    monkeypatch.setattr(text_cut, "unicodedata", counted)
+    text = (KI + ACCENTED + "a") * 200_000
+    assert cut_characters(text, 4) == KI + ACCENTED + "a" + KI
+    assert counted.lookups <= 8, counted.lookups  # the code points up to the fifth character
+    counted.lookups = 0
+    assert character_count(text) == 600_000
+    assert counted.lookups <= 5 + 1, counted.lookups  # each of its five code points once, and the first again
 
 
 def test_brief_counts_and_cuts_by_characters() -> None:
