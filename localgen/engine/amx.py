@@ -167,7 +167,7 @@ def read_verdict(path: Path) -> Verdict | None:
 def write_verdict(path: Path, verdict: Verdict) -> str | None:
     """Keep a verdict for later processes; return why it could not be written (a full disk, a file in the cache
     folder's place), which only costs the next process a probe, or None."""
-    from localgen.errors import LocalgenError
+    from localgen.errors import LocalgenError, os_reason
     from localgen.storage import atomic_write_text
 
     try:
@@ -175,5 +175,5 @@ def write_verdict(path: Path, verdict: Verdict) -> str | None:
         atomic_write_text(path, json.dumps(asdict(verdict)) + "\n", mode=0o644)
     except (OSError, LocalgenError) as error:
         log.debug("the AMX probe's verdict was not kept: %s", error)
-        return error.message if isinstance(error, LocalgenError) else f"{path}: {error.strerror or error}"
+        return error.message if isinstance(error, LocalgenError) else f"{path}: {os_reason(error)}"
     return None
