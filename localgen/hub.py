@@ -178,8 +178,9 @@ def _request_listing(repo: str) -> HubListing:
     if hub_id.lower() == repo.lower() and not (hub_cache_dir() / repo_folder(repo)).is_dir():
         repo = hub_id  # a first download is kept (and named) as the Hub spells the repo, however it was typed
     revision = getattr(info, "sha", None) or "main"
-    if revision != "main" and not _COMMIT.fullmatch(revision):
-        raise HubError(f"the Hub returned an invalid commit id for {repo}: {revision[:60]!r}",
+    if revision != "main" and not (isinstance(revision, str) and _COMMIT.fullmatch(revision)):
+        shown = repr(revision[:60] if isinstance(revision, str) else revision)[:80]  # a number, a list: as it came
+        raise HubError(f"the Hub returned an invalid commit id for {repo}: {shown}",
                        hint=f"check HF_ENDPOINT ({hub_endpoint()})")
     files = [_hub_file(repo, s) for s in (getattr(info, "siblings", None) or [])
              if str(getattr(s, "rfilename", "")).lower().endswith(".gguf")]

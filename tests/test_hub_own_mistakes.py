@@ -6,6 +6,7 @@ Hub, with the real huggingface_hub client."""
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from types import SimpleNamespace
 
@@ -113,6 +114,20 @@ def test_a_listing_huggingface_hub_cannot_read_stays_a_hub_error(hubenv: HubEnv,
     hubenv.server.listing_page = reply
     code, err = _pulled(capfd)
     assert code == 1 and f"error: download of {REPO} failed: {raised}" in err and "internal error" not in err, err
+
+
+@pytest.mark.parametrize(("sha", "shown"), [
+    (5, "5"), (["0" * 40], f"['{'0' * 40}']"), ("not-a-commit", "'not-a-commit'"), ("f" * 100, repr("f" * 60)),
+], ids=["number", "list", "word", "long"])
+def test_a_listing_whose_commit_id_is_no_commit_id_is_refused_as_the_server_s(
+        hubenv: HubEnv, capfd: pytest.CaptureFixture[str], sha: object, shown: str) -> None:
+    """A commit id that is no string ("sha": 5) said: internal error: TypeError: expected string or bytes-like object,
+    a bug of localgen's for a reply of the server's."""
+    _serve(hubenv)
+    hubenv.server.listing_page = json.dumps({"id": REPO, "sha": sha, "siblings": [{"rfilename": FILE}]}).encode()
+    code, err = _pulled(capfd)
+    assert code == 1 and f"error: the Hub returned an invalid commit id for {REPO}: {shown} (hint: check HF_ENDPOINT" \
+        in err and "internal error" not in err, err
 
 
 def test_an_error_raised_outside_huggingface_hub_is_raised_as_it_is() -> None:
