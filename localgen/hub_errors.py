@@ -234,8 +234,8 @@ def _hub_error(exc: BaseException, *, repo: str, filename: str | None) -> Localg
 def _raised_in_hub_client(exc: BaseException) -> bool:
     """Whether exc was raised within a call into huggingface_hub, below localgen's last frame: a reply it could not
     read (JSON of another shape than the Hub's: KeyError 'id', an error body that is a list), not localgen's mistake;
-    but not a call localgen made with arguments the function does not take (a keyword renamed in a new
-    huggingface_hub), a TypeError raised as the decorators around the function pass them on to it."""
+    but not a call made with arguments the function does not take (a keyword renamed in a new huggingface_hub), a
+    TypeError raised in the innermost frame as the decorators around the function pass them on to it."""
     frames = []
     at = exc.__traceback__
     while at is not None:
@@ -244,7 +244,8 @@ def _raised_in_hub_client(exc: BaseException) -> bool:
     ours = [index for index, frame in enumerate(frames) if _in_package(_module(frame), "localgen")]
     below = frames[ours[-1] + 1 if ours else 0:]
     hub = [frame for frame in below if _in_package(_module(frame), "huggingface_hub")]
-    return bool(hub) and not (isinstance(exc, TypeError) and len(hub) == len(below) and all(map(_is_wrapper, hub)))
+    called_wrongly = isinstance(exc, TypeError) and below[-1:] == hub[-1:] and all(map(_is_wrapper, hub))
+    return bool(hub) and not called_wrongly
 
 
 def _module(frame: FrameType) -> str:

@@ -130,6 +130,18 @@ def test_a_listing_whose_commit_id_is_no_commit_id_is_refused_as_the_server_s(
         in err and "internal error" not in err, err
 
 
+def test_a_wrong_call_into_huggingface_hub_from_any_code_is_raised_as_it_is() -> None:
+    """A call made from no module of localgen's (a script's, this test's) was a Hub error: HubError('download of
+    org/r/m.gguf failed: TypeError: HfApi.model_info() got an unexpected keyword argument 'bogus'')."""
+    from huggingface_hub import HfApi
+
+    try:
+        HfApi().model_info("org/r", bogus=1)  # type: ignore[call-arg]
+    except TypeError as exc:
+        with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+            map_hub_error(exc, repo="org/r", filename="m.gguf")
+
+
 def test_an_error_raised_outside_huggingface_hub_is_raised_as_it_is() -> None:
     """map_hub_error made a HubError of any exception at all."""
     try:
