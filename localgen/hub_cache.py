@@ -17,17 +17,17 @@ import contextlib
 import json
 import os
 import time
-import warnings
 from collections.abc import Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import ModuleType
 
 from localgen.config import settings
-from localgen.errors import ConfigError, LocalgenError
+from localgen.errors import LocalgenError
 from localgen.file_locks import HAS_FLOCK, try_flock
-from localgen.hub_address import endpoint_error
 from localgen.hub_choice import carries_tag, choose_model, is_auxiliary_name, pick_order, quant_of, shard_of
+from localgen.hub_settings import check_endpoint as check_endpoint  # (imported from here too)
+from localgen.hub_settings import hub_cache_dir
+from localgen.hub_settings import hub_endpoint as hub_endpoint
 from localgen.hub_types import HubFile, HubListing, lookalike_note
 from localgen.references import check_safe_filename
 from localgen.storage import atomic_write_text
@@ -48,45 +48,7 @@ class CachedHubFile:
     verified: bool
 
 
-# ----------------------------------------------------------------------------- where huggingface_hub points
-
-# huggingface_hub's FutureWarnings are for code that calls it (HF_HUB_ENABLE_HF_TRANSFER, which a huggingface-cli user
-# may have exported, printed three lines of one at every command); every module that imports it imports this first
-warnings.filterwarnings("ignore", category=FutureWarning, module=r"huggingface_hub(\.|$)")
-
-
-def hub_cache_dir() -> Path:
-    """The Hugging Face hub cache directory (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/...)."""
-    return Path(_hf_constants().HF_HUB_CACHE).expanduser().resolve()
-
-
-def hub_endpoint() -> str:
-    """The Hub URL in use (HF_ENDPOINT or https://huggingface.co)."""
-    return str(_hf_constants().ENDPOINT)
-
-
-def _hf_constants() -> ModuleType:
-    """huggingface_hub's settings (cheap: no HTTP stack), read from the environment as it is imported; a value it
-    cannot parse fails that import: an HF_ENDPOINT whose host it cannot parse (an unclosed [IPv6 address) is refused
-    as HF_ENDPOINT's fault, any other (HF_HUB_ETAG_TIMEOUT=abc) as the HF_* settings'."""
-    try:
-        from huggingface_hub import constants
-    except ValueError as exc:
-        endpoint = os.environ.get("HF_ENDPOINT")
-        error = endpoint_error(endpoint.rstrip("/")) if endpoint is not None else None
-        if error is None:
-            error = ConfigError(f"huggingface_hub could not read its settings from the environment: {exc}",
-                                hint="check the HF_* environment variables (`env | grep ^HF_` lists them)")
-        raise error from exc
-    return constants
-
-
-def check_endpoint() -> None:
-    """Refuse an HF_ENDPOINT that can be no Hub address before huggingface_hub is asked anything (its HTTP stack may
-    refuse the address as it is imported, with an error that names no variable)."""
-    error = endpoint_error(hub_endpoint())
-    if error is not None:
-        raise error
+# ----------------------------------------------------------------------------- the cache's folders
 
 
 def repo_folder(repo: str) -> str:
