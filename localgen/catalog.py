@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from localgen import hub_cache
 from localgen.config import settings
 from localgen.errors import LocalgenError, ModelNotFoundError
 from localgen.hub_choice import choose_model, quant_of, shard_group_key, shard_of
+from localgen.hub_types import HubFile
 from localgen.references import ModelRef, normalize_quant, quant_of_filename
 from localgen.registry import ModelSpec, Registry, load_registry, own_file_problem
 from localgen.storage import atomic_write_bytes
@@ -137,10 +139,11 @@ def builtin_bundled_file() -> Path:
     return path
 
 
-def list_models(registry: Registry) -> list[CachedModel]:
+def list_models(registry: Registry, *, folders: hub_cache.RepoFolders | None = None) -> list[CachedModel]:
     """Bundled models first, then the files of the user's own that models.toml names (there or not: its entries', and
     its [defaults] model's where that is a path, named by it: a run takes that file without the settings of an entry
-    naming it too), then every GGUF model in the Hugging Face cache, by name."""
+    naming it too), then every GGUF model in the Hugging Face cache, by name (folders: the cache's repo folders as
+    the listing read them, else read now)."""
     specs = sorted(registry.models.values(), key=lambda s: s.name)
     bundled = [_bundled_model(registry, spec) for spec in specs]
     models = [m for m in bundled if m is not None] + [_own_file_model(spec.name, spec.path) for spec in specs
@@ -148,7 +151,8 @@ def list_models(registry: Registry) -> list[CachedModel]:
     default = _default_path(registry)
     if default is not None:
         models.append(_own_file_model(str(default), default))
-    return models + sorted(_hub_models(registry), key=lambda m: m.name.lower())
+    hub_models = _hub_models(registry, hub_cache.repo_folders() if folders is None else folders)
+    return models + sorted(hub_models, key=lambda m: m.name.lower())
 
 
 def listed_names(registry: Registry) -> dict[str, list[str]]:
@@ -173,11 +177,12 @@ def _default_path(registry: Registry) -> Path | None:
 
 def list_all_models(registry: Registry) -> list[ListedModel]:
     """The downloaded models (as list_models lists them), then the registry entries that are not downloaded."""
-    downloaded = list_models(registry)
+    folders = hub_cache.repo_folders()
+    downloaded = list_models(registry, folders=folders)
     names = {m.name for m in downloaded}
     by_path = {m.path: m for m in downloaded}
     rows = [_downloaded_row(registry, m) for m in downloaded]
-    rows += [_registry_row(spec, by_path) for spec in sorted(registry.models.values(), key=lambda s: s.name)
+    rows += [_registry_row(spec, by_path, folders) for spec in sorted(registry.models.values(), key=lambda s: s.name)
              if spec.name not in names]
     return sorted(rows, key=lambda row: not row.downloaded)  # stable: each group keeps its order
 
@@ -191,9 +196,9 @@ def _downloaded_row(registry: Registry, model: CachedModel) -> ListedModel:
                        downloaded=model.size is not None and not model.missing_shards, model=model)
 
 
-def _registry_row(spec: ModelSpec, by_path: dict[Path, CachedModel]) -> ListedModel:
+def _registry_row(spec: ModelSpec, by_path: dict[Path, CachedModel], folders: hub_cache.RepoFolders) -> ListedModel:
     """A registry entry not listed by its name: downloaded when its default file is cached under another name."""
-    paths = hub_cache.cached_model(spec.repo, quant=spec.quant, filename=spec.file)
+    paths = hub_cache.cached_model(spec.repo, quant=spec.quant, filename=spec.file, folders=folders)
     return ListedModel(name=spec.name, repo=spec.repo, quant=normalize_quant(spec.quant), context=spec.context,
                        description=spec.description, downloaded=paths is not None,
                        model=by_path.get(paths[0]) if paths else None)
@@ -260,34 +265,47 @@ def _header_quant(path: Path) -> str | None:
         return None
 
 
-def hub_groups(*, dangling: bool = False) -> dict[tuple[str, str], list[hub_cache.CachedHubFile]]:
-    """Cached GGUF files grouped by (repo, model): one file, or all shards of a split (dangling: as
-    cached_gguf_files takes it)."""
+def hub_groups(*, dangling: bool = False,
+               folders: hub_cache.RepoFolders | None = None) -> dict[tuple[str, str], list[hub_cache.CachedHubFile]]:
+    """Cached GGUF files grouped by (repo, model): one file, or all shards of a split (dangling, folders: as
+    cached_gguf_files takes them)."""
     groups: dict[tuple[str, str], list[hub_cache.CachedHubFile]] = {}
-    for f in hub_cache.cached_gguf_files(dangling=dangling):
+    for f in hub_cache.cached_gguf_files(dangling=dangling, folders=folders):
         groups.setdefault((f.repo, shard_group_key(f.filename)), []).append(f)
     return groups
 
 
-def _hub_models(registry: Registry) -> list[CachedModel]:
+def _hub_models(registry: Registry, folders: hub_cache.RepoFolders) -> list[CachedModel]:
     """One CachedModel per model in the HF cache (the newest snapshot when several hold it), and per name of it where
-    several models.toml entries name its file."""
+    several models.toml entries name its file (folders: the cache's repo folders as the listing read them). Each
+    repo's listing is read once, for all its models."""
     models = []
-    for (repo, _key), files in hub_groups().items():
-        by_revision: dict[str, list[hub_cache.CachedHubFile]] = {}
-        for f in files:
-            by_revision.setdefault(f.revision, []).append(f)
-        newest = max(by_revision.values(), key=lambda fs: (len(fs), max(f.path.lstat().st_mtime for f in fs)))
-        newest.sort(key=lambda f: shard_of(f.filename)[0] or 0)
+    listings: dict[str, list[HubFile]] = {}
+    for (repo, _key), files in hub_groups(folders=folders).items():
+        newest = _newest_copy(files)
         quant = quant_of(newest[0].filename)
+        if repo not in listings:
+            listings[repo] = hub_cache.cached_listing(repo, folders) or []
         models.extend(CachedModel(
             name=name, repo=repo, quant=quant, size=sum(f.size for f in newest),
             last_used=last_used(newest[0].path), path=newest[0].path,
             paths=tuple(f.path for f in newest), source=SOURCE_HUB,
             verified=not _missing_shards(newest) and all(f.verified for f in newest),
             revision=newest[0].revision, missing_shards=_missing_shards(newest))
-            for name in display_names(registry, repo, quant, newest[0].filename))
+            for name in display_names(registry, repo, quant, newest[0].filename, files=listings[repo]))
     return models
+
+
+def _newest_copy(files: list[hub_cache.CachedHubFile]) -> list[hub_cache.CachedHubFile]:
+    """A model's files in the snapshot holding most of them, the newest such (by its links' times) where several
+    snapshots hold it, first shard first."""
+    by_revision: dict[str, list[hub_cache.CachedHubFile]] = {}
+    for f in files:
+        by_revision.setdefault(f.revision, []).append(f)
+    copies = list(by_revision.values())
+    newest = copies[0] if len(copies) == 1 else max(
+        copies, key=lambda fs: (len(fs), max(f.path.lstat().st_mtime for f in fs)))
+    return sorted(newest, key=lambda f: shard_of(f.filename)[0] or 0)
 
 
 def _missing_shards(files: list[hub_cache.CachedHubFile]) -> int:
@@ -310,10 +328,14 @@ def display_name(registry: Registry, repo: str, quant: str | None, filename: str
     return display_names(registry, repo, quant, filename)[0]
 
 
-def display_names(registry: Registry, repo: str, quant: str | None, filename: str) -> list[str]:
+def display_names(registry: Registry, repo: str, quant: str | None, filename: str, *,
+                  files: Sequence[HubFile] | None = None) -> list[str]:
     """The shortest references that select this file: the name of every registry entry that picks it (by name), else
-    one of NAME:QUANT, ORG/REPO:QUANT or ORG/REPO/FILE."""
-    files = hub_cache.cached_listing(repo) or []
+    one of NAME:QUANT, ORG/REPO:QUANT or ORG/REPO/FILE (files: the repo's as hub_cache.cached_listing gives them, where
+    they are read already, else they are read now)."""
+    files = list(files) if files is not None else hub_cache.cached_listing(repo) or []
+    if not files:  # never listed, nor verified: no shorter reference picks it
+        return [f"{repo}/{filename}"]
 
     def picks(q: str | None, pattern: str | None) -> bool:
         try:
@@ -322,8 +344,7 @@ def display_names(registry: Registry, repo: str, quant: str | None, filename: st
             return False
         return filename in {f.filename for f in chosen}
 
-    specs = [s for s in sorted(registry.models.values(), key=lambda s: s.name)
-             if s.repo.lower() == repo.lower()] if files else []
+    specs = [s for s in sorted(registry.models.values(), key=lambda s: s.name) if s.repo.lower() == repo.lower()]
     named = [spec.name for spec in specs if picks(spec.quant, spec.file)]  # before any entry's NAME:QUANT
     if named:
         return named

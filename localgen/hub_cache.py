@@ -17,7 +17,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -56,21 +56,41 @@ def repo_folder(repo: str) -> str:
     return "models--" + repo.replace("/", "--")
 
 
-def cached_spelling(repo: str) -> str:
+RepoFolders = Mapping[str, Sequence[str]]  # the cache's repo folders: each name in lower case -> its spellings there
+
+
+def repo_folders(lowered: str | None = None) -> dict[str, list[str]]:
+    """The cache's repo folders (models--ORG--NAME) by their names in lower case, each one's spellings sorted, from one
+    read of the cache folder (lowered: that name alone): a listing reads it once to spell all its repos, and the next
+    listing reads it afresh, so a pull in between is seen."""
+    found: dict[str, list[str]] = {}
+    try:
+        names = sorted(p.name for p in hub_cache_dir().iterdir() if _repo_folder_named(p.name.lower(), lowered)
+                       and p.is_dir())
+    except OSError:
+        return found
+    for name in names:
+        found.setdefault(name.lower(), []).append(name)
+    return found
+
+
+def _repo_folder_named(lowered_name: str, lowered: str | None) -> bool:
+    """Whether a folder whose name is lowered_name in lower case is the repo folder named lowered (None: any)."""
+    return lowered_name == lowered if lowered is not None else lowered_name.startswith("models--")
+
+
+def cached_spelling(repo: str, folders: RepoFolders | None = None) -> str:
     """The repo as the cache already spells it (Hub repo ids ignore case: Org/Model is org/model), or as given
     when the cache has no folder for it, so that no second copy is made and an offline run finds the first. Where
-    another tool made a second folder in another case, the one localgen downloaded into (and listed) wins."""
-    root = hub_cache_dir()
+    another tool made a second folder in another case, the one localgen downloaded into (and listed) wins. folders:
+    the cache's repo folders as a listing read them (repo_folders), else they are read now."""
     exact = repo_folder(repo)
-    if _listing_file(exact).is_file() and (root / exact).is_dir():  # localgen's own download, as typed: it wins
+    if _listing_file(exact).is_file() and (hub_cache_dir() / exact).is_dir():  # localgen's own download, as typed
         return repo
     wanted = exact.lower()
-    try:
-        folders = sorted(p.name for p in root.iterdir() if p.name.lower() == wanted and p.is_dir())
-    except OSError:
-        return repo
-    listed = [folder for folder in folders if _listing_file(folder).is_file()]
-    choices = listed or folders
+    spellings = (folders if folders is not None else repo_folders(wanted)).get(wanted, ())
+    listed = [folder for folder in spellings if _listing_file(folder).is_file()]
+    choices = listed or spellings
     if not choices or exact in choices:
         return repo
     org, name = choices[0].removeprefix("models--").split("--", 1)
@@ -170,9 +190,9 @@ def pointer_path(repo: str, revision: str, filename: str) -> Path:
 # ----------------------------------------------------------------------------- localgen's repo listings
 
 
-def _listing_path(repo: str) -> Path:
-    """Where localgen keeps its last listing of a repo (under the spelling the cache already uses)."""
-    return _listing_file(repo_folder(cached_spelling(repo)))
+def _listing_path(repo: str, folders: RepoFolders | None = None) -> Path:
+    """Where localgen keeps its last listing of a repo (under the spelling the cache already uses: cached_spelling)."""
+    return _listing_file(repo_folder(cached_spelling(repo, folders)))
 
 
 def _listing_file(folder: str) -> Path:
@@ -189,10 +209,10 @@ def save_listing(listing: HubListing) -> None:
         atomic_write_text(_listing_path(listing.repo), json.dumps(data, indent=1))
 
 
-def load_listing(repo: str) -> HubListing | None:
-    """The last listing of a repo that localgen saw, if any."""
+def load_listing(repo: str, folders: RepoFolders | None = None) -> HubListing | None:
+    """The last listing of a repo that localgen saw, if any (folders: as cached_spelling takes them)."""
     try:
-        data = json.loads(_listing_path(repo).read_text(encoding="utf-8"))
+        data = json.loads(_listing_path(repo, folders).read_text(encoding="utf-8"))
         files = []
         for entry in data["files"]:
             filename = str(entry["filename"])
@@ -206,10 +226,10 @@ def load_listing(repo: str) -> HubListing | None:
         return None
 
 
-def cached_listing(repo: str) -> list[HubFile] | None:
+def cached_listing(repo: str, folders: RepoFolders | None = None) -> list[HubFile] | None:
     """The repo's GGUF files as localgen last listed them, if ever (where that listing is gone, the files it verified
-    in the cache: _verified_listing)."""
-    listing = load_listing(repo) or _verified_listing(repo)
+    in the cache: _verified_listing; folders: as cached_spelling takes them)."""
+    listing = load_listing(repo, folders) or _verified_listing(repo)
     return list(listing.files) if listing else None
 
 
@@ -249,11 +269,13 @@ def record_sha256(repo: str, filename: str, sha256: str) -> None:
 # ----------------------------------------------------------------------------- cached files
 
 
-def cached_model(repo: str, *, quant: str | None, filename: str | None) -> list[Path] | None:
+def cached_model(repo: str, *, quant: str | None, filename: str | None,
+                 folders: RepoFolders | None = None) -> list[Path] | None:
     """The model's files from the local cache if all are present and verified; where the repo's listing no longer
-    names them (the repo dropped them since), the files verified before, which their markers keep, are looked in."""
-    repo = cached_spelling(repo)
-    listing = load_listing(repo)
+    names them (the repo dropped them since), the files verified before, which their markers keep, are looked in
+    (folders: as cached_spelling takes them)."""
+    repo = cached_spelling(repo, folders)
+    listing = load_listing(repo, folders)
     found = _listed_copy(listing or _verified_listing(repo), repo, quant=quant, filename=filename)
     if found is None and listing is not None:
         found = _listed_copy(_verified_listing(repo), repo, quant=quant, filename=filename)
@@ -301,21 +323,19 @@ def _snapshot_with(repo: str, filenames: list[str], preferred: str) -> Path | No
     return None
 
 
-def cached_gguf_files(*, dangling: bool = False) -> list[CachedHubFile]:
+def cached_gguf_files(*, dangling: bool = False, folders: RepoFolders | None = None) -> list[CachedHubFile]:
     """Every GGUF file in the local Hugging Face cache's model snapshots (dangling: also links to data deleted by
-    hand, with size 0, which only removal wants)."""
+    hand, with size 0, which only removal wants; folders: the cache's repo folders as a listing read them, else they
+    are read now)."""
     root = hub_cache_dir()
+    folders = repo_folders() if folders is None else folders
     found: list[CachedHubFile] = []
-    try:
-        repo_dirs = sorted(p for p in root.iterdir() if p.name.startswith("models--") and p.is_dir())
-    except OSError:
-        return []
-    for repo_dir in repo_dirs:
-        parts = repo_dir.name.split("--")
+    for name in sorted(name for names in folders.values() for name in names if name.startswith("models--")):
+        parts, repo_dir = name.split("--"), root / name
         if len(parts) != 3:
             continue
         repo = f"{parts[1]}/{parts[2]}"
-        listing = load_listing(repo)
+        listing = load_listing(repo, folders)
         expected = {f.filename: f.sha256 for f in listing.files} if listing else {}
         for snapshot in sorted((repo_dir / "snapshots").glob("*")):
             listed = listing is not None and snapshot.name == listing.revision
@@ -332,7 +352,7 @@ def cached_gguf_files(*, dangling: bool = False) -> list[CachedHubFile]:
                 found.append(CachedHubFile(
                     repo=repo, filename=filename, revision=snapshot.name, path=path,
                     blob=blob_of(path), size=path.stat().st_size, sha256=sha,
-                    verified=_verified(path, sha, listed=listed)))
+                    verified=_verified(path, sha, listed=True) if listed else sha is not None))
     return found
 
 

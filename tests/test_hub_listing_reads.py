@@ -1,5 +1,6 @@
 """What a listing of the models here reads, so that it stays quick over a Hugging Face cache of hundreds of repos: the
-cache folder's place resolved once for each setting."""
+cache folder's place resolved once for each setting, the folder itself read once, and each repo's listing read once
+for all its models."""
 
 from __future__ import annotations
 
@@ -8,8 +9,28 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hub_server import HubEnv, make_gguf_bytes
 
-from localgen import hub_cache
+from localgen import catalog, hub, hub_cache
+from localgen.config import settings
+from localgen.registry import load_registry
+
+LISTED = "org/listed-GGUF"  # localgen's download: its listing is kept
+OTHERS = ("org/other-GGUF", "Acme/Another-GGUF")  # another tool's downloads: no listing
+QUANTS = ("Q4_K_M", "Q8_0", "Q4_0")
+
+
+def _repo_files(name: str) -> dict[str, bytes | Path]:
+    """A repo of three quants of one model."""
+    return {f"{name}-{quant}.gguf": make_gguf_bytes(f"{name}{quant}", 2_000) for quant in QUANTS}
+
+
+def _another_tool_downloads(hubenv: HubEnv, repo: str) -> None:
+    """Download every file of a repo as another Hugging Face tool does: no listing of localgen's."""
+    from huggingface_hub import hf_hub_download
+
+    for filename in _repo_files(repo.split("/")[1]):
+        hf_hub_download(repo, filename, cache_dir=str(hubenv.hf_cache))
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, calls: list[Any]) -> None:
@@ -21,6 +42,18 @@ def _counting(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, calls: lis
         return original(first, *args, **kwargs)
 
     monkeypatch.setattr(owner, name, counted)
+
+
+@pytest.fixture
+def cache_of_three(hubenv: HubEnv) -> HubEnv:
+    """One repo localgen downloaded (its three quants), two another tool downloaded."""
+    for repo in (LISTED, *OTHERS):
+        hubenv.server.add_repo(repo, _repo_files(repo.split("/")[1]))
+    for quant in QUANTS:
+        hub.download_model(LISTED, quant=quant, filename=None, quiet=True)
+    for repo in OTHERS:
+        _another_tool_downloads(hubenv, repo)
+    return hubenv
 
 
 def test_the_cache_folder_is_resolved_once_for_each_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -50,3 +83,31 @@ def test_the_cache_folder_is_resolved_once_for_each_setting(tmp_path: Path, monk
     later.parent.mkdir()
     later.symlink_to(first)
     assert hub_cache.hub_cache_dir() == first, "made since, as a link"
+
+
+def test_a_listing_reads_the_cache_folder_once(cache_of_three: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each repo another tool downloaded had the whole cache folder read again to find its spelling, twice and more
+    (hundreds of repos: hundreds of thousands of entries); `models list --all` and Tab read it once."""
+    listed: list[Path] = []
+    _counting(monkeypatch, Path, "iterdir", listed)
+    rows = catalog.list_all_models(load_registry(settings().user_registry))
+    names = {row.name for row in rows if row.downloaded}
+    assert {f"{LISTED}:{quant}" for quant in QUANTS} <= names
+    assert {f"{repo}/{repo.split('/')[1]}-Q8_0.gguf" for repo in OTHERS} <= names
+    assert listed.count(hub_cache.hub_cache_dir()) == 1, listed
+
+
+def test_a_repo_s_listing_is_read_once_for_all_its_models(cache_of_three: HubEnv,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The listing was read again to name each of the repo's models: as often as it had models, and over again for
+    each repo another tool downloaded, whose files were looked for verification markers as often."""
+    registry = load_registry(settings().user_registry)
+    loaded: list[str] = []
+    verified: list[str] = []
+    _counting(monkeypatch, hub_cache, "load_listing", loaded)
+    _counting(monkeypatch, hub_cache, "_verified_listing", verified)
+    names = [model.name for model in catalog.list_models(registry) if model.source == catalog.SOURCE_HUB]
+    assert len(names) == 9, names
+    assert loaded.count(LISTED) == 2, loaded  # its files' verification, then their names
+    assert all(loaded.count(repo) == 2 for repo in OTHERS), loaded  # looked for, for each
+    assert sorted(verified) == sorted(OTHERS), verified
