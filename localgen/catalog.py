@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -139,11 +139,12 @@ def builtin_bundled_file() -> Path:
     return path
 
 
-def list_models(registry: Registry, *, folders: hub_cache.RepoFolders | None = None) -> list[CachedModel]:
+def list_models(registry: Registry, *, folders: hub_cache.RepoFolders | None = None,
+                keys: Collection[str] | None = None) -> list[CachedModel]:
     """Bundled models first, then the files of the user's own that models.toml names (there or not: its entries', and
     its [defaults] model's where that is a path, named by it: a run takes that file without the settings of an entry
     naming it too), then every GGUF model in the Hugging Face cache, by name (folders: the cache's repo folders as
-    the listing read them, else read now)."""
+    the listing read them, else read now; keys: the identity keys of the only models of the cache to list)."""
     specs = sorted(registry.models.values(), key=lambda s: s.name)
     bundled = [_bundled_model(registry, spec) for spec in specs]
     models = [m for m in bundled if m is not None] + [_own_file_model(spec.name, spec.path) for spec in specs
@@ -151,15 +152,16 @@ def list_models(registry: Registry, *, folders: hub_cache.RepoFolders | None = N
     default = _default_path(registry)
     if default is not None:
         models.append(_own_file_model(str(default), default))
-    hub_models = _hub_models(registry, hub_cache.repo_folders() if folders is None else folders)
+    hub_models = _hub_models(registry, hub_cache.repo_folders() if folders is None else folders, keys)
     return models + sorted(hub_models, key=lambda m: m.name.lower())
 
 
-def listed_names(registry: Registry) -> dict[str, list[str]]:
+def listed_names(registry: Registry, keys: Collection[str] | None = None) -> dict[str, list[str]]:
     """The names list_models gives each model file here, by its identity key (verify.file_identity_key of the file, or
-    of a split model's first shard): the references -m takes for it, not a [defaults] model's path, which names none."""
+    of a split model's first shard): the references -m takes for it, not a [defaults] model's path, which names none
+    (keys: those of the only files to name)."""
     names: dict[str, list[str]] = {}
-    for model in list_models(registry):
+    for model in list_models(registry, keys=keys):
         if model.size is not None and model.name != str(model.path):
             with contextlib.suppress(OSError):
                 names.setdefault(file_identity_key(model.path), []).append(model.name)
@@ -275,14 +277,16 @@ def hub_groups(*, dangling: bool = False,
     return groups
 
 
-def _hub_models(registry: Registry, folders: hub_cache.RepoFolders) -> list[CachedModel]:
+def _hub_models(registry: Registry, folders: hub_cache.RepoFolders, keys: Collection[str] | None) -> list[CachedModel]:
     """One CachedModel per model in the HF cache (the newest snapshot when several hold it), and per name of it where
-    several models.toml entries name its file (folders: the cache's repo folders as the listing read them). Each
-    repo's listing is read once, for all its models."""
+    several models.toml entries name its file (keys: the identity keys of the only models to give; folders: the
+    cache's repo folders as the listing read them). Each repo's listing is read once, for all its models."""
     models = []
     listings: dict[str, list[HubFile]] = {}
     for (repo, _key), files in hub_groups(folders=folders).items():
         newest = _newest_copy(files)
+        if keys is not None and _identity_key(newest[0].path) not in keys:
+            continue
         quant = quant_of(newest[0].filename)
         if repo not in listings:
             listings[repo] = hub_cache.cached_listing(repo, folders) or []
@@ -306,6 +310,14 @@ def _newest_copy(files: list[hub_cache.CachedHubFile]) -> list[hub_cache.CachedH
     newest = copies[0] if len(copies) == 1 else max(
         copies, key=lambda fs: (len(fs), max(f.path.lstat().st_mtime for f in fs)))
     return sorted(newest, key=lambda f: shard_of(f.filename)[0] or 0)
+
+
+def _identity_key(path: Path) -> str | None:
+    """The file's identity key (verify.file_identity_key), or None where it cannot be read."""
+    try:
+        return file_identity_key(path)
+    except OSError:
+        return None
 
 
 def _missing_shards(files: list[hub_cache.CachedHubFile]) -> int:

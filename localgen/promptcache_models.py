@@ -55,7 +55,7 @@ def cache_listing() -> dict[str, object]:
 
     directory = listed_cache_dir()
     entries, partial = list_entries(directory), partial_writes(directory)
-    models, names = entry_models(), model_names()
+    models, names = entry_models(), model_names({e.model_key for e in entries})
 
     def model_path(entry: CacheEntry) -> str | None:
         path = models.get(entry.model_key)
@@ -90,7 +90,7 @@ def describe_cache() -> tuple[list[str], list[list[str]]]:
     else:
         over = _over_the_bound(entries, partial, bound, deletable)
         state = f"{count}, {binary_size(total)} of {binary_size(bound)}{over}"
-    models, names = entry_models(), model_names()
+    models, names = entry_models(), model_names({e.model_key for e in entries})
     rows = [[f"{e.tokens:,}" if e.tokens is not None else "-", binary_size(e.size), local_minute(e.last_used),
              f"({e.problem})" if e.problem else ", ".join(names[e.model_key]) if e.model_key in names
              else models[e.model_key].name if e.model_key in models else "unknown", e.path.name] for e in entries]
@@ -124,15 +124,16 @@ def partial_state(partial: PartialWrite, deletable: bool = True) -> str:
     return f"partial write{process}, perhaps of a run still writing it; {goes}"
 
 
-def model_names() -> dict[str, list[str]]:
-    """The names `localgen models` lists each model file here under, by identity key: those -m takes for it (none
-    where a models.toml cannot be read: the entries are still listed, by their files' names)."""
+def model_names(keys: Collection[str]) -> dict[str, list[str]]:
+    """The names `localgen models` lists the model files here with these identity keys under, by identity key: those
+    -m takes for each (none where a models.toml cannot be read: the entries are still listed, by their files' names);
+    the Hugging Face cache's other models, which may be hundreds, are not named."""
     from localgen.catalog import listed_names
     from localgen.config import settings
     from localgen.registry import load_registry
 
     try:
-        return listed_names(load_registry(settings().user_registry))
+        return listed_names(load_registry(settings().user_registry), keys) if keys else {}
     except LocalgenError:
         return {}
 

@@ -1,6 +1,6 @@
 """What a listing of the models here reads, so that it stays quick over a Hugging Face cache of hundreds of repos: the
-cache folder's place resolved once for each setting, the folder itself read once, and each repo's listing read once
-for all its models."""
+cache folder's place resolved once for each setting, the folder itself read once, each repo's listing read once for
+all its models, and `localgen cache` naming its entries' models alone."""
 
 from __future__ import annotations
 
@@ -111,3 +111,20 @@ def test_a_repo_s_listing_is_read_once_for_all_its_models(cache_of_three: HubEnv
     assert loaded.count(LISTED) == 2, loaded  # its files' verification, then their names
     assert all(loaded.count(repo) == 2 for repo in OTHERS), loaded  # looked for, for each
     assert sorted(verified) == sorted(OTHERS), verified
+
+
+def test_cache_names_its_entries_models_alone(cache_of_three: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`localgen cache` named every model in the Hugging Face cache to find the names of its entries' models: seconds
+    over hundreds of repos for a few entries."""
+    from localgen.catalog import touch_last_used
+    from localgen.promptcache import prompt_cache_for
+    from localgen.promptcache_models import describe_cache
+
+    (model,) = hub_cache.cached_model(LISTED, quant="Q8_0", filename=None)
+    touch_last_used(model)
+    prompt_cache_for(model, "state").store(list(range(300)), b"kv" * 100)
+    named: list[Any] = []
+    _counting(monkeypatch, catalog, "display_names", named)
+    _, rows = describe_cache()
+    assert [row[3] for row in rows] == [f"{LISTED}:Q8_0"]
+    assert len(named) == 1, named
