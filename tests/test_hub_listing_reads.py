@@ -128,3 +128,15 @@ def test_cache_names_its_entries_models_alone(cache_of_three: HubEnv, monkeypatc
     _, rows = describe_cache()
     assert [row[3] for row in rows] == [f"{LISTED}:Q8_0"]
     assert len(named) == 1, named
+
+
+def test_a_download_between_two_listings_is_in_the_second(cache_of_three: HubEnv) -> None:
+    """The chat lives long, and its /model pulls: each listing reads the cache folder afresh, none keeps it."""
+    registry = load_registry(settings().user_registry)
+    before = {row.name for row in catalog.list_all_models(registry) if row.downloaded}
+    for repo in ("late/Comer-GGUF", "Late/Other-GGUF"):
+        cache_of_three.server.add_repo(repo, _repo_files(repo.split("/")[1]))
+    hub.download_model("late/Comer-GGUF", quant="Q8_0", filename=None, quiet=True)
+    _another_tool_downloads(cache_of_three, "Late/Other-GGUF")
+    after = {row.name for row in catalog.list_all_models(registry) if row.downloaded}
+    assert after - before == {"late/Comer-GGUF:Q8_0", *(f"Late/Other-GGUF/Other-GGUF-{quant}.gguf" for quant in QUANTS)}
