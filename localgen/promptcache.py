@@ -136,7 +136,7 @@ class PromptCache:
         self.max_bytes = max_bytes
         self.min_new_tokens = min_new_tokens
         self.min_gain_tokens = min_gain_tokens
-        self._read: dict[tuple[str, int], tuple[Path, _Header] | None] = {}  # by name and inode: see _headers
+        self._read: dict[tuple[str, int, int, int], tuple[Path, _Header] | None] = {}  # by name and stat: _headers
 
     def _entry_path(self, tokens: Sequence[int]) -> Path:
         """The file name of the entry for these tokens."""
@@ -145,13 +145,14 @@ class PromptCache:
 
     def _headers(self) -> list[tuple[Path, _Header]]:
         """The readable entries of this identity, with their headers; those an earlier call read are not read again
-        while the same file (name and inode) is there: an entry is never written in place, only renamed into place
-        whole, and a name holds one identity's tokens (_entry_path). A run's lookup and its save scan once, and a
-        chat's next turn reads the new entries alone."""
+        while the same file (name, inode, size and modification time) is there: an entry is never written in place,
+        only renamed into place whole, and a name holds one identity's tokens (_entry_path). A run's lookup and its
+        save scan once, and a chat's next turn reads the new entries alone."""
         earlier, self._read = self._read, {}
         for entry in _entry_dir_entries(self.directory):
             with contextlib.suppress(OSError):
-                key = (entry.name, entry.inode())
+                status = entry.stat(follow_symlinks=False)
+                key = (entry.name, status.st_ino, status.st_size, status.st_mtime_ns)
                 known = key in earlier and not entry.is_symlink()  # (a link's own inode says nothing of its file)
                 self._read[key] = earlier[key] if known else self._header_of(Path(entry.path))
         return [found for found in self._read.values() if found is not None]
@@ -211,7 +212,7 @@ class PromptCache:
                 with contextlib.suppress(OSError):
                     os.utime(handle.fileno() if os.utime in os.supports_fd else path)  # mark as recently used
         except DamagedEntryError as exc:
-            log.debug("deleting damaged prompt cache entry %s: %s", path.name, exc)
+            log.debug("prompt cache entry %s is corrupt (%s); deleting it", path.name, exc)
             remove_found(path, status)
             self._forget(path)
             return None

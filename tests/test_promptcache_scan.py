@@ -72,3 +72,22 @@ def test_an_entry_damaged_in_place_after_a_scan_is_not_restored_and_is_deleted(t
         handle.write(data)
     assert chat.find([1, 2, 3, 4, 5]) is None
     assert not path.exists()
+
+
+def test_a_file_copied_over_an_entry_in_place_is_read_again(tmp_path: Path, headers_read: list[str]) -> None:
+    """`cp` over an entry keeps its inode: its size and time tell it from the file read before, so the entry's own
+    header is read again, where the header kept for that inode was trusted (and a save deleted the file as the
+    redundant prefix of a longer entry it never was)."""
+    import shutil
+
+    cache = _cache(tmp_path)
+    cache.store([1, 2, 3], b"first")
+    elsewhere = _cache(tmp_path / "other")
+    elsewhere.store([7, 8, 9, 10], b"another entry")
+    (copied,) = (tmp_path / "other").glob("*.lgpc")
+    entry = cache._entry_path([1, 2, 3])
+    inode = entry.stat().st_ino
+    headers_read.clear()
+    shutil.copyfile(copied, entry)  # in place: the same inode, another file's bytes
+    assert entry.stat().st_ino == inode
+    assert cache.find([7, 8, 9, 10, 11]) is not None and headers_read == [entry.name]
