@@ -97,7 +97,7 @@ class WordWrap:
               out: list[str]) -> None:
         """Take text[start:end], a run of one kind (_RUNS): at once where its kind allows, else a character at a
         time."""
-        if self._joined:  # the character after a zero-width joiner joins it, whatever it is
+        while self._joined and start < end:  # the character after a zero-width joiner joins it, whatever it is
             self._step(text[start], start in glued, width, out)
             start += 1
         if start == end:

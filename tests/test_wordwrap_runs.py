@@ -190,6 +190,7 @@ def fed(draw: st.DrawFn) -> tuple[list[str], list[int]]:
 @example(fed=(["abcd efgh\nabcd efghi\n  abcd\n     abcd\nab   \n   \nabcdefghi ab\n"], [9]), wide_breaks=True,
          keep_whole=False)
 @example(fed=(["ab cd  \n  x\n"], [0]), wide_breaks=True, keep_whole=False)
+@example(fed=(["ab\u200d", "\u200dcd efgh ij"], [4]), wide_breaks=True, keep_whole=False)  # a joiner ending one feed
 def test_runs_show_the_bytes_characters_did(fed: tuple[list[str], list[int]], wide_breaks: bool,
                                             keep_whole: bool) -> None:
     chunks, widths = fed
