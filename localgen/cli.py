@@ -103,6 +103,7 @@ def _root(
     from localgen.hub_errors import set_running_command
 
     set_running_command(ctx.invoked_subcommand)
+    ctx.call_on_close(lambda: set_running_command(None))  # a test's or script's next command in this process
     check_environment()
 
 

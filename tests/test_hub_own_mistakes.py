@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 from hub_server import HubEnv, make_gguf_bytes
 
-from localgen import hub, hub_errors, hub_range
+from localgen import hub, hub_range
 from localgen.cli import app
 from localgen.cli_exit import run_app
 from localgen.download_log import LineDisplay
@@ -21,12 +21,6 @@ from localgen.hub_errors import map_hub_error
 
 REPO = "org/mistake-GGUF"
 FILE = "m-Q8_0.gguf"
-
-
-@pytest.fixture(autouse=True)
-def _no_command_left_running(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The command each pull records for its hints (pull: "run the command again") is forgotten after the test."""
-    monkeypatch.setattr(hub_errors, "_running_command", None)
 
 
 def _serve(hubenv: HubEnv) -> None:
@@ -118,7 +112,8 @@ def test_a_listing_huggingface_hub_cannot_read_stays_a_hub_error(hubenv: HubEnv,
 
 @pytest.mark.parametrize(("sha", "shown"), [
     (5, "5"), (["0" * 40], f"['{'0' * 40}']"), ("not-a-commit", "'not-a-commit'"), ("f" * 100, repr("f" * 60)),
-], ids=["number", "list", "word", "long"])
+    (0, "0"), ([], "[]"), ("", "''"), (["0" * 40] * 3, repr(["0" * 40] * 3)[:79] + "…"),
+], ids=["number", "list", "word", "long", "zero", "empty-list", "empty", "long-list"])
 def test_a_listing_whose_commit_id_is_no_commit_id_is_refused_as_the_server_s(
         hubenv: HubEnv, capfd: pytest.CaptureFixture[str], sha: object, shown: str) -> None:
     """A commit id that is no string ("sha": 5) said: internal error: TypeError: expected string or bytes-like object,
