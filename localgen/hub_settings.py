@@ -14,20 +14,27 @@ from localgen.hub_address import endpoint_error
 # may have exported, printed three lines of one at every command); every module that imports it imports this first
 warnings.filterwarnings("ignore", category=FutureWarning, module=r"huggingface_hub(\.|$)")
 
-_resolved_cache_dirs: dict[tuple[str, str | None], Path] = {}  # (HF_HUB_CACHE expanded, the folder it is relative to)
+_resolved_cache_dirs: dict[tuple[str, str | None], tuple[Path, tuple[int, int]]] = {}  # (HF_HUB_CACHE expanded,
+# the folder it is relative to): the folder resolved, and its device and inode then
 
 
 def hub_cache_dir() -> Path:
     """The Hugging Face hub cache directory (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/...), resolved once for each
-    setting (a listing asks for it for every repo; a setting changed in the process, or another working folder for a
-    relative one, is resolved afresh), once the folder is there."""
+    setting while the folder it names is the same one (a listing asks for it for every repo; a setting changed in the
+    process, another working folder for a relative one, or a link pointed elsewhere is resolved afresh)."""
     given = Path(_hf_constants().HF_HUB_CACHE).expanduser()
     key = (str(given), None if given.is_absolute() else os.getcwd())
-    found = _resolved_cache_dirs.get(key)
-    if found is None:
-        found = given.resolve()
-        if found.is_dir():  # a folder made later, perhaps through a link, is resolved then
-            _resolved_cache_dirs[key] = found
+    try:
+        status = given.stat()  # one stat: a link pointed elsewhere since is another folder
+    except OSError:
+        return given.resolve()  # not there (yet): resolved each time until it is
+    identity = (status.st_dev, status.st_ino)
+    known = _resolved_cache_dirs.get(key)
+    if known is not None and known[1] == identity:
+        return known[0]
+    found = given.resolve()
+    if found.is_dir():
+        _resolved_cache_dirs[key] = (found, identity)
     return found
 
 

@@ -83,6 +83,9 @@ def test_the_cache_folder_is_resolved_once_for_each_setting(tmp_path: Path, monk
     later.parent.mkdir()
     later.symlink_to(first)
     assert hub_cache.hub_cache_dir() == first, "made since, as a link"
+    later.unlink()
+    later.symlink_to(second)
+    assert hub_cache.hub_cache_dir() == second, "the link pointed elsewhere since"
 
 
 def test_a_listing_reads_the_cache_folder_once(cache_of_three: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
