@@ -47,6 +47,7 @@ from localgen.hub_resume import Fetched, PartClaim, fetch_blob, resumable
 from localgen.hub_types import HubFile, HubListing, HubModel
 from localgen.hub_verify import Pin, check_pin, check_pinned_file, check_shards_agree, verify_download
 from localgen.references import check_safe_filename
+from localgen.text_cut import short_repr
 from localgen.units import binary_size
 
 if TYPE_CHECKING:
@@ -177,9 +178,10 @@ def _request_listing(repo: str) -> HubListing:
     hub_id = str(getattr(info, "id", None) or "")
     if hub_id.lower() == repo.lower() and not (hub_cache_dir() / repo_folder(repo)).is_dir():
         repo = hub_id  # a first download is kept (and named) as the Hub spells the repo, however it was typed
-    revision = getattr(info, "sha", None) or "main"
+    revision = getattr(info, "sha", None)
+    revision = "main" if revision is None else revision  # a listing without one: the branch's files
     if revision != "main" and not (isinstance(revision, str) and _COMMIT.fullmatch(revision)):
-        shown = repr(revision[:60] if isinstance(revision, str) else revision)[:80]  # a number, a list: as it came
+        shown = repr(revision[:60]) if isinstance(revision, str) else short_repr(revision)  # a number, a list
         raise HubError(f"the Hub returned an invalid commit id for {repo}: {shown}",
                        hint=f"check HF_ENDPOINT ({hub_endpoint()})")
     files = [_hub_file(repo, s) for s in (getattr(info, "siblings", None) or [])
@@ -440,3 +442,4 @@ def _part_kept(kept: int, size: int, joiner: str) -> str:
     if kept == size:
         return f"all {binary_size(kept)} were received and are kept{joiner}the next pull checks them, with no download"
     return f"the {binary_size(kept)} received are kept{joiner}the next pull resumes from there"
+

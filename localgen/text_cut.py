@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import unicodedata
 
+MARKS_COUNTED_APART = 64  # distinct marks in a text up to which each is counted by its own scan (str.count)
+
 
 def _joins_previous(char: str) -> bool:
     """Whether a code point is drawn with the one before it: a mark of any kind (Unicode category M: accents, vowel
@@ -17,7 +19,11 @@ def character_count(text: str) -> int:
     one of its own); each code point text holds is looked up once, however often it is there."""
     if text.isascii():
         return len(text)
-    joined = sum(text.count(char) for char in set(text) if _joins_previous(char))
+    marks = [char for char in set(text) if _joins_previous(char)]
+    if len(marks) > MARKS_COUNTED_APART:  # a scan of text for each would cost more than one pass
+        joined = sum(1 for char in text if _joins_previous(char))
+    else:
+        joined = sum(text.count(char) for char in marks)
     return len(text) - joined + int(_joins_previous(text[0]))
 
 
@@ -40,3 +46,9 @@ def one_line(text: str, count: int) -> str:
     """text on one line (each run of white space one space), cut with … past count characters."""
     line = " ".join(text.split())
     return line if character_count(line) <= count else cut_characters(line, count - 1).rstrip() + "…"
+
+
+def short_repr(value: object, most: int = 80) -> str:
+    """A value as Python writes it, cut with … past most characters."""
+    text = repr(value)
+    return text if len(text) <= most else text[:most - 1] + "…"
