@@ -96,7 +96,9 @@ class Repl:
         self._view: AnswerView | None = None  # the answer being shown, if any
         self._prefill_status: console.PrefillStatus | None = None  # the long prompt's progress line, if any
         self._prompt = PromptSession(
-            output=prompt_output(),  # a redraw waits on a held terminal a bounded time once a signal ends the chat
+            # a redraw waits on a held terminal a bounded time once a signal ends the chat; on a dumb terminal, no
+            # output: prompt_toolkit's plain prompt, on chat_terminal()'s output through the same bounded writes
+            output=prompt_output(),
             history=self._history,
             completer=SlashCompleter(self._offline) if self._escapes else None,
             complete_while_typing=False,

@@ -45,11 +45,29 @@ class PromptWrites(WholeWrites):
         return super().__getattr__(name)
 
 
-def prompt_output() -> Output:
-    """prompt_toolkit's output for the chat's prompt: stdout, through PromptWrites. On a terminal that shows escape
-    sequences as text (TERM=dumb: Emacs' shell), plain text: prompt_toolkit's prompt for such terminals is plain,
-    but setting it up shows the cursor with escape sequences."""
+def prompt_output() -> Output | None:
+    """prompt_toolkit's output for the chat's prompt: stdout, through PromptWrites. None on a terminal that shows
+    escape sequences as text (TERM=dumb: Emacs' shell): prompt_toolkit draws its plain prompt for such terminals
+    only for a session given no output, on the output plain_prompts_on_a_dumb_terminal() sets."""
+    if console.shows_escapes_as_text(sys.stdout):
+        return None
     from prompt_toolkit.output import create_output
+
+    return create_output(stdout=cast(TextIO, PromptWrites(sys.stdout)))
+
+
+@contextlib.contextmanager
+def plain_prompts_on_a_dumb_terminal() -> Iterator[None]:
+    """On a terminal that shows escape sequences as text (TERM=dumb: Emacs' shell), prompt_toolkit's prompts write
+    plain text, through PromptWrites: its prompt for such terminals is plain, but setting it up shows the cursor
+    with escape sequences.
+
+    prompt_toolkit is imported here, not with this module: the chat turns echo off before it is loaded.
+    """
+    if not console.shows_escapes_as_text(sys.stdout):
+        yield
+        return
+    from prompt_toolkit.application import create_app_session
     from prompt_toolkit.output.vt100 import Vt100_Output
 
     class PlainTextOutput(Vt100_Output):
@@ -59,10 +77,8 @@ def prompt_output() -> Output:
         def write_raw(self, data: str) -> None:
             """Leave out an escape sequence (prompt_toolkit writes text with write())."""
 
-    stream = cast(TextIO, PromptWrites(sys.stdout))
-    if console.shows_escapes_as_text(sys.stdout):
-        return PlainTextOutput.from_pty(stream, term="dumb")
-    return create_output(stdout=stream)
+    with create_app_session(output=PlainTextOutput.from_pty(cast(TextIO, PromptWrites(sys.stdout)), term="dumb")):
+        yield
 
 
 @contextlib.contextmanager
@@ -94,7 +110,7 @@ def chat_terminal(before_suspend: Callable[[], None]) -> Iterator[None]:
     """The terminal for a whole chat, its model load included: keys typed ahead wait unechoed for the prompt
     (Ctrl-D too), and the modes found at start come back at the end, however it ends (main() turns SIGTERM and
     SIGHUP into SignalExit)."""
-    with terminal_modes_kept(), keys_not_echoed(before_suspend=before_suspend):
+    with terminal_modes_kept(), keys_not_echoed(before_suspend=before_suspend), plain_prompts_on_a_dumb_terminal():
         yield
 
 
