@@ -14,6 +14,7 @@ from prompt_toolkit.key_binding.bindings.mouse import load_mouse_bindings
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.search import SearchDirection, accept_search, start_search, stop_search
 
+from localgen.output_writes import end_writes_on
 from localgen.repl_editor import MessageEditor
 from localgen.repl_input import block_is_open, command_block_is_open, parse_command
 from localgen.signals import SignalExit
@@ -135,8 +136,10 @@ def key_bindings(paste: PasteMark, editor: MessageEditor) -> KeyBindings:
     @bindings.add("c-\\")
     def _quit(event: KeyPressEvent) -> None:
         """Ctrl-\\, which the prompt reads as a key, ends the chat as its SIGQUIT does elsewhere (its conversation
-        saved)."""
+        saved), its writes to a terminal that stopped reading waiting a bounded time, the prompt's closing redraw's
+        too."""
         if event.app.future is not None and not event.app.future.done():
+            end_writes_on(signal.SIGQUIT)
             event.app.exit(exception=SignalExit(signal.SIGQUIT), style="class:aborting")
 
     @bindings.add(Keys.BracketedPaste, filter=~is_searching)

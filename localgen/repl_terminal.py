@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 class PromptWrites(WholeWrites):
     """The stream prompt_toolkit draws the prompt on: its writes are write_whole's, so that once a signal ends the
-    chat, a redraw (the prompt's closing one) waits on a terminal held with Ctrl-S a bounded time, where
+    chat, a redraw (the prompt's closing one) waits on a terminal that stopped reading a bounded time, where
     prompt_toolkit's own writes waited for ever. Characters the terminal cannot show are replaced, as
     prompt_toolkit replaces them."""
 
@@ -245,8 +245,8 @@ def signals_end_the_prompt(app: Application[Any]) -> Iterator[None]:
     loading the input history at each prompt, say), the exception would end only that task, with a traceback on the
     screen. Outside prompt-toolkit's event loop, they raise it at once, as before, and so does the same signal sent
     again (a prompt stuck in a task never takes the first); one that came too late for the prompt to take it is
-    raised as the prompt returns. From the first, writes to a terminal that takes no more (held with Ctrl-S) wait a
-    bounded time (end_writes_on): the prompt's own, through PromptWrites, and the chat's as it ends.
+    raised as the prompt returns. From the first, writes to a terminal that stopped reading wait a bounded time
+    (end_writes_on): the prompt's own, through PromptWrites, and the chat's as it ends.
     """
     held = DeferredSignals()
 

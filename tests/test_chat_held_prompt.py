@@ -1,5 +1,5 @@
-"""A chat sitting at its prompt whose terminal takes no more output (held with Ctrl-S, a terminal that stopped
-reading) as SIGTERM, SIGHUP or SIGQUIT ends it."""
+"""A chat sitting at its prompt whose terminal takes no more output (a terminal, or an ssh link, that stopped
+reading) as SIGTERM, SIGHUP, SIGQUIT or Ctrl-\\ ends it."""
 
 from __future__ import annotations
 
@@ -30,26 +30,29 @@ def _wait_until_writing(pid: int) -> None:
 
 
 @pytest.mark.serial  # timed against a signal (conftest: serial)
-@pytest.mark.parametrize(("signum", "code", "typed_while_held"),
+@pytest.mark.parametrize(("ending", "code", "typed_while_held"),
                          [(signal.SIGTERM, 143, ""), (signal.SIGHUP, 129, ""), (signal.SIGQUIT, 131, ""),
-                          (signal.SIGTERM, 143, "more")],
-                         ids=["SIGTERM", "SIGHUP", "SIGQUIT", "SIGTERM-mid-redraw"])
-def test_a_signal_ends_a_chat_held_at_its_prompt_with_the_conversation_kept(
-        tmp_path: Path, signum: int, code: int, typed_while_held: str) -> None:
-    """One SIGTERM, SIGHUP or SIGQUIT (kill -QUIT) ends a chat at its prompt whose terminal is held, its conversation
-    kept, where the prompt's closing redraw waited on the terminal for ever; and so it does where a key typed
-    meanwhile has a redraw of the prompt waiting on the terminal as the signal comes."""
+                          (signal.SIGTERM, 143, "more"), ("\x1c", 131, "")],
+                         ids=["SIGTERM", "SIGHUP", "SIGQUIT", "SIGTERM-mid-redraw", "Ctrl-backslash"])
+def test_a_signal_or_ctrl_backslash_ends_a_chat_held_at_its_prompt_with_the_conversation_kept(
+        tmp_path: Path, ending: int | str, code: int, typed_while_held: str) -> None:
+    """One SIGTERM, SIGHUP or SIGQUIT (kill -QUIT), or Ctrl-\\ typed, ends a chat at its prompt whose terminal has
+    stopped reading, its conversation kept, where the prompt's closing redraw waited on the terminal for ever; and
+    so does a signal where a key typed meanwhile has a redraw of the prompt waiting on the terminal as it comes."""
     chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "5")
     chat.ask("Say hi.")
     chat.child.send("half typed")
     chat.wait_for_screen(lambda screen: screen.endswith("half typed") or "half typed\x1b" in screen)
     terminal = os.open(f"/proc/{chat.child.pid}/fd/1", os.O_WRONLY | os.O_NOCTTY)
     try:
-        termios.tcflow(terminal, termios.TCOOFF)  # as Ctrl-S holds it: the prompt's next write waits
+        termios.tcflow(terminal, termios.TCOOFF)  # the terminal reads no more: the prompt's next write waits
         if typed_while_held:
             chat.child.send(typed_while_held)
             _wait_until_writing(chat.child.pid)  # the keys read, their redraw waits on the terminal
-        chat.child.kill(signum)
+        if isinstance(ending, str):
+            chat.child.send(ending)  # a key the prompt reads, its terminal held or not
+        else:
+            chat.child.kill(ending)
         deadline = time.monotonic() + 30  # the bound is 2 s: a chat still running long after it waits for ever
         while chat.child.isalive() and time.monotonic() < deadline:
             time.sleep(0.1)
