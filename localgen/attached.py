@@ -26,6 +26,11 @@ class AttachedText(str):
         return attached
 
 
+class TypedText(str):
+    """Stdin read as the prompt (`run -`): composed after the files as an attachment is, but recorded as what was
+    typed, not as a file attached."""
+
+
 def prompt_parts(files: Sequence[InputFile], *, system: bool, stdin: bool = False, prompt: bool = False) -> str:
     """The texts a prompt is made of, as an error that refuses them names them after the tokens they take: the -f
     files ("-f -" for stdin among them; a chat's /file ones as /file FILE), piped stdin, the prompt and the system
@@ -58,7 +63,11 @@ def attached_files(attachments: Sequence[str]) -> tuple[Attachment, ...]:
 
 def question_turn(typed: str, attachments: Sequence[str]) -> Turn:
     """The exchange a message starts, its answer to come: the attachments and what was typed after them composed
-    (chat.compose_user_message), the files that add text named with their sizes, and what was typed kept apart,
-    where it had some (a chat's, run --conversation's and a plain run's alike)."""
-    return Turn(user=compose_user_message(typed, attachments), attached=attached_files(attachments),
-                typed=typed.strip() if attachments else None)
+    (chat.compose_user_message), the files that add text named with their sizes, and what was typed (stdin read as
+    the prompt too: TypedText) kept apart, where there were files (a chat's, run --conversation's and a plain
+    run's alike)."""
+    files = [text for text in attachments if not isinstance(text, TypedText)]
+    said = "\n\n".join(part.strip() for part in [*(text for text in attachments if isinstance(text, TypedText)), typed]
+                    if part.strip())
+    return Turn(user=compose_user_message(typed, attachments), attached=attached_files(files),
+                typed=said if files else None)

@@ -55,3 +55,42 @@ def test_a_plain_run_without_files_keeps_its_exchange_as_before() -> None:
     turn = json.loads(last_run_path().read_text())["turns"][0]
     assert turn["user"] == "Hi there" and "attached" not in turn and "typed" not in turn
     assert _first_message_once_continued() == "Hi there"
+
+
+def test_a_prompt_read_from_stdin_is_kept_as_typed_not_attached() -> None:
+    """`echo Summarize | run -`: stdin is the prompt, kept as the message itself, where it was attached as (text)
+    with nothing typed, and listed as [(text)]."""
+    ran = run_localgen("run", "-", *SHORT, stdin=b"Summarize\n")
+    assert ran.returncode == 0, ran.err
+    turn = json.loads(last_run_path().read_text())["turns"][0]
+    assert turn["user"] == "Summarize" and "attached" not in turn and "typed" not in turn, turn
+    assert _first_message_once_continued() == "Summarize"
+
+
+def test_a_prompt_read_from_stdin_after_a_file_is_what_was_typed(tmp_path: Path) -> None:
+    """`run -f doc.txt -`: the file is attached, stdin's prompt typed, where both were attached and nothing typed."""
+    document = tmp_path / "doc.txt"
+    document.write_text(DOCUMENT)
+    ran = run_localgen("run", "-f", str(document), "-", *SHORT, stdin=b"Summarize\n")
+    assert ran.returncode == 0, ran.err
+    turn = json.loads(last_run_path().read_text())["turns"][0]
+    assert turn["user"] == f"{DOCUMENT.strip()}\n\nSummarize", "the model saw the file, then the prompt"
+    assert turn["attached"] == [{"name": str(document), "characters": len(DOCUMENT)}], turn
+    assert turn["typed"] == "Summarize"
+    assert _first_message_once_continued() == "[doc.txt] Summarize"
+
+
+@pytest.mark.parametrize("file", [False, True], ids=["stdin-alone", "after-a-file"])
+def test_run_conversation_keeps_a_prompt_read_from_stdin_as_typed(tmp_path: Path, home: Path, file: bool) -> None:
+    """`run --conversation notes -` keeps stdin's prompt as typed, as a plain run does, where it was attached."""
+    document = tmp_path / "doc.txt"
+    document.write_text(DOCUMENT)
+    files = ("-f", str(document)) if file else ()
+    ran = run_localgen("run", "--conversation", "notes", *files, "-", *SHORT, stdin=b"Summarize\n")
+    assert ran.returncode == 0, ran.err
+    turn = json.loads((home / "data" / "conversations" / "notes.json").read_text())["turns"][0]
+    if file:
+        assert turn["attached"] == [{"name": str(document), "characters": len(DOCUMENT)}], turn
+        assert turn["typed"] == "Summarize"
+    else:
+        assert turn["user"] == "Summarize" and "attached" not in turn and "typed" not in turn, turn
