@@ -47,11 +47,14 @@ class PromptWrites(WholeWrites):
 
 def prompt_output() -> Output | None:
     """prompt_toolkit's output for the chat's prompt: stdout, through PromptWrites. None on a terminal that shows
-    escape sequences as text (TERM=dumb: Emacs' shell): prompt_toolkit draws its plain prompt for such terminals
-    only for a session given no output, on the output plain_prompts_on_a_dumb_terminal() sets."""
-    if console.shows_escapes_as_text(sys.stdout):
-        return None
+    escape sequences as text (TERM=dumb: Emacs' shell) or that prompt_toolkit takes for dumb (TERM=unknown too): it
+    draws its plain prompt for such terminals only for a session given no output, on the output
+    plain_prompts_on_a_dumb_terminal() sets (TERM=dumb's; TERM=unknown's its own)."""
     from prompt_toolkit.output import create_output
+    from prompt_toolkit.utils import is_dumb_terminal
+
+    if console.shows_escapes_as_text(sys.stdout) or is_dumb_terminal():  # prompt_toolkit's own rule: TERM=unknown too
+        return None
 
     return create_output(stdout=cast(TextIO, PromptWrites(sys.stdout)))
 
