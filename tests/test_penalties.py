@@ -41,16 +41,16 @@ def _logits(rng: random.Random) -> list[float]:
 
 
 def _llama_cpp_penalized(logits: list[float], history: list[int], last_n: int, repeat: float, frequency: float,
-                         presence: float) -> list[float]:
-    """What llama.cpp's own penalties sampler makes of the logits after accepting history."""
-    sampler = lc.llama_sampler_init_penalties(VOCAB, last_n, repeat, frequency, presence)
+                         presence: float, *, vocab: int = VOCAB) -> list[float]:
+    """What llama.cpp's own penalties sampler makes of the logits (vocab of them) after accepting history."""
+    sampler = lc.llama_sampler_init_penalties(vocab, last_n, repeat, frequency, presence)
     try:
         for token in history:
             lc.llama_sampler_accept(sampler, token)
-        data = (lc.llama_token_data * VOCAB)(*(lc.llama_token_data(i, v, 0.0) for i, v in enumerate(logits)))
-        array = lc.llama_token_data_array(data, VOCAB, -1, False)
+        data = (lc.llama_token_data * vocab)(*(lc.llama_token_data(i, v, 0.0) for i, v in enumerate(logits)))
+        array = lc.llama_token_data_array(data, vocab, -1, False)
         lc.llama_sampler_apply(sampler, ctypes.byref(array))
-        return [data[i].logit for i in range(VOCAB)]
+        return [data[i].logit for i in range(vocab)]
     finally:
         lc.llama_sampler_free(sampler)
 

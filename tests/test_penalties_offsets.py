@@ -9,8 +9,8 @@ import struct
 
 import pytest
 
-from localgen.engine import lc
 from localgen.engine.sampling import RepetitionPenalties
+from tests.test_penalties import _llama_cpp_penalized
 
 VOCAB = 300
 
@@ -25,21 +25,6 @@ def _formula(logit: float, count: int, repeat: float, frequency: float, presence
     repeat, frequency, presence = _f32(repeat), _f32(frequency), _f32(presence)
     value = _f32(logit * repeat if logit <= 0 else logit / repeat)
     return _f32(value - _f32(_f32(count * frequency) + presence))
-
-
-def _native(logits: list[float], history: list[int], last_n: int, repeat: float, frequency: float,
-            presence: float) -> list[float]:
-    """What llama.cpp's own penalties sampler makes of the logits after accepting history."""
-    sampler = lc.llama_sampler_init_penalties(VOCAB, last_n, repeat, frequency, presence)
-    try:
-        for token in history:
-            lc.llama_sampler_accept(sampler, token)
-        data = (lc.llama_token_data * VOCAB)(*(lc.llama_token_data(i, v, 0.0) for i, v in enumerate(logits)))
-        array = lc.llama_token_data_array(data, VOCAB, -1, False)
-        lc.llama_sampler_apply(sampler, ctypes.byref(array))
-        return [data[i].logit for i in range(VOCAB)]
-    finally:
-        lc.llama_sampler_free(sampler)
 
 
 def _setting(rng: random.Random) -> tuple[int, float, float, float]:
@@ -71,5 +56,6 @@ def test_penalties_kept_per_count_equal_the_formula_and_llama_cpp_call_after_cal
                     for t, v in enumerate(logits)]
         got = [struct.pack("<f", v) for v in native]
         assert got == [struct.pack("<f", v) for v in expected], (last_n, repeat, frequency, presence)
-        assert got == [struct.pack("<f", v) for v in _native(logits, history, last_n, repeat, frequency, presence)]
+        by_llama_cpp = _llama_cpp_penalized(logits, history, last_n, repeat, frequency, presence, vocab=VOCAB)
+        assert got == [struct.pack("<f", v) for v in by_llama_cpp]
         assert sorted(saved) == sorted((t, logits[t]) for t in set(window))
