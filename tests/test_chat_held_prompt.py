@@ -3,10 +3,8 @@ reading) as SIGTERM, SIGHUP, SIGQUIT or Ctrl-\\ ends it."""
 
 from __future__ import annotations
 
-import os
 import platform
 import signal
-import termios
 import time
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import pexpect
 import pytest
 
 from tests.test_repl import Chat
+from tests.test_repl_held_terminal import ended_while_held
 
 WRITE_SYSCALLS = {"x86_64": 1, "aarch64": 64}  # write(2)'s number, as /proc/PID/syscall gives it
 
@@ -43,9 +42,9 @@ def test_a_signal_or_ctrl_backslash_ends_a_chat_held_at_its_prompt_with_the_conv
     chat.ask("Say hi.")
     chat.child.send("half typed")
     chat.wait_for_screen(lambda screen: screen.endswith("half typed") or "half typed\x1b" in screen)
-    terminal = os.open(f"/proc/{chat.child.pid}/fd/1", os.O_WRONLY | os.O_NOCTTY)
-    try:
-        termios.tcflow(terminal, termios.TCOOFF)  # the terminal reads no more: the prompt's next write waits
+
+    def end() -> None:
+        """With the terminal held (the prompt's next write waits), type keys first where asked, then end the chat."""
         if typed_while_held:
             chat.child.send(typed_while_held)
             _wait_until_writing(chat.child.pid)  # the keys read, their redraw waits on the terminal
@@ -53,13 +52,8 @@ def test_a_signal_or_ctrl_backslash_ends_a_chat_held_at_its_prompt_with_the_conv
             chat.child.send(ending)  # a key the prompt reads, its terminal held or not
         else:
             chat.child.kill(ending)
-        deadline = time.monotonic() + 30  # the bound is 2 s: a chat still running long after it waits for ever
-        while chat.child.isalive() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        ended = not chat.child.isalive()
-    finally:
-        termios.tcflow(terminal, termios.TCOON)
-        os.close(terminal)
+
+    ended = ended_while_held(chat, end)
     chat.child.expect(pexpect.EOF, timeout=30)
     chat.child.close()
     assert ended, "the chat waited on its held terminal"
