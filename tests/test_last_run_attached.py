@@ -12,8 +12,22 @@ from localgen.last_run import last_run_path
 from tests.conftest import run_localgen
 
 pytestmark = pytest.mark.usefixtures("home")  # every test in a localgen home of its own (conftest)
-DOCUMENT = "The quarterly report says revenue grew by ten percent.\n" * 40
+DOCUMENT = "The quarterly report says revenue grew by ten percent.\n" * 4  # 44 tokens: a prefill of milliseconds
 SHORT = ("-n", "2", "--temperature", "0", "--seed", "1")
+
+
+def _kept_turn(*args: str, stdin: bytes | None = None) -> dict:
+    """Run `localgen run ARGS` (short and greedy) and give the exchange it kept as the last run."""
+    ran = run_localgen("run", *args, *SHORT, stdin=stdin)
+    assert ran.returncode == 0, ran.err
+    return json.loads(last_run_path().read_text())["turns"][0]
+
+
+def _document(folder: Path) -> Path:
+    """A file holding DOCUMENT, in folder."""
+    document = folder / "doc.txt"
+    document.write_text(DOCUMENT)
+    return document
 
 
 def _first_message_once_continued() -> str:
@@ -28,11 +42,8 @@ def _first_message_once_continued() -> str:
 def test_a_plain_run_with_a_file_names_it_in_the_exchange_it_keeps(tmp_path: Path) -> None:
     """run -f doc.txt "Summarize", then --continue: the listing showed the document's first words, where a chat's or
     run --conversation's turn names the file."""
-    document = tmp_path / "doc.txt"
-    document.write_text(DOCUMENT)
-    ran = run_localgen("run", "-f", str(document), "Summarize", *SHORT)
-    assert ran.returncode == 0, ran.err
-    turn = json.loads(last_run_path().read_text())["turns"][0]
+    document = _document(tmp_path)
+    turn = _kept_turn("-f", str(document), "Summarize")
     assert turn["user"] == f"{DOCUMENT.strip()}\n\nSummarize", "the model saw the file, then the prompt"
     assert turn["attached"] == [{"name": str(document), "characters": len(DOCUMENT)}], turn
     assert turn["typed"] == "Summarize"
@@ -41,18 +52,14 @@ def test_a_plain_run_with_a_file_names_it_in_the_exchange_it_keeps(tmp_path: Pat
 
 def test_a_plain_run_with_piped_text_names_it_as_run_conversation_does() -> None:
     """Text piped to a plain run is named (text) in its exchange, as in run --conversation's."""
-    ran = run_localgen("run", "Summarize", *SHORT, stdin=DOCUMENT.encode())
-    assert ran.returncode == 0, ran.err
-    turn = json.loads(last_run_path().read_text())["turns"][0]
+    turn = _kept_turn("Summarize", stdin=DOCUMENT.encode())
     assert turn["attached"] == [{"name": "(text)", "characters": len(DOCUMENT)}] and turn["typed"] == "Summarize"
     assert _first_message_once_continued() == "[(text)] Summarize"
 
 
 def test_a_plain_run_without_files_keeps_its_exchange_as_before() -> None:
     """A run with nothing attached records no attached files (its file reads as files saved before did)."""
-    ran = run_localgen("run", "Hi there", *SHORT)
-    assert ran.returncode == 0, ran.err
-    turn = json.loads(last_run_path().read_text())["turns"][0]
+    turn = _kept_turn("Hi there")
     assert turn["user"] == "Hi there" and "attached" not in turn and "typed" not in turn
     assert _first_message_once_continued() == "Hi there"
 
@@ -60,20 +67,15 @@ def test_a_plain_run_without_files_keeps_its_exchange_as_before() -> None:
 def test_a_prompt_read_from_stdin_is_kept_as_typed_not_attached() -> None:
     """`echo Summarize | run -`: stdin is the prompt, kept as the message itself, where it was attached as (text)
     with nothing typed, and listed as [(text)]."""
-    ran = run_localgen("run", "-", *SHORT, stdin=b"Summarize\n")
-    assert ran.returncode == 0, ran.err
-    turn = json.loads(last_run_path().read_text())["turns"][0]
+    turn = _kept_turn("-", stdin=b"Summarize\n")
     assert turn["user"] == "Summarize" and "attached" not in turn and "typed" not in turn, turn
     assert _first_message_once_continued() == "Summarize"
 
 
 def test_a_prompt_read_from_stdin_after_a_file_is_what_was_typed(tmp_path: Path) -> None:
     """`run -f doc.txt -`: the file is attached, stdin's prompt typed, where both were attached and nothing typed."""
-    document = tmp_path / "doc.txt"
-    document.write_text(DOCUMENT)
-    ran = run_localgen("run", "-f", str(document), "-", *SHORT, stdin=b"Summarize\n")
-    assert ran.returncode == 0, ran.err
-    turn = json.loads(last_run_path().read_text())["turns"][0]
+    document = _document(tmp_path)
+    turn = _kept_turn("-f", str(document), "-", stdin=b"Summarize\n")
     assert turn["user"] == f"{DOCUMENT.strip()}\n\nSummarize", "the model saw the file, then the prompt"
     assert turn["attached"] == [{"name": str(document), "characters": len(DOCUMENT)}], turn
     assert turn["typed"] == "Summarize"
@@ -83,8 +85,7 @@ def test_a_prompt_read_from_stdin_after_a_file_is_what_was_typed(tmp_path: Path)
 @pytest.mark.parametrize("file", [False, True], ids=["stdin-alone", "after-a-file"])
 def test_run_conversation_keeps_a_prompt_read_from_stdin_as_typed(tmp_path: Path, home: Path, file: bool) -> None:
     """`run --conversation notes -` keeps stdin's prompt as typed, as a plain run does, where it was attached."""
-    document = tmp_path / "doc.txt"
-    document.write_text(DOCUMENT)
+    document = _document(tmp_path)
     files = ("-f", str(document)) if file else ()
     ran = run_localgen("run", "--conversation", "notes", *files, "-", *SHORT, stdin=b"Summarize\n")
     assert ran.returncode == 0, ran.err
