@@ -55,7 +55,6 @@ def prompt_output() -> Output | None:
 
     if console.shows_escapes_as_text(sys.stdout) or is_dumb_terminal():  # prompt_toolkit's own rule: TERM=unknown too
         return None
-
     return create_output(stdout=cast(TextIO, PromptWrites(sys.stdout)))
 
 
