@@ -28,10 +28,8 @@ from localgen.hub_cache import (
     blobs_dir,
     cached_model,
     cached_spelling,
-    check_endpoint,
     download_running,
     hub_cache_dir,
-    hub_endpoint,
     listed_blobs,
     orphaned_partials,
     partial_size,
@@ -44,6 +42,7 @@ from localgen.hub_entry_data import linked_file, linked_file_named, model_blobs,
 from localgen.hub_errors import map_hub_error, offline_error, timed_out
 from localgen.hub_logs import HubLogNote, quiet_hub_logs
 from localgen.hub_resume import Fetched, PartClaim, fetch_blob, resumable
+from localgen.hub_settings import check_endpoint, hub_endpoint
 from localgen.hub_types import HubFile, HubListing, HubModel
 from localgen.hub_verify import Pin, check_pin, check_pinned_file, check_shards_agree, verify_download
 from localgen.references import check_safe_filename

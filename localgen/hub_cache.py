@@ -25,9 +25,7 @@ from localgen.config import settings
 from localgen.errors import LocalgenError
 from localgen.file_locks import HAS_FLOCK, try_flock
 from localgen.hub_choice import carries_tag, choose_model, is_auxiliary_name, pick_order, quant_of, shard_of
-from localgen.hub_settings import check_endpoint as check_endpoint  # (imported from here too)
 from localgen.hub_settings import hub_cache_dir
-from localgen.hub_settings import hub_endpoint as hub_endpoint
 from localgen.hub_types import HubFile, HubListing, lookalike_note
 from localgen.references import check_safe_filename
 from localgen.storage import atomic_write_text

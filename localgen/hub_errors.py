@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from localgen.config import OFFLINE_ENVS, settings
 from localgen.errors import DISK_FULL_ERRNOS, HubError, LocalgenError
-from localgen.hub_cache import hub_cache_dir, hub_endpoint
+from localgen.hub_settings import hub_cache_dir, hub_endpoint
 from localgen.hub_slips import with_known_repo
 from localgen.hub_types import NotInRepoError, RepoNotFoundError
 from localgen.storage import unwritable_hint

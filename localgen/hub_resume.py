@@ -21,10 +21,10 @@ from localgen.hub_cache import (
     blob_of,
     blobs_dir,
     hub_cache_dir,
-    hub_endpoint,
     partial_path,
     pointer_path,
 )
+from localgen.hub_settings import hub_endpoint
 from localgen.hub_verify import ChecksumMismatch, check_checksum
 from localgen.storage import fsync_file, fsync_folder
 from localgen.units import binary_size

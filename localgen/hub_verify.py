@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 
 from localgen import console
 from localgen.errors import GGUFError, HubError, LocalgenError
-from localgen.hub_cache import hub_endpoint, record_sha256
+from localgen.hub_cache import record_sha256
 from localgen.hub_entry_data import discard_cached_file, linked_file_named
+from localgen.hub_settings import hub_endpoint
 from localgen.verify import (
     forget_verified,
     git_blob_id_and_sha256,

@@ -201,7 +201,7 @@ def naming_the_fitting_quant(refusal: InsufficientMemoryError, reference: str | 
     ending with the quant of its repo that fits here, from the Hub's headers of the smaller ones (size: the refused
     quant's files'); the refusal as it was where the Hub is offline or cannot be asked."""
     from localgen.hub import answers_within, is_offline, list_gguf_files, one_listing_per_repo, stall
-    from localgen.hub_cache import hub_endpoint
+    from localgen.hub_settings import hub_endpoint
     from localgen.quant_choice import model_target, quant_groups
 
     target = model_target(reference)

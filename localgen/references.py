@@ -145,7 +145,7 @@ def ollama_model(text: str) -> str | None:
 def _endpoint() -> str:
     """The Hub localgen downloads from (HF_ENDPOINT, a mirror, else huggingface.co), as huggingface_hub has it but for
     spaces around it (the Hub's refusal of those names them) and a slash at its end."""
-    from localgen.hub_cache import hub_endpoint  # here: only huggingface_hub.constants (~1 ms), no Hub client
+    from localgen.hub_settings import hub_endpoint  # here: only huggingface_hub.constants (~1 ms), no Hub client
 
     return hub_endpoint().strip().rstrip("/")
 

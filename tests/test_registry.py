@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from localgen.errors import ConfigError, GGUFError, ModelNotFoundError, UsageError
-from localgen.hub_cache import hub_endpoint
+from localgen.hub_settings import hub_endpoint
 from localgen.references import parse_reference, quant_of_filename
 from localgen.registry import load_registry, reads_as_a_model
 from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen, user_registry
