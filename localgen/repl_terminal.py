@@ -227,11 +227,13 @@ def stopped_until_continued(backgrounded: Callable[[], bool]) -> int | None:
 def end_after_suspend(signum: int) -> None:
     """End the chat for a signal held while it was stopped. At the prompt, Ctrl-Z runs in one of prompt-toolkit's
     tasks, where an exception raised would end only that task (and with the terminal gone, the chat would wait on
-    it for good): the prompt is made to raise SignalExit instead. Elsewhere the signal's own handler gets it."""
+    it for good): the prompt is made to raise SignalExit instead, its closing redraw and what the chat writes as it
+    ends waiting bounded (end_writes_on), as the signal's own handler makes them. Elsewhere that handler gets it."""
     from prompt_toolkit.application import get_app_or_none
 
     app = get_app_or_none()
     if app is not None and app.is_running and not app.is_done:
+        end_writes_on(signum)
         with contextlib.suppress(Exception):  # already ending
             app.exit(exception=SignalExit(signum))
             return

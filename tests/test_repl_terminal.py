@@ -114,3 +114,28 @@ def test_a_signal_another_thread_takes_after_the_continue_still_ends_a_stopped_c
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_a_signal_held_while_stopped_at_the_prompt_bounds_the_writes_as_the_prompt_ends(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A signal that came while the chat was stopped at its prompt ends the prompt from within prompt_toolkit's task;
+    the prompt's closing redraw and what the chat writes as it ends must wait bounded on a terminal that stopped
+    reading, as they do where the signal's own handler ends the prompt."""  # (unit: a stand-in for the running app)
+    import prompt_toolkit.application
+
+    from localgen import output_writes, repl_terminal
+    from localgen.signals import SignalExit
+
+    class RunningPrompt:
+        is_running, is_done = True, False
+        ended_with: BaseException | None = None
+
+        def exit(self, *, exception: BaseException) -> None:
+            self.ended_with = exception
+
+    prompt = RunningPrompt()
+    monkeypatch.setattr(prompt_toolkit.application, "get_app_or_none", lambda: prompt)
+    monkeypatch.setattr(output_writes, "_ending", None)
+    repl_terminal.end_after_suspend(signal.SIGHUP)
+    assert isinstance(prompt.ended_with, SignalExit) and prompt.ended_with.signum == signal.SIGHUP
+    assert output_writes._ending == signal.SIGHUP, "the prompt ended with its writes unbounded"
