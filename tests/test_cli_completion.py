@@ -85,8 +85,9 @@ def _typed_lines(shell: pexpect.spawn, prompt: str, partial: tuple[str, ...], sh
 def _zsh_or_fish_lines(shell_name: str, home: Path, *partial: str) -> list[str]:
     """The command lines a real zsh (with compinit, as a ~/.zshrc turns completion on) or fish in a pseudo-terminal
     shows after each partial line is typed and Tab pressed, localgen's completion script sourced as README says, in a
-    folder holding notes.txt; Ctrl-X prints the line and empties it (zsh completes inside a word, complete_in_word, as
-    many a ~/.zshrc has it, in emacs keys: Ctrl-B moves back)."""
+    folder holding notes.txt; a key prints the line and empties it, Ctrl-X in fish, Ctrl-O in zsh, where Ctrl-X starts
+    many a binding and each waited KEYTIMEOUT (0.4 s) for the next key (zsh completes inside a word, complete_in_word,
+    as many a ~/.zshrc has it, in emacs keys: Ctrl-B moves back)."""
     folder = _folder(home)
     prompt = f"{shell_name}-ready$ "
     if shell_name == "zsh":
@@ -94,7 +95,7 @@ def _zsh_or_fish_lines(shell_name: str, home: Path, *partial: str) -> list[str]:
             'bindkey -e; setopt complete_in_word; autoload -Uz compinit && compinit -u -d "$ZDOTDIR/zcompdump"; '
             'eval "$(_LOCALGEN_COMPLETE=zsh_source '
             """localgen)"; show() { print -r -- $'\\n'"LINE[$BUFFER]"; BUFFER=; zle accept-line }; zle -N show; """
-            "bindkey '^X' show")
+            "bindkey '^O' show")
     else:
         command, setup = ["fish", "--no-config", "-i"], (
             "function fish_prompt; echo -n 'fish-ready''$ '; end; bind \\cx 'echo; echo \"LINE[\"(commandline)\"]\"; "
@@ -106,7 +107,7 @@ def _zsh_or_fish_lines(shell_name: str, home: Path, *partial: str) -> list[str]:
         shell.expect_exact(prompt)
     shell.sendline(setup)
     shell.expect_exact(prompt)
-    return _typed_lines(shell, prompt, partial, "\x18")
+    return _typed_lines(shell, prompt, partial, "\x0f" if shell_name == "zsh" else "\x18")
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
