@@ -761,11 +761,11 @@ def test_unknown_command_and_bad_arguments_do_not_crash(chat: Chat) -> None:
 ])
 def test_file_attachment_goes_into_the_next_message(home: Path, tmp_path: Path, prefill_while_typing: bool) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10",
-                *([] if prefill_while_typing else ["--no-prefill-while-typing"]))
+                *([] if prefill_while_typing else ["--no-prefill-while-typing", "--batch-size", "64"]))
     doc = tmp_path / "note.txt"
-    lines = 20 if prefill_while_typing else 30  # computed ahead: three of its chunks (350 tokens)
+    lines = 10 if prefill_while_typing else 4  # computed ahead: one of its chunks and more (about 170 tokens)
     filler = "\n".join(f"Line {i}: nothing to see in the {i * 7 % 13}th crate." for i in range(lines))
-    doc.write_text(f"The secret code is 4711.\n{filler}\n")  # else over one 512-token prefill chunk (554 tokens)
+    doc.write_text(f"The secret code is 4711.\n{filler}\n")  # else over one 64-token prefill chunk (about 70 tokens)
     chat.command(f"/file {doc}", "attached")
     chat.child.sendline(f"/file {doc}")  # once is enough (the message may wrap inside a long path's line)
     chat.child.expect(r"is\s+attached\s+already")
@@ -781,10 +781,10 @@ def test_file_attachment_goes_into_the_next_message(home: Path, tmp_path: Path, 
     assert state["turns"][0]["user"].count("The secret code is 4711.") == 1
     _, cached, ahead = _stats(chat)
     if prefill_while_typing:
-        # at least one of its chunks, however busy the machine (the whole file takes about 3 s on an idle one)
+        # at least one of its chunks, however busy the machine (the whole file takes about 1 s on an idle one)
         assert cached >= ahead >= AHEAD_CHUNK, "the file went into the KV cache before the question was sent"
     else:
-        assert "reading the prompt: 512/" in chat.transcript.getvalue(), "a long prompt shows its progress"
+        assert "reading the prompt: 64/" in chat.transcript.getvalue(), "a long prompt shows its progress"
         assert cached == ahead == 0
     dropped = chat.command("/undo", "What is the secret code?'")
     assert "dropped: 'The secret code is 4711." in dropped, "a long message shows its start and its end"
@@ -951,16 +951,16 @@ def test_a_message_too_long_for_the_chat_s_context_is_helped_by_the_command_that
         home: Path) -> None:
     """In a chat, whose context is set as it starts, the help names the restart that takes a larger one (the exit
     note's --resume NAME, with -c), not --ctx-size, which a chat cannot change; its numbers are written alike."""
-    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "8", "--ctx-size", "256")
-    long = "Count these words: " + "word " * 300
-    said = " ".join(chat.command_words(long, "it is 256 now))").split())
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "8", "--ctx-size", "128")
+    long = "Count these words: " + "word " * 150
+    said = " ".join(chat.command_words(long, "it is 128 now))").split())
     assert "/exit, then `localgen chat -m smollm2-135m -c " in said, said  # not saved yet: a new chat of its model
     name = chat.ask("Say hi.")["name"]
-    said = " ".join(chat.command_words(long, "it is 256 now))").split())
+    said = " ".join(chat.command_words(long, "it is 128 now))").split())
     found = re.search(r"needs ([\d,]+) tokens .*; a context of ([\d,]+) or more: /exit, then `localgen chat --resume "
-                      r"(\S+) -c (\d+)` \(up to 8,192 for this model; it is 256 now\)\)", said)
+                      r"(\S+) -c (\d+)` \(up to 8,192 for this model; it is 128 now\)\)", said)
     assert found and found[3] == name and found[2] == f"{int(found[4]):,}" and "--ctx-size" not in said, said
-    assert int(found[4]) > int(found[1].replace(",", "")) > 256
+    assert int(found[4]) > int(found[1].replace(",", "")) > 128
     assert chat.quit() == 0
     resumed = Chat(home, "--resume", name, "-c", found[4], "--no-markdown", "-n", "8")
     assert resumed.ask(long)["turns"][-1]["user"] == long.strip()
@@ -1621,14 +1621,15 @@ def test_the_toolbar_counts_each_model_s_own_system_prompt_after_model_and_syste
 
 
 def test_after_ctrl_c_while_reading_the_prompt_the_toolbar_shows_the_conversation(home: Path, tmp_path: Path) -> None:
-    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10", "--no-prefill-while-typing", cpr=True)
-    doc = tmp_path / "long.txt"
-    doc.write_text("\n".join(f"Line {i}: the crate holds {i * 7 % 13} apples." for i in range(300)) + "\n")
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10", "--no-prefill-while-typing",
+                "--batch-size", "64", cpr=True)
+    doc = tmp_path / "long.txt"  # 800 tokens: Ctrl-C after the first chunk of 64 lands long before the last
+    doc.write_text("\n".join(f"Line {i}: the crate holds {i * 7 % 13} apples." for i in range(60)) + "\n")
     chat.command(f"/file {doc}", "attached")
     empty = _context_shown(chat.transcript.getvalue())
     assert "│ – tok/s │" in chat.transcript.getvalue(), "no answer yet: no speed to show"
     chat.child.sendline("What do the crates hold?")
-    chat.child.expect_exact("reading the prompt: 512/")
+    chat.child.expect_exact("reading the prompt: 64/")
     chat.child.sendintr()
     chat.child.expect_exact("[no answer")
     chat.sync()
