@@ -206,7 +206,7 @@ def test_load_says_the_conversation_asked_in_stays_saved_and_leaving_then_names_
 
 def test_undo_after_earlier_exchanges_left_the_context_brings_back_those_that_fit_again(tmp_path: Path) -> None:
     """The model saw the last exchange alone after /undo, where --resume of the same conversation sees all three."""
-    chat = Chat(tmp_path / "home", "-c", "300", "-n", "40", "--temperature", "0", "--no-markdown")
+    chat = Chat(tmp_path / "home", "-c", "200", "-n", "20", "--temperature", "0", "--no-markdown")
     try:
         for i in range(5):
             chat.child.sendline(f"Tell me fact number {i} about the sea.")
