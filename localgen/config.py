@@ -42,6 +42,9 @@ TRUE_VALUES = frozenset({"1", "true", "yes", "on"})
 FALSE_VALUES = frozenset({"", "0", "false", "no", "off"})
 OWN_FLAG_ENVS = ("LOCALGEN_OFFLINE", "LOCALGEN_DEBUG", "LOCALGEN_NO_LAST_RUN")
 AMX_ENV = "LOCALGEN_AMX"
+ENDING_WRITE_WAIT_ENV = "LOCALGEN_ENDING_WRITE_WAIT"  # seconds a write its reader keeps waiting may wait at the end
+DEFAULT_ENDING_WRITE_WAIT_S = 2.0  # once a signal ends the program: how long a write its reader keeps waiting waits
+MOST_ENDING_WRITE_WAIT_S = 3600.0
 # LOCALGEN_AMX's values: llama.cpp's AMX weight buffers without the probe (a build whose kernels crash crashes), never,
 # or where the probe finds they work (engine.amx); no yes or on, which would read as the safe choice and is not
 AMX_VALUES: dict[str, bool | None] = {"1": True, "0": False, "auto": None, "": None}
@@ -58,6 +61,21 @@ def _offline_envs() -> tuple[str, ...]:
     turns the network off again once that is unset."""
     stand_in = not os.environ.get("HF_HUB_OFFLINE") or _env_flag("HF_HUB_OFFLINE")
     return tuple(name for name in OFFLINE_ENVS if _env_flag(name) and (name != "TRANSFORMERS_OFFLINE" or stand_in))
+
+
+def _ending_write_wait(value: str) -> float | None:
+    """LOCALGEN_ENDING_WRITE_WAIT's seconds (unset or empty: the default); None for what is no such number."""
+    try:
+        seconds = float(value) if value.strip() else DEFAULT_ENDING_WRITE_WAIT_S
+    except ValueError:
+        return None
+    return seconds if 0 <= seconds <= MOST_ENDING_WRITE_WAIT_S else None
+
+
+def _ending_write_wait_or_default() -> float:
+    """LOCALGEN_ENDING_WRITE_WAIT's seconds, or the default where it is no such number (check_environment says so)."""
+    seconds = _ending_write_wait(os.environ.get(ENDING_WRITE_WAIT_ENV, ""))
+    return DEFAULT_ENDING_WRITE_WAIT_S if seconds is None else seconds
 
 
 def _amx_choice() -> bool | None:
@@ -168,6 +186,11 @@ def check_environment() -> None:
         raise ConfigError(f"{AMX_ENV}={amx} is none of its values: auto, 1 or 0",
                           hint=f"{AMX_ENV}=auto (or unset) uses Intel AMX where a probe finds it works with this "
                                "build, 1 without the probe (the kernels crash some builds), 0 never")
+    wait = os.environ.get(ENDING_WRITE_WAIT_ENV, "")
+    if _ending_write_wait(wait) is None:
+        raise ConfigError(f"{ENDING_WRITE_WAIT_ENV}={wait} is no number of seconds from 0 to "
+                          f"{MOST_ENDING_WRITE_WAIT_S:.0f}",
+                          hint=f"set {ENDING_WRITE_WAIT_ENV}=2 (the default), for example, or unset it")
     for name in FOLDER_ENVS:
         if os.environ.get(name) == "":
             del os.environ[name]
@@ -228,6 +251,7 @@ class Settings:
     amx: bool | None = None  # LOCALGEN_AMX: 1 uses llama.cpp's AMX weight buffers, 0 not; auto/unset: where they work
     no_last_run: bool = False  # LOCALGEN_NO_LAST_RUN: a plain run keeps no record for run --continue
     no_color: bool = False  # NO_COLOR set and not empty (no-color.org): no dim text on a terminal
+    ending_write_wait_s: float = DEFAULT_ENDING_WRITE_WAIT_S  # LOCALGEN_ENDING_WRITE_WAIT (checked as a command starts)
 
     @property
     def user_registry(self) -> Path:
@@ -270,6 +294,7 @@ def load_settings() -> Settings:
         amx=_amx_choice(),
         no_last_run=_env_flag("LOCALGEN_NO_LAST_RUN"),
         no_color=bool(os.environ.get("NO_COLOR")),
+        ending_write_wait_s=_ending_write_wait_or_default(),
     )
 
 

@@ -15,10 +15,9 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, TextIO
 
+from localgen.config import settings
 from localgen.errors import LocalgenError, os_reason
 from localgen.signals import SignalExit
-
-ENDING_WRITE_WAIT_S = 2.0  # once a signal ends the program: how long a write its reader keeps waiting still waits
 
 
 class WriteGivenUp(BrokenPipeError):
@@ -31,7 +30,7 @@ class WriteGivenUp(BrokenPipeError):
 
 
 _ending: int | None = None  # the signal ending the program, once it has come
-_wait_left = ENDING_WRITE_WAIT_S  # how long writes may still wait on their reader once it has come
+_wait_left = 0.0  # how long writes may still wait on their reader once it has come (set as it comes)
 _writing = False  # the main thread's write is under way (signal handlers run in that thread alone)
 _in_system_call = False  # the main thread's write is in os.write or its wait for the reader, where the timer may cut it
 _timed_since: float | None = None  # when the timer bounding that write was set going
@@ -61,9 +60,9 @@ def write_whole(stream: TextIO, text: str, *, on_written: Callable[[int], None] 
     -u`, PYTHONUNBUFFERED=1) drops the rest of a long text without a word, and a full pipe or terminal left
     non-blocking (by a Node.js parent, say) is waited on, as a blocking one is, where Python's buffered layer fails
     and its unbuffered one retries at full speed. Once a signal ends the program (end_writes_on), writes wait on
-    their reader ENDING_WRITE_WAIT_S in all at most (WriteGivenUp), counted while they wait: the file's flags, which
-    its other writers share, stay as they are. on_written, when given, is told how many bytes each write put. A
-    stream with no file (a test's) is written as it is."""
+    their reader LOCALGEN_ENDING_WRITE_WAIT's seconds (2 by default) in all at most (WriteGivenUp), counted while they
+    wait: the file's flags, which its other writers share, stay as they are. on_written, when given, is told how
+    many bytes each write put. A stream with no file (a test's) is written as it is."""
     try:
         fd = stream.fileno()
     except (OSError, ValueError, AttributeError):
@@ -170,10 +169,11 @@ def _file_end(stream: TextIO) -> int | None:
 
 def end_writes_on(signum: int) -> None:
     """A signal handler's part once the signal ends the program: a write its reader keeps waiting (a full pipe, a
-    terminal held with Ctrl-S) waits ENDING_WRITE_WAIT_S more at most, then fails (WriteGivenUp); what the reader
-    took stays as it is."""
-    global _ending
+    terminal held with Ctrl-S) waits LOCALGEN_ENDING_WRITE_WAIT's seconds (2 by default) more at most, then fails
+    (WriteGivenUp); what the reader took stays as it is."""
+    global _ending, _wait_left
     if _ending is None:
+        _wait_left = settings().ending_write_wait_s  # first: a write cut from here on waits no more than this
         _ending = signum
     if _writing:
         _start_timer()  # the write under way now waits bounded

@@ -13,7 +13,11 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from localgen import config, output_writes
+from tests.conftest import run_localgen
 from tests.test_repl import LONG_QUESTION, Chat
+
+HELD_WAIT_S = "0.2"  # LOCALGEN_ENDING_WRITE_WAIT for a chat whose held terminal is the expected path: 2 s by default
 
 
 @pytest.fixture
@@ -21,9 +25,38 @@ def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
 
 
+@pytest.fixture
+def short_ending_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chats started from here on give up a write to their held terminal 0.2 s after a signal, not 2 s."""
+    monkeypatch.setenv(config.ENDING_WRITE_WAIT_ENV, HELD_WAIT_S)
+
+
+def test_a_write_once_a_signal_ends_the_program_waits_as_long_as_the_setting_says(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """LOCALGEN_ENDING_WRITE_WAIT is the bound a write to a reader that stopped reading waits once a signal ends the
+    program (2 s unset), read as the signal comes."""
+    monkeypatch.setattr(output_writes, "_ending", None)
+    monkeypatch.setattr(output_writes, "_wait_left", output_writes._wait_left)
+    for value, seconds in (("", 2.0), ("0.25", 0.25), ("0", 0.0)):
+        monkeypatch.setenv(config.ENDING_WRITE_WAIT_ENV, value)
+        monkeypatch.setattr(config, "_settings", None)
+        output_writes._ending = None
+        output_writes.end_writes_on(signal.SIGTERM)
+        assert (output_writes._ending, output_writes._wait_left) == (signal.SIGTERM, seconds)
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "3601", "nan"])
+def test_an_ending_wait_that_is_no_number_of_seconds_is_refused_as_a_command_starts(value: str) -> None:
+    refused = run_localgen("run", "-n", "1", "hi", env={"LOCALGEN_ENDING_WRITE_WAIT": value})
+    assert (refused.returncode, refused.out) == (1, ""), refused.err
+    assert refused.err == (f"localgen: error: LOCALGEN_ENDING_WRITE_WAIT={value} is no number of seconds from 0 to "
+                           "3600 (hint: set LOCALGEN_ENDING_WRITE_WAIT=2 (the default), for example, or unset it)\n")
+
+
 def ended_while_held(chat: Chat, end: Callable[[], None]) -> bool:
     """Hold the chat's terminal (it reads no more output), call end, and say whether the chat ended within 30 s,
-    its bound being 2 s (a chat still running long after waits for ever); the terminal is let go either way."""
+    its bound being 2 s or LOCALGEN_ENDING_WRITE_WAIT's (a chat still running long after waits for ever); the
+    terminal is let go either way."""
     terminal = os.open(f"/proc/{chat.child.pid}/fd/1", os.O_WRONLY | os.O_NOCTTY)
     try:
         termios.tcflow(terminal, termios.TCOOFF)
