@@ -12,7 +12,7 @@ import pexpect
 import pytest
 
 from tests.test_repl import Chat
-from tests.test_repl_held_terminal import ended_while_held
+from tests.test_repl_held_terminal import ended_while_held, short_ending_wait  # noqa: F401  (a fixture)
 
 WRITE_SYSCALLS = {"x86_64": 1, "aarch64": 64}  # write(2)'s number, as /proc/PID/syscall gives it
 
@@ -33,6 +33,7 @@ def _wait_until_writing(pid: int) -> None:
                          [(signal.SIGTERM, 143, ""), (signal.SIGHUP, 129, ""), (signal.SIGQUIT, 131, ""),
                           (signal.SIGTERM, 143, "more"), ("\x1c", 131, "")],
                          ids=["SIGTERM", "SIGHUP", "SIGQUIT", "SIGTERM-mid-redraw", "Ctrl-backslash"])
+@pytest.mark.usefixtures("short_ending_wait")
 def test_a_signal_or_ctrl_backslash_ends_a_chat_held_at_its_prompt_with_the_conversation_kept(
         tmp_path: Path, ending: int | str, code: int, typed_while_held: str) -> None:
     """One SIGTERM, SIGHUP or SIGQUIT (kill -QUIT), or Ctrl-\\ typed, ends a chat at its prompt whose terminal has

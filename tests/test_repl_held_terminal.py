@@ -74,6 +74,7 @@ def ended_while_held(chat: Chat, end: Callable[[], None]) -> bool:
 @pytest.mark.parametrize(("signum", "code", "shown"), [
     (signal.SIGTERM, 143, ("--no-markdown",)), (signal.SIGHUP, 129, ()), (signal.SIGQUIT, 131, ("--no-markdown",))],
     ids=["SIGTERM-plain", "SIGHUP-markdown", "SIGQUIT-plain"])
+@pytest.mark.usefixtures("short_ending_wait")
 def test_a_signal_ends_a_chat_whose_terminal_is_held_mid_answer_with_the_answer_saved(
         home: Path, signum: int, code: int, shown: tuple[str, ...]) -> None:
     """One SIGTERM, SIGHUP or Ctrl-\\ ends a chat whose answer's write waits on a held terminal, as run's does (that
