@@ -362,7 +362,7 @@ def test_a_message_stopped_before_any_text_is_what_regen_sends(tmp_path: Path) -
     chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "5", "--batch-size", "64",
                 "--no-prefill-while-typing")
     first = chat.ask("Name a color.")["turns"][0]
-    words = " ".join(f"crate{i}" for i in range(150))  # 640 tokens: ten batches to stop before the last
+    words = " ".join(f"crate{i}" for i in range(80))  # 310 tokens: five batches to stop before the last
     chat.child.send(f"\x1b[200~Count these: {words}\x1b[201~\r")
     chat.child.expect_exact("reading the prompt:")
     chat.child.sendintr()
