@@ -478,10 +478,13 @@ def test_ctrl_d_typed_just_as_a_command_ends_quits_at_once(home: Path) -> None:
 
 @pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_keys_typed_while_the_model_downloads_are_not_echoed_and_ctrl_d_waits_for_the_prompt(
-        loopback_hub: HubServer, tmp_path: Path, bundled_model: Path) -> None:
+        loopback_hub: HubServer, tmp_path: Path) -> None:
     """From the download and load on, the terminal is out of line mode: keys typed then are not echoed, and a Ctrl-D
     is not consumed by the terminal as an end of input, so the chat quits at its first prompt."""
-    loopback_hub.add_repo("org/slow-GGUF", {"slow-Q4_1.gguf": bundled_model})
+    from gguf_builders import tiny_model
+
+    model = tiny_model(tmp_path / "tiny.gguf")  # any model the chat loads: 125 KB to send, hash and load
+    loopback_hub.add_repo("org/slow-GGUF", {"slow-Q4_1.gguf": model})
     loopback_hub.delay_s = 0.5  # before each of the Hub's answers
     env = {**_env(tmp_path / "home"), **server_env(loopback_hub, tmp_path)}
     child = spawn_localgen("chat", "-m", "org/slow-GGUF", "--no-markdown", env=env, encoding="utf-8",
