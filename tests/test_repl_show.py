@@ -22,8 +22,10 @@ FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 @pytest.fixture
 def hub_env(tmp_path: Path) -> Iterator[dict[str, str]]:
-    server = HubServer().start()
-    server.add_repo(REPO, {FILE: bundled_model_file(), "README.md": b"# SmolLM2\n"})
+    from gguf_builders import tiny_model
+
+    server = HubServer().start()  # the repo's file a tiny model: 125 KB to send, hash and load
+    server.add_repo(REPO, {FILE: tiny_model(tmp_path / "tiny.gguf"), "README.md": b"# SmolLM2\n"})
     yield child_env(server, tmp_path)
     server.stop()
 
