@@ -832,19 +832,23 @@ def test_prefill_ahead_leaves_a_message_too_long_to_ask_and_changes_nothing(chat
     assert start_turn.dropped > 0 and done.usage.cached_tokens == done.usage.prompt_tokens
 
 
-def test_a_message_typed_long_enough_to_drop_exchanges_leaves_the_conversation_computed(chat: ChatSession) -> None:
+def test_a_message_typed_long_enough_to_drop_exchanges_leaves_the_conversation_computed(bundled_model: Path) -> None:
     """Typed past the room left, a message would move earlier exchanges out of the context: computed ahead, the KV
     cache dropped the conversation, and the message shortened again prefilled it all once more."""
-    chat.conversation.turns.extend([Turn("word " * 150, "answer " * 20), Turn("more " * 100, "reply " * 20)])
-    _answer(chat.ask("Name a fish.")[1])
-    engine = chat.loaded.engine
-    held = engine.kv_token_list
-    chat.prefill_ahead("thing " * 250, _never)
-    assert engine.kv_token_list == held, "a message not sent yet costs the conversation nothing"
-    chat.prefill_ahead("Name a bird.", _never)
-    start, events = chat.ask("Name a bird.")
-    done = _answer(events)
-    assert start.dropped == 0 and done.usage.cached_tokens == done.usage.prompt_tokens
+    chat = _session(bundled_model, 256)  # a conversation of 180 tokens; a message of 125 fits alone, not beside it
+    try:
+        chat.conversation.turns.extend([Turn("word " * 75, "answer " * 10), Turn("more " * 50, "reply " * 10)])
+        _answer(chat.ask("Name a fish.")[1])
+        engine = chat.loaded.engine
+        held = engine.kv_token_list
+        chat.prefill_ahead("thing " * 125, _never)
+        assert engine.kv_token_list == held, "a message not sent yet costs the conversation nothing"
+        chat.prefill_ahead("Name a bird.", _never)
+        start, events = chat.ask("Name a bird.")
+        done = _answer(events)
+        assert start.dropped == 0 and done.usage.cached_tokens == done.usage.prompt_tokens
+    finally:
+        chat.loaded.close()
 
 
 def test_a_message_too_long_by_its_size_is_refused_unrendered_ahead_and_on_enter(
