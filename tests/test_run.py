@@ -1222,20 +1222,6 @@ def test_a_stdin_that_cannot_be_read_is_a_one_line_error(tmp_path: Path) -> None
     assert result.returncode == 2 and "cannot read stdin" in result.stderr and "internal error" not in result.stderr
 
 
-def test_the_waiting_note_shows_in_a_terminal() -> None:
-    """A pipe that stays open (head waits for a line typed on the terminal) gets the note, however long start-up
-    takes; the line typed then ends stdin."""
-    import pexpect
-
-    child = pexpect.spawn("bash", ["-c", f"head -n 1 | {sys.executable} -m localgen run -n 2 --temperature 0 hi"],
-                          cwd=str(REPO_ROOT), timeout=60, encoding="utf-8")
-    child.expect_exact("localgen: waiting for stdin to end")
-    child.sendline("go")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
-
-
 def test_quiet_leaves_a_terminal_s_stderr_to_errors() -> None:
     """-q: no note of the wait for stdin, of -s 42 or of the -n limit on the terminal (stdout goes elsewhere)."""
     import pexpect

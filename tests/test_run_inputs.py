@@ -19,6 +19,7 @@ import pytest
 from localgen.inputs import BINARY_SNIFF_BYTES
 from tests.conftest import REPO_ROOT, run_localgen, run_localgen_process, spawn_localgen
 from tests.test_repl import Chat, spawn_chat
+from tests.test_run_waiting_note import quick_note_localgen
 
 GREEDY = ("--temperature", "0", "--seed", "1")
 DEFAULT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"  # SmolLM2's template's own
@@ -328,11 +329,11 @@ def test_a_pipe_given_to_an_option_gets_a_note_while_its_writer_keeps_it_waiting
     written = tmp_path / "write-now"  # the writer keeps quiet until the note is seen, however long startup takes
     slow = (f"<(until [ -e {shlex.quote(str(written))} ]; do sleep 0.05; done; "
             f"printf %s {shlex.quote(PIPED[option])})")
-    command = f"{shlex.quote(sys.executable)} -m localgen run --print-prompt {option} {slow} hi"
+    command = f"{quick_note_localgen()} run --print-prompt {option} {slow} hi"
     child = pexpect.spawn("bash", ["-c", command], cwd=str(REPO_ROOT), timeout=90, encoding="utf-8",
                           dimensions=(30, 250))
     try:
-        child.expect_exact("localgen: waiting for")  # the pipe has kept quiet for STDIN_QUIET_S: its note is said
+        child.expect_exact("localgen: waiting for")  # the pipe has kept quiet for QUICK_NOTE_S: its note is said
         shown_so_far = child.before + child.after
         written.touch()
         child.expect(pexpect.EOF)
