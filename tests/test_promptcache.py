@@ -484,10 +484,14 @@ def test_an_entry_longer_than_the_context_gives_way_to_a_shorter_one_that_fits(e
     assert done.restored_tokens >= 128 and done.usage.cached_tokens == done.restored_tokens
 
 
+FLASH_BATCH = 80  # over FA_TILE_Q (64), so that a batch's last rows can take the tiled kernel or the per-row one
+
+
 @pytest.fixture(scope="module")
 def flash_engine(bundled_model: Path) -> Iterator[Engine]:
-    """The bundled model with flash attention on, in batches of 128."""
-    options = LoadOptions(n_ctx=1024, n_threads=1, n_threads_batch=1, n_batch=128, n_ubatch=128, flash_attn="on")
+    """The bundled model with flash attention on, in batches of FLASH_BATCH."""
+    options = LoadOptions(n_ctx=256, n_threads=1, n_threads_batch=1, n_batch=FLASH_BATCH, n_ubatch=FLASH_BATCH,
+                          flash_attn="on")
     with Engine(bundled_model, options) as eng:
         yield eng
 
@@ -508,15 +512,15 @@ def _last_logits(eng: Engine, tokens: list[int], cache: PromptCache | None) -> t
 
 
 @pytest.mark.parametrize(("length", "saved"), [
-    (2 * 128 + 100, 2 * 128 + 10), (2 * 128 + 100, 2 * 128 + 70),  # the saved tail under / over FA_TILE_Q
-    (3 * 128 + 14, 3 * 128 + 14),  # the same prompt again: its last token alone would take the one-query kernel
-])
+    (FLASH_BATCH + 70, FLASH_BATCH + 10), (FLASH_BATCH + 70, FLASH_BATCH + 66),  # the saved tail under / over FA_TILE_Q
+    (2 * FLASH_BATCH + 14, 2 * FLASH_BATCH + 14),  # the same prompt again: its last token alone would take the
+])  # one-query kernel
 def test_a_restored_prefix_gives_the_cold_logits_bit_for_bit(flash_engine: Engine, cold_logits: dict[int, bytes],
                                                              tmp_path: Path, length: int, saved: int) -> None:
     """Rows a saved prompt computed in a small last batch are recomputed when a cold prefill batches them larger,
     and the rows recomputed after a restore take the kernel they took cold."""
     eng = flash_engine
-    words = eng.tokenize(" ".join(f"item {i} is {i * 7 % 13} and" for i in range(120)), add_special=False)
+    words = eng.tokenize(" ".join(f"item {i} is {i * 7 % 13} and" for i in range(40)), add_special=False)
     prompt = words[:length]
     cache = PromptCache(tmp_path, "smollm2", max_bytes=1 << 30, min_new_tokens=1, min_gain_tokens=1)
     if length not in cold_logits:
