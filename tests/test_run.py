@@ -768,16 +768,14 @@ def test_model_without_chat_template_runs_as_plain_completion(templateless: Path
     assert result.out.strip()
     quiet = run_localgen("run", "-q", "-m", str(base), "The capital of France is", "-n", "8", *GREEDY)
     assert quiet.returncode == 0 and quiet.out == result.out and quiet.err == "", "-q: no note of either on a pipe"
-    chat_result = run_localgen("run", "The capital of France is", "-n", "8", "--json", *GREEDY)
     raw_result = run_localgen("run", "The capital of France is", "-n", "8", "--json", "--raw", *GREEDY)
-    assert json.loads(raw_result.out)["usage"]["prompt_tokens"] < json.loads(chat_result.out)["usage"]["prompt_tokens"]
-    assert "chat template" not in raw_result.err
-    no_system = run_localgen("run", "The capital of France is", "-n", "8", "--json", "--raw", "-s", "", *GREEDY)
-    assert json.loads(no_system.out)["usage"] == json.loads(raw_result.out)["usage"], "-s '' adds nothing"
-    code = [run_localgen("run", "--raw", "--json", "-n", "1", *GREEDY, "-", stdin=text)
-            for text in (b"def add(a, b):", b"def add(a, b):\n    ")]
-    counts = [json.loads(r.out)["usage"]["prompt_tokens"] for r in code]
-    assert counts[0] < counts[1], "a plain completion keeps the trailing newline and indentation"
+    assert raw_result.returncode == 0 and "chat template" not in raw_result.err, raw_result.err
+    chat_prompt = json.loads(run_localgen("run", "--print-prompt", "--json", "The capital of France is").out)
+    assert json.loads(raw_result.out)["usage"]["prompt_tokens"] < chat_prompt["prompt_tokens"]
+    no_system = run_localgen("run", "--print-prompt", "--raw", "-s", "", "The capital of France is")
+    assert no_system.out == "The capital of France is", "-s '' adds nothing"
+    code = run_localgen("run", "--print-prompt", "--raw", "-", stdin=b"def add(a, b):\n    ")
+    assert code.out == "def add(a, b):\n    ", "a plain completion keeps the trailing newline and indentation"
 
 
 def test_chat_template_file_gives_a_local_model_a_template(tmp_path: Path, templateless: Path) -> None:
@@ -1043,16 +1041,26 @@ def test_a_conversation_open_elsewhere_is_not_continued(tmp_path: Path) -> None:
 
 
 def test_a_run_says_when_the_model_no_longer_sees_a_conversation_s_first_exchanges(tmp_path: Path) -> None:
+    """The first run's exchange fits; three more like it (written into the saved file, as runs would have saved them)
+    leave the fifth run's context too small for the first ones."""
     env = {"LOCALGEN_HOME": str(tmp_path / "home")}
-    notes = []
-    for number in range(1, 6):
+    note = "no longer fit its context (the saved conversation keeps them)"
+
+    def fact(number: int) -> str:
         result = run_localgen("run", "--conversation", "small", "-c", "112", "-n", "8", *GREEDY,
                               f"Tell me fact number {number} about the ocean.", env=env)
         assert result.returncode == 0, result.err
-        notes.append("no longer fit its context (the saved conversation keeps them)" in result.err)
-    assert notes[0] is False and notes[-1] is True, notes
+        return result.err
+
+    assert note not in fact(1)
+    saved = tmp_path / "home" / "data" / "conversations" / "small.json"
+    record = json.loads(saved.read_text())
+    record["turns"] += [{**record["turns"][0], "user": f"Tell me fact number {n} about the ocean."} for n in (2, 3, 4)]
+    saved.write_text(json.dumps(record))
+    err = fact(5)
+    assert note in err, err
     assert re.search(r"the model sees (only the last one|the last \d+) of 4 earlier exchanges of conversation "
-                     r"'small'", result.err), result.err
+                     r"'small'", err), err
     assert len(_conversation_file(tmp_path / "home", "small")["turns"]) == 5
 
 
@@ -1205,14 +1213,15 @@ def test_a_byte_order_mark_and_windows_line_ends_do_not_reach_the_model(tmp_path
     plain.write_bytes(b"first line\nsecond line\n")
     windows.write_bytes(b"\xef\xbb\xbffirst line\r\nsecond line\r\n")
 
-    def prompt_tokens(*args: str, stdin: bytes | None = None) -> int:
-        result = run_localgen("run", "--json", "-n", "1", *args, "Summarize.", stdin=stdin)
+    def prompt(*args: str, stdin: bytes | None = None) -> str:
+        result = run_localgen("run", "--print-prompt", *args, "Summarize.", stdin=stdin)
         assert result.returncode == 0, result.err
-        return json.loads(result.out)["usage"]["prompt_tokens"]
+        return result.out
 
-    expected = prompt_tokens("-f", str(plain))
-    assert prompt_tokens("-f", str(windows)) == expected
-    assert prompt_tokens(stdin=windows.read_bytes()) == expected
+    expected = prompt("-f", str(plain))
+    assert "\nfirst line\nsecond line\n\nSummarize." in expected, expected
+    assert prompt("-f", str(windows)) == expected
+    assert prompt(stdin=windows.read_bytes()) == expected
 
 
 def test_a_stdin_that_cannot_be_read_is_a_one_line_error(tmp_path: Path) -> None:
