@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -11,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from functools import lru_cache, wraps
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from localgen.errors import TemplateError
 
@@ -48,11 +49,19 @@ _LIMITS = threading.local()  # the size limit of the render running in this thre
 _RLIMIT_TURN = threading.Lock()  # one render at a time sets and restores the process's memory limit
 _FORMAT_WIDTH = re.compile(r"%[-#0 +]*(?:\*|\d{7,})|%[-#0 +]*\d*\.(?:\*|\d{7,})")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+_LOOP_CONTROL = re.compile(r"^'(break|continue)' (?:outside|not properly in) loop")
 
 
 def _raise_exception(message: str) -> None:
     """The raise_exception() helper that Hugging Face chat templates call."""
     raise _TemplateRaised(message)
+
+
+def _tojson(value: Any, ensure_ascii: bool = False, indent: int | str | None = None,
+            separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
+    """The tojson filter as transformers gives chat templates: json.dumps, keys in their order and characters as
+    they are (Jinja's own sorts keys and escapes <, >, & and ' for HTML), what a model was trained on."""
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
 def _strftime_now(fmt: str) -> str:
@@ -121,7 +130,8 @@ def _checked_filter(func: Callable[..., Any]) -> Callable[..., Any]:
 
 @lru_cache(maxsize=1)
 def _environment() -> Environment:
-    """Jinja2's immutable sandbox, with size checks on the operators, filters and methods that can explode."""
+    """Jinja2's immutable sandbox as transformers makes it for chat templates (loop controls, its {% generation %}
+    tag and tojson filter), with size checks on the operators, filters and methods that can explode."""
     from jinja2.runtime import Context
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -139,10 +149,35 @@ def _environment() -> Environment:
                 _check_arguments(args, kwargs)  # 'x'.center(10**9), 'x'.zfill(10**9), ...
             return super().call(__context, __obj, *args, **kwargs)
 
-    env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True, autoescape=False)
-    env.filters = {name: _checked_filter(func) for name, func in env.filters.items()}
+    env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True, autoescape=False,
+                         extensions=["jinja2.ext.loopcontrols", _generation_tag()])
+    env.filters = {name: _checked_filter(func) for name, func in {**env.filters, "tojson": _tojson}.items()}
     env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now)
     return env
+
+
+def _generation_tag() -> type:
+    """transformers' {% generation %}...{% endgeneration %} tag (its AssistantTracker, which marks the assistant's
+    text for training), rendering its body as transformers does when nothing is tracked."""
+    from jinja2 import nodes
+    from jinja2.ext import Extension
+    from jinja2.parser import Parser
+    from jinja2.runtime import Macro
+
+    class GenerationTag(Extension):
+        """{% generation %}BODY{% endgeneration %}: BODY, rendered in a block of its own as transformers' is."""
+
+        tags: ClassVar[set[str]] = {"generation"}
+
+        def parse(self, parser: Parser) -> nodes.Node:
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+        def _body(self, caller: Macro) -> str:
+            return str(caller())
+
+    return GenerationTag
 
 
 @lru_cache(maxsize=8)
@@ -226,8 +261,11 @@ def _failure(exc: BaseException, model_name: str, hint: str) -> TemplateError:
     from jinja2 import TemplateSyntaxError
     from jinja2.sandbox import SecurityError
 
+    loop_control = _LOOP_CONTROL.search(exc.msg or "") if isinstance(exc, SyntaxError) else None
     if isinstance(exc, TemplateSyntaxError):
         what = f"is not valid Jinja: {one_line(exc.message)} (line {exc.lineno})"
+    elif loop_control is not None:  # Python's, compiling the template: the Jinja parser lets it through
+        what = f"is not valid Jinja: {{% {loop_control[1]} %}} outside a loop"
     elif isinstance(exc, _TemplateRaised):
         what = f"refused the messages: {one_line(exc)}"
     elif isinstance(exc, _TemplateTimeout):
