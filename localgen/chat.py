@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -9,11 +10,17 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from localgen.errors import LocalgenError, TemplateError
-from localgen.template_sandbox import TEMPLATE_HINT, one_line, render_day, render_template
+from localgen.template_sandbox import TEMPLATE_HINT, TemplateStopped, one_line, render_day, render_template
 
 if TYPE_CHECKING:
     from localgen.engine import Engine
     from localgen.prompt_tokens import Tokenizer
+
+log = logging.getLogger("localgen.chat")
+# between a system prompt and the user's text in one message, as Gemma 3's own template and llama.cpp's built-in Gemma
+# one put them (llama.cpp's Jinja path puts "\n")
+SYSTEM_FOLD_SEPARATOR = "\n\n"
+_SYSTEM_MARK, _USER_MARK = "\ue000system\ue000", "\ue000user\ue000"  # private-use marks no template writes
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,7 @@ class PromptFormat:
     template_hint: str = TEMPLATE_HINT
     control_tokens: frozenset[str] = frozenset()  # texts the tokenizer reads as control tokens (<|im_end|>, ...)
     _own_system: dict[str | None, str | None] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _folds_system: dict[str, bool] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def is_chat(self) -> bool:
@@ -56,9 +64,17 @@ class PromptFormat:
                    control_tokens=control_tokens)
 
     def render(self, messages: Sequence[Message], *, add_generation_prompt: bool = True) -> str:
-        """Messages as prompt text: the template's output, or the non-empty texts joined by blank lines."""
+        """Messages as prompt text: the template's output (a system prompt before the first user message's text,
+        where the template has no place for one: folds_system), or the non-empty texts joined by blank lines."""
         if self.template is None:
             return "\n\n".join(m.content for m in messages if m.content)
+        if any(m.role == "system" for m in messages) and self.folds_system():
+            messages = with_system_folded(messages)
+        return self._render_as_given(messages, add_generation_prompt=add_generation_prompt)
+
+    def _render_as_given(self, messages: Sequence[Message], *, add_generation_prompt: bool = True) -> str:
+        """The chat template's output for the messages as they are (one that is no text refused)."""
+        assert self.template is not None
         text = render_template(self.template, messages, bos_token=self.bos_token, eos_token=self.eos_token,
                                add_generation_prompt=add_generation_prompt, model_name=self.model_name,
                                hint=self.template_hint)
@@ -80,8 +96,8 @@ class PromptFormat:
         """The system prompt the chat template writes where the messages carry none (SmolLM2's and Qwen's do),
         else None (also where the template fails); a render that worked is kept, for the day where the template
         writes today's date."""
-        if self.template is None:
-            return None
+        if self.template is None or self._folds_system.get(self.template):
+            return None  # no place for a system message: none of its own
         day = render_day(self.template)
         try:
             return self._own_system[day]
@@ -98,9 +114,9 @@ class PromptFormat:
     def _render_own_system(self) -> str | None:
         """default_system, found by rendering the template with and without a system message (a failed render
         raises)."""
-        system, user = "\ue000system\ue000", "\ue000user\ue000"  # private-use marks no template writes
-        marked = self.render([Message("system", system), Message("user", user)], add_generation_prompt=False)
-        plain = self.render([Message("user", user)], add_generation_prompt=False)
+        system, user = _SYSTEM_MARK, _USER_MARK
+        marked = self._render_as_given([Message("system", system), Message("user", user)], add_generation_prompt=False)
+        plain = self._render_as_given([Message("user", user)], add_generation_prompt=False)
         opening, found, rest = marked.partition(system)
         between = rest.partition(user)[0]  # the system block's end and the user block's start
         if not found or not plain.startswith(opening) or between + user not in plain:
@@ -112,6 +128,45 @@ class PromptFormat:
         before the first message (the template writes its own where the messages carry none)."""
         default = None if messages else self.default_system()
         return [Message("system", default)] if default else messages
+
+    def folds_system(self) -> bool:
+        """Whether the chat template has no place for a system message, as Gemma 1 and 2's, Mistral v0.1's and the
+        first Phi-3's have none: it refuses one, or leaves it out. Its text then goes before the first user message's,
+        as llama.cpp puts it (with_system_folded). Found once for the template (where a render was stopped at a
+        limit, again next time)."""
+        if self.template is None:
+            return False
+        try:
+            return self._folds_system[self.template]
+        except KeyError:
+            pass
+        found = self._find_folds_system()
+        if found is None:
+            return False
+        self._folds_system[self.template] = found
+        if found:
+            log.debug("%s: the chat template has no place for a system message: the system prompt goes before the "
+                      "first user message's text", one_line(self.model_name))
+        return found
+
+    def _find_folds_system(self) -> bool | None:
+        """folds_system, found by rendering a marked system and user message as they are, then folded where the
+        template refuses the system message or leaves it out; None where a render was stopped at the time or memory
+        limit (another may pass)."""
+        messages = [Message("system", _SYSTEM_MARK), Message("user", _USER_MARK)]
+        try:
+            if _SYSTEM_MARK in self._render_as_given(messages):
+                return False
+        except TemplateStopped:
+            return None
+        except LocalgenError:
+            pass  # refused
+        try:
+            return _SYSTEM_MARK in self._render_as_given(with_system_folded(messages))
+        except TemplateStopped:
+            return None
+        except LocalgenError:
+            return False  # a template that fails whatever it gets: its own error says so
 
     def tokenize(self, tokenizer: Tokenizer, text: str) -> list[int]:
         """Tokenize rendered text (a template's control tokens read as such), adding BOS only when the model wants
@@ -193,3 +248,23 @@ def compose_user_message(instruction: str | None, attachments: Sequence[str], *,
         if part:
             text += ("" if not text or text.endswith("\n\n") else "\n" if text.endswith("\n") else "\n\n") + part
     return text
+
+
+def with_system_folded(messages: Sequence[Message]) -> list[Message]:
+    """The messages with each system message's text put before the next user message's (SYSTEM_FOLD_SEPARATOR
+    between), or in a user message of its own where no user message comes next; an empty one left out."""
+    result: list[Message] = []
+    pending: list[str] = []
+    for message in messages:
+        if message.role == "system":
+            pending += [message.content] if message.content else []
+            continue
+        if pending and message.role == "user":
+            message = Message("user", SYSTEM_FOLD_SEPARATOR.join(filter(None, [*pending, message.content])))
+        elif pending:
+            result.append(Message("user", SYSTEM_FOLD_SEPARATOR.join(pending)))
+        pending = []
+        result.append(message)
+    if pending:
+        result.append(Message("user", SYSTEM_FOLD_SEPARATOR.join(pending)))
+    return result

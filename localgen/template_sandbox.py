@@ -29,6 +29,11 @@ TEMPLATE_INT_LIMIT_BITS = 100_000
 TEMPLATE_HINT = "pass a working one with --chat-template FILE (or a `template` override in models.toml), or use --raw"
 
 
+class TemplateStopped(TemplateError):
+    """A chat template stopped at the sandbox's time or memory limit: a render of the same messages may pass another
+    time, on a machine less busy."""
+
+
 class _TemplateRaised(Exception):
     """A template called raise_exception()."""
 
@@ -282,7 +287,8 @@ def _failure(exc: BaseException, model_name: str, hint: str) -> TemplateError:
         what = "is nested or recursive too deeply"
     else:
         what = f"failed: {type(exc).__name__}: {one_line(exc)}"
-    return TemplateError(f"{one_line(model_name)}: the chat template {what}", hint=hint)
+    error = TemplateStopped if isinstance(exc, (_TemplateTimeout, MemoryError)) else TemplateError
+    return error(f"{one_line(model_name)}: the chat template {what}", hint=hint)
 
 
 def render_template(source: str, messages: Sequence[Message], *, bos_token: str, eos_token: str,

@@ -1,19 +1,40 @@
-"""Chat templates written for transformers through localgen's prompt path, each in a tiny GGUF: Jinja's loop
-controls, and transformers' {% generation %} tag and tojson filter."""
+"""Real model families' chat templates through localgen's prompt path, each in a tiny GGUF: a system prompt where the
+template has no place for one (Gemma 2, Mistral v0.1, the first Phi-3), Jinja's loop controls, and transformers'
+{% generation %} tag and tojson filter."""
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from pathlib import Path
 
 import pytest
 
-from localgen import template_sandbox
-from localgen.chat import Message
+from localgen import chat, template_sandbox
+from localgen.chat import Message, PromptFormat, with_system_folded
 from localgen.errors import TemplateError
-from localgen.template_sandbox import render_template
+from localgen.template_sandbox import TemplateStopped, render_template
 from tests.conftest import run_localgen
 from tests.gguf_builders import copy_with_metadata, tiny_model
 
+GEMMA2 = ("{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
+          "{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+          "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+          "{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}"
+          "{% endif %}{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}"
+          "{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}")
+MISTRAL01 = ("{{ bos_token }}{% for message in messages %}"
+             "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+             "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+             "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
+             "{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token + ' ' }}"
+             "{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}")
+PHI3_FIRST = ("{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') %}"
+              "{{'<|user|>' + '\n' + message['content'] + '<|end|>' + '\n' + '<|assistant|>' + '\n'}}"
+              "{% elif (message['role'] == 'assistant') %}{{message['content'] + '<|end|>' + '\n'}}{% endif %}"
+              "{% endfor %}")  # Phi-3-mini's of April 2024: a system message is left out
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 LOOP_CONTROLS = ("{% set ns = namespace(last=-1) %}{% for m in messages[::-1] %}{% if m.role == 'user' %}"
                  "{% set ns.last = messages|length - 1 - loop.index0 %}{%- break %}{% endif %}{% endfor %}"
                  "{% for m in messages %}{% if not m.content %}{% continue %}{% endif %}"
@@ -24,7 +45,8 @@ GENERATION = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{% generation %}
               "{{ '<|im_start|>assistant\n' }}")  # a TRL fine-tune's tag, around every message here
 TOJSON = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m | tojson }}\n{{ m.content | tojson }}"
           "<|im_end|>\n{% endfor %}{{ '<|im_start|>assistant\n' }}")
-SPM_CONTROLS = ("<|im_start|>", "<|im_end|>")
+SPM_CONTROLS = ("<start_of_turn>", "<end_of_turn>", "<|user|>", "<|assistant|>", "<|end|>", "<|im_start|>",
+                "<|im_end|>")
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +54,23 @@ def family_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A tiny SentencePiece model (BOS <s>, added) in one GGUF file for each template."""
     folder = tmp_path_factory.mktemp("families")
     tiny = tiny_model(folder / "tiny.gguf", tokenizer="llama", spm_controls=SPM_CONTROLS)
-    templates = {"loop-controls": LOOP_CONTROLS, "generation": GENERATION, "tojson": TOJSON}
+    templates = {"gemma2": GEMMA2, "mistral01": MISTRAL01, "phi3-first": PHI3_FIRST, "loop-controls": LOOP_CONTROLS,
+                 "generation": GENERATION, "tojson": TOJSON}
     return {name: copy_with_metadata(tiny, folder / f"{name}.gguf", set_values={"tokenizer.chat_template": template})
            for name, template in templates.items()}
+
+
+@pytest.mark.parametrize(("family", "system", "expected"), [
+    ("gemma2", "Be brief.", "<s><start_of_turn>user\nBe brief.\n\nhi<end_of_turn>\n<start_of_turn>model\n"),
+    ("gemma2", "", "<s><start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n"),
+    ("mistral01", "Be brief.", "<s>[INST] Be brief.\n\nhi [/INST]"),
+    ("phi3-first", "Answer in French.", "<s><|user|>\nAnswer in French.\n\nhi<|end|>\n<|assistant|>\n"),
+])
+def test_a_system_prompt_goes_before_the_message_where_the_template_has_no_place_for_one(
+        family_models: dict[str, Path], family: str, system: str, expected: str) -> None:
+    result = run_localgen("run", "-m", str(family_models[family]), "-s", system, "--print-prompt", "hi", timeout=60)
+    assert (result.returncode, result.err) == (0, ""), "no error, and no warning that the message was left out"
+    assert result.stdout.decode() == expected
 
 
 @pytest.mark.parametrize(("family", "system", "expected"), [
@@ -52,6 +88,113 @@ def test_templates_using_transformers_jinja_render_as_transformers_renders_them(
     result = run_localgen("run", "-m", str(family_models[family]), "-s", system, "--print-prompt", "hi", timeout=60)
     assert (result.returncode, result.err) == (0, "")
     assert result.stdout.decode() == expected
+
+
+def test_the_debug_log_says_once_where_the_system_prompt_goes(family_models: dict[str, Path]) -> None:
+    model = family_models["gemma2"]
+    result = run_localgen("run", "-m", str(model), "-s", "Be brief.", "-n", "2", "hi", env={"LOCALGEN_DEBUG": "1"},
+                          timeout=60)
+    assert result.returncode == 0, result.err
+    said = [line for line in result.err.splitlines() if "system message" in line]
+    assert said == [f"localgen.chat: {model}: the chat template has no place for a system message: the system prompt "
+                    "goes before the first user message's text"]
+
+
+def test_a_chat_s_system_prompt_reaches_a_template_without_a_system_role_every_turn(
+        family_models: dict[str, Path]) -> None:
+    from localgen.conversation import Conversation
+    from localgen.events import Finished
+    from localgen.params import GenerationLimits, SamplingParams
+    from localgen.runner import ModelOptions, load_model
+    from localgen.session import ChatSession
+
+    options = ModelOptions(model=str(family_models["gemma2"]), ctx_size=256, threads=1)
+    session = ChatSession(load_model(options), options, Conversation.new(system=None, model=options.model),
+                          SamplingParams(temperature=0.0), GenerationLimits(max_tokens=3), autosave=False)
+    try:
+        session.set_system("Be brief.")  # /system Be brief.
+        for message in ("hi", "again"):
+            assert [e for e in session.ask(message)[1] if isinstance(e, Finished)], "answered"
+        answer = session.conversation.turns[0].answer
+        assert answer is not None
+        asked = session.conversation.messages()[:-1]  # as the second message was answered
+        assert session.prompt_text(asked) == (
+            "<s><start_of_turn>user\nBe brief.\n\nhi<end_of_turn>\n"
+            f"<start_of_turn>model\n{answer.strip()}<end_of_turn>\n<start_of_turn>user\nagain<end_of_turn>\n<start_of_turn>model\n")
+        assert session.conversation.messages()[0] == Message("system", "Be brief."), "kept as the system prompt"
+    finally:
+        session.loaded.close()
+
+
+def test_whether_a_template_has_no_place_for_a_system_prompt_is_found_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    renders: list[str] = []
+
+    def counted(template: str, *args: object, **kwargs: typing.Any) -> str:
+        renders.append(template)
+        return render_template(template, *args, **kwargs)
+
+    monkeypatch.setattr(chat, "render_template", counted)
+    gemma = PromptFormat(template=GEMMA2, bos_token="<bos>", eos_token="", adds_bos=False, model_name="m")
+    chatml = dataclasses.replace(gemma, template=CHATML)
+    messages = [Message("system", "S"), Message("user", "hi")]
+    for _ in range(3):
+        assert gemma.render(messages) == "<bos><start_of_turn>user\nS\n\nhi<end_of_turn>\n<start_of_turn>model\n"
+        assert chatml.render(messages).startswith("<|im_start|>system\nS<|im_end|>\n")
+    assert renders.count(GEMMA2) == 2 + 3, "refused as given, then folded: once; then each render once"
+    assert renders.count(CHATML) == 1 + 3, "kept as given: once"
+    assert gemma.render([Message("user", "hi")]) and renders.count(GEMMA2) == 6
+
+
+def test_a_render_stopped_at_a_limit_decides_nothing_and_a_template_failing_whatever_it_gets_keeps_its_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    renders: list[str] = []
+    stopped = [True]
+
+    def stopped_once(template: str, *args: object, **kwargs: typing.Any) -> str:
+        renders.append(template)
+        if stopped[0]:  # as a render that ran past the time limit on a busy machine
+            stopped[0] = False
+            raise TemplateStopped("m: the chat template took over 2 s and was stopped")
+        return render_template(template, *args, **kwargs)
+
+    monkeypatch.setattr(chat, "render_template", stopped_once)
+    chatml = PromptFormat(template=CHATML, bos_token="", eos_token="", adds_bos=False, model_name="m")
+    assert not chatml.folds_system(), "not known: not folded"
+    assert chatml.folds_system() is False and len(renders) == 2, "found by the next render, which kept it"
+    broken = dataclasses.replace(chatml, template="{{ messages[9]['content'] + 1 }}")
+    for _ in range(2):
+        with pytest.raises(TemplateError, match="failed: UndefinedError"):
+            broken.render([Message("system", "S"), Message("user", "hi")])
+    assert renders.count(broken.template) == 2 + 2, "found once that folding does not help; the error is its own"
+
+
+def test_a_template_without_a_system_role_has_no_system_prompt_of_its_own() -> None:
+    gemma = PromptFormat(template=GEMMA2, bos_token="<bos>", eos_token="", adds_bos=False, model_name="m")
+    assert gemma.default_system() is None
+    assert gemma.render([Message("system", "S"), Message("user", "hi")]).startswith("<bos><start_of_turn>user\nS\n")
+    assert gemma.default_system() is None and gemma.with_own_system([]) == []
+
+
+def test_a_template_that_keeps_no_system_prompt_even_folded_is_left_as_it_is() -> None:
+    roles_only = "{% for m in messages %}{{ m['role'] }} {% endfor %}"
+    prompt_format = PromptFormat(template=roles_only, bos_token="", eos_token="", adds_bos=False, model_name="m")
+    assert not prompt_format.folds_system()
+    assert prompt_format.render([Message("system", "S"), Message("user", "hi")]) == "system user "
+
+
+@pytest.mark.parametrize(("messages", "expected"), [
+    ([Message("system", "S"), Message("user", "hi")], [Message("user", "S\n\nhi")]),
+    ([Message("system", ""), Message("user", "hi")], [Message("user", "hi")]),
+    ([Message("system", "S"), Message("user", "")], [Message("user", "S")]),
+    ([Message("system", "S")], [Message("user", "S")]),
+    ([Message("system", "S"), Message("assistant", "a"), Message("user", "u")],
+     [Message("user", "S"), Message("assistant", "a"), Message("user", "u")]),
+    ([Message("user", "u"), Message("assistant", "a"), Message("system", "S"), Message("user", "v")],
+     [Message("user", "u"), Message("assistant", "a"), Message("user", "S\n\nv")]),
+])
+def test_a_system_message_folds_into_the_user_message_after_it(messages: list[Message],
+                                                               expected: list[Message]) -> None:
+    assert with_system_folded(messages) == expected
 
 
 LOOPS_WITH_CONTROLS = [
