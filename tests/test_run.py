@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -956,6 +957,21 @@ def _conversation_file(home: Path, name: str) -> dict:
     return json.loads(path.read_text())
 
 
+def _saved_conversation(home: Path, name: str, *, updated: int, ctx_size: int | None = None) -> Path:
+    """A conversation of one exchange saved under home as `run --conversation NAME Hi -n 2` saves one (with -c
+    CTX_SIZE), its file last changed at updated (seconds since the epoch: --continue takes the latest)."""
+    path = home / "data" / "conversations" / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    when = datetime.fromtimestamp(updated, timezone.utc).isoformat(timespec="seconds")
+    turn = {"user": "Hi", "answer": "Hello!", "interrupted": False, "finish_reason": "length", "model": "smollm2-135m",
+            "prompt_tokens": 31, "completion_tokens": 2}
+    path.write_text(json.dumps({"format": 1, "name": name, "system": None, "turns": [turn], "model": "smollm2-135m",
+                                "settings": {}, "created": when, "updated": when, "context_start": 0,
+                                "ctx_size": ctx_size}, indent=2))
+    os.utime(path, (updated, updated))
+    return path
+
+
 def test_runs_go_on_with_a_saved_conversation(tmp_path: Path) -> None:
     env = {"LOCALGEN_HOME": str(tmp_path / "home")}
     nothing = run_localgen("run", "--continue", "hi", env=env)
@@ -994,9 +1010,8 @@ def test_a_conversation_open_elsewhere_is_not_continued(tmp_path: Path) -> None:
     from localgen.conversation_lock import hold, release
 
     env = {"LOCALGEN_HOME": str(tmp_path / "home")}
-    for name in ("older", "busy"):
-        assert run_localgen("run", "--conversation", name, "Hi", "-n", "2", *GREEDY, env=env).returncode == 0
-    (path,) = (tmp_path / "home").rglob("conversations/busy.json")
+    _saved_conversation(tmp_path / "home", "older", updated=int(time.time()) - 60)
+    path = _saved_conversation(tmp_path / "home", "busy", updated=int(time.time()) - 30)
     before = path.read_bytes()
     assert hold(path.parent, "busy", hint="")
     try:
@@ -1098,7 +1113,7 @@ def test_a_conversation_s_problems_are_named_as_its_own(tmp_path: Path) -> None:
     result = run_localgen("run", "--conversation", "folder", "-n", "1", "hi", env=env)
     assert result.returncode == 1 and "(hint: it was left untouched: move that folder away, or go on with " \
                                       "another: --conversation NAME)" in result.err, result.err
-    assert run_localgen("run", "--conversation", "small", "-c", "256", "-n", "1", "hi", env=env).returncode == 0
+    _saved_conversation(tmp_path / "home", "small", updated=int(time.time()), ctx_size=256)
     big = tmp_path / "big.txt"
     big.write_text("word " * 9000)
     result = run_localgen("run", "--conversation", "small", "-f", str(big), "-n", "1", "hi", env=env)
