@@ -18,6 +18,14 @@ FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 HUB_COPY = f"{REPO}/{FILE}"  # the Hub's copy of the bundled model (REPO:Q4_1 and REPO name the bundled file itself)
 
 
+@pytest.fixture(scope="module")
+def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny model llama.cpp loads (125 KB), for a repo whose file is only downloaded, listed and read, not run."""
+    from gguf_builders import tiny_model
+
+    return tiny_model(tmp_path_factory.mktemp("tiny") / "tiny.gguf")
+
+
 @pytest.fixture
 def hub(tmp_path: Path) -> tuple[HubServer, dict[str, str]]:
     server = HubServer().start()
@@ -634,10 +642,10 @@ def test_a_bad_default_model_points_at_the_registry_names(hub: tuple[HubServer, 
 
 
 def test_a_repo_named_without_a_quant_finds_the_downloaded_one_everywhere(
-        hub: tuple[HubServer, dict[str, str]]) -> None:
+        hub: tuple[HubServer, dict[str, str]], tiny_gguf: Path) -> None:
     """Only a Q8_0 is here: run, fit and models show all use it offline, as they would with the Hub down."""
     server, env = hub
-    server.add_repo("acme/smol-GGUF", {"smol.Q8_0.gguf": bundled_model_file(),
+    server.add_repo("acme/smol-GGUF", {"smol.Q8_0.gguf": tiny_gguf,
                                        "smol.Q4_K_M.gguf": make_gguf_bytes("Q4_K_M")})  # the default: not here
     assert run_cli(env, "pull", "acme/smol-GGUF:Q8_0").returncode == 0
     server.requests.clear()
@@ -661,10 +669,10 @@ def test_fit_of_a_repo_without_gguf_files_is_the_error_pull_gives(hub: tuple[Hub
 
 
 @pytest.mark.parametrize("quant", [":Q4_1", ""])
-def test_a_pull_lists_the_repo_once(hub: tuple[HubServer, dict[str, str]], quant: str) -> None:
+def test_a_pull_lists_the_repo_once(hub: tuple[HubServer, dict[str, str]], tiny_gguf: Path, quant: str) -> None:
     """Choosing the quant (and checking it fits) and downloading it use one listing, so one revision."""
     server, env = hub
-    server.add_repo("acme/smol-GGUF", {FILE: bundled_model_file()})  # no entry's bundled file: it is downloaded
+    server.add_repo("acme/smol-GGUF", {FILE: tiny_gguf})  # no entry's file: it is downloaded
     result = run_cli(env, "pull", f"acme/smol-GGUF{quant}")
     assert result.returncode == 0, result.stderr
     assert "snapshots" in result.stdout and server.count("GET", "/api/models/acme/smol-GGUF") == 1
