@@ -241,18 +241,21 @@ def test_models_rm_takes_several_models_and_checks_them_all_first(hub: tuple[Hub
     assert [m["source"] for m in json.loads(run_cli(env, "models", "list", "--json").stdout)] == ["bundled"]
 
 
-def test_a_model_removed_then_downloaded_again_has_never_been_used(hub: tuple[HubServer, dict[str, str]]) -> None:
-    _, env = hub
+def test_a_model_removed_then_downloaded_again_has_never_been_used(hub: tuple[HubServer, dict[str, str]],
+                                                                   tiny_gguf: Path) -> None:
+    server, env = hub
+    server.add_repo("acme/tiny-GGUF", {"tiny.Q8_0.gguf": tiny_gguf})
 
     def last_used() -> str | None:
         listed = json.loads(run_cli(env, "models", "list", "--json").stdout)
         return next(m["last_used"] for m in listed if m["source"] == "hub")
 
-    assert run_cli(env, "pull", HUB_COPY).returncode == 0
-    assert run_cli(env, "run", "-m", f"{REPO}:Q4_1", "-n", "1", "hi").returncode == 0
+    assert run_cli(env, "pull", "acme/tiny-GGUF:Q8_0").returncode == 0
+    ran = run_cli(env, "run", "-m", "acme/tiny-GGUF:Q8_0", "-n", "1", "hi")
+    assert ran.returncode == 0, ran.stderr
     assert last_used() is not None
-    assert run_cli(env, "models", "rm", f"{REPO}:Q4_1", "--yes").returncode == 0
-    assert run_cli(env, "pull", HUB_COPY).returncode == 0
+    assert run_cli(env, "models", "rm", "acme/tiny-GGUF:Q8_0", "--yes").returncode == 0
+    assert run_cli(env, "pull", "acme/tiny-GGUF:Q8_0").returncode == 0
     assert last_used() is None, "the same data downloaded anew, never run since"
 
 
