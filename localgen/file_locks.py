@@ -39,3 +39,19 @@ def still_names(fd: int, path: Path) -> bool:
         return os.path.samestat(os.fstat(fd), os.stat(path))
     except OSError:
         return False
+
+
+def lock_holder(path: Path) -> int | None:
+    """The process that holds flock on the file at path, as Linux's /proc/locks tells it (None where none does, or
+    where that cannot be told: another system, or a holder in another pid namespace)."""
+    try:
+        info = os.stat(path)
+        with open("/proc/locks", encoding="ascii") as table:
+            lines = table.read().splitlines()
+    except (OSError, ValueError):
+        return None
+    file_id = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    for fields in (line.split() for line in lines):
+        if fields[1:2] == ["FLOCK"] and len(fields) > 5 and fields[5] == file_id and fields[4].isdigit():
+            return int(fields[4]) or None  # 0: a holder this pid namespace cannot see
+    return None

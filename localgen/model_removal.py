@@ -28,10 +28,12 @@ from localgen.catalog import (
     hub_groups,
     reference_name,
 )
+from localgen.downloads_under_way import refuse_while_downloading
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError, os_reason
 from localgen.hub_choice import carries_tag, choose_model, quant_of, shard_group_key
 from localgen.hub_entry_data import blob_data, data_behind, linked_file, model_blobs
 from localgen.hub_slips import with_downloaded_repo
+from localgen.hub_types import HubFile
 from localgen.promptcache import CacheEntry, remove_entries
 from localgen.promptcache_models import entries_of, identity_keys
 from localgen.references import ModelRef, normalize_quant
@@ -89,6 +91,8 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
     groups = [fs for (r, _k), fs in hub_groups(dangling=True).items()  # data deleted by hand: its links go too
               if r.lower() == repo.lower()]
     matches = _picked([fs for fs in groups if _group_matches(fs, quant, pattern)], repo, quant, pattern)
+    if len(matches) < 2:  # one a download is writing now is refused whole: it would put back what went
+        _refuse_while_downloading(registry, reference, matches[0] if matches else None, repo, quant, pattern)
     if not matches and (parts := _kept_parts(registry, repo, quant, pattern, dry_run=dry_run)) is not None:
         return parts
     if not matches and (used := bundled_use(registry, ref, spec)) is not None:
@@ -119,11 +123,7 @@ def _kept_parts(registry: Registry, repo: str, quant: str | None, pattern: str |
     """Delete what a pull of a model that stopped part way kept for the next one to resume (its files' ETAG.incomplete,
     as localgen last listed the repo), and the repo's folder where that leaves it empty; None when it kept nothing."""
     repo = hub_cache.cached_spelling(repo)
-    listing = hub_cache.load_listing(repo)
-    try:
-        files = choose_model(list(listing.files), quant=quant, filename=pattern, repo=repo) if listing else []
-    except LocalgenError:
-        return None
+    files = _listed_model(repo, quant, pattern)
     parts = []
     for f in files:
         blob = f.sha256 or f.blob_id
@@ -139,6 +139,32 @@ def _kept_parts(registry: Registry, repo: str, quant: str | None, pattern: str |
     name = display_name(registry, repo, quant_of(files[0].filename), files[0].filename)
     return RemovedModel(name=f"{name} (downloaded in part)", paths=tuple(parts), bytes_freed=freed, kept_shared=(),
                         dry_run=dry_run, repo=repo)
+
+
+def _listed_model(repo: str, quant: str | None, pattern: str | None) -> list[HubFile]:
+    """The files of the model a quant or file name selects in a repo (as the cache spells it), as localgen last
+    listed the repo (none where it never did, or the listing has no such model)."""
+    listing = hub_cache.load_listing(repo)
+    try:
+        return choose_model(list(listing.files), quant=quant, filename=pattern, repo=repo) if listing else []
+    except LocalgenError:
+        return []
+
+
+def _refuse_while_downloading(registry: Registry, reference: str, cached: list[hub_cache.CachedHubFile] | None,
+                              repo: str, quant: str | None, pattern: str | None) -> None:
+    """Refuse to remove the model selected (the cached one, else the one listed) while a download writes any of its
+    files (downloads_under_way)."""
+    if cached is not None:
+        repo, names = cached[0].repo, _model_files(cached)
+        listing = hub_cache.load_listing(repo)
+        files = [f for f in listing.files if f.filename in names] if listing else []
+    else:
+        repo = hub_cache.cached_spelling(repo)
+        files = _listed_model(repo, quant, pattern)
+    if files:
+        name = display_name(registry, repo, quant_of(files[0].filename), files[0].filename)
+        refuse_while_downloading(name, repo, files, reference)
 
 
 def _refuse_path(registry: Registry, ref: ModelRef) -> None:

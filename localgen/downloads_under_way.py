@@ -1,0 +1,45 @@
+"""The downloads writing a model's files now (each holds huggingface_hub's lock on its blob): `models rm` refuses
+such a model whole, as the download would put back what it removed, or finish a model it had half removed."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+from localgen import hub_cache
+from localgen.errors import LocalgenError
+from localgen.file_locks import lock_holder
+from localgen.hub_types import HubFile
+from localgen.units import binary_size
+
+
+class ModelDownloadingError(LocalgenError):
+    """A download (a pull, or a run fetching its model) is writing a file of the model to remove."""
+
+
+def refuse_while_downloading(name: str, repo: str, files: Sequence[HubFile], reference: str) -> None:
+    """Raise ModelDownloadingError where a download is writing one of files (every file of the model named name, as
+    localgen last listed repo, spelled as the cache spells it), naming its process where the system tells it;
+    nothing where none is, or where that cannot be told (no flock)."""
+    blobs = [blob for f in files if (blob := f.sha256 or f.blob_id)]
+    writing = [blob for blob in blobs if hub_cache.download_running(repo, blob) is True]
+    if not writing:
+        return
+    holder = next(filter(None, (lock_holder(hub_cache.blob_lock_path(repo, blob)) for blob in writing)), None)
+    so_far = sum(_received(repo, f, writing) for f in files)
+    who = f"process {holder}" if holder else "another process"
+    rerun = shlex.join(["localgen", "models", "rm", reference])
+    raise ModelDownloadingError(f"{name} is being downloaded by {who} ({binary_size(so_far)} of "
+                                f"{binary_size(sum(f.size for f in files))} so far)",
+                                hint=f"wait for that download to end, or stop it with Ctrl-C where it runs, then "
+                                     f"`{rerun}` again")
+
+
+def _received(repo: str, f: HubFile, writing: list[str]) -> int:
+    """The bytes of a file of the model on disk so far: the part a download is writing, or the whole file."""
+    blob = f.sha256 or f.blob_id
+    if not blob:
+        return 0
+    if blob not in writing and (hub_cache.blobs_dir(repo) / blob).is_file():
+        return f.size
+    return hub_cache.partial_size(repo, blob)
