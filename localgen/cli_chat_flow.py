@@ -128,7 +128,7 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     from localgen.cli_model import conversation_defaults, preflight_for, system_file_input
     from localgen.cli_options import sampling_from
     from localgen.conversation import asks_for_no_system_prompt
-    from localgen.conversation_lock import remove_killed_saves
+    from localgen.conversation_lock import remove_leftovers
     from localgen.conversation_store import conversations_dir
     from localgen.inputs import attachment_files, chat_template_file, reads_a_pipe, refuse_special_file
     from localgen.params import GenerationLimits, token_budget
@@ -161,8 +161,8 @@ def check_chat(request: ChatRequest) -> CheckedChat:
                             floor_texts=prompt_parts(files, system=bool(system) or system_input is not None))
     _refuse_without_terminal()  # after the command line's own errors, as every command says those first
     unsaveable = _warn_if_unsaveable()
-    if not unsaveable:  # as a listing does: the temp files saves killed part way left an hour ago go
-        remove_killed_saves(conversations_dir())
+    if not unsaveable:  # as a listing does: what saves (an hour ago), renames and deletions killed part way left goes
+        remove_leftovers(conversations_dir())
     # what loading would refuse is refused before a pipe is waited for too, and a pipe too long for the model as
     # soon as its size shows it
     checked = CheckedChat(system=system, files=files, system_input=system_input, template_file=template_file,

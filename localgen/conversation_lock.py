@@ -6,6 +6,7 @@ import contextlib
 import logging
 import os
 import re
+import stat
 from pathlib import Path
 
 from localgen.conversation_names import NAME_RULE
@@ -76,13 +77,39 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None) -> bool:
     return True
 
 
-def remove_killed_saves(folder: Path) -> None:
-    """Remove the temp files that saves killed part way left in the conversations folder (of NAME.json, never a
-    file of another name), of any conversation, once untouched for storage.STALE_TEMP_S with their lock free: a new
-    one's first save leaves no file, so no hold of its name would come to remove its own; a save under way holds its
-    temp file's lock, which on another machine sharing the folder (over NFS) this one may not see, but no save is
-    written for that long."""
+def remove_leftovers(folder: Path) -> None:
+    """Remove what processes killed part way left in the conversations folder: the temp files of saves (of
+    NAME.json, never a file of another name), of any conversation, once untouched for storage.STALE_TEMP_S with their
+    lock free: a new one's first save leaves no file, so no hold of its name would come to remove its own; a save
+    under way holds its temp file's lock, which on another machine sharing the folder (over NFS) this one may not
+    see, but no save is written for that long. Then the lock files that name no conversation and no process holds:
+    a `conversations mv` or `rm` killed once the file went but before its lock file did leaves one."""
     remove_leftover_temp_files(folder, rf"{NAME_RULE}\.json", by_lock=False)
+    if HAS_FLOCK:
+        with contextlib.suppress(OSError):  # no locks folder: no lock files left
+            for entry in os.scandir(folder / LOCKS_FOLDER):
+                name = entry.name.removesuffix(".lock")
+                if name != entry.name and re.fullmatch(NAME_RULE, name) and not _saved(folder, name):
+                    with contextlib.suppress(OSError):
+                        _remove_if_unheld(folder, name)
+
+
+def _saved(folder: Path, name: str) -> bool:
+    """Whether conversation name has a file (or a link, a folder: anything by its name) in folder."""
+    return os.path.lexists(folder / f"{name}.json")
+
+
+def _remove_if_unheld(folder: Path, name: str) -> None:
+    """Remove the lock file of conversation name where no process holds it, taken first as hold() takes it, while
+    it is still the file its path names and the conversation has no file: a process opening it meanwhile finds the
+    path no longer names it once it takes its lock, and makes another (LOCK_TRIES)."""
+    path = lock_path(folder, name)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode) and try_flock(fd) and still_names(fd, path) and not _saved(folder, name):
+            path.unlink()
+    finally:
+        os.close(fd)  # the lock taken here goes with it
 
 
 def _open_lock_file(folder: Path, path: Path) -> int:

@@ -21,7 +21,7 @@ from localgen.conversation import (
     parsed_json,
 )
 from localgen.conversation_edits import SavedInPlaceNote, change_by_hand, change_said, remember
-from localgen.conversation_lock import ConversationBusyError, hold, holds, lock_path, release, remove_killed_saves
+from localgen.conversation_lock import ConversationBusyError, hold, holds, lock_path, release, remove_leftovers
 from localgen.conversation_names import (
     MAX_NAME_SUFFIX,
     NAME_PATTERN,
@@ -348,15 +348,15 @@ def read_conversation(name: str) -> Conversation:
 
 
 def list_conversations(*, unusable: bool = False) -> list[tuple[str, float]]:
-    """Saved conversation names with their modification times, newest first, once the temp files of saves killed
-    part way are removed (unusable: with the files that cannot be opened, for listings that say why: links to a file
-    not there, by the link's own time, and files copied in by hand whose names break the naming rule, but for hidden
-    ones)."""
+    """Saved conversation names with their modification times, newest first, once what processes killed part way
+    left is removed (remove_leftovers; unusable: with the files that cannot be opened, for listings that say why:
+    links to a file not there, by the link's own time, and files copied in by hand whose names break the naming
+    rule, but for hidden ones)."""
     folder = conversations_dir()
     check_folder(folder, "saved conversations")
     if not folder.is_dir():
         return []
-    remove_killed_saves(folder)
+    remove_leftovers(folder)
     entries = []
     for path in folder.glob("*.json"):
         if NAME_PATTERN.fullmatch(path.stem) or (unusable and not path.name.startswith(".")):
