@@ -184,7 +184,7 @@ class PromptFormat:
         document that contains '<|im_end|>' gives the model those characters, not a turn's end. Before rendering,
         each control-token text inside a message is defused with a character the messages do not use (so the
         template still sees, trims or rewrites the message's real text); in the rendered prompt, each defused
-        occurrence is tokenized on its own, as plain text.
+        occurrence is tokenized on its own, as plain text (split where llama.cpp would read it as its token even so).
         """
         pattern = _control_pattern(self.control_tokens) if self.is_chat else None
         if pattern is None or not any(pattern.search(m.content) for m in messages):
@@ -198,10 +198,22 @@ class PromptFormat:
         for number, piece in enumerate(_defused_pattern(self.control_tokens, mark).split(defused)):
             template_text = number % 2 == 0  # the split alternates template text and a defused occurrence
             part = piece.replace(mark, "")  # a defused text a template cut short is left as plain characters
-            add_bos = number == 0 and self._needs_bos(part)
-            tokens += tokenizer.tokenize(part, add_special=add_bos, parse_special=template_text)
+            if template_text:
+                tokens += tokenizer.tokenize(part, add_special=number == 0 and self._needs_bos(part))
+            else:
+                tokens += _as_characters(tokenizer, part)
             texts.append(part)
         return "".join(texts), tokens
+
+
+def _as_characters(tokenizer: Tokenizer, text: str) -> list[int]:
+    """The tokens of a control token's text as characters: tokenized with no special tokens parsed, and where
+    llama.cpp reads the text as its token even so (one it types user-defined at load, as GPT-OSS's <|end|>), its
+    first character tokenized apart from the rest."""
+    tokens = tokenizer.tokenize(text, add_special=False, parse_special=False)
+    if len(text) < 2 or tokens != tokenizer.tokenize(text, add_special=False, parse_special=True):
+        return tokens
+    return _as_characters(tokenizer, text[:1]) + _as_characters(tokenizer, text[1:])
 
 
 def _unused_character(messages: Sequence[Message]) -> str:

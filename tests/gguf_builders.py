@@ -536,7 +536,6 @@ def tiny_model(dst: Path, *, n_embd: int = 64, n_head: int = 4, n_head_kv: int =
     """
     import gguf
     import numpy as np
-    from gguf.quants import quantize
 
     rng = np.random.default_rng(seed)
     vocab = TINY_VOCAB if tokenizer == "gpt2" else [*TINY_SPM_VOCAB, *spm_controls]
@@ -572,6 +571,20 @@ def tiny_model(dst: Path, *, n_embd: int = 64, n_head: int = 4, n_head_kv: int =
         writer.add_eos_token_id(2)
     writer.add_chat_template(TINY_TEMPLATE)
 
+    _write_tiny_weights(writer, rng, n_vocab=n_vocab, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
+                        n_layer=n_layer, n_ff=n_ff)
+    return Path(dst)
+
+
+def _write_tiny_weights(writer, rng, *, n_vocab: int, n_embd: int, n_head: int, n_head_kv: int, n_layer: int,
+                        n_ff: int) -> None:
+    """Add a tiny llama model's random tensors to writer and write the file out."""
+    import gguf
+    import numpy as np
+    from gguf.quants import quantize
+
+    head_dim = n_embd // n_head
+
     def add(name: str, shape: tuple[int, ...], kind: str) -> None:
         """Add a random tensor; shape is numpy order (ggml's reversed)."""
         values = (rng.standard_normal(shape) * 0.05).astype(np.float32)
@@ -601,4 +614,39 @@ def tiny_model(dst: Path, *, n_embd: int = 64, n_head: int = 4, n_head_kv: int =
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+
+
+def tiny_family_model(dst: Path, *, specials: Sequence[str], template: str, eos: str, bos: str | None = None,
+                      add_bos: bool = False, user_defined: Sequence[str] = ()) -> Path:
+    """Write a tiny random-weight llama model with one model family's chat template and special tokens: TINY_VOCAB's
+    byte-level tokens, then specials, typed control (user_defined ones user-defined, as the family's file types
+    them; llama.cpp may type them otherwise at load)."""
+    import gguf
+    import numpy as np
+
+    vocab = [t for t in TINY_VOCAB if not t.startswith("<|")] + list(specials)
+    writer = gguf.GGUFWriter(str(dst), "llama")
+    writer.add_name(Path(dst).stem)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    writer.add_context_length(512)
+    writer.add_embedding_length(64)
+    writer.add_block_count(2)
+    writer.add_feed_forward_length(128)
+    writer.add_head_count(4)
+    writer.add_head_count_kv(2)
+    writer.add_rope_dimension_count(16)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_vocab_size(len(vocab))
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("smollm")
+    writer.add_token_list(vocab)
+    writer.add_token_types([(4 if t in user_defined else 3) if t in specials else 1 for t in vocab])
+    writer.add_token_merges(TINY_MERGES)
+    if bos is not None:
+        writer.add_bos_token_id(vocab.index(bos))
+    writer.add_eos_token_id(vocab.index(eos))
+    writer.add_add_bos_token(add_bos)
+    writer.add_chat_template(template)
+    _write_tiny_weights(writer, np.random.default_rng(0), n_vocab=len(vocab), n_embd=64, n_head=4, n_head_kv=2,
+                        n_layer=2, n_ff=128)
     return Path(dst)
