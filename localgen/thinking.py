@@ -1,7 +1,7 @@
 """Split streamed text into reasoning and answer, across chunk boundaries: the reasoning is the <think>…</think> block
 an answer opens with (after blank space), or the one its prompt opened (a template whose generation prompt ends with
-<think>, as Qwen3's and DeepSeek-R1's may); a <think> anywhere else is text the model wrote (an HTML-ish tag quoted,
-the tag explained)."""
+<think>, as Qwen3's and DeepSeek-R1's may), or the analysis channel of an answer that opens in GPT-OSS's harmony
+format (<|channel|>); a <think> anywhere else is text the model wrote (an HTML-ish tag quoted, the tag explained)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from localgen.events import Event, Finished, TextChunk
+from localgen.harmony import CHANNEL, FINAL_HEADER, HarmonySplitter
 from localgen.input_text import BOM
 from localgen.stopping import StopMatcher, partial_suffix
 
@@ -24,9 +25,11 @@ def after_blank(text: str) -> str:
 
 
 def may_open_thinking(text: str) -> bool:
-    """True while the start of an answer may yet open a <think> block: blank space, then (part of) the tag."""
+    """True while the start of an answer may yet open a <think> block (blank space, then part of the tag) or a
+    harmony message (part of <|channel|>)."""
     head = after_blank(text)
-    return not head.startswith(OPEN_TAG) and OPEN_TAG.startswith(head)
+    return (not head.startswith(OPEN_TAG) and OPEN_TAG.startswith(head)) or (len(text) < len(CHANNEL)
+                                                                              and CHANNEL.startswith(text))
 
 
 class ThinkingSplitter:
@@ -35,8 +38,9 @@ class ThinkingSplitter:
     def __init__(self, *, inside: bool = False) -> None:
         self.inside = inside
         self.closed = 0  # </think> tags met so far (one at most: the reasoning's)
-        self._at_start = not inside  # not known yet whether the answer opens with <think>
+        self._at_start = not inside  # not known yet whether the answer opens with <think> (or in harmony)
         self._held = ""
+        self._harmony: HarmonySplitter | None = None  # the answer's splitter, where it opened in harmony
 
     def feed(self, text: str) -> list[tuple[bool, str]]:
         """Split a chunk into segments, holding back what may yet be a tag of the reasoning block."""
@@ -47,11 +51,17 @@ class ThinkingSplitter:
                 self._held = buffer
                 return segments
             self._at_start = False
+            if buffer.startswith(CHANNEL):
+                self._harmony = HarmonySplitter()
             opens = buffer.find(OPEN_TAG)
-            if opens >= 0 and not after_blank(buffer[:opens]):
+            if self._harmony is None and opens >= 0 and not after_blank(buffer[:opens]):
                 if opens:
                     segments.append((False, buffer[:opens]))
                 buffer, self.inside = buffer[opens + len(OPEN_TAG):], True
+        if self._harmony is not None:
+            segments = self._harmony.feed(buffer)
+            self.inside, self.closed = self._harmony.inside, self._harmony.closed
+            return segments
         if self.inside:
             closes = buffer.find(CLOSE_TAG)
             if closes < 0:
@@ -67,13 +77,16 @@ class ThinkingSplitter:
     def flush(self, *, cut: bool = False) -> list[tuple[bool, str]]:
         """Release any held-back text at the end of the stream (cut: the stream was cut off, so the start of a tag
         held back is a tag that never finished, and is dropped)."""
+        if self._harmony is not None:
+            return self._harmony.flush(cut=cut)
         held, self._held = self._held, ""
         return [(self.inside, held)] if held and not cut else []
 
 
 class AnswerStops:
     """Stop strings matched in the answer only, never inside its reasoning: the <think> block the prompt opens or the
-    answer opens with (for --hide-thinking, which leaves it out of the answer shown); a <think> later is answer text.
+    answer opens with, or a harmony answer's messages before its final one (for --hide-thinking, which leaves them out
+    of the answer shown); a <think> later is answer text.
     """
 
     def __init__(self, stops: tuple[str, ...], *, inside: bool) -> None:
@@ -81,6 +94,7 @@ class AnswerStops:
         self._state = "inside" if inside else "start"  # start: not known yet whether the answer opens with <think>;
         # then inside the block, after it (its blank lines, before any answer), or in the answer
         self._held = ""  # at the start: text that may yet be <think>; inside: the last characters passed on
+        self._close = CLOSE_TAG  # what ends the reasoning: </think>, or a harmony answer's final header
 
     @property
     def matched(self) -> str | None:
@@ -103,14 +117,16 @@ class AnswerStops:
                     self._held += text  # whitespace, or the start of <think>
                     return out
                 text, self._held = self._held + text, ""
-                self._state = "inside" if after_blank(text).startswith(OPEN_TAG) else "answer"
+                self._close = FINAL_HEADER if text.startswith(CHANNEL) else CLOSE_TAG
+                self._state = "inside" if after_blank(text).startswith(OPEN_TAG) or text.startswith(CHANNEL) \
+                    else "answer"
                 continue
             seen = self._held + text
-            end = seen.find(CLOSE_TAG)
+            end = seen.find(self._close)
             if end < 0:
-                self._held = seen[-(len(CLOSE_TAG) - 1):]
+                self._held = seen[-(len(self._close) - 1):]
                 return out + text
-            cut = end + len(CLOSE_TAG) - len(self._held)
+            cut = end + len(self._close) - len(self._held)
             out, text, self._held = out + text[:cut], text[cut:], ""
             self._state = "after"
         return out
@@ -181,3 +197,4 @@ def without_thinking(events: Iterator[Event], opens: Callable[[], bool]) -> Iter
                           thinking_closed=_block_closed(splitter))
         else:
             yield event
+

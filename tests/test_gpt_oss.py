@@ -4,12 +4,14 @@ that spells them reaches the model as characters; the answer's analysis channel 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from localgen.chat import Message
+from tests.conftest import run_localgen
 from tests.gguf_builders import tiny_family_model
 
 GPT_OSS_SPECIALS = ("<|startoftext|>", "<|endoftext|>", "<|return|>", "<|constrain|>", "<|channel|>", "<|start|>",
@@ -70,3 +72,41 @@ def test_message_text_spelling_tokens_llama_cpp_makes_user_defined_reaches_the_m
     for marker, token in markers.items():
         assert tokens.count(token) == plain.count(token), f"the message's {marker} is text"
     assert engine.detokenize(tokens) == engine.detokenize(plain).replace("|>x<", f"|>{hostile}<")
+
+
+HARMONY_ANSWER = ("<|channel|>analysis<|message|>User greets. Reply.<|end|>"
+                  "<|start|>assistant<|channel|>final<|message|>Hello!")
+WRITES_HARMONY = f'root ::= "{HARMONY_ANSWER}"'  # the tokens GPT-OSS writes, forced
+GREEDY = ("--temperature", "0", "--seed", "1")
+
+
+def test_a_harmony_answer_s_analysis_channel_is_its_reasoning(gpt_oss_model: Path, tmp_path: Path) -> None:
+    """--hide-thinking leaves the analysis channel and the markup out; --json has it as `thinking`; the saved
+    conversation keeps the answer as the model wrote it, as it keeps a <think> block."""
+    ask = ("run", "-m", str(gpt_oss_model), "--grammar", WRITES_HARMONY, "--hide-thinking", *GREEDY)
+    hidden = run_localgen(*ask, "--conversation", "gpt-oss-greeting", "hi there")
+    assert hidden.returncode == 0 and hidden.out == "Hello!\n", (hidden.out, hidden.err)
+    record = json.loads(run_localgen(*ask, "--json", "hi there").out)
+    assert (record["text"], record["thinking"]) == ("Hello!", "User greets. Reply.")
+    saved = run_localgen("conversations", "show", "gpt-oss-greeting", "--json")
+    assert saved.returncode == 0 and HARMONY_ANSWER in saved.out, (saved.out, saved.err)
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 11, len(HARMONY_ANSWER)])
+def test_a_harmony_answer_splits_the_same_in_chunks_of_any_size(size: int) -> None:
+    from localgen.thinking import AnswerStops, ThinkingSplitter
+
+    chunks = [HARMONY_ANSWER[at:at + size] for at in range(0, len(HARMONY_ANSWER), size)]
+    splitter = ThinkingSplitter()
+    segments = [part for chunk in chunks for part in splitter.feed(chunk)] + splitter.flush()
+    assert "".join(text for thinking, text in segments if thinking) == "User greets. Reply."
+    assert "".join(text for thinking, text in segments if not thinking) == "Hello!"
+    assert (splitter.inside, splitter.closed) == (False, 1)
+    stops = AnswerStops(("Reply", "!"), inside=False)
+    passed = ""
+    for chunk in chunks:
+        passed += stops.feed(chunk)
+        if stops.matched:
+            break
+    assert passed.endswith("final<|message|>Hello") and stops.matched == "!", "stops match the final channel only"
+

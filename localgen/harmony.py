@@ -1,0 +1,79 @@
+"""GPT-OSS's harmony answers, split as they stream: each message opens with a header (<|channel|>analysis, then
+<|start|>assistant<|channel|>final, maybe a recipient or <|constrain|>json) up to <|message|>, and its body runs to
+<|end|>; the analysis channel's bodies are the reasoning, every other channel's (final, commentary) the answer."""
+
+from __future__ import annotations
+
+from localgen.stopping import partial_suffix
+
+CHANNEL = "<|channel|>"  # an answer in harmony opens with it (its generation prompt wrote <|start|>assistant)
+MESSAGE = "<|message|>"  # ends a message's header
+MESSAGE_ENDS = ("<|end|>", "<|return|>", "<|call|>")  # end a message's body (the last two end the answer, as EOG)
+REASONING_CHANNEL = "analysis"
+FINAL_HEADER = CHANNEL + "final" + MESSAGE  # the answer's own message opens with it
+REASONING_GAP = "\n\n"  # between two analysis messages' bodies in the reasoning
+HEADER_LIMIT = 256  # characters: text held this long without <|message|> is no header, but answer
+
+
+def channel_of(header: str) -> str:
+    """The channel a message's header names ('' for none): the word after <|channel|>."""
+    _, found, rest = header.partition(CHANNEL)
+    words = rest.replace("<|", " ").split()
+    return words[0] if found and words else ""
+
+
+def _first_end(text: str) -> tuple[int, str]:
+    """Where the first message end in text starts, and which it is ((-1, '') for none)."""
+    found = [(text.find(end), end) for end in MESSAGE_ENDS if end in text]
+    return min(found) if found else (-1, "")
+
+
+class HarmonySplitter:
+    """Feed a harmony answer's text chunks; get (is_reasoning, text) segments, its headers and message ends removed
+    (as ThinkingSplitter gives a <think> block's)."""
+
+    def __init__(self) -> None:
+        self.inside = False  # in an analysis message's body
+        self.closed = 0  # analysis messages ended so far
+        self._in_header = True
+        self._bodies = 0  # messages whose body has begun
+        self._held = ""
+
+    def feed(self, text: str) -> list[tuple[bool, str]]:
+        """Split a chunk into segments, holding back a header until its <|message|> and what may yet be a message's
+        end."""
+        buffer, self._held = self._held + text, ""
+        segments: list[tuple[bool, str]] = []
+        while buffer:
+            if self._in_header:
+                header, found, rest = buffer.partition(MESSAGE)
+                if not found and len(buffer) <= HEADER_LIMIT:
+                    self._held = buffer
+                    return segments
+                if not found:  # no header: the model wrote on without one
+                    self.inside, self._in_header, self._bodies = False, False, self._bodies + 1
+                    continue
+                self.inside, self._in_header, buffer = channel_of(header) == REASONING_CHANNEL, False, rest
+                self._bodies += 1
+                if self.inside and self.closed:
+                    segments.append((True, REASONING_GAP))
+                continue
+            at, end = _first_end(buffer)
+            if at < 0:
+                keep = max(partial_suffix(buffer, end) for end in MESSAGE_ENDS)
+                buffer, self._held = buffer[:len(buffer) - keep], buffer[len(buffer) - keep:]
+                return segments + ([(self.inside, buffer)] if buffer else [])
+            if at:
+                segments.append((self.inside, buffer[:at]))
+            self.closed += self.inside
+            self.inside, self._in_header, buffer = False, True, buffer[at + len(end):]
+        return segments
+
+    def flush(self, *, cut: bool = False) -> list[tuple[bool, str]]:
+        """Release held-back text at the end of the stream, but where it was cut off: the start of a message end is
+        body text; a header that never reached its <|message|> is markup, dropped, or where no message came before
+        it, answer text."""
+        held, self._held = self._held, ""
+        if not held or cut or (self._in_header and self._bodies):
+            return []
+        return [(self.inside, held)]
