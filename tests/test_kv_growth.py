@@ -32,9 +32,9 @@ def test_a_kv_cache_started_small_grows_once_keeping_its_tokens_and_the_greedy_t
         bundled_model: Path, monkeypatch: pytest.MonkeyPatch, outgrown_by: str) -> None:
     """Allocating a context's KV cache writes all of it: a short prompt does not wait for a long context's. The
     cache moves into the whole context when an answer or a prompt needs more, and nothing it computed changes."""
-    # the 256 cells are outgrown by a prompt of 273 tokens, or by an answer of 48 past its 23rd token after one of 233
-    question = "word " * {"answer": 200, "a turn's prompt": 0}.get(outgrown_by, 240) + "Count them."
-    limits = GenerationLimits(max_tokens=48 if outgrown_by == "answer" else 8)
+    # the 256 cells are outgrown by a prompt of 273 tokens, or by an answer of 24 past its 8th token after one of 248
+    question = "word " * {"answer": 215, "a turn's prompt": 0}.get(outgrown_by, 240) + "Count them."
+    limits = GenerationLimits(max_tokens=24 if outgrown_by == "answer" else 8)
     texts, cells = [], []
     for expected in (0, 512):
         with _growing_engine(bundled_model, monkeypatch, expected=expected) as eng:
