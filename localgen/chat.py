@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from localgen.errors import LocalgenError, TemplateError
 from localgen.template_sandbox import TEMPLATE_HINT, TemplateStopped, one_line, render_day, render_template
+from localgen.thinking import CLOSE_TAG, prompt_opens_thinking, split_reasoning
 
 if TYPE_CHECKING:
     from localgen.engine import Engine
@@ -33,6 +34,19 @@ class Message:
     def to_dict(self) -> dict[str, str]:
         """The {role, content} dict chat templates expect."""
         return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True)
+class ReasonedMessage(Message):
+    """An assistant's answer as transformers gives it to a chat template: the answer as its content, the reasoning
+    beside it (GPT-OSS's template reads it as `thinking`, Qwen3's as `reasoning_content`)."""
+
+    reasoning: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        """The {role, content} dict, with the reasoning under both names where there is any."""
+        given = super().to_dict()
+        return {**given, "thinking": self.reasoning, "reasoning_content": self.reasoning} if self.reasoning else given
 
 
 @dataclass(frozen=True)
@@ -186,13 +200,13 @@ class PromptFormat:
         template still sees, trims or rewrites the message's real text); in the rendered prompt, each defused
         occurrence is tokenized on its own, as plain text (split where llama.cpp would read it as its token even so).
         """
+        messages = self._reasoning_apart(messages)
         pattern = _control_pattern(self.control_tokens) if self.is_chat else None
-        if pattern is None or not any(pattern.search(m.content) for m in messages):
+        if pattern is None or not any(pattern.search(_all_text(m)) for m in messages):
             text = self.render(messages)
             return text, self.tokenize(tokenizer, text)
         mark = _unused_character(messages)
-        defused = self.render([Message(m.role, pattern.sub(lambda found: found[0][0] + mark + found[0][1:],
-                                                           m.content)) for m in messages])
+        defused = self.render([_defused(m, pattern, mark) for m in messages])
         texts: list[str] = []
         tokens: list[int] = []
         for number, piece in enumerate(_defused_pattern(self.control_tokens, mark).split(defused)):
@@ -204,6 +218,45 @@ class PromptFormat:
                 tokens += _as_characters(tokenizer, part)
             texts.append(part)
         return "".join(texts), tokens
+
+    def _reasoning_apart(self, messages: Sequence[Message]) -> list[Message]:
+        """The messages as transformers gives them to a chat template: an assistant's answer that holds reasoning (a
+        <think> block, the one the generation prompt opens, a harmony answer's analysis channel) as a ReasonedMessage,
+        so the template reads the answer alone as content, and never the markup it would see defused."""
+        if not self.is_chat:
+            return list(messages)
+        opened: bool | None = None  # whether the generation prompt opens a <think> block: asked once, where needed
+        apart: list[Message] = []
+        for message in messages:
+            found = split_reasoning(message.content, opened=False) if message.role == "assistant" else None
+            if found is None and message.role == "assistant" and CLOSE_TAG in message.content:
+                if opened is None:
+                    opened = self._opens_thinking([m for m in messages if m.role != "assistant"])
+                found = split_reasoning(message.content, opened=True) if opened else None
+            apart.append(message if found is None else ReasonedMessage(message.role, found[1], reasoning=found[0]))
+        return apart
+
+    def _opens_thinking(self, messages: Sequence[Message]) -> bool:
+        """Whether the template's generation prompt after messages opens a <think> block (False where it fails)."""
+        try:
+            return prompt_opens_thinking(self.render(messages))
+        except LocalgenError:
+            return False
+
+
+def _all_text(message: Message) -> str:
+    """A message's text the template may write: its content, and its reasoning where it carries some apart."""
+    return message.content + message.reasoning if isinstance(message, ReasonedMessage) else message.content
+
+
+def _defused(message: Message, pattern: re.Pattern[str], mark: str) -> Message:
+    """The message with each control-token text in it defused by mark after its first character."""
+    def defuse(text: str) -> str:
+        return pattern.sub(lambda found: found[0][0] + mark + found[0][1:], text)
+
+    if isinstance(message, ReasonedMessage):
+        return replace(message, content=defuse(message.content), reasoning=defuse(message.reasoning))
+    return Message(message.role, defuse(message.content))
 
 
 def _as_characters(tokenizer: Tokenizer, text: str) -> list[int]:
@@ -219,7 +272,7 @@ def _as_characters(tokenizer: Tokenizer, text: str) -> list[int]:
 def _unused_character(messages: Sequence[Message]) -> str:
     """A private-use character that no message contains."""
     for code in range(0xE000, 0xF900):
-        if not any(chr(code) in m.content for m in messages):
+        if not any(chr(code) in _all_text(m) for m in messages):
             return chr(code)
     raise TemplateError("the messages use every private-use character", hint="send less unusual text")
 

@@ -198,3 +198,13 @@ def without_thinking(events: Iterator[Event], opens: Callable[[], bool]) -> Iter
         else:
             yield event
 
+
+def split_reasoning(text: str, *, opened: bool) -> tuple[str, str] | None:
+    """A whole answer's (reasoning, answer), as without_thinking splits them as they stream (opened: the prompt opened
+    the <think> block); None where the answer has no reasoning."""
+    splitter = ThinkingSplitter(inside=opened)
+    segments = splitter.feed(text) + splitter.flush()
+    if _block_closed(splitter) is None:
+        return None
+    reasoning = "".join(part for thinking, part in segments if thinking).strip()
+    return reasoning, "".join(part for thinking, part in segments if not thinking).lstrip()

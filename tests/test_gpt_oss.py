@@ -92,6 +92,19 @@ def test_a_harmony_answer_s_analysis_channel_is_its_reasoning(gpt_oss_model: Pat
     assert saved.returncode == 0 and HARMONY_ANSWER in saved.out, (saved.out, saved.err)
 
 
+def test_the_next_turn_gives_the_template_the_final_answer_as_transformers_does(loaded_gpt_oss) -> None:
+    """An earlier answer in harmony reaches the template as its final channel's text (the analysis apart, as
+    `thinking`, which GPT-OSS's template drops from earlier turns), its markers read as the template writes them."""
+    engine, prompt_format = loaded_gpt_oss.engine, loaded_gpt_oss.prompt_format
+    turns = [Message("user", "hi there"), Message("assistant", HARMONY_ANSWER), Message("user", "and again")]
+    text, tokens = prompt_format.prompt(engine, turns)
+    reference = prompt_format.render([*turns[:1], Message("assistant", "Hello!"), *turns[2:]])
+    assert text == reference
+    assert text.endswith("<|start|>user<|message|>hi there<|end|><|start|>assistant<|channel|>final<|message|>Hello!"
+                         "<|end|><|start|>user<|message|>and again<|end|><|start|>assistant")
+    assert tokens == engine.tokenize(reference, add_special=False)
+
+
 @pytest.mark.parametrize("size", [1, 2, 5, 11, len(HARMONY_ANSWER)])
 def test_a_harmony_answer_splits_the_same_in_chunks_of_any_size(size: int) -> None:
     from localgen.thinking import AnswerStops, ThinkingSplitter
@@ -110,3 +123,17 @@ def test_a_harmony_answer_splits_the_same_in_chunks_of_any_size(size: int) -> No
             break
     assert passed.endswith("final<|message|>Hello") and stops.matched == "!", "stops match the final channel only"
 
+
+def test_harmony_commentary_is_answer_and_analysis_messages_join_as_one_reasoning() -> None:
+    from localgen.thinking import ThinkingSplitter, split_reasoning
+
+    answer = ("<|channel|>analysis<|message|>First.<|end|><|start|>assistant<|channel|>commentary<|message|>Looking."
+              "<|end|><|start|>assistant<|channel|>analysis<|message|>Second.<|end|>"
+              "<|start|>assistant<|channel|>final <|constrain|>json<|message|>{}")
+    assert split_reasoning(answer, opened=False) == ("First.\n\nSecond.", "Looking.{}")
+    assert split_reasoning("<|channel|>analysis<|message|>Cut off", opened=False) == ("Cut off", "")
+    assert split_reasoning("<|channel|>analysis<|message|>Done.<|end|><|start|>assistant<|chan", opened=False) \
+        == ("Done.", ""), "a header the answer never finished is markup"
+    assert split_reasoning("<|channel|> is a token", opened=False) is None
+    splitter = ThinkingSplitter()
+    assert splitter.feed("<|channel|> is a token") == [] and splitter.flush() == [(False, "<|channel|> is a token")]
