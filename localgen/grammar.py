@@ -13,6 +13,7 @@ from localgen.inputs import STDIN_NAME, InputFile, Waiting, whole_text
 from localgen.json_schema import MAX_COUNT, SCHEMA_HINT, schema_grammar
 from localgen.params import Grammar
 from localgen.stdin_names import names_stdin
+from localgen.thinking import CLOSE_TAG
 
 GRAMMAR_HINT = 'give a GBNF grammar, as text or a file, with a root rule, e.g. --grammar \'root ::= "yes" | "no"\''
 _KINDS = {"--grammar": ("a grammar", GRAMMAR_HINT), "--json-schema": ("a JSON schema", SCHEMA_HINT)}  # as named
@@ -22,6 +23,7 @@ _REPETITION = re.compile(r"\{\s*(\d+)\s*(?:(,)\s*(\d*)\s*)?\}")  # {m}, {m,} or 
 MAX_CODE_POINT = 0x10FFFF
 SURROGATES = (0xD800, 0xDFFF)  # UTF-16's halves of a pair: no character of their own
 _TOKEN_ID = re.compile(r"\[[0-9]+\]")  # a token named by its id, <[5]>, which llama.cpp parses without a vocabulary
+AFTER_REASONING_ROOT = "answer-after-reasoning"  # the root of a grammar that applies from the reasoning's end on
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,12 @@ class ConstraintSource:
             return self.given
         what, hint = _KINDS[self.option]
         return whole_text(self.given, what, hint, waiting=waiting)
+
+
+def after_reasoning(text: str) -> str:
+    """GBNF text whose AFTER_REASONING_ROOT rule is the reasoning's </think>, blank space, then the grammar's root: a
+    lazy grammar sampler that starts at the </think> lets the reasoning a prompt opened run free, then applies."""
+    return f'{text}\n{AFTER_REASONING_ROOT} ::= "{CLOSE_TAG}" [ \\t\\n]* root\n'
 
 
 def constraint_source(grammar: str | None, json_schema: str | None) -> ConstraintSource | None:

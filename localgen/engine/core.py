@@ -197,7 +197,8 @@ class Engine(Decoding):
         self._last_use = this = object()
         try:
             with deferred_signals():  # a Ctrl-C lands once the sampler is stored, so the finally below frees it
-                sampler = build_sampler(self._vocab.pointer, sampling, prompt, self.n_ctx)  # a bad grammar fails
+                sampler = build_sampler(self._vocab.pointer, sampling, prompt, self.n_ctx,  # a bad grammar fails
+                                        reasoning_open=sampling.grammar is not None and self._opens_thinking(prompt))
             self._make_room(len(prompt) + 1)
             if self._holds_with_logits(prompt):  # prefilled ahead: the first token can be sampled at once
                 restored, reused = 0, len(prompt)

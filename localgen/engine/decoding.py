@@ -5,7 +5,7 @@ from __future__ import annotations
 import codecs
 import ctypes
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import partial
 
 from localgen.engine.kv import KvCache
@@ -40,6 +40,11 @@ class Decoding(ModelView):
         """Let the KV cache hold this many tokens (Engine grows a context started small)."""
         raise NotImplementedError
 
+    def _opens_thinking(self, prompt: Sequence[int]) -> bool:
+        """Whether the prompt's template opened a <think> block at its end (a control token's text included)."""
+        tail = b"".join(self._vocab.piece(token, special=True) for token in prompt[-PROMPT_TAIL_TOKENS:])
+        return prompt_opens_thinking(tail.decode("utf-8", errors="replace"))
+
     def _decode(self, sampler: Sampler, limits: GenerationLimits, ignore_eog: bool, drafter: PromptLookup | None,
                 *, spelled: bool = False) -> Iterator[TextChunk | DecodeResult]:
         """The decode loop: sample, emit text, feed tokens back (drafts verified in one batch), until a stop; spelled:
@@ -49,7 +54,7 @@ class Decoding(ModelView):
         n_ctx = self.n_ctx
         vocab, kv, is_eog = self._vocab.pointer, self._kv.tokens, lc.llama_vocab_is_eog
         piece = partial(self._vocab.piece, special=True) if spelled else self._vocab.piece
-        stops = AnswerStops(limits.stop, inside=prompt_opens_thinking(self.detokenize(kv[-PROMPT_TAIL_TOKENS:]))) \
+        stops = AnswerStops(limits.stop, inside=self._opens_thinking(kv)) \
             if limits.stops_in_answer_only and limits.stop else StopMatcher(limits.stop)
         parts: list[str] = []
         generated = 0

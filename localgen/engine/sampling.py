@@ -13,8 +13,9 @@ from dataclasses import replace
 
 from localgen.engine.native import lc, native_errors
 from localgen.errors import UsageError
-from localgen.grammar import token_id, token_references, worded_parse_error
+from localgen.grammar import AFTER_REASONING_ROOT, after_reasoning, token_id, token_references, worded_parse_error
 from localgen.params import Grammar, SamplingParams
+from localgen.thinking import CLOSE_TAG
 
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF  # llama.cpp: draw a random seed
 PENALTY_WINDOW_IN_PYTHON = 512  # RepetitionPenalties for windows up to this; llama.cpp's sampler above (its cost
@@ -105,7 +106,8 @@ class Sampler:
         lc.llama_sampler_free(self.chain)
 
 
-def build_sampler(vocab: lc.llama_vocab_p, sampling: SamplingParams, prompt: Sequence[int], n_ctx: int) -> Sampler:
+def build_sampler(vocab: lc.llama_vocab_p, sampling: SamplingParams, prompt: Sequence[int], n_ctx: int, *,
+                  reasoning_open: bool = False) -> Sampler:
     """The sampler for these settings, its repetition penalties primed with the prompt's last tokens (all of the
     context's for repeat_last_n -1, as in llama.cpp): localgen's RepetitionPenalties for a window up to
     PENALTY_WINDOW_IN_PYTHON tokens, llama.cpp's penalties sampler for a larger one (the two agree bit for bit).
@@ -113,7 +115,7 @@ def build_sampler(vocab: lc.llama_vocab_p, sampling: SamplingParams, prompt: Seq
     A grammar comes first in the chain: every later sampler sees only the tokens it allows (end of generation
     included only where the grammar is complete); the penalties, applied before it, change no logit it rejects.
     Each sampler joins the chain as soon as it exists, and the chain is freed if building it fails part way, so no
-    native sampler is lost.
+    native sampler is lost. reasoning_open: the prompt opened a <think> block, and a grammar applies from its end.
     """
     penalties = None
     penalized = (sampling.repeat_penalty, sampling.frequency_penalty, sampling.presence_penalty) != (1.0, 0, 0)
@@ -127,7 +129,7 @@ def build_sampler(vocab: lc.llama_vocab_p, sampling: SamplingParams, prompt: Seq
     add = lc.llama_sampler_chain_add
     try:
         if sampling.grammar is not None:
-            add(chain, grammar_sampler(vocab, sampling.grammar))  # the chain owns each sampler once added
+            add(chain, grammar_sampler(vocab, sampling.grammar, reasoning_open=reasoning_open))  # the chain owns it
         if penalized and last_n > PENALTY_WINDOW_IN_PYTHON:  # primed alone: the prompt is no text the grammar parses
             window = replace(sampling, repeat_last_n=last_n)
             add(chain, native_penalties(lc.llama_vocab_n_tokens(vocab), window, prompt))
@@ -158,16 +160,22 @@ def native_penalties(n_vocab: int, sampling: SamplingParams, primed: Sequence[in
     return sampler
 
 
-def grammar_sampler(vocab: lc.llama_vocab_p | None, grammar: Grammar) -> lc.llama_sampler_p:
+def grammar_sampler(vocab: lc.llama_vocab_p | None, grammar: Grammar, *,
+                    reasoning_open: bool = False) -> lc.llama_sampler_p:
     """llama.cpp's grammar sampler for GBNF text with a `root` rule; a UsageError with llama.cpp's reason when it
     cannot parse it (the parser prints some reasons on stderr and logs others), or names a token it cannot give.
 
-    Without a vocabulary (None) the grammar is only parsed, and a token named by its text cannot be.
+    Without a vocabulary (None) the grammar is only parsed, and a token named by its text cannot be. reasoning_open:
+    the prompt opened a <think> block, and the grammar applies once the answer writes its </think> (a lazy sampler,
+    as llama.cpp's server makes for a template whose generation prompt forces thinking open), but where the grammar
+    writes </think> itself: it spells the reasoning too, and applies from the start.
     """
     if vocab is not None:
         _refuse_tokens_never_given(vocab, grammar)
     with native_errors() as logged, _captured_stderr() as printed:
-        sampler = lc.llama_sampler_init_grammar(vocab, grammar.text.encode("utf-8"), b"root")
+        lazy = reasoning_open and vocab is not None and CLOSE_TAG not in grammar.text  # else it spells the reasoning
+        sampler = _lazy_after_reasoning(vocab, grammar) if lazy else \
+            lc.llama_sampler_init_grammar(vocab, grammar.text.encode("utf-8"), b"root")
     if not sampler:
         text = b"".join(printed).decode("utf-8", "replace")
         lines = [line.strip() for line in [*text.splitlines(), *logged] if line.strip()]
@@ -179,6 +187,18 @@ def grammar_sampler(vocab: lc.llama_vocab_p | None, grammar: Grammar) -> lc.llam
                          hint=SCHEMA_CONVERTER_HINT if from_schema else
                          'check its GBNF syntax; it needs a root rule, e.g. root ::= "yes" | "no"')
     return sampler
+
+
+def _lazy_after_reasoning(vocab: lc.llama_vocab_p, grammar: Grammar) -> lc.llama_sampler_p:
+    """A grammar sampler that lets text through untouched until the answer writes </think> (its text, or its one
+    token), then applies the grammar to what follows it."""
+    end = CLOSE_TAG.encode()
+    ids = (lc.llama_token * len(end))()
+    count = lc.llama_tokenize(vocab, end, len(end), ids, len(end), False, True)
+    patterns = (ctypes.c_char_p * 1)(rb"[\s\S]*?(" + end + rb")[\s\S]*")  # the grammar reads from the group on
+    return lc.llama_sampler_init_grammar_lazy_patterns(vocab, after_reasoning(grammar.text).encode("utf-8"),
+                                                       AFTER_REASONING_ROOT.encode(), patterns, 1, ids,
+                                                       1 if count == 1 else 0)
 
 
 def _refuse_tokens_never_given(vocab: lc.llama_vocab_p, grammar: Grammar) -> None:
