@@ -36,7 +36,7 @@ class HarmonySplitter:
         self.inside = False  # in an analysis message's body
         self.closed = 0  # analysis messages ended so far
         self._in_header = True
-        self._bodies = 0  # messages whose body has begun
+        self.messages = 0  # messages whose body has begun
         self._held = ""
 
     def feed(self, text: str) -> list[tuple[bool, str]]:
@@ -51,10 +51,10 @@ class HarmonySplitter:
                     self._held = buffer
                     return segments
                 if not found:  # no header: the model wrote on without one
-                    self.inside, self._in_header, self._bodies = False, False, self._bodies + 1
+                    self.inside, self._in_header, self.messages = False, False, self.messages + 1
                     continue
                 self.inside, self._in_header, buffer = channel_of(header) == REASONING_CHANNEL, False, rest
-                self._bodies += 1
+                self.messages += 1
                 if self.inside and self.closed:
                     segments.append((True, REASONING_GAP))
                 continue
@@ -74,6 +74,6 @@ class HarmonySplitter:
         body text; a header that never reached its <|message|> is markup, dropped, or where no message came before
         it, answer text."""
         held, self._held = self._held, ""
-        if not held or cut or (self._in_header and self._bodies):
+        if not held or cut or (self._in_header and self.messages):
             return []
         return [(self.inside, held)]

@@ -74,6 +74,11 @@ class ThinkingSplitter:
             self.closed += 1
         return segments + ([(False, buffer)] if buffer else [])
 
+    @property
+    def in_harmony(self) -> bool:
+        """Whether the answer is in GPT-OSS's harmony format (a message of it begun)."""
+        return self._harmony is not None and self._harmony.messages > 0
+
     def flush(self, *, cut: bool = False) -> list[tuple[bool, str]]:
         """Release any held-back text at the end of the stream (cut: the stream was cut off, so the start of a tag
         held back is a tag that never finished, and is dropped)."""
@@ -201,10 +206,10 @@ def without_thinking(events: Iterator[Event], opens: Callable[[], bool]) -> Iter
 
 def split_reasoning(text: str, *, opened: bool) -> tuple[str, str] | None:
     """A whole answer's (reasoning, answer), as without_thinking splits them as they stream (opened: the prompt opened
-    the <think> block); None where the answer has no reasoning."""
+    the <think> block); None where the answer has no reasoning, nor is in harmony."""
     splitter = ThinkingSplitter(inside=opened)
     segments = splitter.feed(text) + splitter.flush()
-    if _block_closed(splitter) is None:
+    if _block_closed(splitter) is None and not splitter.in_harmony:
         return None
     reasoning = "".join(part for thinking, part in segments if thinking).strip()
     return reasoning, "".join(part for thinking, part in segments if not thinking).lstrip()

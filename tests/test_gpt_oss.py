@@ -135,5 +135,14 @@ def test_harmony_commentary_is_answer_and_analysis_messages_join_as_one_reasonin
     assert split_reasoning("<|channel|>analysis<|message|>Done.<|end|><|start|>assistant<|chan", opened=False) \
         == ("Done.", ""), "a header the answer never finished is markup"
     assert split_reasoning("<|channel|> is a token", opened=False) is None
+    assert split_reasoning("<|channel|>final<|message|>Hi", opened=False) == ("", "Hi"), "in harmony, unreasoned"
     splitter = ThinkingSplitter()
     assert splitter.feed("<|channel|> is a token") == [] and splitter.flush() == [(False, "<|channel|> is a token")]
+
+
+def test_an_answer_in_harmony_with_no_analysis_reaches_the_template_as_its_final_text(loaded_gpt_oss) -> None:
+    engine, prompt_format = loaded_gpt_oss.engine, loaded_gpt_oss.prompt_format
+    turns = [Message("user", "hi"), Message("assistant", "<|channel|>final<|message|>Hello!"), Message("user", "ok")]
+    text, tokens = prompt_format.prompt(engine, turns)
+    reference = prompt_format.render([*turns[:1], Message("assistant", "Hello!"), *turns[2:]])
+    assert text == reference and tokens == engine.tokenize(reference, add_special=False)
