@@ -206,9 +206,9 @@ def _bench_interrupted_at(progress: str, *args: str, signum: int = signal.SIGINT
     return proc.returncode, out, said + err
 
 
-# The repetition a test interrupts lasts a second or more on an idle machine, not the 20-80 ms of pp16 or tg4: a
-# signal sent once its progress line is read must land before it ends, on a busy machine too (where one thread only
-# slows, as two that spin stall).
+# The repetition a test interrupts (pp256) lasts about half a second or more on an idle machine, not the 20-80 ms of
+# pp16 or tg4: a signal sent once its progress line is read must land before it ends, on a busy machine too (where one
+# thread only slows, as two that spin stall).
 LONG_PROMPT = 256
 LONG_GENERATION = 128
 

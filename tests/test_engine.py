@@ -241,7 +241,8 @@ def test_prefill_ahead_keeps_the_shared_prefix_and_never_uses_stale_logits(engin
 def test_a_prefill_ahead_stopped_part_way_leaves_a_consistent_cache(bundled_model: Path) -> None:
     options = LoadOptions(n_ctx=512, n_threads=1, n_threads_batch=1, n_batch=64, n_ubatch=64)
     with Engine(bundled_model, options) as small_batches:
-        prompt = chat_prompt(small_batches, "Tell me about cats. " * 22)  # about 160 tokens: three batches
+        prompt = chat_prompt(small_batches, "Tell me about cats. " * 40)
+        assert len(prompt) > 192, "a fourth batch comes after the one stopped"
         _, plain, _ = _collect(small_batches.generate(prompt, GREEDY, GenerationLimits(max_tokens=8)))
         small_batches.reset()
         one_batch = _StopAfter()
