@@ -3,6 +3,7 @@ such a model whole, as the download would put back what it removed, or finish a 
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 from collections.abc import Sequence
 
@@ -20,19 +21,39 @@ class ModelDownloadingError(LocalgenError):
 def refuse_while_downloading(name: str, repo: str, files: Sequence[HubFile], reference: str) -> None:
     """Raise ModelDownloadingError where a download is writing one of files (every file of the model named name, as
     localgen last listed repo, spelled as the cache spells it), naming its process where the system tells it;
-    nothing where none is, or where that cannot be told (no flock)."""
+    nothing where none is, where that cannot be told (no flock, or a lock that cannot be tested), or where the
+    download ends as the message is made."""
     blobs = [blob for f in files if (blob := f.sha256 or f.blob_id)]
-    writing = [blob for blob in blobs if hub_cache.download_running(repo, blob) is True]
+    writing = [blob for blob in blobs if _being_written(repo, blob)]
     if not writing:
         return
     holder = next(filter(None, (lock_holder(hub_cache.blob_lock_path(repo, blob)) for blob in writing)), None)
     so_far = sum(_received(repo, f, writing) for f in files)
     who = f"process {holder}" if holder else "another process"
     rerun = shlex.join(["localgen", "models", "rm", reference])
-    raise ModelDownloadingError(f"{name} is being downloaded by {who} ({binary_size(so_far)} of "
-                                f"{binary_size(sum(f.size for f in files))} so far)",
-                                hint=f"wait for that download to end, or stop it with Ctrl-C where it runs, then "
-                                     f"`{rerun}` again")
+    refusal = ModelDownloadingError(f"{name} is being downloaded by {who} ({binary_size(so_far)} of "
+                                    f"{binary_size(sum(f.size for f in files))} so far)",
+                                    hint=f"wait for that download to end, or stop it with Ctrl-C where it runs, then "
+                                         f"`{rerun}` again")
+    if any(_being_written(repo, blob) for blob in writing):
+        raise refusal
+
+
+def _being_written(repo: str, blob: str) -> bool:
+    """Whether a download is writing a blob now: a part of it is on disk and a process holds its lock (one that
+    cannot be tested is taken as no download's: a complete model is never refused for it)."""
+    return _part_size(repo, blob) is not None and hub_cache.download_running(repo, blob) is True
+
+
+def _part_size(repo: str, blob: str) -> int | None:
+    """The bytes of the largest part of a blob on disk (localgen's ETAG.incomplete, or huggingface_hub's
+    ETAG.RANDOM.incomplete); None where there is none."""
+    blobs = hub_cache.blobs_dir(repo)
+    sizes = []
+    for part in (hub_cache.partial_path(repo, blob), *blobs.glob(f"{blob}.*.incomplete")):
+        with contextlib.suppress(OSError):
+            sizes.append(part.stat().st_size)
+    return max(sizes, default=None)
 
 
 def _received(repo: str, f: HubFile, writing: list[str]) -> int:
@@ -40,6 +61,8 @@ def _received(repo: str, f: HubFile, writing: list[str]) -> int:
     blob = f.sha256 or f.blob_id
     if not blob:
         return 0
-    if blob not in writing and (hub_cache.blobs_dir(repo) / blob).is_file():
+    if blob in writing:
+        return _part_size(repo, blob) or 0
+    if (hub_cache.blobs_dir(repo) / blob).is_file():
         return f.size
     return hub_cache.partial_size(repo, blob)

@@ -28,7 +28,7 @@ from localgen.hub_cache import (
     blobs_dir,
     cached_model,
     cached_spelling,
-    download_running,
+    download_may_run,
     hub_cache_dir,
     listed_blobs,
     orphaned_partials,
@@ -370,7 +370,7 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
     kwargs: dict[str, Any] = {"repo_id": model.repo, "filename": f.filename, "revision": model.revision,
                               "cache_dir": str(hub_cache_dir()), "force_download": force, "tqdm_class": bar}
     blob = f.sha256 or f.blob_id
-    waiting = not cached and blob is not None and download_running(model.repo, blob) is True
+    waiting = not cached and blob is not None and download_may_run(model.repo, blob)
     own = blob if resumable(f) else None  # the blob localgen fetches (where it is not there) and links itself
     kept_whole = own is not None and 0 < f.size == partial_size(model.repo, own)  # a stopped download's: nothing to get
     display.begin_file(f, cached=cached or (kept_whole and not (force or waiting)), waiting=waiting)

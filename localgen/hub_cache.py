@@ -144,11 +144,18 @@ def partial_size(repo: str, blob: str) -> int:
 
 
 def download_running(repo: str, blob: str) -> bool | None:
-    """Whether a download of this blob (its sha256 or git blob id) holds huggingface_hub's lock on it now; None on
-    systems without flock, where that cannot be told."""
+    """True where a download of this blob (its sha256 or git blob id) holds huggingface_hub's lock on it now, False
+    where none does (or none ever ran here), None where that cannot be told: a system without flock, or a lock file
+    that cannot be tested (unreadable, or on a file system without locks)."""
     if not HAS_FLOCK:
         return None
-    return _lock_held(blob_lock_path(repo, blob))
+    return _lock_state(blob_lock_path(repo, blob))
+
+
+def download_may_run(repo: str, blob: str) -> bool:
+    """Whether a download of this blob may hold its lock now: it does, or its lock file cannot be tested (on a file
+    system without locks, huggingface_hub's lock is that file itself); False on systems without flock."""
+    return HAS_FLOCK and download_running(repo, blob) is not False
 
 
 def downloads_running(repo_dir: Path) -> bool:
@@ -159,12 +166,6 @@ def downloads_running(repo_dir: Path) -> bool:
     # a lock that cannot be tested (no locks on this file system) keeps nothing: a killed pull's leftover lock file
     # would keep an emptied folder for good, and a pull whose folder goes makes it again
     return any(_lock_state(lock) for lock in (hub_cache_dir() / ".locks" / repo_dir.name).glob("*.lock"))
-
-
-def _lock_held(lock: Path) -> bool:
-    """Whether a process holds the lock file lock (one that cannot be tested, unreadable or on a file system without
-    locks: taken as held)."""
-    return _lock_state(lock) is not False
 
 
 def _lock_state(lock: Path) -> bool | None:

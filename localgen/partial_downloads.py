@@ -76,7 +76,7 @@ def _partial(registry: Registry, repo: str, listing: HubListing, files: list[Hub
         elif blob and 0 < (size := hub_cache.partial_size(model.repo, blob)) <= f.size:  # a longer one starts over
             parts.append(hub_cache.partial_path(model.repo, blob))
             kept += size
-            running |= hub_cache.download_running(model.repo, blob) is True
+            running |= hub_cache.download_may_run(model.repo, blob)
     if not parts:
         return None
     return PartialDownload(name=_pull_reference(registry, model.repo, model.quant, files[0].filename), repo=model.repo,

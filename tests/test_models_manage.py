@@ -159,8 +159,8 @@ def test_rm_of_a_part_leaves_the_repo_folder_while_a_download_of_another_of_its_
 def test_a_repo_s_downloads_are_running_only_where_a_lock_is_held(
         flock: bool | None, running: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A killed pull's lock file, free (True: taken at once) or on a file system without locks (None), keeps no
-    emptied repo folder; one another process holds (False) does. A blob's own check still takes an untestable lock as
-    held, as a download may be writing it."""
+    emptied repo folder; one another process holds (False) does. A blob's own check tells an untestable lock apart
+    (None), which a pull and models list still take as a download that may be writing the blob."""
     from localgen import hub_cache
 
     monkeypatch.setattr(hub_cache, "hub_cache_dir", lambda: tmp_path / "hub")
@@ -170,7 +170,8 @@ def test_a_repo_s_downloads_are_running_only_where_a_lock_is_held(
     (tmp_path / "hub" / ".locks" / repo_dir.name / "abc.lock").touch()
     monkeypatch.setattr(hub_cache, "try_flock", lambda fd: flock)
     assert hub_cache.downloads_running(repo_dir) is running
-    assert hub_cache._lock_held(tmp_path / "hub" / ".locks" / repo_dir.name / "abc.lock") is (flock is not True)
+    assert hub_cache.download_running("org/m", "abc") is (None if flock is None else not flock)
+    assert hub_cache.download_may_run("org/m", "abc") is (flock is not True)
 
 
 def test_a_split_models_first_shard_alone_is_said_to_be_downloaded_in_part_not_offered_as_is(

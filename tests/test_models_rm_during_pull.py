@@ -3,13 +3,18 @@ pull goes on to finish its model."""
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from hub_server import HubServer, child_env, make_gguf_bytes, run_cli
+import pytest
+from hub_server import HubEnv, HubServer, child_env, make_gguf_bytes, run_cli
 
+from localgen import hub, hub_cache
+from localgen.model_removal import remove_model
+from localgen.registry import load_registry
 from tests.conftest import REPO_ROOT, popen_localgen
 
 REPO = "org/big-GGUF"
@@ -85,3 +90,53 @@ def test_rm_of_a_split_model_a_pull_is_finishing_removes_none_of_its_shards(loop
     finally:
         _finished(loopback_hub, proc)
     assert (blobs / repo.sha256(second)).stat().st_size == SIZE
+
+
+def _downloaded(hubenv: HubEnv) -> Path:
+    """REPO's one model, downloaded: its blob."""
+    name = "big-Q4_K_M.gguf"
+    repo = hubenv.server.add_repo(REPO, {name: make_gguf_bytes("big")})
+    hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    return hub_cache.blobs_dir(REPO) / repo.sha256(name)
+
+
+def _removed(blob: Path) -> None:
+    """rm of REPO removes its model, blob and all."""
+    removed = remove_model(load_registry(), REPO)
+    assert removed.name == f"{REPO}:Q4_K_M" and blob in removed.paths and not blob.exists()
+
+
+@pytest.mark.parametrize("lock", ["a folder", "on a file system without locks"])
+def test_rm_of_a_downloaded_model_whose_lock_cannot_be_tested_removes_it(
+        lock: str, hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lock file that cannot be tested (one that cannot be opened, as another user's in a shared cache, or on a file
+    system without locks) is no download's, even beside a part a killed download left: rm refused such a model for
+    good as being downloaded by another process."""
+    blob = _downloaded(hubenv)
+    (blob.parent / f"{blob.name}.1a2b3c4d.incomplete").write_bytes(b"\0" * 10)  # a killed hf_hub_download's
+    lock_file = hub_cache.blob_lock_path(REPO, blob.name)
+    if lock == "a folder":
+        lock_file.unlink()
+        lock_file.mkdir()
+    else:
+        monkeypatch.setattr(hub_cache, "try_flock", lambda fd: None)
+    _removed(blob)
+
+
+def test_rm_of_a_downloaded_model_whose_lock_a_process_holds_with_no_part_written_removes_it(hubenv: HubEnv) -> None:
+    """A lock held with no part of the blob on disk (a download renaming its finished part, or one not begun) writes
+    nothing: rm refused the model, calling it downloaded 0 B so far."""
+    blob = _downloaded(hubenv)
+    with open(hub_cache.blob_lock_path(REPO, blob.name), "rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # another open file: its lock keeps this process's own check out
+        _removed(blob)
+
+
+def test_rm_goes_ahead_where_the_download_it_would_refuse_ends_as_the_refusal_is_made(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The download seen writing the model once, then no more: rm removes it, where it refused it."""
+    blob = _downloaded(hubenv)
+    hub_cache.partial_path(REPO, blob.name).write_bytes(b"\0" * 10)
+    answers = iter([True])
+    monkeypatch.setattr(hub_cache, "download_running", lambda repo, etag: next(answers, False))
+    _removed(blob)
