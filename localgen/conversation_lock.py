@@ -7,6 +7,7 @@ import logging
 import os
 import re
 import stat
+import time
 from pathlib import Path
 
 from localgen.conversation_names import NAME_RULE
@@ -16,6 +17,8 @@ from localgen.storage import make_folder, remove_leftover_temp_files, unwritable
 
 LOCKS_FOLDER = ".locks"
 LOCK_TRIES = 5  # a lock file deleted under us is made again this many times at most
+LEFTOVER_LOCK_S = 60  # a lock file of no saved conversation goes once untouched this long (a hold or release writes it)
+PIDLESS_PAUSE_S = 0.01  # a lock held with no holder recorded is tried again after this (a sweep takes it a moment)
 _COMMAND = re.compile(r"[a-z][a-z -]{0,39}")  # a holder's command as its lock file records it (conversations rm)
 
 log = logging.getLogger("localgen.conversation")
@@ -37,7 +40,8 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None) -> bool:
     """Hold conversation name for this process; return False when it already did (or the file system has no locks).
 
     ConversationBusyError when another process holds it: with hint where that is a chat or a run, named where it
-    recorded its command (by: this one's, where it is neither, as `conversations rm`, whose question may wait).
+    recorded its command (by: this one's, where it is neither, as `conversations rm`, whose question may wait). One
+    that records no holder is tried again a moment later (remove_leftovers may be testing it).
 
     The lock is released by release(), or by the system when the process ends, however it ends. The temp files a
     process killed part way through a save left beside the conversation's file are removed as the hold is taken; a
@@ -46,12 +50,15 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None) -> bool:
     path = lock_path(folder, name)
     if not HAS_FLOCK or path in _held:  # Windows: no advisory locks, conversations are not guarded
         return False
-    for _ in range(LOCK_TRIES):
+    for attempt in range(LOCK_TRIES):
         fd = _open_lock_file(folder, path)
         taken = try_flock(fd)
         if taken is False:
             owner, command = _read_owner(fd)
             os.close(fd)
+            if not owner and attempt < LOCK_TRIES - 1:  # remove_leftovers testing it, or a holder before its pid
+                time.sleep(PIDLESS_PAUSE_S)
+                continue
             who = f" (process {owner})" if owner else ""
             if command:
                 raise ConversationBusyError(f"conversation '{name}' is in use by `localgen {command}`{who}",
@@ -82,8 +89,9 @@ def remove_leftovers(folder: Path) -> None:
     NAME.json, never a file of another name), of any conversation, once untouched for storage.STALE_TEMP_S with their
     lock free: a new one's first save leaves no file, so no hold of its name would come to remove its own; a save
     under way holds its temp file's lock, which on another machine sharing the folder (over NFS) this one may not
-    see, but no save is written for that long. Then the lock files that name no conversation and no process holds:
-    a `conversations mv` or `rm` killed once the file went but before its lock file did leaves one."""
+    see, but no save is written for that long. Then the lock files that name no saved conversation, untouched for
+    LEFTOVER_LOCK_S, that no process holds: a `conversations mv` or `rm` killed once the file went but before its lock
+    file did leaves one, as does a new chat left before its first save."""
     remove_leftover_temp_files(folder, rf"{NAME_RULE}\.json", by_lock=False)
     if HAS_FLOCK:
         with contextlib.suppress(OSError):  # no locks folder: no lock files left
@@ -100,13 +108,17 @@ def _saved(folder: Path, name: str) -> bool:
 
 
 def _remove_if_unheld(folder: Path, name: str) -> None:
-    """Remove the lock file of conversation name where no process holds it, taken first as hold() takes it, while
-    it is still the file its path names and the conversation has no file: a process opening it meanwhile finds the
-    path no longer names it once it takes its lock, and makes another (LOCK_TRIES)."""
+    """Remove the lock file of conversation name where no process holds it and none took or let it go for
+    LEFTOVER_LOCK_S, taken first as hold() takes it, while it is still the file its path names and the conversation
+    has no file: a process opening it meanwhile finds the path no longer names it once it takes its lock, and makes
+    another (LOCK_TRIES). One taken or let go lately is left be: a hold may be opening it, and over NFS this
+    machine's view of it may be out of date."""
     path = lock_path(folder, name)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
-        if stat.S_ISREG(os.fstat(fd).st_mode) and try_flock(fd) and still_names(fd, path) and not _saved(folder, name):
+        info = os.fstat(fd)
+        if (stat.S_ISREG(info.st_mode) and time.time() - info.st_mtime >= LEFTOVER_LOCK_S and try_flock(fd)
+                and still_names(fd, path) and not _saved(folder, name)):
             path.unlink()
     finally:
         os.close(fd)  # the lock taken here goes with it

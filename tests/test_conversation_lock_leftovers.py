@@ -1,15 +1,20 @@
-"""The lock file a `conversations mv` killed part way leaves goes at the next listing; a held one never does."""
+"""The lock file a `conversations mv` killed part way leaves goes at the next listing, once a minute old; a held one
+never does, and a hold meeting a sweep testing one is not turned away."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
+from localgen import conversation_lock
 from localgen.conversation import Conversation, Turn
-from localgen.conversation_lock import hold, holds, release, remove_leftovers
+from localgen.conversation_lock import LEFTOVER_LOCK_S, ConversationBusyError, hold, holds, release, remove_leftovers
 from localgen.conversation_store import conversations_dir, let_go, load_conversation, save_conversation
 from tests.conftest import run_localgen
 
@@ -23,6 +28,12 @@ conversation_moves.rename_conversation(sys.argv[1], sys.argv[2])
 pytestmark = pytest.mark.usefixtures("home")  # every test in a localgen home of its own (conftest)
 
 
+def _aged(path: Path) -> None:
+    """Make path look untouched for longer than a leftover lock file is kept."""
+    then = time.time() - LEFTOVER_LOCK_S - 5
+    os.utime(path, (then, then))
+
+
 def test_the_old_name_s_lock_file_a_killed_mv_left_goes_when_the_conversations_are_listed() -> None:
     save_conversation(Conversation(name="a", turns=[Turn("q", "r")]))
     let_go(load_conversation("a"))
@@ -32,6 +43,7 @@ def test_the_old_name_s_lock_file_a_killed_mv_left_goes_when_the_conversations_a
     folder, locks = conversations_dir(), conversations_dir() / ".locks"
     assert sorted(p.name for p in folder.glob("*.json")) == ["b.json"]
     assert sorted(p.name for p in locks.iterdir()) == ["a.lock", "b.lock"]
+    _aged(locks / "a.lock")
     listed = run_localgen("conversations")
     assert listed.returncode == 0 and "\nb\t" in listed.out, listed.err
     assert sorted(p.name for p in locks.iterdir()) == ["b.lock"], "the old name's goes, the saved one's stays"
@@ -43,6 +55,7 @@ def test_the_lock_file_of_a_name_held_before_its_first_save_is_never_removed() -
     process's own sweep takes that lock file from it."""
     folder = conversations_dir()
     assert hold(folder, "new", hint="")
+    _aged(folder / ".locks" / "new.lock")  # held a while
     try:
         listed = run_localgen("conversations")
         assert listed.returncode == 0, listed.err
@@ -54,3 +67,34 @@ def test_the_lock_file_of_a_name_held_before_its_first_save_is_never_removed() -
         assert "ConversationBusyError: conversation 'new' is in use" in taken.stderr, "still held, by the same file"
     finally:
         release(folder, "new")
+
+
+def test_a_leftover_lock_file_goes_once_untouched_for_a_minute() -> None:
+    """One let go a moment ago (a new chat left before its first save) stays, as a hold may be opening it; an old one
+    goes."""
+    folder = conversations_dir()
+    for name in ("fresh", "old"):
+        assert hold(folder, name, hint="")
+        release(folder, name)
+    _aged(folder / ".locks" / "old.lock")
+    remove_leftovers(folder)
+    assert sorted(p.name for p in (folder / ".locks").iterdir()) == ["fresh.lock"]
+
+
+def test_a_hold_meeting_a_lock_held_with_no_holder_recorded_tries_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lock file a sweep is testing records no process: the hold takes it once the sweep lets go, where it said the
+    conversation was in use by another chat; one held for good that way still turns it away."""
+    import fcntl
+
+    folder = conversations_dir()
+    assert hold(folder, "x", hint="")
+    release(folder, "x")  # its lock file is left, empty
+    real, busy = conversation_lock.try_flock, [False]  # the sweep's lock, once
+    monkeypatch.setattr(conversation_lock, "try_flock", lambda fd: busy.pop() if busy else real(fd))
+    monkeypatch.setattr(conversation_lock, "PIDLESS_PAUSE_S", 0)
+    assert hold(folder, "x", hint="") and holds(folder, "x")
+    release(folder, "x")
+    with open(folder / ".locks" / "x.lock", "rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # another open file's lock, recording no process
+        with pytest.raises(ConversationBusyError, match=r"in use by another localgen chat or run$"):
+            hold(folder, "x", hint="")
