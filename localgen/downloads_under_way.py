@@ -23,7 +23,7 @@ def refuse_while_downloading(name: str, repo: str, files: Sequence[HubFile], ref
     localgen last listed repo, spelled as the cache spells it), naming its process where the system tells it;
     nothing where none is, where that cannot be told (no flock, or a lock that cannot be tested), or where the
     download ends as the message is made."""
-    blobs = [blob for f in files if (blob := f.sha256 or f.blob_id)]
+    blobs = [blob for f in files if (blob := f.blob)]
     writing = [blob for blob in blobs if _being_written(repo, blob)]
     if not writing:
         return
@@ -58,7 +58,7 @@ def _part_size(repo: str, blob: str) -> int | None:
 
 def _received(repo: str, f: HubFile, writing: list[str]) -> int:
     """The bytes of a file of the model on disk so far: the part a download is writing, or the whole file."""
-    blob = f.sha256 or f.blob_id
+    blob = f.blob
     if not blob:
         return 0
     if blob in writing:

@@ -258,7 +258,7 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
     first = model.files[0]
     if pin is not None:  # known from the listing: refuse before downloading anything
         check_pin(f"{first.repo}/{first.filename}", first.sha256, first.size, pin)
-    resumable = listed_blobs(model.repo) | {blob for f in model.files if (blob := f.sha256 or f.blob_id)}
+    resumable = listed_blobs(model.repo) | {blob for f in model.files if (blob := f.blob)}
     for partial in orphaned_partials(model.repo, keep=resumable):
         with contextlib.suppress(OSError):
             partial.unlink()
@@ -292,7 +292,7 @@ def _check_free_space(model: HubModel, *, force: bool) -> None:
     otherwise leave the shards that fitted)."""
     cached = [f.size for f in model.files if is_cached(model, f)]
     kept = 0 if force else sum(part for f in model.files  # a resumed download's part (one longer starts over)
-                               if not is_cached(model, f) and (blob := f.sha256 or f.blob_id)
+                               if not is_cached(model, f) and (blob := f.blob)
                                and (part := partial_size(model.repo, blob)) <= f.size)
     needed = sum(f.size for f in model.files) - sum(cached) - kept
     if force and cached:  # a file downloaded again replaces its copy once complete: one at a time
@@ -313,7 +313,7 @@ def _check_free_space(model: HubModel, *, force: bool) -> None:
 
 def is_cached(model: HubModel, f: HubFile) -> bool:
     """Whether a file of the model is in the cache already (its snapshot pointer or its blob)."""
-    etag = f.sha256 or f.blob_id
+    etag = f.blob
     blob = blobs_dir(model.repo) / etag if etag else None
     return pointer_path(model.repo, model.revision, f.filename).is_file() or (blob is not None and blob.is_file())
 
@@ -338,7 +338,7 @@ def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display, p
     link to a file of the user's outside the cache, or another model's in it, the link alone is replaced, by the blob
     where that is there, as pull --force replaces it)."""
     cached = not force and is_cached(model, f)
-    own = model_blobs(blobs_dir(model.repo), (g.sha256 or g.blob_id for g in model.files))  # as models rm tells them
+    own = model_blobs(blobs_dir(model.repo), (g.blob for g in model.files))  # as models rm tells them
     mine = linked_file(pointer_path(model.repo, model.revision, f.filename), own)
     got = _hf_download(model, f, force=force, display=display, cached=cached)
     if force and mine is not None and users_file_behind(got.path) is None:
@@ -369,7 +369,7 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
     bar = download_progress.tqdm_adapter(display)
     kwargs: dict[str, Any] = {"repo_id": model.repo, "filename": f.filename, "revision": model.revision,
                               "cache_dir": str(hub_cache_dir()), "force_download": force, "tqdm_class": bar}
-    blob = f.sha256 or f.blob_id
+    blob = f.blob
     waiting = not cached and blob is not None and download_may_run(model.repo, blob)
     own = blob if resumable(f) else None  # the blob localgen fetches (where it is not there) and links itself
     kept_whole = own is not None and 0 < f.size == partial_size(model.repo, own)  # a stopped download's: nothing to get

@@ -117,7 +117,7 @@ def listed_blobs(repo: str, *, leaving: Collection[str] = ()) -> set[str]:
     the files named in leaving."""
     listing = load_listing(repo)
     files = listing.files if listing else ()
-    return {etag for f in files if f.filename not in leaving and (etag := f.sha256 or f.blob_id)}
+    return {etag for f in files if f.filename not in leaving and (etag := f.blob)}
 
 
 def blobs_dir(repo: str) -> Path:

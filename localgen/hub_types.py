@@ -42,6 +42,11 @@ class HubFile:
         """The file name without its folder."""
         return self.filename.rsplit("/", 1)[-1]
 
+    @property
+    def blob(self) -> str | None:
+        """Its blob's name in the Hugging Face cache (its etag): the sha256 of an LFS file, else its git blob id."""
+        return self.sha256 or self.blob_id
+
 
 @dataclass(frozen=True)
 class HubListing:

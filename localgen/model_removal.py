@@ -126,7 +126,7 @@ def _kept_parts(registry: Registry, repo: str, quant: str | None, pattern: str |
     files = _listed_model(repo, quant, pattern)
     parts = []
     for f in files:
-        blob = f.sha256 or f.blob_id
+        blob = f.blob
         if blob and hub_cache.partial_path(repo, blob).is_file() and hub_cache.download_running(repo, blob) is False:
             parts.append(hub_cache.partial_path(repo, blob))
     if not parts:
@@ -356,7 +356,7 @@ def _own_blobs(repo_dir: Path, files: list[hub_cache.CachedHubFile]) -> list[Pat
     them to have, where they are there."""
     listing = hub_cache.load_listing(files[0].repo)
     names = {f.filename for f in files}
-    listed = {f.sha256 or f.blob_id for f in listing.files if f.filename in names} if listing else set()
+    listed = {f.blob for f in listing.files if f.filename in names} if listing else set()
     return model_blobs(repo_dir / "blobs", listed | {f.sha256 for f in files})
 
 

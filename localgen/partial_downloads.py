@@ -70,7 +70,7 @@ def _partial(registry: Registry, repo: str, listing: HubListing, files: list[Hub
     parts: list[Path] = []
     kept, complete, running = 0, 0, False
     for f in files:
-        blob = f.sha256 or f.blob_id
+        blob = f.blob
         if is_cached(model, f):
             kept, complete = kept + f.size, complete + 1
         elif blob and 0 < (size := hub_cache.partial_size(model.repo, blob)) <= f.size:  # a longer one starts over
