@@ -64,9 +64,39 @@ def _raise_exception(message: str) -> None:
 
 def _tojson(value: Any, ensure_ascii: bool = False, indent: int | str | None = None,
             separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
-    """The tojson filter as transformers gives chat templates: json.dumps, keys in their order and characters as
-    they are (Jinja's own sorts keys and escapes <, >, & and ' for HTML), what a model was trained on."""
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    """The tojson filter as transformers gives chat templates: json.dumps' text, keys in their order and characters
+    as they are (Jinja's own sorts keys and escapes <, >, & and ' for HTML), what a model was trained on; written
+    piece by piece, so that the time and output limits stop a huge one (json.dumps' C encoder runs unchecked)."""
+    encoder = json.JSONEncoder(ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    return _joined(encoder.iterencode(value))
+
+
+def _finalize(value: Any) -> Any:
+    """A {{ value }}'s value as text where it is a list, tuple or dict: str()'s text, written piece by piece, so that
+    the time and output limits stop a huge one (str() runs unchecked in C); any other value as it is."""
+    return _joined(_repr_pieces(value)) if type(value) in (list, tuple, dict) else value
+
+
+def _repr_pieces(value: Any) -> Iterator[str]:
+    """repr(value) in pieces, a list's, tuple's or dict's items one by one."""
+    kind = type(value)
+    if kind not in (list, tuple, dict):
+        yield repr(value)
+        return
+    yield "[" if kind is list else "(" if kind is tuple else "{"
+    for index, item in enumerate(value.items() if kind is dict else value):
+        yield ", " if index else ""
+        if kind is dict:
+            yield from _repr_pieces(item[0])
+            yield ": "
+            item = item[1]
+        yield from _repr_pieces(item)
+    yield "]" if kind is list else "}" if kind is dict else ",)" if len(value) == 1 else ")"
+
+
+def _joined(pieces: Iterator[str]) -> str:
+    """The pieces joined, stopping at the render's output limit."""
+    return "".join(_bounded(pieces, _size_limit()))
 
 
 def _strftime_now(fmt: str) -> str:
@@ -154,7 +184,7 @@ def _environment() -> Environment:
                 _check_arguments(args, kwargs)  # 'x'.center(10**9), 'x'.zfill(10**9), ...
             return super().call(__context, __obj, *args, **kwargs)
 
-    env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True, autoescape=False,
+    env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True, autoescape=False, finalize=_finalize,
                          extensions=["jinja2.ext.loopcontrols", _generation_tag()])
     env.filters = {name: _checked_filter(func) for name, func in {**env.filters, "tojson": _tojson}.items()}
     env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now)

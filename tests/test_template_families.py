@@ -5,6 +5,7 @@ template has no place for one (Gemma 2, Mistral v0.1, the first Phi-3), Jinja's 
 from __future__ import annotations
 
 import dataclasses
+import json
 import typing
 from pathlib import Path
 
@@ -234,3 +235,42 @@ def test_tojson_takes_transformers_arguments() -> None:
                 "{{ 'é' | tojson(ensure_ascii=true) }} {{ {'a': [1]} | tojson(indent=2) }}")
     out = render_template(template, [Message("user", "<hi>")], bos_token="", eos_token="", model_name="m")
     assert out == '{"content":"<hi>","role":"user"} "\\u00e9" {\n  "a": [\n    1\n  ]\n}'
+
+
+DOUBLED = "{% set ns = namespace(x=[1]) %}{% for i in range(14) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}"
+
+
+@pytest.mark.parametrize("output", ["{{ ns.x | tojson }}", "{{ ns.x }}"])
+def test_a_huge_value_written_as_json_or_as_text_stops_at_the_time_limit(output: str,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A list of 2**14 ones built in 14 steps, written in milliseconds by json.dumps and str() unchecked, against a
+    limit of 0.1 s: as 2**26 ones (over a minute) against 2 s."""
+    monkeypatch.setattr(template_sandbox, "TEMPLATE_TIME_LIMIT_S", 0.1)
+    with pytest.raises(TemplateError) as info:
+        render_template(DOUBLED + output, [Message("user", "hi")], bos_token="", eos_token="", model_name="m")
+    assert info.value.message == "m: the chat template took over 0.1 s and was stopped"
+
+
+def test_tojson_stops_at_the_output_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(template_sandbox, "TEMPLATE_OUTPUT_LIMIT_CHARS", 1000)
+    with pytest.raises(TemplateError) as info:
+        render_template("{{ (range(1000) | list | tojson) | length }}", [Message("user", "hi")], bos_token="",
+                        eos_token="", model_name="m")
+    assert info.value.message == "m: the chat template output exceeds 1,004 characters"
+
+
+VALUES = [{"a": [1, 2.5, None, True, 'é<\n"'], "b": {}, "c": [], "d": {"z": 1, "a": (1,)}}, "s", 3, [], (), (1,),
+          [(1, 2), {"k": "v"}, ()], {}]
+
+
+@pytest.mark.parametrize("value", VALUES)
+@pytest.mark.parametrize("arguments", [{}, {"indent": 2}, {"indent": "\t"}, {"separators": (",", ":")},
+                                       {"sort_keys": True}, {"ensure_ascii": True}])
+def test_tojson_writes_json_dumps_text(value: object, arguments: dict[str, typing.Any]) -> None:
+    assert template_sandbox._tojson(value, **arguments) == json.dumps(value, **{"ensure_ascii": False, **arguments})
+
+
+def test_a_list_tuple_or_dict_written_as_text_reads_as_str_writes_it() -> None:
+    out = render_template("{{ messages[0] }} {{ [1, 'a', (2,), {'k': none}, [], (), {}, (1, 2)] }} {{ 'x' }} {{ 3 }}",
+                          [Message("user", "hi")], bos_token="", eos_token="", model_name="m")
+    assert out == "{'role': 'user', 'content': 'hi'} [1, 'a', (2,), {'k': None}, [], (), {}, (1, 2)] x 3"
