@@ -154,33 +154,34 @@ class PromptFormat:
             return self._folds_system[self.template]
         except KeyError:
             pass
-        found = self._find_folds_system()
-        if found is None:
-            return False
-        self._folds_system[self.template] = found
-        if found:
-            log.debug("%s: the chat template has no place for a system message: the system prompt goes before the "
-                      "first user message's text", one_line(self.model_name))
+        found, settled = self._find_folds_system()
+        if settled:
+            self._folds_system[self.template] = found
+            if found:
+                log.debug("%s: the chat template has no place for a system message: the system prompt goes before "
+                          "the first user message's text", one_line(self.model_name))
         return found
 
-    def _find_folds_system(self) -> bool | None:
+    def _find_folds_system(self) -> tuple[bool, bool]:
         """folds_system, found by rendering a marked system and user message as they are, then folded where the
-        template refuses the system message or leaves it out; None where a render was stopped at the time or memory
-        limit (another may pass)."""
+        template refuses the system message or leaves it out; and whether that is settled: not where a render was
+        stopped at the time or memory limit (another may pass): then the messages stay as they are where the
+        as-given render was stopped, and are folded where only the folded one was (the render passes, or says it was
+        stopped, where as given it would be refused)."""
         messages = [Message("system", _SYSTEM_MARK), Message("user", _USER_MARK)]
         try:
             if _SYSTEM_MARK in self._render_as_given(messages):
-                return False
+                return False, True
         except TemplateStopped:
-            return None
+            return False, False
         except LocalgenError:
             pass  # refused
         try:
-            return _SYSTEM_MARK in self._render_as_given(with_system_folded(messages))
+            return _SYSTEM_MARK in self._render_as_given(with_system_folded(messages)), True
         except TemplateStopped:
-            return None
+            return True, False
         except LocalgenError:
-            return False  # a template that fails whatever it gets: its own error says so
+            return False, True  # a template that fails whatever it gets: its own error says so
 
     def tokenize(self, tokenizer: Tokenizer, text: str) -> list[int]:
         """Tokenize rendered text (a template's control tokens read as such), adding BOS only when the model wants

@@ -169,6 +169,25 @@ def test_a_render_stopped_at_a_limit_decides_nothing_and_a_template_failing_what
     assert renders.count(broken.template) == 2 + 2, "found once that folding does not help; the error is its own"
 
 
+def test_a_template_refusing_a_system_message_folds_it_where_the_folded_probe_was_stopped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    renders: list[str] = []
+
+    def folded_stopped_once(template: str, messages: list[Message], *args: object, **kwargs: typing.Any) -> str:
+        renders.append(template)
+        if len(renders) == 2:  # the folded probe, on a busy machine
+            raise TemplateStopped("m: the chat template took over 2 s and was stopped")
+        return render_template(template, messages, *args, **kwargs)
+
+    monkeypatch.setattr(chat, "render_template", folded_stopped_once)
+    gemma = PromptFormat(template=GEMMA2, bos_token="<bos>", eos_token="", adds_bos=False, model_name="m")
+    messages = [Message("system", "S"), Message("user", "hi")]
+    folded = "<bos><start_of_turn>user\nS\n\nhi<end_of_turn>\n<start_of_turn>model\n"
+    assert gemma.render(messages) == folded, "folded, not refused as System role not supported"
+    assert gemma.render(messages) == folded and len(renders) == 3 + 3, "not settled: found by the next render"
+    assert gemma.render(messages) == folded and len(renders) == 6 + 1
+
+
 def test_a_template_without_a_system_role_has_no_system_prompt_of_its_own() -> None:
     gemma = PromptFormat(template=GEMMA2, bos_token="<bos>", eos_token="", adds_bos=False, model_name="m")
     assert gemma.default_system() is None
