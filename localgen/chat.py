@@ -110,7 +110,7 @@ class PromptFormat:
         """The system prompt the chat template writes where the messages carry none (SmolLM2's and Qwen's do),
         else None (also where the template fails); a render that worked is kept, for the day where the template
         writes today's date."""
-        if self.template is None or self._folds_system.get(self.template):
+        if self.template is None or self.folds_system():
             return None  # no place for a system message: none of its own
         day = render_day(self.template)
         try:

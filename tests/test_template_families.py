@@ -188,11 +188,19 @@ def test_a_template_refusing_a_system_message_folds_it_where_the_folded_probe_wa
     assert gemma.render(messages) == folded and len(renders) == 6 + 1
 
 
-def test_a_template_without_a_system_role_has_no_system_prompt_of_its_own() -> None:
+def test_a_template_without_a_system_role_has_no_system_prompt_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    renders: list[str] = []
+
+    def counted(template: str, *args: object, **kwargs: typing.Any) -> str:
+        renders.append(template)
+        return render_template(template, *args, **kwargs)
+
+    monkeypatch.setattr(chat, "render_template", counted)
     gemma = PromptFormat(template=GEMMA2, bos_token="<bos>", eos_token="", adds_bos=False, model_name="m")
-    assert gemma.default_system() is None
+    for _ in range(3):
+        assert gemma.default_system() is None and gemma.with_own_system([]) == []
+    assert len(renders) == 2, "found once that it has no place for one, then asked no more"
     assert gemma.render([Message("system", "S"), Message("user", "hi")]).startswith("<bos><start_of_turn>user\nS\n")
-    assert gemma.default_system() is None and gemma.with_own_system([]) == []
 
 
 def test_a_template_that_keeps_no_system_prompt_even_folded_is_left_as_it_is() -> None:
