@@ -62,6 +62,7 @@ class PromptFormat:
     control_tokens: frozenset[str] = frozenset()  # texts the tokenizer reads as control tokens (<|im_end|>, ...)
     _own_system: dict[str | None, str | None] = field(default_factory=dict, init=False, repr=False, compare=False)
     _folds_system: dict[str, bool] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _marked: dict[str | None, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def is_chat(self) -> bool:
@@ -129,13 +130,24 @@ class PromptFormat:
         """default_system, found by rendering the template with and without a system message (a failed render
         raises)."""
         system, user = _SYSTEM_MARK, _USER_MARK
-        marked = self._render_as_given([Message("system", system), Message("user", user)], add_generation_prompt=False)
+        marked = self._render_marked()
         plain = self._render_as_given([Message("user", user)], add_generation_prompt=False)
         opening, found, rest = marked.partition(system)
         between = rest.partition(user)[0]  # the system block's end and the user block's start
         if not found or not plain.startswith(opening) or between + user not in plain:
             return None
         return plain[len(opening):plain.index(between + user)].strip() or None
+
+    def _render_marked(self) -> str:
+        """A marked system and user message rendered as they are, without the generation prompt (as llama.cpp probes
+        a template): read by default_system and folds_system, so kept for the day (a failed render raises)."""
+        day = render_day(self.template or "")
+        if day not in self._marked:
+            marked = self._render_as_given([Message("system", _SYSTEM_MARK), Message("user", _USER_MARK)],
+                                           add_generation_prompt=False)
+            self._marked.clear()  # a day past
+            self._marked[day] = marked
+        return self._marked[day]
 
     def with_own_system(self, messages: list[Message]) -> list[Message]:
         """The messages, or where there are none, the chat template's own system prompt as one: what the prompt holds
@@ -168,16 +180,16 @@ class PromptFormat:
         stopped at the time or memory limit (another may pass): then the messages stay as they are where the
         as-given render was stopped, and are folded where only the folded one was (the render passes, or says it was
         stopped, where as given it would be refused)."""
-        messages = [Message("system", _SYSTEM_MARK), Message("user", _USER_MARK)]
         try:
-            if _SYSTEM_MARK in self._render_as_given(messages):
+            if _SYSTEM_MARK in self._render_marked():
                 return False, True
         except TemplateStopped:
             return False, False
         except LocalgenError:
             pass  # refused
+        folded = with_system_folded([Message("system", _SYSTEM_MARK), Message("user", _USER_MARK)])
         try:
-            return _SYSTEM_MARK in self._render_as_given(with_system_folded(messages)), True
+            return _SYSTEM_MARK in self._render_as_given(folded, add_generation_prompt=False), True
         except TemplateStopped:
             return True, False
         except LocalgenError:

@@ -146,6 +146,22 @@ def test_whether_a_template_has_no_place_for_a_system_prompt_is_found_once(monke
     assert gemma.render([Message("user", "hi")]) and renders.count(GEMMA2) == 6
 
 
+def test_a_template_s_own_system_prompt_and_its_place_for_one_are_found_from_one_render_of_a_system_message(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    renders: list[tuple[str, ...]] = []
+
+    def counted(template: str, messages: list[Message], *args: object, **kwargs: typing.Any) -> str:
+        renders.append(tuple(m.role for m in messages))
+        return render_template(template, messages, *args, **kwargs)
+
+    monkeypatch.setattr(chat, "render_template", counted)
+    own = CHATML.replace("{% for", "{% if messages[0]['role'] != 'system' %}<|im_start|>system\nBe kind.<|im_end|>\n"
+                                   "{% endif %}{% for", 1)
+    prompt_format = PromptFormat(template=own, bos_token="", eos_token="", adds_bos=False, model_name="m")
+    assert not prompt_format.folds_system() and prompt_format.default_system() == "Be kind."
+    assert renders == [("system", "user"), ("user",)], "the system and user message rendered once"
+
+
 def test_a_render_stopped_at_a_limit_decides_nothing_and_a_template_failing_whatever_it_gets_keeps_its_error(
         monkeypatch: pytest.MonkeyPatch) -> None:
     renders: list[str] = []
