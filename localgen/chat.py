@@ -176,24 +176,36 @@ class PromptFormat:
 
     def _find_folds_system(self) -> tuple[bool, bool]:
         """folds_system, found by rendering a marked system and user message as they are, then folded where the
-        template refuses the system message or leaves it out; and whether that is settled: not where a render was
-        stopped at the time or memory limit (another may pass): then the messages stay as they are where the
-        as-given render was stopped, and are folded where only the folded one was (the render passes, or says it was
-        stopped, where as given it would be refused)."""
+        template leaves the system message out, or refuses it and also a system, user and assistant message (a
+        template refusing one count of messages, or an alternation counted from the system message, takes the
+        other); and whether that is settled: not where a render was stopped at the time or memory limit (another
+        may pass): then the messages stay as they are where the first render was stopped, and are folded where a
+        later one was (the render passes, or says it was stopped, where as given it would be refused)."""
+        marked = [Message("system", _SYSTEM_MARK), Message("user", _USER_MARK)]
         try:
-            if _SYSTEM_MARK in self._render_marked():
-                return False, True
+            kept = self._keeps_system(marked)
         except TemplateStopped:
             return False, False
-        except LocalgenError:
-            pass  # refused
-        folded = with_system_folded([Message("system", _SYSTEM_MARK), Message("user", _USER_MARK)])
         try:
-            return _SYSTEM_MARK in self._render_as_given(folded, add_generation_prompt=False), True
+            if kept is None:
+                kept = self._keeps_system([*marked, Message("assistant", _USER_MARK)])
+            if kept:
+                return False, True
+            return bool(self._keeps_system(with_system_folded(marked))), True  # refused too: its own error says so
         except TemplateStopped:
             return True, False
+
+    def _keeps_system(self, messages: list[Message]) -> bool | None:
+        """Whether the template's render of the messages as they are (without the generation prompt) keeps the
+        marked system text; None where it refuses them (raising TemplateStopped where stopped at a limit)."""
+        try:
+            if messages == [Message("system", _SYSTEM_MARK), Message("user", _USER_MARK)]:
+                return _SYSTEM_MARK in self._render_marked()
+            return _SYSTEM_MARK in self._render_as_given(messages, add_generation_prompt=False)
+        except TemplateStopped:
+            raise
         except LocalgenError:
-            return False, True  # a template that fails whatever it gets: its own error says so
+            return None
 
     def tokenize(self, tokenizer: Tokenizer, text: str) -> list[int]:
         """Tokenize rendered text (a template's control tokens read as such), adding BOS only when the model wants

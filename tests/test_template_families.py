@@ -141,9 +141,9 @@ def test_whether_a_template_has_no_place_for_a_system_prompt_is_found_once(monke
     for _ in range(3):
         assert gemma.render(messages) == "<bos><start_of_turn>user\nS\n\nhi<end_of_turn>\n<start_of_turn>model\n"
         assert chatml.render(messages).startswith("<|im_start|>system\nS<|im_end|>\n")
-    assert renders.count(GEMMA2) == 2 + 3, "refused as given, then folded: once; then each render once"
+    assert renders.count(GEMMA2) == 3 + 3, "refused as given twice, then folded: once; then each render once"
     assert renders.count(CHATML) == 1 + 3, "kept as given: once"
-    assert gemma.render([Message("user", "hi")]) and renders.count(GEMMA2) == 6
+    assert gemma.render([Message("user", "hi")]) and renders.count(GEMMA2) == 7
 
 
 def test_a_template_s_own_system_prompt_and_its_place_for_one_are_found_from_one_render_of_a_system_message(
@@ -182,7 +182,7 @@ def test_a_render_stopped_at_a_limit_decides_nothing_and_a_template_failing_what
     for _ in range(2):
         with pytest.raises(TemplateError, match="failed: UndefinedError"):
             broken.render([Message("system", "S"), Message("user", "hi")])
-    assert renders.count(broken.template) == 2 + 2, "found once that folding does not help; the error is its own"
+    assert renders.count(broken.template) == 3 + 2, "found once that folding does not help; the error is its own"
 
 
 def test_a_template_refusing_a_system_message_folds_it_where_the_folded_probe_was_stopped(
@@ -191,7 +191,7 @@ def test_a_template_refusing_a_system_message_folds_it_where_the_folded_probe_wa
 
     def folded_stopped_once(template: str, messages: list[Message], *args: object, **kwargs: typing.Any) -> str:
         renders.append(template)
-        if len(renders) == 2:  # the folded probe, on a busy machine
+        if len(renders) == 3:  # the folded probe, on a busy machine
             raise TemplateStopped("m: the chat template took over 2 s and was stopped")
         return render_template(template, messages, *args, **kwargs)
 
@@ -200,8 +200,8 @@ def test_a_template_refusing_a_system_message_folds_it_where_the_folded_probe_wa
     messages = [Message("system", "S"), Message("user", "hi")]
     folded = "<bos><start_of_turn>user\nS\n\nhi<end_of_turn>\n<start_of_turn>model\n"
     assert gemma.render(messages) == folded, "folded, not refused as System role not supported"
-    assert gemma.render(messages) == folded and len(renders) == 3 + 3, "not settled: found by the next render"
-    assert gemma.render(messages) == folded and len(renders) == 6 + 1
+    assert gemma.render(messages) == folded and len(renders) == 4 + 4, "not settled: found by the next render"
+    assert gemma.render(messages) == folded and len(renders) == 8 + 1
 
 
 def test_a_template_without_a_system_role_has_no_system_prompt_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -215,8 +215,19 @@ def test_a_template_without_a_system_role_has_no_system_prompt_of_its_own(monkey
     gemma = PromptFormat(template=GEMMA2, bos_token="<bos>", eos_token="", adds_bos=False, model_name="m")
     for _ in range(3):
         assert gemma.default_system() is None and gemma.with_own_system([]) == []
-    assert len(renders) == 2, "found once that it has no place for one, then asked no more"
+    assert len(renders) == 3, "found once that it has no place for one, then asked no more"
     assert gemma.render([Message("system", "S"), Message("user", "hi")]).startswith("<bos><start_of_turn>user\nS\n")
+
+
+def test_a_template_with_a_system_role_refusing_an_even_count_of_messages_keeps_its_system_role() -> None:
+    odd_only = "{% if messages | length is even %}{{ raise_exception('An odd count, please') }}{% endif %}" + CHATML
+    prompt_format = PromptFormat(template=odd_only, bos_token="", eos_token="", adds_bos=False, model_name="m")
+    assert not prompt_format.folds_system()
+    messages = [Message("system", "S"), Message("user", "u"), Message("assistant", "a"), Message("user", "v"),
+                Message("assistant", "b")]
+    assert prompt_format.render(messages, add_generation_prompt=False).startswith("<|im_start|>system\nS<|im_end|>")
+    with pytest.raises(TemplateError, match="refused the messages: An odd count, please"):
+        prompt_format.render(messages[:2])
 
 
 def test_a_template_that_keeps_no_system_prompt_even_folded_is_left_as_it_is() -> None:
