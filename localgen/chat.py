@@ -88,7 +88,7 @@ class PromptFormat:
         return self._render_as_given(messages, add_generation_prompt=add_generation_prompt)
 
     def _render_as_given(self, messages: Sequence[Message], *, add_generation_prompt: bool = True) -> str:
-        """The chat template's output for the messages as they are (one that is no text refused)."""
+        """The chat template's output for the messages as they are (refused where it is empty and they are not)."""
         assert self.template is not None
         text = render_template(self.template, messages, bos_token=self.bos_token, eos_token=self.eos_token,
                                add_generation_prompt=add_generation_prompt, model_name=self.model_name,

@@ -300,7 +300,8 @@ def _failure(exc: BaseException, model_name: str, hint: str) -> TemplateError:
     if isinstance(exc, TemplateSyntaxError):
         what = f"is not valid Jinja: {one_line(exc.message)} (line {exc.lineno})"
     elif loop_control is not None:  # Python's, compiling the template: the Jinja parser lets it through
-        what = f"is not valid Jinja: {{% {loop_control[1]} %}} outside a loop"
+        what = (f"is not valid Jinja: {{% {loop_control[1]} %}} outside a loop in its own block (a macro's, "
+                "{% call %}'s or {% generation %}'s body is one)")
     elif isinstance(exc, _TemplateRaised):
         what = f"refused the messages: {one_line(exc)}"
     elif isinstance(exc, _TemplateTimeout):

@@ -281,7 +281,8 @@ def test_loop_controls_and_transformers_additions_keep_the_sandbox_s_bounds(temp
 def test_a_loop_control_outside_a_loop_is_not_valid_jinja(template: str, word: str) -> None:
     with pytest.raises(TemplateError) as info:
         render_template(template, [Message("user", "hi")], bos_token="", eos_token="", model_name="m")
-    assert info.value.message == f"m: the chat template is not valid Jinja: {{% {word} %}} outside a loop"
+    assert info.value.message == (f"m: the chat template is not valid Jinja: {{% {word} %}} outside a loop in its own "
+                                  "block (a macro's, {% call %}'s or {% generation %}'s body is one)")
 
 
 def test_tojson_takes_transformers_arguments() -> None:
