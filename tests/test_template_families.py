@@ -1,11 +1,12 @@
-"""Real model families' chat templates through localgen's prompt path, each in a tiny GGUF: a system prompt where the
-template has no place for one (Gemma 2, Mistral v0.1, the first Phi-3), Jinja's loop controls, and transformers'
-{% generation %} tag and tojson filter."""
+"""Real model families' chat templates through localgen's prompt format (Gemma 2's also in a tiny GGUF, through the
+CLI and a chat): a system prompt where the template has no place for one (Gemma 2, Mistral v0.1, the first Phi-3),
+Jinja's loop controls, and transformers' {% generation %} tag and tojson filter."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import typing
 from pathlib import Path
 
@@ -46,70 +47,66 @@ GENERATION = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{% generation %}
               "{{ '<|im_start|>assistant\n' }}")  # a TRL fine-tune's tag, around every message here
 TOJSON = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m | tojson }}\n{{ m.content | tojson }}"
           "<|im_end|>\n{% endfor %}{{ '<|im_start|>assistant\n' }}")
-SPM_CONTROLS = ("<start_of_turn>", "<end_of_turn>", "<|user|>", "<|assistant|>", "<|end|>", "<|im_start|>",
-                "<|im_end|>")
+SPM_CONTROLS = ("<start_of_turn>", "<end_of_turn>")
 
 
 @pytest.fixture(scope="module")
-def family_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A tiny SentencePiece model (BOS <s>, added) in one GGUF file for each template."""
+def gemma2_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny SentencePiece model (BOS <s>, added) in a GGUF file with Gemma 2's template."""
     folder = tmp_path_factory.mktemp("families")
     tiny = tiny_model(folder / "tiny.gguf", tokenizer="llama", spm_controls=SPM_CONTROLS)
-    templates = {"gemma2": GEMMA2, "mistral01": MISTRAL01, "phi3-first": PHI3_FIRST, "loop-controls": LOOP_CONTROLS,
-                 "generation": GENERATION, "tojson": TOJSON}
-    return {name: copy_with_metadata(tiny, folder / f"{name}.gguf", set_values={"tokenizer.chat_template": template})
-           for name, template in templates.items()}
+    return copy_with_metadata(tiny, folder / "gemma2.gguf", set_values={"tokenizer.chat_template": GEMMA2})
 
 
-@pytest.mark.parametrize(("family", "system", "expected"), [
-    ("gemma2", "Be brief.", "<s><start_of_turn>user\nBe brief.\n\nhi<end_of_turn>\n<start_of_turn>model\n"),
-    ("gemma2", "", "<s><start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n"),
-    ("mistral01", "Be brief.", "<s>[INST] Be brief.\n\nhi [/INST]"),
-    ("phi3-first", "Answer in French.", "<s><|user|>\nAnswer in French.\n\nhi<|end|>\n<|assistant|>\n"),
-])
-def test_a_system_prompt_goes_before_the_message_where_the_template_has_no_place_for_one(
-        family_models: dict[str, Path], family: str, system: str, expected: str) -> None:
-    result = run_localgen("run", "-m", str(family_models[family]), "-s", system, "--print-prompt", "hi", timeout=60)
+def test_a_system_prompt_goes_before_the_message_where_the_template_has_no_place_for_one(gemma2_model: Path) -> None:
+    result = run_localgen("run", "-m", str(gemma2_model), "-s", "Be brief.", "--print-prompt", "hi", timeout=60)
     assert (result.returncode, result.err) == (0, ""), "no error, and no warning that the message was left out"
-    assert result.stdout.decode() == expected
+    assert result.stdout.decode() == "<s><start_of_turn>user\nBe brief.\n\nhi<end_of_turn>\n<start_of_turn>model\n"
 
 
-@pytest.mark.parametrize(("family", "system", "expected"), [
-    ("loop-controls", "", "<s><|im_start|>user (last question)\nhi<|im_end|>\n<|im_start|>assistant\n"),
-    ("generation", "none", "<s><|im_start|>user\nhi<|im_end|>\nscoped<|im_start|>assistant\n"),
-    ("tojson", "<b>'é'</b>",
-     '<s><|im_start|>system\n{"role": "system", "content": "<b>\'é\'</b>"}\n"<b>\'é\'</b>"<|im_end|>\n'
+@pytest.mark.parametrize(("template", "system", "expected"), [
+    (GEMMA2, "", "<s><start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n"),
+    (MISTRAL01, "Be brief.", "<s>[INST] Be brief.\n\nhi [/INST]"),
+    (PHI3_FIRST, "Answer in French.", "<s><|user|>\nAnswer in French.\n\nhi<|end|>\n<|assistant|>\n"),
+    (LOOP_CONTROLS, "", "<|im_start|>user (last question)\nhi<|im_end|>\n<|im_start|>assistant\n"),
+    (GENERATION, None, "<|im_start|>user\nhi<|im_end|>\nscoped<|im_start|>assistant\n"),
+    (TOJSON, "<b>'é'</b>",
+     '<|im_start|>system\n{"role": "system", "content": "<b>\'é\'</b>"}\n"<b>\'é\'</b>"<|im_end|>\n'
      '<|im_start|>user\n{"role": "user", "content": "hi"}\n"hi"<|im_end|>\n<|im_start|>assistant\n'),
 ])
-def test_templates_using_transformers_jinja_render_as_transformers_renders_them(
-        family_models: dict[str, Path], family: str, system: str, expected: str) -> None:
-    """Jinja's {% break %} and {% continue %} (past the empty system message), transformers' {% generation %} (its
-    body in a block of its own, as a {% set %} inside shows) and its tojson (json.dumps: keys in order, nothing
-    escaped for HTML)."""
-    result = run_localgen("run", "-m", str(family_models[family]), "-s", system, "--print-prompt", "hi", timeout=60)
-    assert (result.returncode, result.err) == (0, "")
-    assert result.stdout.decode() == expected
+def test_real_families_templates_render_a_system_prompt_and_the_jinja_transformers_gives_them(
+        template: str, system: str | None, expected: str) -> None:
+    """A system prompt (-s; "": the template's none; None: none at all) before the message where the template has
+    no place for one (Gemma 2's, Mistral v0.1's, the first Phi-3's); Jinja's {% break %} and {% continue %} (past the
+    empty system message), transformers' {% generation %} (its body in a block of its own, as a {% set %} inside
+    shows) and its tojson (json.dumps: keys in order, nothing escaped for HTML)."""
+    prompt_format = PromptFormat(template=template, bos_token="<s>", eos_token="</s>", adds_bos=True, model_name="m")
+    messages = [Message("system", system)] * (system is not None) + [Message("user", "hi")]
+    text = prompt_format.render(messages)
+    assert text == expected
+    assert prompt_format.left_out_warning(text, messages) is None
 
 
-def test_the_debug_log_says_once_where_the_system_prompt_goes(family_models: dict[str, Path]) -> None:
-    model = family_models["gemma2"]
-    result = run_localgen("run", "-m", str(model), "-s", "Be brief.", "-n", "2", "hi", env={"LOCALGEN_DEBUG": "1"},
-                          timeout=60)
-    assert result.returncode == 0, result.err
-    said = [line for line in result.err.splitlines() if "system message" in line]
-    assert said == [f"localgen.chat: {model}: the chat template has no place for a system message: the system prompt "
-                    "goes before the first user message's text"]
+def test_the_debug_log_says_once_where_the_system_prompt_goes(caplog: pytest.LogCaptureFixture,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(logging.getLogger("localgen"), "propagate", True)  # a CLI run in-process may have stopped it
+    caplog.set_level("DEBUG", logger="localgen.chat")
+    gemma = PromptFormat(template=GEMMA2, bos_token="<bos>", eos_token="", adds_bos=False, model_name="gemma\n2")
+    for _ in range(2):
+        gemma.render([Message("system", "S"), Message("user", "hi")])
+    said = [record.getMessage() for record in caplog.records if "system message" in record.getMessage()]
+    assert said == ["gemma 2: the chat template has no place for a system message: the system prompt goes before the "
+                    "first user message's text"]
 
 
-def test_a_chat_s_system_prompt_reaches_a_template_without_a_system_role_every_turn(
-        family_models: dict[str, Path]) -> None:
+def test_a_chat_s_system_prompt_reaches_a_template_without_a_system_role_every_turn(gemma2_model: Path) -> None:
     from localgen.conversation import Conversation
     from localgen.events import Finished
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.runner import ModelOptions, load_model
     from localgen.session import ChatSession
 
-    options = ModelOptions(model=str(family_models["gemma2"]), ctx_size=256, threads=1)
+    options = ModelOptions(model=str(gemma2_model), ctx_size=256, threads=1)
     session = ChatSession(load_model(options), options, Conversation.new(system=None, model=options.model),
                           SamplingParams(temperature=0.0), GenerationLimits(max_tokens=3), autosave=False)
     try:
