@@ -23,7 +23,7 @@ import pytest
 from localgen import chat, template_sandbox
 from localgen.chat import Message
 from localgen.errors import TemplateError
-from localgen.template_sandbox import TEMPLATE_TIME_LIMIT_S, render_template
+from localgen.template_sandbox import TEMPLATE_TIME_LIMIT_S, TemplateStopped, render_template
 from tests.conftest import CliResult, run_localgen
 from tests.gguf_builders import copy_with_metadata, tiny_model
 
@@ -467,8 +467,8 @@ def test_the_system_prompt_a_template_adds_on_its_own_is_found_again_after_a_ren
 
     def failing_once(template: str, *args: object, **kwargs: typing.Any) -> str:
         renders.append(template)
-        if len(renders) == 1:  # as a render that ran past the time limit or the memory cap once
-            raise TemplateError("m: the chat template took longer than 2 s")
+        if len(renders) == 2:  # the render without a system message, past the time limit or the memory cap once
+            raise TemplateStopped("m: the chat template took over 2 s and was stopped")
         return render_template(template, *args, **kwargs)
 
     monkeypatch.setattr(chat, "render_template", failing_once)
