@@ -22,7 +22,7 @@ def quick_note_localgen() -> str:
 
 @pytest.mark.parametrize(("args", "note", "answered"), [
     ("hi", "localgen: waiting for stdin to end (it goes to the model with the prompt; </dev/null runs without it)",
-     True),
+     True),  # (this one after the real STDIN_QUIET_S)
     ("-", "localgen: waiting for stdin to end (the prompt - reads it)", False),
     ("-f - Summarize.", "localgen: waiting for stdin to end (-f - reads it)", False),
     ("--file /dev/stdin Summarize.", "localgen: waiting for stdin to end (-f /dev/stdin reads it)", True),
@@ -37,7 +37,8 @@ def test_the_waiting_note_names_what_reads_stdin(args: str, note: str, answered:
     asked for by a name; the others read it as the asked one does, and are ended at their note)."""
     import pexpect
 
-    run = f"{quick_note_localgen()} run -n 2 --temperature 0 --ctx-size 256 {args}"
+    start = f"{shlex.quote(sys.executable)} -m localgen" if args == "hi" else quick_note_localgen()
+    run = f"{start} run -n 2 --temperature 0 --ctx-size 256 {args}"
     child = pexpect.spawn("bash", ["-c", f"head -n 1 | {run}"], cwd=str(REPO_ROOT), timeout=60, encoding="utf-8",
                           dimensions=(24, 200))
     child.expect(r"localgen: waiting for stdin to end \(([^\r\n]*)\)\r?\n")
