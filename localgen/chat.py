@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from localgen.errors import LocalgenError, TemplateError
 from localgen.template_sandbox import TEMPLATE_HINT, TemplateStopped, one_line, render_day, render_template
+from localgen.think_switch import think_variables
 from localgen.thinking import CLOSE_TAG, prompt_opens_thinking, split_reasoning
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ class PromptFormat:
     model_name: str  # where the template came from, for errors
     template_hint: str = TEMPLATE_HINT
     control_tokens: frozenset[str] = frozenset()  # texts the tokenizer reads as control tokens (<|im_end|>, ...)
+    think: str | None = None  # --think, /think: on, off or an effort the template's switch is given; None: its default
     _own_system: dict[str | None, str | None] = field(default_factory=dict, init=False, repr=False, compare=False)
     _folds_system: dict[str, bool] = field(default_factory=dict, init=False, repr=False, compare=False)
     _marked: dict[str | None, str] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -71,12 +73,13 @@ class PromptFormat:
 
     @classmethod
     def for_engine(cls, engine: Engine, *, override: str | None, raw: bool, model_name: str,
-                   template_hint: str = TEMPLATE_HINT, control_tokens: frozenset[str] = frozenset()) -> PromptFormat:
+                   template_hint: str = TEMPLATE_HINT, control_tokens: frozenset[str] = frozenset(),
+                   think: str | None = None) -> PromptFormat:
         """The prompt format of a loaded model (override template wins; raw forces plain text)."""
         template = None if raw else (override or engine.chat_template())
         return cls(template=template, bos_token=engine.bos_text, eos_token=engine.eos_text,
                    adds_bos=engine.adds_bos, model_name=model_name, template_hint=template_hint,
-                   control_tokens=control_tokens)
+                   control_tokens=control_tokens, think=think)
 
     def render(self, messages: Sequence[Message], *, add_generation_prompt: bool = True) -> str:
         """Messages as prompt text: the template's output (a system prompt before the first user message's text,
@@ -92,7 +95,7 @@ class PromptFormat:
         assert self.template is not None
         text = render_template(self.template, messages, bos_token=self.bos_token, eos_token=self.eos_token,
                                add_generation_prompt=add_generation_prompt, model_name=self.model_name,
-                               hint=self.template_hint)
+                               hint=self.template_hint, variables=think_variables(self.template, self.think))
         if not text and any(m.content for m in messages):
             raise TemplateError(f"{one_line(self.model_name)}: the chat template turns the messages into no text",
                                 hint=self.template_hint)

@@ -24,6 +24,7 @@ from localgen.chat_commands_settings import (
     settings_text,
     stats_command,
     system_command,
+    think_command,
     thinking_command,
     wrap_command,
 )
@@ -71,7 +72,8 @@ HANDLERS: dict[str, Handler] = {
     "/stats": stats_command, "/reset": reset_command, "/undo": undo_command, "/regen": regen_command,
     "/file": file_command, "/save": save_command, "/load": load_command, "/list": list_command,
     "/history": history_command,
-    "/model": model_command, "/thinking": thinking_command, "/markdown": markdown_command, "/wrap": wrap_command,
+    "/model": model_command, "/think": think_command, "/thinking": thinking_command, "/markdown": markdown_command,
+    "/wrap": wrap_command,
     "/exit": exit_command,
 }
 HANDLERS |= {alias: HANDLERS[name] for alias, name in ALIASES.items()}  # Ollama's /bye, /clear and /?

@@ -28,6 +28,7 @@ from localgen.runner import LoadedModel
 from localgen.session import ChatSession
 from localgen.shell_words import one_argument
 from localgen.stopping import escaped
+from localgen.think_switch import CHAT_HINT, think_problem
 from localgen.typed_paths import expand_user_path, option_path, short_path
 from localgen.units import counted
 
@@ -322,6 +323,10 @@ def model_command(state: ChatState, argument: str) -> None:
                     + (f" (changed with it: {', '.join(changed)})" if changed else ""))
         if len(conversation.in_context()) < seen:
             console.say(f"[the conversation: {exchanges_in_context(conversation)}]")
+        think = session.options.think
+        problem = think and think_problem(loaded.prompt_format.template, think, flag="/think", hide_hint=CHAT_HINT)
+        if problem:  # kept for a model that can take it
+            console.say(f"[/think {think} does not apply to it: {problem[0]}; {problem[1]}]")
         warning = session.no_room_warning()  # the model is loaded all the same: the prompt is what must change
         if warning is not None:
             console.warn(warning)

@@ -1,5 +1,5 @@
-"""The chat's commands for what it runs with: /system, /set (and /set stop), /stats, /thinking, /markdown and
-/wrap."""
+"""The chat's commands for what it runs with: /system, /set (and /set stop), /stats, /think, /thinking, /markdown
+and /wrap."""
 
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ from localgen.repl_show import EMPTY_SYSTEM, stop_strings_line, system_prompt_li
 from localgen.repl_state import ChatState
 from localgen.session import ChatSession
 from localgen.stopping import words_read
+from localgen.think_switch import CHAT_HINT, parse_think, refuse_think, think_line
 
 UNSET_MEANS = {"seed": "random", "max_tokens": "no limit"}  # what /set says a setting of none does
 OLLAMA_SWITCHES = {  # Ollama's /set WORD and /set noWORD that localgen has no switch for: what it does, and the way
-    "think": ("does not turn a model's reasoning on or off",
-              "/thinking off hides the reasoning, /thinking on shows it"),
     "format": ("does not make a chat's answers JSON", 'localgen run --json-schema SCHEMA "..." answers in JSON that '
                                                      "follows a schema"),
     "history": ("always keeps the input history",
@@ -49,8 +48,9 @@ def set_command(state: ChatState, argument: str) -> None:
     ollama = {"parameter": lambda: set_command(state, rest.strip()),
               "system": lambda: system_command(state, rest.strip()),
               "verbose": lambda: stats_command(state, "on"), "quiet": lambda: stats_command(state, "off"),
-              "wordwrap": lambda: wrap_command(state, "on"), "nowordwrap": lambda: wrap_command(state, "off")}
-    switches = ("verbose", "quiet", "wordwrap", "nowordwrap")  # Ollama's /set WORD, which take nothing after it
+              "wordwrap": lambda: wrap_command(state, "on"), "nowordwrap": lambda: wrap_command(state, "off"),
+              "think": lambda: think_command(state, "on"), "nothink": lambda: think_command(state, "off")}
+    switches = ("verbose", "quiet", "wordwrap", "nowordwrap", "think", "nothink")  # Ollama's /set WORD, alone
     switch = word.lower().removeprefix("no")
     if switch in OLLAMA_SWITCHES:  # Ollama's /set nothink, /set format json, /set nowordwrap
         does, way = OLLAMA_SWITCHES[switch]
@@ -129,6 +129,19 @@ def thinking_command(state: ChatState, argument: str) -> None:
         return
     state.show_thinking = _on_or_off(argument, "/thinking")
     console.say(f"reasoning is {'shown' if state.show_thinking else 'hidden'}")
+
+
+def think_command(state: ChatState, argument: str) -> None:
+    """/think [on|off|low|medium|high]: let the model think before it answers, or not, through its chat template's
+    switch (alone: say which); a template without one changes nothing."""
+    session = state.session
+    prompt_format = session.loaded.prompt_format
+    if argument:
+        think = parse_think(argument, "/think")
+        refuse_think(prompt_format.template, think, model_name=prompt_format.model_name, flag="/think",
+                     hide_hint=CHAT_HINT)
+        session.set_think(think)
+    console.say(think_line(prompt_format.template, session.options.think))
 
 
 def markdown_command(state: ChatState, argument: str) -> None:

@@ -46,6 +46,7 @@ from localgen.cli_options import (
     SystemFileOpt,
     SystemOpt,
     TemperatureOpt,
+    ThinkOpt,
     ThreadsBatchOpt,
     ThreadsOpt,
     TopKOpt,
@@ -165,6 +166,7 @@ def run(
     hide_thinking: Annotated[bool, typer.Option(
         "--hide-thinking", "--hidethinking", help="Leave the <think> reasoning out of the output (--json: in "
                                                   "`thinking`).")] = False,
+    think: ThinkOpt = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="No on-disk prompt cache.")] = False,
     draft: Annotated[str, typer.Option(
         metavar="MODE", help="Speculative decoding: lookup (n-gram drafts from the prompt) or none.")] = DEFAULT_DRAFT,
@@ -180,7 +182,7 @@ def run(
         max_tokens=max_tokens, stop=tuple(stop or ()), json_schema=json_schema, grammar=grammar, ctx_size=ctx_size,
         raw=raw, chat_template=chat_template, json_output=json_output, print_prompt=print_prompt,
         continue_latest=continue_latest, conversation_name=conversation_name, stats=stats, quiet=quiet,
-        no_wrap=no_wrap, hide_thinking=hide_thinking, no_cache=no_cache, draft=draft))
+        no_wrap=no_wrap, hide_thinking=hide_thinking, think=think, no_cache=no_cache, draft=draft))
 
 
 @app.command(short_help="Chat with a model in the terminal.", epilog=cli_examples.CHAT)
@@ -214,6 +216,7 @@ def chat(
     ] = False,
     hide_thinking: Annotated[bool, typer.Option("--hide-thinking", "--hidethinking", help="Hide <think> reasoning.")
                              ] = False,
+    think: ThinkOpt = None,
     stats: Annotated[bool, typer.Option("--stats", "--verbose", help="Show speed and token counts after every answer.")
                      ] = False,
     no_prefill_while_typing: Annotated[bool, typer.Option(
@@ -236,7 +239,7 @@ def chat(
         ctx, model=model, system=system, system_file=system_file, max_tokens=max_tokens, stop=tuple(stop or ()),
         ctx_size=ctx_size, markdown=not no_markdown, wrap=not no_wrap, show_thinking=not hide_thinking, stats=stats,
         prefill_while_typing=not no_prefill_while_typing, resume=resume, files=tuple(file or ()),
-        chat_template=chat_template))
+        chat_template=chat_template, think=think))
 
 
 @app.command(short_help="Measure prefill, decode and TTFT, like llama-bench.", epilog=cli_examples.BENCH)

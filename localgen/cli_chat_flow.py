@@ -50,6 +50,7 @@ class ChatRequest:
     resume: str | None = None  # RESUME_LATEST: the latest conversation
     files: tuple[str, ...] = ()
     chat_template: str | None = None
+    think: str | None = None
 
 
 @dataclass
@@ -134,6 +135,7 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     from localgen.params import GenerationLimits, token_budget
     from localgen.resolve import check_reference
     from localgen.stdin_names import names_stdin
+    from localgen.think_switch import parse_think
 
     ctx, warnings = request.ctx, []
     system, stop = read_texts(request.system, list(request.stop), warnings)
@@ -157,8 +159,10 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     continued = _resumed(request.resume)
     conversation = None if continued is None else continued.conversation
     model, ctx_size = conversation_defaults(request.model, request.ctx_size, conversation)
-    options = model_options(ctx, model=model, ctx_size=ctx_size, min_ctx=0,
-                            floor_texts=prompt_parts(files, system=bool(system) or system_input is not None))
+    think = None if request.think is None else parse_think(request.think, "--think")
+    options = replace(model_options(ctx, model=model, ctx_size=ctx_size, min_ctx=0,
+                                    floor_texts=prompt_parts(files, system=bool(system) or system_input is not None)),
+                      think=think)
     _refuse_without_terminal()  # after the command line's own errors, as every command says those first
     unsaveable = _warn_if_unsaveable()
     if not unsaveable:  # as a listing does: what saves (an hour ago), renames and deletions killed part way left goes
@@ -169,7 +173,8 @@ def check_chat(request: ChatRequest) -> CheckedChat:
                           sampling=sampling, limits=limits, continued=continued, options=options, warnings=warnings,
                           unsaveable=unsaveable, template_system=template_system)
     if reads_a_pipe(checked.named, None):
-        checked.bound = preflight_for(ctx, options, conversation)
+        early = options if template_file is None else replace(options, think=None)  # (--chat-template is read later)
+        checked.bound = preflight_for(ctx, early, conversation)
     return checked
 
 
@@ -269,6 +274,7 @@ def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart, views
     from localgen.registry import model_defaults
     from localgen.repl import Repl
     from localgen.session import ChatSession
+    from localgen.think_switch import refuse_think
 
     ctx, system, conversation, resumed = request.ctx, start.system, checked.conversation, request.resume is not None
     loaded, options = with_room_for_the_prompt(load_for(ctx, start.options, conversation), start.options,
@@ -276,6 +282,7 @@ def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart, views
                                                lambda wider: load_for(ctx, wider, conversation), console.say)
     session = None
     try:
+        refuse_think(loaded.prompt_format.template, options.think, model_name=loaded.prompt_format.model_name)
         defaults = model_defaults(loaded.resolved.spec)
         model_system = defaults.system
         sampling, limits = with_model_settings(ctx, defaults, checked.sampling, checked.limits)

@@ -87,6 +87,13 @@ def conversation_names(typed: str) -> list[str]:
     return offered_names.conversations_offered()
 
 
+def think_values(typed: str) -> list[str]:
+    """--think's values."""
+    from localgen.think_switch import THINK_VALUES
+
+    return list(THINK_VALUES)
+
+
 def no_names(typed: str) -> list[str]:
     """Nothing: a name not taken yet (`conversations mv OLD NEW`)."""
     return []
@@ -104,7 +111,8 @@ class Completion:
 _MODEL = Completion(model_names, files=True)
 _CONVERSATION = Completion(conversation_names, files=False)
 _OPTIONS: tuple[tuple[str, Completion], ...] = (  # the options whose values are completed, and with what
-    ("--model", _MODEL), ("--resume", _CONVERSATION), ("--conversation", _CONVERSATION))
+    ("--model", _MODEL), ("--resume", _CONVERSATION), ("--conversation", _CONVERSATION),
+    ("--think", Completion(think_values, files=False)))
 ARGUMENTS: dict[tuple[str, str], Completion] = {  # (command, parameter): what completes the argument
     ("pull", "references"): Completion(offered_names.models_to_pull, files=False),  # a file: nothing to download
     ("fit", "reference"): _MODEL,

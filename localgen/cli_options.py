@@ -222,6 +222,10 @@ RunFlashAttnOpt = Annotated[str, typer.Option(  # run's auto also turns it on fo
 KvTypeOpt = Annotated[str, typer.Option(metavar="TYPE", help="KV cache type: f16, q8_0 or q4_0.", callback=_lower)]
 ChatTemplateOpt = Annotated[str | None, typer.Option(
     "--chat-template", metavar="FILE", help="Jinja chat template file, used instead of the model's.")]
+ThinkOpt = Annotated[str | None, typer.Option(
+    "--think", metavar="on|off", help="Let a hybrid reasoning model (Qwen3, SmolLM3, DeepSeek-V3.1) think before it "
+    "answers, or not, through its chat template's switch; GPT-OSS takes low, medium or high (default: as the template "
+    "has it).")]
 
 
 class PlainUsage(TyperCommand):

@@ -60,6 +60,7 @@ class RunRequest:
     quiet: bool = False
     no_wrap: bool = False
     hide_thinking: bool = False
+    think: str | None = None
     no_cache: bool = False
     draft: str = "none"
 
@@ -194,6 +195,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     limits = GenerationLimits(max_tokens=token_budget(request.max_tokens), stop=tuple(stop),
                               stops_in_answer_only=request.hide_thinking)
     check_draft_mode(request.draft)
+    think = _checked_think(request)
     if request.raw and request.chat_template is not None:
         raise UsageError("--raw and --chat-template contradict each other",
                          hint="--raw sends the text with no template; drop one of them")
@@ -216,16 +218,29 @@ def check_run(request: RunRequest) -> CheckedRun:
     conversation = None if continued is None else continued.conversation
     model, ctx_size = conversation_defaults(request.model, request.ctx_size, conversation)
     stdin = sys.stdin.buffer if sys.stdin else None
-    options = model_options(ctx, model=model, ctx_size=ctx_size, raw=request.raw, min_ctx=0)
+    options = replace(model_options(ctx, model=model, ctx_size=ctx_size, raw=request.raw, min_ctx=0), think=think)
     named = [*files, *(f for f in (system_input, template_file, constraint and constraint.file) if f is not None)]
     refuse_emptied_by_stdout(named, stdin)
     # what loading would refuse is refused before a pipe is waited for too, and a pipe too long for the model as
     # soon as its size shows it
-    bound = preflight_for(ctx, options, conversation) if reads_a_pipe(named, stdin) else None
+    early = options if template_file is None else replace(options, think=None)  # (--chat-template is read later)
+    bound = preflight_for(ctx, early, conversation) if reads_a_pipe(named, stdin) else None
     return CheckedRun(prompt=prompt, stdin_asked=stdin_asked, system=None if template_system else system,
                       template_system=template_system, sampling=sampling, limits=limits,
                       files=files, system_input=system_input, constraint=constraint, template_file=template_file,
                       continued=continued, options=options, stdin=stdin, warnings=warnings, bound=bound)
+
+
+def _checked_think(request: RunRequest) -> str | None:
+    """--think's value, checked (refused beside --raw, which renders no template)."""
+    from localgen.think_switch import parse_think
+
+    if request.think is None:
+        return None
+    if request.raw:
+        raise UsageError("--raw and --think contradict each other",
+                         hint="--raw sends the text with no chat template, whose switch --think sets: drop one")
+    return parse_think(request.think, "--think")
 
 
 def read_run_inputs(request: RunRequest, checked: CheckedRun) -> RunInputs:
@@ -282,8 +297,10 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     from localgen.last_run import last_run_keeper
     from localgen.registry import model_defaults
     from localgen.run_conversation import continued_answer
+    from localgen.think_switch import refuse_think
 
     ctx, continued, system, options = request.ctx, checked.continued, inputs.system, inputs.options
+    refuse_think(loaded.prompt_format.template, options.think, model_name=loaded.prompt_format.model_name)
     defaults = model_defaults(loaded.resolved.spec)
     sampling, limits = with_model_settings(ctx, defaults, inputs.sampling, checked.limits)
     if system is None and not request.raw and not checked.template_system and (continued is None or continued.is_new):

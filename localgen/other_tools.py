@@ -142,8 +142,6 @@ OTHER_TOOLS_OPTIONS = {
     **dict.fromkeys(("-a", "--attachment", "--at", "--attachment-type"), ("llm", "an attachment (an image, audio)",
                                                                            _TEXT_ONLY)),
     "--fragment": ("llm", "a fragment", "localgen's is -f FILE, a text file attached before the prompt"),
-    "--think": ("Ollama", "turning a model's thinking on or off",
-                "localgen shows the <think> reasoning a model writes; --hide-thinking leaves it out"),
     "--schema": ("llm", "a JSON schema", _SCHEMA),  # chat has no like: its hint says so (_IN_CHAT)
     "-j": ("llama-cli", "a JSON schema", _SCHEMA),
     "-jf": ("llama-cli", "a JSON schema file", _SCHEMA),

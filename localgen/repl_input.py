@@ -24,6 +24,7 @@ from localgen.repl_show import SHOW_PARTS
 from localgen.shell_words import names_a_path, path_completions
 from localgen.slips import meant_name
 from localgen.storage import file_in_the_way, in_the_way
+from localgen.think_switch import THINK_VALUES
 
 PROMPT = ">>> "
 LIST_NEWEST = 20  # conversations /list shows, the newest (/list all: every one)
@@ -49,7 +50,9 @@ COMMAND_HELP = {
     "/history [N]": "print the conversation's last N exchanges, as `localgen conversations show` does (alone: every "
                     "one)",
     "/model [REF]": "switch model, keeping the conversation (alone: name the model in use)",
-    "/thinking [on|off]": "show or hide the model's reasoning (alone: say which)",
+    "/think [on|off]": "let the model think before it answers, or not, where its chat template has a switch for it "
+                       "(GPT-OSS's: low, medium or high) (alone: say which)",
+    "/thinking [on|off]": "show or hide the reasoning the model writes (alone: say which)",
     "/markdown [on|off]": "render answers as Markdown, or print them exactly as written (alone: say which)",
     "/wrap [on|off]": "break answers' lines between words at the window's edge, or keep them whole for the terminal "
                       "to break (alone: say which)",
@@ -182,14 +185,14 @@ def command_block_is_open(text: str) -> bool:
 
 
 ARGUMENT_WORDS = {"/help": ("shortcuts", *(name[1:] for name in COMMANDS)), "/show": SHOW_PARTS,
-                  "/stats": ("on", "off"), "/thinking": ("on", "off"), "/markdown": ("on", "off"),
-                  "/wrap": ("on", "off"), "/list": ("all",)}  # words they take
+                  "/stats": ("on", "off"), "/think": THINK_VALUES, "/thinking": ("on", "off"),
+                  "/markdown": ("on", "off"), "/wrap": ("on", "off"), "/list": ("all",)}  # words they take
 
 
 class SlashCompleter(Completer):
     """Completes slash command names, file paths after /file, setting names after /set, saved conversations after
     /load, model names or paths after /model, and the words of /help (shortcuts and the command names), /show, /stats,
-    /thinking, /markdown, /wrap and /list.
+    /think, /thinking, /markdown, /wrap and /list.
 
     After /model: the downloaded models and, unless offline() (where only they can load), the registry's others,
     the downloaded ones marked so.

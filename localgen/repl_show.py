@@ -9,6 +9,7 @@ from localgen import console
 from localgen.errors import LocalgenError, UsageError
 from localgen.repl_text import brief, exchanges_in_context
 from localgen.stopping import escaped
+from localgen.think_switch import think_line
 
 if TYPE_CHECKING:
     from localgen.session import ChatSession
@@ -78,10 +79,11 @@ def _model(session: ChatSession) -> None:
 
 
 def _settings(session: ChatSession, settings_text: str) -> None:
-    """The sampling settings, and this chat's stop strings."""
+    """The sampling settings, this chat's stop strings, and its thinking switch."""
     console.say(f"settings: {settings_text}")
     if session.limits.stop:  # --stop, /set stop or models.toml's: for this chat, not kept with the conversation
         console.say(stop_strings_line(session.limits.stop, from_models_toml=not session.own_stop))
+    console.say(think_line(session.loaded.prompt_format.template, session.options.think))
 
 
 def stop_strings_line(stops: tuple[str, ...], *, from_models_toml: bool = False) -> str:

@@ -60,6 +60,7 @@ class ModelOptions:
     floor_texts: str = ""  # those texts, named after the tokens they take where they are refused (with -f FILE)
     chat_template: str | None = None  # a Jinja chat template that replaces the model's and the registry's
     chat_template_file: str | None = None  # the file it came from, for errors
+    think: str | None = None  # --think, /think: the chat template's thinking switch (None: as the template has it)
     adapt_threads: bool = True  # without --threads, fewer while other processes keep the CPUs busy (not in bench)
 
     def __post_init__(self) -> None:
@@ -258,13 +259,14 @@ def _prompt_format(engine: Engine, options: ModelOptions, resolved: ResolvedMode
         return PromptFormat.for_engine(engine, override=spec.template, raw=options.raw,
                                        model_name=f"{resolved.display_name} ({spec.origin})",
                                        template_hint="fix that entry's template, or remove it to use the model's own, "
-                                                     "or use --raw", control_tokens=control_tokens)
+                                                     "or use --raw", control_tokens=control_tokens,
+                                       think=options.think)
     if options.chat_template is None:
         return PromptFormat.for_engine(engine, override=None, raw=options.raw, model_name=resolved.display_name,
-                                       control_tokens=control_tokens)
+                                       control_tokens=control_tokens, think=options.think)
     name, hint = _given_template_naming(options)
     return PromptFormat.for_engine(engine, override=options.chat_template, raw=options.raw, model_name=name,
-                                   template_hint=hint, control_tokens=control_tokens)
+                                   template_hint=hint, control_tokens=control_tokens, think=options.think)
 
 
 def _given_template_naming(options: ModelOptions) -> tuple[str, str]:
@@ -283,11 +285,13 @@ def check_given_template(options: ModelOptions) -> None:
 def preflight(options: ModelOptions) -> TextBound | None:
     """Refuse now what loading would refuse without a download or the input: a model file that is not there, a
     model that is neither here nor to be had offline, a file that is no GGUF (or a broken split), a --ctx-size
-    beyond the model's maximum. A run or a chat calls it before it waits for a pipe to end. Returns the bound on
-    the prompt's text that loading would refuse (by its size: fit.refused_bytes), where the model is here."""
+    beyond the model's maximum, a --think its chat template has no switch for. A run or a chat calls it before it
+    waits for a pipe to end. Returns the bound on the prompt's text that loading would refuse (by its size:
+    fit.refused_bytes), where the model is here."""
     from localgen.gguf_split import validate_split
     from localgen.hub import is_offline
     from localgen.resolve import check_reference
+    from localgen.think_switch import refuse_think
 
     if options.model is not None:
         check_reference(options.model)  # a local file or a models.toml name, whether or not the Hub can be asked
@@ -300,6 +304,10 @@ def preflight(options: ModelOptions) -> TextBound | None:
         return None  # checked once it is downloaded, after the input is read
     with named_as_typed(options.model):
         header, _ = validate_split(resolved.path)
+    if options.think is not None:  # the template that loading would take: --chat-template's, models.toml's, its own
+        own = resolved.spec.template if resolved.spec is not None else None
+        refuse_think(options.chat_template or own or header.chat_template, options.think,
+                     model_name=resolved.display_name)
     shape, request = header_shape(header, resolved.path), fit_request(options, default_ctx=resolved.context)
     target_context(shape, request)
     return TextBound(refused_bytes(prompt_limit(shape, request), shape.longest_token),

@@ -221,6 +221,12 @@ class ChatSession(SessionSettings, ContextRoom):
             self._replan_context()  # the whole prompt is new: what fits beside this system prompt, as /show says
         self._save(command=True)
 
+    def set_think(self, think: str | None) -> None:
+        """Render the prompts with the chat template's thinking switch set to think (/think; None: as it has it)."""
+        self.options = replace(self.options, think=think)
+        self.loaded.prompt_format = replace(self.loaded.prompt_format, think=think)
+        self._rendered = []  # rendered with the switch as it was
+
     def switch_model(self, reference: str, note: Callable[[str], None] = ignore_note, *,
                      keep_loaded: bool = False) -> LoadedModel:
         """Load another model in place of this one (see load_instead) and keep the conversation (a --chat-template

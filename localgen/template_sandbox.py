@@ -8,7 +8,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache, wraps
 from types import FrameType
@@ -324,14 +324,15 @@ def _failure(exc: BaseException, model_name: str, hint: str) -> TemplateError:
 
 def render_template(source: str, messages: Sequence[Message], *, bos_token: str, eos_token: str,
                     add_generation_prompt: bool = True, model_name: str = "this model",
-                    hint: str = TEMPLATE_HINT) -> str:
+                    hint: str = TEMPLATE_HINT, variables: Mapping[str, object] | None = None) -> str:
     """Render a chat template safely: sandboxed, and bounded in time, memory and output size.
 
     model_name names where the template came from in errors (the model, or a --chat-template file); hint
-    says what to do about one.
+    says what to do about one; variables are more the template may read (enable_thinking, ...).
     """
     _check_length(source, model_name, hint)
     context = {
+        **(variables or {}),
         "messages": [m.to_dict() for m in messages],
         "bos_token": bos_token,
         "eos_token": eos_token,
@@ -363,6 +364,21 @@ def check_template(source: str, *, model_name: str, hint: str) -> None:
         _run_guarded(lambda: _compile(source), time.monotonic() + TEMPLATE_TIME_LIMIT_S, TEMPLATE_OUTPUT_LIMIT_CHARS)
     except (Exception, _TemplateTimeout) as exc:
         raise _failure(exc, model_name, hint) from None
+
+
+@lru_cache(maxsize=8)
+def template_variables(source: str) -> frozenset[str]:
+    """The variables a chat template reads that it does not set itself (none where it is too long or not valid
+    Jinja: rendering it says why). Parsed untraced: parsing runs no template code (compiling folds constants, which
+    does), and takes a third of the time traced (Qwen3's template: 32 ms, 86 traced)."""
+    from jinja2 import meta
+
+    if len(source) > TEMPLATE_SOURCE_LIMIT_CHARS:
+        return frozenset()
+    try:
+        return frozenset(meta.find_undeclared_variables(_environment().parse(source)))
+    except Exception:  # not valid Jinja, or nested too deeply (RecursionError)
+        return frozenset()
 
 
 def _bounded(pieces: Iterator[str], max_chars: int) -> Iterator[str]:

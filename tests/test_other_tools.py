@@ -83,8 +83,6 @@ from tests.conftest import bundled_model_file, run_localgen
      "localgen's is --system-file FILE, or -sysf FILE"),
     (("run", "--no-log", "hi"), "--no-log is llm's option for not logging the exchange",
      "a plain run keeps only its own exchange, for --continue; LOCALGEN_NO_LAST_RUN=1 keeps none"),
-    (("chat", "--think=false"), "--think is Ollama's option for turning a model's thinking on or off",
-     "localgen shows the <think> reasoning a model writes; --hide-thinking leaves it out"),
     (("run", "--schema", '{"type": "object"}', "hi"), "--schema is llm's option for a JSON schema",
      "localgen's is --json-schema SCHEMA, its JSON text or a file"),
     (("run", "-jf", "person.json", "hi"), "-jf is llama-cli's option for a JSON schema file",

@@ -195,8 +195,8 @@ def test_other_tools_commands_get_localgen_s_name_and_a_bare_exit_leaves(tmp_pat
         assert "/save [NAME]" in one and "/load" not in one and "Ctrl-R" not in one, one
         assert "quit (or Ctrl-D)" in chat.command_words("/help /bye", "(or Ctrl-D)"), "an alias's own command"
         assert "max_tokens = none (no limit)" in chat.command("/set n -1", "limit)"), "as -n -1 means"
-        nothink = " ".join(chat.command_words("/set nothink", "/thinking on shows it").split())
-        assert "/set nothink is Ollama's: localgen does not turn a model's reasoning on or off" in nothink, nothink
+        nothink = " ".join(chat.command_words("/set nothink", "/thinking off hides its reasoning").split())
+        assert "/think off: this model's chat template has no switch for thinking" in nothink, nothink  # as /think
         for typed, said in (("/set format json", "localgen run --json-schema SCHEMA"),
                             ("/set nohistory", "keeps none, in place of the history kept so far")):
             answer = " ".join(chat.command_words(typed, said).split())

@@ -1,0 +1,194 @@
+"""--think and /think: a hybrid reasoning model's thinking turned on or off, or its effort set, through its chat
+template's switch (Qwen3's enable_thinking, GPT-OSS's reasoning_effort), in tiny GGUFs carrying the real templates."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from localgen.chat import Message
+from localgen.conversation import Conversation
+from localgen.errors import UsageError
+from localgen.params import GenerationLimits, SamplingParams
+from localgen.runner import ModelOptions, load_model
+from localgen.session import ChatSession
+from localgen.template_sandbox import render_template
+from localgen.think_switch import parse_think, refuse_think, think_switch, think_variables
+from tests.conftest import popen_localgen, run_localgen
+from tests.gguf_builders import copy_with_metadata, tiny_model
+from tests.test_repl import Chat
+
+QWEN3 = """{%- if messages[0].role == 'system' %}
+    {{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}
+{%- endif %}
+{%- for message in messages %}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first) %}
+        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}
+    {%- elif message.role == "assistant" %}
+        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\\n' }}
+    {%- if enable_thinking is defined and enable_thinking is false %}
+        {{- '<think>\\n\\n</think>\\n\\n' }}
+    {%- endif %}
+{%- endif %}"""  # Qwen3's, its tool calls and reasoning_content left out (SmolLM3's reads enable_thinking too)
+GPT_OSS = """{%- macro build_system_message() -%}
+    {{- "Knowledge cutoff: 2024-06\\n\\n" }}
+    {%- if reasoning_effort is not defined %}
+        {%- set reasoning_effort = "medium" %}
+    {%- endif %}
+    {{- "Reasoning: " + reasoning_effort + "\\n\\n" }}
+    {{- "# Valid channels: analysis, commentary, final. Channel must be included for every message." }}
+{%- endmacro -%}
+{{- "<|start|>system<|message|>" }}
+{{- build_system_message() }}
+{{- "<|end|>" }}
+{%- for message in messages -%}
+    {%- if message.role == 'user' -%}
+        {{- "<|start|>user<|message|>" + message.content + "<|end|>" }}
+    {%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+<|start|>assistant
+{%- endif -%}"""  # GPT-OSS's, its tools, date and assistant turns left out
+DEEPSEEK_V31 = ("{% for m in messages %}<｜User｜>{{ m.content }}{% endfor %}{% if add_generation_prompt %}"
+                "{% if thinking is defined and thinking %}<｜Assistant｜><think>{% else %}<｜Assistant｜></think>"
+                "{% endif %}{% endif %}")  # DeepSeek-V3.1's switch, off by default
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The tiny model (its ChatML template has no switch), and copies carrying Qwen3's and GPT-OSS's templates."""
+    folder = tmp_path_factory.mktemp("think")
+    tiny = tiny_model(folder / "chatml.gguf")
+    return {"chatml": tiny, **{name: copy_with_metadata(tiny, folder / f"{name}.gguf",
+                                                        set_values={"tokenizer.chat_template": template})
+                               for name, template in (("qwen3", QWEN3), ("gpt-oss", GPT_OSS))}}
+
+
+@pytest.mark.parametrize(("model", "think", "prompt_end"), [
+    ("qwen3", None, "<|im_start|>assistant\n"),
+    ("qwen3", "on", "<|im_start|>assistant\n"),
+    ("qwen3", "off", "<|im_start|>assistant\n<think>\n\n</think>\n\n"),
+    ("qwen3", "false", "<|im_start|>assistant\n<think>\n\n</think>\n\n"),  # Ollama's --think=false
+    ("gpt-oss", None, "Reasoning: medium\n\n"),
+    ("gpt-oss", "on", "Reasoning: medium\n\n"),
+    ("gpt-oss", "high", "Reasoning: high\n\n"),
+])
+def test_run_think_sets_the_chat_template_s_switch(models: dict[str, Path], model: str, think: str | None,
+                                                   prompt_end: str) -> None:
+    given = [f"--think={think}"] if think is not None else []
+    result = run_localgen("run", "-m", str(models[model]), *given, "--print-prompt", "hi", timeout=60)
+    assert (result.returncode, result.err) == (0, "")
+    if model == "qwen3":
+        assert result.out == "<|im_start|>user\nhi<|im_end|>\n" + prompt_end
+    else:
+        assert prompt_end in result.out and result.out.endswith("<|start|>user<|message|>hi<|end|><|start|>assistant")
+
+
+@pytest.mark.parametrize(("model", "think", "message", "hint"), [
+    ("chatml", "off", "--think off: this model's chat template has no switch for thinking",
+     "--hide-thinking leaves its reasoning out of the output"),
+    ("gpt-oss", "off", "--think off: this model's chat template sets a reasoning effort (low, medium, high) and "
+     "cannot turn thinking off", "--think low thinks least"),
+    ("qwen3", "high", "--think high: this model's chat template turns thinking on or off, and sets no effort",
+     "--think on or --think off"),
+])
+def test_run_think_is_refused_where_the_template_has_no_such_switch(models: dict[str, Path], model: str, think: str,
+                                                                    message: str, hint: str) -> None:
+    result = run_localgen("run", "-m", str(models[model]), "--think", think, "-n", "2", "hi", timeout=60)
+    assert result.returncode == 2 and result.out == ""
+    lines = result.err.splitlines()
+    assert message in lines[0] and "Traceback" not in result.err
+    assert hint in result.err
+
+
+def test_run_think_is_refused_before_a_pipe_is_read(models: dict[str, Path]) -> None:
+    command = [sys.executable, "-m", "localgen", "run", "-m", str(models["chatml"]), "--think", "off"]
+    with popen_localgen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        try:
+            code = process.wait(timeout=30)  # stdin stays open: refused before it is read
+        finally:
+            process.kill()
+        assert code == 2 and b"has no switch for thinking" in process.stderr.read()
+
+
+def test_run_think_takes_only_its_values_and_no_raw() -> None:
+    wrong = run_localgen("run", "--think", "maybe", "hi", timeout=60)
+    assert wrong.returncode == 2 and "--think takes on, off, low, medium or high, not 'maybe'" in wrong.err
+    raw = run_localgen("run", "--raw", "--think", "off", "hi", timeout=60)
+    assert raw.returncode == 2 and "--raw and --think contradict each other" in raw.err
+
+
+def test_the_switch_is_the_variable_the_template_reads() -> None:
+    assert [think_switch(t) for t in (QWEN3, GPT_OSS, DEEPSEEK_V31, None)] == \
+        ["enable_thinking", "reasoning_effort", "thinking", None]
+    assert think_switch("{% set enable_thinking = true %}{{ enable_thinking }}") is None  # set by itself: no switch
+    assert think_switch("{{ " + "(" * 50_000 + "thinking" + ")" * 50_000 + " }}") is None  # too deep to parse
+    on = render_template(DEEPSEEK_V31, [Message("user", "hi")], bos_token="", eos_token="",
+                         variables=think_variables(DEEPSEEK_V31, "on"))
+    assert on == "<｜User｜>hi<｜Assistant｜><think>"  # a switch off by default, turned on
+    assert [parse_think(word, "--think") for word in ("ON", "False", "low")] == ["on", "off", "low"]
+    with pytest.raises(UsageError, match="/think off: this model's chat template has no switch"):
+        refuse_think("{{ messages }}", "off", model_name="m", flag="/think")
+
+
+def test_a_chat_session_renders_its_prompts_anew_with_the_switch_set(models: dict[str, Path], home: Path) -> None:
+    options = ModelOptions(model=str(models["qwen3"]), ctx_size=256, threads=1)
+    session = ChatSession(load_model(options), options, Conversation.new(system=None, model=None),
+                          SamplingParams(temperature=0.0), GenerationLimits(max_tokens=2), autosave=False)
+    try:
+        assert session.prompt_text([Message("user", "hi")]).endswith("<|im_start|>assistant\n")
+        session.set_think("off")  # as /think off
+        assert session.prompt_text([Message("user", "hi")]).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+        session.switch_model(str(models["gpt-oss"]))  # /model keeps the choice, for the template that can take it
+        assert session.options.think == "off" and "Reasoning: medium" in session.prompt_text()
+    finally:
+        session.loaded.close()
+
+
+def test_chat_think_and_the_think_command(models: dict[str, Path], home: Path) -> None:
+    refused = Chat(home, "-m", str(models["chatml"]), "--think", "off", wait_for_prompt=False)
+    refused.expect_words("--think off: this model's chat template has no switch for thinking")
+    refused.child.expect(pexpect.EOF)
+    refused.child.close()
+    assert refused.child.exitstatus == 2 and "Traceback" not in refused.transcript.getvalue()
+    chat = Chat(home, "-m", str(models["qwen3"]), "--think", "off", "-n", "2", "--no-markdown")
+    chat.command("/think", "thinking: off (/think on turns it on)")
+    chat.command("/think on", "thinking: on (/think off turns it off)")
+    chat.command("/set nothink", "thinking: off")  # Ollama's
+    chat.command_words("/think high", "/think high: this model's chat template turns thinking on or off")
+    chat.command("/show settings", "thinking: off (/think on turns it on)")
+    assert "/think [on|off]" in chat.command("/help", "/exit")
+    chat.command_words(f"/model {models['chatml']}", "[/think off does not apply to it: this model's chat template "
+                       "has no switch for thinking; /thinking off hides its reasoning]")
+    mark = len(chat.transcript.getvalue())
+    chat.command(f"/model {models['qwen3']}", "now using")
+    chat.command("/think", "thinking: off (/think on turns it on)")
+    assert "does not apply" not in chat.transcript.getvalue()[mark:]
+    chat.ask("hi")
+    assert chat.quit() == 0
+    resumed = Chat(home, "--resume", "-n", "2", "--no-markdown")  # the choice is the chat's, not the conversation's
+    resumed.command("/think", "thinking: as the chat template has it (/think off turns it off)")
+    assert resumed.quit() == 0
+    resumed = Chat(home, "--resume", "--think", "off", "-n", "2", "--no-markdown")
+    resumed.command("/think", "thinking: off (/think on turns it on)")
+    assert resumed.quit() == 0
+    plain = Chat(home, "-m", str(models["chatml"]), "-n", "2", "--no-markdown")
+    plain.command_words("/think off", "/think off: this model's chat template has no switch for thinking")
+    plain.command("/think", "thinking: this model's chat template has no switch for it (/thinking off hides its")
+    assert plain.quit() == 0
+
+
+def test_the_shell_completes_think_s_values(tmp_path: Path) -> None:
+    line = "localgen chat --think o"
+    env = {"_LOCALGEN_COMPLETE": "bash_complete", "COMP_LINE": line, "COMP_POINT": str(len(line)),
+           "COMP_WORDS": line, "COMP_CWORD": "3", "LOCALGEN_HOME": str(tmp_path)}
+    result = run_localgen(env=env, timeout=60)
+    assert (result.returncode, result.out.split()) == (0, ["on", "off"])
