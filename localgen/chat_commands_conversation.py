@@ -342,11 +342,13 @@ def _switch_interrupted(loaded: LoadedModel) -> str:
 
 
 def conversation_summary(session: ChatSession) -> str:
-    """Exchanges, system prompt, settings and stop strings of the current conversation, for /load and --resume."""
-    conversation, stops = session.conversation, session.limits.stop
+    """Exchanges, system prompt, settings, stop strings and /think choice of the current conversation, for /load and
+    --resume."""
+    conversation, stops, think = session.conversation, session.limits.stop, session.options.think
     system = _system_prompt_text(session)
     return (f"{exchanges_in_context(conversation)}, {system}; settings: {settings_text(session)}"
-            + (f"; stop strings {', '.join(map(escaped, stops))}" if stops else ""))
+            + (f"; stop strings {', '.join(map(escaped, stops))}" if stops else "")
+            + (f"; /think {think}" if think else ""))
 
 
 def _system_prompt_text(session: ChatSession) -> str:

@@ -140,7 +140,7 @@ def think_command(state: ChatState, argument: str) -> None:
         think = parse_think(argument, "/think")
         refuse_think(prompt_format.template, think, model_name=prompt_format.model_name, flag="/think",
                      hide_hint=CHAT_HINT)
-        session.set_think(think)
+        session.choose_think(think)
     console.say(think_line(prompt_format.template, session.options.think))
 
 

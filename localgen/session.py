@@ -36,6 +36,7 @@ from localgen.resolve import ResolvedModel
 from localgen.runner import LoadedModel, ModelOptions, ignore_note, warn_if_left_out
 from localgen.session_room import ContextRoom
 from localgen.session_settings import SessionSettings
+from localgen.session_think import THINK_SETTING, SessionThink
 from localgen.signals import DeferredSignals, deferred_signals
 
 RENDERS_KEPT = 3  # rendered prompts kept: the conversation's, the next question's, and one being typed
@@ -56,7 +57,7 @@ class UnsavedChangeError(LocalgenError):
     """An autosave that failed: the change stays in the session, which is marked unsaved."""
 
 
-class ChatSession(SessionSettings, ContextRoom):
+class ChatSession(SessionSettings, SessionThink, ContextRoom):
     """A model and a conversation; each turn prefills only what the KV cache does not hold."""
 
     def __init__(self, loaded: LoadedModel, options: ModelOptions, conversation: Conversation,
@@ -68,6 +69,7 @@ class ChatSession(SessionSettings, ContextRoom):
         super().__init__(sampling, limits, model_settings, own_settings, model_stop=model_stop, own_stop=own_stop)
         self.loaded = loaded
         self.options = options
+        self._think_flag = options.think
         self.conversation = conversation
         self.autosave = autosave
         self.draft = draft  # speculative decoding, as run's --draft
@@ -221,12 +223,6 @@ class ChatSession(SessionSettings, ContextRoom):
             self._replan_context()  # the whole prompt is new: what fits beside this system prompt, as /show says
         self._save(command=True)
 
-    def set_think(self, think: str | None) -> None:
-        """Render the prompts with the chat template's thinking switch set to think (/think; None: as it has it)."""
-        self.options = replace(self.options, think=think)
-        self.loaded.prompt_format = replace(self.loaded.prompt_format, think=think)
-        self._rendered = []  # rendered with the switch as it was
-
     def switch_model(self, reference: str, note: Callable[[str], None] = ignore_note, *,
                      keep_loaded: bool = False) -> LoadedModel:
         """Load another model in place of this one (see load_instead) and keep the conversation (a --chat-template
@@ -258,6 +254,7 @@ class ChatSession(SessionSettings, ContextRoom):
         was given now (-s), so /model keeps it, as it keeps one that no models.toml default gives.
         """
         previous, settings_before = (self.conversation, self.own_system), self.chosen_settings()
+        think = self.options.think
         self.conversation = conversation
         try:
             self._record_model()
@@ -271,11 +268,13 @@ class ChatSession(SessionSettings, ContextRoom):
             self.own_settings = {key for key, value in self.settings().items() if value != defaults[key]}
             self.chose_on_resume(overrides or {})
             self._take_saved_stop(conversation.settings.get(STOP_SETTING), flag_wins=overrides is not None)
+            self._take_saved_think(conversation.settings.get(THINK_SETTING), flag_wins=overrides is not None)
             self.own_system = system_given or conversation.system != self.model_system
             self._replan_context()
         except BaseException:  # a bad flag, a failing template: the chat goes on with the conversation it had
             self.conversation, self.own_system = previous
             self.restore_settings(settings_before)
+            self.set_think(think)
             if conversation.name != previous[0].name:
                 let_go(conversation)
             raise
@@ -395,8 +394,8 @@ class ChatSession(SessionSettings, ContextRoom):
         """Write the conversation with the current settings (see save)."""
         if not self.keep_saved_settings:  # settings a later version saved are kept
             kept = {key: value for key, value in self.conversation.settings.items()
-                    if key not in CHAT_SETTINGS and key != STOP_SETTING}
-            self.conversation.settings = kept | self.settings() | self.saved_stop()
+                    if key not in CHAT_SETTINGS and key not in (STOP_SETTING, THINK_SETTING)}
+            self.conversation.settings = kept | self.settings() | self.saved_stop() | self.saved_think()
         path = save_conversation(self.conversation, name, warn=self.save_notes.append)
         self.unsaved, self.unsaved_because, self._autosaved = False, None, None
         return path

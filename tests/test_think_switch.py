@@ -147,6 +147,11 @@ def test_a_chat_session_renders_its_prompts_anew_with_the_switch_set(models: dic
         assert session.prompt_text([Message("user", "hi")]).endswith("<|im_start|>assistant\n")
         session.set_think("off")  # as /think off
         assert session.prompt_text([Message("user", "hi")]).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+        saved = Conversation.new(system=None, model=None)
+        saved.settings["think"] = "off"
+        session.set_think(None)
+        session.replace_conversation(saved, {})  # run --conversation, chat --resume: the saved choice, none given
+        assert session.prompt_text([Message("user", "hi")]).endswith("assistant\n<think>\n\n</think>\n\n")
         session.switch_model(str(models["gpt-oss"]))  # /model keeps the choice, for the template that can take it
         assert session.options.think == "off" and "Reasoning: medium" in session.prompt_text()
     finally:
@@ -172,13 +177,14 @@ def test_chat_think_and_the_think_command(models: dict[str, Path], home: Path) -
     chat.command(f"/model {models['qwen3']}", "now using")
     chat.command("/think", "thinking: off (/think on turns it on)")
     assert "does not apply" not in chat.transcript.getvalue()[mark:]
-    chat.ask("hi")
+    assert chat.ask("hi")["settings"]["think"] == "off", "saved with the conversation, as its stop strings are"
     assert chat.quit() == 0
-    resumed = Chat(home, "--resume", "-n", "2", "--no-markdown")  # the choice is the chat's, not the conversation's
-    resumed.command("/think", "thinking: as the chat template has it (/think off turns it off)")
-    assert resumed.quit() == 0
-    resumed = Chat(home, "--resume", "--think", "off", "-n", "2", "--no-markdown")
+    resumed = Chat(home, "--resume", "-n", "2", "--no-markdown")
+    assert "; /think off" in resumed.transcript.getvalue(), "the resumed conversation's summary names it"
     resumed.command("/think", "thinking: off (/think on turns it on)")
+    assert resumed.quit() == 0
+    resumed = Chat(home, "--resume", "--think", "on", "-n", "2", "--no-markdown")  # given now, it wins
+    resumed.command("/think", "thinking: on (/think off turns it off)")
     assert resumed.quit() == 0
     plain = Chat(home, "-m", str(models["chatml"]), "-n", "2", "--no-markdown")
     plain.command_words("/think off", "/think off: this model's chat template has no switch for thinking")
