@@ -78,6 +78,8 @@ _SAMPLERS = ("localgen samples with --temperature, --top-k, --top-p and --min-p,
 _PROMPT_CACHE = ("localgen keeps a long prompt's KV state in its own on-disk cache, found again by the prompt "
                  "(`localgen cache` lists it; run --no-cache goes without): drop it")
 _NO_LORA = "localgen loads no LoRA adapter: merge it into the model with llama.cpp's llama-export-lora, then run that"
+_THINK = ("localgen's is --think off (or on), which sets the switch a hybrid reasoning model's chat template reads; "
+          "GPT-OSS takes --think low, medium or high")
 OTHER_TOOLS_OPTIONS = {
     "-sys": ("llama-cli", "a system prompt", _SYSTEM),
     "--system-prompt": ("llama-cli", "a system prompt", _SYSTEM),
@@ -142,6 +144,8 @@ OTHER_TOOLS_OPTIONS = {
     **dict.fromkeys(("-a", "--attachment", "--at", "--attachment-type"), ("llm", "an attachment (an image, audio)",
                                                                            _TEXT_ONLY)),
     "--fragment": ("llm", "a fragment", "localgen's is -f FILE, a text file attached before the prompt"),
+    "--reasoning-budget": ("llama-cli", "a reasoning budget", _THINK),  # 0: no thinking
+    "--chat-template-kwargs": ("llama-cli", "chat template variables", _THINK),  # {"enable_thinking": false}
     "--schema": ("llm", "a JSON schema", _SCHEMA),  # chat has no like: its hint says so (_IN_CHAT)
     "-j": ("llama-cli", "a JSON schema", _SCHEMA),
     "-jf": ("llama-cli", "a JSON schema file", _SCHEMA),

@@ -126,6 +126,14 @@ def test_run_think_takes_only_its_values_and_no_raw() -> None:
     assert raw.returncode == 2 and "--raw and --think contradict each other" in raw.err
 
 
+@pytest.mark.parametrize("words", [("run", "--reasoning-budget", "0", "hi"),
+                                   ("chat", "--chat-template-kwargs", '{"enable_thinking": false}')])
+def test_llama_cli_s_ways_to_turn_thinking_off_are_answered_with_think(words: tuple[str, ...]) -> None:
+    result = run_localgen(*words, timeout=60)
+    assert result.returncode == 2 and result.err.startswith(f"localgen: error: {words[1]} is llama-cli's option for")
+    assert "(hint: localgen's is --think off (or on)" in result.err and len(result.err.splitlines()) == 1
+
+
 def test_the_switch_is_the_variable_the_template_reads() -> None:
     assert [think_switch(t) for t in (QWEN3, GPT_OSS, DEEPSEEK_V31, None)] == \
         ["enable_thinking", "reasoning_effort", "thinking", None]
