@@ -50,13 +50,15 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None) -> bool:
     path = lock_path(folder, name)
     if not HAS_FLOCK or path in _held:  # Windows: no advisory locks, conversations are not guarded
         return False
-    for attempt in range(LOCK_TRIES):
+    pidless_waits = lost_files = 0  # each bounded apart, so neither's tries use up the other's
+    while True:
         fd = _open_lock_file(folder, path)
         taken = try_flock(fd)
         if taken is False:
             owner, command = _read_owner(fd)
             os.close(fd)
-            if not owner and attempt < LOCK_TRIES - 1:  # remove_leftovers testing it, or a holder before its pid
+            if not owner and pidless_waits < LOCK_TRIES - 1:  # remove_leftovers testing it, or a holder before its pid
+                pidless_waits += 1
                 time.sleep(PIDLESS_PAUSE_S)
                 continue
             who = f" (process {owner})" if owner else ""
@@ -72,10 +74,11 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None) -> bool:
             return False
         if still_names(fd, path):
             break
-        os.close(fd)  # `conversations rm` deleted the file between our open and our lock: lock the new one
-    else:  # a file system whose file identities never agree (some FUSE mounts): chats go unguarded there
-        log.debug("no stable lock file for conversation %s", name)
-        return False
+        os.close(fd)  # `conversations rm` (or remove_leftovers) deleted the file between our open and our lock
+        lost_files += 1
+        if lost_files == LOCK_TRIES:  # a file system whose file identities never agree (some FUSE mounts)
+            log.debug("no stable lock file for conversation %s", name)
+            return False  # chats go unguarded there
     _held[path] = fd
     with contextlib.suppress(OSError):  # the owner's pid only makes the busy message nicer (a full disk may refuse it)
         os.ftruncate(fd, 0)

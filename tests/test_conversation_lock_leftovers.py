@@ -98,3 +98,18 @@ def test_a_hold_meeting_a_lock_held_with_no_holder_recorded_tries_again(monkeypa
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # another open file's lock, recording no process
         with pytest.raises(ConversationBusyError, match=r"in use by another localgen chat or run$"):
             hold(folder, "x", hint="")
+
+
+def test_a_hold_whose_file_goes_after_waits_for_a_holder_recorded_still_takes_the_name(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The waits for a lock that records no process and the tries after a lock file deleted under the hold are
+    counted apart: four waits then one file lost still end with the name held, where the hold gave up and the chat
+    went on unguarded."""  # (unit: the lock's answers are stand-ins)
+    folder = conversations_dir()
+    answers = [False, False, False, False, True, True]  # four pidless waits, then taken twice
+    identities = [False, True]  # the first file taken was deleted under the hold; the second is the path's
+    monkeypatch.setattr(conversation_lock, "try_flock", lambda fd: answers.pop(0))
+    monkeypatch.setattr(conversation_lock, "still_names", lambda fd, path: identities.pop(0))
+    monkeypatch.setattr(conversation_lock, "PIDLESS_PAUSE_S", 0)
+    assert hold(folder, "y", hint="") and holds(folder, "y")
+    release(folder, "y")
