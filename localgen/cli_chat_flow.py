@@ -124,9 +124,9 @@ def chat_command(request: ChatRequest) -> None:
 def check_chat(request: ChatRequest) -> CheckedChat:
     """Everything that can be refused before a file is read (a pipe given with -f, --system-file or
     --chat-template may keep it waiting): the options, the files they name, the model reference, the conversation
-    resumed, then no terminal, and (when a pipe will be read) what loading would refuse."""
+    resumed, then no terminal, and (when a pipe will be read, or --think checked) what loading would refuse."""
     from localgen import console
-    from localgen.cli_model import conversation_defaults, preflight_for, system_file_input
+    from localgen.cli_model import conversation_defaults, early_refusals, system_file_input
     from localgen.cli_options import sampling_from
     from localgen.conversation import asks_for_no_system_prompt
     from localgen.conversation_lock import remove_leftovers
@@ -172,9 +172,7 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     checked = CheckedChat(system=system, files=files, system_input=system_input, template_file=template_file,
                           sampling=sampling, limits=limits, continued=continued, options=options, warnings=warnings,
                           unsaveable=unsaveable, template_system=template_system)
-    if reads_a_pipe(checked.named, None):
-        early = options if template_file is None else replace(options, think=None)  # (--chat-template is read later)
-        checked.bound = preflight_for(ctx, early, conversation)
+    checked.bound = early_refusals(ctx, options, conversation, pipe=reads_a_pipe(checked.named, None))
     return checked
 
 

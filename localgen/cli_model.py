@@ -167,6 +167,19 @@ def preflight_for(ctx: typer.Context, options: ModelOptions, conversation: Conve
     return replace(bound, refuse=naming(options.floor_texts), naming=naming)
 
 
+def early_refusals(ctx: typer.Context, options: ModelOptions, conversation: Conversation | None, *,
+                   pipe: bool) -> TextBound | None:
+    """preflight_for before a pipe is waited for (pipe: its bound returned), and without one where a --think needs
+    only the model's header to be refused, not the whole model loaded."""
+    from localgen.runner import preflight_checks_think
+
+    if pipe:
+        return preflight_for(ctx, options, conversation)
+    if preflight_checks_think(options):
+        preflight_for(ctx, options, conversation)
+    return None
+
+
 @contextmanager
 def _named_as_the_conversations(ctx: typer.Context, conversation: Conversation | None) -> Iterator[None]:
     """Name a model or context size that cannot be used as a resumed conversation's, when it recorded them and the

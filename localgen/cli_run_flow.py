@@ -11,9 +11,9 @@ import typer
 
 from localgen.attached import AttachedText, TypedText, as_given, prompt_parts
 from localgen.cli_model import (
+    early_refusals,
     load_for,
     model_options,
-    preflight_for,
     read_system_file,
     read_texts,
     say_waiting_for,
@@ -164,8 +164,8 @@ def empty_conversation_name() -> UsageError:
 
 def check_run(request: RunRequest) -> CheckedRun:
     """Everything that can be refused before piped stdin, or a pipe an option names, is waited for: the options,
-    the files they name, the model reference, the conversation continued, and (when a pipe will be read) what
-    loading would refuse."""
+    the files they name, the model reference, the conversation continued, and (when a pipe will be read, or --think
+    checked) what loading would refuse."""
     from localgen import console
     from localgen.cli_model import conversation_defaults, system_file_input
     from localgen.cli_options import sampling_from
@@ -223,8 +223,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     refuse_emptied_by_stdout(named, stdin)
     # what loading would refuse is refused before a pipe is waited for too, and a pipe too long for the model as
     # soon as its size shows it
-    early = options if template_file is None else replace(options, think=None)  # (--chat-template is read later)
-    bound = preflight_for(ctx, early, conversation) if reads_a_pipe(named, stdin) else None
+    bound = early_refusals(ctx, options, conversation, pipe=reads_a_pipe(named, stdin))
     return CheckedRun(prompt=prompt, stdin_asked=stdin_asked, system=None if template_system else system,
                       template_system=template_system, sampling=sampling, limits=limits,
                       files=files, system_input=system_input, constraint=constraint, template_file=template_file,

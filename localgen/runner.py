@@ -282,6 +282,12 @@ def check_given_template(options: ModelOptions) -> None:
         check_template(options.chat_template, model_name=name, hint=hint)
 
 
+def preflight_checks_think(options: ModelOptions) -> bool:
+    """Whether preflight can refuse options.think: it is given, and no --chat-template file is still to be read
+    (its template is checked once it is)."""
+    return options.think is not None and (options.chat_template is not None or options.chat_template_file is None)
+
+
 def preflight(options: ModelOptions) -> TextBound | None:
     """Refuse now what loading would refuse without a download or the input: a model file that is not there, a
     model that is neither here nor to be had offline, a file that is no GGUF (or a broken split), a --ctx-size
@@ -304,7 +310,7 @@ def preflight(options: ModelOptions) -> TextBound | None:
         return None  # checked once it is downloaded, after the input is read
     with named_as_typed(options.model):
         header, _ = validate_split(resolved.path)
-    if options.think is not None:  # the template that loading would take: --chat-template's, models.toml's, its own
+    if preflight_checks_think(options):  # the template loading would take: --chat-template's, models.toml's, its own
         own = resolved.spec.template if resolved.spec is not None else None
         refuse_think(options.chat_template or own or header.chat_template, options.think,
                      model_name=resolved.display_name)

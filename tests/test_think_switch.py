@@ -3,16 +3,21 @@ template's switch (Qwen3's enable_thinking, GPT-OSS's reasoning_effort), in tiny
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pexpect
 import pytest
 
+from localgen import cli, cli_chat_flow, repl_terminal, runner
 from localgen.chat import Message
 from localgen.conversation import Conversation
-from localgen.errors import UsageError
+from localgen.errors import ModelLoadError, UsageError
 from localgen.params import GenerationLimits, SamplingParams
 from localgen.runner import ModelOptions, load_model
 from localgen.session import ChatSession
@@ -117,6 +122,47 @@ def test_run_think_is_refused_before_a_pipe_is_read(models: dict[str, Path]) -> 
         finally:
             process.kill()
         assert code == 2 and b"has no switch for thinking" in process.stderr.read()
+
+
+CHATML = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"  # no switch
+
+
+@pytest.fixture
+def unloaded(home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+             ) -> Iterator[Callable[..., tuple[int, str]]]:
+    """Call localgen.cli.main in this process, where a chat has a terminal and no model loads: its exit code and
+    stderr, loading refused (the model it would load named)."""
+    logger = logging.getLogger("localgen")
+    handlers, propagate = logger.handlers[:], logger.propagate
+
+    def loading(options: runner.ModelOptions, **_: object) -> runner.LoadedModel:
+        raise ModelLoadError(f"loaded {options.model}", hint="refused by the test")
+
+    monkeypatch.setattr(runner, "load_model", loading)
+    monkeypatch.setattr(cli_chat_flow, "_refuse_without_terminal", lambda: None)
+    monkeypatch.setattr(repl_terminal, "chat_terminal", lambda **_: contextlib.nullcontext())
+
+    def call(*args: str) -> tuple[int, str]:
+        with pytest.raises(SystemExit) as exited:
+            cli.main(list(args))
+        return int(exited.value.code or 0), capsys.readouterr().err
+
+    yield call
+    logger.handlers[:], logger.propagate = handlers, propagate
+
+
+@pytest.mark.parametrize("command", ["run", "chat"])
+def test_think_is_refused_from_the_model_s_header_before_it_loads(
+        models: dict[str, Path], unloaded: Callable[..., tuple[int, str]], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path, command: str) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))  # no pipe to read
+    code, err = unloaded(command, "-m", str(models["chatml"]), "--think", "off", *(["hi"] if command == "run" else []))
+    assert (code, err.count("\n")) == (2, 1) and "--think off: this model's chat template has no switch" in err, err
+    template = tmp_path / "qwen3.jinja"
+    template.write_text(QWEN3)
+    code, err = unloaded(command, "-m", str(models["chatml"]), "--chat-template", str(template), "--think", "off",
+                         *(["hi"] if command == "run" else []))
+    assert err.startswith("localgen: error: loaded "), "the given template has the switch: the model loads"
 
 
 def test_run_think_takes_only_its_values_and_no_raw() -> None:
