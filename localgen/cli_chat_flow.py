@@ -239,6 +239,7 @@ def read_chat_inputs(checked: CheckedChat) -> ChatStart:
     from localgen import console
     from localgen.fit import prompt_context, text_bytes
     from localgen.inputs import once_each, read_attachments, read_chat_template
+    from localgen.runner import check_given_template
 
     warnings, system = checked.warnings, checked.system
     if checked.system_input is not None:
@@ -250,6 +251,7 @@ def read_chat_inputs(checked: CheckedChat) -> ChatStart:
     attachments = once_each([AttachedText(text, file) for text, file in zip(read, checked.files, strict=True)],
                             [file.name for file in checked.files], warnings)  # a refusal of the message names them
     template = read_chat_template(checked.template_file, waiting=say_waiting_for)
+    check_given_template(replace(checked.options, chat_template=template))  # before the model loads
     console.warn_each(warnings)
     conversation = checked.conversation  # room for the first message's files and the resumed conversation
     texts = (*((*attachments, system) if attachments else ()), *(conversation.texts() if conversation else ()))

@@ -276,10 +276,13 @@ def _given_template_naming(options: ModelOptions) -> tuple[str, str]:
 
 
 def check_given_template(options: ModelOptions) -> None:
-    """Refuse now a --chat-template that loading would refuse (too long, not valid Jinja)."""
+    """Refuse now a --chat-template that loading would refuse (too long, not valid Jinja, no switch for --think)."""
+    from localgen.think_switch import refuse_think
+
     if options.chat_template is not None:
         name, hint = _given_template_naming(options)
         check_template(options.chat_template, model_name=name, hint=hint)
+        refuse_think(options.chat_template, options.think, model_name=name)
 
 
 def preflight_checks_think(options: ModelOptions) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -163,6 +164,23 @@ def test_think_is_refused_from_the_model_s_header_before_it_loads(
     code, err = unloaded(command, "-m", str(models["chatml"]), "--chat-template", str(template), "--think", "off",
                          *(["hi"] if command == "run" else []))
     assert err.startswith("localgen: error: loaded "), "the given template has the switch: the model loads"
+
+
+@pytest.mark.parametrize("command", ["run", "chat"])
+def test_a_chat_template_file_s_switch_is_checked_once_it_is_read_before_stdin_and_the_model(
+        models: dict[str, Path], unloaded: Callable[..., tuple[int, str]], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path, command: str) -> None:
+    template = tmp_path / "chatml.jinja"
+    template.write_text(CHATML)
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"hi\n")
+    os.close(write_end)
+    with os.fdopen(read_end, "r") as stdin:
+        monkeypatch.setattr(sys, "stdin", stdin)  # a pipe that run would read
+        code, err = unloaded(command, "-m", str(models["qwen3"]), "--chat-template", str(template), "--think", "off")
+        assert stdin.buffer.read() == b"hi\n", "refused before stdin is read"
+    assert (code, err.count("\n")) == (2, 1), err
+    assert f"{template}: --think off: this model's chat template has no switch for thinking" in err
 
 
 def test_run_think_takes_only_its_values_and_no_raw() -> None:
