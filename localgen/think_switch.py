@@ -83,6 +83,6 @@ def think_line(template: str | None, think: str | None) -> str:
         effort = think if think in EFFORTS else "as the chat template has it"
         return f"thinking: reasoning effort {effort} (/think low, medium or high sets it)"
     if think is None:
-        return f"thinking: as the chat template has it (/think {OFF} turns it off)"
+        return f"thinking: as the chat template has it (/think {ON} or {OFF} sets it)"  # DeepSeek-V3.1's: off
     other = OFF if think == ON else ON
     return f"thinking: {think} (/think {other} turns it {other})"

@@ -23,7 +23,7 @@ from localgen.params import GenerationLimits, SamplingParams
 from localgen.runner import ModelOptions, load_model
 from localgen.session import ChatSession
 from localgen.template_sandbox import render_template
-from localgen.think_switch import parse_think, refuse_think, think_switch, think_variables
+from localgen.think_switch import parse_think, refuse_think, think_line, think_switch, think_variables
 from tests.conftest import popen_localgen, run_localgen
 from tests.gguf_builders import copy_with_metadata, tiny_model
 from tests.test_repl import Chat
@@ -209,6 +209,11 @@ def test_the_switch_is_the_variable_the_template_reads() -> None:
     assert [parse_think(word, "--think") for word in ("ON", "False", "low")] == ["on", "off", "low"]
     with pytest.raises(UsageError, match="/think off: this model's chat template has no switch"):
         refuse_think("{{ messages }}", "off", model_name="m", flag="/think")
+
+
+def test_think_says_the_setting_without_guessing_the_template_s_default() -> None:
+    assert think_line(DEEPSEEK_V31, None) == "thinking: as the chat template has it (/think on or off sets it)"
+    assert think_line(QWEN3, "off") == "thinking: off (/think on turns it on)"
 
 
 def test_a_chat_session_renders_its_prompts_anew_with_the_switch_set(models: dict[str, Path], home: Path) -> None:
