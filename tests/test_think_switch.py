@@ -98,41 +98,14 @@ def test_run_think_sets_the_chat_template_s_switch(models: dict[str, Path], mode
         assert prompt_end in result.out and result.out.endswith("<|start|>user<|message|>hi<|end|><|start|>assistant")
 
 
-@pytest.mark.parametrize(("model", "think", "message", "hint"), [
-    ("chatml", "off", "--think off: this model's chat template has no switch for thinking",
-     "--hide-thinking leaves its reasoning out of the output"),
-    ("gpt-oss", "off", "--think off: this model's chat template sets a reasoning effort (low, medium, high) and "
-     "cannot turn thinking off", "--think low thinks least"),
-    ("qwen3", "high", "--think high: this model's chat template turns thinking on or off, and sets no effort",
-     "--think on or --think off"),
-])
-def test_run_think_is_refused_where_the_template_has_no_such_switch(models: dict[str, Path], model: str, think: str,
-                                                                    message: str, hint: str) -> None:
-    result = run_localgen("run", "-m", str(models[model]), "--think", think, "-n", "2", "hi", timeout=60)
-    assert result.returncode == 2 and result.out == ""
-    lines = result.err.splitlines()
-    assert message in lines[0] and "Traceback" not in result.err
-    assert hint in result.err
-
-
-def test_run_think_is_refused_before_a_pipe_is_read(models: dict[str, Path]) -> None:
-    command = [sys.executable, "-m", "localgen", "run", "-m", str(models["chatml"]), "--think", "off"]
-    with popen_localgen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
-        try:
-            code = process.wait(timeout=30)  # stdin stays open: refused before it is read
-        finally:
-            process.kill()
-        assert code == 2 and b"has no switch for thinking" in process.stderr.read()
-
-
 CHATML = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"  # no switch
 
 
 @pytest.fixture
-def unloaded(home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-             ) -> Iterator[Callable[..., tuple[int, str]]]:
-    """Call localgen.cli.main in this process, where a chat has a terminal and no model loads: its exit code and
-    stderr, loading refused (the model it would load named)."""
+def in_process(home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+               ) -> Iterator[Callable[..., tuple[int, str]]]:
+    """Call localgen.cli.main in this process, stdin no pipe, where a chat has a terminal and no model loads: its
+    exit code and stderr, loading refused (the model it would load named)."""
     logger = logging.getLogger("localgen")
     handlers, propagate = logger.handlers[:], logger.propagate
 
@@ -140,6 +113,7 @@ def unloaded(home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest
         raise ModelLoadError(f"loaded {options.model}", hint="refused by the test")
 
     monkeypatch.setattr(runner, "load_model", loading)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
     monkeypatch.setattr(cli_chat_flow, "_refuse_without_terminal", lambda: None)
     monkeypatch.setattr(repl_terminal, "chat_terminal", lambda **_: contextlib.nullcontext())
 
@@ -152,23 +126,52 @@ def unloaded(home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest
     logger.handlers[:], logger.propagate = handlers, propagate
 
 
+def test_run_think_is_refused_where_the_template_has_no_switch(models: dict[str, Path]) -> None:
+    result = run_localgen("run", "-m", str(models["chatml"]), "--think", "off", "-n", "2", "hi", timeout=60)
+    assert (result.returncode, result.out) == (2, "")
+    assert result.err == (f"localgen: error: {models['chatml']}: --think off: this model's chat template has no switch "
+                          "for thinking (hint: --hide-thinking leaves its reasoning out of the output)\n")
+
+
+@pytest.mark.parametrize(("model", "think", "message", "hint"), [
+    ("gpt-oss", "off", "--think off: this model's chat template sets a reasoning effort (low, medium, high) and "
+     "cannot turn thinking off", "--think low thinks least"),
+    ("qwen3", "high", "--think high: this model's chat template turns thinking on or off, and sets no effort",
+     "--think on or --think off"),
+])
+def test_think_is_refused_where_the_template_s_switch_is_of_another_kind(
+        models: dict[str, Path], in_process: Callable[..., tuple[int, str]], model: str, think: str, message: str,
+        hint: str) -> None:
+    code, err = in_process("run", "-m", str(models[model]), "--think", think, "-n", "2", "hi")
+    assert (code, err.count("\n")) == (2, 1) and message in err and f"(hint: {hint}" in err, err
+
+
+def test_run_think_is_refused_before_a_pipe_is_read(models: dict[str, Path]) -> None:
+    command = [sys.executable, "-m", "localgen", "run", "-m", str(models["chatml"]), "--think", "off"]
+    with popen_localgen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        try:
+            code = process.wait(timeout=30)  # stdin stays open: refused before it is read
+        finally:
+            process.kill()
+        assert code == 2 and b"has no switch for thinking" in process.stderr.read()
+
+
 @pytest.mark.parametrize("command", ["run", "chat"])
 def test_think_is_refused_from_the_model_s_header_before_it_loads(
-        models: dict[str, Path], unloaded: Callable[..., tuple[int, str]], monkeypatch: pytest.MonkeyPatch,
-        tmp_path: Path, command: str) -> None:
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))  # no pipe to read
-    code, err = unloaded(command, "-m", str(models["chatml"]), "--think", "off", *(["hi"] if command == "run" else []))
+        models: dict[str, Path], in_process: Callable[..., tuple[int, str]], tmp_path: Path, command: str) -> None:
+    prompt = ["hi"] if command == "run" else []
+    code, err = in_process(command, "-m", str(models["chatml"]), "--think", "off", *prompt)
     assert (code, err.count("\n")) == (2, 1) and "--think off: this model's chat template has no switch" in err, err
     template = tmp_path / "qwen3.jinja"
     template.write_text(QWEN3)
-    code, err = unloaded(command, "-m", str(models["chatml"]), "--chat-template", str(template), "--think", "off",
-                         *(["hi"] if command == "run" else []))
+    code, err = in_process(command, "-m", str(models["chatml"]), "--chat-template", str(template), "--think", "off",
+                           *prompt)
     assert err.startswith("localgen: error: loaded "), "the given template has the switch: the model loads"
 
 
 @pytest.mark.parametrize("command", ["run", "chat"])
 def test_a_chat_template_file_s_switch_is_checked_once_it_is_read_before_stdin_and_the_model(
-        models: dict[str, Path], unloaded: Callable[..., tuple[int, str]], monkeypatch: pytest.MonkeyPatch,
+        models: dict[str, Path], in_process: Callable[..., tuple[int, str]], monkeypatch: pytest.MonkeyPatch,
         tmp_path: Path, command: str) -> None:
     template = tmp_path / "chatml.jinja"
     template.write_text(CHATML)
@@ -177,25 +180,26 @@ def test_a_chat_template_file_s_switch_is_checked_once_it_is_read_before_stdin_a
     os.close(write_end)
     with os.fdopen(read_end, "r") as stdin:
         monkeypatch.setattr(sys, "stdin", stdin)  # a pipe that run would read
-        code, err = unloaded(command, "-m", str(models["qwen3"]), "--chat-template", str(template), "--think", "off")
+        code, err = in_process(command, "-m", str(models["qwen3"]), "--chat-template", str(template), "--think", "off")
         assert stdin.buffer.read() == b"hi\n", "refused before stdin is read"
     assert (code, err.count("\n")) == (2, 1), err
     assert f"{template}: --think off: this model's chat template has no switch for thinking" in err
 
 
-def test_run_think_takes_only_its_values_and_no_raw() -> None:
-    wrong = run_localgen("run", "--think", "maybe", "hi", timeout=60)
-    assert wrong.returncode == 2 and "--think takes on, off, low, medium or high, not 'maybe'" in wrong.err
-    raw = run_localgen("run", "--raw", "--think", "off", "hi", timeout=60)
-    assert raw.returncode == 2 and "--raw and --think contradict each other" in raw.err
+def test_run_think_takes_only_its_values_and_no_raw(in_process: Callable[..., tuple[int, str]]) -> None:
+    code, err = in_process("run", "--think", "maybe", "hi")
+    assert code == 2 and "--think takes on, off, low, medium or high, not 'maybe'" in err
+    code, err = in_process("run", "--raw", "--think", "off", "hi")
+    assert code == 2 and "--raw and --think contradict each other" in err
 
 
 @pytest.mark.parametrize("words", [("run", "--reasoning-budget", "0", "hi"),
                                    ("chat", "--chat-template-kwargs", '{"enable_thinking": false}')])
-def test_llama_cli_s_ways_to_turn_thinking_off_are_answered_with_think(words: tuple[str, ...]) -> None:
-    result = run_localgen(*words, timeout=60)
-    assert result.returncode == 2 and result.err.startswith(f"localgen: error: {words[1]} is llama-cli's option for")
-    assert "(hint: localgen's is --think off (or on)" in result.err and len(result.err.splitlines()) == 1
+def test_llama_cli_s_ways_to_turn_thinking_off_are_answered_with_think(
+        in_process: Callable[..., tuple[int, str]], words: tuple[str, ...]) -> None:
+    code, err = in_process(*words)
+    assert code == 2 and err.startswith(f"localgen: error: {words[1]} is llama-cli's option for")
+    assert "(hint: localgen's is --think off (or on)" in err and len(err.splitlines()) == 1
 
 
 def test_the_switch_is_the_variable_the_template_reads() -> None:
