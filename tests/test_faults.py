@@ -710,6 +710,8 @@ ALLOWED_WRITES = {  # (file, text on the line; "" = any line): why it is not a w
     ("cli.py", 'sys.stderr = open(os.devnull, "w")'): "with stderr closed (2>&-), messages go to /dev/null",
     ("conversation_lock.py", "os.open(path, os.O_RDWR | os.O_CREAT"): "a lock file: its only content is the "
                                                                        "holder's process id, for the busy message",
+    ("conversation_lock.py", "os.open(path, os.O_RDONLY"): "opens a leftover lock file read-only to test its lock "
+                                                            "before it is removed",
     ("inputs.py", "os.open(path, os.O_RDONLY"): "opens an attached file read-only to see if it is a pipe or terminal",
     ("promptcache_partial.py", "os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL"): "a prompt cache entry's "
         "partial write, fsynced and renamed into place as the atomic writer's are, locked by its writer until then",
