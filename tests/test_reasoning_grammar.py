@@ -5,7 +5,10 @@ where thinking is forced open."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import run_localgen
 from tests.gguf_builders import tiny_family_model
@@ -47,3 +50,76 @@ def test_a_grammar_waits_for_the_reasoning_where_the_template_opens_it_with_a_co
                           "--hide-thinking", "--json", "hi")
     record = json.loads(result.out)
     assert (record["text"], record["finish_reason"]) == ("", "length") and record["thinking"] not in ("", "x"), record
+
+
+class ForcedSampling:
+    """A tiny model's context whose last logits are set so that greedy sampling picks the token asked for, where a
+    grammar allows it; else the one ranked next (FALLBACK)."""
+
+    FALLBACK = "x"
+
+    def __init__(self, model: Path) -> None:
+        from localgen.engine.native import lc
+
+        self.lc = lc
+        params = lc.llama_model_default_params()
+        self.model = lc.llama_model_load_from_file(str(model).encode(), params)
+        self.vocab = lc.llama_model_get_vocab(self.model)
+        context = lc.llama_context_default_params()
+        context.n_ctx, context.n_batch, context.n_threads, context.n_threads_batch = 32, 32, 1, 1
+        self.ctx = lc.llama_init_from_model(self.model, context)
+        one = (lc.llama_token * 1)(self.tokens("a")[0])
+        assert lc.llama_decode(self.ctx, lc.llama_batch_get_one(one, 1)) == 0
+        self.logits = lc.llama_get_logits_ith(self.ctx, -1)
+        self.n_vocab = lc.llama_vocab_n_tokens(self.vocab)
+
+    def tokens(self, text: str) -> list[int]:
+        """The text's tokens, control tokens parsed."""
+        data = text.encode()
+        ids = (self.lc.llama_token * (len(data) + 4))()
+        return list(ids[:self.lc.llama_tokenize(self.vocab, data, len(data), ids, len(ids), False, True)])
+
+    def sample(self, sampler: object, token: int) -> int:
+        """What the sampler gives where the model's logits favour token, then FALLBACK."""
+        for other in range(self.n_vocab):
+            self.logits[other] = 0.0
+        self.logits[self.tokens(self.FALLBACK)[0]] = 50.0
+        self.logits[token] = 100.0
+        return sampler.sample(self.ctx, -1)  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        """Free the context and the model."""
+        self.lc.llama_free(self.ctx)
+        self.lc.llama_model_free(self.model)
+
+
+@pytest.mark.parametrize("close_is_one_token", [True, False])
+def test_a_long_reasoning_costs_the_lazy_grammar_linear_work_and_the_grammar_applies_after_it(
+        tmp_path: Path, close_is_one_token: bool) -> None:
+    """llama.cpp's lazy sampler matched its </think> pattern against all the reasoning so far after every token:
+    3,000 tokens of reasoning took minutes; they take well under a second."""
+    from localgen.engine.sampling import build_sampler
+    from localgen.params import Grammar, SamplingParams
+    from tests.test_reasoning_turns import R1_SPECIALS, R1_TEMPLATE
+
+    specials = R1_SPECIALS if close_is_one_token else ("<|endoftext|>",)
+    model = tiny_family_model(tmp_path / "m.gguf", specials=specials, template=R1_TEMPLATE, eos=specials[-1])
+    forced = ForcedSampling(model)
+    try:
+        assert (len(forced.tokens("</think>")) == 1) == close_is_one_token
+        grammar = Grammar(text='root ::= "x"', source="--grammar")
+        sampler = build_sampler(forced.vocab, SamplingParams(temperature=0, repeat_penalty=1.0, grammar=grammar),
+                                [], 32, reasoning_open=True)
+        try:
+            word = forced.tokens(" the")[0]
+            started = time.perf_counter()
+            reasoning = [forced.sample(sampler, word) for _ in range(3000)]
+            assert time.perf_counter() - started < 10, "linear work: 3,000 tokens took minutes before"
+            assert set(reasoning) == {word}, "the reasoning runs free"
+            for token in forced.tokens("</think>\n"):
+                assert forced.sample(sampler, token) == token
+            assert forced.sample(sampler, forced.tokens("y")[0]) == forced.tokens("x")[0], "the grammar applies"
+        finally:
+            sampler.free()
+    finally:
+        forced.close()

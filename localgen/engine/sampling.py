@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from localgen.engine.native import lc, native_errors
+from localgen.engine.reasoning_gate import ReasoningGate
 from localgen.errors import UsageError
 from localgen.grammar import AFTER_REASONING_ROOT, after_reasoning, token_id, token_references, worded_parse_error
 from localgen.params import Grammar, SamplingParams
@@ -78,9 +79,11 @@ def _f32(value: float) -> float:
 class Sampler:
     """One generation's sampler: llama.cpp's chain, and the repetition penalties localgen applies before it."""
 
-    def __init__(self, chain: lc.llama_sampler_p, penalties: RepetitionPenalties | None) -> None:
+    def __init__(self, chain: lc.llama_sampler_p, penalties: RepetitionPenalties | None,
+                 gate: ReasoningGate | None = None) -> None:
         self.chain = chain
         self._penalties = penalties
+        self._gate = gate  # a grammar held back until the answer's </think> of several tokens
 
     def sample(self, ctx: lc.llama_context_p, index: int) -> int:
         """The token sampled from the logits of the batch's output at index (-1: the last), counted as accepted.
@@ -90,7 +93,10 @@ class Sampler:
         """
         penalties = self._penalties
         if penalties is None:
-            return lc.llama_sampler_sample(self.chain, ctx, index)
+            token = lc.llama_sampler_sample(self.chain, ctx, index)
+            if self._gate is not None:
+                self._gate.accept(self.chain, token)
+            return token
         logits = lc.llama_get_logits_ith(ctx, index)
         saved = penalties.apply(logits)
         try:
@@ -99,11 +105,15 @@ class Sampler:
             for position, logit in saved:
                 logits[position] = logit
         penalties.accept(token)
+        if self._gate is not None:
+            self._gate.accept(self.chain, token)
         return token
 
     def free(self) -> None:
-        """Free the native chain."""
+        """Free the native chain, and a grammar still held back."""
         lc.llama_sampler_free(self.chain)
+        if self._gate is not None:
+            self._gate.free()
 
 
 def build_sampler(vocab: lc.llama_vocab_p, sampling: SamplingParams, prompt: Sequence[int], n_ctx: int, *,
@@ -127,9 +137,14 @@ def build_sampler(vocab: lc.llama_vocab_p, sampling: SamplingParams, prompt: Seq
             penalties.accept(token)
     chain = lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
     add = lc.llama_sampler_chain_add
+    gate = None
     try:
         if sampling.grammar is not None:
-            add(chain, grammar_sampler(vocab, sampling.grammar, reasoning_open=reasoning_open))  # the chain owns it
+            grammar = grammar_sampler(vocab, sampling.grammar, reasoning_open=reasoning_open)
+            if _waits_for_reasoning(vocab, sampling.grammar, reasoning_open) and _close_token(vocab) is None:
+                gate = ReasoningGate(vocab, grammar)  # it joins the chain at the answer's </think>
+            else:
+                add(chain, grammar)  # the chain owns each sampler once added
         if penalized and last_n > PENALTY_WINDOW_IN_PYTHON:  # primed alone: the prompt is no text the grammar parses
             window = replace(sampling, repeat_last_n=last_n)
             add(chain, native_penalties(lc.llama_vocab_n_tokens(vocab), window, prompt))
@@ -145,8 +160,10 @@ def build_sampler(vocab: lc.llama_vocab_p, sampling: SamplingParams, prompt: Seq
             add(chain, lc.llama_sampler_init_dist(seed))
     except BaseException:  # a bad grammar, or Ctrl-C / SIGTERM part way
         lc.llama_sampler_free(chain)
+        if gate is not None:
+            gate.free()
         raise
-    return Sampler(chain, penalties)
+    return Sampler(chain, penalties, gate)
 
 
 def native_penalties(n_vocab: int, sampling: SamplingParams, primed: Sequence[int]) -> lc.llama_sampler_p:
@@ -173,8 +190,7 @@ def grammar_sampler(vocab: lc.llama_vocab_p | None, grammar: Grammar, *,
     if vocab is not None:
         _refuse_tokens_never_given(vocab, grammar)
     with native_errors() as logged, _captured_stderr() as printed:
-        lazy = reasoning_open and vocab is not None and CLOSE_TAG not in grammar.text  # else it spells the reasoning
-        sampler = _lazy_after_reasoning(vocab, grammar) if lazy else \
+        sampler = _lazy_after_reasoning(vocab, grammar) if _waits_for_reasoning(vocab, grammar, reasoning_open) else \
             lc.llama_sampler_init_grammar(vocab, grammar.text.encode("utf-8"), b"root")
     if not sampler:
         text = b"".join(printed).decode("utf-8", "replace")
@@ -189,16 +205,31 @@ def grammar_sampler(vocab: lc.llama_vocab_p | None, grammar: Grammar, *,
     return sampler
 
 
+def _waits_for_reasoning(vocab: lc.llama_vocab_p | None, grammar: Grammar, reasoning_open: bool) -> bool:
+    """Whether the grammar applies from the </think> that ends the reasoning the prompt opened (not where it writes
+    </think> itself: it spells the reasoning too)."""
+    return reasoning_open and vocab is not None and CLOSE_TAG not in grammar.text
+
+
 def _lazy_after_reasoning(vocab: lc.llama_vocab_p, grammar: Grammar) -> lc.llama_sampler_p:
-    """A grammar sampler that lets text through untouched until the answer writes </think> (its text, or its one
-    token), then applies the grammar to what follows it."""
+    """A grammar sampler that lets text through untouched until the answer writes </think>, then applies the grammar
+    to what follows it. Where </think> is one token, that token triggers it; else its text does, and ReasoningGate
+    gives the sampler only the last few tokens, since llama.cpp matches a pattern against all the text so far."""
+    text, root = after_reasoning(grammar.text).encode("utf-8"), AFTER_REASONING_ROOT.encode()
+    close = _close_token(vocab)
+    if close is not None:
+        tokens = (lc.llama_token * 1)(close)
+        return lc.llama_sampler_init_grammar_lazy_patterns(vocab, text, root, None, 0, tokens, 1)
+    patterns = (ctypes.c_char_p * 1)(rb"[\s\S]*?(" + CLOSE_TAG.encode() + rb")[\s\S]*")  # read from the group on
+    return lc.llama_sampler_init_grammar_lazy_patterns(vocab, text, root, patterns, 1, None, 0)
+
+
+def _close_token(vocab: lc.llama_vocab_p) -> int | None:
+    """The token that is </think> (a control token, or one piece of text), or None where it takes several."""
     end = CLOSE_TAG.encode()
     ids = (lc.llama_token * len(end))()
     count = lc.llama_tokenize(vocab, end, len(end), ids, len(end), False, True)
-    patterns = (ctypes.c_char_p * 1)(rb"[\s\S]*?(" + end + rb")[\s\S]*")  # the grammar reads from the group on
-    return lc.llama_sampler_init_grammar_lazy_patterns(vocab, after_reasoning(grammar.text).encode("utf-8"),
-                                                       AFTER_REASONING_ROOT.encode(), patterns, 1, ids,
-                                                       1 if count == 1 else 0)
+    return ids[0] if count == 1 else None
 
 
 def _refuse_tokens_never_given(vocab: lc.llama_vocab_p, grammar: Grammar) -> None:

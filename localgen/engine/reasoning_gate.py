@@ -1,0 +1,68 @@
+"""A grammar that applies from the </think> the answer writes, for a </think> of several tokens: its text is watched
+in the last few tokens, so the work per token stays fixed however long the reasoning runs."""
+
+from __future__ import annotations
+
+import ctypes
+from collections import deque
+
+from localgen.engine.native import lc
+from localgen.signals import deferred_signals
+from localgen.thinking import CLOSE_TAG
+
+PIECE_BUFFER_BYTES = 256
+_CLOSE = CLOSE_TAG.encode()
+
+
+class ReasoningGate:
+    """Holds a lazy grammar sampler (llama.cpp's, its pattern </think>) out of the chain until the last tokens spell
+    </think>, then gives it just those tokens and puts it first in the chain: llama.cpp matches the pattern against
+    all the text it was given after every token, which grows with the reasoning (quadratic work in all)."""
+
+    def __init__(self, vocab: lc.llama_vocab_p, grammar: lc.llama_sampler_p) -> None:
+        self.grammar: lc.llama_sampler_p | None = grammar  # owned here until it joins the chain
+        self._vocab = vocab
+        self._tail: deque[tuple[int, bytes]] = deque()  # the last tokens, enough of them to hold a </think>
+        self._held = 0  # the bytes of the tokens in _tail
+        self._buffer = ctypes.create_string_buffer(PIECE_BUFFER_BYTES)
+
+    def accept(self, chain: lc.llama_sampler_p, token: int) -> None:
+        """Note a token the chain accepted; at the </think> it completes, start the grammar in the chain."""
+        if self.grammar is None:
+            return
+        piece = self._piece(token)
+        self._tail.append((token, piece))
+        self._held += len(piece)
+        while self._held - len(self._tail[0][1]) >= len(_CLOSE):  # the rest still holds a whole </think>
+            self._held -= len(self._tail.popleft()[1])
+        if _CLOSE in b"".join(piece for _, piece in self._tail):
+            self._start(chain)
+
+    def free(self) -> None:
+        """Free the grammar sampler if it never joined the chain."""
+        if self.grammar is not None:
+            lc.llama_sampler_free(self.grammar)
+            self.grammar = None
+
+    def _start(self, chain: lc.llama_sampler_p) -> None:
+        """Give the grammar the tokens that spell </think> (it applies to their text from </think> on), then put it
+        first in the chain, the chain's own samplers after it, each in its place."""
+        grammar = self.grammar
+        assert grammar is not None
+        for token, _ in self._tail:
+            lc.llama_sampler_accept(grammar, token)
+        with deferred_signals():  # each sampler removed is added back, none lost part way
+            rest = [lc.llama_sampler_chain_remove(chain, 0) for _ in range(lc.llama_sampler_chain_n(chain))]
+            lc.llama_sampler_chain_add(chain, grammar)
+            self.grammar = None  # the chain owns it
+            for sampler in rest:
+                lc.llama_sampler_chain_add(chain, sampler)
+
+    def _piece(self, token: int) -> bytes:
+        """A token's text as the grammar reads it (a control token's text spelled out)."""
+        n = lc.llama_token_to_piece(self._vocab, token, self._buffer, PIECE_BUFFER_BYTES, 0, True)
+        if n >= 0:
+            return self._buffer.raw[:n]
+        buffer = ctypes.create_string_buffer(-n)
+        n = lc.llama_token_to_piece(self._vocab, token, buffer, -n, 0, True)
+        return buffer.raw[:n]
