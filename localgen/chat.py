@@ -39,7 +39,7 @@ class Message:
 
 @dataclass(frozen=True)
 class ReasonedMessage(Message):
-    """An assistant's answer as transformers gives it to a chat template: the answer as its content, the reasoning
+    """An assistant's answer as llama-server gives it to a chat template: the answer as its content, the reasoning
     beside it (GPT-OSS's template reads it as `thinking`, Qwen3's as `reasoning_content`)."""
 
     reasoning: str = ""
@@ -248,9 +248,9 @@ class PromptFormat:
         return "".join(texts), tokens
 
     def _reasoning_apart(self, messages: Sequence[Message]) -> list[Message]:
-        """The messages as transformers gives them to a chat template: an assistant's answer that holds reasoning (a
-        <think> block, the one the generation prompt opens, a harmony answer's analysis channel) as a ReasonedMessage,
-        so the template reads the answer alone as content, and never the markup it would see defused."""
+        """The messages as llama-server gives them to a chat template: an assistant's answer that holds closed
+        reasoning (a <think> block, the one the generation prompt opens, a harmony answer's analysis channel) as a
+        ReasonedMessage, so the template reads the answer alone as content, never the markup it would see defused."""
         if not self.is_chat:
             return list(messages)
         opened: bool | None = None  # whether the generation prompt opens a <think> block: asked once, where needed

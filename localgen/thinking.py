@@ -206,10 +206,11 @@ def without_thinking(events: Iterator[Event], opens: Callable[[], bool]) -> Iter
 
 def split_reasoning(text: str, *, opened: bool) -> tuple[str, str] | None:
     """A whole answer's (reasoning, answer), as without_thinking splits them as they stream (opened: the prompt opened
-    the <think> block); None where the answer has no reasoning, nor is in harmony."""
+    the <think> block); None where the answer has no reasoning, nor is in harmony, or where its reasoning never
+    closed (cut off by a limit, or a <think> the model wrote): that text is the answer as it stands."""
     splitter = ThinkingSplitter(inside=opened)
     segments = splitter.feed(text) + splitter.flush()
-    if _block_closed(splitter) is None and not splitter.in_harmony:
+    if splitter.inside or (_block_closed(splitter) is None and not splitter.in_harmony):
         return None
     reasoning = "".join(part for thinking, part in segments if thinking).strip()
     return reasoning, "".join(part for thinking, part in segments if not thinking).lstrip()

@@ -131,7 +131,7 @@ def test_harmony_commentary_is_answer_and_analysis_messages_join_as_one_reasonin
               "<|end|><|start|>assistant<|channel|>analysis<|message|>Second.<|end|>"
               "<|start|>assistant<|channel|>final <|constrain|>json<|message|>{}")
     assert split_reasoning(answer, opened=False) == ("First.\n\nSecond.", "Looking.{}")
-    assert split_reasoning("<|channel|>analysis<|message|>Cut off", opened=False) == ("Cut off", "")
+    assert split_reasoning("<|channel|>analysis<|message|>Cut off", opened=False) is None, "never closed: as written"
     assert split_reasoning("<|channel|>analysis<|message|>Done.<|end|><|start|>assistant<|chan", opened=False) \
         == ("Done.", ""), "a header the answer never finished is markup"
     assert split_reasoning("<|channel|> is a token", opened=False) is None

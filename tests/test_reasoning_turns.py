@@ -60,3 +60,12 @@ def test_an_answer_s_own_think_block_is_apart_and_its_text_after_stays_character
     text, tokens = prompt_format.prompt(engine, turns)
     assert "Greeting." not in text and "<｜Assistant｜>Hello! Close with </think>.<｜end▁of▁sentence｜>" in text
     assert engine.tokenize("</think>", add_special=False)[0] not in tokens, "no </think> token in the prompt"
+
+
+def test_an_answer_whose_reasoning_never_closed_reaches_the_next_turn_as_written(loaded_r1) -> None:
+    """An answer cut off inside its <think> block (by -n or Ctrl-C) has no answer apart from it: its text is kept
+    whole, not an empty turn."""
+    engine, prompt_format = loaded_r1.engine, loaded_r1.prompt_format
+    turns = [Message("user", "hi"), Message("assistant", "<think>\nreasoning cut off"), Message("user", "ok")]
+    text, _ = prompt_format.prompt(engine, turns)
+    assert "<｜Assistant｜><think>\nreasoning cut off<｜end▁of▁sentence｜>" in text
