@@ -9,6 +9,7 @@ from localgen.stopping import partial_suffix
 CHANNEL = "<|channel|>"  # an answer in harmony opens with it (its generation prompt wrote <|start|>assistant)
 MESSAGE = "<|message|>"  # ends a message's header
 MESSAGE_ENDS = ("<|end|>", "<|return|>", "<|call|>")  # end a message's body (the last two end the answer, as EOG)
+HEADER_OPENS = ("<|start|>", CHANNEL)  # a message end is one only where a header follows it, or the answer ends
 REASONING_CHANNEL = "analysis"
 FINAL_HEADER = CHANNEL + "final" + MESSAGE  # the answer's own message opens with it
 REASONING_GAP = "\n\n"  # between two analysis messages' bodies in the reasoning
@@ -37,14 +38,25 @@ class HarmonySplitter:
         self.closed = 0  # analysis messages ended so far
         self._in_header = True
         self.messages = 0  # messages whose body has begun
+        self._ending = ""  # a message end met, not known yet to be one: body text unless a header follows
         self._held = ""
 
     def feed(self, text: str) -> list[tuple[bool, str]]:
-        """Split a chunk into segments, holding back a header until its <|message|> and what may yet be a message's
-        end."""
+        """Split a chunk into segments, holding back a header until its <|message|>, what may yet be a message's end,
+        and after one, what may yet open a header (else the end was body text)."""
         buffer, self._held = self._held + text, ""
         segments: list[tuple[bool, str]] = []
         while buffer:
+            if self._ending:
+                if any(opener.startswith(buffer) for opener in HEADER_OPENS if len(buffer) < len(opener)):
+                    self._held = buffer
+                    return segments
+                if buffer.startswith(HEADER_OPENS):
+                    self._end_message()
+                else:  # the model wrote the marker as text in its message
+                    segments.append((self.inside, self._ending))
+                self._ending = ""
+                continue
             if self._in_header:
                 header, found, rest = buffer.partition(MESSAGE)
                 if not found and len(buffer) <= HEADER_LIMIT:
@@ -65,15 +77,22 @@ class HarmonySplitter:
                 return segments + ([(self.inside, buffer)] if buffer else [])
             if at:
                 segments.append((self.inside, buffer[:at]))
-            self.closed += self.inside
-            self.inside, self._in_header, buffer = False, True, buffer[at + len(end):]
+            self._ending, buffer = end, buffer[at + len(end):]
         return segments
+
+    def _end_message(self) -> None:
+        """End the message whose body ran so far: a header comes next."""
+        self.closed += self.inside
+        self.inside, self._in_header, self._ending = False, True, ""
 
     def flush(self, *, cut: bool = False) -> list[tuple[bool, str]]:
         """Release held-back text at the end of the stream, but where it was cut off: the start of a message end is
         body text; a header that never reached its <|message|> is markup, dropped, or where no message came before
         it, answer text."""
         held, self._held = self._held, ""
+        if self._ending:  # the answer ended after it, or a header that never finished
+            self._end_message()
+            return []
         if not held or cut or (self._in_header and self.messages):
             return []
         return [(self.inside, held)]

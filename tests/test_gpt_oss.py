@@ -146,3 +146,17 @@ def test_an_answer_in_harmony_with_no_analysis_reaches_the_template_as_its_final
     text, tokens = prompt_format.prompt(engine, turns)
     reference = prompt_format.render([*turns[:1], Message("assistant", "Hello!"), *turns[2:]])
     assert text == reference and tokens == engine.tokenize(reference, add_special=False)
+
+
+def test_a_message_end_the_answer_writes_as_text_stays_in_its_message() -> None:
+    """After <|end|>, only <|start|> or <|channel|> opens a header: other text goes on with the message, the marker
+    with it, however the text is streamed."""
+    from localgen.thinking import ThinkingSplitter, split_reasoning
+
+    answer = "<|channel|>final<|message|>The <|end|> token ends a message. More text."
+    assert split_reasoning(answer, opened=False) == ("", "The <|end|> token ends a message. More text.")
+    splitter = ThinkingSplitter()
+    segments = [segment for at in range(len(answer)) for segment in splitter.feed(answer[at])] + splitter.flush()
+    assert "".join(text for _, text in segments) == "The <|end|> token ends a message. More text."
+    two = "<|channel|>analysis<|message|>A<|end|><|start|>assistant<|channel|>final<|message|>B<|end|>"
+    assert split_reasoning(two, opened=False) == ("A", "B"), "a header after it: a message end"
