@@ -83,7 +83,9 @@ class ThinkingSplitter:
         """Release any held-back text at the end of the stream (cut: the stream was cut off, so the start of a tag
         held back is a tag that never finished, and is dropped)."""
         if self._harmony is not None:
-            return self._harmony.flush(cut=cut)
+            segments = self._harmony.flush(cut=cut)
+            self.inside, self.closed = self._harmony.inside, self._harmony.closed  # a last message end, taken now
+            return segments
         held, self._held = self._held, ""
         return [(self.inside, held)] if held and not cut else []
 

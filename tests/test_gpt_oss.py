@@ -160,3 +160,4 @@ def test_a_message_end_the_answer_writes_as_text_stays_in_its_message() -> None:
     assert "".join(text for _, text in segments) == "The <|end|> token ends a message. More text."
     two = "<|channel|>analysis<|message|>A<|end|><|start|>assistant<|channel|>final<|message|>B<|end|>"
     assert split_reasoning(two, opened=False) == ("A", "B"), "a header after it: a message end"
+    assert split_reasoning("<|channel|>analysis<|message|>A<|end|>", opened=False) == ("A", ""), "the answer's end"
