@@ -1,6 +1,7 @@
 """GPT-OSS's harmony answers, split as they stream: each message opens with a header (<|channel|>analysis, then
 <|start|>assistant<|channel|>final, maybe a recipient or <|constrain|>json) up to <|message|>, and its body runs to
-<|end|>; the analysis channel's bodies are the reasoning, every other channel's (final, commentary) the answer."""
+<|end|>; the final channel's bodies are the answer, the analysis and commentary channels' (a preamble before a tool
+call, the call's arguments) the reasoning, as --stop matches the final channel only."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ CHANNEL = "<|channel|>"  # an answer in harmony opens with it (its generation pr
 MESSAGE = "<|message|>"  # ends a message's header
 MESSAGE_ENDS = ("<|end|>", "<|return|>", "<|call|>")  # end a message's body (the last two end the answer, as EOG)
 HEADER_OPENS = ("<|start|>", CHANNEL)  # a message end is one only where a header follows it, or the answer ends
-REASONING_CHANNEL = "analysis"
+REASONING_CHANNELS = ("analysis", "commentary")
 FINAL_HEADER = CHANNEL + "final" + MESSAGE  # the answer's own message opens with it
-REASONING_GAP = "\n\n"  # between two analysis messages' bodies in the reasoning
+REASONING_GAP = "\n\n"  # between two reasoning messages' bodies in the reasoning
 HEADER_LIMIT = 256  # characters: text held this long without <|message|> is no header, but answer
 
 
@@ -65,7 +66,7 @@ class HarmonySplitter:
                 if not found:  # no header: the model wrote on without one
                     self.inside, self._in_header, self.messages = False, False, self.messages + 1
                     continue
-                self.inside, self._in_header, buffer = channel_of(header) == REASONING_CHANNEL, False, rest
+                self.inside, self._in_header, buffer = channel_of(header) in REASONING_CHANNELS, False, rest
                 self.messages += 1
                 if self.inside and self.closed:
                     segments.append((True, REASONING_GAP))

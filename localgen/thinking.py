@@ -1,7 +1,8 @@
 """Split streamed text into reasoning and answer, across chunk boundaries: the reasoning is the <think>…</think> block
 an answer opens with (after blank space), or the one its prompt opened (a template whose generation prompt ends with
-<think>, as Qwen3's and DeepSeek-R1's may), or the analysis channel of an answer that opens in GPT-OSS's harmony
-format (<|channel|>); a <think> anywhere else is text the model wrote (an HTML-ish tag quoted, the tag explained)."""
+<think>, as Qwen3's and DeepSeek-R1's may), or the analysis and commentary channels of an answer that opens in
+GPT-OSS's harmony format (<|channel|>); a <think> anywhere else is text the model wrote (an HTML-ish tag quoted, the tag
+explained)."""
 
 from __future__ import annotations
 

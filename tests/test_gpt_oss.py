@@ -124,13 +124,16 @@ def test_a_harmony_answer_splits_the_same_in_chunks_of_any_size(size: int) -> No
     assert passed.endswith("final<|message|>Hello") and stops.matched == "!", "stops match the final channel only"
 
 
-def test_harmony_commentary_is_answer_and_analysis_messages_join_as_one_reasoning() -> None:
+def test_harmony_commentary_and_analysis_messages_join_as_one_reasoning_and_the_final_channel_is_the_answer() -> None:
     from localgen.thinking import ThinkingSplitter, split_reasoning
 
     answer = ("<|channel|>analysis<|message|>First.<|end|><|start|>assistant<|channel|>commentary<|message|>Looking."
               "<|end|><|start|>assistant<|channel|>analysis<|message|>Second.<|end|>"
               "<|start|>assistant<|channel|>final <|constrain|>json<|message|>{}")
-    assert split_reasoning(answer, opened=False) == ("First.\n\nSecond.", "Looking.{}")
+    assert split_reasoning(answer, opened=False) == ("First.\n\nLooking.\n\nSecond.", "{}")
+    call = ("<|channel|>analysis<|message|>Need a tool.<|end|><|start|>assistant<|channel|>commentary "
+            'to=functions.get_weather <|constrain|>json<|message|>{"city":"Paris"}<|call|>')
+    assert split_reasoning(call, opened=False) == ('Need a tool.\n\n{"city":"Paris"}', ""), "a tool call: no answer"
     assert split_reasoning("<|channel|>analysis<|message|>Cut off", opened=False) is None, "never closed: as written"
     assert split_reasoning("<|channel|>analysis<|message|>Done.<|end|><|start|>assistant<|chan", opened=False) \
         == ("Done.", ""), "a header the answer never finished is markup"
