@@ -229,7 +229,10 @@ class PromptFormat:
         occurrence is tokenized on its own, as plain text (split where llama.cpp would read it as its token even so).
         """
         messages = self._reasoning_apart(messages)
-        pattern = _control_pattern(self.control_tokens) if self.is_chat else None
+        if not self.is_chat:
+            text = self.render(messages)
+            return text, self._as_text(tokenizer, text)
+        pattern = _control_pattern(self.control_tokens)
         if pattern is None or not any(pattern.search(_all_text(m)) for m in messages):
             text = self.render(messages)
             return text, self.tokenize(tokenizer, text)
@@ -246,6 +249,21 @@ class PromptFormat:
                 tokens += _as_characters(tokenizer, part)
             texts.append(part)
         return "".join(texts), tokens
+
+    def _as_text(self, tokenizer: Tokenizer, text: str) -> list[int]:
+        """A plain completion's tokens (--raw): all of it characters, a control token's text too, even one llama.cpp
+        reads as its token with special tokens unparsed (GPT-OSS's <|end|>)."""
+        pattern = _control_pattern(self.control_tokens)
+        if pattern is None or not pattern.search(text):
+            return self.tokenize(tokenizer, text)
+        tokens: list[int] = []
+        for number, piece in enumerate(re.split(f"({pattern.pattern})", text)):
+            if number % 2:
+                tokens += _as_characters(tokenizer, piece)
+            elif piece or number == 0:
+                tokens += tokenizer.tokenize(piece, add_special=number == 0 and self._needs_bos(text),
+                                             parse_special=False)
+        return tokens
 
     def _reasoning_apart(self, messages: Sequence[Message]) -> list[Message]:
         """The messages as llama-server gives them to a chat template: an assistant's answer that holds closed
