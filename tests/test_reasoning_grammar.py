@@ -123,3 +123,28 @@ def test_a_long_reasoning_costs_the_lazy_grammar_linear_work_and_the_grammar_app
             sampler.free()
     finally:
         forced.close()
+
+
+@pytest.mark.parametrize(("grammar", "then"), [('root ::= ",x"', "x"), ('root ::= "x"', "x")])
+def test_text_after_the_reasoning_s_end_in_its_last_token_is_the_grammar_s_when_it_takes_it(
+        bundled_model: Path, grammar: str, then: str) -> None:
+    """The bundled model's '>,' ends </think> and starts the answer: a grammar that takes ',' goes on from it; one that
+    does not applies from the next token, where llama.cpp aborted the process."""
+    from localgen.engine.sampling import build_sampler
+    from localgen.params import Grammar, SamplingParams
+
+    forced = ForcedSampling(bundled_model)
+    try:
+        sampler = build_sampler(forced.vocab, SamplingParams(temperature=0, repeat_penalty=1.0,
+                                                             grammar=Grammar(text=grammar, source="--grammar")),
+                                [], 32, reasoning_open=True)
+        try:
+            glued = forced.tokens(">,")
+            assert len(glued) == 1
+            for token in [*forced.tokens("</think"), *glued]:
+                assert forced.sample(sampler, token) == token
+            assert forced.sample(sampler, forced.tokens("y")[0]) == forced.tokens(then)[0]
+        finally:
+            sampler.free()
+    finally:
+        forced.close()

@@ -19,9 +19,10 @@ class ReasoningGate:
     </think>, then gives it just those tokens and puts it first in the chain: llama.cpp matches the pattern against
     all the text it was given after every token, which grows with the reasoning (quadratic work in all)."""
 
-    def __init__(self, vocab: lc.llama_vocab_p, grammar: lc.llama_sampler_p) -> None:
+    def __init__(self, vocab: lc.llama_vocab_p, grammar: lc.llama_sampler_p, text: str) -> None:
         self.grammar: lc.llama_sampler_p | None = grammar  # owned here until it joins the chain
         self._vocab = vocab
+        self._text = text  # the grammar's GBNF, its root rule `root`
         self._tail: deque[tuple[int, bytes]] = deque()  # the last tokens, enough of them to hold a </think>
         self._held = 0  # the bytes of the tokens in _tail
         self._buffer = ctypes.create_string_buffer(PIECE_BUFFER_BYTES)
@@ -49,14 +50,38 @@ class ReasoningGate:
         first in the chain, the chain's own samplers after it, each in its place."""
         grammar = self.grammar
         assert grammar is not None
-        for token, _ in self._tail:
-            lc.llama_sampler_accept(grammar, token)
+        token, piece = self._tail[-1]
+        joined = b"".join(piece for _, piece in self._tail)
+        lead = len(piece) - (len(joined) - joined.find(_CLOSE) - len(_CLOSE))  # the token's bytes up to its </think>
+        rejected = piece[lead:].strip(b" \t\n") and not self._starts_answer(token, piece[:lead])
+        if not rejected:
+            for token, _ in self._tail:
+                lc.llama_sampler_accept(grammar, token)
         with deferred_signals():  # each sampler removed is added back, none lost part way
+            if rejected:  # llama.cpp would abort on the text it rejects: the grammar applies from the next token
+                lc.llama_sampler_free(grammar)
+                grammar = lc.llama_sampler_init_grammar(self._vocab, self._text.encode(), b"root")
             rest = [lc.llama_sampler_chain_remove(chain, 0) for _ in range(lc.llama_sampler_chain_n(chain))]
             lc.llama_sampler_chain_add(chain, grammar)
             self.grammar = None  # the chain owns it
             for sampler in rest:
                 lc.llama_sampler_chain_add(chain, sampler)
+
+    def _starts_answer(self, token: int, lead: bytes) -> bool:
+        """Whether the grammar takes the text after </think> in the token that ends it (lead: its bytes up to then)."""
+        try:
+            spelled = "".join(f"\\U{ord(character):08X}" for character in lead.decode())
+        except UnicodeDecodeError:
+            return True  # a character split across tokens: llama.cpp's own reading is left to judge
+        check = f'{self._text}\nends-reasoning ::= "{spelled}" [ \\t\\n]* root\n'.encode()
+        sampler = lc.llama_sampler_init_grammar(self._vocab, check, b"ends-reasoning")
+        candidate = (lc.llama_token_data * 1)(lc.llama_token_data(token, 0.0, 0.0))
+        array = lc.llama_token_data_array(candidate, 1, -1, False)
+        try:
+            lc.llama_sampler_apply(sampler, ctypes.byref(array))
+        finally:
+            lc.llama_sampler_free(sampler)
+        return candidate[0].logit != float("-inf")
 
     def _piece(self, token: int) -> bytes:
         """A token's text as the grammar reads it (a control token's text spelled out)."""

@@ -142,7 +142,7 @@ def build_sampler(vocab: lc.llama_vocab_p, sampling: SamplingParams, prompt: Seq
         if sampling.grammar is not None:
             grammar = grammar_sampler(vocab, sampling.grammar, reasoning_open=reasoning_open)
             if _waits_for_reasoning(vocab, sampling.grammar, reasoning_open) and _close_token(vocab) is None:
-                gate = ReasoningGate(vocab, grammar)  # it joins the chain at the answer's </think>
+                gate = ReasoningGate(vocab, grammar, sampling.grammar.text)  # joins the chain at </think>
             else:
                 add(chain, grammar)  # the chain owns each sampler once added
         if penalized and last_n > PENALTY_WINDOW_IN_PYTHON:  # primed alone: the prompt is no text the grammar parses
