@@ -124,7 +124,8 @@ def test_a_chat_s_system_prompt_reaches_a_template_without_a_system_role_every_t
         session.loaded.close()
 
 
-def test_whether_a_template_has_no_place_for_a_system_prompt_is_found_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def _counted_renders(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The templates of every render the prompt format makes from here on, in order."""
     renders: list[str] = []
 
     def counted(template: str, *args: object, **kwargs: typing.Any) -> str:
@@ -132,6 +133,11 @@ def test_whether_a_template_has_no_place_for_a_system_prompt_is_found_once(monke
         return render_template(template, *args, **kwargs)
 
     monkeypatch.setattr(chat, "render_template", counted)
+    return renders
+
+
+def test_whether_a_template_has_no_place_for_a_system_prompt_is_found_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    renders = _counted_renders(monkeypatch)
     gemma = PromptFormat(template=GEMMA2, bos_token="<bos>", eos_token="", adds_bos=False, model_name="m")
     chatml = dataclasses.replace(gemma, template=CHATML)
     messages = [Message("system", "S"), Message("user", "hi")]
@@ -202,13 +208,7 @@ def test_a_template_refusing_a_system_message_folds_it_where_the_folded_probe_wa
 
 
 def test_a_template_without_a_system_role_has_no_system_prompt_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
-    renders: list[str] = []
-
-    def counted(template: str, *args: object, **kwargs: typing.Any) -> str:
-        renders.append(template)
-        return render_template(template, *args, **kwargs)
-
-    monkeypatch.setattr(chat, "render_template", counted)
+    renders = _counted_renders(monkeypatch)
     gemma = PromptFormat(template=GEMMA2, bos_token="<bos>", eos_token="", adds_bos=False, model_name="m")
     for _ in range(3):
         assert gemma.default_system() is None and gemma.with_own_system([]) == []
