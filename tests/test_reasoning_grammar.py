@@ -148,3 +148,30 @@ def test_text_after_the_reasoning_s_end_in_its_last_token_is_the_grammar_s_when_
             sampler.free()
     finally:
         forced.close()
+
+
+@pytest.mark.parametrize("pieces", [["</", "think", ">',"], ["<", "/", "think", ">,"]],
+                         ids=["last-token-carries-two-more-bytes", "four-tokens"])
+def test_a_reasoning_end_whose_last_token_carries_more_text_still_starts_the_grammar(bundled_model: Path,
+                                                                                     pieces: list[str]) -> None:
+    """</think> ended by a token with two or more bytes after its '>' (the bundled model's ">',"), or spelled in four
+    tokens: the grammar still applies after it, where the tokens that opened it were let go before the last one came
+    and the answer went on unconstrained."""
+    from localgen.engine.sampling import build_sampler
+    from localgen.params import Grammar, SamplingParams
+
+    forced = ForcedSampling(bundled_model)
+    try:
+        sampler = build_sampler(forced.vocab, SamplingParams(temperature=0, repeat_penalty=1.0,
+                                                             grammar=Grammar(text='root ::= "x"', source="--grammar")),
+                                [], 32, reasoning_open=True)
+        try:
+            tokens = [forced.tokens(piece) for piece in pieces]
+            assert all(len(token) == 1 for token in tokens), "each piece one token of the bundled model"
+            for (token,) in tokens:
+                assert forced.sample(sampler, token) == token
+            assert forced.sample(sampler, forced.tokens("y")[0]) == forced.tokens("x")[0], "the grammar applies"
+        finally:
+            sampler.free()
+    finally:
+        forced.close()

@@ -34,10 +34,11 @@ class ReasoningGate:
         piece = self._piece(token)
         self._tail.append((token, piece))
         self._held += len(piece)
-        while self._held - len(self._tail[0][1]) >= len(_CLOSE):  # the rest still holds a whole </think>
-            self._held -= len(self._tail.popleft()[1])
         if _CLOSE in b"".join(piece for _, piece in self._tail):
             self._start(chain)
+            return
+        while self._held - len(self._tail[0][1]) >= len(_CLOSE) - 1:  # the rest still holds all but its last byte
+            self._held -= len(self._tail.popleft()[1])
 
     def free(self) -> None:
         """Free the grammar sampler if it never joined the chain."""
