@@ -252,10 +252,12 @@ class PromptFormat:
 
     def _as_text(self, tokenizer: Tokenizer, text: str) -> list[int]:
         """A plain completion's tokens (--raw): all of it characters, a control token's text too, even one llama.cpp
-        reads as its token with special tokens unparsed (GPT-OSS's <|end|>)."""
+        reads as its token with special tokens unparsed (GPT-OSS's <|end|>); a text llama.cpp reads as characters
+        whole is tokenized whole, as it was."""
+        whole = self.tokenize(tokenizer, text)
         pattern = _control_pattern(self.control_tokens)
-        if pattern is None or not pattern.search(text):
-            return self.tokenize(tokenizer, text)
+        if pattern is None or not pattern.search(text) or not _control_ids(tokenizer, self.control_tokens) & {*whole}:
+            return whole
         tokens: list[int] = []
         for number, piece in enumerate(re.split(f"({pattern.pattern})", text)):
             if number % 2:
@@ -303,6 +305,12 @@ def _defused(message: Message, pattern: re.Pattern[str], mark: str) -> Message:
     if isinstance(message, ReasonedMessage):
         return replace(message, content=defuse(message.content), reasoning=defuse(message.reasoning))
     return Message(message.role, defuse(message.content))
+
+
+def _control_ids(tokenizer: Tokenizer, control_tokens: frozenset[str]) -> set[int]:
+    """The ids of the control tokens whose text llama.cpp reads as one token."""
+    ids = (tokenizer.tokenize(text, add_special=False, parse_special=True) for text in control_tokens)
+    return {found[0] for found in ids if len(found) == 1}
 
 
 def _as_characters(tokenizer: Tokenizer, text: str) -> list[int]:

@@ -176,3 +176,19 @@ def test_a_message_end_the_answer_writes_as_text_stays_in_its_message() -> None:
     two = "<|channel|>analysis<|message|>A<|end|><|start|>assistant<|channel|>final<|message|>B<|end|>"
     assert split_reasoning(two, opened=False) == ("A", "B"), "a header after it: a message end"
     assert split_reasoning("<|channel|>analysis<|message|>A<|end|>", opened=False) == ("A", ""), "the answer's end"
+
+
+def test_a_raw_prompt_llama_cpp_reads_as_characters_whole_is_tokenized_whole(bundled_model: Path) -> None:
+    """The bundled model's --raw text spelling <|im_start|> and <|im_end|>, which llama.cpp reads as characters with
+    special tokens unparsed, keeps the tokens of the whole text (33), where it was split at each marker (34 tokens,
+    and a different answer)."""
+    from localgen.runner import ModelOptions, load_model
+
+    loaded = load_model(ModelOptions(model=str(bundled_model), ctx_size=256, threads=2, raw=True))
+    try:
+        engine = loaded.engine
+        text = "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
+        _, tokens = loaded.prompt_format.prompt(engine, [Message("user", text)])
+        assert tokens == engine.tokenize(text, add_special=engine.adds_bos, parse_special=False)
+    finally:
+        loaded.close()
