@@ -87,6 +87,14 @@ class ForcedSampling:
         self.logits[token] = 100.0
         return sampler.sample(self.ctx, -1)  # type: ignore[attr-defined]
 
+    def grammar_sampler(self, grammar: str) -> object:
+        """A greedy sampler whose grammar applies after the reasoning the prompt opened, as a run builds it."""
+        from localgen.engine.sampling import build_sampler
+        from localgen.params import Grammar, SamplingParams
+
+        sampling = SamplingParams(temperature=0, repeat_penalty=1.0, grammar=Grammar(text=grammar, source="--grammar"))
+        return build_sampler(self.vocab, sampling, [], 32, reasoning_open=True)
+
     def close(self) -> None:
         """Free the context and the model."""
         self.lc.llama_free(self.ctx)
@@ -98,8 +106,6 @@ def test_a_long_reasoning_costs_the_lazy_grammar_linear_work_and_the_grammar_app
         tmp_path: Path, close_is_one_token: bool) -> None:
     """llama.cpp's lazy sampler matched its </think> pattern against all the reasoning so far after every token:
     3,000 tokens of reasoning took minutes; they take well under a second."""
-    from localgen.engine.sampling import build_sampler
-    from localgen.params import Grammar, SamplingParams
     from tests.test_reasoning_turns import R1_SPECIALS, R1_TEMPLATE
 
     specials = R1_SPECIALS if close_is_one_token else ("<|endoftext|>",)
@@ -107,9 +113,7 @@ def test_a_long_reasoning_costs_the_lazy_grammar_linear_work_and_the_grammar_app
     forced = ForcedSampling(model)
     try:
         assert (len(forced.tokens("</think>")) == 1) == close_is_one_token
-        grammar = Grammar(text='root ::= "x"', source="--grammar")
-        sampler = build_sampler(forced.vocab, SamplingParams(temperature=0, repeat_penalty=1.0, grammar=grammar),
-                                [], 32, reasoning_open=True)
+        sampler = forced.grammar_sampler('root ::= "x"')
         try:
             word = forced.tokens(" the")[0]
             started = time.perf_counter()
@@ -130,14 +134,9 @@ def test_text_after_the_reasoning_s_end_in_its_last_token_is_the_grammar_s_when_
         bundled_model: Path, grammar: str, then: str) -> None:
     """The bundled model's '>,' ends </think> and starts the answer: a grammar that takes ',' goes on from it; one that
     does not applies from the next token, where llama.cpp aborted the process."""
-    from localgen.engine.sampling import build_sampler
-    from localgen.params import Grammar, SamplingParams
-
     forced = ForcedSampling(bundled_model)
     try:
-        sampler = build_sampler(forced.vocab, SamplingParams(temperature=0, repeat_penalty=1.0,
-                                                             grammar=Grammar(text=grammar, source="--grammar")),
-                                [], 32, reasoning_open=True)
+        sampler = forced.grammar_sampler(grammar)
         try:
             glued = forced.tokens(">,")
             assert len(glued) == 1
@@ -157,14 +156,9 @@ def test_a_reasoning_end_whose_last_token_carries_more_text_still_starts_the_gra
     """</think> ended by a token with two or more bytes after its '>' (the bundled model's ">',"), or spelled in four
     tokens: the grammar still applies after it, where the tokens that opened it were let go before the last one came
     and the answer went on unconstrained."""
-    from localgen.engine.sampling import build_sampler
-    from localgen.params import Grammar, SamplingParams
-
     forced = ForcedSampling(bundled_model)
     try:
-        sampler = build_sampler(forced.vocab, SamplingParams(temperature=0, repeat_penalty=1.0,
-                                                             grammar=Grammar(text='root ::= "x"', source="--grammar")),
-                                [], 32, reasoning_open=True)
+        sampler = forced.grammar_sampler('root ::= "x"')
         try:
             tokens = [forced.tokens(piece) for piece in pieces]
             assert all(len(token) == 1 for token in tokens), "each piece one token of the bundled model"
