@@ -4,8 +4,10 @@ where thinking is forced open."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -87,13 +89,24 @@ class ForcedSampling:
         self.logits[token] = 100.0
         return sampler.sample(self.ctx, -1)  # type: ignore[attr-defined]
 
-    def grammar_sampler(self, grammar: str) -> object:
+    @contextlib.contextmanager
+    def grammar_sampler(self, grammar: str) -> Iterator[object]:
         """A greedy sampler whose grammar applies after the reasoning the prompt opened, as a run builds it."""
         from localgen.engine.sampling import build_sampler
         from localgen.params import Grammar, SamplingParams
 
         sampling = SamplingParams(temperature=0, repeat_penalty=1.0, grammar=Grammar(text=grammar, source="--grammar"))
-        return build_sampler(self.vocab, sampling, [], 32, reasoning_open=True)
+        sampler = build_sampler(self.vocab, sampling, [], 32, reasoning_open=True)
+        try:
+            yield sampler
+        finally:
+            sampler.free()
+
+    def __enter__(self) -> ForcedSampling:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
     def close(self) -> None:
         """Free the context and the model."""
@@ -110,62 +123,35 @@ def test_a_long_reasoning_costs_the_lazy_grammar_linear_work_and_the_grammar_app
 
     specials = R1_SPECIALS if close_is_one_token else ("<|endoftext|>",)
     model = tiny_family_model(tmp_path / "m.gguf", specials=specials, template=R1_TEMPLATE, eos=specials[-1])
-    forced = ForcedSampling(model)
-    try:
+    with ForcedSampling(model) as forced, forced.grammar_sampler('root ::= "x"') as sampler:
         assert (len(forced.tokens("</think>")) == 1) == close_is_one_token
-        sampler = forced.grammar_sampler('root ::= "x"')
-        try:
-            word = forced.tokens(" the")[0]
-            started = time.perf_counter()
-            reasoning = [forced.sample(sampler, word) for _ in range(3000)]
-            assert time.perf_counter() - started < 10, "linear work: 3,000 tokens took minutes before"
-            assert set(reasoning) == {word}, "the reasoning runs free"
-            for token in forced.tokens("</think>\n"):
-                assert forced.sample(sampler, token) == token
-            assert forced.sample(sampler, forced.tokens("y")[0]) == forced.tokens("x")[0], "the grammar applies"
-        finally:
-            sampler.free()
-    finally:
-        forced.close()
+        word = forced.tokens(" the")[0]
+        started = time.perf_counter()
+        reasoning = [forced.sample(sampler, word) for _ in range(3000)]
+        assert time.perf_counter() - started < 10, "linear work: 3,000 tokens took minutes before"
+        assert set(reasoning) == {word}, "the reasoning runs free"
+        _applies_after(forced, sampler, forced.tokens("</think>\n"))
 
 
-@pytest.mark.parametrize(("grammar", "then"), [('root ::= ",x"', "x"), ('root ::= "x"', "x")])
-def test_text_after_the_reasoning_s_end_in_its_last_token_is_the_grammar_s_when_it_takes_it(
-        bundled_model: Path, grammar: str, then: str) -> None:
+@pytest.mark.parametrize(("pieces", "grammar"), [
+    (["</think", ">,"], 'root ::= ",x"'),  # the grammar takes the ',' the last token carries: it goes on from it
+    (["</think", ">,"], 'root ::= "x"'),  # it does not: the grammar applies from the next token
+    (["</", "think", ">',"], 'root ::= "x"'),  # the last token carries two bytes more after the '>'
+    (["<", "/", "think", ">,"], 'root ::= "x"'),  # </think> in four tokens
+], ids=["taken", "rejected", "two-more-bytes", "four-tokens"])
+def test_a_reasoning_end_whose_last_token_carries_more_text_starts_the_grammar(bundled_model: Path, pieces: list[str],
+                                                                               grammar: str) -> None:
     """The bundled model's '>,' ends </think> and starts the answer: a grammar that takes ',' goes on from it; one that
-    does not applies from the next token, where llama.cpp aborted the process."""
-    forced = ForcedSampling(bundled_model)
-    try:
-        sampler = forced.grammar_sampler(grammar)
-        try:
-            glued = forced.tokens(">,")
-            assert len(glued) == 1
-            for token in [*forced.tokens("</think"), *glued]:
-                assert forced.sample(sampler, token) == token
-            assert forced.sample(sampler, forced.tokens("y")[0]) == forced.tokens(then)[0]
-        finally:
-            sampler.free()
-    finally:
-        forced.close()
+    does not applies from the next token, where llama.cpp aborted the process. A last token with two or more bytes
+    after its '>', or a </think> in four tokens, starts it too, where the tokens that opened it were let go before the
+    last one came and the answer went on unconstrained."""
+    with ForcedSampling(bundled_model) as forced, forced.grammar_sampler(grammar) as sampler:
+        assert len(forced.tokens(pieces[-1])) == 1, "the last piece is one token of the bundled model"
+        _applies_after(forced, sampler, [token for piece in pieces for token in forced.tokens(piece)])
 
 
-@pytest.mark.parametrize("pieces", [["</", "think", ">',"], ["<", "/", "think", ">,"]],
-                         ids=["last-token-carries-two-more-bytes", "four-tokens"])
-def test_a_reasoning_end_whose_last_token_carries_more_text_still_starts_the_grammar(bundled_model: Path,
-                                                                                     pieces: list[str]) -> None:
-    """</think> ended by a token with two or more bytes after its '>' (the bundled model's ">',"), or spelled in four
-    tokens: the grammar still applies after it, where the tokens that opened it were let go before the last one came
-    and the answer went on unconstrained."""
-    forced = ForcedSampling(bundled_model)
-    try:
-        sampler = forced.grammar_sampler('root ::= "x"')
-        try:
-            tokens = [forced.tokens(piece) for piece in pieces]
-            assert all(len(token) == 1 for token in tokens), "each piece one token of the bundled model"
-            for (token,) in tokens:
-                assert forced.sample(sampler, token) == token
-            assert forced.sample(sampler, forced.tokens("y")[0]) == forced.tokens("x")[0], "the grammar applies"
-        finally:
-            sampler.free()
-    finally:
-        forced.close()
+def _applies_after(forced: ForcedSampling, sampler: object, reasoning_end: list[int]) -> None:
+    """Sample the tokens that end the reasoning, then check the grammar (root ::= "x" or ",x") turns a y into its x."""
+    for token in reasoning_end:
+        assert forced.sample(sampler, token) == token
+    assert forced.sample(sampler, forced.tokens("y")[0]) == forced.tokens("x")[0], "the grammar applies"
