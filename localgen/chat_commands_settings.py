@@ -122,7 +122,7 @@ def say_stats(session: ChatSession) -> None:
 
 
 def thinking_command(state: ChatState, argument: str) -> None:
-    """/thinking [on|off]: show or hide the model's reasoning (alone: say which)."""
+    """/thinking [on|off]: show or hide the reasoning the model writes (alone: say which)."""
     if not argument:
         console.say("reasoning is shown (/thinking off hides it)" if state.show_thinking
                     else "reasoning is hidden (/thinking on shows it)")

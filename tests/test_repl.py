@@ -752,7 +752,7 @@ def test_unknown_command_and_bad_arguments_do_not_crash(chat: Chat) -> None:
     chat.command("/file /dev/null", "/dev/null is a device, not a file (hint: attach a file, or paste the text)")
     chat.command("/load ../../etc/passwd", "not a valid conversation name")
     chat.command_words("/thinking maybe", "error: /thinking takes on or off, not 'maybe' (hint: /thinking [on|off]: "
-                       "show or hide the model's reasoning (alone: say which))")
+                       "show or hide the reasoning the model writes (alone: say which))")
     chat.command("/help", "/regen")
     assert chat.child.isalive()
     assert chat.quit() == 0

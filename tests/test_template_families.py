@@ -87,14 +87,24 @@ def test_real_families_templates_render_a_system_prompt_and_the_jinja_transforme
     assert prompt_format.left_out_warning(text, messages) is None
 
 
-def test_the_debug_log_says_once_where_the_system_prompt_goes(caplog: pytest.LogCaptureFixture,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(logging.getLogger("localgen"), "propagate", True)  # a CLI run in-process may have stopped it
-    caplog.set_level("DEBUG", logger="localgen.chat")
-    gemma = PromptFormat(template=GEMMA2, bos_token="<bos>", eos_token="", adds_bos=False, model_name="gemma\n2")
-    for _ in range(2):
-        gemma.render([Message("system", "S"), Message("user", "hi")])
-    said = [record.getMessage() for record in caplog.records if "system message" in record.getMessage()]
+def test_the_debug_log_says_once_where_the_system_prompt_goes() -> None:
+    """Read by a handler of the chat's own logger: the records the suite's other tests route to the root logger (a CLI
+    run in-process stops or restores "localgen"'s propagation) count no record twice or none."""
+    records: list[logging.LogRecord] = []
+    collector = logging.Handler(logging.DEBUG)
+    collector.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("localgen.chat")
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(collector)
+    try:
+        gemma = PromptFormat(template=GEMMA2, bos_token="<bos>", eos_token="", adds_bos=False, model_name="gemma\n2")
+        for _ in range(2):
+            gemma.render([Message("system", "S"), Message("user", "hi")])
+    finally:
+        logger.removeHandler(collector)
+        logger.setLevel(level)
+    said = [record.getMessage() for record in records if "system message" in record.getMessage()]
     assert said == ["gemma 2: the chat template has no place for a system message: the system prompt goes before the "
                     "first user message's text"]
 
