@@ -8,14 +8,53 @@ import shlex
 from collections.abc import Sequence
 
 from localgen import hub_cache
+from localgen.catalog import display_name
 from localgen.errors import LocalgenError
 from localgen.file_locks import lock_holder
+from localgen.hub_choice import choose_model, quant_of, shard_group_key
 from localgen.hub_types import HubFile
+from localgen.registry import Registry
 from localgen.units import binary_size
 
 
 class ModelDownloadingError(LocalgenError):
     """A download (a pull, or a run fetching its model) is writing a file of the model to remove."""
+
+
+def refuse_model_while_downloading(registry: Registry, reference: str,
+                                   cached: list[hub_cache.CachedHubFile] | None, repo: str, quant: str | None,
+                                   pattern: str | None) -> None:
+    """Refuse to remove the model selected (the cached one, else the one listed) while a download writes any of its
+    files."""
+    if cached is not None:
+        repo, names = cached[0].repo, model_files(cached)
+        listing = hub_cache.load_listing(repo)
+        files = [f for f in listing.files if f.filename in names] if listing else []
+    else:
+        repo = hub_cache.cached_spelling(repo)
+        files = listed_model(repo, quant, pattern)
+    if files:
+        name = display_name(registry, repo, quant_of(files[0].filename), files[0].filename)
+        refuse_while_downloading(name, repo, files, reference)
+
+
+def listed_model(repo: str, quant: str | None, pattern: str | None) -> list[HubFile]:
+    """The files of the model a quant or file name selects in a repo (as the cache spells it), as localgen last
+    listed the repo (none where it never did, or the listing has no such model)."""
+    listing = hub_cache.load_listing(repo)
+    try:
+        return choose_model(list(listing.files), quant=quant, filename=pattern, repo=repo) if listing else []
+    except LocalgenError:
+        return []
+
+
+def model_files(files: list[hub_cache.CachedHubFile]) -> set[str]:
+    """The names of every file of the model these cached files are of: a split model's shards that are not there too
+    (as localgen last listed the repo), whose parts a pull left are the model's to remove."""
+    keys = {shard_group_key(f.filename) for f in files}
+    listing = hub_cache.load_listing(files[0].repo)
+    listed = {f.filename for f in listing.files if shard_group_key(f.filename) in keys} if listing else set()
+    return {f.filename for f in files} | listed
 
 
 def refuse_while_downloading(name: str, repo: str, files: Sequence[HubFile], reference: str) -> None:

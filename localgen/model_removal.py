@@ -28,12 +28,11 @@ from localgen.catalog import (
     hub_groups,
     reference_name,
 )
-from localgen.downloads_under_way import refuse_while_downloading
+from localgen.downloads_under_way import listed_model, model_files, refuse_model_while_downloading
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError, os_reason
-from localgen.hub_choice import carries_tag, choose_model, quant_of, shard_group_key
+from localgen.hub_choice import carries_tag, choose_model, quant_of
 from localgen.hub_entry_data import blob_data, data_behind, linked_file, model_blobs
 from localgen.hub_slips import with_downloaded_repo
-from localgen.hub_types import HubFile
 from localgen.promptcache import CacheEntry, remove_entries
 from localgen.promptcache_models import entries_of, identity_keys
 from localgen.references import ModelRef, normalize_quant
@@ -92,7 +91,7 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
               if r.lower() == repo.lower()]
     matches = _picked([fs for fs in groups if _group_matches(fs, quant, pattern)], repo, quant, pattern)
     if len(matches) < 2:  # one a download is writing now is refused whole: it would put back what went
-        _refuse_while_downloading(registry, reference, matches[0] if matches else None, repo, quant, pattern)
+        refuse_model_while_downloading(registry, reference, matches[0] if matches else None, repo, quant, pattern)
     if not matches and (parts := _kept_parts(registry, repo, quant, pattern, dry_run=dry_run)) is not None:
         return parts
     if not matches and (used := bundled_use(registry, ref, spec)) is not None:
@@ -123,7 +122,7 @@ def _kept_parts(registry: Registry, repo: str, quant: str | None, pattern: str |
     """Delete what a pull of a model that stopped part way kept for the next one to resume (its files' ETAG.incomplete,
     as localgen last listed the repo), and the repo's folder where that leaves it empty; None when it kept nothing."""
     repo = hub_cache.cached_spelling(repo)
-    files = _listed_model(repo, quant, pattern)
+    files = listed_model(repo, quant, pattern)
     parts = []
     for f in files:
         blob = f.blob
@@ -139,32 +138,6 @@ def _kept_parts(registry: Registry, repo: str, quant: str | None, pattern: str |
     name = display_name(registry, repo, quant_of(files[0].filename), files[0].filename)
     return RemovedModel(name=f"{name} (downloaded in part)", paths=tuple(parts), bytes_freed=freed, kept_shared=(),
                         dry_run=dry_run, repo=repo)
-
-
-def _listed_model(repo: str, quant: str | None, pattern: str | None) -> list[HubFile]:
-    """The files of the model a quant or file name selects in a repo (as the cache spells it), as localgen last
-    listed the repo (none where it never did, or the listing has no such model)."""
-    listing = hub_cache.load_listing(repo)
-    try:
-        return choose_model(list(listing.files), quant=quant, filename=pattern, repo=repo) if listing else []
-    except LocalgenError:
-        return []
-
-
-def _refuse_while_downloading(registry: Registry, reference: str, cached: list[hub_cache.CachedHubFile] | None,
-                              repo: str, quant: str | None, pattern: str | None) -> None:
-    """Refuse to remove the model selected (the cached one, else the one listed) while a download writes any of its
-    files (downloads_under_way)."""
-    if cached is not None:
-        repo, names = cached[0].repo, _model_files(cached)
-        listing = hub_cache.load_listing(repo)
-        files = [f for f in listing.files if f.filename in names] if listing else []
-    else:
-        repo = hub_cache.cached_spelling(repo)
-        files = _listed_model(repo, quant, pattern)
-    if files:
-        name = display_name(registry, repo, quant_of(files[0].filename), files[0].filename)
-        refuse_while_downloading(name, repo, files, reference)
 
 
 def _refuse_path(registry: Registry, ref: ModelRef) -> None:
@@ -305,7 +278,7 @@ def _removal_plan(repo_dir: Path, files: list[hub_cache.CachedHubFile], removals
     users = _data_users(set(plan.entries) | removals.gone)
     own = {Path(os.path.realpath(blob)): blob for blob in _own_blobs(repo_dir, files)}
     later = dict(removals.later)
-    resumable = hub_cache.listed_blobs(files[0].repo, leaving=_model_files(files))  # other files' parts, a pull resumes
+    resumable = hub_cache.listed_blobs(files[0].repo, leaving=model_files(files))  # other files' parts, a pull resumes
     for partial in hub_cache.orphaned_partials(files[0].repo, keep=resumable):  # a killed download's, or these files'
         with contextlib.suppress(OSError):
             if partial not in removals.gone:
@@ -358,15 +331,6 @@ def _own_blobs(repo_dir: Path, files: list[hub_cache.CachedHubFile]) -> list[Pat
     names = {f.filename for f in files}
     listed = {f.blob for f in listing.files if f.filename in names} if listing else set()
     return model_blobs(repo_dir / "blobs", listed | {f.sha256 for f in files})
-
-
-def _model_files(files: list[hub_cache.CachedHubFile]) -> set[str]:
-    """The names of every file of the model these cached files are of: a split model's shards that are not there too
-    (as localgen last listed the repo), whose parts a pull left are the model's to remove."""
-    keys = {shard_group_key(f.filename) for f in files}
-    listing = hub_cache.load_listing(files[0].repo)
-    listed = {f.filename for f in listing.files if shard_group_key(f.filename) in keys} if listing else set()
-    return {f.filename for f in files} | listed
 
 
 def remove_replaced(old: list[Path], new: list[Path]) -> tuple[int, list[CacheEntry]]:
