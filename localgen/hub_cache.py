@@ -168,9 +168,14 @@ def downloads_running(repo_dir: Path) -> bool:
     return any(_lock_state(lock) for lock in (hub_cache_dir() / ".locks" / repo_dir.name).glob("*.lock"))
 
 
+LOCKS_HELD_HERE: set[Path] = set()  # the blob locks this process holds as it removes their blobs (blob_locks.py)
+
+
 def _lock_state(lock: Path) -> bool | None:
-    """True where a process holds the lock file lock (a download is writing its blob now), False where none does or
-    there is no such file, None where that cannot be told (unreadable, or a file system without locks)."""
+    """True where another process holds the lock file lock (a download is writing its blob now), False where none does
+    or there is no such file, None where that cannot be told (unreadable, or a file system without locks)."""
+    if lock in LOCKS_HELD_HERE:
+        return False
     try:
         with open(lock, "rb") as handle:
             taken = try_flock(handle.fileno())  # released on close

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import functools
 import os
 import shlex
 import shutil
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from localgen import hub_cache
+from localgen.blob_locks import holding_blob_locks
 from localgen.catalog import (
     bundled_file,
     bundled_use,
@@ -92,7 +94,7 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
     matches = _picked([fs for fs in groups if _group_matches(fs, quant, pattern)], repo, quant, pattern)
     if len(matches) < 2:  # one a download is writing now is refused whole: it would put back what went
         refuse_model_while_downloading(registry, reference, matches[0] if matches else None, repo, quant, pattern)
-    if not matches and (parts := _kept_parts(registry, repo, quant, pattern, dry_run=dry_run)) is not None:
+    if not matches and (parts := _kept_parts(registry, reference, repo, quant, pattern, dry_run=dry_run)) is not None:
         return parts
     if not matches and (used := bundled_use(registry, ref, spec)) is not None:
         # nothing of it in the cache (a download of it would go): a model not found, not a usage mistake
@@ -113,11 +115,15 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
     files = matches[0]
     names = display_names(registry, files[0].repo, quant_of(files[0].filename), files[0].filename)
     name = spec.name if spec is not None and spec.name in names else names[0]  # the entry named, of several
-    removed = _remove_files(name, files, dry_run=dry_run, others=others)
+    refuse = functools.partial(refuse_model_while_downloading, registry, reference, files, repo, quant, pattern)
+    with contextlib.nullcontext() if dry_run else holding_blob_locks(files[0].repo, _blob_names(files), refuse=refuse):
+        removed = _remove_files(name, files, dry_run=dry_run, others=others)  # planned, as deleted, under the locks
+    if not dry_run:
+        _prune(hub_cache.hub_cache_dir() / hub_cache.repo_folder(files[0].repo))
     return replace(removed, also_named=tuple(other for other in names if other != name))
 
 
-def _kept_parts(registry: Registry, repo: str, quant: str | None, pattern: str | None, *,
+def _kept_parts(registry: Registry, reference: str, repo: str, quant: str | None, pattern: str | None, *,
                 dry_run: bool) -> RemovedModel | None:
     """Delete what a pull of a model that stopped part way kept for the next one to resume (its files' ETAG.incomplete,
     as localgen last listed the repo), and the repo's folder where that leaves it empty; None when it kept nothing."""
@@ -132,8 +138,10 @@ def _kept_parts(registry: Registry, repo: str, quant: str | None, pattern: str |
         return None
     freed = sum(part.stat().st_size for part in parts)
     if not dry_run:
-        for part in parts:
-            _unlink(part)
+        refuse = functools.partial(refuse_model_while_downloading, registry, reference, None, repo, quant, pattern)
+        with holding_blob_locks(repo, [part.name.removesuffix(".incomplete") for part in parts], refuse=refuse):
+            for part in parts:
+                _unlink(part)
         _prune(hub_cache.hub_cache_dir() / hub_cache.repo_folder(repo))
     name = display_name(registry, repo, quant_of(files[0].filename), files[0].filename)
     return RemovedModel(name=f"{name} (downloaded in part)", paths=tuple(parts), bytes_freed=freed, kept_shared=(),
@@ -209,6 +217,17 @@ def _picked(matches: list[list[hub_cache.CachedHubFile]], repo: str, quant: str 
     return [fs for fs in matches if fs[0].filename in chosen] or matches
 
 
+def _blob_names(files: list[hub_cache.CachedHubFile]) -> set[str]:
+    """The blobs of every file of the model these cached files are of: as localgen listed them, and as their entries
+    in every snapshot link to them."""
+    names = model_files(files)
+    listing = hub_cache.load_listing(files[0].repo)
+    listed = {etag for f in listing.files if f.filename in names and (etag := f.blob)} if listing else set()
+    snapshots = hub_cache.hub_cache_dir() / hub_cache.repo_folder(files[0].repo) / "snapshots"
+    entries = (snapshot / name for snapshot in snapshots.glob("*") for name in names)
+    return listed | {hub_cache.blob_of(entry).name for entry in entries if entry.is_symlink()}
+
+
 def _snapshot_entries(root: Path) -> Iterable[Path]:
     """Every file or link under every repo's snapshots folder in the HF cache."""
     for repo_dir in root.glob("*--*"):
@@ -237,7 +256,6 @@ def _remove_files(name: str, files: list[hub_cache.CachedHubFile], *, dry_run: b
                 manifest = path.with_name(path.name + ".refs")
                 if path.parent.parent.name == "blobs" and manifest.is_file():
                     _unlink(manifest)  # Xet shared-store reference list of a deleted store blob
-            _prune(repo_dir)
         finally:  # the states of the data deleted, even where a later file could not be: never of data still there
             states = _forget_states(data_keys)
     return RemovedModel(name=name, paths=tuple(plan.deleted), bytes_freed=plan.freed,

@@ -1,0 +1,74 @@
+"""huggingface_hub's locks on a repo's blobs (.locks/models--ORG--NAME/ETAG.lock) as `models rm` takes them: held while
+it deletes a model, so that no download writes or links one of its files meanwhile (a download that has renamed its
+finished blob into place holds its lock until the snapshot links it)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Collection, Iterator
+from pathlib import Path
+
+from localgen import hub_cache
+from localgen.file_locks import HAS_FLOCK, still_names, try_flock
+
+HELD_WAIT_S = 2.0  # a lock held with no part written (a download linking its finished blob, or one about to write) is
+# waited for this long; one held longer by a process that writes nothing is gone ahead without, as before
+LOCK_POLL_S = 0.01
+LOCK_FILE_MODE = 0o664  # huggingface_hub's, so that other users sharing the cache can wait on it too
+
+
+@contextlib.contextmanager
+def holding_blob_locks(repo: str, blobs: Collection[str], *, refuse: Callable[[], None]) -> Iterator[None]:
+    """Hold the lock of each of a repo's blobs (as the cache spells the repo) while the block runs. A lock another
+    process holds is waited for (refuse, called between tries, raises where a download writes a part now); one that
+    cannot be taken or tested (no flock, an unwritable cache) is gone ahead without."""
+    held: dict[Path, int] = {}
+    try:
+        for blob in sorted(blobs) if HAS_FLOCK else ():
+            lock = hub_cache.blob_lock_path(repo, blob)
+            fd = _taken(lock, refuse)
+            if fd is not None:
+                held[lock] = fd
+                hub_cache.LOCKS_HELD_HERE.add(lock)  # this process's own checks take it for no download's
+        yield
+    finally:
+        for lock, fd in held.items():
+            hub_cache.LOCKS_HELD_HERE.discard(lock)
+            os.close(fd)
+
+
+def _taken(lock: Path, refuse: Callable[[], None]) -> int | None:
+    """The lock file lock, opened (made where missing) and locked by this process: waited for while another process
+    holds it, refuse called between tries; None where it cannot be taken or tested, or is still held after
+    HELD_WAIT_S."""
+    deadline = time.monotonic() + HELD_WAIT_S
+    while True:
+        fd = _opened(lock)
+        if fd is None:
+            return None
+        taken = try_flock(fd)
+        if taken and still_names(fd, lock):
+            return fd
+        os.close(fd)
+        if taken is None or time.monotonic() >= deadline:
+            return None
+        if not taken:  # held (taken: deleted and made again as it was locked, tried once more)
+            refuse()
+            time.sleep(LOCK_POLL_S)
+
+
+def _opened(lock: Path) -> int | None:
+    """A descriptor of the lock file, made (with its folder) where missing; None where it cannot be opened."""
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, LOCK_FILE_MODE)
+        except FileExistsError:
+            return os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with contextlib.suppress(OSError):
+        os.fchmod(fd, LOCK_FILE_MODE)  # past the umask, as huggingface_hub makes it
+    return fd

@@ -1,0 +1,73 @@
+"""`models rm` beside a download of the same repo: across the moment a finished download links its blob into the
+snapshot, beside another quant being downloaded, and the lock folder it leaves."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from hub_server import HubEnv, make_gguf_bytes
+
+from localgen import hub, hub_cache, hub_resume
+from tests.conftest import REPO_ROOT, popen_localgen
+
+REPO = "org/big-GGUF"
+NAME = "big-Q4_K_M.gguf"
+
+
+def _rm(env: dict[str, str], *references: str) -> subprocess.Popen[bytes]:
+    """`localgen models rm --yes REFERENCES`, started in a process of its own."""
+    return popen_localgen([sys.executable, "-m", "localgen", "models", "rm", "--yes", *references], cwd=REPO_ROOT,
+                          env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+class _HeldLink:
+    """A pull in a thread of this process whose finished blob, renamed into place under its lock, waits to be linked
+    into the snapshot until release()."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.linking, self.released, self.errors = threading.Event(), threading.Event(), list[Exception]()
+        real = hub_resume.link_into_snapshot
+
+        def held(pointer: Path, blob: Path, *, new_blob: bool) -> None:
+            self.linking.set()
+            self.released.wait(30)
+            real(pointer, blob, new_blob=new_blob)
+
+        monkeypatch.setattr(hub_resume, "link_into_snapshot", held)
+
+    def start(self, *, force: bool) -> threading.Thread:
+        """Pull REPO:Q4_K_M (force: again, over the copy there) until it waits to link its blob."""
+        def pull() -> None:
+            try:
+                hub.download_model(REPO, quant="Q4_K_M", filename=None, force=force, quiet=True)
+            except Exception as exc:  # what the pull said, for the test to read
+                self.errors.append(exc)
+
+        thread = threading.Thread(target=pull)
+        thread.start()
+        assert self.linking.wait(30)
+        return thread
+
+
+def test_rm_as_a_pull_links_its_finished_blob_waits_for_the_link_and_removes_the_model_whole(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pull --force renamed its checked copy over the blob and holds its lock to link it: rm took the model for not
+    downloading (no part on disk), deleted the blob and the entry, and the pull then linked an entry to nothing."""
+    repo = hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("big")})
+    hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    blob = hub_cache.blobs_dir(REPO) / repo.sha256(NAME)
+    held = _HeldLink(monkeypatch)
+    pull = held.start(force=True)
+    rm = _rm(hubenv.env, REPO)
+    time.sleep(0.5)  # rm, started, waits on the lock the pull holds
+    held.released.set()
+    _, err = rm.communicate(timeout=60)
+    pull.join(60)
+    assert rm.returncode == 0 and err.decode().startswith(f"localgen: removed {REPO}:Q4_K_M"), err.decode()
+    assert not blob.exists() and not hub_cache.partial_path(REPO, blob.name).exists()
+    assert hubenv.snapshot_files(REPO) == []  # no entry left leading nowhere
