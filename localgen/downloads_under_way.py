@@ -24,18 +24,29 @@ class ModelDownloadingError(LocalgenError):
 def refuse_model_while_downloading(registry: Registry, reference: str,
                                    cached: list[hub_cache.CachedHubFile] | None, repo: str, quant: str | None,
                                    pattern: str | None) -> None:
-    """Refuse to remove the model selected (the cached one, else the one listed) while a download writes any of its
-    files."""
+    """Refuse to remove the model selected (the cached one, else the one listed; of a repo named alone with nothing
+    of it cached, any of its models) while a download writes any of its files."""
     if cached is not None:
         repo, names = cached[0].repo, model_files(cached)
         listing = hub_cache.load_listing(repo)
-        files = [f for f in listing.files if f.filename in names] if listing else []
+        models = [[f for f in listing.files if f.filename in names]] if listing else []
     else:
         repo = hub_cache.cached_spelling(repo)
-        files = listed_model(repo, quant, pattern)
-    if files:
+        models = [listed_model(repo, quant, pattern)]
+        if quant is None and pattern is None:  # the one a run takes first, then the others
+            models += _listed_models(repo)
+    for files in filter(None, models):
         name = display_name(registry, repo, quant_of(files[0].filename), files[0].filename)
         refuse_while_downloading(name, repo, files, reference)
+
+
+def _listed_models(repo: str) -> list[list[HubFile]]:
+    """Every model of a repo (each a file, or a split model's shards) as localgen last listed it."""
+    listing = hub_cache.load_listing(repo)
+    models: dict[str, list[HubFile]] = {}
+    for f in listing.files if listing else ():
+        models.setdefault(shard_group_key(f.filename), []).append(f)
+    return list(models.values())
 
 
 def listed_model(repo: str, quant: str | None, pattern: str | None) -> list[HubFile]:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hub_server import HubEnv, make_gguf_bytes
+from hub_server import HubEnv, HubServer, child_env, make_gguf_bytes, run_cli
 
 from localgen import hub, hub_cache, hub_resume
 from tests.conftest import REPO_ROOT, popen_localgen
@@ -71,3 +71,30 @@ def test_rm_as_a_pull_links_its_finished_blob_waits_for_the_link_and_removes_the
     assert rm.returncode == 0 and err.decode().startswith(f"localgen: removed {REPO}:Q4_K_M"), err.decode()
     assert not blob.exists() and not hub_cache.partial_path(REPO, blob.name).exists()
     assert hubenv.snapshot_files(REPO) == []  # no entry left leading nowhere
+
+
+def test_rm_of_a_repo_alone_while_a_pull_downloads_another_quant_of_it_says_so(loopback_hub: HubServer,
+                                                                               tmp_path: Path) -> None:
+    """Nothing of the repo complete, its Q8_0 being downloaded: rm ORG/REPO said it was not in the cache, as it looked
+    for the quant a run takes (Q4_K_M) alone, where rm ORG/REPO:Q8_0 named the download."""
+    big = "big-Q8_0.gguf"
+    repo = loopback_hub.add_repo(REPO, {NAME: make_gguf_bytes("q4"), big: make_gguf_bytes("q8", 6_000_000)})
+    loopback_hub.hold_body_at[(REPO, big)] = 5_500_000
+    env = child_env(loopback_hub, tmp_path)
+    part = tmp_path / "hf" / "hub" / "models--org--big-GGUF" / "blobs" / f"{repo.sha256(big)}.incomplete"
+    pull = popen_localgen([sys.executable, "-m", "localgen", "pull", f"{REPO}:Q8_0"], cwd=REPO_ROOT, env=env,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while (not part.exists() or part.stat().st_size < 5 * 2**20) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        refused = run_cli(env, "models", "rm", "--yes", REPO)
+        holder = f"process {pull.pid}" if Path("/proc/locks").exists() else "another process"
+        assert refused.returncode == 1 and refused.stderr == (
+            f"localgen: error: {REPO}:Q8_0 is being downloaded by {holder} (5.0 MiB of 5.7 MiB so far) (hint: wait for "
+            f"that download to end, or stop it with Ctrl-C where it runs, then `localgen models rm {REPO}` again)\n")
+        assert part.stat().st_size == 5 * 2**20
+    finally:
+        loopback_hub.body_released.set()
+        _, err = pull.communicate(timeout=60)
+    assert pull.returncode == 0, err.decode()
