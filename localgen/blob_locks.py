@@ -1,10 +1,12 @@
 """huggingface_hub's locks on a repo's blobs (.locks/models--ORG--NAME/ETAG.lock) as `models rm` takes them: held while
 it deletes a model, so that no download writes or links one of its files meanwhile (a download that has renamed its
-finished blob into place holds its lock until the snapshot links it)."""
+finished blob into place holds its lock until the snapshot links it), and deleted, with the repo's lock folder once
+that empties, where the blob they guard is gone and no process holds them."""
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import time
 from collections.abc import Callable, Collection, Iterator
@@ -16,14 +18,17 @@ from localgen.file_locks import HAS_FLOCK, still_names, try_flock
 HELD_WAIT_S = 2.0  # a lock held with no part written (a download linking its finished blob, or one about to write) is
 # waited for this long; one held longer by a process that writes nothing is gone ahead without, as before
 LOCK_POLL_S = 0.01
+EMPTY_FOLDER_PAUSE_S = 0.2  # a lock folder emptied stays this long first: filelock, waiting on a lock, tries every
+# 0.05 s to open its file (made anew where it was deleted), but never makes the folder again once it waits
 LOCK_FILE_MODE = 0o664  # huggingface_hub's, so that other users sharing the cache can wait on it too
 
 
 @contextlib.contextmanager
 def holding_blob_locks(repo: str, blobs: Collection[str], *, refuse: Callable[[], None]) -> Iterator[None]:
-    """Hold the lock of each of a repo's blobs (as the cache spells the repo) while the block runs. A lock another
-    process holds is waited for (refuse, called between tries, raises where a download writes a part now); one that
-    cannot be taken or tested (no flock, an unwritable cache) is gone ahead without."""
+    """Hold the lock of each of a repo's blobs (as the cache spells the repo) while the block runs, then delete those
+    whose blob is gone with every part of it (remove_idle_locks). A lock another process holds is waited for (refuse,
+    called between tries, raises where a download writes a part now); one that cannot be taken or tested (no flock,
+    an unwritable cache) is gone ahead without."""
     held: dict[Path, int] = {}
     try:
         for blob in sorted(blobs) if HAS_FLOCK else ():
@@ -35,8 +40,41 @@ def holding_blob_locks(repo: str, blobs: Collection[str], *, refuse: Callable[[]
         yield
     finally:
         for lock, fd in held.items():
+            if not _blob_there(repo, lock) and still_names(fd, lock):
+                with contextlib.suppress(OSError):
+                    lock.unlink()  # while held: a download waiting on it takes the one made next
             hub_cache.LOCKS_HELD_HERE.discard(lock)
             os.close(fd)
+    remove_idle_locks(repo)
+
+
+def remove_idle_locks(repo: str) -> None:
+    """Delete the lock files of a repo's blobs that are gone with every part of them, where no process holds them
+    (each taken while it goes), then the repo's lock folder where that empties it."""
+    if not HAS_FLOCK:
+        return
+    folder = hub_cache.lock_folder(repo)
+    for lock in sorted(folder.glob("*.lock")):
+        if _blob_there(repo, lock):
+            continue
+        with contextlib.suppress(OSError):
+            fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)
+            try:
+                if try_flock(fd) and still_names(fd, lock) and not _blob_there(repo, lock):
+                    lock.unlink()
+            finally:
+                os.close(fd)
+    with contextlib.suppress(OSError):
+        if not any(folder.iterdir()):
+            time.sleep(EMPTY_FOLDER_PAUSE_S)  # a download waiting on a lock deleted makes its own meanwhile
+            folder.rmdir()  # only where still empty
+
+
+def _blob_there(repo: str, lock: Path) -> bool:
+    """Whether the blob a lock file guards, or a part of it, is in the repo's blobs folder."""
+    blob = lock.name.removesuffix(".lock")
+    blobs = hub_cache.blobs_dir(repo)
+    return os.path.lexists(blobs / blob) or any(blobs.glob(f"{glob.escape(blob)}.*incomplete"))
 
 
 def _taken(lock: Path, refuse: Callable[[], None]) -> int | None:

@@ -125,9 +125,14 @@ def blobs_dir(repo: str) -> Path:
     return hub_cache_dir() / repo_folder(repo) / "blobs"
 
 
+def lock_folder(repo: str) -> Path:
+    """The folder of huggingface_hub's lock files for the downloads of a repo's blobs."""
+    return hub_cache_dir() / ".locks" / repo_folder(repo)
+
+
 def blob_lock_path(repo: str, blob: str) -> Path:
     """huggingface_hub's lock file for the download of one of a repo's blobs."""
-    return hub_cache_dir() / ".locks" / repo_folder(repo) / f"{blob}.lock"
+    return lock_folder(repo) / f"{blob}.lock"
 
 
 def partial_path(repo: str, blob: str) -> Path:

@@ -3,6 +3,7 @@ snapshot, beside another quant being downloaded, and the lock folder it leaves."
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
 import sys
 import threading
@@ -13,6 +14,9 @@ import pytest
 from hub_server import HubEnv, HubServer, child_env, make_gguf_bytes, run_cli
 
 from localgen import hub, hub_cache, hub_resume
+from localgen.blob_locks import holding_blob_locks, remove_idle_locks
+from localgen.model_removal import remove_model
+from localgen.registry import load_registry
 from tests.conftest import REPO_ROOT, popen_localgen
 
 REPO = "org/big-GGUF"
@@ -98,3 +102,87 @@ def test_rm_of_a_repo_alone_while_a_pull_downloads_another_quant_of_it_says_so(l
         loopback_hub.body_released.set()
         _, err = pull.communicate(timeout=60)
     assert pull.returncode == 0, err.decode()
+
+
+def _pulled_both(hubenv: HubEnv) -> tuple[Path, Path]:
+    """REPO's Q4_K_M and Q8_0, downloaded: their blobs."""
+    repo = hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q4"), "big-Q8_0.gguf": make_gguf_bytes("q8")})
+    for quant in ("Q4_K_M", "Q8_0"):
+        hub.download_model(REPO, quant=quant, filename=None, quiet=True)
+    return tuple(hub_cache.blobs_dir(REPO) / repo.sha256(name) for name in (NAME, "big-Q8_0.gguf"))  # type: ignore
+
+
+def test_rm_deletes_the_lock_files_of_the_blobs_it_deleted_and_the_lock_folder_they_leave_empty(
+        hubenv: HubEnv) -> None:
+    """Each blob a pull downloads leaves its lock file in .locks/models--ORG--NAME: rm of every model of the repo left
+    the folder and the files for good."""
+    q4, q8 = _pulled_both(hubenv)
+    folder = hub_cache.lock_folder(REPO)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(f"{blob.name}.lock" for blob in (q4, q8))
+    remove_model(load_registry(), f"{REPO}:Q4_K_M")
+    assert [p.name for p in folder.iterdir()] == [f"{q8.name}.lock"]  # the model that stays keeps its own
+    remove_model(load_registry(), f"{REPO}:Q8_0")
+    assert not folder.exists() and not (hubenv.hf_cache / hub_cache.repo_folder(REPO)).exists()
+
+
+def test_rm_keeps_a_lock_a_download_holds_and_so_the_lock_folder(hubenv: HubEnv) -> None:
+    """A download of another file of the repo holding its lock, before it has written anything, keeps its lock file
+    (and the folder) as rm of the repo's model empties the rest."""
+    q4, q8 = _pulled_both(hubenv)
+    remove_model(load_registry(), f"{REPO}:Q8_0")
+    starting = hub_cache.blob_lock_path(REPO, q8.name)
+    starting.touch()
+    with open(starting, "rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # another open file: its lock keeps this process's own sweep out
+        remove_model(load_registry(), f"{REPO}:Q4_K_M")
+        assert [p.name for p in hub_cache.lock_folder(REPO).iterdir()] == [starting.name]
+    assert not q4.exists()
+
+
+def test_a_download_waiting_on_a_lock_rm_holds_takes_it_once_rm_deleted_it_and_its_folder(hubenv: HubEnv) -> None:
+    """huggingface_hub waiting on the lock of a blob rm deletes (a pull of the model rm is removing) tries its lock
+    file every 0.05 s, and never makes the lock folder again once it waits: rm, deleting the lock file and folder as
+    it let go, failed that download with FileNotFoundError."""
+    from huggingface_hub.utils import WeakFileLock
+
+    (q4, _q8) = _pulled_both(hubenv)
+    remove_model(load_registry(), f"{REPO}:Q8_0")
+    lock = hub_cache.blob_lock_path(REPO, q4.name)
+    waited: list[BaseException | bool] = []
+
+    def download() -> None:
+        try:
+            with WeakFileLock(lock):
+                waited.append(lock.exists())
+        except BaseException as exc:  # what the download met, for the test to read
+            waited.append(exc)
+
+    with holding_blob_locks(REPO, [q4.name], refuse=lambda: None):  # as rm holds it while it deletes the blob
+        waiting = threading.Thread(target=download)
+        waiting.start()
+        time.sleep(0.2)  # it waits on rm's lock
+        assert waited == []
+        q4.unlink()
+    waiting.join(10)
+    assert waited == [True]
+
+
+def test_a_pull_whose_lock_folder_a_rm_removes_as_it_takes_its_lock_downloads(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """filelock makes the lock folder, then its lock file in it: rm removing the emptied folder in between failed the
+    pull with FileNotFoundError."""
+    import filelock._core._acquire as acquire
+
+    repo = hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q4")})
+    real = acquire.ensure_directory_exists
+    removed: list[bool] = []
+
+    def folder_removed_at_once(path: str) -> None:
+        real(path)
+        if not removed:  # as a models rm of the repo's last model removes it
+            remove_idle_locks(REPO)
+            removed.append(not hub_cache.lock_folder(REPO).exists())
+
+    monkeypatch.setattr(acquire, "ensure_directory_exists", folder_removed_at_once)
+    (path,) = hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    assert removed == [True] and path.read_bytes() == repo.files[NAME]
