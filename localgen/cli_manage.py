@@ -414,6 +414,10 @@ def _removed_line(removed: RemovedModel) -> str:
     the user's outside the cache it kept (only its links to them went), and their links to the data it deleted."""
     kept, later = removed.kept_shared, removed.shared_later
     line = f"localgen: removed {removed.described}: freed {binary_size(removed.bytes_freed)}{_its_states(removed)}"
+    if pids := [str(pid) for pid in removed.loaded_by]:  # its data stays on disk (and in use) until they end
+        line += (f" once process {pids[0]} ends (it has the model loaded, and runs on until then)" if len(pids) == 1
+                 else f" once processes {alternatives(pids, 'and')} end (they have the model loaded, and run on until "
+                      "then)")
     if later:
         line += f" (the data it shares with {' and '.join(later)} goes with {'them' if len(later) > 1 else 'it'})"
     line += f", kept {counted(len(kept), 'file')} another model uses" if kept else ""

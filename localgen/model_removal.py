@@ -32,6 +32,7 @@ from localgen.catalog import (
 )
 from localgen.downloads_under_way import listed_model, model_files, refuse_model_while_downloading
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError, os_reason
+from localgen.file_users import processes_mapping
 from localgen.hub_choice import carries_tag, choose_model, quant_of
 from localgen.hub_entry_data import blob_data, data_behind, linked_file, model_blobs
 from localgen.hub_slips import with_downloaded_repo
@@ -59,6 +60,7 @@ class RemovedModel:
     prompt_states_bytes: int = 0
     kept_outside: tuple[Path, ...] = ()  # files of the user's outside the cache its entries linked to: only links go
     links_left: tuple[Path, ...] = ()  # links of the user's its entries led through to the data it deleted: left
+    loaded_by: tuple[int, ...] = ()  # the processes that had its data loaded as it was deleted: it is freed as they end
 
     @property
     def described(self) -> str:
@@ -244,6 +246,7 @@ def _remove_files(name: str, files: list[hub_cache.CachedHubFile], *, dry_run: b
     repo_dir = hub_cache.hub_cache_dir() / hub_cache.repo_folder(files[0].repo)
     plan = _removal_plan(repo_dir, files, others)
     data_keys = identity_keys(path for path in plan.deleted if not path.is_symlink())  # while the files are there
+    loaded = () if dry_run else processes_mapping(path for path in plan.deleted if not path.is_symlink())
     if dry_run:
         states = entries_of(data_keys)
     else:
@@ -262,7 +265,8 @@ def _remove_files(name: str, files: list[hub_cache.CachedHubFile], *, dry_run: b
                         kept_shared=tuple(dict.fromkeys(plan.kept)), dry_run=dry_run, repo=files[0].repo,
                         entries=tuple(plan.entries), shared_later=tuple(dict.fromkeys(plan.shared_later)),
                         prompt_states=len(states), prompt_states_bytes=sum(entry.size for entry in states),
-                        kept_outside=tuple(dict.fromkeys(plan.outside)), links_left=tuple(dict.fromkeys(plan.links)))
+                        kept_outside=tuple(dict.fromkeys(plan.outside)), links_left=tuple(dict.fromkeys(plan.links)),
+                        loaded_by=loaded)
 
 
 def _forget_states(data_keys: dict[str, Path]) -> list[CacheEntry]:

@@ -4,6 +4,8 @@ snapshot, beside another quant being downloaded, and the lock folder it leaves."
 from __future__ import annotations
 
 import fcntl
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -17,7 +19,7 @@ from localgen import hub, hub_cache, hub_resume
 from localgen.blob_locks import holding_blob_locks, remove_idle_locks
 from localgen.model_removal import remove_model
 from localgen.registry import load_registry
-from tests.conftest import REPO_ROOT, popen_localgen
+from tests.conftest import REPO_ROOT, bundled_model_file, popen_localgen
 
 REPO = "org/big-GGUF"
 NAME = "big-Q4_K_M.gguf"
@@ -186,3 +188,28 @@ def test_a_pull_whose_lock_folder_a_rm_removes_as_it_takes_its_lock_downloads(
     monkeypatch.setattr(acquire, "ensure_directory_exists", folder_removed_at_once)
     (path,) = hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
     assert removed == [True] and path.read_bytes() == repo.files[NAME]
+
+
+def test_rm_of_a_model_a_run_has_loaded_says_its_space_is_freed_once_the_run_ends(loopback_hub: HubServer,
+                                                                                   tmp_path: Path) -> None:
+    """On Linux a run goes on with the model it mapped when rm deletes its file, whose space comes back only once the
+    run ends: rm said it freed it then and there."""
+    smol = "org/smol-GGUF"
+    loopback_hub.add_repo(smol, {"smol-Q4_1.gguf": bundled_model_file()})
+    env = child_env(loopback_hub, tmp_path, LOCALGEN_AMX="0")
+    assert run_cli(env, "pull", smol).returncode == 0
+    run = popen_localgen([sys.executable, "-m", "localgen", "run", "-m", smol, "-n", "24", "--temperature", "0",
+                          "Name three colors."], cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        first = run.stdout.read(1)  # answering: the model is loaded
+        os.kill(run.pid, signal.SIGSTOP)
+        removed = run_cli(env, "models", "rm", "--yes", smol)
+    finally:
+        os.kill(run.pid, signal.SIGCONT)
+    rest, err = run.communicate(timeout=120)
+    assert removed.returncode == 0 and removed.stderr == (
+        f"localgen: removed {smol}:Q4_1: freed 93.8 MiB once process {run.pid} ends (it has the model loaded, and "
+        "runs on until then)\n"), removed.stderr
+    assert run.returncode == 0 and len(first + rest) > 20, err.decode()
+    assert not (tmp_path / "hf" / "hub" / hub_cache.repo_folder(smol)).exists()
