@@ -27,6 +27,7 @@ from localgen.promptcache_prefixes import redundant_prefixes
 from localgen.storage import check_folder, unwritable_hint
 from localgen.tokens import common_prefix, tokens_array
 from localgen.units import binary_size, counted
+from localgen.verify import still_keyed
 
 if TYPE_CHECKING:
     from localgen.engine.prefix import CachedPrefix
@@ -129,8 +130,10 @@ class PromptCache:
     """KV states of prompt prefixes for one model and KV layout, in a folder shared by all models."""
 
     def __init__(self, directory: Path, identity: str, *, max_bytes: int, min_new_tokens: int = MIN_NEW_TOKENS,
-                 min_gain_tokens: int = MIN_GAIN_TOKENS, default_context: int = DEFAULT_CONTEXT_CAP) -> None:
+                 min_gain_tokens: int = MIN_GAIN_TOKENS, default_context: int = DEFAULT_CONTEXT_CAP,
+                 model_files: Sequence[Path] = ()) -> None:
         self.directory = directory
+        self.model_files = tuple(model_files)  # the files the states are of, whose identity keys begin identity
         self.default_context = default_context  # the context a run of the model gets unless its prompt needs more
         self.identity = identity
         self.max_bytes = max_bytes
@@ -238,6 +241,9 @@ class PromptCache:
         The new entry is written first, so a failed write (a full disk) loses none of the older ones. Entries for
         prefixes of these tokens go, but those a smaller context still needs (promptcache_prefixes).
         """
+        if not still_keyed(self.model_files, self.identity):  # deleted under a run that has it mapped (models rm)
+            log.debug("the model file is gone or changed since it was loaded; prompt cache entry not saved")
+            return
         parts = entry_parts(self.identity, tokens, state)
         size = sum(len(part) for part in parts)
         if size > self.max_bytes:
@@ -264,9 +270,11 @@ def prompt_cache_for(model_path: Path, state_signature: str, *,
     from localgen.gguf_split import split_shard_paths
     from localgen.verify import file_identity_key
 
-    files = "; ".join(file_identity_key(path) for path in split_shard_paths(model_path))
+    shards = split_shard_paths(model_path)
+    files = "; ".join(file_identity_key(path) for path in shards)
     identity = f"{files}; {state_signature}"  # the shards' keys first: _file_keys reads them
-    return PromptCache(cache_dir(), identity, max_bytes=prompt_cache_bytes(), default_context=default_context)
+    return PromptCache(cache_dir(), identity, max_bytes=prompt_cache_bytes(), default_context=default_context,
+                       model_files=shards)
 
 
 def cache_dir() -> Path:

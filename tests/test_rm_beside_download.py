@@ -190,26 +190,46 @@ def test_a_pull_whose_lock_folder_a_rm_removes_as_it_takes_its_lock_downloads(
     assert removed == [True] and path.read_bytes() == repo.files[NAME]
 
 
+SMOL = "org/smol-GGUF"
+
+
+def _rm_beside_a_run(loopback_hub: HubServer, tmp_path: Path,
+                     prompt: str) -> tuple[subprocess.Popen[bytes], bytes, subprocess.CompletedProcess[str]]:
+    """SMOL (the bundled model) pulled, a run of prompt with it loaded, stopped as it answers, and models rm of SMOL
+    then: the run, let go on to its end, what it answered, and rm's result."""
+    loopback_hub.add_repo(SMOL, {"smol-Q4_1.gguf": bundled_model_file()})
+    env = child_env(loopback_hub, tmp_path, LOCALGEN_AMX="0")
+    assert run_cli(env, "pull", SMOL).returncode == 0
+    run = popen_localgen([sys.executable, "-m", "localgen", "run", "-m", SMOL, "-n", "24", "--temperature", "0",
+                          prompt], cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    assert run.stdout is not None
+    try:
+        first = run.stdout.read(1)  # answering: the model is loaded
+        os.kill(run.pid, signal.SIGSTOP)
+        removed = run_cli(env, "models", "rm", "--yes", SMOL)
+    finally:
+        os.kill(run.pid, signal.SIGCONT)
+    rest, err = run.communicate(timeout=120)
+    assert run.returncode == 0, err.decode()
+    return run, first + rest, removed
+
+
 def test_rm_of_a_model_a_run_has_loaded_says_its_space_is_freed_once_the_run_ends(loopback_hub: HubServer,
                                                                                    tmp_path: Path) -> None:
     """On Linux a run goes on with the model it mapped when rm deletes its file, whose space comes back only once the
     run ends: rm said it freed it then and there."""
-    smol = "org/smol-GGUF"
-    loopback_hub.add_repo(smol, {"smol-Q4_1.gguf": bundled_model_file()})
-    env = child_env(loopback_hub, tmp_path, LOCALGEN_AMX="0")
-    assert run_cli(env, "pull", smol).returncode == 0
-    run = popen_localgen([sys.executable, "-m", "localgen", "run", "-m", smol, "-n", "24", "--temperature", "0",
-                          "Name three colors."], cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        first = run.stdout.read(1)  # answering: the model is loaded
-        os.kill(run.pid, signal.SIGSTOP)
-        removed = run_cli(env, "models", "rm", "--yes", smol)
-    finally:
-        os.kill(run.pid, signal.SIGCONT)
-    rest, err = run.communicate(timeout=120)
+    run, answer, removed = _rm_beside_a_run(loopback_hub, tmp_path, "Name three colors.")
     assert removed.returncode == 0 and removed.stderr == (
-        f"localgen: removed {smol}:Q4_1: freed 93.8 MiB once process {run.pid} ends (it has the model loaded, and "
+        f"localgen: removed {SMOL}:Q4_1: freed 93.8 MiB once process {run.pid} ends (it has the model loaded, and "
         "runs on until then)\n"), removed.stderr
-    assert run.returncode == 0 and len(first + rest) > 20, err.decode()
-    assert not (tmp_path / "hf" / "hub" / hub_cache.repo_folder(smol)).exists()
+    assert len(answer) > 20
+    assert not (tmp_path / "hf" / "hub" / hub_cache.repo_folder(SMOL)).exists()
+
+
+def test_a_run_whose_model_rm_deleted_saves_no_prompt_cache_entry_of_it(loopback_hub: HubServer,
+                                                                        tmp_path: Path) -> None:
+    """A long prompt's state, saved as the run ends, was of a file no longer there: an entry of an unknown model that
+    no run could load, kept until evicted."""
+    _rm_beside_a_run(loopback_hub, tmp_path, "Summarize: " + " ".join(f"word{i}" for i in range(300)))
+    assert list((tmp_path / "localgen" / "cache" / "prompts").glob("*.lgpc")) == []
