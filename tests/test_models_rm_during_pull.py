@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hub_server import HubEnv, HubServer, child_env, make_gguf_bytes, run_cli
 
-from localgen import hub, hub_cache
+from localgen import blob_locks, hub, hub_cache
 from localgen.model_removal import remove_model
 from localgen.registry import load_registry
 from tests.conftest import REPO_ROOT, popen_localgen
@@ -123,9 +123,12 @@ def test_rm_of_a_downloaded_model_whose_lock_cannot_be_tested_removes_it(
     _removed(blob)
 
 
-def test_rm_of_a_downloaded_model_whose_lock_a_process_holds_with_no_part_written_removes_it(hubenv: HubEnv) -> None:
-    """A lock held with no part of the blob on disk (a download renaming its finished part, or one not begun) writes
-    nothing: rm refused the model, calling it downloaded 0 B so far."""
+def test_rm_of_a_downloaded_model_whose_lock_a_process_holds_with_no_part_written_removes_it(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lock held with no part of the blob on disk, longer than rm waits for it (a download linking its finished
+    blob, or one about to write, lets go or writes within that), writes nothing: rm refused the model, calling it
+    downloaded 0 B so far."""
+    monkeypatch.setattr(blob_locks, "HELD_WAIT_S", 0.2)
     blob = _downloaded(hubenv)
     with open(hub_cache.blob_lock_path(REPO, blob.name), "rb") as held:
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # another open file: its lock keeps this process's own check out
