@@ -17,6 +17,7 @@ from hub_server import HubEnv, HubServer, child_env, make_gguf_bytes, run_cli
 
 from localgen import hub, hub_cache, hub_resume
 from localgen.blob_locks import holding_blob_locks, remove_idle_locks
+from localgen.downloads_under_way import ModelDownloadingError
 from localgen.model_removal import remove_model
 from localgen.registry import load_registry
 from tests.conftest import REPO_ROOT, bundled_model_file, popen_localgen
@@ -233,3 +234,21 @@ def test_a_run_whose_model_rm_deleted_saves_no_prompt_cache_entry_of_it(loopback
     no run could load, kept until evicted."""
     _rm_beside_a_run(loopback_hub, tmp_path, "Summarize: " + " ".join(f"word{i}" for i in range(300)))
     assert list((tmp_path / "localgen" / "cache" / "prompts").glob("*.lgpc")) == []
+
+
+def test_rm_waiting_on_a_lock_held_with_nothing_written_refuses_once_the_download_writes(hubenv: HubEnv) -> None:
+    """A pull --force holding the lock of a cached model's blob, about to write its part: rm took it for no download
+    and removed the model the pull was downloading again."""
+    hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("big")})
+    hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    (blob,) = (p for p in hubenv.blobs(REPO) if not p.name.endswith(".incomplete"))
+    with open(hub_cache.blob_lock_path(REPO, blob.name), "rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # another open file: its lock keeps this process's own check out
+        writing = threading.Timer(0.3, hub_cache.partial_path(REPO, blob.name).write_bytes, [b"\0" * 1024])
+        writing.start()
+        try:
+            with pytest.raises(ModelDownloadingError, match=rf"^{REPO}:Q4_K_M is being downloaded by "):
+                remove_model(load_registry(), REPO)
+        finally:
+            writing.join()
+    assert blob.is_file() and hubenv.snapshot_files(REPO) != []
