@@ -16,8 +16,9 @@ from localgen import hub_cache
 from localgen.file_locks import HAS_FLOCK, still_names, try_flock
 
 HELD_WAIT_S = 2.0  # a lock held with no part written (a download linking its finished blob, or one about to write) is
-# waited for this long; one held longer by a process that writes nothing is gone ahead without, as before
+# waited for this long; a process that holds one longer and writes nothing is no download, and rm goes ahead without it
 LOCK_POLL_S = 0.01
+LOCK_TRIES = 5  # a lock file deleted under rm as it locks it is opened again this many times at most
 EMPTY_FOLDER_PAUSE_S = 0.2  # a lock folder emptied stays this long first: filelock, waiting on a lock, tries every
 # 0.05 s to open its file (made anew where it was deleted), but never makes the folder again once it waits
 LOCK_FILE_MODE = 0o664  # huggingface_hub's, so that other users sharing the cache can wait on it too
@@ -81,7 +82,7 @@ def _taken(lock: Path, refuse: Callable[[], None]) -> int | None:
     """The lock file lock, opened (made where missing) and locked by this process: waited for while another process
     holds it, refuse called between tries; None where it cannot be taken or tested, or is still held after
     HELD_WAIT_S."""
-    deadline = time.monotonic() + HELD_WAIT_S
+    deadline, lost_files = time.monotonic() + HELD_WAIT_S, 0
     while True:
         fd = _opened(lock)
         if fd is None:
@@ -90,9 +91,10 @@ def _taken(lock: Path, refuse: Callable[[], None]) -> int | None:
         if taken and still_names(fd, lock):
             return fd
         os.close(fd)
-        if taken is None or time.monotonic() >= deadline:
+        lost_files += bool(taken)  # deleted and made again as it was locked (or identities that never agree: FUSE)
+        if taken is None or lost_files == LOCK_TRIES or time.monotonic() >= deadline:
             return None
-        if not taken:  # held (taken: deleted and made again as it was locked, tried once more)
+        if not taken:  # held by another process
             refuse()
             time.sleep(LOCK_POLL_S)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from hub_server import HubEnv, HubServer, child_env, make_gguf_bytes, run_cli
 
-from localgen import hub, hub_cache, hub_resume
+from localgen import blob_locks, hub, hub_cache, hub_resume
 from localgen.blob_locks import holding_blob_locks, remove_idle_locks
 from localgen.downloads_under_way import ModelDownloadingError
 from localgen.model_removal import remove_model
@@ -252,3 +252,15 @@ def test_rm_waiting_on_a_lock_held_with_nothing_written_refuses_once_the_downloa
         finally:
             writing.join()
     assert blob.is_file() and hubenv.snapshot_files(REPO) != []
+
+
+def test_rm_on_a_file_system_whose_file_identities_never_agree_removes_the_model_without_waiting(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lock rm took that never proved the file its name leads to (some FUSE mounts) was opened and locked again and
+    again, for all of the 2 s rm waits on a held lock, for each blob."""
+    hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("big")})
+    hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    monkeypatch.setattr(blob_locks, "still_names", lambda fd, path: False)
+    started = time.monotonic()
+    remove_model(load_registry(), REPO)
+    assert time.monotonic() - started < blob_locks.HELD_WAIT_S / 2 and hubenv.snapshot_files(REPO) == []
