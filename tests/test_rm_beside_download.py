@@ -71,7 +71,7 @@ def test_rm_as_a_pull_links_its_finished_blob_waits_for_the_link_and_removes_the
     held = _HeldLink(monkeypatch)
     pull = held.start(force=True)
     rm = _rm(hubenv.env, REPO)
-    time.sleep(0.5)  # rm, started, waits on the lock the pull holds
+    time.sleep(1.0)  # rm, started, waits on the lock the pull holds (for up to 2 s)
     held.released.set()
     _, err = rm.communicate(timeout=60)
     pull.join(60)
