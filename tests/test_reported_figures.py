@@ -1,0 +1,80 @@
+"""The figures localgen reports (usage, timings, /stats) checked against counts made apart from them, on the real
+bundled model: the tokenizer's count of the prompt printed, the tokens the KV cache holds after an answer, the time
+each part of a generation took."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pytest
+
+from localgen.engine import Engine
+from localgen.events import Event, Finished
+from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+from tests.conftest import chat_prompt, run_localgen
+
+GREEDY = SamplingParams(temperature=0.0)
+
+
+@pytest.fixture(scope="module")
+def engine(bundled_model: Path) -> Iterator[Engine]:
+    with Engine(bundled_model, LoadOptions(n_ctx=2048, n_threads=1, n_threads_batch=1, n_batch=64)) as eng:
+        yield eng
+
+
+def _finished(events: Iterable[Event]) -> Finished:
+    return [e for e in events if isinstance(e, Finished)][-1]
+
+
+def _answer_held(engine: Engine, prompt: list[int]) -> list[int]:
+    """The answer's tokens the KV cache holds: every one fed back to the model, so all but the last sampled."""
+    held = engine.kv_token_list
+    assert held[:len(prompt)] == prompt
+    return held[len(prompt):]
+
+
+def test_completion_tokens_count_every_token_sampled_the_end_of_generation_token_included(engine: Engine) -> None:
+    """As llama-server's usage.completion_tokens and timings.predicted_n (its n_decoded) count them."""
+    engine.reset()
+    prompt = chat_prompt(engine, "Say hi in three words.")
+    done = _finished(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=64)))
+    held = _answer_held(engine, prompt)
+    assert done.finish_reason == "stop" and done.stop_string is None, "the model ended it"
+    assert engine.detokenize(held) == done.text, "the end token is no part of the text"
+    assert done.usage.prompt_tokens == len(prompt)
+    assert done.usage.completion_tokens == len(held) + 1, "the answer's tokens and the end token after them"
+    assert done.usage.total_tokens == len(prompt) + len(held) + 1
+
+
+def test_a_stop_string_counts_the_tokens_up_to_the_one_that_completed_it(engine: Engine) -> None:
+    engine.reset()
+    prompt = chat_prompt(engine, "Say hi in three words.")
+    whole = _finished(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=64)))
+    stop = whole.text[len(whole.text) // 2:][:5]
+    engine.reset()
+    done = _finished(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=64, stop=(stop,))))
+    held = _answer_held(engine, prompt)
+    assert done.stop_string == stop and done.text == whole.text[:whole.text.index(stop)]
+    assert stop not in engine.detokenize(held), "the token that completed the stop string is the last sampled"
+    assert done.usage.completion_tokens == len(held) + 1 < whole.usage.completion_tokens
+
+
+def test_a_token_limit_counts_the_tokens_it_allowed(engine: Engine) -> None:
+    engine.reset()
+    prompt = chat_prompt(engine, "Write a long story about a dragon.")
+    done = _finished(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=9)))
+    assert done.finish_reason == "length" and done.usage.completion_tokens == 9
+    assert len(_answer_held(engine, prompt)) == 8, "the last token sampled is never fed back"
+
+
+def test_prompt_tokens_are_the_tokens_of_the_prompt_printed(bundled_model: Path) -> None:
+    import llama_cpp
+
+    printed = run_localgen("run", "--print-prompt", "Name a color.")
+    answered = run_localgen("run", "--json", "-n", "3", "--temperature", "0", "Name a color.")
+    assert printed.returncode == answered.returncode == 0, printed.stderr + answered.stderr
+    vocab = llama_cpp.Llama(str(bundled_model), vocab_only=True, verbose=False)
+    counted = len(vocab.tokenize(printed.stdout, add_bos=False, special=True))
+    assert json.loads(answered.stdout)["usage"]["prompt_tokens"] == counted
