@@ -5,17 +5,20 @@ each part of a generation took."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
 
-from localgen.engine import Engine
+from localgen.engine import Engine, core
 from localgen.events import Event, Finished
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+from localgen.promptcache import PromptCache
 from tests.conftest import chat_prompt, run_localgen
 
 GREEDY = SamplingParams(temperature=0.0)
+DOC = " ".join(f"Item {i}: the {['red', 'green', 'blue'][i % 3]} box holds {i * 7 % 13} marbles." for i in range(24))
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +70,33 @@ def test_a_token_limit_counts_the_tokens_it_allowed(engine: Engine) -> None:
     done = _finished(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=9)))
     assert done.finish_reason == "length" and done.usage.completion_tokens == 9
     assert len(_answer_held(engine, prompt)) == 8, "the last token sampled is never fed back"
+
+
+def test_prefill_speed_leaves_out_the_time_a_prefix_restored_from_disk_took(
+        engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The restore is TTFT's time: prefill_s is the time the tokens past it took to compute."""
+    cache = PromptCache(tmp_path, "model-a", max_bytes=1 << 30, min_new_tokens=1, min_gain_tokens=1)
+    prompt = chat_prompt(engine, DOC + "\n\nHow many boxes are red?")
+    engine.reset()
+    _finished(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=2), prefix_cache=cache))
+    engine.reset()
+    restores: list[float] = []
+    restore = core.restore_prefix
+
+    def timed(*args: object, **kwargs: object) -> int:
+        began = time.perf_counter()
+        try:
+            return restore(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            restores.append(time.perf_counter() - began)
+
+    monkeypatch.setattr(core, "restore_prefix", timed)
+    done = _finished(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=2), prefix_cache=cache))
+    t, usage = done.timings, done.usage
+    assert done.restored_tokens == usage.cached_tokens > 0 and len(restores) == 1
+    assert t.ttft_s is not None and t.prefill_tokens_per_s is not None
+    assert t.prefill_s <= t.ttft_s - restores[0], "the restore counted as prefill time"
+    assert t.prefill_tokens_per_s == pytest.approx((usage.prompt_tokens - usage.cached_tokens) / t.prefill_s)
 
 
 def test_prompt_tokens_are_the_tokens_of_the_prompt_printed(bundled_model: Path) -> None:

@@ -212,12 +212,14 @@ class Engine(Decoding):
             self._ahead_from = None
             if self._governor is not None and len(prompt) - reused > 1:
                 self._governor.before_prefill()
+            prefill_started = time.perf_counter()  # a prefix restored from disk is TTFT's time, not prefill's
             yield from self._prefill(prompt, reused)
             prefill_done = time.perf_counter()
             if self._stop_requested:  # no token: no TTFT, and only the chunks evaluated count as prefilled
                 yield finished_event("", "interrupted", len(prompt), reused, len(self._kv) - reused, 0,
                                      started, prefill_done, None, prefill_done, restored=restored, ahead=ahead,
-                                     seed=seed, threads=(self.decode_threads, self.options.n_threads))
+                                     seed=seed, threads=(self.decode_threads, self.options.n_threads),
+                                     prefill_started=prefill_started)
                 return
             drafter = PromptLookup(prompt) if draft == "lookup" and self._facts.rolls_back else None
             for event in self._decode(sampler, limits, ignore_eog, drafter, spelled=sampling.grammar is not None):
@@ -226,7 +228,8 @@ class Engine(Decoding):
                                               len(prompt) - reused, event.generated, started, prefill_done,
                                               event.first_token_at, event.last_token_at,
                                               drafter.stats() if drafter else None, restored, ahead, seed,
-                                              (self.decode_threads, self.options.n_threads), event.stop_string)
+                                              (self.decode_threads, self.options.n_threads), event.stop_string,
+                                              prefill_started)
                     if prefix_cache is not None and event.finish != "interrupted":
                         save_prefix(self._kv, prefix_cache, len(prompt), len(prompt) - reused)
                     yield finished

@@ -58,11 +58,13 @@ def decode_hint(status: int, *, sized_by: str | None = None) -> str:
 def finished_event(text: str, finish: str, n_prompt: int, reused: int, prefilled: int, generated: int,
                    started: float, prefill_done: float, first_token_at: float | None, last_token_at: float,
                    draft: DraftStats | None = None, restored: int = 0, ahead: int = 0, seed: int | None = None,
-                   threads: tuple[int, int] = (0, 0), stop_string: str | None = None) -> Finished:
+                   threads: tuple[int, int] = (0, 0), stop_string: str | None = None,
+                   prefill_started: float | None = None) -> Finished:
     """Fold the measurements of one generation into its final event (first_token_at None: no token came; threads:
-    those decoding at the end, then those chosen at load; stop_string: the stop string that ended it); a speed with
-    nothing to measure is None."""
-    prefill_s = prefill_done - started
+    those decoding at the end, then those chosen at load; stop_string: the stop string that ended it;
+    prefill_started: when the prompt's computing began, after a prefix restored from disk, else started); a speed
+    with nothing to measure is None."""
+    prefill_s = prefill_done - (started if prefill_started is None else prefill_started)
     decode_s = last_token_at - first_token_at if first_token_at is not None and generated > 1 else None
     return Finished(
         text=text,
