@@ -78,7 +78,7 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
         self.model_system = model_system  # the system prompt models.toml gives the loaded model
         self.own_system = own_system  # the system prompt was chosen (-s, /system, a resumed chat's): /model keeps it
         self.attachments: list[str] = []
-        self.last: Finished | None = None
+        self._figures: list[tuple[Turn, Finished]] = []  # each answer this chat computed and its figures
         self.unanswered = False  # the last question got no answer (an error, or Ctrl-C before any text)
         self.earlier_kept = False  # the last /regen was stopped (Ctrl-C, an error), and its earlier answer stays
         self.dropped_question: str | None = None  # the message typed last, where it got no answer: /regen asks it
@@ -336,9 +336,11 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
         before = (list(conversation.turns), conversation.context_start, self.attachments)
         turn = (question or conversation).turns[-1]
         previous = (turn.answer, turn.interrupted, turn.details)
-        last, stream = self.last, None
+        stream = None
         failed = False
         self.unanswered = self.earlier_kept = False
+        held = {id(kept) for kept in conversation.turns}  # the figures of answers gone (/undo, /reset) go too
+        self._figures = [(answer, done) for answer, done in self._figures if id(answer) in held]
         try:
             if question is not None:
                 conversation.turns[:], conversation.context_start = question.turns, question.context_start
@@ -351,7 +353,8 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
             tokens = self._with_held_tokens(tokens)
             stream = self.loaded.engine.generate(tokens, self.sampling, self.limits, draft=self.draft,
                                                  prefix_cache=self.prefix_cache)
-            yield from recorded(stream, turn, conversation.model, answered=self._keep_figures)
+            keep = self._figures.append  # the answer's figures, with the turn it answers
+            yield from recorded(stream, turn, conversation.model, answered=lambda done: keep((turn, done)))
         except BaseException:
             failed = True
             raise
@@ -365,7 +368,6 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
                 conversation.turns[:], conversation.context_start, self.attachments = before
                 turn.answer, turn.interrupted, turn.details = previous
             if answered and self.earlier_kept and stream is not None:  # the next turn computes the answer kept
-                self.last = last
                 stream.close()  # (ended, unless its reader left): the engine is done with it
                 self.loaded.engine.forget_after(len(tokens))  # not the stopped answer's tokens
             try:
@@ -376,9 +378,11 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
                     raise
                 # the error already on its way out is the one to report; the next change saves again
 
-    def _keep_figures(self, finished: Finished) -> None:
-        """Keep an answer's figures for /stats (a question dropped unanswered leaves the last answer's)."""
-        self.last = finished
+    @property
+    def last(self) -> Finished | None:
+        """The figures of the conversation's last answer (/stats, the toolbar), where this chat computed it."""
+        turns = self.conversation.turns
+        return next((done for answer, done in reversed(self._figures) if turns and answer is turns[-1]), None)
 
     def save(self, name: str | None = None, *, stoppable: bool = False) -> Path:
         """Save the conversation with the current settings (name: save as, and go on under that name), whole (see

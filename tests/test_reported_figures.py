@@ -11,10 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from localgen.chat_commands_settings import say_stats
+from localgen.conversation import Conversation, Turn
 from localgen.engine import Engine, core
 from localgen.events import Event, Finished
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.promptcache import PromptCache
+from localgen.runner import ModelOptions, load_model
+from localgen.session import ChatSession
 from tests.conftest import chat_prompt, run_localgen
 
 GREEDY = SamplingParams(temperature=0.0)
@@ -108,3 +112,46 @@ def test_prompt_tokens_are_the_tokens_of_the_prompt_printed(bundled_model: Path)
     vocab = llama_cpp.Llama(str(bundled_model), vocab_only=True, verbose=False)
     counted = len(vocab.tokenize(printed.stdout, add_bos=False, special=True))
     assert json.loads(answered.stdout)["usage"]["prompt_tokens"] == counted
+
+
+def _session(model: Path) -> ChatSession:
+    options = ModelOptions(model=str(model), ctx_size=1024, threads=1)
+    return ChatSession(load_model(options), options, Conversation.new(system=None, model=str(model)),
+                       GREEDY, GenerationLimits(max_tokens=8), autosave=False)
+
+
+def test_stats_after_undo_are_those_of_the_answer_now_last(bundled_model: Path) -> None:
+    session = _session(bundled_model)
+    try:
+        first = _finished(session.ask("Name a color.")[1])
+        second = _finished(session.ask("Name an animal.")[1])
+        assert session.last is second
+        session.undo()
+        assert session.last is first, "/stats and the toolbar showed the figures of the answer undone"
+        session.undo()
+        assert session.last is None, "no answer is left"
+        again = _finished(session.ask("Name a color.")[1])
+        assert session.last is again
+        session.reset()
+        assert session.last is None, "a new conversation has no answer yet"
+    finally:
+        session.loaded.close()
+
+
+def test_stats_of_a_conversation_loaded_say_its_last_answer_was_not_computed_here(
+        bundled_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    session = _session(bundled_model)
+    try:
+        _finished(session.ask("Name a color.")[1])
+        loaded = Conversation.new(system=None, model=str(bundled_model))
+        loaded.turns.append(Turn("Name a fruit.", "A pear."))
+        session.replace_conversation(loaded)
+        capsys.readouterr()
+        say_stats(session)
+        assert capsys.readouterr().err == "no figures for the last answer: this chat did not compute it\n", \
+            "the figures of the conversation left behind"
+        session.undo()
+        say_stats(session)
+        assert capsys.readouterr().err == "no answer yet\n"
+    finally:
+        session.loaded.close()
