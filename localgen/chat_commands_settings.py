@@ -114,8 +114,9 @@ def say_stats(session: ChatSession) -> None:
     """The last answer's figures, with the context the conversation uses (/stats, and after every answer)."""
     last = session.last
     if last is None:
-        answered = any(turn.answer is not None for turn in session.conversation.turns)  # a resumed chat's, /load's
-        console.say("no figures for the last answer: this chat did not compute it" if answered else "no answer yet")
+        answered = any(turn.answer is not None for turn in session.conversation.turns)
+        console.say("no figures for the last answer: it came with the conversation loaded, or an error cut it short"
+                    if answered else "no answer yet")
         return
     used = session.context_used()
     context = None if used is None else (used, session.loaded.engine.n_ctx)
