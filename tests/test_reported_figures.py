@@ -13,7 +13,7 @@ import pytest
 
 from localgen.chat_commands_settings import say_stats
 from localgen.conversation import Conversation, Turn
-from localgen.engine import Engine, core
+from localgen.engine import Engine, core, lc
 from localgen.events import Event, Finished
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.promptcache import PromptCache
@@ -74,6 +74,29 @@ def test_a_token_limit_counts_the_tokens_it_allowed(engine: Engine) -> None:
     done = _finished(engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=9)))
     assert done.finish_reason == "length" and done.usage.completion_tokens == 9
     assert len(_answer_held(engine, prompt)) == 8, "the last token sampled is never fed back"
+
+
+def test_decode_and_prefill_count_the_passes_llama_cpp_counts(bundled_model: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first token comes from the prompt's pass, TTFT's, as llama.cpp's own counters count it: decode speed is
+    the tokens after it per second from it to the last, and llama.cpp's time for each part falls within localgen's."""
+    make_context = lc.llama_init_from_model
+
+    def counting(model: object, params: lc.llama_context_params) -> object:
+        params.no_perf = False
+        return make_context(model, params)
+
+    monkeypatch.setattr(lc, "llama_init_from_model", counting)
+    with Engine(bundled_model, LoadOptions(n_ctx=512, n_threads=1, n_threads_batch=1)) as eng:
+        prompt = chat_prompt(eng, "Say hi in three words.")
+        done = _finished(eng.generate(prompt, GREEDY, GenerationLimits(max_tokens=64)))
+        counted = lc.llama_perf_context(eng._ctx)
+    usage, t = done.usage, done.timings
+    assert t.decode_s is not None and t.decode_tokens_per_s is not None
+    assert counted.n_p_eval == usage.prompt_tokens - usage.cached_tokens
+    assert counted.n_eval == usage.completion_tokens - 1, "one pass for each token after the first"
+    assert t.decode_tokens_per_s == pytest.approx(counted.n_eval / t.decode_s)
+    assert counted.t_p_eval_ms / 1000 <= t.prefill_s and counted.t_eval_ms / 1000 <= t.decode_s
 
 
 def test_prefill_speed_leaves_out_the_time_a_prefix_restored_from_disk_took(
