@@ -10,11 +10,20 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
-from functools import lru_cache, wraps
+from functools import lru_cache
 from types import FrameType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from localgen.errors import TemplateError
+from localgen.template_budget import (
+    TEMPLATE_OUTPUT_LIMIT_CHARS,
+    TooLarge,
+    check_binop,
+    check_method,
+    set_size_limit,
+    size_limit,
+    text_size,
+)
 
 if TYPE_CHECKING:
     from jinja2 import Environment, Template
@@ -22,10 +31,8 @@ if TYPE_CHECKING:
     from localgen.chat import Message
 
 TEMPLATE_TIME_LIMIT_S = 2.0
-TEMPLATE_OUTPUT_LIMIT_CHARS = 4 * 1024 * 1024  # plus twice the messages' own length
 TEMPLATE_SOURCE_LIMIT_CHARS = 1024 * 1024
 TEMPLATE_MEMORY_LIMIT_BYTES = 512 * 1024 * 1024
-TEMPLATE_INT_LIMIT_BITS = 100_000
 TEMPLATE_HINT = "pass a working one with --chat-template FILE (or a `template` override in models.toml), or use --raw"
 
 
@@ -46,13 +53,7 @@ class _OutputTooLarge(Exception):
     """A template's output grew past its size limit."""
 
 
-class _TooLarge(Exception):
-    """A template asked for a string, number or sequence too large to build."""
-
-
-_LIMITS = threading.local()  # the size limit of the render running in this thread
 _RLIMIT_TURN = threading.Lock()  # one render at a time sets and restores the process's memory limit
-_FORMAT_WIDTH = re.compile(r"%[-#0 +]*(?:\*|\d{7,})|%[-#0 +]*\d*\.(?:\*|\d{7,})")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 _LOOP_CONTROL = re.compile(r"^'(break|continue)' (?:outside|not properly in) loop")
 
@@ -72,31 +73,16 @@ def _tojson(value: Any, ensure_ascii: bool = False, indent: int | str | None = N
 
 
 def _finalize(value: Any) -> Any:
-    """A {{ value }}'s value as text where it is a list, tuple or dict: str()'s text, written piece by piece, so that
-    the time and output limits stop a huge one (str() runs unchecked in C); any other value as it is."""
-    return _joined(_repr_pieces(value)) if type(value) in (list, tuple, dict) else value
-
-
-def _repr_pieces(value: Any) -> Iterator[str]:
-    """repr(value) in pieces, a list's, tuple's or dict's items one by one."""
-    kind = type(value)
-    if kind not in (list, tuple, dict):
-        yield repr(value)
-        return
-    yield "[" if kind is list else "(" if kind is tuple else "{"
-    for index, item in enumerate(value.items() if kind is dict else value):
-        yield ", " if index else ""
-        if kind is dict:
-            yield from _repr_pieces(item[0])
-            yield ": "
-            item = item[1]
-        yield from _repr_pieces(item)
-    yield "]" if kind is list else "}" if kind is dict else ",)" if len(value) == 1 else ")"
+    """A {{ value }}'s value as it is, its text measured first where str() would write it in one C call (a list, a
+    dict, a namespace)."""
+    if not isinstance(value, str):
+        text_size(value, what="the text of a value written out")
+    return value
 
 
 def _joined(pieces: Iterator[str]) -> str:
     """The pieces joined, stopping at the render's output limit."""
-    return "".join(_bounded(pieces, _size_limit()))
+    return "".join(_bounded(pieces, size_limit()))
 
 
 def _strftime_now(fmt: str) -> str:
@@ -110,59 +96,6 @@ def render_day(source: str) -> str | None:
     return datetime.now().date().isoformat() if "strftime_now" in source else None
 
 
-def _size_limit() -> int:
-    """The largest string or sequence the current render may build."""
-    return int(getattr(_LIMITS, "chars", TEMPLATE_OUTPUT_LIMIT_CHARS))
-
-
-def _refuse(what: str) -> None:
-    """Stop a template that asked for something too large."""
-    raise _TooLarge(what)
-
-
-def _length(value: object) -> int:
-    """The length of a string or sequence, else 0."""
-    return len(value) if isinstance(value, (str, bytes, list, tuple)) else 0
-
-
-def _check_binop(operator: str, left: object, right: object) -> None:
-    """Refuse arithmetic with a huge result: string repetition, giant integers, huge % widths."""
-    ints = isinstance(left, int) and isinstance(right, int)
-    if operator == "*":
-        count = right if isinstance(right, int) else left if isinstance(left, int) else 1
-        if max(_length(left), _length(right)) * max(int(count), 0) > _size_limit():
-            _refuse("a repetition larger than the output limit")
-        if ints and int(left).bit_length() + int(right).bit_length() > TEMPLATE_INT_LIMIT_BITS:
-            _refuse("a product of huge integers")
-    elif operator == "**":
-        if ints and abs(int(left)) > 1 and int(right) * int(left).bit_length() > TEMPLATE_INT_LIMIT_BITS:
-            _refuse("a huge power")
-    elif operator == "+":
-        if _length(left) + _length(right) > _size_limit():
-            _refuse("a concatenation larger than the output limit")
-    elif operator == "%" and isinstance(left, str) and _FORMAT_WIDTH.search(left):
-        _refuse("a %-format with a huge width")
-
-
-def _check_arguments(args: Sequence[object], kwargs: dict[str, Any]) -> None:
-    """Refuse widths and counts beyond the output limit (center(10**9), batch(10**9), tojson(indent=10**9))."""
-    for value in (*args, *kwargs.values()):
-        if isinstance(value, int) and abs(value) > _size_limit():
-            _refuse(f"a width or count of {value:,}")
-
-
-def _checked_filter(func: Callable[..., Any]) -> Callable[..., Any]:
-    """A filter whose width and count arguments are checked first."""
-    skip = 2 if getattr(func, "jinja_pass_arg", None) is not None else 1  # the context, then the value
-
-    @wraps(func)
-    def checked(*args: Any, **kwargs: Any) -> Any:
-        _check_arguments(args[skip:], kwargs)
-        return func(*args, **kwargs)
-
-    return checked
-
-
 @lru_cache(maxsize=1)
 def _environment() -> Environment:
     """Jinja2's immutable sandbox as transformers makes it for chat templates (loop controls, its {% generation %}
@@ -170,24 +103,31 @@ def _environment() -> Environment:
     from jinja2.runtime import Context
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+    from localgen import template_bounded as bounded
+
     class BoundedSandbox(ImmutableSandboxedEnvironment):
         """The immutable sandbox, refusing operations whose result would be huge."""
 
         intercepted_binops = frozenset({"*", "**", "+", "%"})
+        code_generator_class = bounded.BoundedCodeGenerator
+        checked_concat = staticmethod(bounded.checked_concat)
 
         def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
-            _check_binop(operator, left, right)
+            check_binop(operator, left, right)
             return super().call_binop(context, operator, left, right)
 
         def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
             if isinstance(getattr(__obj, "__self__", None), (str, bytes, list, tuple)):
-                _check_arguments(args, kwargs)  # 'x'.center(10**9), 'x'.zfill(10**9), ...
+                args = check_method(__obj, args, kwargs)  # 'x'.center(10**9), s.replace('x', s), ...
             return super().call(__context, __obj, *args, **kwargs)
+
+        def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
+            return bounded.bounded_str_format(self, value)
 
     env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True, autoescape=False, finalize=_finalize,
                          extensions=["jinja2.ext.loopcontrols", _generation_tag()])
-    env.filters = {name: _checked_filter(func) for name, func in {**env.filters, "tojson": _tojson}.items()}
-    env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now)
+    env.filters = bounded.bounded_filters({**env.filters, "tojson": _tojson})
+    env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now, range=bounded.bounded_range)
     return env
 
 
@@ -278,7 +218,7 @@ def _run_capped(work: Callable[[], str], deadline: float, max_chars: int) -> str
             previous_hook(unraisable)
 
     previous, previous_hook = sys.gettrace(), sys.unraisablehook
-    _LIMITS.chars = max_chars
+    set_size_limit(max_chars)
     sys.settrace(trace)
     sys.unraisablehook = rearm
     try:
@@ -286,7 +226,7 @@ def _run_capped(work: Callable[[], str], deadline: float, max_chars: int) -> str
     finally:
         sys.settrace(previous)
         sys.unraisablehook = previous_hook
-        _LIMITS.chars = TEMPLATE_OUTPUT_LIMIT_CHARS
+        set_size_limit(None)
         if capped and space is not None:
             resource.setrlimit(resource.RLIMIT_AS, (space[1], space[2]))
 
@@ -308,7 +248,7 @@ def _failure(exc: BaseException, model_name: str, hint: str) -> TemplateError:
         what = f"took over {TEMPLATE_TIME_LIMIT_S:g} s and was stopped"
     elif isinstance(exc, _OutputTooLarge):
         what = f"output exceeds {exc.args[0]:,} characters"
-    elif isinstance(exc, _TooLarge):
+    elif isinstance(exc, TooLarge):
         what = f"tried to build something too large and was stopped: {exc}"
     elif isinstance(exc, SecurityError):
         what = f"failed a sandbox check: {one_line(exc)}"

@@ -1,0 +1,228 @@
+"""Jinja's filters, str.format, range() and ~ for chat templates, each checking the size of what it would build
+against the render's budget first: they write the same text as Jinja's own, or refuse."""
+
+from __future__ import annotations
+
+import itertools
+import textwrap
+from collections.abc import Callable, Iterable
+from functools import update_wrapper, wraps
+from types import BuiltinMethodType, MethodType
+from typing import TYPE_CHECKING, Any
+
+from jinja2.compiler import CodeGenerator, Frame, optimizeconst
+from jinja2.filters import make_attrgetter
+from jinja2.sandbox import MAX_RANGE, SandboxedEscapeFormatter, SandboxedFormatter
+from jinja2.utils import pass_environment
+from markupsafe import Markup
+
+from localgen.template_budget import (
+    TextMeter,
+    check_arguments,
+    check_format_field,
+    check_printf,
+    check_replace,
+    check_size,
+    refuse,
+    text_size,
+)
+
+if TYPE_CHECKING:
+    from jinja2 import Environment, nodes
+    from jinja2.nodes import EvalContext
+
+# the filters that write their value (and arguments) as text with str(), in one C call
+_WRITING_FILTERS = frozenset({"capitalize", "center", "e", "escape", "forceescape", "format", "indent", "lower",
+                              "pprint", "replace", "safe", "string", "striptags", "title", "trim", "truncate",
+                              "upper", "urlencode", "urlize", "wordcount", "wordwrap", "xmlattr"})
+
+
+def bounded_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+    """Jinja's filters with the size checks: widths and counts on all, the text of those that write one."""
+    own = {**filters, "replace": _replace(filters["replace"]), "indent": _indent(filters["indent"]),
+           "format": _format(filters["format"]), "join": _join(filters["join"]), "wordwrap": _wordwrap,
+           "sum": _sum}
+    return {name: _checked_filter(name, func) for name, func in own.items()}
+
+
+def _checked_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+    """A filter whose width and count arguments are checked first, and, where it writes its value or arguments as
+    text, their text measured first."""
+    skip = 2 if getattr(func, "jinja_pass_arg", None) is not None else 1  # the context, then the value
+    writes = name in _WRITING_FILTERS
+
+    @wraps(func)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        check_arguments(args[skip:], kwargs)
+        if writes and not (len(args) == skip and not kwargs and type(args[-1]) is str):  # a string is written
+            text_size(*args[skip - 1:], *kwargs.values(), what=f"|{name}'s text")
+        return func(*args, **kwargs)
+
+    return checked
+
+
+def _replace(original: Callable[..., str]) -> Callable[..., str]:
+    """|replace, refusing a replacement that expands the text past the limit."""
+
+    @wraps(original)
+    def replace(eval_ctx: EvalContext, s: object, old: object, new: object, count: int | None = None) -> str:
+        check_replace(str(s), str(old), str(new), -1 if count is None else count, what="|replace's text")
+        return original(eval_ctx, s, old, new, count)
+
+    return replace
+
+
+def _indent(original: Callable[..., str]) -> Callable[..., str]:
+    """|indent, refusing an indent that, on every line, passes the limit."""
+
+    @wraps(original)
+    def indent(s: str, width: int | str = 4, first: bool = False, blank: bool = False) -> str:
+        text = str(s)
+        lines = len(text.splitlines()) + 1
+        check_size(len(text) + lines * (len(width) if isinstance(width, str) else max(width, 0)), "|indent's text")
+        return original(s, width, first, blank)
+
+    return indent
+
+
+def _format(original: Callable[..., str]) -> Callable[..., str]:
+    """|format, refusing a %-format that writes too much."""
+
+    @wraps(original)
+    def format_(value: str, *args: Any, **kwargs: Any) -> str:
+        if not (args and kwargs):  # both: Jinja refuses them
+            check_printf(str(value), kwargs or args)
+        return original(value, *args, **kwargs)
+
+    return format_
+
+
+def _join(original: Callable[..., str]) -> Callable[..., str]:
+    """|join, measuring the items' text and the separators before joining them."""
+
+    @wraps(original)
+    def join(eval_ctx: EvalContext, value: Iterable[Any], d: str = "", attribute: str | int | None = None) -> str:
+        if attribute is not None:
+            value = map(make_attrgetter(eval_ctx.environment, attribute), value)
+        items = list(value)
+        meter = TextMeter("|join's text")
+        meter.add(max(len(items) - 1, 0) * text_size(d, what="|join's separator"))
+        for item in items:
+            meter.text(item)
+        return original(eval_ctx, items, d)
+
+    return join
+
+
+@pass_environment
+def _wordwrap(environment: Environment, s: str, width: int = 79, break_long_words: bool = True,
+              wrapstring: str | None = None, break_on_hyphens: bool = True) -> str:
+    """Jinja's |wordwrap, the wrapped lines counted before they are joined."""
+    wrapstring = environment.newline_sequence if wrapstring is None else wrapstring
+    paragraphs = [textwrap.wrap(line, width=width, expand_tabs=False, replace_whitespace=False,
+                                break_long_words=break_long_words, break_on_hyphens=break_on_hyphens)
+                  for line in s.splitlines()]
+    separators = sum(max(len(lines) - 1, 0) for lines in paragraphs) + max(len(paragraphs) - 1, 0)
+    chars = sum(len(line) for lines in paragraphs for line in lines)
+    check_size(chars + separators * len(wrapstring), "|wordwrap's text")
+    return wrapstring.join([wrapstring.join(lines) for lines in paragraphs])
+
+
+@pass_environment
+def _sum(environment: Environment, iterable: Iterable[Any], attribute: str | int | None = None,
+         start: Any = 0) -> Any:
+    """Jinja's |sum, adding lists or tuples in one pass (sum() copies the total so far at every step), their total
+    length checked first."""
+    if attribute is not None:
+        iterable = map(make_attrgetter(environment, attribute), iterable)
+    if not isinstance(start, (list, tuple)):
+        return sum(iterable, start)
+    items = list(iterable)
+    same = list(itertools.takewhile(lambda item: isinstance(item, type(start)), items))
+    check_size(len(start) + sum(map(len, same)), "|sum's sequence")
+    return sum(items[len(same):], type(start)(itertools.chain(start, *same)))
+
+
+def bounded_range(*args: int) -> range:
+    """The sandbox's range(), refused with the size it asked for past MAX_RANGE numbers."""
+    numbers = range(*args)
+    try:
+        count = len(numbers)
+    except OverflowError:  # more than fits in a C ssize_t
+        count = MAX_RANGE + 1
+    if count > MAX_RANGE:
+        refuse(f"a range of {count:,} numbers, over the {MAX_RANGE:,} allowed")
+    return numbers
+
+
+def checked_concat(parts: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The parts of a `~` concatenation, their text measured before str() writes it."""
+    text_size(*parts, what="a ~ concatenation")
+    return parts
+
+
+class BoundedCodeGenerator(CodeGenerator):
+    """Jinja's code generator, sending a `~` concatenation's parts through checked_concat first."""
+
+    @optimizeconst
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
+        if frame.eval_ctx.volatile:
+            func_name = "(markup_join if context.eval_ctx.volatile else str_join)"
+        elif frame.eval_ctx.autoescape:
+            func_name = "markup_join"
+        else:
+            func_name = "str_join"
+        self.write(f"{func_name}(environment.checked_concat((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write(")))")
+
+
+def _bounded_formatter(base: type[SandboxedFormatter]) -> type[SandboxedFormatter]:
+    """The sandbox's str.format formatter class, measuring each field before it is written."""
+
+    class BoundedFormatter(base):  # type: ignore[misc, valid-type]
+        """A formatter refusing fields whose text, with what came before, would pass the render's limit."""
+
+        def vformat(self, format_string: str, args: Any, kwargs: Any) -> str:
+            self._meter = TextMeter(".format()'s text")
+            self._meter.add(len(format_string))
+            return super().vformat(format_string, args, kwargs)  # type: ignore[no-any-return]
+
+        def convert_field(self, value: Any, conversion: str | None) -> Any:
+            if conversion in ("r", "s", "a"):  # str() or repr(), in one C call
+                text_size(value if conversion == "s" else [value], what=".format()'s text")
+            return super().convert_field(value, conversion)
+
+        def format_field(self, value: Any, format_spec: str) -> Any:
+            check_format_field(self._meter, value, format_spec)
+            return super().format_field(value, format_spec)
+
+    return BoundedFormatter
+
+
+_FORMATTER, _ESCAPE_FORMATTER = _bounded_formatter(SandboxedFormatter), _bounded_formatter(SandboxedEscapeFormatter)
+
+
+def bounded_str_format(environment: Environment, value: Any) -> Callable[..., str] | None:
+    """The sandbox's wrap_str_format with the bounded formatter: a str's format or format_map method, wrapped."""
+    if not isinstance(value, (MethodType, BuiltinMethodType)) or value.__name__ not in ("format", "format_map"):
+        return None
+    template = value.__self__
+    if not isinstance(template, str):
+        return None
+    is_format_map = value.__name__ == "format_map"
+    formatter = (_ESCAPE_FORMATTER(environment, escape=template.escape) if isinstance(template, Markup)
+                 else _FORMATTER(environment))
+
+    def wrapper(*args: Any, **kwargs: Any) -> str:
+        if is_format_map:
+            if kwargs:
+                raise TypeError("format_map() takes no keyword arguments")
+            if len(args) != 1:
+                raise TypeError(f"format_map() takes exactly one argument ({len(args)} given)")
+            kwargs, args = args[0], ()
+        return type(template)(formatter.vformat(template, args, kwargs))
+
+    return update_wrapper(wrapper, value)

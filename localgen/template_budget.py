@@ -1,0 +1,270 @@
+"""A chat template's size budget: what an operator, filter or method would build in one C call (which no time limit
+interrupts) is measured against the render's limit before it is built."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NoReturn
+
+TEMPLATE_OUTPUT_LIMIT_CHARS = 4 * 1024 * 1024  # plus twice the messages' own length
+TEMPLATE_INT_LIMIT_BITS = 100_000
+
+_LIMITS = threading.local()  # the size limit of the render running in this thread
+_DICT_VIEWS = {type({}.keys()): "dict_keys(", type({}.values()): "dict_values(", type({}.items()): "dict_items("}
+_PRINTF = re.compile(r"%(?:\((?P<key>[^)]*)\))?[-#0 +]*(?P<width>\*|\d+)?(?:\.(?P<precision>\*|\d*))?[hlL]?"
+                     r"(?P<kind>.?)", re.DOTALL)
+_FORMAT_SPEC = re.compile(r"(?:.?[<>=^])?[-+ ]?z?#?0?(?P<width>\d*)[,_]?(?:\.(?P<precision>\d+))?", re.DOTALL)
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_NUMBER_KINDS = frozenset("diouxXeEfFgGc")
+_FLOAT_CHARS = 320  # the longest float in %f (1e308 has 309 digits), beside its precision
+
+
+class TooLarge(Exception):
+    """A template asked for a string, number or sequence too large to build."""
+
+
+def size_limit() -> int:
+    """The largest string or sequence the current render may build."""
+    return int(getattr(_LIMITS, "chars", TEMPLATE_OUTPUT_LIMIT_CHARS))
+
+
+def set_size_limit(chars: int | None) -> None:
+    """Set this thread's render size limit (None: the default)."""
+    _LIMITS.chars = TEMPLATE_OUTPUT_LIMIT_CHARS if chars is None else chars
+
+
+def refuse(what: str) -> None:
+    """Stop a template that asked for something too large."""
+    raise TooLarge(what)
+
+
+def check_size(size: int, what: str) -> None:
+    """Refuse what would be size characters long, past the render's limit."""
+    if size > size_limit():
+        refuse(f"{what} of over {size_limit():,} characters")
+
+
+class TextMeter:
+    """Counts the characters str() would write for values, without writing them: each shared list, dict or string
+    is measured once, and the count stops as soon as it passes the render's limit."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.total = 0
+        self._sizes: dict[int, tuple[object, int]] = {}  # id -> (the value, kept alive; its repr's length)
+        self._open: set[int] = set()  # containers being measured: one inside itself reads as '[...]'
+
+    def add(self, size: int) -> None:
+        """Count size more characters."""
+        self.total += size
+        check_size(self.total, self.what)
+
+    def over(self) -> NoReturn:
+        """Refuse: the text counted passes the render's limit."""
+        raise TooLarge(f"{self.what} of over {size_limit():,} characters")
+
+    def text(self, value: object) -> int:
+        """Count str(value)'s characters, and return them."""
+        if isinstance(value, str):
+            size = len(value)
+        elif _is_container(value):
+            size = self._repr(value, size_limit() - self.total)
+        else:
+            size = len(str(value))  # a number, None, an Undefined, a macro: a short text
+        self.add(size)
+        return size
+
+    def _repr(self, value: object, room: int) -> int:
+        """repr(value)'s length, refused where it passes room."""
+        key = id(value)
+        if key in self._sizes:
+            size = self._sizes[key][1]
+        elif key in self._open:
+            return 5
+        elif _is_container(value):
+            self._open.add(key)
+            size = self._container(value, room)
+            self._open.discard(key)
+        else:
+            size = len(repr(value))
+        if size > room:
+            self.over()
+        self._sizes[key] = (value, size)
+        return size
+
+    def _container(self, value: Any, room: int) -> int:
+        """The length of a container's repr, its items measured one by one."""
+        from jinja2.utils import Namespace
+
+        if isinstance(value, Namespace):
+            return len("<Namespace >") + self._repr(value._Namespace__attrs, room)
+        prefix = _DICT_VIEWS.get(type(value))
+        if prefix is not None:
+            return len(prefix) + 1 + self._items(list(value), room, ("[", "]")) if value else len(prefix) + 3
+        if isinstance(value, dict):
+            return self._items(list(itertools.chain.from_iterable(value.items())), room, ("{", "}"))
+        if isinstance(value, (set, frozenset)):
+            shell = ("{", "}") if type(value) is set else ("frozenset({", "})")
+            return self._items(list(value), room, shell) if value else len(repr(type(value)()))
+        if isinstance(value, tuple):
+            return self._items(list(value), room, ("(", ",)" if len(value) == 1 else ")"))
+        return self._items(list(value), room, ("[", "]"))
+
+    def _items(self, items: list[object], room: int, shell: tuple[str, str]) -> int:
+        """The length of items' reprs between shell's two ends, ', ' (or a dict's ': ') between each two."""
+        size = len(shell[0]) + len(shell[1]) + 2 * max(len(items) - 1, 0)
+        if size <= room and set(map(type, items)) <= _SCALARS:  # in C: a list of strings or numbers
+            least = sum(map(len, map(str, items)))  # at most their reprs' length, the strings not copied
+            size += sum(map(len, map(repr, items))) if size + least <= room else least
+            return size if size <= room else self.over()
+        for item in items:
+            size += self._repr(item, room - size) if size <= room else self.over()
+        return size if size <= room else self.over()
+
+
+def _is_container(value: object) -> bool:
+    """True where str(value) writes the reprs of values inside it (a list, tuple, dict, set, dict view, namespace)."""
+    from jinja2.utils import Namespace
+
+    return isinstance(value, (list, tuple, dict, set, frozenset, Namespace)) or type(value) in _DICT_VIEWS
+
+
+def text_size(*values: object, what: str) -> int:
+    """The characters str() would write for all the values together, refused past the render's limit."""
+    size = 0
+    for value in values:  # most often strings alone (a message's content|trim): counted without a meter
+        if type(value) is not str:
+            break
+        size += len(value)
+    else:
+        check_size(size, what)
+        return size
+    meter = TextMeter(what)
+    for value in values:
+        meter.text(value)
+    return meter.total
+
+
+def _length(value: object) -> int:
+    """The length of a string or sequence, else 0."""
+    return len(value) if isinstance(value, (str, bytes, list, tuple)) else 0
+
+
+def check_binop(operator: str, left: object, right: object) -> None:
+    """Refuse arithmetic with a huge result: string repetition, giant integers, a %-format that writes too much."""
+    ints = isinstance(left, int) and isinstance(right, int)
+    if operator == "*":
+        count = right if isinstance(right, int) else left if isinstance(left, int) else 1
+        if max(_length(left), _length(right)) * max(int(count), 0) > size_limit():
+            refuse("a repetition larger than the output limit")
+        if ints and int(left).bit_length() + int(right).bit_length() > TEMPLATE_INT_LIMIT_BITS:
+            refuse("a product of huge integers")
+    elif operator == "**":
+        if ints and abs(int(left)) > 1 and int(right) * int(left).bit_length() > TEMPLATE_INT_LIMIT_BITS:
+            refuse("a huge power")
+    elif operator == "+":
+        if _length(left) + _length(right) > size_limit():
+            refuse("a concatenation larger than the output limit")
+    elif operator == "%" and isinstance(left, (str, bytes)):
+        check_printf(left, right)
+
+
+def check_printf(template: str | bytes, values: object) -> None:
+    """Refuse a %-format (`'%s' % x`, |format) whose text could pass the render's limit: each conversion counted
+    at its width and precision beside its value's text."""
+    text = template.decode("latin-1") if isinstance(template, bytes) else template
+    if "%" not in text:
+        return
+    positional = iter(values if isinstance(values, tuple) else (values,))
+    meter = TextMeter("a %-format's text")
+    meter.add(len(text))
+    for match in _PRINTF.finditer(text):
+        if match["kind"] in ("%", ""):
+            continue
+        for part in ("width", "precision"):
+            number = next(positional, 0) if match[part] == "*" else match[part]
+            meter.add(abs(number) if isinstance(number, int) else int(number or 0))
+        value = _mapped(values, match["key"]) if match["key"] is not None else next(positional, "")
+        if match["kind"] in _NUMBER_KINDS:
+            meter.add(_number_chars(value))
+        else:
+            meter.text(value if match["kind"] == "s" else [value])  # %r and %a write the repr (and 2 more)
+
+
+def _mapped(values: Any, key: str) -> object:
+    """values[key], as a %(key)s conversion reads it ('' where it cannot: the format itself then fails)."""
+    try:
+        return values[key]
+    except Exception:  # not a mapping, no such key: % says so
+        return ""
+
+
+def check_format_field(meter: TextMeter, value: object, spec: str) -> None:
+    """Refuse a str.format field ('{:>9}') whose text could pass the render's limit."""
+    match = _FORMAT_SPEC.match(spec)
+    width, precision = (match["width"], match["precision"]) if match else ("", "")
+    meter.add(int(width or 0) + int(precision or 0))
+    if isinstance(value, (int, float)):
+        meter.add(_number_chars(value))
+    else:
+        meter.text(value)
+
+
+def _number_chars(value: object) -> int:
+    """The most characters a number conversion writes for value, beside width and precision."""
+    if isinstance(value, int):
+        return value.bit_length() + 3  # binary's digits (the most), a sign and a prefix
+    return _FLOAT_CHARS
+
+
+def check_arguments(args: Sequence[object], kwargs: dict[str, Any]) -> None:
+    """Refuse widths and counts beyond the output limit (center(10**9), batch(10**9), tojson(indent=10**9))."""
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, int) and abs(value) > size_limit():
+            refuse(f"a width or count of {value:,}")
+
+
+def check_replace(text: str | bytes, old: object, new: object, count: object = -1, *, what: str) -> None:
+    """Refuse a replace() that writes new, longer than old, so often that the text passes the render's limit."""
+    if isinstance(old, type(text)) and isinstance(new, type(text)) and len(new) > len(old):
+        found = text.count(old)  # type: ignore[arg-type]
+        times = found if not isinstance(count, int) or count < 0 else min(found, count)
+        check_size(len(text) + times * (len(new) - len(old)), what)
+
+
+def check_join(separator: str | bytes, items: list[object], *, what: str) -> None:
+    """Refuse a separator.join(items) whose text would pass the render's limit."""
+    meter = TextMeter(what)
+    meter.add(max(len(items) - 1, 0) * len(separator))
+    for item in items:
+        meter.add(len(item) if isinstance(item, (str, bytes)) else 0)
+
+
+def check_method(method: Callable[..., Any], args: Sequence[object], kwargs: dict[str, Any]) -> tuple[object, ...]:
+    """Refuse a str, bytes, list or tuple method call that would build too much, returning its arguments (an
+    iterable that join() reads, read into a list)."""
+    check_arguments(args, kwargs)
+    text, name = method.__self__, method.__name__  # type: ignore[attr-defined]
+    if name == "join" and len(args) == 1 and not kwargs:
+        args = (list(args[0]),)  # type: ignore[call-overload]
+        check_join(text, args[0], what=".join()'s text")  # type: ignore[arg-type]
+    elif name == "replace" and 2 <= len(args) <= 3:
+        check_replace(text, *args, what=".replace()'s text")
+    elif name == "expandtabs":
+        tabsize = args[0] if args else kwargs.get("tabsize", 8)
+        if isinstance(tabsize, int):
+            check_size(len(text) + text.count(b"\t" if isinstance(text, bytes) else "\t") * tabsize,
+                       ".expandtabs()'s text")
+    elif name == "translate" and isinstance(text, str) and args:
+        check_size(len(text) * _longest_value(args[0]), ".translate()'s text")
+    return tuple(args)
+
+
+def _longest_value(table: object) -> int:
+    """The longest text a translate() table maps a character to (1 at least)."""
+    values: Iterable[object] = table.values() if isinstance(table, Mapping) else table if isinstance(
+        table, (list, tuple, str)) else ()
+    return max((len(value) for value in values if isinstance(value, str)), default=1) or 1

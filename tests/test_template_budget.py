@@ -1,0 +1,228 @@
+"""A chat template cannot build a huge string in one C call (str() of a shared list, |join, %, .format, |replace,
+|indent, |wordwrap, |sum, ...), where the time limit, checked between Python lines, cannot stop it: what each would
+build is measured against the render's size limit first, and a template asking for more is refused in one line,
+while every template that fits writes what Jinja writes."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import Namespace
+from markupsafe import Markup
+
+from localgen import template_sandbox
+from localgen.chat import Message, ReasonedMessage
+from localgen.errors import TemplateError
+from localgen.gguf_reader import read_gguf
+from localgen.template_budget import text_size
+from localgen.template_sandbox import render_template
+from tests.conftest import run_localgen
+from tests.gguf_builders import copy_with_metadata, tiny_model
+from tests.test_gpt_oss import GPT_OSS_TEMPLATE
+from tests.test_template_families import CHATML, GEMMA2, GENERATION, LOOP_CONTROLS, MISTRAL01, PHI3_FIRST, TOJSON
+from tests.test_templates import QWEN_LIKE
+from tests.test_think_switch import DEEPSEEK_V31, GPT_OSS, QWEN3
+
+BIG = "{% set s = 'x' * 4000000 %}"  # 4 MB: within the output limit alone
+SHARED = "{% set r = range(100000)|list %}{% set b = [r] * 1000 %}"  # 1,000 copies of one list: 600 MB as text
+DOUBLED = "{% set ns = namespace(x=[1]) %}{% for i in range(26) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}"
+
+HOSTILE = {
+    "string": SHARED + "{{ b|string|length }}",
+    "tilde": SHARED + "{{ (b ~ '')|length }}",
+    "written-out": DOUBLED + "{{ ns.x }}",  # 2**26 ones in 26 steps
+    "namespace-written-out": SHARED + "{{ namespace(b=b) }}",
+    "dict-values-written-out": SHARED + "{{ {'b': b}.values() }}",
+    "join-of-lists": SHARED + "{{ b|join(',')|length }}",
+    "join-long-separator": BIG + "{{ range(100000)|join(s)|length }}",
+    "join-method": BIG + "{{ s.join('abcdefghij' * 1000)|length }}",
+    "percent-mapping": BIG + "{{ ('%(a)s' * 600000 % {'a': s})|length }}",
+    "percent-list": SHARED + "{{ ('%s' % [b])|length }}",
+    "percent-star-width": "{{ ('%*s' * 1000 % ((1000000, 'x') * 1000))|length }}",
+    "format-filter": BIG + "{{ ('%(a)s' * 600000)|format(a=s)|length }}",
+    "str-format": BIG + "{{ ('{0}' * 1000000).format(s)|length }}",
+    "str-format-list": SHARED + "{{ '{}'.format(b)|length }}",
+    "str-format-repr": SHARED + "{{ '{!r}'.format(b)|length }}",
+    "str-format-width": "{{ ('{:>1000000}' * 1000).format(*range(1000))|length }}",
+    "format-map": BIG + "{{ ('{a}' * 1000000).format_map({'a': s})|length }}",
+    "repetition": "{{ ('x' * 10**9)|length }}",
+    "center": "{{ 'x'|center(10**9) }}",
+    "indent": "{{ ('x\n' * 1000000)|indent(1000)|length }}",
+    "indent-string": BIG + "{{ ('x\n' * 1000000)|indent(s)|length }}",
+    "replace": BIG + "{{ s|replace('x', 'x' * 100)|length }}",
+    "replace-method": BIG + "{{ s.replace('x', s)|length }}",
+    "range": "{{ range(10**9)|length }}",
+    "range-to-list": "{{ range(10**9)|list|length }}",
+    "range-beyond-c": "{{ range(10**30)|length }}",
+    "wordwrap": BIG + "{{ ('x ' * 1000)|wordwrap(1, wrapstring=s)|length }}",
+    "sum-of-lists": "{{ ([[0] * 50] * 100000)|sum(start=[])|length }}",  # quadratic: minutes
+    "expandtabs": "{{ ('\t' * 1000000).expandtabs(4000)|length }}",
+    "translate": BIG + "{{ s.translate({120: s})|length }}",
+    "escape": SHARED + "{{ b|e|length }}",
+    "upper": SHARED + "{{ b|upper|length }}",
+    "replace-argument": SHARED + "{{ 'x'|replace('x', b)|length }}",
+}
+
+
+def _render(template: str, messages: list[Message] | None = None, **variables: Any) -> str:
+    return render_template(template, messages or [Message("user", "hi")], bos_token="<s>", eos_token="</s>",
+                           model_name="evil", variables=variables)
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_a_template_building_a_huge_string_in_one_call_is_refused_before_building_it(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each took seconds to minutes (|sum, the quadratic one, over 40 s), stopped only by the memory cap where at
+    all; refused now in milliseconds, under a memory cap of 64 MiB that none of them reaches."""
+    monkeypatch.setattr(template_sandbox, "TEMPLATE_MEMORY_LIMIT_BYTES", 64 * 2**20)
+    started = time.monotonic()
+    with pytest.raises(TemplateError) as info:
+        _render(HOSTILE[name])
+    elapsed = time.monotonic() - started
+    message = info.value.message
+    assert message.startswith("evil: the chat template tried to build something too large and was stopped: "), message
+    assert "\n" not in message and len(message) < 200, message
+    assert "--chat-template FILE" in (info.value.hint or "")
+    assert elapsed < template_sandbox.TEMPLATE_TIME_LIMIT_S, f"{elapsed:.1f} s: stopped by the time limit"
+
+
+def test_the_refusal_names_what_was_too_large_and_the_limit() -> None:
+    with pytest.raises(TemplateError) as info:
+        _render(SHARED + "{{ b|join(',') }}")
+    limit = template_sandbox.TEMPLATE_OUTPUT_LIMIT_CHARS + 2 * len("hi")
+    assert info.value.message == ("evil: the chat template tried to build something too large and was stopped: "
+                                  f"|join's text of over {limit:,} characters")
+    with pytest.raises(TemplateError) as info:
+        _render("{{ range(10**9)|list }}")
+    assert info.value.message.endswith("a range of 1,000,000,000 numbers, over the 100,000 allowed")
+
+
+def test_a_hostile_template_in_a_gguf_ends_the_run_in_one_line(tmp_path: Path) -> None:
+    model = copy_with_metadata(tiny_model(tmp_path / "tiny.gguf"), tmp_path / "shared.gguf",
+                               set_values={"tokenizer.chat_template": SHARED + "{{ b }}"})
+    started = time.monotonic()
+    result = run_localgen("run", "-m", str(model), "hi", "-n", "4", "-c", "256", timeout=60)
+    elapsed = time.monotonic() - started
+    assert result.returncode == 1 and result.stdout == b"", result.err
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1, result.err
+    assert "shared.gguf: the chat template tried to build something too large and was stopped: the text of a value " \
+           "written out of over" in lines[0], lines[0]
+    assert "--chat-template FILE" in lines[0]
+    assert elapsed < 20, f"{elapsed:.1f} s"
+
+
+@pytest.mark.parametrize("count", [150, 300])
+def test_a_text_up_to_the_limit_is_written_and_one_past_it_refused(count: int,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(template_sandbox, "TEMPLATE_OUTPUT_LIMIT_CHARS", 1000)
+    size = len(str(list(range(count))))  # 690 and 1,490: the limit is 1,004
+    template = f"{{{{ (range({count})|list)|string|length }}}}"
+    if size <= 1004:
+        assert _render(template) == str(size)
+    else:
+        with pytest.raises(TemplateError, match="too large"):
+            _render(template)
+
+
+# --- every template that fits writes what Jinja writes ---------------------------------------------------------
+
+def _jinja(template: str, messages: list[Message], **variables: Any) -> str:
+    """The text Jinja's own immutable sandbox writes, set up as localgen's (without its size checks)."""
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, autoescape=False,
+                                       extensions=["jinja2.ext.loopcontrols", template_sandbox._generation_tag()])
+    env.filters["tojson"] = template_sandbox._tojson
+    env.globals.update(raise_exception=template_sandbox._raise_exception)
+    return env.from_string(template).render(messages=[m.to_dict() for m in messages], bos_token="<s>",
+                                            eos_token="</s>", add_generation_prompt=True, **variables)
+
+
+ORDINARY = [
+    "{{ [1, 'a', {'b': (2,)}, none, 1.5, true, (), [], {}, 'q\"\\'\\n'] | string }}",
+    "{{ {'k': [1]}.items() | string }} {{ {'k': 1}.keys() }} {{ {}.values() }} {{ ({'a': 1}.keys() - ['b']) }}",
+    "{{ namespace(a=[1], b='x') }} {{ namespace() | string }} {{ messages }} {{ messages[0] | string }}",
+    "{{ 'a' ~ [1, 2] ~ 3 ~ none ~ (1,) }}{% autoescape true %}{{ '<' ~ messages[0].content }}{% endautoescape %}",
+    "{{ [1, 2, 3] | join(', ') }} {{ messages | join('|', attribute='role') }} {{ 'abc' | join('.') }}",
+    "{{ '%s-%5d|%-4s|%.2f|%r|%x|%%|%c' % ('x', 3, 'y', 1.5, 'q', 255, 65) }}",
+    "{{ '%(a)s+%(b)03d' % {'a': 'A', 'b': 7} }} {{ '%(a)s' % namespace(a=[1]) }}",
+    "{{ '%*d' % (5, 3) }} {{ '%s' % [1, 2] }} {{ '%s' % messages[0] }} {{ '100%' }}",
+    "{{ '%s and %s' | format('a', 'b') }} {{ '%(x)s' | format(x='k') }}",
+    "{{ '{0:>5}|{1!r}|{0!s}|{x:.3f}|{2:,}|{2:#x}'.format('a', [1], 1234567, x=2.5) }}",
+    "{{ '{a}-{b[0]}'.format_map({'a': 1, 'b': [2]}) }} {{ '{:{w}}|'.format('z', w=4) }} {{ '{}'.format(messages) }}",
+    "{{ 'a b c d' | wordwrap(3) }}|{{ 'a b c d\n\ne f' | wordwrap(3, wrapstring='<br>') }}|"
+    "{{ ('word ' * 30) | wordwrap(20, false) }}|{{ '' | wordwrap }}|{{ 'long-hyphenated-word' | wordwrap(5) }}",
+    "{{ 'a\nb\n\nc' | indent }}|{{ 'a\nb\n\nc' | indent(2, true, true) }}|{{ 'a\nb' | indent('> ') }}",
+    "{{ 'aXbX' | replace('X', '--') }} {{ 'aXbX' | replace('X', '', 1) }} {{ 'aXb'.replace('X', 'yy') }}",
+    "{{ 'ab'.replace('', '-') }} {{ 'aXbXc'.replace('X', '--', 1) }} {{ 1234 | replace(2, 'two') }}",
+    "{{ [[1], [2, 3]] | sum(start=[]) }} {{ [(1,), (2,)] | sum(start=()) }} {{ [1, 2] | sum }} "
+    "{{ [{'n': [1]}, {'n': [2]}] | sum(attribute='n', start=[]) }} {{ [] | sum(start=[]) }}",
+    "{{ [0.5, 1] | sum(start=1) }} {{ [[1], (2,)] | sum(start=[]) }}",
+    "{{ range(3) | list }} {{ range(1, 10, 3) | list }} {% for i in range(2) %}{{ i }}{% endfor %}",
+    "{{ ', '.join(['a', 'b']) }} {{ '-'.join(range(3) | map('string')) }} {{ 'a\tb'.expandtabs(4) }}",
+    "{{ 'abc'.translate({97: 'AA', 98: none}) }} {{ 'x'.center(9, '*') }} {{ 'x' | center(9) }}",
+    "{{ [1, 2] | e }} {{ [1] | upper }} {{ {'a': 1} | pprint }} {{ messages | length }} {{ [3, 1] | sort }}",
+    "{{ ('<b>{}</b>' | safe).format('<i>') }} {% autoescape true %}{{ ('<b>%s</b>' | safe) % '<i>' }} "
+    "{{ ['<a>', '<b>' | safe] | join('<br>' | safe) }} {{ 'a<' | replace('<', '&') }}{% endautoescape %}",
+    "{{ 'x' * 3 }} {{ [1] * 2 }} {{ 2 ** 10 }} {{ 'a' + 'b' }} {{ messages[0].content | trim | title }}",
+]
+
+
+def _outcome(render: Any, template: str, messages: list[Message]) -> str:
+    """What a render writes, or how it fails: its exception's type and text, as localgen's error gives them."""
+    try:
+        return str(render(template, messages))
+    except TemplateError as error:
+        return error.message.removeprefix("evil: the chat template failed: ")
+    except Exception as error:  # Jinja's own
+        return f"{type(error).__name__}: {error}"
+
+
+@pytest.mark.parametrize("template", ORDINARY)
+def test_every_bounded_filter_method_and_operator_writes_what_jinja_writes(template: str) -> None:
+    messages = [Message("user", "Hi <there> & 'you'")]
+    assert _outcome(_render, template, messages) == _outcome(_jinja, template, messages)
+
+
+FAMILIES = {"chatml": CHATML, "gemma2": GEMMA2, "mistral-v0.1": MISTRAL01, "phi3-first": PHI3_FIRST,
+            "qwen3": QWEN3, "qwen-like": QWEN_LIKE, "gpt-oss": GPT_OSS_TEMPLATE, "gpt-oss-switch": GPT_OSS,
+            "deepseek-v3.1": DEEPSEEK_V31, "loop-controls": LOOP_CONTROLS, "generation": GENERATION, "tojson": TOJSON}
+
+
+@pytest.mark.parametrize("variables", [{}, {"enable_thinking": False, "thinking": True, "reasoning_effort": "low"}])
+@pytest.mark.parametrize("family", [*FAMILIES, "bundled"])
+def test_real_families_prompts_are_what_jinja_writes(family: str, variables: dict[str, Any],
+                                                     bundled_model: Path) -> None:
+    template = FAMILIES.get(family) or read_gguf(bundled_model).chat_template
+    assert template is not None
+    turns = [Message("user", "Why is the sky blue? <b>'Rayleigh'</b> & \"more\"\n\n  indented"),
+             ReasonedMessage("assistant", "Scattering.", reasoning="Think of light."), Message("user", "And red?")]
+    messages = [Message("system", "Be brief. {not a format} %s"), *turns]
+    try:
+        expected = _jinja(template, messages, **variables)
+    except Exception:  # no system role: Gemma 2's, Mistral v0.1's
+        messages = turns
+        expected = _jinja(template, messages, **variables)
+    assert _render(template, messages, **variables) == expected
+
+
+# --- the measure -------------------------------------------------------------------------------------------------
+
+def _self_holding() -> Namespace:
+    ns = Namespace(a=1)
+    ns.me = ns
+    return ns
+
+
+VALUES = [[], (), {}, set(), frozenset(), (1,), [1, "a", None, 1.5, True], {"k": [1, (2, 3)], 4: {}}, {1, 2},
+          frozenset({"a"}), {"a": 1}.keys(), {"a": [1]}.values(), {"a": (1, "b")}.items(), {}.items(),
+          Namespace(a=[1], b="x"), Namespace(), _self_holding(), "q'\"\\\n\x00é😀", Markup("<b>"), [Markup("<b>")],
+          [["shared"]] * 3, 10**40, -0.0, float("inf"), [[[]]], [{"a": {"b": ["c"]}}], ("a", ("b", ("c",)))]
+
+
+@pytest.mark.parametrize("value", VALUES, ids=range(len(VALUES)))
+def test_the_measure_of_a_value_s_text_is_its_length(value: object) -> None:
+    assert text_size(value, what="v") == len(str(value))
