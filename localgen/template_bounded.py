@@ -104,11 +104,12 @@ def _join(original: Callable[..., str]) -> Callable[..., str]:
     def join(eval_ctx: EvalContext, value: Iterable[Any], d: str = "", attribute: str | int | None = None) -> str:
         if attribute is not None:
             value = map(make_attrgetter(eval_ctx.environment, attribute), value)
-        items = list(value)
-        meter = TextMeter("|join's text")
-        meter.add(max(len(items) - 1, 0) * text_size(d, what="|join's separator"))
-        for item in items:
+        separator = text_size(d, what="|join's separator")
+        meter, items = TextMeter("|join's text"), []
+        for item in value:  # one by one: a generator's items all read first could pass the limit many times over
+            meter.add(separator if items else 0)
             meter.text(item)
+            items.append(item)
         return original(eval_ctx, items, d)
 
     return join

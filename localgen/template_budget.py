@@ -235,12 +235,17 @@ def check_replace(text: str | bytes, old: object, new: object, count: object = -
         check_size(len(text) + times * (len(new) - len(old)), what)
 
 
-def check_join(separator: str | bytes, items: list[object], *, what: str) -> None:
-    """Refuse a separator.join(items) whose text would pass the render's limit."""
-    meter = TextMeter(what)
-    meter.add(max(len(items) - 1, 0) * len(separator))
-    for item in items:
-        meter.add(len(item) if isinstance(item, (str, bytes)) else 0)
+def joined_items(separator: str | bytes, iterable: Iterable[object], *, what: str) -> list[object]:
+    """The items a separator.join(iterable) would join, read one by one and refused as soon as their text and the
+    separators pass the render's limit (a generator's items all read first could pass it many times over)."""
+    items: list[object] = []
+    size = 0
+    for item in iterable:
+        size += (len(separator) if items else 0) + (len(item) if isinstance(item, (str, bytes)) else 0)
+        if size > size_limit():
+            check_size(size, what)
+        items.append(item)
+    return items
 
 
 def check_method(method: Callable[..., Any], args: Sequence[object], kwargs: dict[str, Any]) -> tuple[object, ...]:
@@ -249,8 +254,7 @@ def check_method(method: Callable[..., Any], args: Sequence[object], kwargs: dic
     check_arguments(args, kwargs)
     text, name = method.__self__, method.__name__  # type: ignore[attr-defined]
     if name == "join" and len(args) == 1 and not kwargs:
-        args = (list(args[0]),)  # type: ignore[call-overload]
-        check_join(text, args[0], what=".join()'s text")  # type: ignore[arg-type]
+        args = (joined_items(text, args[0], what=".join()'s text"),)  # type: ignore[arg-type]
     elif name == "replace" and 2 <= len(args) <= 3:
         check_replace(text, *args, what=".replace()'s text")
     elif name == "expandtabs":

@@ -40,6 +40,8 @@ HOSTILE = {
     "join-of-lists": SHARED + "{{ b|join(',')|length }}",
     "join-long-separator": BIG + "{{ range(100000)|join(s)|length }}",
     "join-method": BIG + "{{ s.join('abcdefghij' * 1000)|length }}",
+    "join-of-generated-texts": SHARED + "{{ b|map('string')|join|length }}",  # 600 KB each
+    "join-method-of-generated-texts": SHARED + "{{ ''.join(b|map('string'))|length }}",
     "percent-mapping": BIG + "{{ ('%(a)s' * 600000 % {'a': s})|length }}",
     "percent-list": SHARED + "{{ ('%s' % [b])|length }}",
     "percent-star-width": "{{ ('%*s' * 1000 % ((1000000, 'x') * 1000))|length }}",
