@@ -249,8 +249,8 @@ def joined_items(separator: str | bytes, iterable: Iterable[object], *, what: st
 
 
 def check_method(method: Callable[..., Any], args: Sequence[object], kwargs: dict[str, Any]) -> tuple[object, ...]:
-    """Refuse a str, bytes, list or tuple method call that would build too much, returning its arguments (an
-    iterable that join() reads, read into a list)."""
+    """Refuse a str, bytes, list, tuple or int method call that would build too much ((5).to_bytes(10**9)),
+    returning its arguments (an iterable that join() reads, read into a list)."""
     check_arguments(args, kwargs)
     text, name = method.__self__, method.__name__  # type: ignore[attr-defined]
     if name == "join" and len(args) == 1 and not kwargs:

@@ -117,7 +117,7 @@ def _environment() -> Environment:
             return super().call_binop(context, operator, left, right)
 
         def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
-            if isinstance(getattr(__obj, "__self__", None), (str, bytes, list, tuple)):
+            if isinstance(getattr(__obj, "__self__", None), (str, bytes, list, tuple, int)):
                 args = check_method(__obj, args, kwargs)  # 'x'.center(10**9), s.replace('x', s), ...
             return super().call(__context, __obj, *args, **kwargs)
 

@@ -67,6 +67,7 @@ HOSTILE = {
     "escape": SHARED + "{{ b|e|length }}",
     "upper": SHARED + "{{ b|upper|length }}",
     "replace-argument": SHARED + "{{ 'x'|replace('x', b)|length }}",
+    "int-to-bytes": "{{ (5).to_bytes(400000000, 'big')|length }}",
 }
 
 
