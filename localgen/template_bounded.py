@@ -140,7 +140,7 @@ def _sum(environment: Environment, iterable: Iterable[Any], attribute: str | int
         return sum(iterable, start)
     items = list(iterable)
     same = list(itertools.takewhile(lambda item: isinstance(item, type(start)), items))
-    check_size(len(start) + sum(map(len, same)), "|sum's sequence")
+    check_size(len(start) + sum(map(len, same)), f"|sum's {type(start).__name__}", "items")
     return sum(items[len(same):], type(start)(itertools.chain(start, *same)))
 
 

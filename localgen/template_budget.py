@@ -41,10 +41,10 @@ def refuse(what: str) -> None:
     raise TooLarge(what)
 
 
-def check_size(size: int, what: str) -> None:
-    """Refuse what would be size characters long, past the render's limit."""
+def check_size(size: int, what: str, unit: str = "characters") -> None:
+    """Refuse what would be size characters (or items) long, past the render's limit."""
     if size > size_limit():
-        refuse(f"{what} of over {size_limit():,} characters")
+        refuse(f"{what} of over {size_limit():,} {unit}")
 
 
 class TextMeter:

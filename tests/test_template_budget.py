@@ -100,6 +100,9 @@ def test_the_refusal_names_what_was_too_large_and_the_limit() -> None:
     assert info.value.message == ("evil: the chat template tried to build something too large and was stopped: "
                                   f"|join's text of over {limit:,} characters")
     with pytest.raises(TemplateError) as info:
+        _render("{{ ([[0] * 50] * 100000)|sum(start=[]) }}")
+    assert info.value.message.endswith(f"|sum's list of over {limit:,} items")
+    with pytest.raises(TemplateError) as info:
         _render("{{ range(10**9)|list }}")
     assert info.value.message.endswith("a range of 1,000,000,000 numbers, over the 100,000 allowed")
 
