@@ -256,17 +256,22 @@ def _prompt_format(engine: Engine, options: ModelOptions, resolved: ResolvedMode
     its errors), else the model's own."""
     spec = resolved.spec
     if options.chat_template is None and spec is not None and spec.template is not None:
-        return PromptFormat.for_engine(engine, override=spec.template, raw=options.raw,
-                                       model_name=f"{resolved.display_name} ({spec.origin})",
-                                       template_hint="fix that entry's template, or remove it to use the model's own, "
-                                                     "or use --raw", control_tokens=control_tokens,
-                                       think=options.think)
+        name, hint = _entry_template_naming(resolved)
+        return PromptFormat.for_engine(engine, override=spec.template, raw=options.raw, model_name=name,
+                                       template_hint=hint, control_tokens=control_tokens, think=options.think)
     if options.chat_template is None:
         return PromptFormat.for_engine(engine, override=None, raw=options.raw, model_name=resolved.display_name,
                                        control_tokens=control_tokens, think=options.think)
     name, hint = _given_template_naming(options)
     return PromptFormat.for_engine(engine, override=options.chat_template, raw=options.raw, model_name=name,
                                    template_hint=hint, control_tokens=control_tokens, think=options.think)
+
+
+def _entry_template_naming(resolved: ResolvedModel) -> tuple[str, str]:
+    """How errors name a models.toml entry's template (the model, then where the entry is), and what they advise."""
+    assert resolved.spec is not None
+    return (f"{resolved.display_name} ({resolved.spec.origin})",
+            "fix that entry's template, or remove it to use the model's own, or use --raw")
 
 
 def _given_template_naming(options: ModelOptions) -> tuple[str, str]:
@@ -314,9 +319,14 @@ def preflight(options: ModelOptions) -> TextBound | None:
     with named_as_typed(options.model):
         header, _ = validate_split(resolved.path)
     if preflight_checks_think(options):  # the template loading would take: --chat-template's, models.toml's, its own
-        own = resolved.spec.template if resolved.spec is not None else None
-        refuse_think(options.chat_template or own or header.chat_template, options.think,
-                     model_name=resolved.display_name)
+        entry = resolved.spec.template if resolved.spec is not None and options.chat_template is None else None
+        if entry is not None:  # named as loading names it; refused for its syntax first, as a --chat-template file
+            name, hint = _entry_template_naming(resolved)
+            check_template(entry, model_name=name, hint=hint)
+            refuse_think(entry, options.think, model_name=name)
+        else:
+            refuse_think(options.chat_template or header.chat_template, options.think,
+                         model_name=resolved.display_name)
     shape, request = header_shape(header, resolved.path), fit_request(options, default_ctx=resolved.context)
     target_context(shape, request)
     return TextBound(refused_bytes(prompt_limit(shape, request), shape.longest_token),

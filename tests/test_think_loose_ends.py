@@ -1,4 +1,5 @@
-"""Reasoning at its edges: the variable a chat template only sets (no think switch)."""
+"""Reasoning at its edges: the variable a chat template only sets (no think switch), the origin of a models.toml
+template a --think is refused for."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from localgen.think_switch import think_switch
-from tests.conftest import run_localgen
+from tests.conftest import run_localgen, user_registry
 from tests.test_reasoning_turns import R1_TEMPLATE
 from tests.test_think_switch import DEEPSEEK_V31, GPT_OSS, QWEN3
 
@@ -35,3 +36,15 @@ def test_think_is_refused_for_a_template_that_only_sets_the_variable(tmp_path: P
     result = run_localgen("run", "--chat-template", str(template), "--think", "off", "hi", timeout=60)
     assert (result.returncode, result.out) == (2, "")
     assert f"{template}: --think off: this model's chat template has no switch for thinking" in result.err
+
+
+def test_a_models_toml_template_refused_for_think_is_named_by_its_entry(home: Path, bundled_model: Path) -> None:
+    registry = user_registry(home, f'[models.plain]\npath = "{bundled_model}"\ntemplate = "{{{{ messages }}}}"\n'
+                                   f'[models.broken]\npath = "{bundled_model}"\ntemplate = "{{{{ messages }}"\n')
+    result = run_localgen("run", "-m", "plain", "--think", "off", "hi", env={"LOCALGEN_HOME": str(home)})
+    assert (result.returncode, result.out) == (2, "")
+    assert result.err.startswith(f"localgen: error: plain ([models.plain] in {registry}): --think off: this model's "
+                                 "chat template has no switch for thinking"), result.err
+    result = run_localgen("run", "-m", "broken", "--think", "on", "hi", env={"LOCALGEN_HOME": str(home)})
+    assert result.returncode == 1 and result.err.startswith(  # as when it loads: its syntax, not the switch it lacks
+        f"localgen: error: broken ([models.broken] in {registry}): the chat template is not valid Jinja"), result.err
