@@ -58,6 +58,7 @@ class Decoding(ModelView):
             if limits.stops_in_answer_only and limits.stop else StopMatcher(limits.stop)
         parts: list[str] = []
         generated = 0
+        gate = sampler.gate  # where set, its cut leaves out the text glued after </think> that the grammar rejects
         finish = ""
         out = [sampler.sample(self._ctx, -1)]
         if self._governor is not None:
@@ -69,7 +70,10 @@ class Decoding(ModelView):
                 if not ignore_eog and is_eog(vocab, token):
                     finish = "stop"
                 else:
-                    text = stops.feed(decoder.decode(piece(token)))
+                    data = piece(token)
+                    if gate is not None and gate.cut is not None and gate.cut[0] == generated:
+                        data = data[:gate.cut[1]]
+                    text = stops.feed(decoder.decode(data))
                     if text:
                         parts.append(text)
                         yield TextChunk(text)

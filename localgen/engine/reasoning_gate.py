@@ -26,11 +26,15 @@ class ReasoningGate:
         self._tail: deque[tuple[int, bytes]] = deque()  # the last tokens, enough of them to hold a </think>
         self._held = 0  # the bytes of the tokens in _tail
         self._buffer = ctypes.create_string_buffer(PIECE_BUFFER_BYTES)
+        self._sampled = 0  # tokens accepted so far
+        self.cut: tuple[int, int] | None = None  # (n, kept): the n-th token accepted ended the reasoning with text
+        # after its </think> that the grammar rejects, left out of the answer: only its first `kept` bytes are text
 
     def accept(self, chain: lc.llama_sampler_p, token: int) -> None:
         """Note a token the chain accepted; at the </think> it completes, start the grammar in the chain."""
         if self.grammar is None:
             return
+        self._sampled += 1
         piece = self._piece(token)
         self._tail.append((token, piece))
         self._held += len(piece)
@@ -55,11 +59,14 @@ class ReasoningGate:
         joined = b"".join(piece for _, piece in self._tail)
         lead = len(piece) - (len(joined) - joined.find(_CLOSE) - len(_CLOSE))  # the token's bytes up to its </think>
         rejected = piece[lead:].strip(b" \t\n") and not self._starts_answer(token, piece[:lead])
-        if not rejected:
+        if rejected:
+            self.cut = (self._sampled, lead)
+        else:
             for token, _ in self._tail:
                 lc.llama_sampler_accept(grammar, token)
         with deferred_signals():  # each sampler removed is added back, none lost part way
-            if rejected:  # llama.cpp would abort on the text it rejects: the grammar applies from the next token
+            if rejected:  # llama.cpp would abort on the text it rejects: the grammar applies from the next token, and
+                # that text is left out, so the answer is only what the grammar takes (llama-server fails the request)
                 lc.llama_sampler_free(grammar)
                 grammar = lc.llama_sampler_init_grammar(self._vocab, self._text.encode(), b"root")
             rest = [lc.llama_sampler_chain_remove(chain, 0) for _ in range(lc.llama_sampler_chain_n(chain))]

@@ -85,6 +85,11 @@ class Sampler:
         self._penalties = penalties
         self._gate = gate  # a grammar held back until the answer's </think> of several tokens
 
+    @property
+    def gate(self) -> ReasoningGate | None:
+        """The grammar held back until the answer's </think> of several tokens, if any (its cut: text left out)."""
+        return self._gate
+
     def sample(self, ctx: lc.llama_context_p, index: int) -> int:
         """The token sampled from the logits of the batch's output at index (-1: the last), counted as accepted.
 
