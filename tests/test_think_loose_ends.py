@@ -1,15 +1,19 @@
-"""Reasoning at its edges: text glued after a </think> that a grammar rejects, the variable a chat template only
-sets (no think switch), the origin of a models.toml template a --think is refused for."""
+"""Reasoning at its edges: text glued after a </think> that a grammar rejects, bytes that are no UTF-8 around it, the
+variable a chat template only sets (no think switch), the origin of a models.toml template a --think is refused for."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
 from localgen.think_switch import think_switch
-from tests.conftest import run_localgen, user_registry
+from tests.conftest import REPO_ROOT, run_localgen, user_registry
+from tests.gguf_builders import TINY_MERGES, TINY_VOCAB, _write_tiny_weights
 from tests.test_reasoning_turns import R1_TEMPLATE
 from tests.test_think_switch import DEEPSEEK_V31, GPT_OSS, QWEN3
 
@@ -42,6 +46,75 @@ def test_text_glued_after_the_reasoning_s_end_that_the_json_schema_rejects_is_le
     assert hidden["text"].startswith("{"), hidden
     shown = json.loads(run_localgen(*ask).out)
     assert shown["text"] == "Three plus three is six.</think>" + hidden["text"], shown
+
+
+# Tokens of a byte-level vocabulary that carry bytes no UTF-8 text has: 'ÿ' is the byte 0xFF, 'À' 0xC0 (neither
+# starts a character); the model's own logits are set so that it picks them.
+ODD_TOKENS = ("ÿ", ">ÿ", ">À", "ÿ</think>,", ">,", "</think")
+FORCED = """\
+import sys
+from pathlib import Path
+from test_reasoning_grammar import ForcedSampling
+
+vocab, pieces = sys.argv[2].split("\\x1f"), sys.argv[3].split("\\x1f")
+with ForcedSampling(Path(sys.argv[1])) as forced, forced.grammar_sampler('root ::= "x"') as sampler:
+    for piece in pieces:
+        token = vocab.index(piece) if piece in vocab else forced.tokens(piece)[0]
+        assert forced.sample(sampler, token) == token, piece
+    after = forced.sample(sampler, forced.tokens("y")[0])
+    cut = sampler.gate.cut
+    print(after == forced.tokens("x")[0], cut is not None and cut[0] == len(pieces) and cut[1])
+"""
+
+
+@pytest.fixture(scope="module")
+def odd_bytes_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """A tiny random byte-level model with ODD_TOKENS, its </think> of several tokens, and its vocabulary."""
+    import gguf
+    import numpy as np
+
+    vocab = [token for token in TINY_VOCAB if not token.startswith("<|")] + [*ODD_TOKENS, "<|endoftext|>"]
+    path = tmp_path_factory.mktemp("odd") / "odd.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name("odd")
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    for add, value in ((writer.add_context_length, 512), (writer.add_embedding_length, 64),
+                       (writer.add_block_count, 2), (writer.add_feed_forward_length, 128),
+                       (writer.add_head_count, 4), (writer.add_head_count_kv, 2),
+                       (writer.add_rope_dimension_count, 16), (writer.add_vocab_size, len(vocab))):
+        add(value)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("smollm")
+    writer.add_token_list(vocab)
+    writer.add_token_types([3 if token.startswith("<|") else 1 for token in vocab])
+    writer.add_token_merges(TINY_MERGES)
+    writer.add_eos_token_id(vocab.index("<|endoftext|>"))
+    writer.add_add_bos_token(False)
+    _write_tiny_weights(writer, np.random.default_rng(0), n_vocab=len(vocab), n_embd=64, n_head=4, n_head_kv=2,
+                        n_layer=2, n_ff=128)
+    return path, vocab
+
+
+@pytest.mark.parametrize(("pieces", "kept"), [
+    (["</think", ">ÿ"], 1),  # a byte no character starts with, at the end of the token that ends </think>
+    (["</think", ">À"], 1),
+    (["ÿ", "</think", ">,"], 1),  # in a token before: the grammar reads from </think> on
+    (["ÿ</think>,"], 9),  # before </think> in its own token, which no grammar can spell: llama.cpp aborted
+    (["ÿ", "</think", ">"], False),  # in a token before, nothing after: llama.cpp's pattern reads past it
+], ids=["ff-after", "c0-after", "ff-before", "ff-in-token", "ff-before-nothing-after"])
+def test_bytes_that_are_no_utf8_around_the_reasoning_s_end_start_the_grammar_and_never_abort(
+        odd_bytes_model: tuple[Path, list[str]], pieces: list[str], kept: int | bool) -> None:
+    """The tail watch finds </think> in bytes; text the grammar cannot take after it (or cannot be checked, as bytes
+    before it that are no UTF-8) is left out (its token's first `kept` bytes are kept), and the grammar applies from
+    the next token, where llama.cpp aborted the process ('Unexpected empty grammar stack')."""
+    model, vocab = odd_bytes_model
+    script = textwrap.dedent(FORCED)
+    result = subprocess.run([sys.executable, "-c", script, str(model), "\x1f".join(vocab), "\x1f".join(pieces)],
+                            capture_output=True, text=True, timeout=60, cwd=REPO_ROOT / "tests",
+                            env={"PYTHONPATH": f"{REPO_ROOT}:{REPO_ROOT / 'tests'}", "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr[-500:]
+    assert result.stdout.split() == ["True", str(kept)], result.stdout
 
 
 SMOLLM3_DEFAULT = ("{%- if enable_thinking is not defined -%}{%- set enable_thinking = true -%}{%- endif -%}"

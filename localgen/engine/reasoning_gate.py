@@ -76,11 +76,13 @@ class ReasoningGate:
                 lc.llama_sampler_chain_add(chain, sampler)
 
     def _starts_answer(self, token: int, lead: bytes) -> bool:
-        """Whether the grammar takes the text after </think> in the token that ends it (lead: its bytes up to then)."""
+        """Whether the grammar takes the text after </think> in the token that ends it (lead: its bytes up to then);
+        not where those bytes are no UTF-8 a grammar can spell (a character split across tokens, a byte that starts
+        none), which llama.cpp, reading from the </think> on, would abort on if it did not take that text."""
         try:
             spelled = "".join(f"\\U{ord(character):08X}" for character in lead.decode())
         except UnicodeDecodeError:
-            return True  # a character split across tokens: llama.cpp's own reading is left to judge
+            return False
         check = f'{self._text}\nends-reasoning ::= "{spelled}" [ \\t\\n]* root\n'.encode()
         sampler = lc.llama_sampler_init_grammar(self._vocab, check, b"ends-reasoning")
         candidate = (lc.llama_token_data * 1)(lc.llama_token_data(token, 0.0, 0.0))
