@@ -98,6 +98,8 @@ def finish_output(loaded: LoadedModel, completion: Finished, output: TextOutput 
         if output is None:
             record = completion.to_dict() | {"model": loaded.resolved.display_name,
                                              "model_path": str(loaded.resolved.path)}
+            if loaded.prompt_format.think is not None:  # --think's, or the continued conversation's /think
+                record["think"] = loaded.prompt_format.think
             if conversation is not None:
                 record["conversation"] = conversation
             console.print_json(record)

@@ -1,5 +1,6 @@
 """Reasoning at its edges: text glued after a </think> that a grammar rejects, bytes that are no UTF-8 around it, the
-variable a chat template only sets (no think switch), the origin of a models.toml template a --think is refused for."""
+variable a chat template only sets (no think switch), the origin of a models.toml template a --think is refused for,
+the think switch as run --json reports it."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from localgen.think_switch import think_switch
 from tests.conftest import REPO_ROOT, run_localgen, user_registry
-from tests.gguf_builders import TINY_MERGES, TINY_VOCAB, _write_tiny_weights
+from tests.gguf_builders import TINY_MERGES, TINY_VOCAB, _write_tiny_weights, copy_with_metadata, tiny_model
 from tests.test_reasoning_turns import R1_TEMPLATE
 from tests.test_think_switch import DEEPSEEK_V31, GPT_OSS, QWEN3
 
@@ -153,3 +154,23 @@ def test_a_models_toml_template_refused_for_think_is_named_by_its_entry(home: Pa
     result = run_localgen("run", "-m", "broken", "--think", "on", "hi", env={"LOCALGEN_HOME": str(home)})
     assert result.returncode == 1 and result.err.startswith(  # as when it loads: its syntax, not the switch it lacks
         f"localgen: error: broken ([models.broken] in {registry}): the chat template is not valid Jinja"), result.err
+
+
+@pytest.fixture(scope="module")
+def qwen3_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny model carrying Qwen3's template, its switch enable_thinking."""
+    folder = tmp_path_factory.mktemp("qwen3")
+    return copy_with_metadata(tiny_model(folder / "tiny.gguf"), folder / "qwen3.gguf",
+                              set_values={"tokenizer.chat_template": QWEN3})
+
+
+def test_run_json_says_how_the_think_switch_was_set(qwen3_model: Path, home: Path) -> None:
+    env = {"LOCALGEN_HOME": str(home)}
+    ask = ("run", "-m", str(qwen3_model), "-n", "2", "--json")
+    records = [json.loads(run_localgen(*ask, *given, "hi", env=env, timeout=60).out)
+               for given in ([], ["--think=false"], ["--think", "on", "--conversation", "c"])]
+    assert [record.get("think") for record in records] == [None, "off", "on"]
+    saved = home / "data" / "conversations" / "c.json"  # as a chat's /think off saves it
+    saved.write_text(json.dumps(json.loads(saved.read_text()) | {"settings": {"think": "off"}}))
+    record = json.loads(run_localgen(*ask, "--conversation", "c", "hi", env=env, timeout=60).out)
+    assert record["think"] == "off", "the continued conversation's"
