@@ -73,7 +73,7 @@ def _missing_value(names: list[str], clicked: Any, words: list[str], at: int) ->
     words), given the option words[at + 1] in place of its value."""
     option, given = words[at], words[at + 1].partition("=")[0]
     param = _param(clicked, option)
-    metavar = param.metavar or param.name.upper()
+    metavar = "|".join(_choices(param)) or param.metavar or param.name.upper()
     message = f"{option} needs a value ({metavar}), and the word after it is the option {given}"
     if given in _HELP:
         return message, f"see `{shlex.join(['localgen', *names, '--help'])}`"
@@ -85,13 +85,25 @@ def _param(clicked: Any, option: str) -> Any:
     return next(param for param in clicked.params if option in (*param.opts, *param.secondary_opts))
 
 
+def _choices(param: Any) -> tuple[str, ...]:
+    """The values a click parameter takes where they are a fixed few (--think's), else none."""
+    if param.name != "think":
+        return ()
+    from localgen.think_switch import THINK_VALUES
+
+    return THINK_VALUES
+
+
 def _value_hint(names: list[str], clicked: Any, words: list[str], at: int) -> str:
     """What to give option words[at] (of the command names, clicked its click command, words its words), which has no
-    value: the command written with one."""
+    value: the command written with one (the first of a fixed few, all named)."""
     from localgen.cli_continue import continue_hint
 
     param = _param(clicked, words[at])
     option, metavar, command = words[at], param.metavar or param.name.upper(), ["localgen", *names]
+    if choices := _choices(param):
+        written = shlex.join([*command, *words[:at + 1], choices[0], *words[at + 1:]])
+        return f"give {option} one of {', '.join(choices)}: `{written}`"
     if option in _MODEL:
         return _model_hint(command, clicked, words, at)
     if option == "--conversation":

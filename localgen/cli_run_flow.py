@@ -3,6 +3,7 @@ any pipe is waited for, then the inputs are read, the model loaded, the answer s
 
 from __future__ import annotations
 
+import shlex
 import sys
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, BinaryIO
@@ -239,7 +240,14 @@ def _checked_think(request: RunRequest) -> str | None:
     if request.raw:
         raise UsageError("--raw and --think contradict each other",
                          hint="--raw sends the text with no chat template, whose switch --think sets: drop one")
-    return parse_think(request.think, "--think")
+    try:
+        return parse_think(request.think, "--think")
+    except UsageError as exc:
+        if request.prompt is not None:
+            raise
+        written = shlex.join(["localgen", "run", "--think", "on", request.think])  # the value taken: the prompt meant
+        raise UsageError(exc.message, hint=f"--think takes a value, where Ollama's alone turns thinking on: "
+                                           f"`{written}`") from None
 
 
 def read_run_inputs(request: RunRequest, checked: CheckedRun) -> RunInputs:

@@ -1,6 +1,6 @@
 """Reasoning at its edges: text glued after a </think> that a grammar rejects, bytes that are no UTF-8 around it, the
 variable a chat template only sets (no think switch), the origin of a models.toml template a --think is refused for,
-the think switch as run --json reports it."""
+the think switch as run --json reports it, a --think without its value."""
 
 from __future__ import annotations
 
@@ -174,3 +174,18 @@ def test_run_json_says_how_the_think_switch_was_set(qwen3_model: Path, home: Pat
     saved.write_text(json.dumps(json.loads(saved.read_text()) | {"settings": {"think": "off"}}))
     record = json.loads(run_localgen(*ask, "--conversation", "c", "hi", env=env, timeout=60).out)
     assert record["think"] == "off", "the continued conversation's"
+
+
+@pytest.mark.parametrize(("words", "said"), [
+    (("run", "--think", "hi"), "--think takes on, off, low, medium or high, not 'hi' (hint: --think takes a value, "
+     "where Ollama's alone turns thinking on: `localgen run --think on hi`)"),
+    (("run", "hi", "--think"), "option '--think' requires an argument (hint: give --think one of on, off, low, "
+     "medium, high: `localgen run hi --think on`)"),
+    (("chat", "--think"), "option '--think' requires an argument (hint: give --think one of on, off, low, medium, "
+     "high: `localgen chat --think on`)"),
+    (("run", "--think", "-n", "5", "hi"), "--think needs a value (on|off|low|medium|high), and the word after it is "
+     "the option -n (hint: give --think one of on, off, low, medium, high: `localgen run --think on -n 5 hi`)"),
+])
+def test_a_bare_think_is_refused_in_one_line_naming_its_values(words: tuple[str, ...], said: str) -> None:
+    result = run_localgen(*words, timeout=60)
+    assert (result.returncode, result.out, result.err) == (2, "", f"localgen: error: {said}\n")
