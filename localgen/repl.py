@@ -372,7 +372,8 @@ class Repl:
                         (view.thinking if thinking else view.answer)(text)
                 elif isinstance(event, Finished):
                     done = event
-            for thinking, text in splitter.flush() if splitter else ():
+            cut = done is None or done.finish_reason != "stop"  # markup cut short is dropped, as run drops it
+            for thinking, text in splitter.flush(cut=cut) if splitter else ():
                 (view.thinking if thinking else view.answer)(text)
         finally:
             self._view = self._prefill_status = None

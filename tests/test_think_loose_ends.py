@@ -1,6 +1,6 @@
 """Reasoning at its edges: text glued after a </think> that a grammar rejects, bytes that are no UTF-8 around it, the
 variable a chat template only sets (no think switch), the origin of a models.toml template a --think is refused for,
-the think switch as run --json reports it, a --think without its value."""
+the think switch as run --json reports it, a --think without its value, harmony markup an answer ends in."""
 
 from __future__ import annotations
 
@@ -14,8 +14,17 @@ import pytest
 
 from localgen.think_switch import think_switch
 from tests.conftest import REPO_ROOT, run_localgen, user_registry
-from tests.gguf_builders import TINY_MERGES, TINY_VOCAB, _write_tiny_weights, copy_with_metadata, tiny_model
+from tests.gguf_builders import (
+    TINY_MERGES,
+    TINY_VOCAB,
+    _write_tiny_weights,
+    copy_with_metadata,
+    tiny_family_model,
+    tiny_model,
+)
 from tests.test_reasoning_turns import R1_TEMPLATE
+from tests.test_repl import Chat, _shown_since
+from tests.test_repl_harmony import HARMONY_TEMPLATE
 from tests.test_think_switch import DEEPSEEK_V31, GPT_OSS, QWEN3
 
 # The bundled model follows the examples: it reasons, closes the block and glues a ',' to its '>' (one token, '>,'),
@@ -189,3 +198,44 @@ def test_run_json_says_how_the_think_switch_was_set(qwen3_model: Path, home: Pat
 def test_a_bare_think_is_refused_in_one_line_naming_its_values(words: tuple[str, ...], said: str) -> None:
     result = run_localgen(*words, timeout=60)
     assert (result.returncode, result.out, result.err) == (2, "", f"localgen: error: {said}\n")
+
+
+@pytest.mark.parametrize(("limit", "reasoning"), [
+    ("10", ""),  # cut inside the first header: '<|channel|>analysis<|message|'
+    ("19", "Three plus three is six."),  # cut inside the analysis message's end: '…six.<|end'
+    ("30", "Three plus three is six."),  # cut inside the next header: '<|end|><|start|>assistant<|channel'
+])
+def test_a_chat_shows_a_cut_harmony_answer_without_the_markup_it_was_cut_in(home: Path, tmp_path: Path, limit: str,
+                                                                            reasoning: str) -> None:
+    """Markup that -n cut short is dropped, as run --hide-thinking drops it (and llama-server's parser holds back a
+    header that never reached its <|message|> where a limit ended the answer), where the chat showed it: the first
+    header as the answer, '<|end' dimmed with the reasoning."""
+    template = tmp_path / "harmony.jinja"
+    template.write_text(HARMONY_TEMPLATE)
+    chat = Chat(home, "--chat-template", str(template), "--temperature", "0", "-n", limit, "--no-markdown")
+    mark = len(chat.transcript.getvalue())
+    chat.ask("What is 3+3?")
+    dimmed, text = _shown_since(chat, mark)
+    assert dimmed.partition("[stopped at the limit")[0] == reasoning and "<|" not in text, (dimmed, text)
+    assert chat.quit() == 0
+
+
+ENDS_IN_A_HEADER = "<|channel|>final<|message|>Hello!<|end|><|start|>assistant<|channel|>fin"
+
+
+@pytest.mark.parametrize("limit", [None, "33"], ids=["model-ended", "cut-by-n"])
+def test_a_header_after_the_final_message_that_never_reached_its_message_is_left_out(
+        tmp_path_factory: pytest.TempPathFactory, limit: str | None) -> None:
+    """GPT-OSS's tokens, forced: the answer is the final channel's text whether the model ended inside the next
+    header or -n cut it there (llama-server's parser holds back such a header where a limit ends the answer)."""
+    from tests.test_gpt_oss import GPT_OSS_SPECIALS, GPT_OSS_TEMPLATE, GREEDY
+
+    model = tiny_family_model(tmp_path_factory.mktemp("gpt-oss") / "gpt-oss.gguf", specials=GPT_OSS_SPECIALS,
+                              template=GPT_OSS_TEMPLATE, bos="<|startoftext|>", eos="<|return|>")
+    ask = ("run", "-m", str(model), "--grammar", f'root ::= "{ENDS_IN_A_HEADER}"', *GREEDY, "--json")
+    given = ["-n", limit] if limit else []
+    raw = json.loads(run_localgen(*ask, *given, "hi").out)
+    written = ENDS_IN_A_HEADER[:-1] if limit else ENDS_IN_A_HEADER  # one letter a token, the tiny model's
+    assert (raw["text"], raw["finish_reason"]) == (written, "length" if limit else "stop"), raw
+    record = json.loads(run_localgen(*ask, *given, "--hide-thinking", "hi").out)
+    assert (record["text"], record["thinking"]) == ("Hello!", ""), record
