@@ -34,15 +34,30 @@ def git_blob_id(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
+_FILE_SHA256: dict[tuple[str, int, int, int, int], str] = {}  # (path, inode, size, mtime, ctime) -> its sha256
+
+
 def file_sha256(source: bytes | Path) -> str:
-    """sha256 of bytes or of a file."""
+    """sha256 of bytes or of a file: a file's is kept for the process while it stays as it was (the bundled model,
+    94 MiB, is served by many tests and was hashed again for each, a third of a second of CPU every time)."""
     if isinstance(source, bytes):
         return hashlib.sha256(source).hexdigest()
+    key = _file_state(source)
+    if key in _FILE_SHA256:
+        return _FILE_SHA256[key]
     digest = hashlib.sha256()
     with source.open("rb") as handle:
         while chunk := handle.read(8 * 1024 * 1024):
             digest.update(chunk)
+    if _file_state(source) == key:  # not rewritten while it was read
+        _FILE_SHA256[key] = digest.hexdigest()
     return digest.hexdigest()
+
+
+def _file_state(path: Path) -> tuple[str, int, int, int, int]:
+    """What changes when a file is replaced or written: its real path, inode, size, mtime and ctime."""
+    stat = path.stat()
+    return str(path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns
 
 
 @dataclass

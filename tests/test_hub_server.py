@@ -3,14 +3,16 @@ modules take of them as they are imported) point back at its own address and cac
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
 from pathlib import Path
 
-from hub_server import _CLEARED, REPO_ROOT, HubEnv, run_python
+from hub_server import _CLEARED, REPO_ROOT, HubEnv, file_sha256, run_python
 
 AFTER_A_TEST = """
+import hashlib
 import json
 from pathlib import Path
 
@@ -50,3 +52,14 @@ def test_the_pause_before_a_download_resumes_is_skipped_and_the_rest_of_its_modu
     kept = {name: value for name, value in vars(time).items() if name != "sleep"}
     assert {name: getattr(file_download.time, name, None) for name in kept} == kept
     assert file_download.time.sleep is not time.sleep
+
+
+def test_a_file_s_kept_sha256_is_its_own_again_once_it_is_rewritten_at_the_same_size(tmp_path: Path) -> None:
+    """The loopback Hub keeps a served file's sha256 for the process (the bundled model's, hashed by many tests), and
+    hashes it again once the file changes, even to bytes of the same size."""
+    path = tmp_path / "model.gguf"
+    path.write_bytes(b"a" * 1000)
+    first = file_sha256(path)
+    assert file_sha256(path) == first == hashlib.sha256(b"a" * 1000).hexdigest()
+    path.write_bytes(b"b" * 1000)
+    assert file_sha256(path) == hashlib.sha256(b"b" * 1000).hexdigest()
