@@ -7,42 +7,44 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_localgen, user_registry
 
 ENDLESS = ("--grammar", 'root ::= "ab " root', "--temperature", "0")  # never ends by itself: a limit or the context
 QUESTION = "Say ab."
 
 
-def prompt_tokens(*args: str, env: dict[str, str] | None = None) -> int:
-    """The tokens of the prompt run makes of QUESTION, as --print-prompt counts them."""
-    printed = run_localgen("run", "--print-prompt", "--json", *args, QUESTION, env=env)
+@pytest.fixture(scope="module")
+def tokens() -> int:
+    """The tokens of the prompt run makes of QUESTION, as --print-prompt counts them (a models.toml's max_tokens
+    leaves them as they are)."""
+    printed = run_localgen("run", "--print-prompt", "--json", QUESTION)
     assert printed.returncode == 0, printed.err
     return json.loads(printed.out)["prompt_tokens"]
 
 
-def test_a_context_too_small_for_the_n_given_is_said_before_the_answer_which_goes_on() -> None:
-    """-n 50 in a context with room for fewer: one warning line (the room, the --ctx-size that holds them all), the
-    answer given as far as the context goes, --json one record; that --ctx-size holds all 50; no -n, no warning."""
-    tokens = prompt_tokens()
-    small = run_localgen("run", "-c", str(tokens + 12), "-n", "50", *ENDLESS, "--json", QUESTION)
+def test_a_context_too_small_for_the_n_given_is_said_before_the_answer_which_goes_on(tokens: int) -> None:
+    """-n 20 in a context with room for fewer: one warning line (the room, the --ctx-size that holds them all), the
+    answer given as far as the context goes, --json one record; that --ctx-size holds all 20; no -n, no warning."""
+    small = run_localgen("run", "-c", str(tokens + 12), "-n", "20", *ENDLESS, "--json", QUESTION)
     assert small.returncode == 0, small.err
     record = json.loads(small.out)
     assert record["finish_reason"] == "context" and record["usage"]["completion_tokens"] == 13, record
     assert small.err == (f"localgen: warning: the prompt takes {tokens} of the context's {tokens + 12} tokens, which "
-                         "leaves room for 13 of the 50 tokens asked for (-n/--max-tokens), so the answer may end early:"
-                         f" --ctx-size {tokens + 49} or more holds them all\n"), small.err
-    held = run_localgen("run", "-c", str(tokens + 49), "-n", "50", *ENDLESS, "--json", QUESTION)
+                         "leaves room for 13 of the 20 tokens asked for (-n/--max-tokens), so the answer may end early:"
+                         f" --ctx-size {tokens + 19} or more holds them all\n"), small.err
+    held = run_localgen("run", "-c", str(tokens + 19), "-n", "20", *ENDLESS, "--json", QUESTION)
     assert held.returncode == 0 and held.err == "", held.err
     whole = json.loads(held.out)
-    assert whole["finish_reason"] == "length" and whole["usage"]["completion_tokens"] == 50, whole
+    assert whole["finish_reason"] == "length" and whole["usage"]["completion_tokens"] == 20, whole
     unlimited = run_localgen("run", "-c", str(tokens + 12), *ENDLESS, QUESTION)
     assert unlimited.returncode == 0 and "warning" not in unlimited.err, "no limit given: the context is the limit"
 
 
-def test_a_models_toml_max_tokens_the_context_cannot_hold_is_said_naming_it(tmp_path: Path) -> None:
+def test_a_models_toml_max_tokens_the_context_cannot_hold_is_said_naming_it(tmp_path: Path, tokens: int) -> None:
     env = {"LOCALGEN_HOME": str(tmp_path / "home")}
     user_registry(tmp_path / "home", "[models.smollm2-135m]\nmax_tokens = 40\n")
-    tokens = prompt_tokens(env=env)
     result = run_localgen("run", "-c", str(tokens + 9), *ENDLESS, "--json", QUESTION, env=env)
     assert result.returncode == 0 and json.loads(result.out)["usage"]["completion_tokens"] == 10
     assert result.err == (f"localgen: warning: the prompt takes {tokens} of the context's {tokens + 9} tokens, which "
@@ -51,12 +53,11 @@ def test_a_models_toml_max_tokens_the_context_cannot_hold_is_said_naming_it(tmp_
 
 
 def test_a_conversation_run_is_warned_as_a_plain_run_is_naming_a_limit_saved_with_the_conversation(
-        tmp_path: Path) -> None:
+        tmp_path: Path, tokens: int) -> None:
     """--conversation's and --continue's prompt is checked as well: models.toml's max_tokens, then the one saved in
     the conversation's settings, named as the limit."""
     env = {"LOCALGEN_HOME": str(tmp_path / "home")}
     user_registry(tmp_path / "home", "[models.smollm2-135m]\nmax_tokens = 40\n")
-    tokens = prompt_tokens(env=env)
     small = ("-c", str(tokens + 12), *ENDLESS, "--json")
     started = run_localgen("run", "--conversation", "k", *small, QUESTION, env=env)
     assert started.returncode == 0 and json.loads(started.out)["usage"]["completion_tokens"] == 13
@@ -74,8 +75,7 @@ def test_a_conversation_run_is_warned_as_a_plain_run_is_naming_a_limit_saved_wit
                                   f"{tokens + 49} or more holds them all\n"), continued.err
 
 
-def test_a_prompt_refused_for_the_context_hints_a_size_that_holds_the_n_given_too() -> None:
-    tokens = prompt_tokens()
+def test_a_prompt_refused_for_the_context_hints_a_size_that_holds_the_n_given_too(tokens: int) -> None:
     refused = run_localgen("run", "-c", str(tokens - 4), "-n", "50", *ENDLESS, QUESTION)
     assert refused.returncode == 1 and refused.out == ""
     assert refused.err.endswith(f"but the context holds {tokens - 4} (hint: raise --ctx-size to {tokens + 49} or more, "
