@@ -715,7 +715,7 @@ def test_stop_strings_in_models_toml_end_the_answer_unless_stop_is_given(tmp_pat
 
     def answer(*args: str, toml: str = "") -> str:
         registry.write_text(toml)
-        result = run_localgen("run", "Name a fruit.", "-n", "16", *GREEDY, *args, env=env)  # past "Banana."
+        result = run_localgen("run", "Name a fruit.", "-n", "8", *GREEDY, *args, env=env)  # past "fruit"
         assert result.returncode == 0, result.err
         return result.out
 
@@ -723,13 +723,13 @@ def test_stop_strings_in_models_toml_end_the_answer_unless_stop_is_given(tmp_pat
         return full[:full.index(at)].rstrip("\n") + "\n"
 
     full = answer()
-    assert 0 < full.index("versatile") < full.index("Banana"), full  # "The most iconic and versatile fruit is ..."
-    entry = '[models.smollm2-135m]\nstop = ["Banana", "Durian"]\n'
-    assert answer(toml=entry) == cut("Banana")
+    assert 0 < full.index("versatile") < full.index("fruit"), full  # "The most iconic and versatile fruit is ..."
+    entry = '[models.smollm2-135m]\nstop = ["fruit", "Durian"]\n'
+    assert answer(toml=entry) == cut("fruit")
     assert answer("--stop", "versatile", toml=entry) == cut("versatile"), "--stop wins"
     assert answer("--stop", "", toml=entry) == full, "--stop '' alone is none"
     assert answer(toml='[defaults]\nstop = "versatile"\n') == cut("versatile")
-    assert answer(toml=f'[defaults]\nstop = "versatile"\n\n{entry}') == cut("Banana"), "the entry's win"
+    assert answer(toml=f'[defaults]\nstop = "versatile"\n\n{entry}') == cut("fruit"), "the entry's win"
     assert answer(toml='[defaults]\nstop = "versatile"\n[models.smollm2-135m]\nstop = []\n') == full
     registry.write_text('[models.smollm2-135m]\nstop = "The"\n')  # the answer's start
     empty = run_localgen("run", "Name a fruit.", "-n", "40", *GREEDY, env=env)
