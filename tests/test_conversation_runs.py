@@ -454,14 +454,14 @@ def test_a_run_takes_the_stop_strings_a_conversation_saved_unless_stop_is_given(
         let_go(conversation)  # as a chat that saved it and ended
 
     def answer(name: str, *args: str) -> str:
-        result = run_localgen("run", "--conversation", name, "-n", "16", *GREEDY, *args, "Name a fruit.")  # past Banana
+        result = run_localgen("run", "--conversation", name, "-n", "8", *GREEDY, *args, "Name a fruit.")  # past fruit
         assert result.returncode == 0, result.err
         return result.out
 
     full = answer("none", "--stop", "")
-    assert full.startswith("The most iconic and versatile fruit is") and "Banana" in full, full
+    assert full.startswith("The most iconic and versatile fruit is"), full
     assert answer("saved") == full[:full.index("versatile")] + "\n"
-    assert answer("given", "--stop", "Banana") == full[:full.index("Banana")] + "\n"
+    assert answer("given", "--stop", "fruit") == full[:full.index("fruit")] + "\n"
     empty = run_localgen("run", "--conversation", "early", "-n", "40", *GREEDY, "Name a fruit.")
     assert (empty.returncode, empty.out) == (0, ""), empty.err
     assert "the answer is empty: the stop string 'The' (the conversation's) matched before any text" in empty.err, \
