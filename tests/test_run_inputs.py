@@ -53,8 +53,8 @@ def test_a_system_file_is_the_system_prompt_read_as_attachments_are(tmp_path: Pa
     expected = chatml("Hi there", system="Be terse.\nAnswer in English.")
     assert printed_prompt("--system-file", str(system), "Hi there") == expected
     assert printed_prompt("-sysf", str(system), "Hi there") == expected, "llama-cli's spelling"
-    as_text = run_localgen("run", "--json", "-n", "8", *GREEDY, "-s", "Be terse.\nAnswer in English.", "Hi there")
-    from_file = run_localgen("run", "--json", "-n", "8", *GREEDY, "--system-file", str(system), "Hi there")
+    as_text = run_localgen("run", "--json", "-n", "2", *GREEDY, "-s", "Be terse.\nAnswer in English.", "Hi there")
+    from_file = run_localgen("run", "--json", "-n", "2", *GREEDY, "--system-file", str(system), "Hi there")
     assert as_text.returncode == from_file.returncode == 0, as_text.err + from_file.err
     assert json.loads(from_file.out)["usage"] == json.loads(as_text.out)["usage"]
     assert json.loads(from_file.out)["text"] == json.loads(as_text.out)["text"]
