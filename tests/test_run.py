@@ -977,9 +977,9 @@ def test_runs_go_on_with_a_saved_conversation(tmp_path: Path) -> None:
     nothing = run_localgen("run", "--continue", "hi", env=env)
     assert nothing.returncode == 1 and "no saved conversation to continue" in nothing.err
     assert "run --conversation NAME" in nothing.err
-    first = run_localgen("run", "--conversation", "notes", "My name is Ada.", "-n", "8", "--json", *GREEDY, env=env)
+    first = run_localgen("run", "--conversation", "notes", "My name is Ada.", "-n", "2", "--json", *GREEDY, env=env)
     assert first.returncode == 0, first.err
-    second = run_localgen("run", "--continue", "What is my name?", "-n", "8", "--json", *GREEDY, env=env)
+    second = run_localgen("run", "--continue", "What is my name?", "-n", "2", "--json", *GREEDY, env=env)
     assert second.returncode == 0, second.err
     one, two = json.loads(first.out), json.loads(second.out)
     assert one["conversation"] == two["conversation"] == "notes", "--json names the conversation --continue took"
@@ -989,7 +989,7 @@ def test_runs_go_on_with_a_saved_conversation(tmp_path: Path) -> None:
     assert two["usage"]["prompt_tokens"] > one["usage"]["prompt_tokens"] + one["usage"]["completion_tokens"], \
         "the second prompt holds the first exchange"
     assert saved["settings"] == {} and saved["model"] == "smollm2-135m", "a run's options hold for that run only"
-    again = run_localgen("run", "--conversation", "notes", "What is my name?", "-n", "8", "--json", *GREEDY,
+    again = run_localgen("run", "--conversation", "notes", "What is my name?", "-n", "2", "--json", *GREEDY,
                          "-s", "You are terse.", env=env)
     assert again.returncode == 0, again.err
     saved = _conversation_file(tmp_path / "home", "notes")
