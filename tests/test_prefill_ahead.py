@@ -230,12 +230,16 @@ def test_a_prefill_ahead_leaves_a_cpu_to_the_redraw_and_the_answer_as_every_thre
         bundled_model: Path, flash_attn: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Computed beside the prompt's redraw of each key, the message's batches take one thread of two; the answer
     then prefills and decodes with both, and its logits are those the message computed with both gives, bit for bit
-    (a prompt computed cold, in other batches, can differ in their last bits: chunks.py), its answer the cold one."""
+    (a prompt computed cold, in other batches, can differ in their last bits: chunks.py), its answer the cold one.
+    The cold prompt's batches take one thread: the count changes none of their sums (as the logits here show), and
+    two threads that spin while they wait for each other cost many times one's CPU time on a busy machine."""
     options = LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2, n_batch=64, n_ubatch=32, flash_attn=flash_attn)
     with Engine(bundled_model, options) as engine:
         prompt = chat_prompt(engine, "Tell me about cats and why they sleep so much, in short words. " * 16)
         assert len(prompt) > 256, "past 256 tokens, where a one-token batch's attention depends on the count"
+        lc.llama_set_n_threads(engine._ctx, 2, 1)
         cold = _answer_and_logits(engine, prompt)
+        lc.llama_set_n_threads(engine._ctx, 2, 2)
         with monkeypatch.context() as every_thread:
             every_thread.setattr(core, "ahead_threads", lambda batch_threads: batch_threads)
             _typed_slowly(engine, prompt)
@@ -285,7 +289,7 @@ def test_a_prefill_ahead_takes_one_thread_fewer_than_the_answer_s_batches_and_gi
             return real_decode(ctx, batch)
 
         monkeypatch.setattr(lc, "llama_decode", decode)
-        prompt = chat_prompt(engine, "Tell me about cats and why they sleep so much. " * 4)
+        prompt = chat_prompt(engine, "Tell me about cats.")
         assert engine.prefill_ahead(prompt[:-3], lambda: False) == len(prompt) - 3
         assert batches and set(batches) == {ahead}
         assert (lc.llama_n_threads(engine._ctx), lc.llama_n_threads_batch(engine._ctx)) == answer_s
