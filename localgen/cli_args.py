@@ -26,6 +26,16 @@ def given_right_after(option: str, word: str) -> bool:
     return any(first == option and second == word for first, second in pairwise(_command_line))
 
 
+def command_line_with(option: str, word: str, inserted: str) -> list[str] | None:
+    """The command line being run with inserted between option and the word typed right after it (where typed more
+    than once, the last time: click takes the last), or None where word never came right after option."""
+    pairs = [at for at, pair in enumerate(pairwise(_command_line)) if pair == (option, word)]
+    if not pairs:
+        return None
+    at = pairs[-1] + 1
+    return [*_command_line[:at], inserted, *_command_line[at:]]
+
+
 def given_after_double_dash(app: typer.Typer, word: str) -> bool:
     """Whether the command line being run gave word after the -- that ends its command's options (an option's
     value that is -- ends nothing)."""

@@ -3,7 +3,9 @@ any pipe is waited for, then the inputs are read, the model loaded, the answer s
 
 from __future__ import annotations
 
+import os
 import shlex
+import stat
 import sys
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, BinaryIO
@@ -233,6 +235,7 @@ def check_run(request: RunRequest) -> CheckedRun:
 
 def _checked_think(request: RunRequest) -> str | None:
     """--think's value, checked (refused beside --raw, which renders no template)."""
+    from localgen.cli_args import command_line_with
     from localgen.think_switch import parse_think
 
     if request.think is None:
@@ -243,11 +246,23 @@ def _checked_think(request: RunRequest) -> str | None:
     try:
         return parse_think(request.think, "--think")
     except UsageError as exc:
-        if request.prompt is not None:
+        written = None if request.prompt is not None or request.files or _stdin_gives_text() \
+            else command_line_with("--think", request.think, "on")  # the word after a bare --think: the prompt meant
+        if written is None:
             raise
-        written = shlex.join(["localgen", "run", "--think", "on", request.think])  # the value taken: the prompt meant
         raise UsageError(exc.message, hint=f"--think takes a value, where Ollama's alone turns thinking on: "
-                                           f"`{written}`") from None
+                                           f"`{shlex.join(['localgen', *written])}`") from None
+
+
+def _stdin_gives_text() -> bool:
+    """Whether stdin may hold a prompt: a pipe, a socket or a file (not a terminal, nor /dev/null)."""
+    from localgen.console import pipe_or_socket
+
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):  # no stdin
+        return False
+    return stat.S_ISREG(mode) or pipe_or_socket(mode)
 
 
 def read_run_inputs(request: RunRequest, checked: CheckedRun) -> RunInputs:

@@ -200,6 +200,24 @@ def test_a_bare_think_is_refused_in_one_line_naming_its_values(words: tuple[str,
     assert (result.returncode, result.out, result.err) == (2, "", f"localgen: error: {said}\n")
 
 
+VALUES_HINT = "--think off answers without thinking, on as the model's chat template has it"
+
+
+@pytest.mark.parametrize(("words", "stdin", "hint"), [
+    (("run", "-m", "M", "-n", "5", "--json-schema", '{"type":"object"}', "--think", "what is 2+2"), None,
+     "--think takes a value, where Ollama's alone turns thinking on: `localgen run -m M -n 5 --json-schema "
+     "'{\"type\":\"object\"}' --think on 'what is 2+2'`"),  # every option typed kept
+    (("run", "--think", "hgh"), b"hi", VALUES_HINT),  # the prompt comes from stdin: a typo
+    (("run", "--think", "hgh", "-f", "notes.txt"), None, VALUES_HINT),
+    (("run", "--think=hi"), None, VALUES_HINT),  # no bare --think
+], ids=["options-kept", "stdin", "file", "equals"])
+def test_the_prompt_taken_for_a_bare_think_s_value_is_hinted_only_where_no_other_prompt_came(
+        words: tuple[str, ...], stdin: bytes | None, hint: str) -> None:
+    result = run_localgen(*words, stdin=stdin, timeout=60)
+    assert (result.returncode, result.out) == (2, "")
+    assert result.err.endswith(f"(hint: {hint})\n"), result.err
+
+
 @pytest.mark.parametrize(("limit", "reasoning"), [
     ("10", ""),  # cut inside the first header: '<|channel|>analysis<|message|'
     ("19", "Three plus three is six."),  # cut inside the analysis message's end: '…six.<|end'
