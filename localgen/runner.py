@@ -31,7 +31,7 @@ from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.quant_choice import choose_download, resolve_downloaded
 from localgen.quant_instead import fitting_download, plan_resolved
 from localgen.resolve import ResolvedModel, resolve_model, with_unverified_copy
-from localgen.template_sandbox import check_template
+from localgen.template_sandbox import TEMPLATE_HINT, check_template
 from localgen.units import counted
 
 if TYPE_CHECKING:
@@ -254,24 +254,21 @@ def _prompt_format(engine: Engine, options: ModelOptions, resolved: ResolvedMode
                    control_tokens: frozenset[str]) -> PromptFormat:
     """How messages become the prompt: a --chat-template file, else a models.toml entry's template (each named in
     its errors), else the model's own."""
+    override, name, hint = _template_naming(options, resolved)
+    return PromptFormat.for_engine(engine, override=override, raw=options.raw, model_name=name, template_hint=hint,
+                                   control_tokens=control_tokens, think=options.think)
+
+
+def _template_naming(options: ModelOptions, resolved: ResolvedModel) -> tuple[str | None, str, str]:
+    """The template that stands in for the model's own (a --chat-template file's, else a models.toml entry's; None:
+    the model's own), how errors name it and what they advise."""
     spec = resolved.spec
-    if options.chat_template is None and spec is not None and spec.template is not None:
-        name, hint = _entry_template_naming(resolved)
-        return PromptFormat.for_engine(engine, override=spec.template, raw=options.raw, model_name=name,
-                                       template_hint=hint, control_tokens=control_tokens, think=options.think)
-    if options.chat_template is None:
-        return PromptFormat.for_engine(engine, override=None, raw=options.raw, model_name=resolved.display_name,
-                                       control_tokens=control_tokens, think=options.think)
-    name, hint = _given_template_naming(options)
-    return PromptFormat.for_engine(engine, override=options.chat_template, raw=options.raw, model_name=name,
-                                   template_hint=hint, control_tokens=control_tokens, think=options.think)
-
-
-def _entry_template_naming(resolved: ResolvedModel) -> tuple[str, str]:
-    """How errors name a models.toml entry's template (the model, then where the entry is), and what they advise."""
-    assert resolved.spec is not None
-    return (f"{resolved.display_name} ({resolved.spec.origin})",
-            "fix that entry's template, or remove it to use the model's own, or use --raw")
+    if options.chat_template is not None:
+        return options.chat_template, *_given_template_naming(options)
+    if spec is not None and spec.template is not None:
+        return (spec.template, f"{resolved.display_name} ({spec.origin})",
+                "fix that entry's template, or remove it to use the model's own, or use --raw")
+    return None, resolved.display_name, TEMPLATE_HINT
 
 
 def _given_template_naming(options: ModelOptions) -> tuple[str, str]:
@@ -319,14 +316,11 @@ def preflight(options: ModelOptions) -> TextBound | None:
     with named_as_typed(options.model):
         header, _ = validate_split(resolved.path)
     if preflight_checks_think(options):  # the template loading would take: --chat-template's, models.toml's, its own
-        entry = resolved.spec.template if resolved.spec is not None and options.chat_template is None else None
-        if entry is not None:  # named as loading names it; refused for its syntax first, as a --chat-template file
-            name, hint = _entry_template_naming(resolved)
-            check_template(entry, model_name=name, hint=hint)
-            refuse_think(entry, options.think, model_name=name)
-        else:
-            refuse_think(options.chat_template or header.chat_template, options.think,
-                         model_name=resolved.display_name)
+        override, name, hint = _template_naming(options, resolved)  # named as loading names it
+        template = override or header.chat_template
+        if template is not None:  # refused for its syntax first, as loading refuses it
+            check_template(template, model_name=name, hint=hint)
+        refuse_think(template, options.think, model_name=name)
     shape, request = header_shape(header, resolved.path), fit_request(options, default_ctx=resolved.context)
     target_context(shape, request)
     return TextBound(refused_bytes(prompt_limit(shape, request), shape.longest_token),

@@ -165,6 +165,20 @@ def test_a_models_toml_template_refused_for_think_is_named_by_its_entry(home: Pa
         f"localgen: error: broken ([models.broken] in {registry}): the chat template is not valid Jinja"), result.err
 
 
+def test_a_model_s_own_template_that_is_not_valid_jinja_is_refused_for_that_before_think(
+        tmp_path: Path, home: Path) -> None:
+    """As without --think, and as a broken --chat-template file or models.toml entry: its syntax, not the switch it
+    lacks."""
+    broken = copy_with_metadata(tiny_model(tmp_path / "tiny.gguf"), tmp_path / "broken.gguf",
+                                set_values={"tokenizer.chat_template": "{{ messages }"})
+    env = {"LOCALGEN_HOME": str(home)}
+    plain, think = (run_localgen("run", "-m", str(broken), "-n", "2", *given, "hi", env=env, timeout=60)
+                    for given in ([], ["--think", "on"]))
+    said = f"localgen: error: {tmp_path / 'broken.gguf'}: the chat template is not valid Jinja"
+    assert (plain.returncode, plain.out) == (1, "") and plain.err.startswith(said), plain.err
+    assert (think.returncode, think.out, think.err) == (plain.returncode, "", plain.err)
+
+
 @pytest.fixture(scope="module")
 def qwen3_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny model carrying Qwen3's template, its switch enable_thinking."""
