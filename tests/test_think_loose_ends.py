@@ -60,7 +60,7 @@ def test_text_glued_after_the_reasoning_s_end_that_the_json_schema_rejects_is_le
 
 # Tokens of a byte-level vocabulary that carry bytes no UTF-8 text has: 'ÿ' is the byte 0xFF, 'À' 0xC0 (neither
 # starts a character); the model's own logits are set so that it picks them.
-ODD_TOKENS = ("ÿ", ">ÿ", ">À", "ÿ</think>,", ">,", "</think")
+ODD_TOKENS = ("ÿ", ">ÿ", ">À", "ÿ</think>,", "ÿ</think>x", "ÿ</think>ÿ", ">,", "</think")
 FORCED = """\
 import sys
 from pathlib import Path
@@ -71,9 +71,10 @@ with ForcedSampling(Path(sys.argv[1])) as forced, forced.grammar_sampler('root :
     for piece in pieces:
         token = vocab.index(piece) if piece in vocab else forced.tokens(piece)[0]
         assert forced.sample(sampler, token) == token, piece
+    cut = sampler.cut  # the last token's
     after = forced.sample(sampler, forced.tokens("y")[0])
-    cut = sampler.gate.cut
-    print(after == forced.tokens("x")[0], cut is not None and cut[0] == len(pieces) and cut[1])
+    ends = forced.lc.llama_vocab_is_eog(forced.vocab, after)
+    print("x" if after == forced.tokens("x")[0] else "end" if ends else "other", False if cut is None else cut)
 """
 
 
@@ -106,25 +107,28 @@ def odd_bytes_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, lis
     return path, vocab
 
 
-@pytest.mark.parametrize(("pieces", "kept"), [
-    (["</think", ">ÿ"], 1),  # a byte no character starts with, at the end of the token that ends </think>
-    (["</think", ">À"], 1),
-    (["ÿ", "</think", ">,"], 1),  # in a token before: the grammar reads from </think> on
-    (["ÿ</think>,"], 9),  # before </think> in its own token, which no grammar can spell: llama.cpp aborted
-    (["ÿ", "</think", ">"], False),  # in a token before, nothing after: llama.cpp's pattern reads past it
-], ids=["ff-after", "c0-after", "ff-before", "ff-in-token", "ff-before-nothing-after"])
+@pytest.mark.parametrize(("pieces", "kept", "then"), [
+    (["</think", ">ÿ"], 1, "x"),  # a byte no character starts with, at the end of the token that ends </think>
+    (["</think", ">À"], 1, "x"),
+    (["ÿ", "</think", ">,"], 1, "x"),  # in a token before: the grammar reads from </think> on
+    (["ÿ</think>,"], 9, "x"),  # before </think> in its own token, which no grammar can spell: llama.cpp aborted
+    (["ÿ</think>ÿ"], 9, "x"),  # and no UTF-8 after it either
+    (["ÿ", "</think", ">"], False, "x"),  # in a token before, nothing after: llama.cpp's pattern reads past it
+], ids=["ff-after", "c0-after", "ff-before", "ff-in-token", "ff-in-token-ff-after",
+        "ff-before-nothing-after"])
 def test_bytes_that_are_no_utf8_around_the_reasoning_s_end_start_the_grammar_and_never_abort(
-        odd_bytes_model: tuple[Path, list[str]], pieces: list[str], kept: int | bool) -> None:
-    """The tail watch finds </think> in bytes; text the grammar cannot take after it (or cannot be checked, as bytes
-    before it that are no UTF-8) is left out (its token's first `kept` bytes are kept), and the grammar applies from
-    the next token, where llama.cpp aborted the process ('Unexpected empty grammar stack')."""
+        odd_bytes_model: tuple[Path, list[str]], pieces: list[str], kept: int | bool, then: str) -> None:
+    """The tail watch finds </think> in bytes; text after it that the grammar cannot take (read from the </think> on,
+    as llama.cpp reads it, whatever bytes come before) is left out (its token's first `kept` bytes are kept), and the
+    grammar applies from the next token (`then`: what it gives next), where llama.cpp aborted the process
+    ('Unexpected empty grammar stack'); text it takes is kept, the grammar going on after it."""
     model, vocab = odd_bytes_model
     script = textwrap.dedent(FORCED)
     result = subprocess.run([sys.executable, "-c", script, str(model), "\x1f".join(vocab), "\x1f".join(pieces)],
                             capture_output=True, text=True, timeout=60, cwd=REPO_ROOT / "tests",
                             env={"PYTHONPATH": f"{REPO_ROOT}:{REPO_ROOT / 'tests'}", "PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr[-500:]
-    assert result.stdout.split() == ["True", str(kept)], result.stdout
+    assert result.stdout.split() == [then, str(kept)], result.stdout
 
 
 SMOLLM3_DEFAULT = ("{%- if enable_thinking is not defined -%}{%- set enable_thinking = true -%}{%- endif -%}"

@@ -58,7 +58,6 @@ class Decoding(ModelView):
             if limits.stops_in_answer_only and limits.stop else StopMatcher(limits.stop)
         parts: list[str] = []
         generated = 0
-        gate = sampler.gate  # where set, its cut leaves out the text glued after </think> that the grammar rejects
         finish = ""
         out = [sampler.sample(self._ctx, -1)]
         if self._governor is not None:
@@ -71,8 +70,8 @@ class Decoding(ModelView):
                     finish = "stop"
                 else:
                     data = piece(token)
-                    if gate is not None and gate.cut is not None and gate.cut[0] == generated:
-                        data = data[:gate.cut[1]]
+                    if index == len(out) - 1 and sampler.cut is not None:  # text after </think> the grammar rejects
+                        data = data[:sampler.cut]
                     text = stops.feed(decoder.decode(data))
                     if text:
                         parts.append(text)

@@ -113,7 +113,8 @@ class KvCache:
 
     def verify(self, batch: lc.llama_batch, sampler: Sampler, token: int, drafts: Sequence[int]) -> list[int]:
         """Feed token and the drafted guesses after it in one batch; return the tokens sampled at their positions
-        up to the first that differs from its guess (or one past the last guess), keeping only the agreed ones."""
+        up to the first that differs from its guess or that the sampler cut (or one past the last guess), keeping
+        only the agreed ones before it: a cut token is always the last sampled (Sampler.cut)."""
         base = len(self.tokens)
         for i, t in enumerate((token, *drafts)):
             batch.token[i] = t
@@ -123,7 +124,7 @@ class KvCache:
         sampled: list[int] = []
         for i, guess in enumerate(drafts):
             sampled.append(sampler.sample(self._ctx, i))
-            if sampled[-1] != guess:
+            if sampled[-1] != guess or sampler.cut is not None:
                 break
         else:
             sampled.append(sampler.sample(self._ctx, len(drafts)))

@@ -26,15 +26,14 @@ class ReasoningGate:
         self._tail: deque[tuple[int, bytes]] = deque()  # the last tokens, enough of them to hold a </think>
         self._held = 0  # the bytes of the tokens in _tail
         self._buffer = ctypes.create_string_buffer(PIECE_BUFFER_BYTES)
-        self._sampled = 0  # tokens accepted so far
-        self.cut: tuple[int, int] | None = None  # (n, kept): the n-th token accepted ended the reasoning with text
-        # after its </think> that the grammar rejects, left out of the answer: only its first `kept` bytes are text
+        self.cut: int | None = None  # where the last token accepted ended the reasoning with text after its </think>
+        # that the grammar rejects, left out of the answer: the token's bytes up to there, its only text
 
     def accept(self, chain: lc.llama_sampler_p, token: int) -> None:
         """Note a token the chain accepted; at the </think> it completes, start the grammar in the chain."""
+        self.cut = None
         if self.grammar is None:
             return
-        self._sampled += 1
         piece = self._piece(token)
         self._tail.append((token, piece))
         self._held += len(piece)
@@ -60,7 +59,7 @@ class ReasoningGate:
         lead = len(piece) - (len(joined) - joined.find(_CLOSE) - len(_CLOSE))  # the token's bytes up to its </think>
         rejected = piece[lead:].strip(b" \t\n") and not self._starts_answer(token, piece[:lead])
         if rejected:
-            self.cut = (self._sampled, lead)
+            self.cut = lead
         else:
             for token, _ in self._tail:
                 lc.llama_sampler_accept(grammar, token)

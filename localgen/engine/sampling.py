@@ -86,9 +86,10 @@ class Sampler:
         self._gate = gate  # a grammar held back until the answer's </think> of several tokens
 
     @property
-    def gate(self) -> ReasoningGate | None:
-        """The grammar held back until the answer's </think> of several tokens, if any (its cut: text left out)."""
-        return self._gate
+    def cut(self) -> int | None:
+        """Where the last token sampled ended the reasoning with text after its </think> that the grammar rejects
+        (left out of the answer, the grammar applying from the next token): its bytes up to there; else None."""
+        return None if self._gate is None else self._gate.cut
 
     def sample(self, ctx: lc.llama_context_p, index: int) -> int:
         """The token sampled from the logits of the batch's output at index (-1: the last), counted as accepted.
