@@ -112,9 +112,10 @@ def odd_bytes_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, lis
     (["</think", ">À"], 1, "x"),
     (["ÿ", "</think", ">,"], 1, "x"),  # in a token before: the grammar reads from </think> on
     (["ÿ</think>,"], 9, "x"),  # before </think> in its own token, which no grammar can spell: llama.cpp aborted
+    (["ÿ</think>x"], False, "end"),  # there, with text after that the grammar takes: kept, not written twice
     (["ÿ</think>ÿ"], 9, "x"),  # and no UTF-8 after it either
     (["ÿ", "</think", ">"], False, "x"),  # in a token before, nothing after: llama.cpp's pattern reads past it
-], ids=["ff-after", "c0-after", "ff-before", "ff-in-token", "ff-in-token-ff-after",
+], ids=["ff-after", "c0-after", "ff-before", "ff-in-token", "ff-in-token-taken", "ff-in-token-ff-after",
         "ff-before-nothing-after"])
 def test_bytes_that_are_no_utf8_around_the_reasoning_s_end_start_the_grammar_and_never_abort(
         odd_bytes_model: tuple[Path, list[str]], pieces: list[str], kept: int | bool, then: str) -> None:

@@ -7,6 +7,7 @@ import ctypes
 from collections import deque
 
 from localgen.engine.native import lc
+from localgen.engine.vocab import Vocab
 from localgen.signals import deferred_signals
 from localgen.thinking import CLOSE_TAG
 
@@ -57,7 +58,7 @@ class ReasoningGate:
         token, piece = self._tail[-1]
         joined = b"".join(piece for _, piece in self._tail)
         lead = len(piece) - (len(joined) - joined.find(_CLOSE) - len(_CLOSE))  # the token's bytes up to its </think>
-        rejected = piece[lead:].strip(b" \t\n") and not self._starts_answer(token, piece[:lead])
+        rejected = piece[lead:].strip(b" \t\n") and not self._starts_answer(token, piece[:lead], piece[lead:])
         if rejected:
             self.cut = lead
         else:
@@ -74,23 +75,44 @@ class ReasoningGate:
             for sampler in rest:
                 lc.llama_sampler_chain_add(chain, sampler)
 
-    def _starts_answer(self, token: int, lead: bytes) -> bool:
-        """Whether the grammar takes the text after </think> in the token that ends it (lead: its bytes up to then);
-        not where those bytes are no UTF-8 a grammar can spell (a character split across tokens, a byte that starts
-        none), which llama.cpp, reading from the </think> on, would abort on if it did not take that text."""
+    def _starts_answer(self, token: int, lead: bytes, after: bytes) -> bool:
+        """Whether the grammar takes the text after </think> (after) in the token that ends it (lead: its bytes up to
+        then), as llama.cpp reads it, from the </think> on: the token itself checked, with its lead spelled; where
+        the lead is no UTF-8 a grammar can spell (a byte that starts no character, before the </think>), the text
+        after it alone, as its own tokens; not where that is no UTF-8 either (llama.cpp would abort on it)."""
         try:
             spelled = "".join(f"\\U{ord(character):08X}" for character in lead.decode())
         except UnicodeDecodeError:
+            return self._takes_text(after)
+        return self._takes(f'ends-reasoning ::= "{spelled}" [ \\t\\n]* root', [token])
+
+    def _takes_text(self, text: bytes) -> bool:
+        """Whether the grammar takes text (UTF-8 whose tokens spell it back), after blank space, as an answer's
+        start; not where it is none such."""
+        try:
+            tokens = Vocab(self._vocab).tokenize(text.decode(), add_special=False, parse_special=False)
+        except UnicodeDecodeError:
             return False
-        check = f'{self._text}\nends-reasoning ::= "{spelled}" [ \\t\\n]* root\n'.encode()
+        spelled = b"".join(self._piece(token) for token in tokens) == text
+        return spelled and self._takes("ends-reasoning ::= [ \\t\\n]* root", tokens)
+
+    def _takes(self, rule: str, tokens: list[int]) -> bool:
+        """Whether the grammar with rule `ends-reasoning` as its root takes tokens, one after another (each checked
+        before it is accepted, which llama.cpp would abort on where the grammar rejects it)."""
+        check = f"{self._text}\n{rule}\n".encode()
         sampler = lc.llama_sampler_init_grammar(self._vocab, check, b"ends-reasoning")
-        candidate = (lc.llama_token_data * 1)(lc.llama_token_data(token, 0.0, 0.0))
+        candidate = (lc.llama_token_data * 1)()
         array = lc.llama_token_data_array(candidate, 1, -1, False)
         try:
-            lc.llama_sampler_apply(sampler, ctypes.byref(array))
+            for token in tokens:
+                candidate[0], array.size = lc.llama_token_data(token, 0.0, 0.0), 1
+                lc.llama_sampler_apply(sampler, ctypes.byref(array))
+                if candidate[0].logit == float("-inf"):
+                    return False
+                lc.llama_sampler_accept(sampler, token)
         finally:
             lc.llama_sampler_free(sampler)
-        return candidate[0].logit != float("-inf")
+        return True
 
     def _piece(self, token: int) -> bytes:
         """A token's text as the grammar reads it (a control token's text spelled out)."""
