@@ -51,7 +51,7 @@ from localgen.repl_text import answer_note, room_notice, toolbar_line, unanswere
 from localgen.repl_unsaved import LeaveGuard
 from localgen.session import ChatSession, TurnStart, UnsavedChangeError
 from localgen.signals import ANSWER_ENDING_SIGNALS, SignalExit, StopOnSignal
-from localgen.thinking import ThinkingSplitter, prompt_opens_thinking
+from localgen.thinking import ThinkingSplitter, cut_off, prompt_opens_thinking
 from localgen.units import counted
 from localgen.wordwrap import TAB_STOP
 
@@ -372,8 +372,7 @@ class Repl:
                         (view.thinking if thinking else view.answer)(text)
                 elif isinstance(event, Finished):
                     done = event
-            cut = done is None or done.finish_reason != "stop"  # markup cut short is dropped, as run drops it
-            for thinking, text in splitter.flush(cut=cut) if splitter else ():
+            for thinking, text in splitter.flush(cut=cut_off(done)) if splitter else ():  # markup cut short: dropped
                 (view.thinking if thinking else view.answer)(text)
         finally:
             self._view = self._prefill_status = None

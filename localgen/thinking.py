@@ -81,8 +81,8 @@ class ThinkingSplitter:
         return self._harmony is not None and self._harmony.messages > 0
 
     def flush(self, *, cut: bool = False) -> list[tuple[bool, str]]:
-        """Release any held-back text at the end of the stream (cut: the stream was cut off, so the start of a tag
-        held back is a tag that never finished, and is dropped)."""
+        """Release any held-back text at the end of the stream (cut: the stream was cut off, cut_off says, so the
+        start of a tag held back is a tag that never finished, and is dropped)."""
         if self._harmony is not None:
             segments = self._harmony.flush(cut=cut)
             self.inside, self.closed = self._harmony.inside, self._harmony.closed  # a last message end, taken now
@@ -153,6 +153,12 @@ def prompt_opens_thinking(prompt_text: str) -> bool:
     return tail.endswith(OPEN_TAG)
 
 
+def cut_off(finished: Finished | None) -> bool:
+    """Whether an answer that finished so was cut off (by -n, Ctrl-C, the context's end; None: no end came, an error
+    cut it short), where the model or a stop string ended it."""
+    return finished is None or finished.finish_reason != "stop"
+
+
 def _block_closed(splitter: ThinkingSplitter | None) -> bool | None:
     """Whether the reasoning block the splitter met was closed (None: it met none)."""
     if splitter is None or not (splitter.inside or splitter.closed):
@@ -199,7 +205,7 @@ def without_thinking(events: Iterator[Event], opens: Callable[[], bool]) -> Iter
             splitter = splitter or ThinkingSplitter(inside=opens())
             yield from answer_parts(splitter.feed(event.text))
         elif isinstance(event, Finished):
-            yield from answer_parts(splitter.flush(cut=event.finish_reason != "stop") if splitter else [])
+            yield from answer_parts(splitter.flush(cut=cut_off(event)) if splitter else [])
             yield from blank_answer()
             yield replace(event, text="".join(answer), thinking="".join(reasoning).strip(),
                           thinking_closed=_block_closed(splitter))
