@@ -17,6 +17,13 @@ REASONING_GAP = "\n\n"  # between two reasoning messages' bodies in the reasonin
 HEADER_LIMIT = 256  # characters: text held this long without <|message|> is no header, but answer
 
 
+def markup_begun(held: str) -> bool:
+    """Whether text held back as what may yet be markup (a tag, a harmony header or message end) has gone past its
+    '<' into one (`</thi`, `<|end`, `<|channel|>analysis`): cut off there, it is markup that never finished; a '<'
+    alone, or a `<th` that may yet open <think>, may as well be text."""
+    return held.startswith(("</", "<|"))
+
+
 def channel_of(header: str) -> str:
     """The channel a message's header names ('' for none): the word after <|channel|>."""
     _, found, rest = header.partition(CHANNEL)
@@ -87,13 +94,13 @@ class HarmonySplitter:
         self.inside, self._in_header, self._ending = False, True, ""
 
     def flush(self, *, cut: bool = False) -> list[tuple[bool, str]]:
-        """Release held-back text at the end of the stream, but where it was cut off: the start of a message end is
-        body text; a header that never reached its <|message|> is markup, dropped, or where no message came before
-        it, answer text."""
+        """Release held-back text at the end of the stream: the start of a message end is body text, but where the
+        stream was cut off in it (markup_begun); a header that never reached its <|message|> is markup, dropped, or
+        where no message came before it and the stream ended there, answer text."""
         held, self._held = self._held, ""
         if self._ending:  # the answer ended after it, or a header that never finished
             self._end_message()
             return []
-        if not held or cut or (self._in_header and self.messages):
+        if not held or (cut and markup_begun(held)) or (self._in_header and self.messages):
             return []
         return [(self.inside, held)]

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from localgen.events import Event, Finished, TextChunk
-from localgen.harmony import CHANNEL, FINAL_HEADER, HarmonySplitter
+from localgen.harmony import CHANNEL, FINAL_HEADER, HarmonySplitter, markup_begun
 from localgen.input_text import BOM
 from localgen.stopping import StopMatcher, partial_suffix
 
@@ -81,14 +81,14 @@ class ThinkingSplitter:
         return self._harmony is not None and self._harmony.messages > 0
 
     def flush(self, *, cut: bool = False) -> list[tuple[bool, str]]:
-        """Release any held-back text at the end of the stream (cut: the stream was cut off, cut_off says, so the
-        start of a tag held back is a tag that never finished, and is dropped)."""
+        """Release any held-back text at the end of the stream (cut: the stream was cut off, cut_off says, so held
+        text that had begun a tag, markup_begun says, is a tag that never finished, and is dropped)."""
         if self._harmony is not None:
             segments = self._harmony.flush(cut=cut)
             self.inside, self.closed = self._harmony.inside, self._harmony.closed  # a last message end, taken now
             return segments
         held, self._held = self._held, ""
-        return [(self.inside, held)] if held and not cut else []
+        return [(self.inside, held)] if held and not (cut and markup_begun(held)) else []
 
 
 class AnswerStops:

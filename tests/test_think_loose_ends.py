@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from localgen.think_switch import think_switch
+from localgen.thinking import ThinkingSplitter
 from tests.conftest import REPO_ROOT, run_localgen, user_registry
 from tests.gguf_builders import (
     TINY_MERGES,
@@ -255,6 +256,60 @@ def test_a_chat_shows_a_cut_harmony_answer_without_the_markup_it_was_cut_in(home
     dimmed, text = _shown_since(chat, mark)
     assert dimmed.partition("[stopped at the limit")[0] == reasoning and "<|" not in text, (dimmed, text)
     assert chat.quit() == 0
+
+
+# The bundled model follows the examples: ' <think>Three plus three is six.</think>' as ' <', 'think', '>', ... '.</'
+OPENS_ITS_THINKING = """\
+{% for m in messages %}{% if m.role == 'user' %}Q: What is 1+1?
+A: <think>One plus one is two.</think> 2
+Q: What is 2+2?
+A: <think>Two plus two is four.</think> 4
+Q: What is 4+4?
+A: <think>Four plus four is eight.</think> 8
+Q: {{ m.content }}
+A:{% else %}{{ m.content }}
+{% endif %}{% endfor %}"""
+
+
+@pytest.mark.parametrize(("limit", "reasoning", "answer"), [
+    ("1", "", "<"),  # no tag yet: text, as plain run shows it
+    ("2", "", "<think"),
+    ("10", "Three plus three is six.", ""),  # '</' began the reasoning's end tag: markup, cut off
+])
+def test_a_chat_cut_off_in_what_only_may_be_markup_shows_it_as_run_does(home: Path, tmp_path: Path, limit: str,
+                                                                       reasoning: str, answer: str) -> None:
+    """A '<' or a '<th' an answer was cut off in may be text: shown, as plain run shows it (and saved), where the
+    chat and run --hide-thinking showed nothing; only a tag begun past its '<' ('</', '<|end') is markup, left
+    out."""
+    template = tmp_path / "opens.jinja"
+    template.write_text(OPENS_ITS_THINKING)
+    ask = ("--chat-template", str(template), "--temperature", "0", "-n", limit)
+    plain = run_localgen("run", *ask, "What is 3+3?", env={"LOCALGEN_HOME": str(home)})
+    assert plain.out.strip().endswith(answer or "</"), plain.out
+    hidden = json.loads(run_localgen("run", *ask, "--hide-thinking", "--json", "What is 3+3?",
+                                     env={"LOCALGEN_HOME": str(home)}).out)
+    assert (hidden["thinking"], hidden["text"].strip()) == (reasoning, answer), hidden
+    chat = Chat(home, *ask, "--no-markdown")
+    mark = len(chat.transcript.getvalue())
+    saved = chat.ask("What is 3+3?")["turns"][0]["answer"]
+    dimmed, text = _shown_since(chat, mark)
+    shown = text.rpartition("What is 3+3?")[2].partition("[stopped")[0].replace(reasoning, "", 1).strip()
+    assert (dimmed.partition("[stopped")[0].strip(), shown, saved) == (reasoning, answer, plain.out[:-1]), text
+    assert chat.quit() == 0
+
+
+@pytest.mark.parametrize(("text", "inside", "segments"), [
+    ("<th", False, [(False, "<th")]),
+    ("so a <", True, [(True, "so a "), (True, "<")]),
+    ("six.</thi", True, [(True, "six.")]),
+    ("<|channel|>analysis<|message|>so a <", False, [(True, "so a "), (True, "<")]),
+    ("<|channel|>analysis<|message|>six.<|end", False, [(True, "six.")]),
+    ("<|channel|>analysis<|mess", False, []),
+])
+def test_text_held_back_at_a_cut_is_dropped_only_where_it_began_markup(text: str, inside: bool,
+                                                                       segments: list[tuple[bool, str]]) -> None:
+    splitter = ThinkingSplitter(inside=inside)
+    assert splitter.feed(text) + splitter.flush(cut=True) == segments
 
 
 ENDS_IN_A_HEADER = "<|channel|>final<|message|>Hello!<|end|><|start|>assistant<|channel|>fin"
