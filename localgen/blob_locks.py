@@ -1,7 +1,8 @@
 """huggingface_hub's locks on a repo's blobs (.locks/models--ORG--NAME/ETAG.lock) as `models rm` takes them: held while
 it deletes a model, so that no download writes or links one of its files meanwhile (a download that has renamed its
-finished blob into place holds its lock until the snapshot links it), and deleted, with the repo's lock folder once
-that empties, where the blob they guard is gone and no process holds them."""
+finished blob into place holds its lock until the snapshot links it), and deleted where the blob they guard is gone
+and no process holds them. The repo's lock folder stays: filelock, waiting on a lock, makes its file again where it
+was deleted, but never the folder."""
 
 from __future__ import annotations
 
@@ -19,8 +20,6 @@ HELD_WAIT_S = 2.0  # a lock held with no part written (a download linking its fi
 # waited for this long; a process that holds one longer and writes nothing is no download, and rm goes ahead without it
 LOCK_POLL_S = 0.01
 LOCK_TRIES = 5  # a lock file deleted under rm as it locks it is opened again this many times at most
-EMPTY_FOLDER_PAUSE_S = 0.2  # a lock folder emptied stays this long first: filelock, waiting on a lock, tries every
-# 0.05 s to open its file (made anew where it was deleted), but never makes the folder again once it waits
 LOCK_FILE_MODE = 0o664  # huggingface_hub's, so that other users sharing the cache can wait on it too
 
 
@@ -51,7 +50,7 @@ def holding_blob_locks(repo: str, blobs: Collection[str], *, refuse: Callable[[]
 
 def remove_idle_locks(repo: str) -> None:
     """Delete the lock files of a repo's blobs that are gone with every part of them, where no process holds them
-    (each taken while it goes), then the repo's lock folder where that empties it."""
+    (each taken while it goes); the folder stays, which a download waiting on one of them needs to make it again."""
     if not HAS_FLOCK:
         return
     folder = hub_cache.lock_folder(repo)
@@ -65,10 +64,6 @@ def remove_idle_locks(repo: str) -> None:
                     lock.unlink()
             finally:
                 os.close(fd)
-    with contextlib.suppress(OSError):
-        if not any(folder.iterdir()):
-            time.sleep(EMPTY_FOLDER_PAUSE_S)  # a download waiting on a lock deleted makes its own meanwhile
-            folder.rmdir()  # only where still empty
 
 
 def _blob_there(repo: str, lock: Path) -> bool:

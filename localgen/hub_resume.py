@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 
 DOWNLOAD_PIECE = 1024 * 1024  # the bytes a download reads, counts on its progress bar and writes at a time
-LOCK_TRIES = 3  # a blob's lock folder removed as its lock is taken is made again this many times at most
 
 
 def resumable(f: HubFile) -> bool:
@@ -72,8 +71,11 @@ def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, 
     commit, with no request to the Hub beyond the download's. None when the blob was there once the lock was taken
     (cached, or another download finished it while this one waited). claim.writing says, should it stop, whether the
     partial copy is this download's; the sha256 checked is given only where the entry is the blob checked."""
-    blobs = blobs_dir(repo)
-    with _blob_lock(blob_lock_path(repo, etag)):  # blobs/ is made under it, with the partial copy: _open_partial
+    from huggingface_hub.utils import WeakFileLock
+
+    blobs, lock = blobs_dir(repo), blob_lock_path(repo, etag)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with WeakFileLock(lock):  # blobs/ is made under it, as the partial copy is opened: see _open_partial
         fetched = None
         if force or not (blobs / etag).is_file():
             claim.writing = True
@@ -83,25 +85,6 @@ def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, 
     if fetched is not None and _file_id(pointer) != fetched.file_id:
         return replace(fetched, sha256=None)
     return fetched
-
-
-@contextlib.contextmanager
-def _blob_lock(lock: Path) -> Iterator[None]:
-    """Hold huggingface_hub's lock on a blob's download. A models rm removes the repo's lock folder once it empties,
-    which filelock, having made it, never makes again once it waits: where it went before the lock file was made
-    (FileNotFoundError), it is made once more."""
-    from huggingface_hub.utils import WeakFileLock
-
-    with contextlib.ExitStack() as stack:
-        for tries_left in reversed(range(LOCK_TRIES)):
-            lock.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                stack.enter_context(WeakFileLock(lock))
-                break
-            except FileNotFoundError:
-                if not tries_left:
-                    raise
-        yield
 
 
 def _file_id(path: Path) -> tuple[int, int] | None:

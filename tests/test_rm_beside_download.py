@@ -16,7 +16,7 @@ import pytest
 from hub_server import HubEnv, HubServer, child_env, make_gguf_bytes, run_cli
 
 from localgen import blob_locks, hub, hub_cache, hub_resume
-from localgen.blob_locks import holding_blob_locks, remove_idle_locks
+from localgen.blob_locks import holding_blob_locks
 from localgen.downloads_under_way import ModelDownloadingError
 from localgen.model_removal import remove_model
 from localgen.registry import load_registry
@@ -115,17 +115,16 @@ def _pulled_both(hubenv: HubEnv) -> tuple[Path, Path]:
     return tuple(hub_cache.blobs_dir(REPO) / repo.sha256(name) for name in (NAME, "big-Q8_0.gguf"))  # type: ignore
 
 
-def test_rm_deletes_the_lock_files_of_the_blobs_it_deleted_and_the_lock_folder_they_leave_empty(
-        hubenv: HubEnv) -> None:
+def test_rm_deletes_the_lock_files_of_the_blobs_it_deleted_and_leaves_the_lock_folder(hubenv: HubEnv) -> None:
     """Each blob a pull downloads leaves its lock file in .locks/models--ORG--NAME: rm of every model of the repo left
-    the folder and the files for good."""
+    the files for good."""
     q4, q8 = _pulled_both(hubenv)
     folder = hub_cache.lock_folder(REPO)
     assert sorted(p.name for p in folder.iterdir()) == sorted(f"{blob.name}.lock" for blob in (q4, q8))
     remove_model(load_registry(), f"{REPO}:Q4_K_M")
     assert [p.name for p in folder.iterdir()] == [f"{q8.name}.lock"]  # the model that stays keeps its own
     remove_model(load_registry(), f"{REPO}:Q8_0")
-    assert not folder.exists() and not (hubenv.hf_cache / hub_cache.repo_folder(REPO)).exists()
+    assert list(folder.iterdir()) == [] and not (hubenv.hf_cache / hub_cache.repo_folder(REPO)).exists()
 
 
 def test_rm_keeps_a_lock_a_download_holds_and_so_the_lock_folder(hubenv: HubEnv) -> None:
@@ -142,10 +141,9 @@ def test_rm_keeps_a_lock_a_download_holds_and_so_the_lock_folder(hubenv: HubEnv)
     assert not q4.exists()
 
 
-def test_a_download_waiting_on_a_lock_rm_holds_takes_it_once_rm_deleted_it_and_its_folder(hubenv: HubEnv) -> None:
+def test_a_download_waiting_on_a_lock_rm_holds_takes_it_once_rm_deleted_it(hubenv: HubEnv) -> None:
     """huggingface_hub waiting on the lock of a blob rm deletes (a pull of the model rm is removing) tries its lock
-    file every 0.05 s, and never makes the lock folder again once it waits: rm, deleting the lock file and folder as
-    it let go, failed that download with FileNotFoundError."""
+    file every 0.05 s, making it again where it was deleted: rm deletes it as it lets go."""
     from huggingface_hub.utils import WeakFileLock
 
     (q4, _q8) = _pulled_both(hubenv)
@@ -170,25 +168,37 @@ def test_a_download_waiting_on_a_lock_rm_holds_takes_it_once_rm_deleted_it_and_i
     assert waited == [True]
 
 
-def test_a_pull_whose_lock_folder_a_rm_removes_as_it_takes_its_lock_downloads(
-        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
-    """filelock makes the lock folder, then its lock file in it: rm removing the emptied folder in between failed the
-    pull with FileNotFoundError."""
-    import filelock._core._acquire as acquire
+_WAITER = """import logging, sys
+from huggingface_hub.utils import WeakFileLock
+logging.basicConfig(level=logging.DEBUG, format="%(message)s")  # filelock's: each try that found the lock held
+try:
+    with WeakFileLock(sys.argv[1]):
+        print("took it", flush=True)
+except BaseException as exc:
+    print(type(exc).__name__, flush=True)
+"""
 
-    repo = hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q4")})
-    real = acquire.ensure_directory_exists
-    removed: list[bool] = []
 
-    def folder_removed_at_once(path: str) -> None:
-        real(path)
-        if not removed:  # as a models rm of the repo's last model removes it
-            remove_idle_locks(REPO)
-            removed.append(not hub_cache.lock_folder(REPO).exists())
-
-    monkeypatch.setattr(acquire, "ensure_directory_exists", folder_removed_at_once)
-    (path,) = hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
-    assert removed == [True] and path.read_bytes() == repo.files[NAME]
+def test_a_download_in_another_program_waiting_on_a_lock_rm_deletes_takes_it_however_late_it_looks_again(
+        hubenv: HubEnv) -> None:
+    """huggingface_hub's own lock (hf_hub_download, `hf download`) waiting on a blob's lock rm deletes never makes the
+    lock folder again: rm, deleting the emptied folder 0.2 s after it let go, failed a waiter that did not look again
+    within those 0.2 s (a loaded machine, a stopped terminal) with FileNotFoundError."""
+    q4, _q8 = _pulled_both(hubenv)
+    remove_model(load_registry(), f"{REPO}:Q8_0")
+    lock = hub_cache.blob_lock_path(REPO, q4.name)
+    with holding_blob_locks(REPO, [q4.name], refuse=lambda: None):  # as rm holds it while it deletes the blob
+        waiter = subprocess.Popen([sys.executable, "-c", _WAITER, str(lock)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        assert waiter.stderr is not None
+        while "not acquired" not in (line := waiter.stderr.readline()):  # it waits on rm's lock
+            assert line, "the waiter ended"
+        os.kill(waiter.pid, signal.SIGSTOP)  # not looking again until rm has ended
+        q4.unlink()
+    time.sleep(0.5)
+    os.kill(waiter.pid, signal.SIGCONT)
+    out, _ = waiter.communicate(timeout=30)
+    assert out == "took it\n"
 
 
 SMOL = "org/smol-GGUF"
