@@ -27,7 +27,7 @@ LOCK_FILE_MODE = 0o664  # huggingface_hub's, so that other users sharing the cac
 def holding_blob_locks(repo: str, blobs: Collection[str], *, refuse: Callable[[], None]) -> Iterator[None]:
     """Hold the lock of each of a repo's blobs (as the cache spells the repo) while the block runs, then delete those
     whose blob is gone with every part of it (remove_idle_locks). A lock another process holds is waited for (refuse,
-    called between tries, raises where a download writes a part now); one that cannot be taken or tested (no flock,
+    called after each try, raises where a download writes a part now); one that cannot be taken or tested (no flock,
     an unwritable cache) is gone ahead without."""
     held: dict[Path, int] = {}
     try:
@@ -75,8 +75,8 @@ def _blob_there(repo: str, lock: Path) -> bool:
 
 def _taken(lock: Path, refuse: Callable[[], None]) -> int | None:
     """The lock file lock, opened (made where missing) and locked by this process: waited for while another process
-    holds it, refuse called between tries; None where it cannot be taken or tested, or is still held after
-    HELD_WAIT_S."""
+    holds it, refuse called after each try, the last too; None where it cannot be taken or tested, or is still held
+    after HELD_WAIT_S."""
     deadline, lost_files = time.monotonic() + HELD_WAIT_S, 0
     while True:
         fd = _opened(lock)
@@ -87,10 +87,11 @@ def _taken(lock: Path, refuse: Callable[[], None]) -> int | None:
             return fd
         os.close(fd)
         lost_files += bool(taken)  # deleted and made again as it was locked (or identities that never agree: FUSE)
+        if taken is False:  # held by another process
+            refuse()  # after the last try too: a download that began writing as rm gave up is refused all the same
         if taken is None or lost_files == LOCK_TRIES or time.monotonic() >= deadline:
             return None
-        if not taken:  # held by another process
-            refuse()
+        if taken is False:
             time.sleep(LOCK_POLL_S)
 
 
