@@ -24,8 +24,8 @@ class ModelDownloadingError(LocalgenError):
 def refuse_model_while_downloading(registry: Registry, reference: str,
                                    cached: list[hub_cache.CachedHubFile] | None, repo: str, quant: str | None,
                                    pattern: str | None) -> None:
-    """Refuse to remove the model selected (the cached one, else the one listed; of a repo named alone with nothing
-    of it cached, any of its models) while a download writes any of its files."""
+    """Refuse to remove the model selected (the cached one, else the one listed) while a download writes any of its
+    files."""
     if cached is not None:
         repo, names = cached[0].repo, model_files(cached)
         listing = hub_cache.load_listing(repo)
@@ -33,8 +33,18 @@ def refuse_model_while_downloading(registry: Registry, reference: str,
     else:
         repo = hub_cache.cached_spelling(repo)
         models = [listed_model(repo, quant, pattern)]
-        if quant is None and pattern is None:  # the one a run takes first, then the others
-            models += _listed_models(repo)
+    _refuse_any(registry, reference, repo, models)
+
+
+def refuse_repo_while_downloading(registry: Registry, reference: str, repo: str) -> None:
+    """Refuse to remove a repo named alone that has nothing of it to remove while a download writes any of its
+    models: the one a run takes first, then the others."""
+    repo = hub_cache.cached_spelling(repo)
+    _refuse_any(registry, reference, repo, [listed_model(repo, None, None), *_listed_models(repo)])
+
+
+def _refuse_any(registry: Registry, reference: str, repo: str, models: list[list[HubFile]]) -> None:
+    """Refuse where a download writes a file of any of these models of repo (as the cache spells it)."""
     for files in filter(None, models):
         name = display_name(registry, repo, quant_of(files[0].filename), files[0].filename)
         refuse_while_downloading(name, repo, files, reference)

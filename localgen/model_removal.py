@@ -30,7 +30,12 @@ from localgen.catalog import (
     hub_groups,
     reference_name,
 )
-from localgen.downloads_under_way import listed_model, model_files, refuse_model_while_downloading
+from localgen.downloads_under_way import (
+    listed_model,
+    model_files,
+    refuse_model_while_downloading,
+    refuse_repo_while_downloading,
+)
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError, os_reason
 from localgen.file_users import processes_mapping
 from localgen.hub_choice import carries_tag, choose_model, quant_of
@@ -98,6 +103,8 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
         refuse_model_while_downloading(registry, reference, matches[0] if matches else None, repo, quant, pattern)
     if not matches and (parts := _kept_parts(registry, reference, repo, quant, pattern, dry_run=dry_run)) is not None:
         return parts
+    if not matches and quant is None and pattern is None:  # nothing of the repo to remove: a download of any quant
+        refuse_repo_while_downloading(registry, reference, repo)
     if not matches and (used := bundled_use(registry, ref, spec)) is not None:
         # nothing of it in the cache (a download of it would go): a model not found, not a usage mistake
         entry = used[0]

@@ -296,3 +296,32 @@ def test_rm_giving_up_on_a_held_lock_refuses_a_download_that_began_writing_as_it
         with pytest.raises(ModelDownloadingError, match=rf"^{REPO}:Q4_K_M is being downloaded by "):
             remove_model(load_registry(), REPO)
     assert blob.is_file() and hubenv.snapshot_files(REPO) != []
+
+
+def test_rm_of_a_repo_alone_removes_the_part_kept_of_its_first_quant_while_a_pull_downloads_another(
+        loopback_hub: HubServer, tmp_path: Path) -> None:
+    """Q4_K_M's part kept by a pull that stopped, Q8_0 being downloaded: rm ORG/REPO was refused for the Q8_0
+    download, where it removed the kept part of the quant a run takes."""
+    big = "big-Q8_0.gguf"
+    repo = loopback_hub.add_repo(REPO, {NAME: make_gguf_bytes("q4", 3_000_000), big: make_gguf_bytes("q8", 6_000_000)})
+    env = child_env(loopback_hub, tmp_path)
+    blobs = tmp_path / "hf" / "hub" / hub_cache.repo_folder(REPO) / "blobs"
+    blobs.mkdir(parents=True)
+    kept = blobs / f"{repo.sha256(NAME)}.incomplete"
+    kept.write_bytes(repo.files[NAME][:1_000_000])
+    loopback_hub.hold_body_at[(REPO, big)] = 5_500_000
+    part = blobs / f"{repo.sha256(big)}.incomplete"
+    pull = popen_localgen([sys.executable, "-m", "localgen", "pull", f"{REPO}:Q8_0"], cwd=REPO_ROOT, env=env,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while (not part.exists() or part.stat().st_size < 5 * 2**20) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        removed = run_cli(env, "models", "rm", "--yes", REPO)
+        assert removed.returncode == 0 and removed.stderr == (
+            f"localgen: removed {REPO}:Q4_K_M (downloaded in part): freed 976.6 KiB\n"), removed.stderr
+        assert not kept.exists() and part.stat().st_size == 5 * 2**20
+    finally:
+        loopback_hub.body_released.set()
+        _, err = pull.communicate(timeout=60)
+    assert pull.returncode == 0, err.decode()
