@@ -11,10 +11,11 @@ import glob
 import os
 import time
 from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from localgen import hub_cache
-from localgen.file_locks import HAS_FLOCK, still_names, try_flock
+from localgen.file_locks import HAS_FLOCK, lock_holder, still_names, try_flock
 
 HELD_WAIT_S = 2.0  # a lock held with no part written (a download linking its finished blob, or one about to write) is
 # waited for this long; a process that holds one longer and writes nothing is no download, and rm goes ahead without it
@@ -23,21 +24,30 @@ LOCK_TRIES = 5  # a lock file deleted under rm as it locks it is opened again th
 LOCK_FILE_MODE = 0o664  # huggingface_hub's, so that other users sharing the cache can wait on it too
 
 
+@dataclass
+class Waited:
+    """Whether taking a repo's blob locks waited for one another process held, and that process where known."""
+
+    waited: bool = False
+    holder: int | None = None
+
+
 @contextlib.contextmanager
-def holding_blob_locks(repo: str, blobs: Collection[str], *, refuse: Callable[[], None]) -> Iterator[None]:
+def holding_blob_locks(repo: str, blobs: Collection[str], *, refuse: Callable[[], None]) -> Iterator[Waited]:
     """Hold the lock of each of a repo's blobs (as the cache spells the repo) while the block runs, then delete those
     whose blob is gone with every part of it (remove_idle_locks). A lock another process holds is waited for (refuse,
     called after each try, raises where a download writes a part now); one that cannot be taken or tested (no flock,
-    an unwritable cache) is gone ahead without."""
+    an unwritable cache) is gone ahead without. The block gets whether any was waited for."""
     held: dict[Path, int] = {}
+    waited = Waited()
     try:
         for blob in sorted(blobs) if HAS_FLOCK else ():
             lock = hub_cache.blob_lock_path(repo, blob)
-            fd = _taken(lock, refuse)
+            fd = _taken(lock, refuse, waited)
             if fd is not None:
                 held[lock] = fd
                 hub_cache.LOCKS_HELD_HERE.add(lock)  # this process's own checks take it for no download's
-        yield
+        yield waited
     finally:
         for lock, fd in held.items():
             if not _blob_there(repo, lock) and still_names(fd, lock):
@@ -73,10 +83,10 @@ def _blob_there(repo: str, lock: Path) -> bool:
     return os.path.lexists(blobs / blob) or any(blobs.glob(f"{glob.escape(blob)}.*incomplete"))
 
 
-def _taken(lock: Path, refuse: Callable[[], None]) -> int | None:
+def _taken(lock: Path, refuse: Callable[[], None], waited: Waited) -> int | None:
     """The lock file lock, opened (made where missing) and locked by this process: waited for while another process
-    holds it, refuse called after each try, the last too; None where it cannot be taken or tested, or is still held
-    after HELD_WAIT_S."""
+    holds it (noted in waited), refuse called after each try, the last too; None where it cannot be taken or tested,
+    or is still held after HELD_WAIT_S."""
     deadline, lost_files = time.monotonic() + HELD_WAIT_S, 0
     while True:
         fd = _opened(lock)
@@ -88,6 +98,8 @@ def _taken(lock: Path, refuse: Callable[[], None]) -> int | None:
         os.close(fd)
         lost_files += bool(taken)  # deleted and made again as it was locked (or identities that never agree: FUSE)
         if taken is False:  # held by another process
+            if not waited.waited:
+                waited.waited, waited.holder = True, lock_holder(lock)
             refuse()  # after the last try too: a download that began writing as rm gave up is refused all the same
         if taken is None or lost_files == LOCK_TRIES or time.monotonic() >= deadline:
             return None

@@ -88,15 +88,36 @@ def refuse_while_downloading(name: str, repo: str, files: Sequence[HubFile], ref
     if not writing:
         return
     holder = next(filter(None, (lock_holder(hub_cache.blob_lock_path(repo, blob)) for blob in writing)), None)
+    refusal = _refusal(name, repo, files, reference, holder, writing)
+    if any(_being_written(repo, blob) for blob in writing):
+        raise refusal
+
+
+def refuse_split_model_fetched(registry: Registry, reference: str, cached: list[hub_cache.CachedHubFile],
+                               holder: int | None) -> None:
+    """Refuse to remove a split model a download held a shard's lock of as rm waited for it (holder: its process,
+    where known): that download goes on to its other shards, and would leave them with none before."""
+    repo, names = cached[0].repo, model_files(cached)
+    if len(names) < 2:
+        return
+    listing = hub_cache.load_listing(repo)
+    files = [f for f in listing.files if f.filename in names] if listing else []
+    if files:
+        name = display_name(registry, repo, quant_of(files[0].filename), files[0].filename)
+        raise _refusal(name, repo, files, reference, holder, [])
+
+
+def _refusal(name: str, repo: str, files: Sequence[HubFile], reference: str, holder: int | None,
+             writing: list[str]) -> ModelDownloadingError:
+    """The refusal of a model a download is fetching (holder: its process, where known; writing: the blobs it writes
+    the parts of now), with the bytes of it on disk so far."""
     so_far = sum(_received(repo, f, writing) for f in files)
     who = f"process {holder}" if holder else "another process"
     rerun = shlex.join(["localgen", "models", "rm", reference])
-    refusal = ModelDownloadingError(f"{name} is being downloaded by {who} ({binary_size(so_far)} of "
-                                    f"{binary_size(sum(f.size for f in files))} so far)",
-                                    hint=f"wait for that download to end, or stop it with Ctrl-C where it runs, then "
-                                         f"`{rerun}` again")
-    if any(_being_written(repo, blob) for blob in writing):
-        raise refusal
+    return ModelDownloadingError(f"{name} is being downloaded by {who} ({binary_size(so_far)} of "
+                                 f"{binary_size(sum(f.size for f in files))} so far)",
+                                 hint=f"wait for that download to end, or stop it with Ctrl-C where it runs, then "
+                                      f"`{rerun}` again")
 
 
 def _being_written(repo: str, blob: str) -> bool:

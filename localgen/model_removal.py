@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from localgen import hub_cache
-from localgen.blob_locks import holding_blob_locks
+from localgen.blob_locks import Waited, holding_blob_locks
 from localgen.catalog import (
     bundled_file,
     bundled_use,
@@ -35,6 +35,7 @@ from localgen.downloads_under_way import (
     model_files,
     refuse_model_while_downloading,
     refuse_repo_while_downloading,
+    refuse_split_model_fetched,
 )
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError, os_reason
 from localgen.file_users import processes_mapping
@@ -125,7 +126,10 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
     names = display_names(registry, files[0].repo, quant_of(files[0].filename), files[0].filename)
     name = spec.name if spec is not None and spec.name in names else names[0]  # the entry named, of several
     refuse = functools.partial(refuse_model_while_downloading, registry, reference, files, repo, quant, pattern)
-    with contextlib.nullcontext() if dry_run else holding_blob_locks(files[0].repo, _blob_names(files), refuse=refuse):
+    with contextlib.nullcontext(Waited()) if dry_run else \
+            holding_blob_locks(files[0].repo, _blob_names(files), refuse=refuse) as waited:
+        if waited.waited:
+            refuse_split_model_fetched(registry, reference, files, waited.holder)
         removed = _remove_files(name, files, dry_run=dry_run, others=others)  # planned, as deleted, under the locks
     if not dry_run:
         _prune(hub_cache.hub_cache_dir() / hub_cache.repo_folder(files[0].repo))

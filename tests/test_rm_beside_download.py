@@ -4,6 +4,7 @@ snapshot, beside another quant being downloaded, and the lock folder it leaves."
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import signal
 import subprocess
@@ -325,3 +326,38 @@ def test_rm_of_a_repo_alone_removes_the_part_kept_of_its_first_quant_while_a_pul
         loopback_hub.body_released.set()
         _, err = pull.communicate(timeout=60)
     assert pull.returncode == 0, err.decode()
+
+
+S1, S2 = "big-Q4_K_M-00001-of-00002.gguf", "big-Q4_K_M-00002-of-00002.gguf"
+
+
+def _shards(first_blob_first: bool) -> dict[str, bytes]:
+    """A split model's two shards, whose blob names (their sha256) sort the first shard's first or last: rm takes
+    their locks in that order."""
+    for i in range(1000):
+        one, two = make_gguf_bytes(f"a{i}", shard=(1, 2)), make_gguf_bytes(f"b{i}", shard=(2, 2))
+        if (hashlib.sha256(one).hexdigest() < hashlib.sha256(two).hexdigest()) == first_blob_first:
+            return {S1: one, S2: two}
+    raise AssertionError("no such pair")
+
+
+@pytest.mark.parametrize("first_blob_first", [True, False])
+def test_rm_of_a_split_model_waiting_for_a_pull_to_link_a_shard_is_refused_and_the_pull_completes_it(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, first_blob_first: bool) -> None:
+    """rm waited for a pull --force to link its first shard, then removed the model; the pull went on to the second
+    shard and failed ('...-00001-of-00002.gguf: file not found'), leaving that shard's blob and entry for good."""
+    hubenv.server.add_repo(REPO, _shards(first_blob_first))
+    hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    held = _HeldLink(monkeypatch)
+    pull = held.start(force=True)  # waits to link the first shard
+    rm = _rm(hubenv.env, REPO)
+    time.sleep(1.0)  # rm, started, waits on the lock the pull holds (for up to 2 s)
+    held.released.set()
+    _, err = rm.communicate(timeout=60)
+    pull.join(60)
+    holder = f"process {os.getpid()}" if Path("/proc/locks").exists() else "another process"
+    assert rm.returncode == 1 and err.decode().startswith(
+        f"localgen: error: {REPO}:Q4_K_M is being downloaded by {holder} ("), err.decode()
+    assert held.errors == [] and [p.name for p in hubenv.snapshot_files(REPO)] == [S1, S2]
+    assert len([p for p in hubenv.blobs(REPO) if not p.name.endswith(".incomplete")]) == 2
+
