@@ -128,12 +128,21 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
     refuse = functools.partial(refuse_model_while_downloading, registry, reference, files, repo, quant, pattern)
     with contextlib.nullcontext(Waited()) if dry_run else \
             holding_blob_locks(files[0].repo, _blob_names(files), refuse=refuse) as waited:
+        if not dry_run:  # as found under the locks
+            _refuse_gone(name, files)
         if waited.waited:
             refuse_split_model_fetched(registry, reference, files, waited.holder)
         removed = _remove_files(name, files, dry_run=dry_run, others=others)  # planned, as deleted, under the locks
     if not dry_run:
         _prune(hub_cache.hub_cache_dir() / hub_cache.repo_folder(files[0].repo))
     return replace(removed, also_named=tuple(other for other in names if other != name))
+
+
+def _refuse_gone(name: str, files: list[hub_cache.CachedHubFile]) -> None:
+    """Refuse a model none of whose files is there any longer (another models rm removed it as this one waited)."""
+    if not any(os.path.lexists(f.path) for f in files):
+        raise ModelNotFoundError(f"{name} is no longer in the cache",
+                                 hint="another command removed it meanwhile; see `localgen models list`")
 
 
 def _kept_parts(registry: Registry, reference: str, repo: str, quant: str | None, pattern: str | None, *,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from hub_server import HubEnv, HubServer, child_env, make_gguf_bytes, run_cli
 from localgen import blob_locks, hub, hub_cache, hub_resume
 from localgen.blob_locks import holding_blob_locks
 from localgen.downloads_under_way import ModelDownloadingError
+from localgen.errors import ModelNotFoundError
 from localgen.model_removal import remove_model
 from localgen.registry import load_registry
 from tests.conftest import REPO_ROOT, bundled_model_file, popen_localgen
@@ -361,3 +363,34 @@ def test_rm_of_a_split_model_waiting_for_a_pull_to_link_a_shard_is_refused_and_t
     assert held.errors == [] and [p.name for p in hubenv.snapshot_files(REPO)] == [S1, S2]
     assert len([p for p in hubenv.blobs(REPO) if not p.name.endswith(".incomplete")]) == 2
 
+
+def test_rm_waiting_on_the_locks_of_a_model_another_rm_removes_says_it_is_no_longer_there(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second rm of the model, waiting on the locks the first held as it removed it, said 'removed ...: freed 0 B'."""
+    hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("big")})
+    hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    (blob,) = hubenv.blobs(REPO)
+    waiting, outcome = threading.Event(), list[BaseException | object]()
+    real = blob_locks.lock_holder
+
+    def noted(lock: Path) -> int | None:
+        waiting.set()
+        return real(lock)
+
+    monkeypatch.setattr(blob_locks, "lock_holder", noted)
+
+    def second_rm() -> None:
+        try:
+            outcome.append(remove_model(load_registry(), REPO))
+        except BaseException as exc:  # what it said, for the test to read
+            outcome.append(exc)
+
+    with open(hub_cache.blob_lock_path(REPO, blob.name), "rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # as the first rm holds it: another open file, this process's too
+        thread = threading.Thread(target=second_rm)
+        thread.start()
+        assert waiting.wait(30)
+        shutil.rmtree(hubenv.hf_cache / hub_cache.repo_folder(REPO))  # as the first rm removes the model
+    thread.join(30)
+    (said,) = outcome
+    assert isinstance(said, ModelNotFoundError) and said.message == f"{REPO}:Q4_K_M is no longer in the cache", said
