@@ -254,6 +254,9 @@ class PromptCache:
             write_entry(target, parts)
         except OSError as exc:
             raise LocalgenError(f"could not write {target}: {os_reason(exc)}") from exc
+        if not still_keyed(self.model_files, self.identity):  # deleted as it was written: models rm missed it
+            remove_file(target)
+            return
         saved = tokens_array(tokens)
         prefixes = [(len(header.tokens), path) for path, header in self._headers()
                     if path != target and common_prefix(header.tokens, saved) == len(header.tokens)]

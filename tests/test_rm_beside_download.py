@@ -394,3 +394,25 @@ def test_rm_waiting_on_the_locks_of_a_model_another_rm_removes_says_it_is_no_lon
     thread.join(30)
     (said,) = outcome
     assert isinstance(said, ModelNotFoundError) and said.message == f"{REPO}:Q4_K_M is no longer in the cache", said
+
+
+def test_a_prompt_cache_entry_of_a_model_rm_deletes_as_it_is_written_is_deleted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run saving its state as models rm deleted the model, after the run had checked that the file was still
+    there, kept an entry of a file no run could load again."""
+    from localgen import promptcache
+    from localgen.verify import file_identity_key
+
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF" + b"\0" * 64)
+    cache = promptcache.PromptCache(tmp_path / "prompts", f"{file_identity_key(model)}; sig", max_bytes=1 << 20,
+                                    min_new_tokens=1, min_gain_tokens=1, model_files=[model])
+    real = promptcache.write_entry
+
+    def deleted_as_written(target: Path, parts: list[bytes]) -> None:
+        model.unlink()  # as models rm deletes it
+        real(target, parts)
+
+    monkeypatch.setattr(promptcache, "write_entry", deleted_as_written)
+    cache.store([1, 2, 3], b"state")
+    assert list((tmp_path / "prompts").glob("*.lgpc")) == []
