@@ -276,6 +276,11 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
                 fetched_elsewhere |= got.source == "elsewhere"
                 received_before |= got.source == "received before"
                 paths.append(got.path)
+            for index in [i for i, path in enumerate(paths) if not path.exists()]:  # gone as the next were fetched
+                display.notes_after.append(f"localgen: {paths[index]} was removed (`localgen models rm`) as this pull "
+                                           "fetched the model's other shards; it was downloaded again")
+                got = _fetch_file(model, model.files[index], force=False, display=display, pin=None if index else pin)
+                downloaded, paths[index] = downloaded + got.received, got.path
     finally:
         for note in display.notes_after:  # below the bars' last drawing, not above it
             console.say(note)

@@ -416,3 +416,24 @@ def test_a_prompt_cache_entry_of_a_model_rm_deletes_as_it_is_written_is_deleted(
     monkeypatch.setattr(promptcache, "write_entry", deleted_as_written)
     cache.store([1, 2, 3], b"state")
     assert list((tmp_path / "prompts").glob("*.lgpc")) == []
+
+
+def test_a_pull_of_a_split_model_whose_first_shard_rm_removed_between_two_shards_downloads_it_again(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """rm between a pull's two shards, holding neither's lock, removed the first; the pull fetched the second and
+    failed ('...-00001-of-00002.gguf: file not found'), leaving the second shard's blob and entry for good."""
+    hubenv.server.add_repo(REPO, _shards(True))
+    hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    real, removed = hub.verify_download, list[str]()
+
+    def removed_once_verified(path: Path, *args: object, **kwargs: object) -> None:
+        real(path, *args, **kwargs)  # type: ignore[arg-type]
+        if path.name == S1 and not removed:  # between the shards: as a models rm then removes the model
+            removed.append(remove_model(load_registry(), REPO).name)
+
+    monkeypatch.setattr(hub, "verify_download", removed_once_verified)
+    paths = hub.download_model(REPO, quant="Q4_K_M", filename=None, force=True, quiet=True)
+    assert removed == [f"{REPO}:Q4_K_M"] and [p.name for p in paths] == [S1, S2] and all(p.is_file() for p in paths)
+    assert [p.name for p in hubenv.snapshot_files(REPO)] == [S1, S2]
+    assert f"localgen: {paths[0]} was removed (`localgen models rm`) as this pull fetched the model's other shards; " \
+           "it was downloaded again\n" in capfd.readouterr().err
