@@ -4,9 +4,12 @@ interrupts) is measured against the render's limit before it is built."""
 from __future__ import annotations
 
 import itertools
+import math
 import re
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any, NoReturn
 
 TEMPLATE_OUTPUT_LIMIT_CHARS = 4 * 1024 * 1024  # plus twice the messages' own length
@@ -18,6 +21,8 @@ _PRINTF = re.compile(r"%(?:\((?P<key>[^)]*)\))?[-#0 +]*(?P<width>\*|\d+)?(?:\.(?
                      r"(?P<kind>.?)", re.DOTALL)
 _FORMAT_SPEC = re.compile(r"(?:.?[<>=^])?[-+ ]?z?#?0?(?P<width>\d*)[,_]?(?:\.(?P<precision>\d+))?", re.DOTALL)
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+_SMALL_INT_BITS = 256  # str() of an int this long is a few dozen digits, written at once
+_LOG10_2 = math.log10(2)
 _NUMBER_KINDS = frozenset("diouxXeEfFgGc")
 _FLOAT_CHARS = 320  # the longest float in %f (1e308 has 309 digits), beside its precision
 
@@ -73,7 +78,7 @@ class TextMeter:
         elif _is_container(value):
             size = self._repr(value, size_limit() - self.total)
         else:
-            size = len(str(value))  # a number, None, an Undefined, a macro: a short text
+            size = int_chars(value) if type(value) is int else len(str(value))  # a number, None, an Undefined
         self.add(size)
         return size
 
@@ -89,7 +94,7 @@ class TextMeter:
             size = self._container(value, room)
             self._open.discard(key)
         else:
-            size = len(repr(value))
+            size = int_chars(value) if type(value) is int else len(repr(value))
         if size > room:
             self.over()
         self._sizes[key] = (value, size)
@@ -116,13 +121,50 @@ class TextMeter:
     def _items(self, items: list[object], room: int, shell: tuple[str, str]) -> int:
         """The length of items' reprs between shell's two ends, ', ' (or a dict's ': ') between each two."""
         size = len(shell[0]) + len(shell[1]) + 2 * max(len(items) - 1, 0)
-        if size <= room and set(map(type, items)) <= _SCALARS:  # in C: a list of strings or numbers
-            least = sum(map(len, map(str, items)))  # at most their reprs' length, the strings not copied
-            size += sum(map(len, map(repr, items))) if size + least <= room else least
+        scalars = _scalars_chars(items, room - size) if size <= room else None
+        if scalars is not None:  # in C: a list of strings, floats, small ints, booleans or None
+            size += scalars
             return size if size <= room else self.over()
         for item in items:
             size += self._repr(item, room - size) if size <= room else self.over()
         return size if size <= room else self.over()
+
+
+def _scalars_chars(items: list[object], room: int) -> int | None:
+    """The length of items' reprs where all are strings, floats, small ints, booleans or None, counted in C (None
+    where some are not); past room, at least room + 1."""
+    kinds = set(map(type, items))
+    if not kinds <= _SCALARS:
+        return None
+    if int in kinds:
+        ints = items if len(kinds) == 1 else [item for item in items if type(item) is int]
+        if max(map(int.bit_length, ints)) > _SMALL_INT_BITS:
+            return None
+    least = sum(map(len, map(str, items)))  # at most their reprs' length, the strings not copied
+    return sum(map(len, map(repr, items))) if least <= room else least
+
+
+def int_chars(value: int) -> int:
+    """len(str(value)) for an int, found from its bit length and a power of ten without writing its digits (which
+    takes time quadratic in their number); past Python's int_max_str_digits, str()'s ValueError."""
+    bits = value.bit_length()
+    if bits <= _SMALL_INT_BITS:
+        return len(str(value))
+    magnitude = abs(value)
+    digits = int((bits - 1) * _LOG10_2) + 1  # 2**(bits - 1)'s: the value has as many, or one more
+    while magnitude < _power_of_ten(digits - 1):
+        digits -= 1
+    while magnitude >= _power_of_ten(digits):
+        digits += 1
+    if 0 < sys.get_int_max_str_digits() < digits:
+        str(value)  # raises str()'s ValueError before writing digits
+    return digits + (value < 0)
+
+
+@lru_cache(maxsize=64)
+def _power_of_ten(exponent: int) -> int:
+    """10 ** exponent, kept for the next int of as many digits."""
+    return 10**exponent
 
 
 def _is_container(value: object) -> bool:

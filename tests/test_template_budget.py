@@ -23,7 +23,7 @@ from localgen import template_sandbox
 from localgen.chat import Message, ReasonedMessage
 from localgen.errors import TemplateError
 from localgen.gguf_reader import read_gguf
-from localgen.template_budget import text_size
+from localgen.template_budget import int_chars, text_size
 from localgen.template_sandbox import render_template
 from tests.conftest import run_localgen
 from tests.gguf_builders import copy_with_metadata, tiny_model
@@ -73,6 +73,8 @@ HOSTILE = {
     "upper": SHARED + "{{ b|upper|length }}",
     "replace-argument": SHARED + "{{ 'x'|replace('x', b)|length }}",
     "int-to-bytes": "{{ (5).to_bytes(400000000, 'big')|length }}",
+    "big-ints-written-out": "{% set b = [10**4299] * 30000 %}{{ b }}",  # str() of each: 18 s in all
+    "distinct-big-ints-string": "{% set b = (range(10**4299, 10**4299 + 10000)|list) * 10 %}{{ b|string|length }}",
 }
 HANG_GUARD_S = 5 * template_sandbox.TEMPLATE_TIME_LIMIT_S  # a refusal takes milliseconds; one C call, minutes
 
@@ -208,6 +210,9 @@ ORDINARY = [
     "{{ ('<b>{}</b>' | safe).format('<i>') }} {% autoescape true %}{{ ('<b>%s</b>' | safe) % '<i>' }} "
     "{{ ['<a>', '<b>' | safe] | join('<br>' | safe) }} {{ 'a<' | replace('<', '&') }}{% endautoescape %}",
     "{{ 'x' * 3 }} {{ [1] * 2 }} {{ 2 ** 10 }} {{ 'a' + 'b' }} {{ messages[0].content | trim | title }}",
+    "{{ [10**4299, -10**300, 2**1000] }} {{ 10**4299 }} {{ [2**1000, 10**77] | join(',') }} {{ '%s' % [10**100] }}",
+    "{{ [10**4305, 1] }}",  # past str()'s 4,300 digits: its ValueError
+    "{{ [1, (10**4400,)] | string }}",
 ]
 
 
@@ -260,9 +265,27 @@ def _self_holding() -> Namespace:
 VALUES = [[], (), {}, set(), frozenset(), (1,), [1, "a", None, 1.5, True], {"k": [1, (2, 3)], 4: {}}, {1, 2},
           frozenset({"a"}), {"a": 1}.keys(), {"a": [1]}.values(), {"a": (1, "b")}.items(), {}.items(),
           Namespace(a=[1], b="x"), Namespace(), _self_holding(), "q'\"\\\n\x00é😀", Markup("<b>"), [Markup("<b>")],
-          [["shared"]] * 3, 10**40, -0.0, float("inf"), [[[]]], [{"a": {"b": ["c"]}}], ("a", ("b", ("c",)))]
+          [["shared"]] * 3, 10**40, -0.0, float("inf"), [[[]]], [{"a": {"b": ["c"]}}], ("a", ("b", ("c",))),
+          10**4299, -(10**300), [2**1000, -(10**999), "a"], [10**77, 10**78 - 1, True, 1.5, None]]
 
 
 @pytest.mark.parametrize("value", VALUES, ids=range(len(VALUES)))
 def test_the_measure_of_a_value_s_text_is_its_length(value: object) -> None:
     assert text_size(value, what="v") == len(str(value))
+
+
+@pytest.mark.parametrize("exponent", [0, 1, 18, 19, 76, 77, 78, 300, 4298, 4299])
+def test_an_int_s_digits_are_counted_without_writing_them(exponent: int) -> None:
+    for value in (10**exponent - 1, 10**exponent, 10**exponent + 1, 2**(3 * exponent + 1)):
+        for signed in (value, -value):
+            if len(str(signed)) <= sys.get_int_max_str_digits():
+                assert int_chars(signed) == len(str(signed)), signed
+
+
+def test_an_int_past_str_s_digits_is_refused_as_str_refuses_it() -> None:
+    for value in (10**4300, -(10**4300), 10**5000, 16**10**5):
+        with pytest.raises(ValueError) as measured:
+            int_chars(value)
+        with pytest.raises(ValueError) as written:
+            str(value)
+        assert str(measured.value) == str(written.value)
