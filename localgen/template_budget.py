@@ -60,7 +60,8 @@ class TextMeter:
         self.what = what
         self.total = 0
         self._sizes: dict[int, tuple[object, int]] = {}  # id -> (the value, kept alive; its repr's length)
-        self._open: set[int] = set()  # containers being measured: one inside itself reads as '[...]'
+        self._open: set[int] = set()  # containers being measured: one met inside itself is written '[...]'
+        self._cycles = 0  # how often a container was met inside itself: a size measured meanwhile is not kept
 
     def add(self, size: int) -> None:
         """Count size more characters."""
@@ -83,51 +84,72 @@ class TextMeter:
         return size
 
     def _repr(self, value: object, room: int) -> int:
-        """repr(value)'s length, refused where it passes room."""
+        """repr(value)'s length, refused where it passes room (one Python frame for each level of nesting)."""
         key = id(value)
         if key in self._sizes:
             size = self._sizes[key][1]
-        elif key in self._open:
-            return 5
-        elif _is_container(value):
-            self._open.add(key)
-            size = self._container(value, room)
-            self._open.discard(key)
-        else:
+        elif key in self._open:  # written as '[...]', '{...}': how depends on what is open, so nothing is kept
+            self._cycles += 1
+            return _cycle_mark_chars(value)
+        elif not _is_container(value):
             size = int_chars(value) if type(value) is int else len(repr(value))
+        else:
+            head, items, tail = _parts(value)
+            size = head + tail + 2 * max(len(items) - 1, 0)
+            scalars = _scalars_chars(items, room - size) if size <= room else None
+            cycles = self._cycles
+            if scalars is not None:
+                size += scalars
+            else:
+                guarded = not _is_namespace(value)  # a namespace's repr is its dict's, which Python guards
+                if guarded:
+                    self._open.add(key)
+                for item in items:
+                    size += self._repr(item, room - size) if size <= room else self.over()
+                if guarded:
+                    self._open.discard(key)
+            if self._cycles != cycles:
+                return size if size <= room else self.over()
         if size > room:
             self.over()
         self._sizes[key] = (value, size)
         return size
 
-    def _container(self, value: Any, room: int) -> int:
-        """The length of a container's repr, its items measured one by one."""
-        from jinja2.utils import Namespace
 
-        if isinstance(value, Namespace):
-            return len("<Namespace >") + self._repr(value._Namespace__attrs, room)
-        prefix = _DICT_VIEWS.get(type(value))
-        if prefix is not None:
-            return len(prefix) + 1 + self._items(list(value), room, ("[", "]")) if value else len(prefix) + 3
-        if isinstance(value, dict):
-            return self._items(list(itertools.chain.from_iterable(value.items())), room, ("{", "}"))
-        if isinstance(value, (set, frozenset)):
-            shell = ("{", "}") if type(value) is set else ("frozenset({", "})")
-            return self._items(list(value), room, shell) if value else len(repr(type(value)()))
-        if isinstance(value, tuple):
-            return self._items(list(value), room, ("(", ",)" if len(value) == 1 else ")"))
-        return self._items(list(value), room, ("[", "]"))
+def _is_namespace(value: object) -> bool:
+    """True for a Jinja namespace."""
+    from jinja2.utils import Namespace
 
-    def _items(self, items: list[object], room: int, shell: tuple[str, str]) -> int:
-        """The length of items' reprs between shell's two ends, ', ' (or a dict's ': ') between each two."""
-        size = len(shell[0]) + len(shell[1]) + 2 * max(len(items) - 1, 0)
-        scalars = _scalars_chars(items, room - size) if size <= room else None
-        if scalars is not None:  # in C: a list of strings, floats, small ints, booleans or None
-            size += scalars
-            return size if size <= room else self.over()
-        for item in items:
-            size += self._repr(item, room - size) if size <= room else self.over()
-        return size if size <= room else self.over()
+    return isinstance(value, Namespace)
+
+
+def _parts(value: Any) -> tuple[int, list[object], int]:
+    """A container's repr as (its opening's length, the items whose reprs follow, its closing's length), each two
+    items with two characters between them (', ', or a dict's ': ')."""
+    if _is_namespace(value):
+        return len("<Namespace "), [value._Namespace__attrs], len(">")
+    prefix = _DICT_VIEWS.get(type(value))
+    if prefix is not None:
+        return len(prefix) + 1, list(value), 2
+    if isinstance(value, dict):
+        return 1, list(itertools.chain.from_iterable(value.items())), 1
+    if isinstance(value, (set, frozenset)):
+        if not value:
+            return len(repr(type(value)())), [], 0
+        return (1, list(value), 1) if type(value) is set else (len("frozenset({"), list(value), 2)
+    if isinstance(value, tuple):
+        return 1, list(value), 2 if len(value) == 1 else 1
+    return 1, list(value), 1
+
+
+def _cycle_mark_chars(value: object) -> int:
+    """The length of what repr() writes for a container met inside itself: '[...]', 'set(...)', a dict view's
+    '...'."""
+    if type(value) in _DICT_VIEWS:
+        return 3
+    if isinstance(value, (set, frozenset)):
+        return len(type(value).__name__) + 5
+    return 5
 
 
 def _scalars_chars(items: list[object], room: int) -> int | None:
@@ -169,9 +191,7 @@ def _power_of_ten(exponent: int) -> int:
 
 def _is_container(value: object) -> bool:
     """True where str(value) writes the reprs of values inside it (a list, tuple, dict, set, dict view, namespace)."""
-    from jinja2.utils import Namespace
-
-    return isinstance(value, (list, tuple, dict, set, frozenset, Namespace)) or type(value) in _DICT_VIEWS
+    return isinstance(value, (list, tuple, dict, set, frozenset)) or type(value) in _DICT_VIEWS or _is_namespace(value)
 
 
 def text_size(*values: object, what: str) -> int:

@@ -75,6 +75,8 @@ HOSTILE = {
     "int-to-bytes": "{{ (5).to_bytes(400000000, 'big')|length }}",
     "big-ints-written-out": "{% set b = [10**4299] * 30000 %}{{ b }}",  # str() of each: 18 s in all
     "distinct-big-ints-string": "{% set b = (range(10**4299, 10**4299 + 10000)|list) * 10 %}{{ b|string|length }}",
+    "cyclic-namespace": "{% set X = namespace() %}{% set Y = [X, 'x' * 4000000] %}{% set X.y = Y %}"
+                        "{% set root = [Y] + [X] * 20 %}{{ (root|string)|length }}",  # 84 MB
 }
 HANG_GUARD_S = 5 * template_sandbox.TEMPLATE_TIME_LIMIT_S  # a refusal takes milliseconds; one C call, minutes
 
@@ -213,6 +215,12 @@ ORDINARY = [
     "{{ [10**4299, -10**300, 2**1000] }} {{ 10**4299 }} {{ [2**1000, 10**77] | join(',') }} {{ '%s' % [10**100] }}",
     "{{ [10**4305, 1] }}",  # past str()'s 4,300 digits: its ValueError
     "{{ [1, (10**4400,)] | string }}",
+    "{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns }}|{{ ns|string }}|{{ [ns, ns] ~ '' }}",
+    "{% set ns = namespace(a=1) %}{% set ns.me = [ns] %}{{ ns }}|{{ '%s' % ns }}|{{ '{}'.format(ns.me) }}",
+    "{% set X = namespace() %}{% set Y = [X, 'x' * 4] %}{% set X.y = Y %}{% set root = [Y] + [X] * 3 %}"
+    "{{ root }}|{{ root|string|length }}|{{ X }}|{{ [X, Y, {'r': root}] }}",
+    "{% set ns = namespace(x=[]) %}{% for i in range(900) %}{% set ns.x = [ns.x] %}{% endfor %}"
+    "{{ ns.x|string|length }} {{ (ns.x ~ '')|length }} {{ [ns.x]|join|length }}",  # Jinja's str() reaches ~990
 ]
 
 
@@ -258,15 +266,23 @@ def test_real_families_prompts_are_what_jinja_writes(family: str, variables: dic
 
 def _self_holding() -> Namespace:
     ns = Namespace(a=1)
-    ns.me = ns
+    ns["me"] = ns  # as {% set ns.me = ns %} sets it
     return ns
+
+
+def _cycles() -> list[object]:
+    """A namespace holding a list that holds it, written as one, the other, and both inside another list."""
+    held = Namespace()
+    holder = [held, "x" * 40]
+    held["y"] = holder
+    return [holder, held, [holder] + [held] * 3, [held] + [holder] * 3, {"a": held, "b": (holder,)}]
 
 
 VALUES = [[], (), {}, set(), frozenset(), (1,), [1, "a", None, 1.5, True], {"k": [1, (2, 3)], 4: {}}, {1, 2},
           frozenset({"a"}), {"a": 1}.keys(), {"a": [1]}.values(), {"a": (1, "b")}.items(), {}.items(),
           Namespace(a=[1], b="x"), Namespace(), _self_holding(), "q'\"\\\n\x00é😀", Markup("<b>"), [Markup("<b>")],
           [["shared"]] * 3, 10**40, -0.0, float("inf"), [[[]]], [{"a": {"b": ["c"]}}], ("a", ("b", ("c",))),
-          10**4299, -(10**300), [2**1000, -(10**999), "a"], [10**77, 10**78 - 1, True, 1.5, None]]
+          *_cycles(), 10**4299, -(10**300), [2**1000, -(10**999), "a"], [10**77, 10**78 - 1, True, 1.5, None]]
 
 
 @pytest.mark.parametrize("value", VALUES, ids=range(len(VALUES)))
