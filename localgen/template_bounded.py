@@ -23,6 +23,7 @@ from localgen.template_budget import (
     check_printf,
     check_replace,
     check_size,
+    joined_items,
     refuse,
     text_size,
 )
@@ -105,12 +106,7 @@ def _join(original: Callable[..., str]) -> Callable[..., str]:
         if attribute is not None:
             value = map(make_attrgetter(eval_ctx.environment, attribute), value)
         separator = text_size(d, what="|join's separator")
-        meter, items = TextMeter("|join's text"), []
-        for item in value:  # one by one: a generator's items all read first could pass the limit many times over
-            meter.add(separator if items else 0)
-            meter.text(item)
-            items.append(item)
-        return original(eval_ctx, items, d)
+        return original(eval_ctx, joined_items(separator, value, what="|join's text"), d)
 
     return join
 

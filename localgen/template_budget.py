@@ -297,15 +297,16 @@ def check_replace(text: str | bytes, old: object, new: object, count: object = -
         check_size(len(text) + times * (len(new) - len(old)), what)
 
 
-def joined_items(separator: str | bytes, iterable: Iterable[object], *, what: str) -> list[object]:
-    """The items a separator.join(iterable) would join, read one by one and refused as soon as their text and the
-    separators pass the render's limit (a generator's items all read first could pass it many times over)."""
-    items: list[object] = []
-    size = 0
+def joined_items(separator: int, iterable: Iterable[object], *, what: str) -> list[object]:
+    """The items a join would join, read one by one and refused as soon as their text and the separators (separator
+    characters each) pass the render's limit (a generator's items all read first could pass it many times over)."""
+    meter, items = TextMeter(what), []
     for item in iterable:
-        size += (len(separator) if items else 0) + (len(item) if isinstance(item, (str, bytes)) else 0)
-        if size > size_limit():
-            check_size(size, what)
+        meter.add(separator if items else 0)
+        if isinstance(item, bytes):
+            meter.add(len(item))
+        else:
+            meter.text(item)
         items.append(item)
     return items
 
@@ -316,7 +317,7 @@ def check_method(method: Callable[..., Any], args: Sequence[object], kwargs: dic
     check_arguments(args, kwargs)
     text, name = method.__self__, method.__name__  # type: ignore[attr-defined]
     if name == "join" and len(args) == 1 and not kwargs:
-        args = (joined_items(text, args[0], what=".join()'s text"),)  # type: ignore[arg-type]
+        args = (joined_items(len(text), args[0], what=".join()'s text"),)  # type: ignore[arg-type]
     elif name == "replace" and 2 <= len(args) <= 3:
         check_replace(text, *args, what=".replace()'s text")
     elif name == "expandtabs":
