@@ -10,14 +10,17 @@ from functools import update_wrapper, wraps
 from types import BuiltinMethodType, MethodType
 from typing import TYPE_CHECKING, Any
 
+from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame, optimizeconst
 from jinja2.filters import make_attrgetter
+from jinja2.nodes import get_eval_context
 from jinja2.sandbox import MAX_RANGE, SandboxedEscapeFormatter, SandboxedFormatter
 from jinja2.utils import pass_environment
 from markupsafe import Markup
 
 from localgen.template_budget import (
     TextMeter,
+    TooLarge,
     check_arguments,
     check_format_field,
     check_printf,
@@ -29,7 +32,7 @@ from localgen.template_budget import (
 )
 
 if TYPE_CHECKING:
-    from jinja2 import Environment, nodes
+    from jinja2 import Environment
     from jinja2.nodes import EvalContext
 
 # the filters that write their value (and arguments) as text with str(), in one C call
@@ -156,6 +159,29 @@ def checked_concat(parts: tuple[Any, ...]) -> tuple[Any, ...]:
     """The parts of a `~` concatenation, their text measured before str() writes it."""
     text_size(*parts, what="a ~ concatenation")
     return parts
+
+
+def measure_concat_folding() -> None:
+    """Make Jinja's folding of a constant `~` concatenation at compile time measure its parts' text first in the
+    bounded sandbox, leaving one too large to build for the render to refuse where it reaches it (Jinja folds a
+    `~` inside any constant expression through Concat.as_const, and allows no node class of one's own)."""
+    original = nodes.Concat.as_const
+    if getattr(original, "measured", False):
+        return
+
+    def as_const(self: nodes.Concat, eval_ctx: EvalContext | None = None) -> str:
+        eval_ctx = get_eval_context(self, eval_ctx)
+        if not hasattr(eval_ctx.environment, "checked_concat"):  # another environment's template
+            return original(self, eval_ctx)
+        parts = [node.as_const(eval_ctx) for node in self.nodes]
+        try:
+            text_size(*parts, what="a ~ concatenation")
+        except TooLarge:
+            raise nodes.Impossible from None
+        return "".join(map(str, parts))
+
+    as_const.measured = True  # type: ignore[attr-defined]
+    nodes.Concat.as_const = as_const  # type: ignore[method-assign]
 
 
 class BoundedCodeGenerator(CodeGenerator):

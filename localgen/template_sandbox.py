@@ -124,6 +124,7 @@ def _environment() -> Environment:
         def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
             return bounded.bounded_str_format(self, value)
 
+    bounded.measure_concat_folding()
     env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True, autoescape=False, finalize=_finalize,
                          extensions=["jinja2.ext.loopcontrols", _generation_tag()])
     env.filters = bounded.bounded_filters({**env.filters, "tojson": _tojson})

@@ -77,6 +77,7 @@ HOSTILE = {
     "distinct-big-ints-string": "{% set b = (range(10**4299, 10**4299 + 10000)|list) * 10 %}{{ b|string|length }}",
     "cyclic-namespace": "{% set X = namespace() %}{% set Y = [X, 'x' * 4000000] %}{% set X.y = Y %}"
                         "{% set root = [Y] + [X] * 20 %}{{ (root|string)|length }}",  # 84 MB
+    "constant-tilde": "{{ (" + " ~ ".join(["('x'|center(1000000))"] * 5) + ")|length }}",  # folded when compiled
 }
 HANG_GUARD_S = 5 * template_sandbox.TEMPLATE_TIME_LIMIT_S  # a refusal takes milliseconds; one C call, minutes
 
