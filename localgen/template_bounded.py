@@ -161,6 +161,14 @@ def checked_concat(parts: tuple[Any, ...]) -> tuple[Any, ...]:
     return parts
 
 
+def block_text(pieces: Iterable[str]) -> str:
+    """The text of a block ({% set %}...{% endset %}, a macro's, caller()'s, {% filter %}'s), its pieces measured
+    before they are joined."""
+    pieces = list(pieces)
+    text_size(*pieces, what="a block's text")
+    return "".join(pieces)
+
+
 def measure_concat_folding() -> None:
     """Make Jinja's folding of a constant `~` concatenation at compile time measure its parts' text first in the
     bounded sandbox, leaving one too large to build for the render to refuse where it reaches it (Jinja folds a

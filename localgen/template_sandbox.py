@@ -111,6 +111,7 @@ def _environment() -> Environment:
         intercepted_binops = frozenset({"*", "**", "+", "%"})
         code_generator_class = bounded.BoundedCodeGenerator
         checked_concat = staticmethod(bounded.checked_concat)
+        concat = staticmethod(bounded.block_text)
 
         def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
             check_binop(operator, left, right)

@@ -78,6 +78,11 @@ HOSTILE = {
     "cyclic-namespace": "{% set X = namespace() %}{% set Y = [X, 'x' * 4000000] %}{% set X.y = Y %}"
                         "{% set root = [Y] + [X] * 20 %}{{ (root|string)|length }}",  # 84 MB
     "constant-tilde": "{{ (" + " ~ ".join(["('x'|center(1000000))"] * 5) + ")|length }}",  # folded when compiled
+    "set-block": BIG + "{% set x %}{% for i in range(100) %}{{ s }}{% endfor %}{% endset %}{{ x|length }}",
+    "macro": BIG + "{% macro m() %}{% for i in range(100) %}{{ s }}{% endfor %}{% endmacro %}{{ m()|length }}",
+    "caller": BIG + "{% macro m() %}{{ caller()|length }}{% endmacro %}"
+                    "{% call m() %}{% for i in range(100) %}{{ s }}{% endfor %}{% endcall %}",
+    "filter-block": BIG + "{% filter length %}{% for i in range(100) %}{{ s }}{% endfor %}{% endfilter %}",
 }
 HANG_GUARD_S = 5 * template_sandbox.TEMPLATE_TIME_LIMIT_S  # a refusal takes milliseconds; one C call, minutes
 
@@ -213,6 +218,9 @@ ORDINARY = [
     "{{ ('<b>{}</b>' | safe).format('<i>') }} {% autoescape true %}{{ ('<b>%s</b>' | safe) % '<i>' }} "
     "{{ ['<a>', '<b>' | safe] | join('<br>' | safe) }} {{ 'a<' | replace('<', '&') }}{% endautoescape %}",
     "{{ 'x' * 3 }} {{ [1] * 2 }} {{ 2 ** 10 }} {{ 'a' + 'b' }} {{ messages[0].content | trim | title }}",
+    "{% set x %}a{{ 1 }}b{% endset %}{{ x }} {% macro m(a) %}[{{ a }}{{ caller() if caller }}]{% endmacro %}"
+    "{{ m(2) }}{% call m(3) %}c{{ 4 }}{% endcall %}{% filter upper %}d{{ 'e' }}{% endfilter %}"
+    "{% autoescape true %}{% set y %}<{{ '&' }}{% endset %}{{ y }}{{ m('<') }}{% endautoescape %}",
     "{{ [10**4299, -10**300, 2**1000] }} {{ 10**4299 }} {{ [2**1000, 10**77] | join(',') }} {{ '%s' % [10**100] }}",
     "{{ [10**4305, 1] }}",  # past str()'s 4,300 digits: its ValueError
     "{{ [1, (10**4400,)] | string }}",
