@@ -216,7 +216,8 @@ def _length(value: object) -> int:
 
 
 def check_binop(operator: str, left: object, right: object) -> None:
-    """Refuse arithmetic with a huge result: string repetition, giant integers, a %-format that writes too much."""
+    """Refuse arithmetic with a huge result or cost: string repetition, giant integers (their product, power or
+    division), a %-format that writes too much."""
     ints = isinstance(left, int) and isinstance(right, int)
     if operator == "*":
         count = right if isinstance(right, int) else left if isinstance(left, int) else 1
@@ -232,6 +233,9 @@ def check_binop(operator: str, left: object, right: object) -> None:
             refuse("a concatenation larger than the output limit")
     elif operator == "%" and isinstance(left, (str, bytes)):
         check_printf(left, right)
+    elif (operator in ("%", "//") and ints
+          and int(left).bit_length() + int(right).bit_length() > TEMPLATE_INT_LIMIT_BITS):
+        refuse("a division of huge integers")
 
 
 def check_printf(template: str | bytes, values: object) -> None:

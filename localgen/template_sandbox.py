@@ -108,7 +108,7 @@ def _environment() -> Environment:
     class BoundedSandbox(ImmutableSandboxedEnvironment):
         """The immutable sandbox, refusing operations whose result would be huge."""
 
-        intercepted_binops = frozenset({"*", "**", "+", "%"})
+        intercepted_binops = frozenset({"*", "**", "+", "%", "//"})
         code_generator_class = bounded.BoundedCodeGenerator
         checked_concat = staticmethod(bounded.checked_concat)
         concat = staticmethod(bounded.block_text)

@@ -83,6 +83,7 @@ HOSTILE = {
     "caller": BIG + "{% macro m() %}{{ caller()|length }}{% endmacro %}"
                     "{% call m() %}{% for i in range(100) %}{{ s }}{% endfor %}{% endcall %}",
     "filter-block": BIG + "{% filter length %}{% for i in range(100) %}{{ s }}{% endfor %}{% endfilter %}",
+    "huge-int-division": "{{ (('f' * 800000)|int(base=16) // ('f' * 400000)|int(base=16)) > 0 }}",  # 9 s
 }
 HANG_GUARD_S = 5 * template_sandbox.TEMPLATE_TIME_LIMIT_S  # a refusal takes milliseconds; one C call, minutes
 
@@ -218,6 +219,7 @@ ORDINARY = [
     "{{ ('<b>{}</b>' | safe).format('<i>') }} {% autoescape true %}{{ ('<b>%s</b>' | safe) % '<i>' }} "
     "{{ ['<a>', '<b>' | safe] | join('<br>' | safe) }} {{ 'a<' | replace('<', '&') }}{% endautoescape %}",
     "{{ 'x' * 3 }} {{ [1] * 2 }} {{ 2 ** 10 }} {{ 'a' + 'b' }} {{ messages[0].content | trim | title }}",
+    "{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ 2 ** 300 // 3 }} {{ 2 ** 300 % 7 }} {{ 'a' ~ 'b' ~ 3 ~ [1] ~ none }}",
     "{% set x %}a{{ 1 }}b{% endset %}{{ x }} {% macro m(a) %}[{{ a }}{{ caller() if caller }}]{% endmacro %}"
     "{{ m(2) }}{% call m(3) %}c{{ 4 }}{% endcall %}{% filter upper %}d{{ 'e' }}{% endfilter %}"
     "{% autoescape true %}{% set y %}<{{ '&' }}{% endset %}{{ y }}{{ m('<') }}{% endautoescape %}",
