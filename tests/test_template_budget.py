@@ -73,6 +73,7 @@ HOSTILE = {
     "upper": SHARED + "{{ b|upper|length }}",
     "replace-argument": SHARED + "{{ 'x'|replace('x', b)|length }}",
     "int-to-bytes": "{{ (5).to_bytes(400000000, 'big')|length }}",
+    "format-filter-short-texts": "{% set s = 'x' * 1000 %}{{ ('%(a)s' * 100000)|format(a=s)|length }}",
     "big-ints-written-out": "{% set b = [10**4299] * 30000 %}{{ b }}",  # str() of each: 18 s in all
     "distinct-big-ints-string": "{% set b = (range(10**4299, 10**4299 + 10000)|list) * 10 %}{{ b|string|length }}",
     "cyclic-namespace": "{% set X = namespace() %}{% set Y = [X, 'x' * 4000000] %}{% set X.y = Y %}"
