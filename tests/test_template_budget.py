@@ -11,6 +11,7 @@ import select
 import signal
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from localgen.chat import Message, ReasonedMessage
 from localgen.errors import TemplateError
 from localgen.gguf_reader import read_gguf
 from localgen.template_budget import int_chars, text_size
-from localgen.template_sandbox import render_template
+from localgen.template_sandbox import render_template, template_variables
 from tests.conftest import run_localgen
 from tests.gguf_builders import copy_with_metadata, tiny_model
 from tests.test_gpt_oss import GPT_OSS_TEMPLATE
@@ -317,3 +318,16 @@ def test_an_int_past_str_s_digits_is_refused_as_str_refuses_it() -> None:
         with pytest.raises(ValueError) as written:
             str(value)
         assert str(measured.value) == str(written.value)
+
+
+def test_finding_a_template_s_variables_runs_none_of_its_code() -> None:
+    """Jinja's introspection folded constants, untraced and with no memory cap: it wrote each 4 MB text below and
+    joined them all (200 of them in a 5 KB template: 2 GB)."""
+    template = "{{ 'x'|center(4000000) }}" * 30 + "{% if add_generation_prompt %}{{ enable_thinking }}{% endif %}"
+    tracemalloc.start()
+    try:
+        assert template_variables(template) == {"add_generation_prompt", "enable_thinking"}
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 10 * 2**20, f"{peak / 2**20:.0f} MiB"
