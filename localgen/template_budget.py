@@ -252,6 +252,8 @@ def check_printf(template: str | bytes, values: object) -> None:
             continue
         for part in ("width", "precision"):
             number = next(positional, 0) if match[part] == "*" else match[part]
+            if match[part] == "*" and not isinstance(number, int):
+                return  # % refuses it itself: '* wants int'
             meter.add(abs(number) if isinstance(number, int) else int(number or 0))
         value = _mapped(values, match["key"]) if match["key"] is not None else next(positional, "")
         if match["kind"] in _NUMBER_KINDS:
