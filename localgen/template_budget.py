@@ -179,7 +179,7 @@ def int_chars(value: int) -> int:
     while magnitude >= _power_of_ten(digits):
         digits += 1
     if 0 < sys.get_int_max_str_digits() < digits:
-        str(value)  # raises str()'s ValueError before writing digits
+        str(value)  # raises str()'s own ValueError (having written the digits of one just past the limit)
     return digits + (value < 0)
 
 
