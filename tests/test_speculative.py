@@ -131,8 +131,10 @@ def engine(bundled_model: Path) -> Iterator[Engine]:
 
 
 def _run(engine: Engine, prompt: list[int], sampling: SamplingParams, limits: GenerationLimits,
-         draft: str) -> tuple[Finished, list[str], list[int]]:
-    engine.reset()
+         draft: str, *, cold: bool = True) -> tuple[Finished, list[str], list[int]]:
+    """One generation, from an empty KV cache, or (not cold) from what the KV cache holds."""
+    if cold:
+        engine.reset()
     chunks: list[str] = []
     done = None
     for event in engine.generate(prompt, sampling, limits, draft=draft):
@@ -169,8 +171,16 @@ def test_lookup_is_exact_past_256_cells_with_a_quantized_kv_cache(bundled_model:
         prompt = chat_prompt(eng, f"Repeat this text exactly:\n\n{long_text}")
         assert len(prompt) > 256
         limits = GenerationLimits(max_tokens=32)
-        plain, _, plain_kv = _run(eng, prompt, GREEDY, limits, "none")
-        fast, _, fast_kv = _run(eng, prompt, GREEDY, limits, "lookup")
+        # the prompt prefilled once (one token generated, which the KV cache never takes) and saved: each decodes
+        # from its cells restored, their last tokens computed again alike
+        _run(eng, prompt, GREEDY, GenerationLimits(max_tokens=1), "none")
+        prefilled = (eng.kv_token_list, eng.save_state())
+        runs = []
+        for draft in ("none", "lookup"):
+            assert eng.load_state(*prefilled)
+            runs.append(_run(eng, prompt, GREEDY, limits, draft, cold=False))
+        (plain, _, plain_kv), (fast, _, fast_kv) = runs
+        assert plain.usage.cached_tokens == fast.usage.cached_tokens >= len(prompt) - 2, (plain.usage, fast.usage)
     assert fast.text == plain.text and fast_kv == plain_kv
     assert fast.draft is not None and fast.draft.accepted > 20, fast.draft
 
