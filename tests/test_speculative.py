@@ -130,11 +130,25 @@ def engine(bundled_model: Path) -> Iterator[Engine]:
         yield eng
 
 
+Prefilled = tuple[list[int], bytearray]  # a prompt's tokens and its KV cache state
+
+
+def _prefilled(engine: Engine, prompt: list[int]) -> Prefilled:
+    """The prompt prefilled once (one token generated, which the KV cache never takes), to restore for each answer."""
+    engine.reset()
+    next(event for event in engine.generate(prompt, GREEDY, GenerationLimits(max_tokens=1))
+         if isinstance(event, Finished))
+    return engine.kv_token_list, engine.save_state()
+
+
 def _run(engine: Engine, prompt: list[int], sampling: SamplingParams, limits: GenerationLimits,
-         draft: str, *, cold: bool = True) -> tuple[Finished, list[str], list[int]]:
-    """One generation, from an empty KV cache, or (not cold) from what the KV cache holds."""
-    if cold:
+         draft: str, start: Prefilled | None = None) -> tuple[Finished, list[str], list[int]]:
+    """One generation, from an empty KV cache, or from the prompt's state restored (its last tokens computed again,
+    alike for each answer, as chunks.resume_point has it)."""
+    if start is None:
         engine.reset()
+    else:
+        assert engine.load_state(*start)
     chunks: list[str] = []
     done = None
     for event in engine.generate(prompt, sampling, limits, draft=draft):
@@ -171,15 +185,9 @@ def test_lookup_is_exact_past_256_cells_with_a_quantized_kv_cache(bundled_model:
         prompt = chat_prompt(eng, f"Repeat this text exactly:\n\n{long_text}")
         assert len(prompt) > 256
         limits = GenerationLimits(max_tokens=32)
-        # the prompt prefilled once (one token generated, which the KV cache never takes) and saved: each decodes
-        # from its cells restored, their last tokens computed again alike
-        _run(eng, prompt, GREEDY, GenerationLimits(max_tokens=1), "none")
-        prefilled = (eng.kv_token_list, eng.save_state())
-        runs = []
-        for draft in ("none", "lookup"):
-            assert eng.load_state(*prefilled)
-            runs.append(_run(eng, prompt, GREEDY, limits, draft, cold=False))
-        (plain, _, plain_kv), (fast, _, fast_kv) = runs
+        prefilled = _prefilled(eng, prompt)
+        plain, _, plain_kv = _run(eng, prompt, GREEDY, limits, "none", prefilled)
+        fast, _, fast_kv = _run(eng, prompt, GREEDY, limits, "lookup", prefilled)
         assert plain.usage.cached_tokens == fast.usage.cached_tokens >= len(prompt) - 2, (plain.usage, fast.usage)
     assert fast.text == plain.text and fast_kv == plain_kv
     assert fast.draft is not None and fast.draft.accepted > 20, fast.draft
@@ -187,19 +195,21 @@ def test_lookup_is_exact_past_256_cells_with_a_quantized_kv_cache(bundled_model:
 
 def test_limits_and_stops_cut_inside_an_accepted_draft(engine: Engine) -> None:
     prompt = chat_prompt(engine, f"Repeat this sentence exactly, twice:\n\n{COPY_TEXT}")
-    full, _, _ = _run(engine, prompt, GREEDY, GenerationLimits(max_tokens=60), "none")
+    prefilled = _prefilled(engine, prompt)
+    full, _, _ = _run(engine, prompt, GREEDY, GenerationLimits(max_tokens=60), "none", prefilled)
     length = full.usage.completion_tokens
     assert length > 12, full.text
     for n in (3, length - 2):
-        plain, _, plain_kv = _run(engine, prompt, GREEDY, GenerationLimits(max_tokens=n), "none")
-        fast, _, fast_kv = _run(engine, prompt, GREEDY, GenerationLimits(max_tokens=n), "lookup")
+        plain, _, plain_kv = _run(engine, prompt, GREEDY, GenerationLimits(max_tokens=n), "none", prefilled)
+        fast, _, fast_kv = _run(engine, prompt, GREEDY, GenerationLimits(max_tokens=n), "lookup", prefilled)
         assert (fast.text, fast.usage.completion_tokens, fast.finish_reason) == (
             plain.text, plain.usage.completion_tokens, plain.finish_reason)
         assert fast.usage.completion_tokens == n
         assert fast_kv == plain_kv
     stop = full.text.split()[5]
-    plain, _, plain_kv = _run(engine, prompt, GREEDY, GenerationLimits(max_tokens=60, stop=(stop,)), "none")
-    fast, _, fast_kv = _run(engine, prompt, GREEDY, GenerationLimits(max_tokens=60, stop=(stop,)), "lookup")
+    stopped = GenerationLimits(max_tokens=60, stop=(stop,))
+    plain, _, plain_kv = _run(engine, prompt, GREEDY, stopped, "none", prefilled)
+    fast, _, fast_kv = _run(engine, prompt, GREEDY, stopped, "lookup", prefilled)
     assert fast.text == plain.text and fast.finish_reason == "stop" and fast_kv == plain_kv
 
 
