@@ -142,13 +142,10 @@ def _prefilled(engine: Engine, prompt: list[int]) -> Prefilled:
 
 
 def _run(engine: Engine, prompt: list[int], sampling: SamplingParams, limits: GenerationLimits,
-         draft: str, start: Prefilled | None = None) -> tuple[Finished, list[str], list[int]]:
-    """One generation, from an empty KV cache, or from the prompt's state restored (its last tokens computed again,
-    alike for each answer, as chunks.resume_point has it)."""
-    if start is None:
-        engine.reset()
-    else:
-        assert engine.load_state(*start)
+         draft: str, start: Prefilled) -> tuple[Finished, list[str], list[int]]:
+    """One generation from the prompt's state restored (its last tokens computed again, alike for each answer, as
+    chunks.resume_point has it)."""
+    assert engine.load_state(*start)
     chunks: list[str] = []
     done = None
     for event in engine.generate(prompt, sampling, limits, draft=draft):
@@ -164,9 +161,9 @@ def _run(engine: Engine, prompt: list[int], sampling: SamplingParams, limits: Ge
                          ids=["greedy", "greedy-penalty", "sampled"])
 def test_lookup_output_equals_plain_decoding(engine: Engine, sampling: SamplingParams) -> None:
     prompt = chat_prompt(engine, f"Repeat this sentence exactly, twice:\n\n{COPY_TEXT}")
-    limits = GenerationLimits(max_tokens=80)
-    plain, _, plain_kv = _run(engine, prompt, sampling, limits, "none")
-    fast, fast_chunks, fast_kv = _run(engine, prompt, sampling, limits, "lookup")
+    limits, prefilled = GenerationLimits(max_tokens=80), _prefilled(engine, prompt)
+    plain, _, plain_kv = _run(engine, prompt, sampling, limits, "none", prefilled)
+    fast, fast_chunks, fast_kv = _run(engine, prompt, sampling, limits, "lookup", prefilled)
     assert fast.text == plain.text and "".join(fast_chunks) == fast.text
     assert fast.usage.completion_tokens == plain.usage.completion_tokens
     assert fast.finish_reason == plain.finish_reason
