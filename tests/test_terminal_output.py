@@ -18,7 +18,8 @@ from tests.conftest import REPO_ROOT, popen_localgen, run_localgen
 # The answer, forced by a grammar: an escape sequence (clear the screen) inside words that cross column 40.
 ANSWER = "Sure, here is a short sentence about apples \x1b[2J and pears for you."
 GRAMMAR = 'root ::= "Sure, here is a short sentence about apples \\x1b[2J and pears for you."'
-ARGS = ("run", "--grammar", GRAMMAR, "--temperature", "0", "-n", "40", "Say something.")
+FORCED = ("--temperature", "0", "-s", "")  # the grammar gives the answer: no system prompt to prefill for it
+ARGS = ("run", "--grammar", GRAMMAR, *FORCED, "-n", "40", "Say something.")
 
 
 def run_on_terminal(*args: str, columns: int, rows: int = 24, timeout: float = 120) -> tuple[int, str, str]:
@@ -79,7 +80,7 @@ C1_GRAMMAR = 'root ::= "A\\x9b2J\\x9d0;T\\x9c B\\x7f C\\x1b[31m"'  # CSI, OSC, S
 
 
 def test_run_json_escapes_c1_controls_as_it_does_esc_so_a_terminal_shows_them() -> None:
-    args = ("run", "--json", "--grammar", C1_GRAMMAR, "--temperature", "0", "-n", "60", "Say something.")
+    args = ("run", "--json", "--grammar", C1_GRAMMAR, *FORCED, "-n", "60", "Say something.")
     code, screen, err = run_on_terminal(*args, columns=200)
     assert code == 0, err
     assert not any("\x7f" <= c <= "\x9f" or c == "\x1b" for c in screen), "a control character reached the terminal"
@@ -97,7 +98,7 @@ BIDI_GRAMMAR = 'root ::= "A \\u202Egnp.exe B \\u2066x\\u2069 C\\u202A\\u202B\\u2
 
 def test_run_on_a_terminal_shows_bidi_controls_rather_than_letting_them_reorder_the_line() -> None:
     """U+202E would show A gnp.exe as A exe.png on a terminal that lays out bidi text; a pipe gets them as they are."""
-    args = ("run", "--grammar", BIDI_GRAMMAR, "--temperature", "0", "-n", "60", "Say something.")
+    args = ("run", "--grammar", BIDI_GRAMMAR, *FORCED, "-n", "60", "Say something.")
     code, screen, err = run_on_terminal(*args, columns=200)
     assert code == 0, err
     assert screen == "A \ufffdgnp.exe B \ufffdx\ufffd C\ufffd\ufffd\ufffd\ufffd\ufffd\ufffd.\n"
