@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 
 from localgen.engine import loading
@@ -212,14 +212,13 @@ class Engine(Decoding):
             self._ahead_from = None
             if self._governor is not None and len(prompt) - reused > 1:
                 self._governor.before_prefill()
-            prefill_started = time.perf_counter()  # a prefix restored from disk is TTFT's time, not prefill's
-            yield from self._prefill(prompt, reused)
+            computing = yield from self._prefill(prompt, reused)  # prefill_s: its chunks' time alone
             prefill_done = time.perf_counter()
             if self._stop_requested:  # no token: no TTFT, and only the chunks evaluated count as prefilled
                 yield finished_event("", "interrupted", len(prompt), reused, len(self._kv) - reused, 0,
                                      started, prefill_done, None, prefill_done, restored=restored, ahead=ahead,
                                      seed=seed, threads=(self.decode_threads, self.options.n_threads),
-                                     prefill_started=prefill_started)
+                                     computing_s=computing)
                 return
             drafter = PromptLookup(prompt) if draft == "lookup" and self._facts.rolls_back else None
             for event in self._decode(sampler, limits, ignore_eog, drafter, spelled=sampling.grammar is not None):
@@ -229,7 +228,7 @@ class Engine(Decoding):
                                               event.first_token_at, event.last_token_at,
                                               drafter.stats() if drafter else None, restored, ahead, seed,
                                               (self.decode_threads, self.options.n_threads), event.stop_string,
-                                              prefill_started)
+                                              computing)
                     if prefix_cache is not None and event.finish != "interrupted":
                         save_prefix(self._kv, prefix_cache, len(prompt), len(prompt) - reused)
                     yield finished
@@ -329,26 +328,35 @@ class Engine(Decoding):
 
     # --- prefill --------------------------------------------------------------------------------
 
-    def _prefill(self, prompt: Sequence[int], start: int) -> Iterator[PrefillProgress]:
+    def _prefill(self, prompt: Sequence[int], start: int) -> Generator[PrefillProgress, None, float]:
         """Evaluate prompt[start:] in chunks of up to n_batch, reporting progress before the first of several chunks
         (0 done: a long prompt says so at once) and after each; a stop request (Ctrl-C) ends a chunk part way too, where
-        the backend polls the abort callback, which each llama_decode sets alone (none is held at a yield)."""
+        the backend polls the abort callback, which each llama_decode sets alone (none is held at a yield). Return the
+        seconds the chunks took to compute, each timed from its llama_decode until llama_synchronize says its work is
+        done (an async backend's llama_decode, CUDA's, returns before): neither the work before the first chunk (a
+        prefix restored from disk, the sampler's grammar, the context's growth) nor the time the consumer of the
+        progress takes counts."""
         total = len(prompt)
         chunks = list(chunk_bounds(start, total, self.n_ubatch, self.n_batch))
+        computing = 0.0
         if len(chunks) > 1:
             yield PrefillProgress(done=0, total=total - start)
         for begin, end in chunks:
             if self._stop_requested:
                 break
             self._before_chunk(begin, end)
+            began = time.perf_counter()
             with StopBetweenNodes(self._ctx, lambda: self._stop_requested) as stopper:
                 status = self._kv.evaluate(prompt[begin:end])
+            lc.llama_synchronize(self._ctx)
+            computing += time.perf_counter() - began
             stopper.raise_caught()
             if status == ABORTED and self._stop_requested:
                 break
             if status != 0:
                 raise decode_failure(status)
             yield PrefillProgress(done=end - start, total=total - start)
+        return computing
 
     def _before_chunk(self, begin: int, end: int) -> None:
         """Tell the thread governor of a prompt chunk whose last physical batch is one token (llama.cpp cuts a

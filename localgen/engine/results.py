@@ -59,12 +59,12 @@ def finished_event(text: str, finish: str, n_prompt: int, reused: int, prefilled
                    started: float, prefill_done: float, first_token_at: float | None, last_token_at: float,
                    draft: DraftStats | None = None, restored: int = 0, ahead: int = 0, seed: int | None = None,
                    threads: tuple[int, int] = (0, 0), stop_string: str | None = None,
-                   prefill_started: float | None = None) -> Finished:
+                   computing_s: float | None = None) -> Finished:
     """Fold the measurements of one generation into its final event (first_token_at None: no token came; threads:
-    those decoding at the end, then those chosen at load; stop_string: the stop string that ended it;
-    prefill_started: when the prompt's computing began, after a prefix restored from disk, else started); a speed
-    with nothing to measure is None."""
-    prefill_s = prefill_done - (started if prefill_started is None else prefill_started)
+    those decoding at the end, then those chosen at load; stop_string: the stop string that ended it; computing_s:
+    the seconds the prompt's chunks took to compute, prefill_s, else the time from started to prefill_done); a
+    speed with nothing to measure is None."""
+    prefill_s = prefill_done - started if computing_s is None else computing_s
     decode_s = last_token_at - first_token_at if first_token_at is not None and generated > 1 else None
     return Finished(
         text=text,
