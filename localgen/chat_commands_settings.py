@@ -7,6 +7,7 @@ import shlex
 
 from localgen import console
 from localgen.conversation import asks_for_no_system_prompt  # off, as /wrap off and /stats off switch theirs off
+from localgen.conversation_summary import details_line, saved_figures
 from localgen.errors import UnbalancedQuoteError, UsageError
 from localgen.repl_input import history_path, unwrap_block, usage_error
 from localgen.repl_show import EMPTY_SYSTEM, stop_strings_line, system_prompt_line
@@ -111,16 +112,30 @@ def stats_command(state: ChatState, argument: str) -> None:
 
 
 def say_stats(session: ChatSession) -> None:
-    """The last answer's figures, with the context the conversation uses (/stats, and after every answer)."""
+    """The last answer's figures, with the context the conversation uses (/stats, and after every answer); those
+    saved with it where it came with the conversation loaded."""
     last = session.last
     if last is None:
-        answered = any(turn.answer is not None for turn in session.conversation.turns)
-        console.say("no figures for the last answer: it came with the conversation loaded, or an error cut it short"
-                    if answered else "no answer yet")
+        turns = session.conversation.turns
+        answered = any(turn.answer is not None for turn in turns)
+        if saved_figures(turns) is not None:
+            console.say(f"the saved answer's figures (it came with the conversation loaded): {details_line(turns[-1])}")
+        else:
+            console.say("no figures for the last answer: it came with the conversation loaded, or an error cut it "
+                        "short" if answered else "no answer yet")
         return
     used = session.context_used()
     context = None if used is None else (used, session.loaded.engine.n_ctx)
     console.say(console.format_stats(last, context=context))
+
+
+def last_decode_speed(session: ChatSession) -> float | None:
+    """The last answer's decode tok/s (the toolbar's), or the one saved with it where it came with the conversation
+    loaded; None where there is none."""
+    if session.last is not None:
+        return session.last.timings.decode_tokens_per_s
+    saved = saved_figures(session.conversation.turns)
+    return saved.decode_tokens_per_s if saved is not None else None
 
 
 def thinking_command(state: ChatState, argument: str) -> None:

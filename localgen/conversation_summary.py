@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from localgen.conversation import ForeignFormatError, Turn
+from localgen.conversation import AnswerDetails, ForeignFormatError, Turn
 from localgen.conversation_glance import glance
 from localgen.conversation_names import NAME_PATTERN, misnamed_file, name_taken
 from localgen.conversation_store import list_conversations, read_conversation, saved_path
@@ -121,6 +121,15 @@ def details_line(turn: Turn) -> str | None:
     if details.decode_tokens_per_s:
         parts.append(f"{details.decode_tokens_per_s:.0f} tok/s")
     return " · ".join([*parts, *([ending] if ending else [])]) or None
+
+
+def saved_figures(turns: Sequence[Turn]) -> AnswerDetails | None:
+    """The details saved with the last answer of these turns, where they hold a figure (its tokens, time or speed)."""
+    details = turns[-1].details if turns and turns[-1].answer is not None else None
+    if details is None or (details.completion_tokens is None and details.duration_s is None
+                           and not details.decode_tokens_per_s):
+        return None
+    return details
 
 
 def model_name(reference: str) -> str:

@@ -18,7 +18,7 @@ from localgen import console
 from localgen.answer_view import AnswerView
 from localgen.chat_commands import refuse_bang_habit, run_command
 from localgen.chat_commands_conversation import conversation_summary, say_last_exchange
-from localgen.chat_commands_settings import say_stats
+from localgen.chat_commands_settings import last_decode_speed, say_stats
 from localgen.errors import LocalgenError, internal_error_text
 from localgen.events import Event, Finished, TextChunk
 from localgen.output_writes import WholeWrites, end_writes_on
@@ -125,13 +125,13 @@ class Repl:
         return bool(self.session.options.offline) or is_offline()
 
     def _toolbar(self) -> str:
-        """Model, context used by the conversation / size, attached files, last decode speed; on a narrow terminal,
-        the context and the attached files before the rest."""
+        """Model, context used by the conversation / size, attached files, the last answer's decode speed; on a narrow
+        terminal, the context and the attached files before the rest."""
         engine = self.session.loaded.engine
         columns = self._prompt.output.get_size().columns
         if not engine.is_open:
             return toolbar_line([("no model loaded", 0), ("/model NAME", 1), ("/help", 2)], columns)
-        speed = self.session.last.timings.decode_tokens_per_s if self.session.last else None
+        speed = last_decode_speed(self.session)
         files = len(self.session.attachments)
         attached = [(f"{counted(files, 'file')} attached", 0)] if files else []
         used = self.session.context_used()

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from localgen.chat_commands_settings import say_stats
-from localgen.conversation import Conversation, Turn
+from localgen.chat_commands_settings import last_decode_speed, say_stats
+from localgen.conversation import AnswerDetails, Conversation, Turn
 from localgen.engine import Engine, core, decoding, lc
 from localgen.engine.kv import KvCache
 from localgen.events import Event, Finished, PrefillProgress
@@ -222,5 +222,25 @@ def test_stats_of_a_conversation_loaded_say_its_last_answer_was_not_computed_her
         session.undo()
         say_stats(session)
         assert capsys.readouterr().err == "no answer yet\n"
+    finally:
+        session.loaded.close()
+
+
+def test_stats_of_a_conversation_loaded_give_the_figures_saved_with_its_last_answer(
+        bundled_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    session = _session(bundled_model)
+    try:
+        loaded = Conversation.new(system=None, model=str(bundled_model))
+        details = AnswerDetails(finish_reason="length", model="smollm2-135m", prompt_tokens=31, completion_tokens=8,
+                                duration_s=0.42, decode_tokens_per_s=57.3)
+        loaded.turns.append(Turn("Name a fruit.", "A pear, a plum", details=details))
+        session.replace_conversation(loaded)
+        capsys.readouterr()
+        say_stats(session)
+        assert capsys.readouterr().err == ("the saved answer's figures (it came with the conversation loaded): "
+                                           "smollm2-135m · 8 tokens · 0.4 s · 57 tok/s · stopped at the token limit\n")
+        assert last_decode_speed(session) == 57.3, "the toolbar showed no speed"
+        asked = _finished(session.ask("Name a color.")[1])
+        assert last_decode_speed(session) == asked.timings.decode_tokens_per_s, "this chat's answer's own figure"
     finally:
         session.loaded.close()
