@@ -28,11 +28,13 @@ DOC = " ".join(f"Item {i}: the {['red', 'green', 'blue'][i % 3]} box holds {i * 
 
 @pytest.fixture(scope="module")
 def engine(bundled_model: Path) -> Iterator[Engine]:
+    """The bundled model on one thread, its prompt computed in chunks of 64 tokens."""
     with Engine(bundled_model, LoadOptions(n_ctx=2048, n_threads=1, n_threads_batch=1, n_batch=64)) as eng:
         yield eng
 
 
 def _finished(events: Iterable[Event]) -> Finished:
+    """The generation's Finished event, its other events consumed."""
     return [e for e in events if isinstance(e, Finished)][-1]
 
 
@@ -184,6 +186,7 @@ def test_prompt_tokens_are_the_tokens_of_the_prompt_printed(bundled_model: Path)
 
 
 def _session(model: Path) -> ChatSession:
+    """A chat on the model that saves nothing, answering greedily in at most 8 tokens."""
     options = ModelOptions(model=str(model), ctx_size=1024, threads=1)
     return ChatSession(load_model(options), options, Conversation.new(system=None, model=str(model)),
                        GREEDY, GenerationLimits(max_tokens=8), autosave=False)
