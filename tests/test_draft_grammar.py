@@ -107,18 +107,21 @@ def test_lookup_with_a_grammar_stops_where_plain_decoding_does(engine: Engine, s
     assert fast.finish_reason == "stop" and fast.draft is not None and fast.draft.accepted > 0, fast
 
 
-@pytest.mark.parametrize("sampling", [GREEDY, SamplingParams(seed=7, repeat_penalty=1.2)], ids=["greedy", "sampled"])
-def test_lookup_with_the_grammar_after_the_reasoning_is_plain_decoding(engine: Engine,
-                                                                       sampling: SamplingParams) -> None:
+@pytest.mark.parametrize(("sampling", "max_tokens"), [(GREEDY, 100), (SamplingParams(seed=7, repeat_penalty=1.2), 80)],
+                         ids=["greedy", "sampled"])
+def test_lookup_with_the_grammar_after_the_reasoning_is_plain_decoding(engine: Engine, sampling: SamplingParams,
+                                                                       max_tokens: int) -> None:
     """The prompt opens a <think> block, so the schema applies from the </think> the answer writes (several tokens
-    on this model); the example's reasoning and answer copy the JSON, so drafts run across the </think>."""
+    on this model); the example's reasoning and answer copy the JSON, so drafts run across the </think>. The greedy
+    answer needs its 90 tokens to close the JSON after the </think>; the sampled one strays from the example's copy
+    and writes no </think> in 100, and its first 80 hold 20 drafted tokens accepted and 20 rejected."""
     example = dict(PERSON, name="John Smith", age=37, email="john.smith@example.com")
     text = (f"Q: Return this JSON unchanged: {json.dumps(example)}\nA: <think>I copy the JSON object as it is, every "
             f"field: {json.dumps(example)}</think>{json.dumps(example)}\n"
             f"Q: Return this JSON unchanged: {json.dumps(PERSON)}\nA: <think>")
     prompt = engine.tokenize(text, add_special=False)
     fast = _assert_lookup_is_plain(engine, prompt, replace(sampling, grammar=_schema(PERSON_SCHEMA)),
-                                   GenerationLimits(max_tokens=100))
+                                   GenerationLimits(max_tokens=max_tokens))
     assert fast.draft is not None and fast.draft.accepted > 10, fast.draft
     if sampling is GREEDY:
         reasoning, _, answer = fast.text.partition("</think>")
