@@ -84,18 +84,21 @@ def test_greedy_lookup_with_a_json_schema_past_256_cells_is_plain_decoding(engin
     assert fast.draft.accepted < fast.draft.drafted, "some drafts are rejected, and the grammar must forget them"
 
 
-@pytest.mark.parametrize(("grammar", "sampling"), [
-    (_schema(PERSON_SCHEMA), SamplingParams(temperature=0.0, repeat_penalty=1.3)),
-    (_schema(PERSON_SCHEMA), SamplingParams(temperature=0.0, frequency_penalty=0.5, presence_penalty=0.5)),
-    (_schema(PERSON_SCHEMA), SamplingParams(temperature=0.0, repeat_penalty=1.2, repeat_last_n=-1)),  # llama.cpp's
-    (_schema(PERSON_SCHEMA), SamplingParams(seed=7, frequency_penalty=0.3)),
-    (LINE_GRAMMAR, SamplingParams(temperature=0.0, repeat_penalty=1.05, presence_penalty=0.1)),
+@pytest.mark.parametrize(("grammar", "sampling", "max_tokens"), [
+    (_schema(PERSON_SCHEMA), SamplingParams(temperature=0.0, repeat_penalty=1.3), 60),  # its one draft past the 40th
+    (_schema(PERSON_SCHEMA), SamplingParams(temperature=0.0, frequency_penalty=0.5, presence_penalty=0.5), 60),
+    (_schema(PERSON_SCHEMA), SamplingParams(temperature=0.0, repeat_penalty=1.2, repeat_last_n=-1), 40),  # llama.cpp's
+    (_schema(PERSON_SCHEMA), SamplingParams(seed=7, frequency_penalty=0.3), 60),
+    (LINE_GRAMMAR, SamplingParams(temperature=0.0, repeat_penalty=1.05, presence_penalty=0.1), 60),
 ], ids=["repeat", "frequency-presence", "whole-context", "sampled", "gbnf"])
 def test_lookup_with_a_grammar_and_penalties_samples_as_plain_decoding(engine: Engine, grammar: Grammar,
-                                                                       sampling: SamplingParams) -> None:
+                                                                       sampling: SamplingParams,
+                                                                       max_tokens: int) -> None:
+    """Each ends before 60 tokens but the whole-context case, which never closes its JSON: its drafts come in its
+    first 40."""
     prompt = chat_prompt(engine, f"Return this JSON unchanged: {json.dumps(PERSON)}")
     fast = _assert_lookup_is_plain(engine, prompt, replace(sampling, grammar=grammar),
-                                   GenerationLimits(max_tokens=60))
+                                   GenerationLimits(max_tokens=max_tokens))
     assert fast.draft is not None and fast.draft.drafted > 0, fast.draft
 
 
