@@ -59,6 +59,28 @@ def test_text_glued_after_the_reasoning_s_end_that_the_json_schema_rejects_is_le
     assert shown["text"] == "Three plus three is six.</think>" + hidden["text"], shown
 
 
+# Four like examples: the answer copies the prompt, so --draft lookup drafts the '>,' after the reasoning and what
+# follows it in one batch.
+COPIES = ("{% for m in messages %}{% if m.role == 'user' %}"
+          + 'Q: What is 2+2?\nA: <think>Two plus two is four.</think>, {"answer": 4}\n' * 4
+          + "Q: {{ m.content }}\nA: {% else %}{{ m.content }}\n{% endif %}{% endfor %}"
+          "{% if add_generation_prompt %}<think>{% endif %}\n")
+
+
+@pytest.mark.parametrize("hide", [False, True])
+def test_a_lookup_draft_accepted_across_the_cut_leaves_the_rejected_text_out(tmp_path: Path, hide: bool) -> None:
+    """The batch stops at the token the grammar cut ('>,', its ',' rejected): where it went on past it, the cut token
+    was not the last sampled, and the ',' stayed in the answer."""
+    template = tmp_path / "copies.jinja"
+    template.write_text(COPIES)
+    ask = ["run", "--chat-template", str(template), "--temperature", "0", "-n", "40", "--json-schema", ANSWER_SCHEMA,
+           "--json", "--draft", "lookup", *(["--hide-thinking"] if hide else []), "What is 2+2?"]
+    said = json.loads(run_localgen(*ask).out)
+    assert said["draft"]["accepted"] > 0, said
+    assert said["text"].endswith('</think>{"answer": 4}' if not hide else '{"answer": 4}'), said
+    assert "," not in said["text"], said
+
+
 # Tokens of a byte-level vocabulary that carry bytes no UTF-8 text has: 'ÿ' is the byte 0xFF, 'À' 0xC0 (neither
 # starts a character); the model's own logits are set so that it picks them.
 ODD_TOKENS = ("ÿ", ">ÿ", ">À", "ÿ</think>,", "ÿ</think>x", "ÿ</think>ÿ", ">,", "</think")
