@@ -39,7 +39,7 @@ from localgen.hub_cache import (
 )
 from localgen.hub_choice import choose_model, lookalikes, quant_of, shard_of
 from localgen.hub_entry_data import linked_file, linked_file_named, model_blobs, users_file_behind
-from localgen.hub_errors import map_hub_error, offline_error, timed_out
+from localgen.hub_errors import map_hub_error, offline_error, stalled_message, timed_out
 from localgen.hub_logs import HubLogNote, quiet_hub_logs
 from localgen.hub_resume import Fetched, PartClaim, fetch_blob, resumable
 from localgen.hub_settings import check_endpoint, hub_endpoint
@@ -397,7 +397,7 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
         ours = blob if claim.writing else None  # a part another pull is writing is not this one's to speak of
         error = hub_request_error(exc, repo=model.repo, filename=f.filename)
         if note is not None and note.retries and timed_out(exc):
-            error.message = _stalled_message(f"{model.repo}/{f.filename}")
+            error.message = stalled_message(f"{model.repo}/{f.filename}")
         raise _kept_part_said(error, model.repo, ours, f.size) from exc
     except BaseException:  # Ctrl-C, or a signal that ends localgen
         if own is not None and claim.writing and (said := _left_after_stop(model, f, own)):
@@ -420,15 +420,6 @@ def _left_after_stop(model: HubModel, f: HubFile, blob: str) -> str:
     if kept := partial_size(model.repo, blob):
         return _part_kept(kept, f.size, ", and ")
     return "the copy that was there is kept" if is_cached(model, f) else ""
-
-
-def _stalled_message(what: str) -> str:
-    """The error for a download that huggingface_hub tried again after a timeout, until it gave up: the Hub went
-    quiet, and stayed so (a wait of about six timeouts in all, not the one that "no answer in 10 s" would say)."""
-    from huggingface_hub import constants
-
-    return (f"the download of {what} stalled: the Hugging Face Hub ({hub_endpoint()}) sent nothing for "
-            f"{constants.HF_HUB_DOWNLOAD_TIMEOUT:g} s, and nothing when asked again")
 
 
 def _kept_part_said(error: LocalgenError, repo: str, blob: str | None, size: int) -> LocalgenError:

@@ -397,3 +397,12 @@ def _filesystem_error(err: BaseException, *, where: str) -> HubError | None:
         return HubError(f"the download of {where} was incomplete (the connection dropped)",
                         hint="run the command again")
     return None
+
+
+def stalled_message(what: str) -> str:
+    """The error for a download that huggingface_hub tried again after a timeout, until it gave up: the Hub went
+    quiet, and stayed so (a wait of about six timeouts in all, not the one that "no answer in 10 s" would say)."""
+    from huggingface_hub import constants
+
+    return (f"the download of {what} stalled: the Hugging Face Hub ({hub_endpoint()}) sent nothing for "
+            f"{constants.HF_HUB_DOWNLOAD_TIMEOUT:g} s, and nothing when asked again")
