@@ -277,10 +277,12 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
                 received_before |= got.source == "received before"
                 paths.append(got.path)
             for index in [i for i, path in enumerate(paths) if not path.exists()]:  # gone as the next were fetched
-                display.notes_after.append(f"localgen: {paths[index]} was removed (`localgen models rm`) as this pull "
-                                           "fetched the model's other shards; it was downloaded again")
-                got = _fetch_file(model, model.files[index], force=False, display=display, pin=None if index else pin)
+                f = model.files[index]
+                got = _fetch_file(model, f, force=False, display=display, pin=None if index else pin)
                 downloaded, paths[index] = downloaded + got.received, got.path
+                when = "while this pull fetched the model's other shards" if len(paths) > 1 else "as this pull ended"
+                display.notes_after.append(f"localgen: {f.repo}/{f.filename} was removed {when}; it was downloaded "
+                                           "again")
     finally:
         for note in display.notes_after:  # below the bars' last drawing, not above it
             console.say(note)

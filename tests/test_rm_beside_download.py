@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hub_server import HubEnv, HubServer, child_env, make_gguf_bytes, run_cli
@@ -20,7 +21,8 @@ from hub_server import HubEnv, HubServer, child_env, make_gguf_bytes, run_cli
 from localgen import blob_locks, hub, hub_cache, hub_resume
 from localgen.blob_locks import holding_blob_locks
 from localgen.downloads_under_way import ModelDownloadingError
-from localgen.errors import ModelNotFoundError
+from localgen.errors import HubError, ModelNotFoundError
+from localgen.hub_types import HubFile, HubModel
 from localgen.model_removal import remove_model
 from localgen.registry import load_registry
 from tests.conftest import REPO_ROOT, bundled_model_file, popen_localgen
@@ -435,5 +437,49 @@ def test_a_pull_of_a_split_model_whose_first_shard_rm_removed_between_two_shards
     paths = hub.download_model(REPO, quant="Q4_K_M", filename=None, force=True, quiet=True)
     assert removed == [f"{REPO}:Q4_K_M"] and [p.name for p in paths] == [S1, S2] and all(p.is_file() for p in paths)
     assert [p.name for p in hubenv.snapshot_files(REPO)] == [S1, S2]
-    assert f"localgen: {paths[0]} was removed (`localgen models rm`) as this pull fetched the model's other shards; " \
-           "it was downloaded again\n" in capfd.readouterr().err
+    assert f"localgen: {REPO}/{S1} was removed while this pull fetched the model's other shards; it was downloaded " \
+           "again\n" in capfd.readouterr().err
+
+
+def _removed_once_fetched(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Remove REPO's model (as models rm does) once the pull has fetched and checked its file name, the first time."""
+    real, removed = hub.verify_download, list[str]()
+
+    def removed_once_verified(path: Path, *args: object, **kwargs: object) -> None:
+        real(path, *args, **kwargs)  # type: ignore[arg-type]
+        if path.name == name and not removed:
+            removed.append(remove_model(load_registry(), REPO).name)
+
+    monkeypatch.setattr(hub, "verify_download", removed_once_verified)
+
+
+def test_a_pull_whose_download_again_of_a_removed_shard_fails_says_nothing_of_downloading_it_again(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """The note that the shard was downloaded again came before its download, and was printed as the pull failed."""
+    hubenv.server.add_repo(REPO, _shards(True))
+    hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    _removed_once_fetched(monkeypatch, S1)
+    real, calls = hub._fetch_file, list[str]()
+
+    def fetch(model: HubModel, f: HubFile, **kwargs: Any) -> hub.FetchedFile:
+        calls.append(f.filename)
+        if len(calls) == 3:  # the first shard again: the network goes away
+            raise HubError("could not reach the Hub: connection reset")
+        return real(model, f, **kwargs)
+
+    monkeypatch.setattr(hub, "_fetch_file", fetch)
+    with pytest.raises(HubError, match="connection reset"):
+        hub.download_model(REPO, quant="Q4_K_M", filename=None, force=True, quiet=True)
+    assert calls == [S1, S2, S1]
+    assert "downloaded again" not in capfd.readouterr().err
+
+
+def test_a_pull_whose_single_file_was_removed_as_it_ended_downloads_it_again_and_names_no_other_shards(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """A model of one file removed once fetched was said removed as the pull fetched its other shards."""
+    hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("big")})
+    _removed_once_fetched(monkeypatch, NAME)
+    (path,) = hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    assert path.is_file()
+    err = capfd.readouterr().err
+    assert f"localgen: {REPO}/{NAME} was removed as this pull ended; it was downloaded again\n" in err, err
