@@ -1,13 +1,12 @@
 """huggingface_hub's locks on a repo's blobs (.locks/models--ORG--NAME/ETAG.lock) as `models rm` takes them: held while
 it deletes a model, so that no download writes or links one of its files meanwhile (a download that has renamed its
-finished blob into place holds its lock until the snapshot links it), and deleted where the blob they guard is gone
-and no process holds them. The repo's lock folder stays: filelock, waiting on a lock, makes its file again where it
-was deleted, but never the folder."""
+finished blob into place holds its lock until the snapshot links it). The lock files and their folder stay, as
+huggingface_hub's own cache deletion (`hf cache rm`) leaves them: filelock 3.x, waiting on a lock, opens a lock file
+it found there without making it again, and fails where it was deleted meanwhile."""
 
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
 import time
 from collections.abc import Callable, Collection, Iterator
@@ -34,10 +33,10 @@ class Waited:
 
 @contextlib.contextmanager
 def holding_blob_locks(repo: str, blobs: Collection[str], *, refuse: Callable[[], None]) -> Iterator[Waited]:
-    """Hold the lock of each of a repo's blobs (as the cache spells the repo) while the block runs, then delete those
-    whose blob is gone with every part of it (remove_idle_locks). A lock another process holds is waited for (refuse,
-    called after each try, raises where a download writes a part now); one that cannot be taken or tested (no flock,
-    an unwritable cache) is gone ahead without. The block gets whether any was waited for."""
+    """Hold the lock of each of a repo's blobs (as the cache spells the repo) while the block runs; the lock files
+    stay. A lock another process holds is waited for (refuse, called after each try, raises where a download writes a
+    part now); one that cannot be taken or tested (no flock, an unwritable cache) is gone ahead without. The block
+    gets whether any was waited for."""
     held: dict[Path, int] = {}
     waited = Waited()
     try:
@@ -50,37 +49,8 @@ def holding_blob_locks(repo: str, blobs: Collection[str], *, refuse: Callable[[]
         yield waited
     finally:
         for lock, fd in held.items():
-            if not _blob_there(repo, lock) and still_names(fd, lock):
-                with contextlib.suppress(OSError):
-                    lock.unlink()  # while held: a download waiting on it takes the one made next
             hub_cache.LOCKS_HELD_HERE.discard(lock)
             os.close(fd)
-    remove_idle_locks(repo)
-
-
-def remove_idle_locks(repo: str) -> None:
-    """Delete the lock files of a repo's blobs that are gone with every part of them, where no process holds them
-    (each taken while it goes); the folder stays, which a download waiting on one of them needs to make it again."""
-    if not HAS_FLOCK:
-        return
-    folder = hub_cache.lock_folder(repo)
-    for lock in sorted(folder.glob("*.lock")):
-        if _blob_there(repo, lock):
-            continue
-        with contextlib.suppress(OSError):
-            fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)
-            try:
-                if try_flock(fd) and still_names(fd, lock) and not _blob_there(repo, lock):
-                    lock.unlink()
-            finally:
-                os.close(fd)
-
-
-def _blob_there(repo: str, lock: Path) -> bool:
-    """Whether the blob a lock file guards, or a part of it, is in the repo's blobs folder."""
-    blob = lock.name.removesuffix(".lock")
-    blobs = hub_cache.blobs_dir(repo)
-    return os.path.lexists(blobs / blob) or any(blobs.glob(f"{glob.escape(blob)}.*incomplete"))
 
 
 def _taken(lock: Path, refuse: Callable[[], None], waited: Waited) -> int | None:

@@ -1,5 +1,5 @@
 """`models rm` beside a download of the same repo: across the moment a finished download links its blob into the
-snapshot, beside another quant being downloaded, and the lock folder it leaves."""
+snapshot, beside another quant being downloaded, and the lock files it leaves."""
 
 from __future__ import annotations
 
@@ -120,35 +120,23 @@ def _pulled_both(hubenv: HubEnv) -> tuple[Path, Path]:
     return tuple(hub_cache.blobs_dir(REPO) / repo.sha256(name) for name in (NAME, "big-Q8_0.gguf"))  # type: ignore
 
 
-def test_rm_deletes_the_lock_files_of_the_blobs_it_deleted_and_leaves_the_lock_folder(hubenv: HubEnv) -> None:
-    """Each blob a pull downloads leaves its lock file in .locks/models--ORG--NAME: rm of every model of the repo left
-    the files for good."""
+def test_rm_leaves_the_lock_files_of_the_blobs_it_deleted_and_their_folder_as_huggingface_hub_does(
+        hubenv: HubEnv) -> None:
+    """rm deleted the lock files of the blobs it deleted: filelock 3.x, waiting on one, opens the file it found there
+    without making it again, and a download of it then failed."""
     q4, q8 = _pulled_both(hubenv)
     folder = hub_cache.lock_folder(REPO)
-    assert sorted(p.name for p in folder.iterdir()) == sorted(f"{blob.name}.lock" for blob in (q4, q8))
+    locks = sorted(f"{blob.name}.lock" for blob in (q4, q8))
+    assert sorted(p.name for p in folder.iterdir()) == locks
     remove_model(load_registry(), f"{REPO}:Q4_K_M")
-    assert [p.name for p in folder.iterdir()] == [f"{q8.name}.lock"]  # the model that stays keeps its own
     remove_model(load_registry(), f"{REPO}:Q8_0")
-    assert list(folder.iterdir()) == [] and not (hubenv.hf_cache / hub_cache.repo_folder(REPO)).exists()
+    assert sorted(p.name for p in folder.iterdir()) == locks
+    assert not (hubenv.hf_cache / hub_cache.repo_folder(REPO)).exists()
 
 
-def test_rm_keeps_a_lock_a_download_holds_and_so_the_lock_folder(hubenv: HubEnv) -> None:
-    """A download of another file of the repo holding its lock, before it has written anything, keeps its lock file
-    (and the folder) as rm of the repo's model empties the rest."""
-    q4, q8 = _pulled_both(hubenv)
-    remove_model(load_registry(), f"{REPO}:Q8_0")
-    starting = hub_cache.blob_lock_path(REPO, q8.name)
-    starting.touch()
-    with open(starting, "rb") as held:
-        fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # another open file: its lock keeps this process's own sweep out
-        remove_model(load_registry(), f"{REPO}:Q4_K_M")
-        assert [p.name for p in hub_cache.lock_folder(REPO).iterdir()] == [starting.name]
-    assert not q4.exists()
-
-
-def test_a_download_waiting_on_a_lock_rm_holds_takes_it_once_rm_deleted_it(hubenv: HubEnv) -> None:
+def test_a_download_waiting_on_a_lock_rm_holds_takes_it_once_rm_lets_go(hubenv: HubEnv) -> None:
     """huggingface_hub waiting on the lock of a blob rm deletes (a pull of the model rm is removing) tries its lock
-    file every 0.05 s, making it again where it was deleted: rm deletes it as it lets go."""
+    file every 0.05 s: it takes it once rm lets go."""
     from huggingface_hub.utils import WeakFileLock
 
     (q4, _q8) = _pulled_both(hubenv)
@@ -184,7 +172,7 @@ except BaseException as exc:
 """
 
 
-def test_a_download_in_another_program_waiting_on_a_lock_rm_deletes_takes_it_however_late_it_looks_again(
+def test_a_download_in_another_program_waiting_on_a_lock_rm_holds_takes_it_however_late_it_looks_again(
         hubenv: HubEnv) -> None:
     """huggingface_hub's own lock (hf_hub_download, `hf download`) waiting on a blob's lock rm deletes never makes the
     lock folder again: rm, deleting the emptied folder 0.2 s after it let go, failed a waiter that did not look again
