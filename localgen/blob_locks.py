@@ -10,7 +10,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from localgen import hub_cache
@@ -25,10 +25,16 @@ LOCK_FILE_MODE = 0o664  # huggingface_hub's, so that other users sharing the cac
 
 @dataclass
 class Waited:
-    """Whether taking a repo's blob locks waited for one another process held, and that process where known."""
+    """The blobs whose locks another process held as a repo's blob locks were taken (waited for), and the process
+    that held the first where known."""
 
-    waited: bool = False
+    blobs: list[str] = field(default_factory=list)
     holder: int | None = None
+
+    @property
+    def waited(self) -> bool:
+        """Whether any lock was waited for."""
+        return bool(self.blobs)
 
 
 @contextlib.contextmanager
@@ -69,7 +75,9 @@ def _taken(lock: Path, refuse: Callable[[], None], waited: Waited) -> int | None
         lost_files += bool(taken)  # deleted and made again as it was locked (or identities that never agree: FUSE)
         if taken is False:  # held by another process
             if not waited.waited:
-                waited.waited, waited.holder = True, lock_holder(lock)
+                waited.holder = lock_holder(lock)
+            if lock.stem not in waited.blobs:
+                waited.blobs.append(lock.stem)
             refuse()  # after the last try too: a download that began writing as rm gave up is refused all the same
         if taken is None or lost_files == LOCK_TRIES or time.monotonic() >= deadline:
             return None

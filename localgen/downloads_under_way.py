@@ -8,6 +8,7 @@ import shlex
 from collections.abc import Sequence
 
 from localgen import hub_cache
+from localgen.blob_locks import Waited
 from localgen.catalog import display_name
 from localgen.errors import LocalgenError
 from localgen.file_locks import lock_holder
@@ -94,17 +95,20 @@ def refuse_while_downloading(name: str, repo: str, files: Sequence[HubFile], ref
 
 
 def refuse_split_model_fetched(registry: Registry, reference: str, cached: list[hub_cache.CachedHubFile],
-                               holder: int | None) -> None:
-    """Refuse to remove a split model a download held a shard's lock of as rm waited for it (holder: its process,
-    where known): that download goes on to its other shards, and would leave them with none before."""
+                               waited: Waited) -> None:
+    """Refuse to remove a split model a download held a shard's lock of as rm waited for it, where that download goes
+    on to a shard after it, which it would leave with none before, or where a shard was not there as rm found the
+    model's files (one the download linked as rm waited would stay)."""
     repo, names = cached[0].repo, model_files(cached)
     if len(names) < 2:
         return
     listing = hub_cache.load_listing(repo)
     files = [f for f in listing.files if f.filename in names] if listing else []
-    if files:
+    held_at = min((f.shard_index or 0 for f in files if f.blob in waited.blobs), default=0)  # 0: not known
+    found = {c.filename for c in cached if c.path.is_file()}  # a shard linked as rm waited is not among its files
+    if any((f.shard_index or 0) > held_at or f.filename not in found for f in files):
         name = display_name(registry, repo, quant_of(files[0].filename), files[0].filename)
-        raise _refusal(name, repo, files, reference, holder, [])
+        raise _refusal(name, repo, files, reference, waited.holder, [])
 
 
 def _refusal(name: str, repo: str, files: Sequence[HubFile], reference: str, holder: int | None,

@@ -41,13 +41,15 @@ class _HeldLink:
     """A pull in a thread of this process whose finished blob, renamed into place under its lock, waits to be linked
     into the snapshot until release()."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, only: str | None = None) -> None:
+        """only: the file whose link waits (None: the first)."""
         self.linking, self.released, self.errors = threading.Event(), threading.Event(), list[Exception]()
         real = hub_resume.link_into_snapshot
 
         def held(pointer: Path, blob: Path, *, new_blob: bool) -> None:
-            self.linking.set()
-            self.released.wait(30)
+            if only is None or pointer.name == only:
+                self.linking.set()
+                self.released.wait(30)
             real(pointer, blob, new_blob=new_blob)
 
         monkeypatch.setattr(hub_resume, "link_into_snapshot", held)
@@ -352,6 +354,43 @@ def test_rm_of_a_split_model_waiting_for_a_pull_to_link_a_shard_is_refused_and_t
         f"localgen: error: {REPO}:Q4_K_M is being downloaded by {holder} ("), err.decode()
     assert held.errors == [] and [p.name for p in hubenv.snapshot_files(REPO)] == [S1, S2]
     assert len([p for p in hubenv.blobs(REPO) if not p.name.endswith(".incomplete")]) == 2
+
+
+@pytest.mark.parametrize("first_blob_first", [True, False])
+def test_rm_of_a_split_model_waiting_for_a_pull_to_link_its_last_shard_removes_it_whole(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, first_blob_first: bool) -> None:
+    """With nothing left for the pull to fetch, rm refused all the same, saying the model 'is being downloaded by
+    process N (128.0 KiB of 128.0 KiB so far)' after that download had ended."""
+    hubenv.server.add_repo(REPO, _shards(first_blob_first))
+    hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    held = _HeldLink(monkeypatch, only=S2)
+    pull = held.start(force=True)  # waits to link the last shard
+    rm = _rm(hubenv.env, REPO)
+    time.sleep(1.0)  # rm, started, waits on the lock the pull holds (for up to 2 s)
+    held.released.set()
+    pull.join(60)
+    _, err = rm.communicate(timeout=60)
+    assert held.errors == [] and rm.returncode == 0, err.decode()
+    assert err.decode().startswith(f"localgen: removed {REPO}:Q4_K_M"), err.decode()
+
+
+def test_rm_of_a_split_model_waiting_for_a_pull_to_link_the_last_shard_it_did_not_find_is_refused(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A last shard rm found missing, linked as it waited, is not among the files it removes: it would remove the
+    first shard alone."""
+    hubenv.server.add_repo(REPO, _shards(True))
+    first, last = hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    last.resolve().unlink()
+    last.unlink()  # the last shard never downloaded
+    held = _HeldLink(monkeypatch, only=S2)
+    pull = held.start(force=False)  # waits to link the last shard
+    rm = _rm(hubenv.env, REPO)
+    time.sleep(1.0)  # rm, started, waits on the lock the pull holds (for up to 2 s)
+    held.released.set()
+    pull.join(60)
+    _, err = rm.communicate(timeout=60)
+    assert held.errors == [] and rm.returncode == 1, err.decode()
+    assert "is being downloaded by" in err.decode() and first.is_file() and last.is_file()
 
 
 def test_rm_waiting_on_the_locks_of_a_model_another_rm_removes_says_it_is_no_longer_there(
