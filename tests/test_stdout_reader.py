@@ -3,9 +3,11 @@ and the socket's other errors are no reader gone."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
+import platform
 import socket
 import struct
 import subprocess
@@ -13,6 +15,8 @@ import sys
 import termios
 import time
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPO_ROOT, popen_localgen, run_localgen_process
 
@@ -48,6 +52,31 @@ def _tcp_connection() -> tuple[socket.socket, socket.socket]:
     return writer, reader
 
 
+WRITE_CALLS = {"x86_64": {"1", "20"}, "aarch64": {"64", "66"}}.get(platform.machine())  # write and writev
+
+
+def _filled(writer: socket.socket) -> None:
+    """Fill the connection with bytes of the test's own, none read: the run's first write waits, whatever the length of
+    its answer (some 5 KB fill it, and a greedy answer's length differs from CPU to CPU)."""
+    writer.setblocking(False)
+    for _ in range(3):  # the kernel takes a little more once its acknowledgements are through
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                writer.send(b"." * 64)
+        time.sleep(0.1)
+    writer.setblocking(True)
+
+
+def _waits_writing_stdout(pid: int) -> bool:
+    """Whether a thread of process pid is in a write to its stdout that has not returned."""
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            call = (task / "syscall").read_text().split()
+            if call[:2] and call[0] in WRITE_CALLS and int(call[1], 16) == 1:
+                return True
+    return False
+
+
 def _reset_once_full(proc: subprocess.Popen[bytes], reader: socket.socket) -> str:
     """Reset the connection (a SO_LINGER 0 close) once the run's writes to it wait, none read; its stderr."""
     seen, still_since = 0, time.monotonic()
@@ -65,9 +94,19 @@ def test_a_tcp_reader_that_resets_while_text_streams_ends_the_run_as_a_closed_pi
     """`localgen run ... | nc host port` whose far end resets the connection while a write waits on it: exit 141
     and nothing said, as a closed pipe's, where the write's ECONNRESET (the reset not yet found by the watch of the
     reader) was said as cannot write to stdout: Connection reset by peer, exit 1."""
+    if WRITE_CALLS is None:
+        pytest.skip(f"which system calls write on {platform.machine()} is not known here")
     writer, reader = _tcp_connection()
+    _filled(writer)
     proc = _spawn_run(("Write a long story about a robot.", "-n", "1000", *GREEDY), tmp_path, writer)
-    err = _reset_once_full(proc, reader)
+    waiting_since = None
+    while proc.poll() is None and (waiting_since is None or time.monotonic() - waiting_since < 0.5):
+        time.sleep(0.05)
+        waiting_since = (waiting_since or time.monotonic()) if _waits_writing_stdout(proc.pid) else None
+    assert proc.poll() is None, "the run ended before its write to the full connection waited"
+    reader.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    reader.close()
+    err = proc.communicate(timeout=300)[1].decode()
     assert (proc.returncode, err) == (141, "")
 
 
