@@ -78,8 +78,10 @@ class TextMeter:
             size = len(value)
         elif _is_container(value):
             size = self._repr(value, size_limit() - self.total)
+        elif type(value) is int:
+            size = int_chars(value, size_limit() - self.total)
         else:
-            size = int_chars(value) if type(value) is int else len(str(value))  # a number, None, an Undefined
+            size = len(str(value))  # a float, None, an Undefined
         self.add(size)
         return size
 
@@ -92,7 +94,7 @@ class TextMeter:
             self._cycles += 1
             return _cycle_mark_chars(value)
         elif not _is_container(value):
-            size = int_chars(value) if type(value) is int else len(repr(value))
+            size = int_chars(value, room) if type(value) is int else len(repr(value))
         else:
             head, items, tail = _parts(value)
             size = head + tail + 2 * max(len(items) - 1, 0)
@@ -166,14 +168,20 @@ def _scalars_chars(items: list[object], room: int) -> int | None:
     return sum(map(len, map(repr, items))) if least <= room else least
 
 
-def int_chars(value: int) -> int:
+def int_chars(value: int, room: int | None = None) -> int:
     """len(str(value)) for an int, found from its bit length and a power of ten without writing its digits (which
-    takes time quadratic in their number); past Python's int_max_str_digits, str()'s ValueError."""
+    takes time quadratic in their number); past Python's int_max_str_digits, str()'s ValueError; where even its
+    fewest digits pass room (the render's limit by default), that lower bound, found without a power of ten."""
     bits = value.bit_length()
     if bits <= _SMALL_INT_BITS:
         return len(str(value))
-    magnitude = abs(value)
-    digits = int((bits - 1) * _LOG10_2) + 1  # 2**(bits - 1)'s: the value has as many, or one more
+    room = size_limit() if room is None else room
+    least = int((bits - 1) * _LOG10_2) + 1  # 2**(bits - 1)'s digits: the value has as many, or one more
+    if 0 < sys.get_int_max_str_digits() < least:
+        str(value)  # raises str()'s own ValueError at once, from the bit length, before writing any digit
+    if least > room:
+        return least  # refused as it is: no power of ten (one C call of seconds for millions of digits) is needed
+    magnitude, digits = abs(value), least
     while magnitude < _power_of_ten(digits - 1):
         digits -= 1
     while magnitude >= _power_of_ten(digits):

@@ -87,6 +87,7 @@ HOSTILE = {
     "filter-block": BIG + "{% filter length %}{% for i in range(100) %}{{ s }}{% endfor %}{% endfilter %}",
     "huge-int-division": "{{ (('f' * 800000)|int(base=16) // ('f' * 400000)|int(base=16)) > 0 }}",  # 9 s
 }
+HUGE_INT = "{% set a = ('f' * 4000000)|int(base=16) %}{{ a }}"  # its powers of ten: 3 s in two C calls
 HANG_GUARD_S = 5 * template_sandbox.TEMPLATE_TIME_LIMIT_S  # a refusal takes milliseconds; one C call, minutes
 
 
@@ -138,6 +139,27 @@ def test_a_template_building_a_huge_string_in_one_call_is_refused_before_buildin
     assert "\n" not in message and len(message) < 200, message
     assert "--chat-template FILE" in ended["hint"]
     assert ended["elapsed"] < HANG_GUARD_S, f"{ended['elapsed']:.1f} s"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="renders in a forked child")
+def test_an_int_past_str_s_digits_fails_at_once_as_str_fails_it() -> None:
+    """Its digits' count past int_max_str_digits is known from its bit length: str()'s ValueError comes at once,
+    where two powers of ten of millions of digits came first (3 s: stopped by the time limit)."""
+    ended = _render_in_child(HUGE_INT)
+    assert "ValueError: Exceeds the limit (4300 digits) for integer string conversion" in ended["message"], ended
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="renders in a forked child")
+def test_an_int_of_more_digits_than_the_room_left_is_refused_without_a_power_of_ten() -> None:
+    """Without int_max_str_digits, an int whose fewest digits pass the output limit is refused from its bit length,
+    where two powers of ten of millions of digits were computed first (3 s: stopped by the time limit)."""
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        ended = _render_in_child(HUGE_INT)
+    finally:
+        sys.set_int_max_str_digits(limit)
+    assert "too large and was stopped: " in ended["message"], ended
 
 
 def test_the_refusal_names_what_was_too_large_and_the_limit() -> None:
