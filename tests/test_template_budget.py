@@ -5,6 +5,7 @@ while every template that fits writes what Jinja writes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -97,12 +98,12 @@ def _render(template: str, messages: list[Message] | None = None, **variables: A
 
 
 def _render_in_child(template: str) -> dict[str, Any]:
-    """Render in a forked child, killed past HANG_GUARD_S (a C call the time limit cannot stop): how it ended."""
+    """Render in a forked child, killed past HANG_GUARD_S (a C call the time limit cannot stop) or when the test
+    stops: how it ended."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover (the child)
         os.close(read)
-        started = time.monotonic()
         try:
             _render(template)
             ended: dict[str, Any] = {"message": "rendered", "hint": ""}
@@ -110,19 +111,20 @@ def _render_in_child(template: str) -> dict[str, Any]:
             ended = {"message": error.message, "hint": error.hint or ""}
         except BaseException as error:
             ended = {"message": f"{type(error).__name__}: {error}", "hint": ""}
-        ended["elapsed"] = time.monotonic() - started
         os.write(write, json.dumps(ended).encode())
         os._exit(0)
     os.close(write)
     try:
-        ready, _, _ = select.select([read], [], [], HANG_GUARD_S)
-        if not ready:
-            os.kill(pid, signal.SIGKILL)
+        poller = select.poll()
+        poller.register(read, select.POLLIN)
+        if not poller.poll(HANG_GUARD_S * 1000):
             pytest.fail(f"still rendering after {HANG_GUARD_S:g} s, in one call no time limit stops")
         with os.fdopen(read, "rb", closefd=False) as pipe:
             return dict(json.loads(pipe.read()))
     finally:
         os.close(read)
+        with contextlib.suppress(ProcessLookupError):  # a child still rendering (a failure, a Ctrl-C) ends here
+            os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
 
 
@@ -138,7 +140,6 @@ def test_a_template_building_a_huge_string_in_one_call_is_refused_before_buildin
     assert message.startswith("evil: the chat template tried to build something too large and was stopped: "), message
     assert "\n" not in message and len(message) < 200, message
     assert "--chat-template FILE" in ended["hint"]
-    assert ended["elapsed"] < HANG_GUARD_S, f"{ended['elapsed']:.1f} s"
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="renders in a forked child")
