@@ -20,6 +20,7 @@ from jinja2.utils import pass_environment
 from markupsafe import Markup
 
 from localgen.template_budget import (
+    TEMPLATE_OUTPUT_LIMIT_CHARS,
     TextMeter,
     TooLarge,
     check_arguments,
@@ -194,7 +195,27 @@ def measure_concat_folding() -> None:
 
 
 class BoundedCodeGenerator(CodeGenerator):
-    """Jinja's code generator, sending a `~` concatenation's parts through checked_concat first."""
+    """Jinja's code generator, sending a `~` concatenation's parts through checked_concat first, and folding constant
+    output only up to the output limit in all (Jinja joins adjacent ones into one constant, kept with the compiled
+    template)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._folded_chars = 0
+        if self.optimizer is not None:
+            self.optimizer = _bounded_optimizer(self)
+
+    def fold(self, chars: int) -> bool:
+        """Count a constant of chars characters folded into the code, False (not to fold it) past the output
+        limit in all: it is written when rendered instead, and measured there."""
+        self._folded_chars += chars
+        return self._folded_chars <= TEMPLATE_OUTPUT_LIMIT_CHARS
+
+    def _output_child_to_const(self, node: nodes.Expr, frame: Frame, finalize: Any) -> str:
+        text = super()._output_child_to_const(node, frame, finalize)
+        if not self.fold(len(text)):
+            raise nodes.Impossible
+        return text
 
     @optimizeconst
     def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
@@ -209,6 +230,25 @@ class BoundedCodeGenerator(CodeGenerator):
             self.visit(arg, frame)
             self.write(", ")
         self.write(")))")
+
+
+def _bounded_optimizer(generator: BoundedCodeGenerator) -> Any:
+    """Jinja's constant folder, counting each constant it folds into the generator's and folding none past the
+    output limit in all (each {{ 'x'|center(4000000) }} a 4 MB constant in the code)."""
+    from jinja2.optimizer import Optimizer
+
+    class BoundedOptimizer(Optimizer):
+        def generic_visit(self, node: nodes.Node, *args: Any, **kwargs: Any) -> nodes.Node:
+            folded = super().generic_visit(node, *args, **kwargs)
+            if folded is node or not isinstance(folded, nodes.Const):
+                return folded
+            try:
+                chars = text_size([folded.value], what="a constant")
+            except Exception:  # too large, an int past str()'s digits: left for the render
+                chars = TEMPLATE_OUTPUT_LIMIT_CHARS + 1
+            return folded if generator.fold(chars) else node
+
+    return BoundedOptimizer(generator.environment)
 
 
 class _UnfoldingTracker(TrackingCodeGenerator):
