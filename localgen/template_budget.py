@@ -311,11 +311,15 @@ def check_replace(text: str | bytes, old: object, new: object, count: object = -
         check_size(len(text) + times * (len(new) - len(old)), what)
 
 
-def joined_items(separator: int, iterable: Iterable[object], *, what: str) -> list[object]:
+def joined_items(separator: int, iterable: Iterable[object], *, what: str, strings: bool = False) -> list[object]:
     """The items a join would join, read one by one and refused as soon as their text and the separators (separator
-    characters each) pass the render's limit (a generator's items all read first could pass it many times over)."""
+    characters each) pass the render's limit (a generator's items all read first could pass it many times over);
+    with strings (str.join), read up to the first that is not a str, which str.join refuses with its TypeError."""
     meter, items = TextMeter(what), []
     for item in iterable:
+        if strings and not isinstance(item, str):
+            items.append(item)
+            break
         meter.add(separator if items else 0)
         if isinstance(item, bytes):
             meter.add(len(item))
@@ -331,7 +335,8 @@ def check_method(method: Callable[..., Any], args: Sequence[object], kwargs: dic
     check_arguments(args, kwargs)
     text, name = method.__self__, method.__name__  # type: ignore[attr-defined]
     if name == "join" and len(args) == 1 and not kwargs:
-        args = (joined_items(len(text), args[0], what=".join()'s text"),)  # type: ignore[arg-type]
+        args = (joined_items(len(text), args[0], what=".join()'s text",  # type: ignore[arg-type]
+                             strings=isinstance(text, str)),)
     elif name == "replace" and 2 <= len(args) <= 3:
         check_replace(text, *args, what=".replace()'s text")
     elif name == "expandtabs":

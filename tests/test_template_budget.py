@@ -251,6 +251,7 @@ ORDINARY = [
     "{% autoescape true %}{% set y %}<{{ '&' }}{% endset %}{{ y }}{{ m('<') }}{% endautoescape %}",
     "{{ [10**4299, -10**300, 2**1000] }} {{ 10**4299 }} {{ [2**1000, 10**77] | join(',') }} {{ '%s' % [10**100] }}",
     "{{ [10**4305, 1] }}",  # past str()'s 4,300 digits: its ValueError
+    "{{ ''.join([['x' * 1000] * 5000]) }}", "{{ '-'.join(['a', 1, 'b']) }}",  # str.join's TypeError, not measured
     "{{ [1, (10**4400,)] | string }}",
     "{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns }}|{{ ns|string }}|{{ [ns, ns] ~ '' }}",
     "{% set ns = namespace(a=1) %}{% set ns.me = [ns] %}{{ ns }}|{{ '%s' % ns }}|{{ '{}'.format(ns.me) }}",
