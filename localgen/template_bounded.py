@@ -6,17 +6,12 @@ from __future__ import annotations
 import itertools
 import textwrap
 from collections.abc import Callable, Iterable
-from functools import update_wrapper, wraps
+from functools import lru_cache, update_wrapper, wraps
 from types import BuiltinMethodType, MethodType
 from typing import TYPE_CHECKING, Any
 
-from jinja2 import nodes
-from jinja2.compiler import CodeGenerator, Frame, optimizeconst
-from jinja2.filters import make_attrgetter
-from jinja2.meta import TrackingCodeGenerator
-from jinja2.nodes import get_eval_context
-from jinja2.sandbox import MAX_RANGE, SandboxedEscapeFormatter, SandboxedFormatter
-from jinja2.utils import pass_environment
+from jinja2 import compiler, nodes, pass_environment
+from jinja2.compiler import CodeGenerator
 from markupsafe import Markup
 
 from localgen.template_budget import (
@@ -35,7 +30,13 @@ from localgen.template_budget import (
 
 if TYPE_CHECKING:
     from jinja2 import Environment
+    from jinja2.compiler import Frame
     from jinja2.nodes import EvalContext
+
+# Jinja's internals below are read where they are used (or with a fallback), so that one renamed in a later Jinja
+# breaks only what uses it, never every render
+_optimizeconst = getattr(compiler, "optimizeconst", lambda visit: visit)  # without it, `~` is not folded
+_MAX_RANGE = 100_000  # jinja2.sandbox.MAX_RANGE's value, where it has none
 
 # the filters that write their value (and arguments) as text with str(), in one C call
 _WRITING_FILTERS = frozenset({"capitalize", "center", "e", "escape", "forceescape", "format", "indent", "lower",
@@ -109,6 +110,8 @@ def _join(original: Callable[..., str]) -> Callable[..., str]:
     @wraps(original)
     def join(eval_ctx: EvalContext, value: Iterable[Any], d: str = "", attribute: str | int | None = None) -> str:
         if attribute is not None:
+            from jinja2.filters import make_attrgetter
+
             value = map(make_attrgetter(eval_ctx.environment, attribute), value)
         separator = text_size(d, what="|join's separator")
         return original(eval_ctx, joined_items(separator, value, what="|join's text"), d)
@@ -136,6 +139,8 @@ def _sum(environment: Environment, iterable: Iterable[Any], attribute: str | int
     """Jinja's |sum, adding lists or tuples in one pass (sum() copies the total so far at every step), their total
     length checked first."""
     if attribute is not None:
+        from jinja2.filters import make_attrgetter
+
         iterable = map(make_attrgetter(environment, attribute), iterable)
     if not isinstance(start, (list, tuple)):
         return sum(iterable, start)
@@ -147,13 +152,16 @@ def _sum(environment: Environment, iterable: Iterable[Any], attribute: str | int
 
 def bounded_range(*args: int) -> range:
     """The sandbox's range(), refused with the size it asked for past MAX_RANGE numbers."""
+    from jinja2 import sandbox
+
+    largest = getattr(sandbox, "MAX_RANGE", _MAX_RANGE)
     numbers = range(*args)
     try:
         count = len(numbers)
     except OverflowError:  # more than fits in a C ssize_t
-        count = MAX_RANGE + 1
-    if count > MAX_RANGE:
-        refuse(f"a range of {count:,} numbers, over the {MAX_RANGE:,} allowed")
+        count = largest + 1
+    if count > largest:
+        refuse(f"a range of {count:,} numbers, over the {largest:,} allowed")
     return numbers
 
 
@@ -174,14 +182,18 @@ def block_text(pieces: Iterable[str]) -> str:
 def measure_concat_folding() -> None:
     """Make Jinja's folding of a constant `~` concatenation at compile time measure its parts' text first in the
     bounded sandbox, leaving one too large to build for the render to refuse where it reaches it (Jinja folds a
-    `~` inside any constant expression through Concat.as_const, and allows no node class of one's own)."""
-    original = nodes.Concat.as_const
-    if getattr(original, "measured", False):
+    `~` inside any constant expression through Concat.as_const, and allows no node class of one's own). Where a
+    later Jinja has no Concat.as_const, there is nothing to patch; where the environment cannot be told, no `~` of
+    the bounded sandbox is folded."""
+    original = getattr(getattr(nodes, "Concat", None), "as_const", None)
+    if original is None or getattr(original, "measured", False):
         return
 
     def as_const(self: nodes.Concat, eval_ctx: EvalContext | None = None) -> str:
-        eval_ctx = get_eval_context(self, eval_ctx)
-        if not hasattr(eval_ctx.environment, "checked_concat"):  # another environment's template
+        environment = getattr(eval_ctx if eval_ctx is not None else self, "environment", None)
+        if environment is None:  # folded the bounded sandbox's way or not at all
+            raise nodes.Impossible
+        if not hasattr(environment, "checked_concat"):  # another environment's template
             return original(self, eval_ctx)
         parts = [node.as_const(eval_ctx) for node in self.nodes]
         try:
@@ -217,7 +229,7 @@ class BoundedCodeGenerator(CodeGenerator):
             raise nodes.Impossible
         return text
 
-    @optimizeconst
+    @_optimizeconst
     def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
         if frame.eval_ctx.volatile:
             func_name = "(markup_join if context.eval_ctx.volatile else str_join)"
@@ -251,26 +263,27 @@ def _bounded_optimizer(generator: BoundedCodeGenerator) -> Any:
     return BoundedOptimizer(generator.environment)
 
 
-class _UnfoldingTracker(TrackingCodeGenerator):
-    """Jinja's introspecting code generator, folding no constant (folding runs a template's filters)."""
-
-    def __init__(self, environment: Environment) -> None:
-        super().__init__(environment)
-        self.optimizer = None
-
-    def _output_child_to_const(self, node: nodes.Expr, frame: Frame, finalize: Any) -> str:
-        raise nodes.Impossible
-
-
 def undeclared_variables(tree: nodes.Template) -> set[str]:
     """jinja2.meta.find_undeclared_variables without folding constants, so that no template code runs: folding
     wrote each {{ 'x'|center(4000000) }} and joined them (200 in a 5 KB template: 2 GB)."""
-    tracker = _UnfoldingTracker(tree.environment)  # type: ignore[arg-type]
+    from jinja2.meta import TrackingCodeGenerator
+
+    class UnfoldingTracker(TrackingCodeGenerator):
+        """Jinja's introspecting code generator, folding no constant (folding runs a template's filters)."""
+
+        def __init__(self, environment: Environment) -> None:
+            super().__init__(environment)
+            self.optimizer = None
+
+        def _output_child_to_const(self, node: nodes.Expr, frame: Frame, finalize: Any) -> str:
+            raise nodes.Impossible
+
+    tracker = UnfoldingTracker(tree.environment)  # type: ignore[arg-type]
     tracker.visit(tree)
     return tracker.undeclared_identifiers
 
 
-def _bounded_formatter(base: type[SandboxedFormatter]) -> type[SandboxedFormatter]:
+def _bounded_formatter(base: type[Any]) -> type[Any]:
     """The sandbox's str.format formatter class, measuring each field before it is written."""
 
     class BoundedFormatter(base):  # type: ignore[misc, valid-type]
@@ -293,7 +306,12 @@ def _bounded_formatter(base: type[SandboxedFormatter]) -> type[SandboxedFormatte
     return BoundedFormatter
 
 
-_FORMATTER, _ESCAPE_FORMATTER = _bounded_formatter(SandboxedFormatter), _bounded_formatter(SandboxedEscapeFormatter)
+@lru_cache(maxsize=1)
+def _formatters() -> tuple[type[Any], type[Any]]:
+    """The bounded formatter classes, for a str and for a Markup."""
+    from jinja2.sandbox import SandboxedEscapeFormatter, SandboxedFormatter
+
+    return _bounded_formatter(SandboxedFormatter), _bounded_formatter(SandboxedEscapeFormatter)
 
 
 def bounded_str_format(environment: Environment, value: Any) -> Callable[..., str] | None:
@@ -304,8 +322,8 @@ def bounded_str_format(environment: Environment, value: Any) -> Callable[..., st
     if not isinstance(template, str):
         return None
     is_format_map = value.__name__ == "format_map"
-    formatter = (_ESCAPE_FORMATTER(environment, escape=template.escape) if isinstance(template, Markup)
-                 else _FORMATTER(environment))
+    plain, escaping = _formatters()
+    formatter = escaping(environment, escape=template.escape) if isinstance(template, Markup) else plain(environment)
 
     def wrapper(*args: Any, **kwargs: Any) -> str:
         if is_format_map:

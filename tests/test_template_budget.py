@@ -10,6 +10,7 @@ import json
 import os
 import select
 import signal
+import subprocess
 import sys
 import time
 import tracemalloc
@@ -372,3 +373,28 @@ def test_finding_a_template_s_variables_runs_none_of_its_code() -> None:
     finally:
         tracemalloc.stop()
     assert peak < 10 * 2**20, f"{peak / 2**20:.0f} MiB"
+
+
+RENAMED_INTERNALS = """
+import jinja2.filters, jinja2.meta, jinja2.sandbox
+for module, name in [(jinja2.meta, "TrackingCodeGenerator"), (jinja2.filters, "make_attrgetter"),
+                     (jinja2.sandbox, "SandboxedFormatter"), (jinja2.sandbox, "SandboxedEscapeFormatter"),
+                     (jinja2.sandbox, "MAX_RANGE")]:
+    delattr(module, name)
+from localgen.chat import Message
+from localgen.template_sandbox import render_template, template_variables
+template = "{% for m in messages %}{{ m.role ~ ':' ~ m.content }}|{% endfor %}{{ range(2)|join(',') }}"
+print(render_template(template + "{{ 'a' ~ 'b' }}", [Message("user", "hi")], bos_token="", eos_token="",
+                      model_name="m", variables={}))
+print(sorted(template_variables(template + "{{ enable_thinking }}")))
+"""
+
+
+def test_a_jinja_internal_renamed_breaks_what_uses_it_alone() -> None:
+    """Jinja's internals (its introspection's code generator, its formatters, MAX_RANGE) are read where they are
+    used, so a later Jinja without one still renders every template that does not need it, where importing
+    localgen's template code failed, and every render with it."""
+    done = subprocess.run([sys.executable, "-c", RENAMED_INTERNALS], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == "user:hi|0,1ab\n[]\n"  # the think switch's variables: none found, as for invalid Jinja
