@@ -61,7 +61,9 @@ class TextMeter:
         self.total = 0
         self._sizes: dict[int, tuple[object, int]] = {}  # id -> (the value, kept alive; its repr's length)
         self._open: set[int] = set()  # containers being measured: one met inside itself is written '[...]'
-        self._cycles = 0  # how often a container was met inside itself: a size measured meanwhile is not kept
+        self._cyclic: dict[int, tuple[object, int, frozenset[int], frozenset[int]]] = {}  # one with cycle marks
+        self._marks: set[int] = set()  # the open containers met in the container being measured: '[...]'
+        self._members: set[int] = set()  # the containers measured in it whose sizes hold cycle marks
 
     def add(self, size: int) -> None:
         """Count size more characters."""
@@ -90,32 +92,60 @@ class TextMeter:
         key = id(value)
         if key in self._sizes:
             size = self._sizes[key][1]
-        elif key in self._open:  # written as '[...]', '{...}': how depends on what is open, so nothing is kept
-            self._cycles += 1
+        elif key in self._open:  # written as '[...]', '{...}': a size measured around it holds while it is open
+            self._marks.add(key)
             return _cycle_mark_chars(value)
+        elif key in self._cyclic and self._reusable(*self._cyclic[key][2:]):
+            _, size, marks, members = self._cyclic[key]
+            self._marks |= marks
+            self._members |= members
+            return size if size <= room else self.over()
         elif not _is_container(value):
             size = int_chars(value, room) if type(value) is int else len(repr(value))
         else:
             head, items, tail = _parts(value)
             size = head + tail + 2 * max(len(items) - 1, 0)
             scalars = _scalars_chars(items, room - size) if size <= room else None
-            cycles = self._cycles
             if scalars is not None:
                 size += scalars
-            else:
-                guarded = not _is_namespace(value)  # a namespace's repr is its dict's, which Python guards
+            else:  # measured here, not in a helper: one Python frame for each level of nesting
+                outer, guarded = (self._marks, self._members), not _is_namespace(value)  # Python guards its dict
+                self._marks, self._members = set(), set()
                 if guarded:
                     self._open.add(key)
                 for item in items:
                     size += self._repr(item, room - size) if size <= room else self.over()
                 if guarded:
                     self._open.discard(key)
-            if self._cycles != cycles:
-                return size if size <= room else self.over()
+                return self._keep(value, size, room, outer, guarded)
         if size > room:
             self.over()
         self._sizes[key] = (value, size)
         return size
+
+    def _keep(self, value: object, size: int, room: int, outer: tuple[set[int], set[int]], guarded: bool) -> int:
+        """Keep value's size (measured with its items') for the next time it is met, and return it: where a cycle
+        mark ('[...]') was met inside, with the open containers the marks referred to and the containers measured
+        around them, for as long as those are open and these are not (their marks are written where they are)."""
+        key, marks, members = id(value), self._marks, self._members
+        self._marks, self._members = outer
+        if size > room:
+            self.over()
+        if not marks and not members:
+            self._sizes[key] = (value, size)
+            return size
+        marks.discard(key)
+        if guarded:
+            members.add(key)
+        self._cyclic[key] = (value, size, frozenset(marks), frozenset(members))
+        self._marks |= marks
+        self._members |= members
+        return size
+
+    def _reusable(self, marks: frozenset[int], members: frozenset[int]) -> bool:
+        """True where a size measured with the cycle marks of marks holds now: those are open, and none of the
+        containers measured with it (written whole then) is."""
+        return marks <= self._open and self._open.isdisjoint(members)
 
 
 def _is_namespace(value: object) -> bool:

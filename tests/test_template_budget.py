@@ -258,6 +258,8 @@ ORDINARY = [
     "{% set ns = namespace(a=1) %}{% set ns.me = [ns] %}{{ ns }}|{{ '%s' % ns }}|{{ '{}'.format(ns.me) }}",
     "{% set X = namespace() %}{% set Y = [X, 'x' * 4] %}{% set X.y = Y %}{% set root = [Y] + [X] * 3 %}"
     "{{ root }}|{{ root|string|length }}|{{ X }}|{{ [X, Y, {'r': root}] }}",
+    "{% set X = namespace() %}{% set Y = [X] %}{% set X.y = Y %}{% set n = namespace(l=Y) %}"
+    + "{% set n.l = [n.l, n.l] %}" * 17 + "{{ n.l|string|length }}",  # a shared list with a cycle: 4 MB of text
     "{% set ns = namespace(x=[]) %}{% for i in range(900) %}{% set ns.x = [ns.x] %}{% endfor %}"
     "{{ ns.x|string|length }} {{ (ns.x ~ '')|length }} {{ [ns.x]|join|length }}",  # Jinja's str() reaches ~990
 ]
@@ -317,11 +319,26 @@ def _cycles() -> list[object]:
     return [holder, held, [holder] + [held] * 3, [held] + [holder] * 3, {"a": held, "b": (holder,)}]
 
 
+def _shared_cycles() -> list[object]:
+    """Containers met again inside and outside a cycle, where a size measured with its '[...]' holds or not."""
+    first, second = [], []
+    first.append(second)
+    second.append(first)
+    held = Namespace()
+    holder = [held]
+    held["y"] = holder
+    knot = [first, second]
+    knot.append(knot)
+    return [[second, second, first], [first, second, first, [second]], [holder, held, holder, [holder, held]],
+            [held, holder, [held]], [knot, first, [knot, second]], {"k": knot, "f": first, "s": [second, knot]}]
+
+
 VALUES = [[], (), {}, set(), frozenset(), (1,), [1, "a", None, 1.5, True], {"k": [1, (2, 3)], 4: {}}, {1, 2},
           frozenset({"a"}), {"a": 1}.keys(), {"a": [1]}.values(), {"a": (1, "b")}.items(), {}.items(),
           Namespace(a=[1], b="x"), Namespace(), _self_holding(), "q'\"\\\n\x00é😀", Markup("<b>"), [Markup("<b>")],
           [["shared"]] * 3, 10**40, -0.0, float("inf"), [[[]]], [{"a": {"b": ["c"]}}], ("a", ("b", ("c",))),
-          *_cycles(), 10**4299, -(10**300), [2**1000, -(10**999), "a"], [10**77, 10**78 - 1, True, 1.5, None]]
+          *_cycles(), *_shared_cycles(),
+          10**4299, -(10**300), [2**1000, -(10**999), "a"], [10**77, 10**78 - 1, True, 1.5, None]]
 
 
 @pytest.mark.parametrize("value", VALUES, ids=range(len(VALUES)))
