@@ -68,6 +68,18 @@ class _HeldLink:
         return thread
 
 
+def _rm_beside(held: _HeldLink, env: dict[str, str], *, force: bool) -> tuple[int, str]:
+    """`models rm --yes REPO` started while the held pull waits to link, the pull let go a second later (rm waits up
+    to 2 s on the lock the pull holds): rm's exit status and stderr, once both have ended."""
+    pull = held.start(force=force)
+    rm = _rm(env, REPO)
+    time.sleep(1.0)
+    held.released.set()
+    _, err = rm.communicate(timeout=60)
+    pull.join(60)
+    return rm.returncode, err.decode()
+
+
 def test_rm_as_a_pull_links_its_finished_blob_waits_for_the_link_and_removes_the_model_whole(
         hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
     """A pull --force renamed its checked copy over the blob and holds its lock to link it: rm took the model for not
@@ -76,13 +88,8 @@ def test_rm_as_a_pull_links_its_finished_blob_waits_for_the_link_and_removes_the
     hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
     blob = hub_cache.blobs_dir(REPO) / repo.sha256(NAME)
     held = _HeldLink(monkeypatch)
-    pull = held.start(force=True)
-    rm = _rm(hubenv.env, REPO)
-    time.sleep(1.0)  # rm, started, waits on the lock the pull holds (for up to 2 s)
-    held.released.set()
-    _, err = rm.communicate(timeout=60)
-    pull.join(60)
-    assert rm.returncode == 0 and err.decode().startswith(f"localgen: removed {REPO}:Q4_K_M"), err.decode()
+    code, err = _rm_beside(held, hubenv.env, force=True)
+    assert code == 0 and err.startswith(f"localgen: removed {REPO}:Q4_K_M"), err
     assert not blob.exists() and not hub_cache.partial_path(REPO, blob.name).exists()
     assert hubenv.snapshot_files(REPO) == []  # no entry left leading nowhere
 
@@ -343,15 +350,10 @@ def test_rm_of_a_split_model_waiting_for_a_pull_to_link_a_shard_is_refused_and_t
     hubenv.server.add_repo(REPO, _shards(first_blob_first))
     hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
     held = _HeldLink(monkeypatch)
-    pull = held.start(force=True)  # waits to link the first shard
-    rm = _rm(hubenv.env, REPO)
-    time.sleep(1.0)  # rm, started, waits on the lock the pull holds (for up to 2 s)
-    held.released.set()
-    _, err = rm.communicate(timeout=60)
-    pull.join(60)
+    code, err = _rm_beside(held, hubenv.env, force=True)  # waits to link the first shard
     holder = f"process {os.getpid()}" if Path("/proc/locks").exists() else "another process"
-    assert rm.returncode == 1 and err.decode().startswith(
-        f"localgen: error: {REPO}:Q4_K_M is being downloaded by {holder} ("), err.decode()
+    assert code == 1 and err.startswith(
+        f"localgen: error: {REPO}:Q4_K_M is being downloaded by {holder} ("), err
     assert held.errors == [] and [p.name for p in hubenv.snapshot_files(REPO)] == [S1, S2]
     assert len([p for p in hubenv.blobs(REPO) if not p.name.endswith(".incomplete")]) == 2
 
@@ -364,14 +366,9 @@ def test_rm_of_a_split_model_waiting_for_a_pull_to_link_its_last_shard_removes_i
     hubenv.server.add_repo(REPO, _shards(first_blob_first))
     hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
     held = _HeldLink(monkeypatch, only=S2)
-    pull = held.start(force=True)  # waits to link the last shard
-    rm = _rm(hubenv.env, REPO)
-    time.sleep(1.0)  # rm, started, waits on the lock the pull holds (for up to 2 s)
-    held.released.set()
-    pull.join(60)
-    _, err = rm.communicate(timeout=60)
-    assert held.errors == [] and rm.returncode == 0, err.decode()
-    assert err.decode().startswith(f"localgen: removed {REPO}:Q4_K_M"), err.decode()
+    code, err = _rm_beside(held, hubenv.env, force=True)  # waits to link the last shard
+    assert held.errors == [] and code == 0, err
+    assert err.startswith(f"localgen: removed {REPO}:Q4_K_M"), err
 
 
 def test_rm_of_a_split_model_waiting_for_a_pull_to_link_the_last_shard_it_did_not_find_is_refused(
@@ -383,14 +380,9 @@ def test_rm_of_a_split_model_waiting_for_a_pull_to_link_the_last_shard_it_did_no
     last.resolve().unlink()
     last.unlink()  # the last shard never downloaded
     held = _HeldLink(monkeypatch, only=S2)
-    pull = held.start(force=False)  # waits to link the last shard
-    rm = _rm(hubenv.env, REPO)
-    time.sleep(1.0)  # rm, started, waits on the lock the pull holds (for up to 2 s)
-    held.released.set()
-    pull.join(60)
-    _, err = rm.communicate(timeout=60)
-    assert held.errors == [] and rm.returncode == 1, err.decode()
-    assert "is being downloaded by" in err.decode() and first.is_file() and last.is_file()
+    code, err = _rm_beside(held, hubenv.env, force=False)  # waits to link the last shard
+    assert held.errors == [] and code == 1, err
+    assert "is being downloaded by" in err and first.is_file() and last.is_file()
 
 
 def test_rm_waiting_on_the_locks_of_a_model_another_rm_removes_says_it_is_no_longer_there(
