@@ -37,6 +37,13 @@ def _rm(env: dict[str, str], *references: str) -> subprocess.Popen[bytes]:
                           env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
+def _wait_written(part: Path, size: int) -> None:
+    """Wait (up to 30 s) until a download's part holds size bytes: the loopback Hub holds its body there."""
+    deadline = time.monotonic() + 30
+    while (not part.exists() or part.stat().st_size < size) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 class _HeldLink:
     """A pull in a thread of this process whose finished blob, renamed into place under its lock, waits to be linked
     into the snapshot until release()."""
@@ -106,9 +113,7 @@ def test_rm_of_a_repo_alone_while_a_pull_downloads_another_quant_of_it_says_so(l
     pull = popen_localgen([sys.executable, "-m", "localgen", "pull", f"{REPO}:Q8_0"], cwd=REPO_ROOT, env=env,
                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 30
-        while (not part.exists() or part.stat().st_size < 5 * 2**20) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        _wait_written(part, 5 * 2**20)
         refused = run_cli(env, "models", "rm", "--yes", REPO)
         holder = f"process {pull.pid}" if Path("/proc/locks").exists() else "another process"
         assert refused.returncode == 1 and refused.stderr == (
@@ -316,9 +321,7 @@ def test_rm_of_a_repo_alone_removes_the_part_kept_of_its_first_quant_while_a_pul
     pull = popen_localgen([sys.executable, "-m", "localgen", "pull", f"{REPO}:Q8_0"], cwd=REPO_ROOT, env=env,
                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 30
-        while (not part.exists() or part.stat().st_size < 5 * 2**20) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        _wait_written(part, 5 * 2**20)
         removed = run_cli(env, "models", "rm", "--yes", REPO)
         assert removed.returncode == 0 and removed.stderr == (
             f"localgen: removed {REPO}:Q4_K_M (downloaded in part): freed 976.6 KiB\n"), removed.stderr
