@@ -46,6 +46,7 @@ class BatchCost:
 
     def __init__(self) -> None:
         self.one_token_s = 0.0
+        self._batch_before = 0  # the size of the batch the last decode was, 0 after a one-token decode
         self._sums = [0.0] * 5  # weight, w*b, w*b^2, w*cost, w*b*cost
         for size, cost in PRIOR_COSTS:
             self._add(size, cost, PRIOR_COST_WEIGHT)
@@ -57,15 +58,22 @@ class BatchCost:
 
     def observe(self, size: int, seconds: float) -> None:
         """Learn from one timed llama_decode (with its sampling) of `size` tokens."""
+        batch_before, self._batch_before = self._batch_before, 0
         if size <= 1:
             old = self.one_token_s
             seconds = min(seconds, 2.0 * old) if old else seconds  # a stall elsewhere is not the model's speed
+            if batch_before:  # llama.cpp builds its one-token graph again after a batch: that time is the batch's
+                extra = seconds / old - 1.0
+                self._sums[3] += extra
+                self._sums[4] += batch_before * extra
+                return
             self.one_token_s = (1 - ONE_TOKEN_EWMA) * old + ONE_TOKEN_EWMA * seconds if old else seconds
             return
         if self.one_token_s <= 0.0:
             return
         self._sums = [value * DECAY for value in self._sums]
         self._add(size, min(max(seconds / self.one_token_s, 1.0), 1.5 * size), 1.0)
+        self._batch_before = size
 
     def __call__(self, size: int) -> float:
         """The expected cost of a batch of `size` tokens, in one-token decodes."""

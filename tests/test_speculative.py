@@ -72,6 +72,20 @@ def test_batch_cost_learns_a_line_from_short_batches_and_ignores_stalls() -> Non
     assert cost(7) < 6.0, "nor does a stalled batch make them look dear"
 
 
+def test_the_slower_step_after_a_batch_counts_against_the_batch() -> None:
+    cost = BatchCost()
+    cost.observe(1, 0.010)
+    for _ in range(40):
+        for size in (4, 8):
+            cost.observe(size, 0.010 * (0.8 + 0.5 * size))
+            cost.observe(1, 0.015)  # llama.cpp builds its one-token graph again after a batch: half a step more
+    assert cost.one_token_s == pytest.approx(0.010), "the step after a batch is not plain decoding's speed"
+    assert cost(4) == pytest.approx(3.3, abs=0.1) and cost(8) == pytest.approx(5.3, abs=0.1), "the batch pays it"
+    cost.observe(1, 0.010)
+    cost.observe(1, 0.012)
+    assert cost.one_token_s == pytest.approx(0.0102), "steps after a one-token step are plain decoding's speed"
+
+
 def _copying(drafter: PromptLookup, source: list[int], start: int, steps: int) -> list[list[int]]:
     """Feed the model's tokens one step at a time as it copies `source` from `start`; the drafts offered."""
     drafts, at = [], start
