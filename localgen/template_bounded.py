@@ -207,9 +207,10 @@ def measure_concat_folding() -> None:
 
 
 class BoundedCodeGenerator(CodeGenerator):
-    """Jinja's code generator, sending a `~` concatenation's parts through checked_concat first, and folding constant
-    output only up to the output limit in all (Jinja joins adjacent ones into one constant, kept with the compiled
-    template)."""
+    """Jinja's code generator, sending a `~` concatenation's parts through checked_concat first, a comparison through
+    checked_compare, checked_in or checked_chain, a dict literal's keys through checked_dict and a subscript through
+    checked_getitem (those that can walk a shared part), and folding constant output only up to the output limit in
+    all (Jinja joins adjacent ones into one constant, kept with the compiled template)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -242,6 +243,74 @@ class BoundedCodeGenerator(CodeGenerator):
             self.visit(arg, frame)
             self.write(", ")
         self.write(")))")
+
+    @_optimizeconst
+    def visit_Compare(self, node: nodes.Compare, frame: Frame) -> None:
+        if _compared_at_once(node):
+            super().visit_Compare(node, frame)
+            return
+        if len(node.ops) > 1:  # a chain: each operand after the first given as a function, evaluated when reached
+            self.write("environment.checked_chain(")
+            self.visit(node.expr, frame)
+            for operand in node.ops:
+                self.write(f", {operand.op!r}, lambda: ")
+                self.visit(operand.expr, frame)
+            self.write(")")
+            return
+        operand = node.ops[0]
+        if operand.op in ("in", "notin"):
+            self.write("(not environment.checked_in(" if operand.op == "notin" else "(environment.checked_in(")
+        else:
+            self.write(f"(environment.checked_compare({operand.op!r}, ")
+        self.visit(node.expr, frame)
+        self.write(", ")
+        self.visit(operand.expr, frame)
+        self.write("))")
+
+    @_optimizeconst
+    def visit_Getitem(self, node: nodes.Getitem, frame: Frame) -> None:
+        if isinstance(node.arg, (nodes.Slice, nodes.Const)) or self.environment.is_async:  # m['role'] as Jinja's
+            super().visit_Getitem(node, frame)
+            return
+        self.write("environment.checked_getitem(")
+        self.visit(node.node, frame)
+        self.write(", ")
+        self.visit(node.arg, frame)
+        self.write(")")
+
+    def visit_Dict(self, node: nodes.Dict, frame: Frame) -> None:
+        if all(isinstance(item.key, nodes.Const) for item in node.items):  # constant keys: a literal of its own
+            super().visit_Dict(node, frame)
+            return
+        self.write("environment.checked_dict(")
+        for item in node.items:
+            self.write("(")
+            self.visit(item.key, frame)
+            self.write(", ")
+            self.visit(item.value, frame)
+            self.write("), ")
+        self.write(")")
+
+
+def _compared_at_once(node: nodes.Compare) -> bool:
+    """True where a comparison (each of a chain's) walks no shared part: an operand is a constant, from the
+    template's own text (m['role'] == 'user'), or a comparison's, test's or `not`'s boolean or a `~`'s string; for
+    `in`, the item is one of those, or the container a constant list, tuple or string."""
+    left = node.expr
+    for operand in node.ops:
+        if operand.op in ("in", "notin"):
+            constant = operand.expr.value if isinstance(operand.expr, nodes.Const) else None
+            if not (_plain_value(left) or isinstance(constant, (list, tuple, str))):  # a dict hashes the item
+                return False
+        elif not (_plain_value(left) or _plain_value(operand.expr)):
+            return False
+        left = operand.expr
+    return True
+
+
+def _plain_value(node: nodes.Expr) -> bool:
+    """True for an expression whose value is compared in one step, or walks no more than the template's text."""
+    return isinstance(node, (nodes.Const, nodes.Compare, nodes.Test, nodes.Not, nodes.Concat))
 
 
 def _bounded_optimizer(generator: BoundedCodeGenerator) -> Any:

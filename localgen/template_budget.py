@@ -30,6 +30,8 @@ _FLOAT_CHARS = 320  # the longest float in %f (1e308 has 309 digits), beside its
 class TooLarge(Exception):
     """A template asked for a string, number or sequence too large to build."""
 
+    attempt = "build something too large"  # what the template tried, in its refusal
+
 
 def size_limit() -> int:
     """The largest string or sequence the current render may build."""

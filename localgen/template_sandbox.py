@@ -104,14 +104,20 @@ def _environment() -> Environment:
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     from localgen import template_bounded as bounded
+    from localgen import template_compare as compare
 
     class BoundedSandbox(ImmutableSandboxedEnvironment):
-        """The immutable sandbox, refusing operations whose result would be huge."""
+        """The immutable sandbox, refusing operations whose result would be huge, or whose comparisons and hashes
+        would walk too long."""
 
         intercepted_binops = frozenset({"*", "**", "+", "%", "//"})
         code_generator_class = bounded.BoundedCodeGenerator
         checked_concat = staticmethod(bounded.checked_concat)
         concat = staticmethod(bounded.block_text)
+        checked_compare = staticmethod(compare.checked_compare)
+        checked_in = staticmethod(compare.checked_in)
+        checked_chain = staticmethod(compare.checked_chain)
+        checked_dict = staticmethod(compare.checked_dict)
 
         def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
             check_binop(operator, left, right)
@@ -120,7 +126,12 @@ def _environment() -> Environment:
         def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
             if isinstance(getattr(__obj, "__self__", None), (str, bytes, list, tuple, int)):
                 args = check_method(__obj, args, kwargs)  # 'x'.center(10**9), s.replace('x', s), ...
+            args = compare.check_compared_arguments(__obj, args)  # [a].index(b), dict(pairs), loop.changed(a)
             return super().call(__context, __obj, *args, **kwargs)
+
+        def checked_getitem(self, obj: Any, argument: Any) -> Any:
+            compare.check_key(obj, argument)  # obj[argument] hashes it: the code generator's for one not constant
+            return self.getitem(obj, argument)
 
         def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
             return bounded.bounded_str_format(self, value)
@@ -128,7 +139,9 @@ def _environment() -> Environment:
     bounded.measure_concat_folding()
     env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True, autoescape=False, finalize=_finalize,
                          extensions=["jinja2.ext.loopcontrols", _generation_tag()])
-    env.filters = bounded.bounded_filters({**env.filters, "tojson": _tojson})
+    filters = bounded.bounded_filters({**env.filters, "tojson": _tojson})
+    env.filters = {name: compare.compared_filter(name, func) for name, func in filters.items()}
+    env.tests = compare.compared_tests(env.tests)
     env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now, range=bounded.bounded_range)
     return env
 
@@ -251,7 +264,7 @@ def _failure(exc: BaseException, model_name: str, hint: str) -> TemplateError:
     elif isinstance(exc, _OutputTooLarge):
         what = f"output exceeds {exc.args[0]:,} characters"
     elif isinstance(exc, TooLarge):
-        what = f"tried to build something too large and was stopped: {exc}"
+        what = f"tried to {exc.attempt} and was stopped: {exc}"
     elif isinstance(exc, SecurityError):
         what = f"failed a sandbox check: {one_line(exc)}"
     elif isinstance(exc, MemoryError):

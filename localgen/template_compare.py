@@ -1,0 +1,307 @@
+"""A chat template's comparisons, hashes and sorts measured before they run: Python compares and hashes nested lists,
+tuples and dicts in one C call (which no time limit interrupts), walking a part shared N times N times, so the items
+such a call would walk are counted first, each distinct part (or pair of parts) measured once, and a call that would
+walk more than the render's limit is refused."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import wraps
+from typing import Any, NoReturn
+
+from jinja2.utils import Namespace
+
+from localgen.template_budget import TooLarge, size_limit
+
+_SHALLOW = frozenset({str, int, float, bool, type(None)})  # compared and hashed in one step, whatever the other
+_SET_VIEWS = (type({}.keys()), type({}.items()))
+_SETS = (set, frozenset, *_SET_VIEWS)  # compared as sets: each item of one looked up in the other
+_DEEP = (list, tuple, dict, *_SETS)
+_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt,
+                                                     "gt": operator.gt, "lteq": operator.le, "gteq": operator.ge}
+_SYMBOLS = {"eq": "==", "ne": "!=", "lt": "<", "gt": ">", "lteq": "<=", "gteq": ">="}
+_TESTS = {"==": "eq", "eq": "eq", "equalto": "eq", "!=": "ne", "ne": "ne", ">": "gt", "gt": "gt",
+          "greaterthan": "gt", ">=": "gteq", "ge": "gteq", "<": "lt", "lt": "lt", "lessthan": "lt", "<=": "lteq",
+          "le": "lteq"}
+_SORTING_FILTERS = frozenset({"sort", "groupby", "dictsort"})  # the others (max, min, unique) meet each item once
+_COMPARING_FILTERS = _SORTING_FILTERS | {"max", "min", "unique"}
+
+
+class TooDeep(TooLarge):
+    """A template asked to compare, hash or sort values that one C call would walk for too long."""
+
+    attempt = "compare or hash something too large"
+
+
+def _is_deep(value: object) -> bool:
+    """True where comparing or hashing value compares or hashes the values inside it."""
+    return type(value) not in _SHALLOW and isinstance(value, _DEEP)
+
+
+def _all_shallow(items: Iterable[object]) -> bool:
+    """True where every item is a string, number, boolean or None (checked in C)."""
+    return set(map(type, items)) <= _SHALLOW
+
+
+def _children(value: Any) -> list[object]:
+    """The values a comparison or hash of value reaches inside it (a dict's keys and values)."""
+    if isinstance(value, dict):
+        return [part for item in value.items() for part in item]
+    return value if isinstance(value, (list, tuple)) else list(value)
+
+
+class _Walk:
+    """The items one C call comparing, hashing or sorting values would walk, each shared part counted each time it
+    is reached and measured once (kept by id, with the value kept alive), refused past the render's limit."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.limit = size_limit()
+        self._trees: dict[int, tuple[object, int, int]] = {}
+        self._pairs: dict[tuple[int, int], tuple[object, object, int, int]] = {}
+
+    def over(self) -> NoReturn:
+        """Refuse: the call would walk more than the render's limit."""
+        raise TooDeep(f"{self.what} walking over {self.limit:,} items, shared ones counted each time")
+
+    def check(self, count: int) -> None:
+        """Refuse a call that would walk count items, past the render's limit."""
+        if count > self.limit:
+            self.over()
+
+    def tree(self, value: object) -> tuple[int, int]:
+        """(the items an equality or hash of value can walk, those an ordering can): 1 for each item, and for an
+        ordering, which compares the first unequal items again with its operator, the most one item's ordering
+        can walk besides."""
+        if not _is_deep(value):
+            return 1, 1
+        known = self._trees.get(id(value))
+        if known is not None:
+            return known[1], known[2]
+        items = _children(value)
+        size, again = 1 + len(items), 1
+        if not _all_shallow(items):
+            for item in items:
+                if _is_deep(item):
+                    item_size, item_order = self.tree(item)
+                    size += item_size - 1
+                    again = max(again, item_order)
+                    self.check(size)
+        self.check(size)
+        order = size + again
+        self._trees[id(value)] = (value, size, order)
+        return size, order
+
+    def pair(self, left: Any, right: Any) -> tuple[int, int]:
+        """(the items `left == right` walks, those `left < right` can): each pair of items met once, identical ones
+        and a string, number or None beside anything compared in one step, as Python does (one Python frame for each
+        level of nesting, as Python's own comparison takes one C frame)."""
+        if left is right or not (_is_deep(left) and _is_deep(right)):
+            return 1, 1
+        key = (id(left), id(right))
+        known = self._pairs.get(key)
+        if known is not None:
+            return known[2], known[3]
+        if isinstance(left, _SETS) and isinstance(right, _SETS):  # each item of one looked up (hashed) in the other
+            size = order = self.tree(left)[0] + self.tree(right)[0]
+        elif isinstance(left, dict) and isinstance(right, dict):  # an ordering of dicts fails at once
+            size, order = (1 if len(left) != len(right) else self._dict_pair(left, right)), 1
+        elif (isinstance(left, list) and isinstance(right, list)) or (isinstance(left, tuple)
+                                                                     and isinstance(right, tuple)):
+            count = min(len(left), len(right))
+            size, again = 1 + count, 1  # and the first unequal pair compared again with the operator
+            if not (_all_shallow(left) or _all_shallow(right)):
+                for left_item, right_item in zip(left, right, strict=False):
+                    item_size, item_order = self.pair(left_item, right_item)
+                    size += item_size - 1
+                    again = max(again, item_order)
+                    self.check(size)
+            order = size + again
+            if isinstance(left, list) and len(left) != len(right):
+                size = 1  # lists of unequal lengths are unequal at once
+        else:
+            size = order = 1  # a list beside a tuple or a dict: unequal, or unordered, at once
+        self.check(size)
+        self._pairs[key] = (left, right, size, order)
+        return size, order
+
+    def _dict_pair(self, left: dict[Any, Any], right: dict[Any, Any]) -> int:
+        """The items `left == right` walks for dicts of one length: each value compared with the other's under its
+        key, a key not a string or number hashed and compared, with its value, whole."""
+        size = 1
+        for key, value in left.items():
+            if type(key) in _SHALLOW:
+                size += self.pair(value, dict.get(right, key, value))[0]
+            else:
+                size += self.tree(key)[0] + self.tree(value)[0]
+            self.check(size)
+        return size
+
+    def key(self, value: object) -> int:
+        """The items hashing value as a dict key and comparing it with a key of the same hash can walk."""
+        return 2 * self.tree(value)[0] if isinstance(value, (tuple, frozenset)) else 1
+
+    def keys(self, keys: Iterable[object]) -> None:
+        """Refuse keys whose hashes and comparisons, in one call, would walk past the render's limit."""
+        total = 0
+        for key in keys:
+            if type(key) not in _SHALLOW:
+                total += self.key(key)
+                self.check(total)
+
+
+def checked_compare(name: str, left: Any, right: Any) -> Any:
+    """left OP right for Jinja's comparison operator name (eq, ne, lt, gt, lteq, gteq), the items it would walk
+    measured first where both are nested values."""
+    if not (type(left) in _SHALLOW or type(right) in _SHALLOW or left is right):
+        walk = _Walk(_SYMBOLS[name])
+        size, order = walk.pair(left, right)
+        walk.check(size if name in ("eq", "ne") else order)
+    return _OPERATORS[name](left, right)
+
+
+def checked_in(item: Any, container: Any) -> bool:
+    """item in container, each comparison or hash it makes measured first where item is a nested value (a list's
+    items that would walk too long in all, or an iterator's, compared here one at a time, as Python compares them)."""
+    if not _is_deep(item):
+        return item in container
+    walk = _Walk("in")
+    if isinstance(container, (dict, *_SETS)):
+        walk.check(walk.key(item) if not isinstance(container, _SET_VIEWS[1]) else 2 * walk.tree(item)[0])
+        return item in container
+    if isinstance(container, (list, tuple)):
+        if _all_shallow(container) or _walks_within(walk, item, container):
+            return item in container
+    elif hasattr(type(container), "__contains__"):
+        return item in container  # a string, a range: their items are compared with item in one step
+    for candidate in container:
+        if candidate is item:
+            return True
+        walk.check(walk.pair(candidate, item)[0])
+        if candidate == item:
+            return True
+    return False
+
+
+def _walks_within(walk: _Walk, item: object, items: Iterable[object]) -> bool:
+    """True where comparing item with all of items walks no more than the render's limit."""
+    total = 0
+    try:
+        for candidate in items:
+            total += walk.pair(candidate, item)[0]
+            walk.check(total)
+    except TooDeep:
+        return False
+    return True
+
+
+def checked_chain(left: Any, *operations: Any) -> Any:
+    """A chained comparison (a < b < c): each operand after the first, a function giving it, is evaluated when
+    reached, as Python evaluates a chain, and each comparison measured as checked_compare measures it."""
+    result: Any = True
+    for name, operand in zip(operations[::2], operations[1::2], strict=True):
+        right = operand()
+        if name in ("in", "notin"):
+            result = checked_in(left, right) == (name == "in")
+        else:
+            result = checked_compare(name, left, right)
+        if not result:
+            return result
+        left = right
+    return result
+
+
+def checked_dict(*pairs: tuple[Any, Any]) -> dict[Any, Any]:
+    """A dict literal's dict, built from its (key, value) pairs, their keys' hashes measured first."""
+    _Walk("a dict's keys").keys(key for key, _ in pairs)
+    return dict(pairs)
+
+
+def check_key(container: object, key: object) -> None:
+    """Refuse a lookup of key in a dict whose hash would walk past the render's limit."""
+    if type(key) not in _SHALLOW and isinstance(container, Mapping):
+        _Walk("a dict key").keys([key])
+
+
+def checked_pairs(value: Any, what: str) -> Any:
+    """dict()'s or namespace()'s argument, its pairs' keys measured first (an iterator's pairs read into a list,
+    given in its place); a dict's keys, hashed already, are not hashed again."""
+    if isinstance(value, dict) or not isinstance(value, Iterable) or isinstance(value, str):
+        return value
+    pairs = list(value) if isinstance(value, Iterator) else value
+    _Walk(what).keys(pair[0] for pair in pairs if isinstance(pair, (list, tuple)) and len(pair) == 2)
+    return pairs
+
+
+def check_compared_arguments(method: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Refuse dict() or namespace() of pairs, a list's or tuple's index() or count(), a dict's get() or fromkeys(), or
+    a loop's changed() whose comparisons or hashes would walk past the render's limit, returning its arguments (an
+    iterator read into a list)."""
+    owner, name = getattr(method, "__self__", None), getattr(method, "__name__", "")
+    if (method is dict or method is Namespace) and args:
+        return (checked_pairs(args[0], f"{'dict' if method is dict else 'namespace'}()"), *args[1:])
+    if isinstance(owner, (list, tuple)) and name in ("index", "count") and args and _is_deep(args[0]):
+        walk, total = _Walk(f".{name}()"), 0
+        for item in owner:
+            total += walk.pair(item, args[0])[0]
+            walk.check(total)
+    elif (isinstance(owner, dict) or owner is dict) and name in ("get", "fromkeys") and args:  # fromkeys: dict's
+        if name == "fromkeys" and isinstance(args[0], Iterator):
+            args = (list(args[0]), *args[1:])
+        _Walk(f".{name}()").keys(args[0] if name == "fromkeys" and isinstance(args[0], Iterable) else args[:1])
+    elif name == "changed" and type(owner).__name__ == "LoopContext":  # compares the values with the last ones
+        checked_compare("ne", getattr(owner, "_last_changed_value", None), args)
+    return args
+
+
+def compared_tests(tests: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+    """Jinja's tests, the comparing ones (eq, lt, in, ...) measuring their comparisons first."""
+
+    def test(name: str) -> Callable[[Any, Any], Any]:
+        def compared(value: Any, other: Any) -> Any:
+            return checked_compare(name, value, other)
+
+        return compared
+
+    own = {name: test(operator_name) for name, operator_name in _TESTS.items() if name in tests}
+    return {**tests, **own, "in": checked_in}
+
+
+def compared_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+    """A filter that compares or hashes its items (sort, groupby, dictsort, max, min, unique), measuring first
+    what its items' comparisons can walk (an iterator's items read into a list, given in its place)."""
+    if name not in _COMPARING_FILTERS:
+        return func
+    skip = 1 if getattr(func, "jinja_pass_arg", None) is not None else 0
+
+    @wraps(func)
+    def compared(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > skip and isinstance(args[skip], Iterator):
+            args = (*args[:skip], list(args[skip]), *args[skip + 1:])
+        if len(args) > skip:
+            _check_items(name, args[skip], [*args[skip + 1:], *kwargs.values()])
+        return func(*args, **kwargs)
+
+    return compared
+
+
+def _check_items(name: str, value: object, arguments: list[Any]) -> None:
+    """Refuse a filter's comparisons of value's items (and the keys taken from them: one for each comma of an
+    attribute argument, or a default given) that would walk past the render's limit: an item in about log2(n)
+    comparisons for a sort, hashed once by |unique."""
+    if not isinstance(value, (list, tuple, dict, *_SETS)):
+        return
+    items = _children(value) if name == "dictsort" and isinstance(value, dict) else list(value)
+    extra = [item for item in arguments if _is_deep(item)]
+    if _all_shallow(items) and not extra:
+        return
+    walk = _Walk(f"|{name}")
+    parts = 1 + max((item.count(",") for item in arguments if isinstance(item, str)), default=0)
+    rounds = len(items).bit_length() + 1 if name in _SORTING_FILTERS else 1
+    hashed = name == "unique" and not any(isinstance(item, str) for item in arguments)  # the items are the keys
+    each = sum(sum(walk.tree(item)) for item in extra)
+    total = 0
+    for item in items:
+        total += (walk.key(item) if hashed else parts * sum(walk.tree(item)) + each) * rounds
+        walk.check(total)

@@ -1,0 +1,143 @@
+"""A chat template cannot compare, hash or sort nested values sharing their parts (a list doubled 30 times: [x, x]),
+which Python walks in one C call a part at each time it is reached, 2**30 times (no time limit stops it): the items
+such a call would walk are counted first, each shared part once, and one past the render's limit is refused in one
+line, while every comparison that fits gives what Jinja gives."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from localgen import template_sandbox
+from localgen.chat import Message
+from tests.conftest import run_localgen
+from tests.gguf_builders import tiny_model
+from tests.test_template_budget import _jinja, _outcome, _render, _render_in_child
+
+# two lists, and two tuples, alike and distinct, each of 2**30 ones in 30 steps
+DOUBLED = ("{% set ns = namespace(a=[1], b=[1], t=(1,), u=(1,)) %}{% for i in range(30) %}"
+           "{% set ns.a = [ns.a, ns.a] %}{% set ns.b = [ns.b, ns.b] %}{% set ns.t = (ns.t, ns.t) %}"
+           "{% set ns.u = (ns.u, ns.u) %}{% endfor %}")
+DEEP = {  # each took over 25 s, in one C call
+    "eq": "{{ ns.a == ns.b }}",
+    "ne": "{{ ns.a != ns.b }}",
+    "lt": "{{ ns.a < ns.b }}",
+    "gteq": "{{ ns.a >= ns.b }}",
+    "chain": "{{ 1 < 2 < 3 and ns.a <= ns.b <= ns.a }}",
+    "tuples-eq": "{{ ns.t == ns.u }}",
+    "dicts-eq": "{{ {'k': ns.a} == {'k': ns.b} }}",
+    "in-list": "{{ ns.a in [ns.b] }}",
+    "not-in-list": "{{ ns.a not in [1, ns.b] }}",
+    "in-tuple": "{{ ns.t in (ns.u,) }}",
+    "in-iterator": "{{ ns.a in [ns.b]|map('list') }}",
+    "list-index": "{{ [ns.b].index(ns.a) }}",
+    "list-count": "{{ [ns.b].count(ns.a) }}",
+    "tuple-index": "{{ (ns.b,).index(ns.a) }}",
+    "sort": "{{ [ns.a, ns.b]|sort|length }}",
+    "sort-by-attribute": "{{ [{'k': ns.a}, {'k': ns.b}]|sort(attribute='k')|length }}",
+    "max": "{{ [ns.a, ns.b]|max|length }}",
+    "min": "{{ [ns.a, ns.b]|min|length }}",
+    "unique": "{{ [ns.t]|unique|list|length }}",
+    "groupby": "{{ [{'k': ns.a}, {'k': ns.b}]|groupby('k')|list|length }}",
+    "dictsort": "{{ dict(a=ns.a, b=ns.b)|dictsort(by='value')|length }}",
+    "selectattr-equalto": "{{ [{'k': ns.a}]|selectattr('k', 'equalto', ns.b)|list|length }}",
+    "test-eq": "{{ ns.a is eq(ns.b) }}",
+    "test-ne": "{{ ns.a is ne(ns.b) }}",
+    "test-lessthan": "{{ ns.a is lessthan(ns.b) }}",
+    "test-in": "{{ ns.a is in([ns.b]) }}",
+    "select-in": "{{ [ns.a]|select('in', [ns.b])|list|length }}",
+    "loop-changed": "{% for x in [ns.a, ns.b] %}{{ loop.changed(x) }}{% endfor %}",
+    "dict-key": "{{ {ns.t: 1}|length }}",
+    "in-dict": "{{ ns.t in {1: 2} }}",
+    "in-dict-keys": "{{ ns.t in {1: 2}.keys() }}",
+    "getitem": "{{ {1: 2}[ns.t] is defined }}",
+    "dict-get": "{{ {1: 2}.get(ns.t) }}",
+    "dict-fromkeys": "{{ {}.fromkeys([ns.t])|length }}",
+    "dict-of-pairs": "{{ dict([(ns.t, 1)])|length }}",
+    "namespace-of-pairs": "{{ namespace([(ns.t, 1)]) is defined }}",
+}
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="renders in a forked child")
+@pytest.mark.parametrize("name", list(DEEP))
+def test_a_comparison_or_hash_of_shared_nested_values_is_refused_before_it_runs(name: str) -> None:
+    ended = _render_in_child(DOUBLED + DEEP[name])  # fails past its guard: one C call no time limit stops
+    message = ended["message"]
+    assert message.startswith("evil: the chat template tried to compare or hash something too large and was "
+                              "stopped: "), message
+    limit = template_sandbox.TEMPLATE_OUTPUT_LIMIT_CHARS + 2 * len("hi")
+    assert message.endswith(f" walking over {limit:,} items, shared ones counted each time"), message
+    assert "\n" not in message and len(message) < 200, message
+    assert "--chat-template FILE" in ended["hint"]
+
+
+SHALLOW = ("{% set ns = namespace(a=[1], b=[1]) %}{% for i in range(8) %}{% set ns.a = [ns.a, ns.a] %}"
+           "{% set ns.b = [ns.b, ns.b] %}{% endfor %}")  # 256 ones each: compared at once
+ORDINARY = [
+    "{{ messages[0]['role'] == 'user' }} {{ 1 != 2 }} {{ 'a' < 'b' }} {{ 2 >= 2.0 }} {{ none == none }} "
+    "{{ [1, [2]] == [1, [2]] }} {{ (1, 2) < (1, 3) }} {{ [1, 2] <= [1] }} {{ {'a': [1]} == {'a': [1]} }}",
+    "{{ 1 < 2 < 3 }} {{ 3 > 2 > 2 }} {{ 1 < 2 in [2] }} {{ 'a' in 'cat' not in 'x' }} {{ 1 == 1.0 != 2 }}",
+    "{% set a, b = [[1]], [[2]] %}{{ a < b <= b }} {{ a < b > a }} {{ b < a < raise_exception('evaluated') }} "
+    "{{ a in [a] in [[a]] }} {{ b not in [a] in [[b]] }} {{ messages|length > 0 < messages|length }}",  # chains
+    "{{ 'role' in messages[0] }} {{ 'x' not in messages[0] }} {{ [1] in [[1], 2] }} {{ (1,) in {(1,): 2} }} "
+    "{{ [2] in [[1], [2]]|map('list') }} {{ 'at' in 'cat' }} {{ 3 in range(5) }} {{ [1] in {}.values() }}",
+    "{{ [[2], [1, 0], [1]]|sort }} {{ [(2, 'b'), (1, 'a')]|sort(reverse=true) }} {{ ['b', 'A', 'a']|sort }} "
+    "{{ [{'k': [2]}, {'k': [1]}]|sort(attribute='k') }} {{ [[1], [3], [2]]|max }} {{ [(1,), (0, 5)]|min }}",
+    "{{ [(1,), (1,), (2,)]|unique|list }} {{ ['a', 'A', 'b']|unique|list }} "
+    "{{ [{'k': (1,)}, {'k': (1,)}]|unique(attribute='k')|list }}",
+    "{{ [{'k': (1,)}, {'k': (1,)}, {'k': (0,)}]|groupby('k') }} {{ {'b': [1], 'a': [2]}|dictsort }} "
+    "{{ {'b': [2], 'a': [1]}|dictsort(by='value', reverse=true) }}",
+    "{{ [[1], [2]]|select('eq', [1])|list }} {{ [[1], [2]]|reject('in', [[2]])|list }} {{ [1] is eq([1]) }} "
+    "{{ [1] is lessthan([2]) }} {{ [1] is in([[1]]) }} {{ (1,) is in({(1,): 0}) }} {{ [1] is sameas([1]) }}",
+    "{{ [[1], [2]].index([2]) }} {{ ([1], [1]).count([1]) }} {{ {(1,): 'v'}.get((1,)) }} {{ {}.fromkeys([(1,)]) }} "
+    "{{ dict([((1,), 2)]) }} {{ dict([[(1,), 2]], z=3) }} {{ namespace([('a', [1])]).a }} {{ dict(a=1) }}",
+    "{% set k = (1, 2) %}{{ {k: 'a', 'b': k}[k] }} {{ {k: 1, k: 2} }} {{ {(1, 2): 1}[k] }} {{ {'x': 1}['x'] }}",
+    "{% for x in [[1], [1], [2]] %}{{ loop.changed(x) }}{% endfor %}",
+    SHALLOW + "{{ ns.a == ns.b }} {{ ns.a < ns.b }} {{ ns.a in [ns.b] }} {{ [ns.a, ns.b]|sort|length }} "
+    "{{ ns.a == ns.a }} {{ [ns.a].index(ns.b) }}",
+    "{% set ns = namespace(x=[], y=[]) %}{% for i in range(900) %}{% set ns.x = [ns.x] %}{% set ns.y = [ns.y] %}"
+    "{% endfor %}{{ ns.x == ns.y }} {{ ns.x < ns.y }} {{ ns.x in [ns.y] }} {{ [ns.x, ns.y]|sort|length }}",  # deep
+    "{{ [1] < 'a' }}", "{{ {} < {} }}", "{{ {[1]: 2} }}", "{{ [1] in {} }}", "{{ [1] in 'abc' }}",  # their errors
+    "{{ dict([[1]]) }}", "{{ [[1]]|unique|list }}", "{{ [[1], 'a']|sort }}", "{{ [1].index([2]) }}",
+    "{{ {(1,): 1}[[1]] }}",
+]
+
+
+@pytest.mark.parametrize("template", ORDINARY)
+def test_an_ordinary_comparison_gives_what_jinja_gives(template: str) -> None:
+    messages = [Message("user", "Hi")]
+    assert _outcome(_render, template, messages) == _outcome(_jinja, template, messages)
+
+
+def test_a_shared_value_compared_with_itself_is_compared_at_once() -> None:
+    """Python compares a value with itself without walking it: no refusal for what takes no time."""
+    assert _render(DOUBLED + "{{ ns.a == ns.a }} {{ ns.a in [1, ns.a, ns.b] }} {{ ns.a is sameas(ns.a) }}") == \
+        "True True True"
+
+
+@pytest.mark.parametrize(("depth", "refused"), [(8, False), (9, True)])
+def test_a_comparison_walking_up_to_the_limit_runs_and_one_past_it_is_refused(
+        depth: int, refused: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two lists doubled 8 times are compared in 767 steps (511 lists, 256 ones), within a limit of 1,004; doubled 9
+    times, in 1,535."""
+    monkeypatch.setattr(template_sandbox, "TEMPLATE_OUTPUT_LIMIT_CHARS", 1000)
+    template = DOUBLED.replace("range(30)", f"range({depth})") + "{{ ns.a == ns.b }}"
+    outcome = _outcome(_render, template, [Message("user", "hi")])
+    assert outcome == ("evil: the chat template tried to compare or hash something too large and was stopped: == "
+                       "walking over 1,004 items, shared ones counted each time" if refused else "True"), outcome
+
+
+def test_a_deep_comparison_in_a_chat_template_file_ends_the_run_in_one_line(tmp_path: Path) -> None:
+    template = tmp_path / "deep.jinja"
+    template.write_text(DOUBLED + "{% for m in messages %}{{ m.content }}{% endfor %}{{ ns.a == ns.b }}")
+    model = tiny_model(tmp_path / "tiny.gguf")
+    result = run_localgen("run", "-m", str(model), "--chat-template", str(template), "-n", "1", "hi", timeout=60)
+    assert result.returncode == 1 and result.stdout == b"", result.err
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1, result.err
+    assert "deep.jinja: the chat template tried to compare or hash something too large and was stopped: == " \
+           "walking over" in lines[0], lines[0]
+    assert "Traceback" not in result.err
+
