@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 _optimizeconst = getattr(compiler, "optimizeconst", lambda visit: visit)  # without it, `~` is not folded
 _MAX_RANGE = 100_000  # jinja2.sandbox.MAX_RANGE's value, where it has none
 
+_NUMERIC_FILTERS = frozenset({"length", "count", "int", "float", "abs", "round", "wordcount"})  # they give a number
 # the filters that write their value (and arguments) as text with str(), in one C call
 _WRITING_FILTERS = frozenset({"capitalize", "center", "e", "escape", "forceescape", "format", "indent", "lower",
                               "pprint", "replace", "safe", "string", "striptags", "title", "trim", "truncate",
@@ -208,9 +209,10 @@ def measure_concat_folding() -> None:
 
 class BoundedCodeGenerator(CodeGenerator):
     """Jinja's code generator, sending a `~` concatenation's parts through checked_concat first, a comparison through
-    checked_compare, checked_in or checked_chain, a dict literal's keys through checked_dict and a subscript through
-    checked_getitem (those that can walk a shared part), and folding constant output only up to the output limit in
-    all (Jinja joins adjacent ones into one constant, kept with the compiled template)."""
+    checked_compare, checked_in or checked_chain, a dict literal's keys through checked_dict, a subscript through
+    checked_getitem and a difference through checked_difference (those that can walk a shared part), and folding
+    constant output only up to the output limit in all (Jinja joins adjacent ones into one constant, kept with the
+    compiled template)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -268,6 +270,17 @@ class BoundedCodeGenerator(CodeGenerator):
         self.write("))")
 
     @_optimizeconst
+    def visit_Sub(self, node: nodes.Sub, frame: Frame) -> None:
+        if _numeric(node.left) or _numeric(node.right):  # messages|length - 1, as Jinja's
+            super().visit_Sub(node, frame)
+            return
+        self.write("environment.checked_difference(")
+        self.visit(node.left, frame)
+        self.write(", ")
+        self.visit(node.right, frame)
+        self.write(")")
+
+    @_optimizeconst
     def visit_Getitem(self, node: nodes.Getitem, frame: Frame) -> None:
         if isinstance(node.arg, (nodes.Slice, nodes.Const)) or self.environment.is_async:  # m['role'] as Jinja's
             super().visit_Getitem(node, frame)
@@ -311,6 +324,18 @@ def _compared_at_once(node: nodes.Compare) -> bool:
 def _plain_value(node: nodes.Expr) -> bool:
     """True for an expression whose value is compared in one step, or walks no more than the template's text."""
     return isinstance(node, (nodes.Const, nodes.Compare, nodes.Test, nodes.Not, nodes.Concat))
+
+
+def _numeric(node: nodes.Expr) -> bool:
+    """True for an expression whose value is a number (or an error): a number written in the template, a length or
+    a conversion to a number, or a sum, difference, quotient or power with one of those."""
+    if isinstance(node, nodes.Const):
+        return type(node.value) in (int, float, bool)
+    if isinstance(node, nodes.Filter):
+        return node.name in _NUMERIC_FILTERS
+    if isinstance(node, (nodes.Add, nodes.Sub, nodes.Div, nodes.FloorDiv, nodes.Pow)):  # not *: [x] * 2
+        return _numeric(node.left) or _numeric(node.right)
+    return isinstance(node, (nodes.Neg, nodes.Pos)) and _numeric(node.node)
 
 
 def _bounded_optimizer(generator: BoundedCodeGenerator) -> Any:

@@ -5,6 +5,7 @@ walk more than the render's limit is refused."""
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import wraps
@@ -26,6 +27,8 @@ _TESTS = {"==": "eq", "eq": "eq", "equalto": "eq", "!=": "ne", "ne": "ne", ">": 
           "le": "lteq"}
 _SORTING_FILTERS = frozenset({"sort", "groupby", "dictsort"})  # the others (max, min, unique) meet each item once
 _COMPARING_FILTERS = _SORTING_FILTERS | {"max", "min", "unique"}
+_SET_METHODS = frozenset({"isdisjoint", "issubset", "issuperset", "union", "intersection", "difference",
+                          "symmetric_difference"})
 
 
 class TooDeep(TooLarge):
@@ -218,6 +221,15 @@ def checked_dict(*pairs: tuple[Any, Any]) -> dict[Any, Any]:
     return dict(pairs)
 
 
+def checked_difference(left: Any, right: Any) -> Any:
+    """left - right, where one is a set or a dict's keys or items, whose difference hashes the items of both (an
+    iterator read into a list first), their hashes measured first."""
+    if isinstance(left, _SETS) or isinstance(right, _SETS):
+        left, right = (list(side) if isinstance(side, Iterator) else side for side in (left, right))
+        _Walk("-").keys(itertools.chain(*(side for side in (left, right) if _is_deep(side))))
+    return left - right
+
+
 def check_key(container: object, key: object) -> None:
     """Refuse a lookup of key in a dict whose hash would walk past the render's limit."""
     if type(key) not in _SHALLOW and isinstance(container, Mapping):
@@ -235,9 +247,9 @@ def checked_pairs(value: Any, what: str) -> Any:
 
 
 def check_compared_arguments(method: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Refuse dict() or namespace() of pairs, a list's or tuple's index() or count(), a dict's get() or fromkeys(), or
-    a loop's changed() whose comparisons or hashes would walk past the render's limit, returning its arguments (an
-    iterator read into a list)."""
+    """Refuse dict() or namespace() of pairs, a list's or tuple's index() or count(), a dict's get() or fromkeys(), a
+    set's or a dict view's isdisjoint() (a set's union(), ...), or a loop's changed() whose comparisons or hashes
+    would walk past the render's limit, returning its arguments (an iterator read into a list)."""
     owner, name = getattr(method, "__self__", None), getattr(method, "__name__", "")
     if (method is dict or method is Namespace) and args:
         return (checked_pairs(args[0], f"{'dict' if method is dict else 'namespace'}()"), *args[1:])
@@ -250,6 +262,9 @@ def check_compared_arguments(method: Any, args: tuple[Any, ...]) -> tuple[Any, .
         if name == "fromkeys" and isinstance(args[0], Iterator):
             args = (list(args[0]), *args[1:])
         _Walk(f".{name}()").keys(args[0] if name == "fromkeys" and isinstance(args[0], Iterable) else args[:1])
+    elif isinstance(owner, _SETS) and name in _SET_METHODS:  # each item of both hashed
+        args = tuple(list(arg) if isinstance(arg, Iterator) else arg for arg in args)
+        _Walk(f".{name}()").keys(itertools.chain(owner, *(arg for arg in args if _is_deep(arg))))
     elif name == "changed" and type(owner).__name__ == "LoopContext":  # compares the values with the last ones
         checked_compare("ne", getattr(owner, "_last_changed_value", None), args)
     return args

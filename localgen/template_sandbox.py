@@ -118,6 +118,7 @@ def _environment() -> Environment:
         checked_in = staticmethod(compare.checked_in)
         checked_chain = staticmethod(compare.checked_chain)
         checked_dict = staticmethod(compare.checked_dict)
+        checked_difference = staticmethod(compare.checked_difference)
 
         def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
             check_binop(operator, left, right)

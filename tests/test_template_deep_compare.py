@@ -57,6 +57,10 @@ DEEP = {  # each took over 25 s, in one C call
     "dict-fromkeys": "{{ {}.fromkeys([ns.t])|length }}",
     "dict-of-pairs": "{{ dict([(ns.t, 1)])|length }}",
     "namespace-of-pairs": "{{ namespace([(ns.t, 1)]) is defined }}",
+    "difference": "{{ ({}.keys() - [ns.t])|length }}",
+    "difference-reflected": "{{ ([ns.t] - {}.keys())|length }}",
+    "isdisjoint": "{{ {}.keys().isdisjoint([ns.t]) }}",
+    "set-union": "{{ ({}.keys() - []).union([1], [ns.t])|length }}",
 }
 
 
@@ -95,13 +99,17 @@ ORDINARY = [
     "{{ dict([((1,), 2)]) }} {{ dict([[(1,), 2]], z=3) }} {{ namespace([('a', [1])]).a }} {{ dict(a=1) }}",
     "{% set k = (1, 2) %}{{ {k: 'a', 'b': k}[k] }} {{ {k: 1, k: 2} }} {{ {(1, 2): 1}[k] }} {{ {'x': 1}['x'] }}",
     "{% for x in [[1], [1], [2]] %}{{ loop.changed(x) }}{% endfor %}",
+    "{{ ({'a': 1, 'b': 2}.keys() - ['a'])|list }} {{ (['a', 'c'] - {'a': 1}.keys())|list }} {{ {'a': 1}.keys() - {} }}"
+    " {{ {'a': 1}.keys().isdisjoint(['b']) }} {{ ({(1,): 1}.items() - [((1,), 1)])|list }} "
+    "{{ ({'a': 1}.keys() - []).union(['b'], [(1,)])|length }} {{ messages|length - 1 }} {{ -(2 - 3.5) - 1 }}",
+    "{% for m in messages %}{{ (messages|length - 1) - loop.index0 }} {{ loop.length - loop.index }}{% endfor %}",
     SHALLOW + "{{ ns.a == ns.b }} {{ ns.a < ns.b }} {{ ns.a in [ns.b] }} {{ [ns.a, ns.b]|sort|length }} "
     "{{ ns.a == ns.a }} {{ [ns.a].index(ns.b) }}",
     "{% set ns = namespace(x=[], y=[]) %}{% for i in range(900) %}{% set ns.x = [ns.x] %}{% set ns.y = [ns.y] %}"
     "{% endfor %}{{ ns.x == ns.y }} {{ ns.x < ns.y }} {{ ns.x in [ns.y] }} {{ [ns.x, ns.y]|sort|length }}",  # deep
     "{{ [1] < 'a' }}", "{{ {} < {} }}", "{{ {[1]: 2} }}", "{{ [1] in {} }}", "{{ [1] in 'abc' }}",  # their errors
     "{{ dict([[1]]) }}", "{{ [[1]]|unique|list }}", "{{ [[1], 'a']|sort }}", "{{ [1].index([2]) }}",
-    "{{ {(1,): 1}[[1]] }}",
+    "{{ {(1,): 1}[[1]] }}", "{{ [1] - [2] }}", "{{ {}.keys() - 1 }}", "{{ {}.keys() - [[1]] }}",
 ]
 
 
