@@ -63,6 +63,7 @@ class _Walk:
         self.limit = size_limit()
         self._trees: dict[int, tuple[object, int, int]] = {}
         self._pairs: dict[tuple[int, int], tuple[object, object, int, int]] = {}
+        self._hashes: dict[int, tuple[object, int]] = {}
 
     def over(self) -> NoReturn:
         """Refuse: the call would walk more than the render's limit."""
@@ -99,7 +100,8 @@ class _Walk:
     def pair(self, left: Any, right: Any) -> tuple[int, int]:
         """(the items `left == right` walks, those `left < right` can): each pair of items met once, identical ones
         and a string, number or None beside anything compared in one step, as Python does (one Python frame for each
-        level of nesting, as Python's own comparison takes one C frame)."""
+        level of nesting, as Python's own comparison takes one C frame). Counted whole, not refused here: lists of
+        unequal lengths are unequal at once, whatever their items would walk."""
         if left is right or not (_is_deep(left) and _is_deep(right)):
             return 1, 1
         key = (id(left), id(right))
@@ -119,13 +121,11 @@ class _Walk:
                     item_size, item_order = self.pair(left_item, right_item)
                     size += item_size - 1
                     again = max(again, item_order)
-                    self.check(size)
             order = size + again
             if isinstance(left, list) and len(left) != len(right):
                 size = 1  # lists of unequal lengths are unequal at once
         else:
             size = order = 1  # a list beside a tuple or a dict: unequal, or unordered, at once
-        self.check(size)
         self._pairs[key] = (left, right, size, order)
         return size, order
 
@@ -138,12 +138,24 @@ class _Walk:
                 size += self.pair(value, dict.get(right, key, value))[0]
             else:
                 size += self.tree(key)[0] + self.tree(value)[0]
-            self.check(size)
         return size
 
     def key(self, value: object) -> int:
-        """The items hashing value as a dict key and comparing it with a key of the same hash can walk."""
-        return 2 * self.tree(value)[0] if isinstance(value, (tuple, frozenset)) else 1
+        """The items hashing value as a dict key and comparing it with a key of the same hash can walk: a tuple's
+        items hashed, up to the first that cannot be (a list: TypeError), twice."""
+        if not isinstance(value, tuple):
+            return 1  # a string's or frozenset's hash is kept; a list's, a dict's fail at once
+        known = self._hashes.get(id(value))
+        if known is not None:
+            return known[1]
+        size = 2
+        for item in value:
+            size += self.key(item) if isinstance(item, tuple) else 2
+            if isinstance(item, (list, dict, set)):
+                break
+        self.check(size)
+        self._hashes[id(value)] = (value, size)
+        return size
 
     def keys(self, keys: Iterable[object]) -> None:
         """Refuse keys whose hashes and comparisons, in one call, would walk past the render's limit."""

@@ -107,6 +107,8 @@ ORDINARY = [
     "{{ ns.a == ns.a }} {{ [ns.a].index(ns.b) }}",
     "{% set ns = namespace(x=[], y=[]) %}{% for i in range(900) %}{% set ns.x = [ns.x] %}{% set ns.y = [ns.y] %}"
     "{% endfor %}{{ ns.x == ns.y }} {{ ns.x < ns.y }} {{ ns.x in [ns.y] }} {{ [ns.x, ns.y]|sort|length }}",  # deep
+    DOUBLED + "{{ [ns.a, ns.b, 1] == [ns.b, ns.a] }} {{ [[ns.a, 1], 2] != [[ns.b], 2] }} {{ ns.t == (1,) }}",  # at once
+    DOUBLED + "{{ {(1, ns.a): 1} }}",  # unhashable at once: the list's TypeError
     "{{ [1] < 'a' }}", "{{ {} < {} }}", "{{ {[1]: 2} }}", "{{ [1] in {} }}", "{{ [1] in 'abc' }}",  # their errors
     "{{ dict([[1]]) }}", "{{ [[1]]|unique|list }}", "{{ [[1], 'a']|sort }}", "{{ [1].index([2]) }}",
     "{{ {(1,): 1}[[1]] }}", "{{ [1] - [2] }}", "{{ {}.keys() - 1 }}", "{{ {}.keys() - [[1]] }}",
