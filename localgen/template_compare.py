@@ -27,6 +27,7 @@ _TESTS = {"==": "eq", "eq": "eq", "equalto": "eq", "!=": "ne", "ne": "ne", ">": 
           "le": "lteq"}
 _SORTING_FILTERS = frozenset({"sort", "groupby", "dictsort"})  # the others (max, min, unique) meet each item once
 _COMPARING_FILTERS = _SORTING_FILTERS | {"max", "min", "unique"}
+_MISSING = object()
 _SET_METHODS = frozenset({"isdisjoint", "issubset", "issuperset", "union", "intersection", "difference",
                           "symmetric_difference"})
 
@@ -45,6 +46,12 @@ def _is_deep(value: object) -> bool:
 def _all_shallow(items: Iterable[object]) -> bool:
     """True where every item is a string, number, boolean or None (checked in C)."""
     return set(map(type, items)) <= _SHALLOW
+
+
+def _unequal_at_once(left: object, right: object) -> bool:
+    """True where left and right, one a string, number, boolean or None, are not the same and not equal (found in
+    one step)."""
+    return left is not right and (type(left) in _SHALLOW or type(right) in _SHALLOW) and left != right
 
 
 def _children(value: Any) -> list[object]:
@@ -118,6 +125,8 @@ class _Walk:
             size, again = 1 + count, 1  # and the first unequal pair compared again with the operator
             if not (_all_shallow(left) or _all_shallow(right)):
                 for left_item, right_item in zip(left, right, strict=False):
+                    if _unequal_at_once(left_item, right_item):
+                        break  # Python's walk ends at the first unequal items, compared again in one step
                     item_size, item_order = self.pair(left_item, right_item)
                     size += item_size - 1
                     again = max(again, item_order)
@@ -131,11 +140,14 @@ class _Walk:
 
     def _dict_pair(self, left: dict[Any, Any], right: dict[Any, Any]) -> int:
         """The items `left == right` walks for dicts of one length: each value compared with the other's under its
-        key, a key not a string or number hashed and compared, with its value, whole."""
+        key, up to a key the other lacks, a key not a string or number hashed and compared, with its value, whole."""
         size = 1
         for key, value in left.items():
             if type(key) in _SHALLOW:
-                size += self.pair(value, dict.get(right, key, value))[0]
+                other = dict.get(right, key, _MISSING)
+                if other is _MISSING or _unequal_at_once(value, other):
+                    break  # Python's walk ends at a key the other lacks, or the first unequal values
+                size += self.pair(value, other)[0]
             else:
                 size += self.tree(key)[0] + self.tree(value)[0]
         return size

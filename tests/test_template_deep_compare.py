@@ -108,6 +108,8 @@ ORDINARY = [
     "{% set ns = namespace(x=[], y=[]) %}{% for i in range(900) %}{% set ns.x = [ns.x] %}{% set ns.y = [ns.y] %}"
     "{% endfor %}{{ ns.x == ns.y }} {{ ns.x < ns.y }} {{ ns.x in [ns.y] }} {{ [ns.x, ns.y]|sort|length }}",  # deep
     DOUBLED + "{{ [ns.a, ns.b, 1] == [ns.b, ns.a] }} {{ [[ns.a, 1], 2] != [[ns.b], 2] }} {{ ns.t == (1,) }}",  # at once
+    DOUBLED + "{{ [1, ns.a] == [2, ns.b] }} {{ (ns.a, 1, ns.a) < (ns.a, 2, ns.b) }} {{ ('x', ns.t) != ('y', ns.u) }} "
+    "{{ {'a': 1, 'b': ns.a} == {'a': 2, 'b': ns.b} }} {{ {'a': 1, 'b': ns.a} == {'c': 1, 'b': ns.b} }}",
     DOUBLED + "{{ {(1, ns.a): 1} }}",  # unhashable at once: the list's TypeError
     "{{ [1] < 'a' }}", "{{ {} < {} }}", "{{ {[1]: 2} }}", "{{ [1] in {} }}", "{{ [1] in 'abc' }}",  # their errors
     "{{ dict([[1]]) }}", "{{ [[1]]|unique|list }}", "{{ [[1], 'a']|sort }}", "{{ [1].index([2]) }}",
