@@ -33,6 +33,7 @@ from localgen.stdin_names import (
     STDIN_PATHS,
     UNASKED_STDIN,
     names_stdin,
+    nohup_stdin,
     stdin_reader_name,
 )
 from localgen.typed_paths import (
@@ -299,7 +300,7 @@ def read_stdin_input(stream: BinaryIO | None, warnings: list[str], *, asked: boo
     """
     if stream is None and asked:
         raise stdin_closed(f"'{STDIN_NAME}'", asked_by)
-    if stream is None or (stream.isatty() and not asked):
+    if stream is None or (stream.isatty() and not asked) or (not asked and nohup_stdin(stream)):
         return None
     quiet = None if stream.isatty() else waiting  # a terminal's wait is said before it is read
     try:

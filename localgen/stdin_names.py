@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import IO
 
 STDIN_NAME = "-"  # as a prompt or a -f file: read standard input
 STDIN_PATHS = {"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"}  # its names as a file, missing while it is closed
@@ -20,6 +21,19 @@ def names_stdin(name: str) -> bool:
     try:
         return os.path.samestat(os.stat(name), os.fstat(0))
     except OSError:  # stdin closed (<&-): check_file_path says so
+        return False
+
+
+def nohup_stdin(stream: IO[bytes]) -> bool:
+    """Whether stream is /dev/null open for writing only, as nohup gives a command started from a terminal for
+    stdin: no input, rather than one that cannot be read."""
+    import fcntl
+
+    try:
+        fd = stream.fileno()
+        write_only = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY
+        return write_only and os.path.samestat(os.fstat(fd), os.stat(os.devnull))
+    except (OSError, ValueError, AttributeError):  # closed, or no descriptor behind it
         return False
 
 
