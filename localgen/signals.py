@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import NoReturn
@@ -131,10 +132,14 @@ def deferred_signals(*, dropped: tuple[int, ...] = ()) -> Iterator[DeferredSigna
                 signal.raise_signal(sig)
 
 
+REPEAT_S = 0.25  # a signal this soon after the first is the same request delivered again: a closed terminal's SIGHUP
+# comes from the kernel and again from the shell, 0.2-0.3 ms apart
+
+
 class StopOnSignal:
     """While active, SIGINT/SIGTERM/SIGHUP (or the signals given) call stop() (ignored ones stay ignored); a second
-    one ends the program when escalate is set (KeyboardInterrupt for SIGINT, SignalExit for the others). ending: the
-    signals that ask the program to end once stopped, not only to stop.
+    one, REPEAT_S or more after the first, ends the program when escalate is set (KeyboardInterrupt for SIGINT,
+    SignalExit for the others). ending: the signals that ask the program to end once stopped, not only to stop.
 
     reset, when given, runs on exit: a stop that arrived after the work had ended must not stop the next one.
     ended, when given, is called after stop() with the signal the exit code says (one that ends the program outranks
@@ -152,6 +157,7 @@ class StopOnSignal:
         self._reset = reset
         self._ended = ended
         self.signal: int | None = None
+        self._first_at = 0.0  # time.monotonic() of the first signal
         self._previous: dict[int, object] = {}
 
     def __enter__(self) -> StopOnSignal:
@@ -162,10 +168,12 @@ class StopOnSignal:
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         """Record the signal (one that ends the program outranks Ctrl-C), ask the engine to stop, and say it ends."""
-        if self.signal is not None and self._escalate:
+        if self.signal is not None and self._escalate and time.monotonic() - self._first_at >= REPEAT_S:
             if signum == signal.SIGINT:
                 raise KeyboardInterrupt
             raise SignalExit(signum)
+        if self.signal is None:
+            self._first_at = time.monotonic()
         if self.signal is None or signum in self._ending:
             self.signal = signum
         self._stop()

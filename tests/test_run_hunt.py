@@ -1,14 +1,20 @@
-"""`localgen run` as shells and tools start it: nohup, and the like."""
+"""`localgen run` as shells and terminals start and end it: nohup, a closed terminal's signals."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pexpect
 import pytest
+
+from tests.conftest import REPO_ROOT, popen_localgen
 
 
 @pytest.mark.skipif(shutil.which("nohup") is None, reason="no nohup here")
@@ -29,3 +35,31 @@ def test_a_run_under_nohup_from_a_terminal_answers_its_prompt(tmp_path: Path) ->
         else:
             assert said == "localgen: error: cannot read stdin: Bad file descriptor (hint: pipe text in, or give " \
                            "the prompt alone with </dev/null)\n", said
+
+
+def test_a_signal_delivered_twice_at_once_ends_the_run_as_once(tmp_path: Path) -> None:
+    """A closed terminal's SIGHUP comes from the kernel and again from the shell, 0.2-0.3 ms apart: the second ended
+    the run at once, as a second Ctrl-C does, cutting off the answer's newline and the token counts kept with it (and
+    --json's record, or printing a traceback where it landed in llama.cpp's log callback)."""
+    env = {**os.environ, "LOCALGEN_HOME": str(tmp_path)}
+    command = [sys.executable, "-m", "localgen", "run", "--temperature", "0", "-n", "400", "--no-cache",
+               "Write a long story about a lighthouse keeper."]
+    for _ in range(3):
+        proc = popen_localgen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                              env=env, cwd=REPO_ROOT)
+        try:
+            first = proc.stdout.read1(100)  # the answer streams
+            for _ in range(5):  # within REPEAT_S of the first: the same request
+                proc.send_signal(signal.SIGHUP)
+                time.sleep(0.003)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        answer = (first + out).decode()
+        assert proc.returncode == 129 and err == b"", err.decode()
+        assert answer.endswith("\n") and not answer.endswith("\n\n"), answer
+        turn = json.loads((tmp_path / "data" / "last-run.json").read_text())["turns"][-1]
+        assert turn["answer"] == answer[:-1] and turn["finish_reason"] == "interrupted"
+        assert turn["completion_tokens"], turn

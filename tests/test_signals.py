@@ -1,5 +1,5 @@
-"""StopOnSignal: the first signal asks for a stop; a second one ends the program where that can help, with the
-exit code of the signal that ended it."""
+"""StopOnSignal: the first signal asks for a stop; a second one (not the same delivered again at once) ends the
+program where that can help, with the exit code of the signal that ended it."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from hub_server import (
 )
 
 from localgen.cli_exit import run_app
-from localgen.signals import SignalExit, StopOnSignal, exit_on_signals
+from localgen.signals import REPEAT_S, SignalExit, StopOnSignal, exit_on_signals
 from tests.conftest import REPO_ROOT, popen_localgen
 
 pytestmark = pytest.mark.serial  # signals timed against start-up (conftest: serial)
@@ -37,13 +37,16 @@ def test_a_second_signal_ends_the_program_by_default() -> None:
     stops: list[str] = []
     with StopOnSignal(lambda: stops.append("stop"), signals=(signal.SIGUSR1, signal.SIGINT)) as handler:
         _signal_self()
+        time.sleep(REPEAT_S)
         with pytest.raises(KeyboardInterrupt):
             _signal_self(signal.SIGINT)
     with StopOnSignal(lambda: stops.append("stop"), signals=(signal.SIGUSR1,)):
         _signal_self()
+        _signal_self()  # at once: the same request delivered again
+        time.sleep(REPEAT_S)
         with pytest.raises(SignalExit) as info:
             _signal_self()
-    assert stops == ["stop", "stop"] and handler.signal == signal.SIGUSR1
+    assert stops == ["stop", "stop", "stop"] and handler.signal == signal.SIGUSR1
     assert info.value.code == 128 + signal.SIGUSR1
 
 
@@ -73,6 +76,7 @@ def _signalled_app(*signals: int) -> typer.Typer:
         with StopOnSignal(lambda: None):
             for signum in signals:
                 _signal_self(signum)
+                time.sleep(REPEAT_S)
 
     return app
 
