@@ -79,9 +79,9 @@ def _print_listing(headers: list[str], rows: list[list[str]], *, squeeze: tuple[
 
 
 def _model_row(model: CachedModel, part: PartialDownload | None) -> list[str]:
-    """A model's `models list` row; one a pull kept a part of besides (a split model's shard) shows as the partial
-    rows do, with what is kept of the whole."""
-    if part is not None:
+    """A model's `models list` row; one lacking shards that a pull kept a part of shows as the partial rows do, with
+    what is kept of the whole (a whole copy beside the part of a newer one is listed as the copy it is)."""
+    if part is not None and model.missing_shards:
         return [model.name, model.quant or "-", _part_size(part), _when(model.last_used), _part_source(part),
                 str(model.path)]
     return [model.name, model.quant or "-", binary_size(model.size) if model.size is not None else "-",

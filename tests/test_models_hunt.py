@@ -1,0 +1,32 @@
+"""Managing models as a user does, through real localgen processes against the loopback Hub: what `pull`, `models`
+and `-m` say and keep where a download stopped, a name was typed in another case, or a reference is odd."""
+
+from __future__ import annotations
+
+from hub_server import HubRepo, HubServer, make_gguf_bytes, run_cli
+
+from localgen.units import binary_size
+
+REPO = "acme/Tiny-GGUF"
+NAME = "tiny-Q8_0.gguf"
+
+
+def test_a_stopped_update_leaves_the_whole_copy_listed_as_downloaded(hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    server.add_repo(REPO, {NAME: make_gguf_bytes("old", 2**20)})
+    first = run_cli(env, "pull", f"{REPO}:Q8_0")
+    assert first.returncode == 0, first.stderr
+    old_path = first.stdout.strip()
+    server.repos[REPO] = HubRepo(files={NAME: make_gguf_bytes("new", 4 * 2**20)})  # a newer commit on the Hub
+    server.abort_after[(REPO, NAME)] = 3 * 2**20
+    server.down_after_abort = True  # huggingface_hub's own retry fails too: the pull stops, its part kept
+    update = run_cli(env, "pull", f"{REPO}:Q8_0")
+    assert update.returncode == 1 and "are kept" in update.stderr, update.stderr
+    listing = run_cli(env, "models")
+    assert listing.returncode == 0, listing.stderr
+    (row,) = [line for line in listing.stdout.splitlines() if line.startswith(REPO)]
+    assert row.split("\t") == [f"{REPO}:Q8_0", "Q8_0", "1.0 MiB", "never", "hub", old_path, "no"], listing.stdout
+    kept = listing.stderr.removeprefix(f"localgen: a pull of {REPO}:Q8_0 stopped part way: ").split(" of ")[0]
+    assert kept != "0 B" and listing.stderr == (
+        f"localgen: a pull of {REPO}:Q8_0 stopped part way: {kept} of {binary_size(4 * 2**20)} are kept; "
+        f"`localgen pull {REPO}:Q8_0` resumes it\n"), listing.stderr
