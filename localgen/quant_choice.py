@@ -338,19 +338,20 @@ def _choose_download(reference: str | None, target: Target, *, hw: Hardware, req
             return reference, (pulled_at_a_smaller_context(exc, shape, hw, request, model.label, download_only),)
         return reference, ()
     options = hub_options(target.repo, hw, request, note=note)
+    repo = next((f.repo for f in hub.list_gguf_files(target.repo)), target.repo)  # as the Hub (or cache) spells it
     index = choose_option(options, request)
     if index is None:
         smallest = smallest_option(options)
         if smallest is None:
             return reference, ()
         assert smallest.shape is not None  # smallest_option takes only options whose header was read
-        ref = option_reference(target.repo, smallest)
+        ref = option_reference(repo, smallest)
         note = pulled_at_a_smaller_context(too_big_repo(target.repo, smallest, hw, request), smallest.shape, hw,
                                             request, ref, download_only)
         return ref, (f"chose the smallest quant, as none fits at the context a run takes by default: {note}",)
     chosen = options[index]
     assert chosen.plan is not None
-    ref = option_reference(target.repo, chosen)
+    ref = option_reference(repo, chosen)
     count = len(options)
     which = "the only quant, and it fits" if count == 1 else f"the best that fits of {counted(count, 'quant')}"
     note = f"chose {ref} ({binary_size(chosen.file_size)}), {which}: {chosen.plan.describe()}"

@@ -30,3 +30,15 @@ def test_a_stopped_update_leaves_the_whole_copy_listed_as_downloaded(hub: tuple[
     assert kept != "0 B" and listing.stderr == (
         f"localgen: a pull of {REPO}:Q8_0 stopped part way: {kept} of {binary_size(4 * 2**20)} are kept; "
         f"`localgen pull {REPO}:Q8_0` resumes it\n"), listing.stderr
+
+
+def test_a_repo_typed_in_another_case_is_named_as_the_hub_spells_it_from_the_first_line(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    server.add_repo(REPO, {NAME: make_gguf_bytes("q8"), "tiny-Q4_K_M.gguf": make_gguf_bytes("q4")})
+    pulled = run_cli(env, "pull", REPO.lower())
+    assert pulled.returncode == 0, pulled.stderr
+    lines = pulled.stderr.splitlines()
+    assert lines[0].startswith(f"localgen: chose {REPO}:Q4_K_M (64.0 KiB), the best that fits of 2 quants: "), lines
+    assert lines[1].startswith(f"localgen: downloading {REPO}/tiny-Q4_K_M.gguf (64.0 KiB) from "), lines
+    assert REPO.lower() not in pulled.stderr, pulled.stderr
