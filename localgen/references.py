@@ -15,7 +15,8 @@ QUANT_PATTERN = re.compile(
     r"(?<![A-Za-z0-9])([IT]?Q\d(?:_[A-Z0-9]+)*|MXFP4(?:_MOE)?|NVFP4|BF16|F16|F32|FP16|FP32)(?![A-Za-z0-9])",
     re.IGNORECASE,
 )
-HUB_PREFIXES = ("hf.co/", "huggingface.co/", "https://huggingface.co/", "https://hf.co/", "hf://")
+HUB_HOSTS = ("huggingface.co", "hf.co", "www.huggingface.co")  # www. and http:// lead to https://huggingface.co
+HUB_PREFIXES = (*(f"{scheme}{host}/" for scheme in ("", "https://", "http://") for host in HUB_HOSTS), "hf://")
 OLLAMA_HOSTS = ("ollama.com", "www.ollama.com", "registry.ollama.ai")  # addresses of Ollama's registry
 OLLAMA_PAGES = frozenset({"blog", "docs", "download", "models", "pricing", "public", "search", "settings", "signin",
                           "signup"})  # ollama.com's pages, named where a user's models would be

@@ -42,3 +42,18 @@ def test_a_repo_typed_in_another_case_is_named_as_the_hub_spells_it_from_the_fir
     assert lines[0].startswith(f"localgen: chose {REPO}:Q4_K_M (64.0 KiB), the best that fits of 2 quants: "), lines
     assert lines[1].startswith(f"localgen: downloading {REPO}/tiny-Q4_K_M.gguf (64.0 KiB) from "), lines
     assert REPO.lower() not in pulled.stderr, pulled.stderr
+
+
+def test_the_hubs_addresses_over_http_or_with_www_are_the_hubs(hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
+    paths = set()
+    for address in (f"http://huggingface.co/{REPO}/blob/main/{NAME}", f"https://www.huggingface.co/{REPO}",
+                    f"www.huggingface.co/{REPO}:q8_0", f"HTTP://HF.CO/{REPO}/resolve/main/{NAME}?download=true"):
+        pulled = run_cli(env, "pull", address)
+        assert pulled.returncode == 0, (address, pulled.stderr)
+        paths.add(pulled.stdout)
+    whole = [r for r in server.answered() if r.method == "GET" and r.path.endswith(NAME) and r.range is None]
+    assert len(paths) == 1 and len(whole) == 1, (paths, whole)
+    other = run_cli(env, "pull", f"http://example.com/{REPO}")
+    assert other.returncode == 2 and "is not an address on the Hugging Face Hub" in other.stderr, other.stderr
