@@ -57,3 +57,18 @@ def test_the_hubs_addresses_over_http_or_with_www_are_the_hubs(hub: tuple[HubSer
     assert len(paths) == 1 and len(whole) == 1, (paths, whole)
     other = run_cli(env, "pull", f"http://example.com/{REPO}")
     assert other.returncode == 2 and "is not an address on the Hugging Face Hub" in other.stderr, other.stderr
+
+
+def test_a_default_given_as_the_mirrors_address_still_names_the_model_under_another_endpoint(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
+    assert run_cli(env, "pull", f"{REPO}:Q8_0").returncode == 0
+    set_ = run_cli(env, "models", "default", f"{server.url}/{REPO}/blob/main/{NAME}")
+    assert set_.returncode == 0 and set_.stderr.startswith(f"localgen: the default model is now hf.co/{REPO}/{NAME} ")
+    elsewhere = {**env, "HF_ENDPOINT": "https://huggingface.co", "LOCALGEN_OFFLINE": "1"}
+    shown = run_cli(elsewhere, "models", "default")
+    assert (shown.returncode, shown.stdout, shown.stderr) == (0, f"hf.co/{REPO}/{NAME}\n", ""), shown.stderr
+    listing = run_cli(elsewhere, "models")
+    (row,) = [line for line in listing.stdout.splitlines() if line.startswith(REPO)]
+    assert listing.returncode == 0 and row.endswith("\tyes"), (listing.stdout, listing.stderr)
