@@ -126,9 +126,24 @@ def parse_reference(text: str, base: Path | None = None) -> ModelRef:
         return _parse_hub(raw.rstrip("/"), raw)  # ORG/REPO/ as an address's path may end
     name, quant = _split_quant(raw)
     if not NAME_PATTERN.fullmatch(name):
-        raise UsageError(f"'{raw}' is not a model name, repo or path",
-                         hint="see `localgen models list --all` for names")
+        raise UsageError(f"'{raw}' is not a model name, repo or path", hint=_named_here_hint(raw, base))
     return ModelRef(text=raw, name=name.lower(), quant=quant)
+
+
+def _named_here_hint(raw: str, base: Path | None) -> str:
+    """The hint for text that is no model name: the path that means a file or folder of that name here (in base,
+    where given), as a bare name always means the registry's, else where the names are listed."""
+    import shlex
+
+    names = "see `localgen models list --all` for names"
+    there = base / raw if base is not None else Path(raw)
+    if is_existing_file(str(there)):
+        return f"for the file of that name here, use {shlex.quote(f'./{raw}')}; or {names}"
+    if is_existing_folder(str(there)):
+        from localgen.model_file_errors import folder_hint
+
+        return f"{raw} here is a folder, not a model: {folder_hint(there, f'./{raw}')}; or {names}"
+    return names
 
 
 def ollama_model(text: str) -> str | None:

@@ -3,7 +3,12 @@ and `-m` say and keep where a download stopped, a name was typed in another case
 
 from __future__ import annotations
 
-from hub_server import HubRepo, HubServer, make_gguf_bytes, run_cli
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hub_server import REPO_ROOT, HubRepo, HubServer, make_gguf_bytes, run_cli
 
 from localgen.units import binary_size
 
@@ -72,3 +77,22 @@ def test_a_default_given_as_the_mirrors_address_still_names_the_model_under_anot
     listing = run_cli(elsewhere, "models")
     (row,) = [line for line in listing.stdout.splitlines() if line.startswith(REPO)]
     assert listing.returncode == 0 and row.endswith("\tyes"), (listing.stdout, listing.stderr)
+
+
+def test_a_file_or_folder_here_whose_name_is_no_model_name_is_named_in_the_hint(tmp_path: Path) -> None:
+    (tmp_path / "my model").write_bytes(make_gguf_bytes("mine"))
+    (tmp_path / "my models").mkdir()
+    (tmp_path / "my models" / "m-Q8_0.gguf").write_bytes(make_gguf_bytes("m"))
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "LOCALGEN_HOME": str(tmp_path / "home"), "LOCALGEN_OFFLINE": "1"}
+    hints = {}
+    for typed in ("my model", "my models", "no such"):
+        shown = subprocess.run([sys.executable, "-m", "localgen", "models", "show", typed], env=env, cwd=tmp_path,
+                               capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert shown.returncode == 2 and shown.stderr.startswith(
+            f"localgen: error: '{typed}' is not a model name, repo or path (hint: "), shown.stderr
+        hints[typed] = shown.stderr.partition("(hint: ")[2]
+    names = "see `localgen models list --all` for names)\n"
+    assert hints == {"my model": f"for the file of that name here, use './my model'; or {names}",
+                     "my models": f"my models here is a folder, not a model: did you mean ./my models/m-Q8_0.gguf?; "
+                                  f"or {names}",
+                     "no such": names}, hints
