@@ -328,11 +328,21 @@ def _missing_shards(files: list[hub_cache.CachedHubFile]) -> int:
 
 def reference_name(ref: ModelRef) -> str:
     """A reference as every command names it: a Hub model as ORG/REPO[:QUANT] or ORG/REPO/FILE, its repo spelled as
-    its folder in the cache spells it (the Hub's own spelling, where localgen downloaded it) however it was typed; a
-    registry name or a path as typed."""
+    its folder in the cache spells it (the Hub's own spelling, where localgen downloaded it) however it was typed, and
+    a file typed in another case as the repo's listing spells it (the file -m takes); a registry name or a path as
+    typed."""
     if ref.repo is None or ref.path is not None:
         return ref.text
-    return replace(ref, repo=hub_cache.cached_spelling(ref.repo)).canonical
+    repo = hub_cache.cached_spelling(ref.repo)
+    return replace(ref, repo=repo, filename=_listed_spelling(repo, ref.filename)).canonical
+
+
+def _listed_spelling(repo: str, filename: str | None) -> str | None:
+    """A file name as localgen last listed the repo spelling it, where it was typed in another case; else as typed."""
+    if filename is None:
+        return None
+    names = [f.filename for f in hub_cache.cached_listing(repo) or ()]
+    return filename if filename in names else next((n for n in names if n.lower() == filename.lower()), filename)
 
 
 def display_name(registry: Registry, repo: str, quant: str | None, filename: str) -> str:

@@ -96,3 +96,13 @@ def test_a_file_or_folder_here_whose_name_is_no_model_name_is_named_in_the_hint(
                      "my models": f"my models here is a folder, not a model: did you mean ./my models/m-Q8_0.gguf?; "
                                   f"or {names}",
                      "no such": names}, hints
+
+
+def test_a_file_typed_in_another_case_is_named_as_the_hub_spells_it(hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
+    typed = f"{REPO.lower()}/{NAME.upper()}"
+    first, again = run_cli(env, "pull", typed), run_cli(env, "pull", typed)
+    assert first.returncode == again.returncode == 0 and first.stdout == again.stdout, (first.stderr, again.stderr)
+    assert first.stderr.startswith(f"localgen: downloading {REPO}/{NAME} (64.0 KiB) from "), first.stderr
+    assert again.stderr == f"localgen: {REPO}/{NAME} is already downloaded (64.0 KiB) and up to date with the Hub\n"
