@@ -50,13 +50,17 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
         if isinstance(exc, (NotInRepoError, RepoNotFoundError)):  # the copy here is the last there was
             return replace(found, hub_check=HubCheck(HubOutcome.DROPPED, reason=exc.message))
         return replace(found, hub_check=HubCheck(HubOutcome.NOT_CHECKED, reason=exc.message, hint=exc.hint))
-    newer = not all(hub.is_cached(model, f) for f in model.files)
+    missing = not all(hub.is_cached(model, f) for f in model.files)
+    gone = missing and not found.path.exists()  # removed (models rm) since it was found: no newer version, no copy
+    newer = missing and not gone
     try:
-        paths = hub.fetch_model(model, quiet=not newer, show_progress=None if newer else False,  # no bar: no download
+        paths = hub.fetch_model(model, quiet=not missing, show_progress=None if missing else False,  # no bar: none
                                 pin=pin)  # a size pinned alone
         if newer:  # a model run can load, checked before the copy it replaces goes
             _refuse_unloadable(paths)
     except LocalgenError as exc:  # a HubError, or the newer file refused by a size its entry pins or by its check
+        if gone:  # a download as any other's, with no copy here to keep
+            raise
         hub_error = isinstance(exc, HubError)
         if hub_error and not newer and failed_on_disk(exc):  # the same file, at a commit the cache could not take up
             return replace(found, hub_check=HubCheck(HubOutcome.COMMIT_NOT_RECORDED, reason=exc.message))
@@ -70,6 +74,9 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
             raise LocalgenError(exc.message, hint=hint, exit_code=exc.exit_code) from exc
         raise HubError(f"the Hub's newer version of {pulled_name(found)} could not be downloaded: {exc.message}",
                        hint=hint, exit_code=exc.exit_code) from exc
+    if gone:
+        console.say(f"localgen: {pulled_name(found)} was removed after this pull found it; it was downloaded again")
+        return ResolvedModel(ref=found.ref, path=paths[0], spec=found.spec, source="hub")
     replaced = _remove_replaced(found.path, paths)
     if not newer:
         return replace(found, path=paths[0], hub_check=replace(replaced, outcome=HubOutcome.UP_TO_DATE))

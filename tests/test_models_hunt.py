@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from hub_server import REPO_ROOT, HubRepo, HubServer, make_gguf_bytes, run_cli
@@ -106,3 +107,29 @@ def test_a_file_typed_in_another_case_is_named_as_the_hub_spells_it(hub: tuple[H
     assert first.returncode == again.returncode == 0 and first.stdout == again.stdout, (first.stderr, again.stderr)
     assert first.stderr.startswith(f"localgen: downloading {REPO}/{NAME} (64.0 KiB) from "), first.stderr
     assert again.stderr == f"localgen: {REPO}/{NAME} is already downloaded (64.0 KiB) and up to date with the Hub\n"
+
+
+def test_a_pull_whose_copy_is_removed_as_it_asks_the_hub_downloads_it_again_and_says_no_update(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
+    first = run_cli(env, "pull", f"{REPO}:Q8_0")
+    assert first.returncode == 0, first.stderr
+    server.delay_s, server.delay_only = 3.0, f"/api/models/{REPO}"  # the pull's question to the Hub waits
+    pull = subprocess.Popen([sys.executable, "-m", "localgen", "pull", f"{REPO}:Q8_0"], env=env, cwd=REPO_ROOT,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while server.delayed == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.delayed == 1, "the pull never asked the Hub"
+        removed = run_cli(env, "models", "rm", "-y", f"{REPO}:Q8_0")
+        assert removed.returncode == 0, removed.stderr
+        out, err = pull.communicate(timeout=60)
+    finally:
+        pull.kill()
+    assert pull.returncode == 0 and out == first.stdout, err
+    assert "newer version" not in err and "up to date" not in err, err
+    lines = err.splitlines()
+    assert lines[0].startswith(f"localgen: downloading {REPO}/{NAME} (64.0 KiB) from "), err
+    assert lines[-1] == f"localgen: {REPO}:Q8_0 was removed after this pull found it; it was downloaded again", err
