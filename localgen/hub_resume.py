@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 
 DOWNLOAD_PIECE = 1024 * 1024  # the bytes a download reads, counts on its progress bar and writes at a time
+SNAPSHOT_FOLDER_TRIES = 5  # a snapshot folder made for a link that a models rm beside it prunes (empty) is made again
 
 
 def resumable(f: HubFile) -> bool:
@@ -128,8 +129,14 @@ def link_into_snapshot(pointer: Path, blob: Path, *, new_blob: bool) -> None:
 
     if pointer.is_symlink() and blob_of(pointer) == blob:
         return
-    pointer.parent.mkdir(parents=True, exist_ok=True)
-    _create_symlink(str(blob), str(pointer), new_blob=new_blob)  # replaces what the entry was: a link, or a copy
+    for tries_left in reversed(range(SNAPSHOT_FOLDER_TRIES)):
+        pointer.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            _create_symlink(str(blob), str(pointer), new_blob=new_blob)  # replaces what the entry was: a link, a copy
+            break
+        except FileNotFoundError:  # the folder, empty until now, went: a models rm of another file of it pruned it
+            if not tries_left or pointer.parent.is_dir() or not blob.exists():
+                raise
     _create_cachedir_tag(hub_cache_dir())  # as hf_hub_download tags the cache for backup tools to skip
 
 

@@ -9,7 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from hub_server import REPO_ROOT, HubRepo, HubServer, make_gguf_bytes, run_cli
+import pytest
+from hub_server import REPO_ROOT, HubEnv, HubRepo, HubServer, make_gguf_bytes, run_cli
 
 from localgen.units import binary_size
 
@@ -133,3 +134,26 @@ def test_a_pull_whose_copy_is_removed_as_it_asks_the_hub_downloads_it_again_and_
     lines = err.splitlines()
     assert lines[0].startswith(f"localgen: downloading {REPO}/{NAME} (64.0 KiB) from "), err
     assert lines[-1] == f"localgen: {REPO}:Q8_0 was removed after this pull found it; it was downloaded again", err
+
+
+def test_a_pull_links_its_file_where_a_models_rm_beside_it_pruned_the_empty_snapshot_folder(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import file_download
+
+    from localgen import hub
+
+    hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8"), "tiny-Q4_K_M.gguf": make_gguf_bytes("q4")})
+    (kept,) = hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
+    real, removals = file_download._create_symlink, []
+
+    def rm_beside(src: str, dst: str, new_blob: bool = False) -> None:
+        """The moment a models rm of the other quant, run now, empties the snapshot folder and prunes it."""
+        if not removals:
+            removals.append(run_cli(hubenv.env, "models", "rm", "-y", f"{REPO}:Q8_0"))
+            assert not Path(dst).parent.exists(), "the rm left the snapshot folder"
+        real(src, dst, new_blob)
+
+    monkeypatch.setattr(file_download, "_create_symlink", rm_beside)
+    (path,) = hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    assert removals[0].returncode == 0 and not kept.exists(), removals[0].stderr
+    assert path.parent == kept.parent and path.read_bytes() == make_gguf_bytes("q4")
