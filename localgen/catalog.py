@@ -25,6 +25,7 @@ from localgen.verify import file_identity_key, is_verified, path_key, recorded_s
 SOURCE_BUNDLED = "bundled"
 SOURCE_HUB = "hub"
 SOURCE_LOCAL = "local"  # a file of the user's own that a models.toml entry names (path =)
+NOT_A_MODEL = "not a GGUF model"  # an own file whose header is none a run loads (text, a web page, truncated)
 LAST_USED_DIR = "last-used"
 
 
@@ -43,7 +44,7 @@ class CachedModel:
     verified: bool
     revision: str | None = None
     missing_shards: int = 0  # a split model whose download stopped part way
-    problem: str | None = None  # why a models.toml entry's own file cannot be used: missing, not a file, unreadable
+    problem: str | None = None  # why an entry's own file cannot be used: missing, not a file, unreadable, NOT_A_MODEL
 
 
 @dataclass(frozen=True)
@@ -195,7 +196,8 @@ def _downloaded_row(registry: Registry, model: CachedModel) -> ListedModel:
     spec = registry.models.get(model.name.partition(":")[0])
     return ListedModel(name=model.name, repo=model.repo, quant=model.quant, context=spec.context if spec else None,
                        description=spec.description if spec else "",
-                       downloaded=model.size is not None and not model.missing_shards, model=model)
+                       downloaded=model.size is not None and not model.missing_shards and not model.problem,
+                       model=model)
 
 
 def _registry_row(spec: ModelSpec, by_path: dict[Path, CachedModel], folders: hub_cache.RepoFolders) -> ListedModel:
@@ -248,23 +250,23 @@ def _own_file_model(name: str, path: Path) -> CachedModel:
 
     problem = own_file_problem(path)
     present, missing = present_shards(path) if problem is None else ([], [])
-    quant = _header_quant(path) if problem is None else quant_of_filename(path.name)
+    quant, unloadable = _header_quant(path) if problem is None else (quant_of_filename(path.name), None)
     return CachedModel(name=name, repo=None, quant=quant,
                        size=sum(shard.stat().st_size for shard in present) if present else None,
                        last_used=last_used(path), path=path, paths=tuple(present), source=SOURCE_LOCAL,
-                       verified=False, missing_shards=len(missing), problem=problem)
+                       verified=False, missing_shards=len(missing), problem=problem or unloadable)
 
 
-def _header_quant(path: Path) -> str | None:
-    """The quant a local GGUF file's header gives, as `models show` reads it; None for a file that is no readable
-    GGUF model."""
+def _header_quant(path: Path) -> tuple[str | None, str | None]:
+    """The quant a local GGUF file's header gives, as `models show` reads it, and 'not a GGUF model' for a file whose
+    header is none that localgen loads (text, an HTML page, a truncated or empty file), as a run refuses it."""
     from localgen.errors import GGUFError
     from localgen.quant_choice import read_local_header
 
     try:
-        return read_local_header(path).quant  # read once a process: chat's /model completion lists models often
+        return read_local_header(path).quant, None  # read once a process: chat's /model completion lists models often
     except GGUFError:
-        return None
+        return None, NOT_A_MODEL
 
 
 def hub_groups(*, dangling: bool = False,

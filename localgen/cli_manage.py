@@ -128,10 +128,11 @@ def _part_note(part: PartialDownload) -> str:
 
 def _source(model: CachedModel) -> str:
     """The SOURCE cell: where the file came from, marked when a split model lacks shards (a download stopped part
-    way), a Hub file is not verified yet, or a models.toml entry's own file is not there (or is not a file)."""
+    way), a Hub file is not verified yet, or a models.toml entry's own file is not there (or is not a file, or no GGUF
+    model)."""
     from localgen.catalog import SOURCE_HUB
 
-    if model.size is None:
+    if model.size is None or model.problem:
         return f"{model.source} ({model.problem or 'missing'})"
     if model.missing_shards:
         return f"{model.source} (incomplete: {counted(model.missing_shards, 'shard')} missing)"

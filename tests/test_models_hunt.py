@@ -157,3 +157,23 @@ def test_a_pull_links_its_file_where_a_models_rm_beside_it_pruned_the_empty_snap
     (path,) = hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
     assert removals[0].returncode == 0 and not kept.exists(), removals[0].stderr
     assert path.parent == kept.parent and path.read_bytes() == make_gguf_bytes("q4")
+
+
+def test_an_own_file_that_is_no_gguf_model_is_listed_as_such(hub: tuple[HubServer, dict[str, str]],
+                                                             tmp_path: Path) -> None:
+    _, env = hub
+    page, model = tmp_path / "page.gguf", tmp_path / "mine-Q8_0.gguf"
+    page.write_text("<!DOCTYPE html><html>a web page saved as a model</html>")
+    model.write_bytes(make_gguf_bytes("mine"))
+    config = Path(env["LOCALGEN_HOME"]) / "config"
+    config.mkdir(parents=True)
+    (config / "models.toml").write_text(f'[models.page]\npath = "{page}"\n[models.mine]\npath = "{model}"\n'
+                                        '[defaults]\nmodel = "page"\n')
+    listing, everything = run_cli(env, "models"), run_cli(env, "models", "list", "--all")
+    assert listing.returncode == everything.returncode == 0, (listing.stderr, everything.stderr)
+    rows = {line.split("\t")[0]: line.split("\t")[1:] for line in listing.stdout.splitlines()[1:]}
+    assert rows["page"] == ["-", binary_size(page.stat().st_size), "never", "local (not a GGUF model)", str(page),
+                            "yes"], listing.stdout
+    assert rows["mine"][3] == "local", listing.stdout
+    downloaded = {line.split("\t")[0]: line.split("\t")[4] for line in everything.stdout.splitlines()[1:]}
+    assert (downloaded["page"], downloaded["mine"]) == ("no (not a GGUF model)", "yes (local)"), everything.stdout

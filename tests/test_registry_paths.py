@@ -195,7 +195,7 @@ def test_models_list_gives_an_own_file_s_quant_from_its_header_as_models_show_do
     assert listed.returncode == 0 and listed.err == "", listed.err
     rows = [line.split("\t") for line in listed.out.splitlines()]
     assert ["x", "Q4_1", "93.8 MiB", "never", "local", str(config / "m.gguf"), "no"] in rows
-    assert ["junk", "-", "11 B", "never", "local", str(config / "junk.Q8_0.gguf"), "no"] in rows
+    assert ["junk", "-", "11 B", "never", "local (not a GGUF model)", str(config / "junk.Q8_0.gguf"), "no"] in rows
     quants = {m["name"]: m["quant"] for m in json.loads(localgen(home, "models", "list", "--json").out)}
     assert quants == {"smollm2-135m": "Q4_1", "x": "Q4_1", "junk": None, str(config / "d.gguf"): "Q4_1"}
     everything = [line.split("\t") for line in localgen(home, "models", "list", "--all").out.splitlines()]
