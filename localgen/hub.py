@@ -145,7 +145,7 @@ def _fetch_listing(repo: str) -> HubListing:
     if is_offline():
         raise offline_error(repo, None, None, None)
     repo = cached_spelling(repo)  # one listing (and one request) whatever the case it was typed in
-    kept = _listings.get(repo) if _listings is not None else None
+    kept = _listings.get(repo.lower()) if _listings is not None else None  # the Hub's repo ids ignore case
     if isinstance(kept, LocalgenError):
         raise copy.copy(kept) from kept.__cause__  # its own copy: a handler may add to its words
     if kept is not None:
@@ -155,10 +155,10 @@ def _fetch_listing(repo: str) -> HubListing:
         listing = _request_listing(repo)
     except LocalgenError as exc:
         if _listings is not None:
-            _listings[repo] = exc
+            _listings[repo.lower()] = exc
         raise
     if _listings is not None:
-        _listings[repo] = listing
+        _listings[repo.lower()] = listing
     return listing
 
 

@@ -49,6 +49,7 @@ def test_a_repo_typed_in_another_case_is_named_as_the_hub_spells_it_from_the_fir
     assert lines[0].startswith(f"localgen: chose {REPO}:Q4_K_M (64.0 KiB), the best that fits of 2 quants: "), lines
     assert lines[1].startswith(f"localgen: downloading {REPO}/tiny-Q4_K_M.gguf (64.0 KiB) from "), lines
     assert REPO.lower() not in pulled.stderr, pulled.stderr
+    assert server.count("GET", "/api/models/") == 1, "the repo listed once, however it was typed"
 
 
 def test_the_hubs_addresses_over_http_or_with_www_are_the_hubs(hub: tuple[HubServer, dict[str, str]]) -> None:
