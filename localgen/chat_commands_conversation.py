@@ -54,7 +54,7 @@ def undo_command(state: ChatState, _: str) -> None:
     note = f" ({name} had no other exchange and is no longer saved)" if deleted else ""
     if saved and conversation.on_disk and not conversation.turns:  # one the user saved (/save, /load) is kept
         note = f" ({name} has no exchange left and stays saved; `localgen conversations rm {name}` deletes it)"
-    console.say(f"dropped: {gist(turn.user)!r}{note}")
+    console.say(f"dropped: {gist(turn.headline())!r}{note}")  # files attached named, as listings name them
 
 
 def regen_command(state: ChatState, _: str) -> None:

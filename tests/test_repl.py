@@ -790,7 +790,7 @@ def test_file_attachment_goes_into_the_next_message(home: Path, tmp_path: Path, 
         assert "reading the prompt: 64/" in chat.transcript.getvalue(), "a long prompt shows its progress"
         assert cached == ahead == 0
     dropped = chat.command("/undo", "What is the secret code?'")
-    assert "dropped: 'The secret code is 4711." in dropped, "a long message shows its start and its end"
+    assert "dropped: '[note.txt] What is the secret code?'" in dropped, "the file attached is named, not quoted"
     chat.command(f"/file {doc}", "attached")
     chat.command_words("/reset", "nothing to save; dropped 1 attached file)")  # not sent silently without it
     assert chat.quit() == 0
