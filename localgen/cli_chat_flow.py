@@ -18,7 +18,7 @@ from localgen.cli_model import (
     say_waiting_for,
 )
 from localgen.cli_options import RESUME_LATEST
-from localgen.errors import UsageError
+from localgen.errors import LocalgenError, UsageError
 
 if TYPE_CHECKING:
     from localgen.conversation import Conversation
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.repl import Repl
     from localgen.runner import ModelOptions
+    from localgen.session import ChatSession
 
 
 @dataclass(frozen=True)
@@ -309,6 +310,20 @@ def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart, views
         views.append(repl)
         if checked.continued is not None and checked.continued.last_run is not None:  # the chat starts: saved now
             take_last_run(checked.continued.last_run, console.say, again="start again: --resume", this="chat")
+        elif system_note is not None:  # saved now, as /system saves it: a chat left before any message keeps it
+            _save_given_system(session)
         repl.run()
     finally:  # /model may have replaced the first model; the localgen entry point leaves its free to the exit
         free_or_leave_to_exit((session.loaded if session is not None else loaded).close)
+
+
+def _save_given_system(session: ChatSession) -> None:
+    """Save a resumed conversation with the system prompt -s gave it; a save that fails says why, and the chat keeps
+    the change for its next save (leaving then tries again, as after a failed autosave)."""
+    from localgen import console
+
+    try:
+        session.save()
+    except LocalgenError as exc:
+        session.unsaved, session.unsaved_because = True, exc.message
+        console.error(exc.message, exc.hint)

@@ -3,7 +3,10 @@ the conversation they change."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pytest
 
 from tests.test_repl import Chat
 
@@ -26,5 +29,23 @@ def test_undo_of_a_message_with_a_file_attached_names_the_file_as_the_listings_d
         assert "dropped: '[note.txt] What is the secret word?'" in said, said
         assert "banana" not in said, "the file's text is not quoted as the message"
         assert chat.quit() == 0
+    finally:
+        _stop(chat)
+
+
+@pytest.mark.parametrize(("given", "saved"), [("You are a cat.", "You are a cat."), ("none", None)])
+def test_a_system_prompt_given_to_a_resumed_chat_stays_with_the_conversation_left_before_any_message(
+        tmp_path: Path, given: str, saved: str | None) -> None:
+    home = tmp_path / "home"
+    path = home / "data" / "conversations" / "pets.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"format": 1, "name": "pets", "system": "You are a pirate.", "model": "smollm2-135m",
+                                "settings": {}, "turns": [{"user": "Hi.", "answer": "Ahoy."}]}))
+    chat = Chat(home, "--resume", "pets", "-s", given)
+    try:
+        said = " ".join(chat.transcript.getvalue().split())
+        assert "conversation 'pets' now has" in said and "instead of 'You are a pirate.'" in said, said
+        assert chat.quit() == 0
+        assert json.loads(path.read_text())["system"] == saved
     finally:
         _stop(chat)

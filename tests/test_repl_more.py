@@ -87,7 +87,7 @@ def test_resume_with_another_system_prompt_says_which_one_it_replaces(tmp_path: 
               "turns": [{"user": "Hi", "answer": "Ahoy."}]}
     (folder / "pirate.json").write_text(json.dumps(record))
     for system, note in (("You are a cat.", "localgen: conversation 'pirate' now has system prompt 'You are a cat.' "
-                                            "instead of 'You are a pirate.'"), ("You are a pirate.", None)):
+                                            "instead of 'You are a pirate.'"), ("You are a cat.", None)):  # saved
         chat = Chat(home, "--resume", "pirate", "-s", system, "--no-markdown", "-n", "1")
         try:
             said = " ".join(chat.transcript.getvalue().split())
