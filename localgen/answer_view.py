@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
+from localgen.config import settings
 from localgen.console import word_wrap_for
 from localgen.control_chars import TerminalSafePieces
 from localgen.markdown_parse import block_boundary, items_holding
@@ -46,6 +47,8 @@ class AnswerView:
         self._breaks_words = wrap  # Markdown's lines break between words (else: whole, as code lines are)
         self._markdown = markdown
         self._show_thinking = show_thinking
+        self._dim = None if settings().no_color else "dim"  # NO_COLOR: no dim text, as console.writes_dim has it
+        self._thinking_style = "italic" if self._dim is None else "dim italic"
         self._previous = ""  # the finished blocks of the last construct (the context that places the next one)
         self._pending = ""  # the unfinished block
         self._live = None
@@ -70,13 +73,13 @@ class AnswerView:
             return
         text = self._thinking_safe.feed(text) if self._console.is_terminal else text
         self._thinking_open = True
-        self._console.print(text, style="dim italic", end="", markup=False, highlight=False)
+        self._console.print(text, style=self._thinking_style, end="", markup=False, highlight=False)
         self._console.file.flush()
 
     def _end_thinking(self) -> None:
         """End the reasoning shown: what it holds (a carriage return nothing came after, ^M), then its line."""
         if held := self._thinking_safe.flush():
-            self._console.print(held, style="dim italic", end="", markup=False, highlight=False)
+            self._console.print(held, style=self._thinking_style, end="", markup=False, highlight=False)
         self._console.print()
         self._thinking_open = False
 
@@ -158,7 +161,7 @@ class AnswerView:
             self._end_thinking()
         self._previous, self._pending = "", ""
         if note:
-            self._console.print(f"[{note}]", style="dim", markup=False)
+            self._console.print(f"[{note}]", style=self._dim, markup=False)
 
 
 def _sized_by_the_terminal(stream: TextIO) -> dict[str, str] | None:

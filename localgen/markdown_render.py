@@ -34,15 +34,27 @@ from rich.markdown import (
 )
 from rich.measure import Measurement
 from rich.segment import Segment
-from rich.syntax import Syntax
+from rich.style import Style
+from rich.syntax import ANSI_DARK, ANSISyntaxTheme, Syntax, SyntaxTheme
 from rich.table import Table
 from rich.text import Text
 
+from localgen.config import settings
 from localgen.markdown_parse import markdown_parser, parsed_as_written
 from localgen.markdown_rows import cut_rows, folded, soft_wrap, under_prefix
 
 NATURAL_WIDTH = 10_000  # cells a table's natural width is measured within (without wrap: its rows whole)
 CODE_THEME = "ansi_dark"  # the terminal's own palette, so code reads on light and dark backgrounds alike
+
+
+def code_theme() -> str | SyntaxTheme:
+    """The theme code blocks are shown in: the terminal's palette; with NO_COLOR (no dim text), its dim comments in
+    italics."""
+    if not settings().no_color:
+        return CODE_THEME
+    from pygments.token import Comment
+
+    return ANSISyntaxTheme({**ANSI_DARK, Comment: Style(italic=True)})
 
 _PARSER = markdown_parser()
 
@@ -85,7 +97,7 @@ class PlainCodeBlock(WholeWithoutWrap, CodeBlock):
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         code = str(self.text).rstrip()
-        text = Text(code) if "\t" in code else Syntax(code, self.lexer_name, theme=CODE_THEME).highlight(code)
+        text = Text(code) if "\t" in code else Syntax(code, self.lexer_name, theme=code_theme()).highlight(code)
         text.rstrip()  # highlight() ends the text with a newline
         yield from _unbroken(text, console, options, whole=self.whole)
 

@@ -3,7 +3,9 @@ the conversation they change."""
 
 from __future__ import annotations
 
+import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -49,3 +51,46 @@ def test_a_system_prompt_given_to_a_resumed_chat_stays_with_the_conversation_lef
         assert json.loads(path.read_text())["system"] == saved
     finally:
         _stop(chat)
+
+
+DIM = "\x1b[2m"
+
+
+def test_no_color_shows_an_answer_s_note_undimmed_in_the_chat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    chat = Chat(tmp_path / "home", "--temperature", "0", "-n", "3")
+    try:
+        since = len(chat.transcript.getvalue())
+        chat.ask("Hi")
+        shown = chat.transcript.getvalue()[since:]
+        assert "[stopped at the limit of 3 tokens" in shown and DIM not in shown, repr(shown)
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
+
+
+@pytest.mark.parametrize("no_color", ["", "1"])
+def test_no_color_shows_reasoning_code_comments_and_notes_without_dim(monkeypatch: pytest.MonkeyPatch,
+                                                                      no_color: str) -> None:
+    """NO_COLOR (set, not empty) means no dim text on a terminal: the reasoning is in italics, a code comment in
+    italics, the note after the answer plain; set empty, it is as if unset (all three dim)."""
+    from rich.console import Console
+
+    from localgen import config
+    from localgen.answer_view import AnswerView
+
+    monkeypatch.setenv("NO_COLOR", no_color)
+    monkeypatch.setattr(config, "_settings", None)
+    stream = io.StringIO()
+    view = AnswerView(markdown=True, show_thinking=True, stream=stream)
+    view._console = Console(file=stream, force_terminal=True, width=60, height=20, highlight=False)
+    view.thinking("Let me think.")
+    view.answer("Here:\n\n```python\n# a comment\nx = 1\n```\n")
+    view.close("stopped at the limit of 9 tokens")
+    shown = stream.getvalue()
+    styled = [(text, code.split(";")) for code, text in re.findall(r"\x1b\[([\d;]*)m([^\x1b]+)", shown)]
+    dimmed = {text.strip() for text, codes in styled if "2" in codes}
+    assert dimmed == (set() if no_color else {"Let me think.", "# a comment", "[stopped at the limit of 9 tokens]"}), \
+        repr(shown)
+    italic = {text.strip() for text, codes in styled if "3" in codes}
+    assert {"Let me think.", "# a comment"} <= italic if no_color else italic == {"Let me think."}, repr(shown)
