@@ -58,10 +58,11 @@ COMMAND_HELP = {
                       "to break (alone: say which)",
     "/exit": "quit (or Ctrl-D)",
 }
-KEYS_HELP = ('Alt-Enter or Esc Enter (or \\ at the end of a line, then Enter): newline; """ opens and closes a '
-             "multi-line block; Ctrl-X Ctrl-E edits the message in $VISUAL or $EDITOR (Enter then sends it); Ctrl-C "
-             "stops an answer; Ctrl-R searches history (Ctrl-G gives up the search); Ctrl-Z suspends; Ctrl-\\ quits "
-             "at once, an answer it stops kept. Ollama's /bye, /clear and /? work too")
+KEYS_HELP = ("Alt-Enter or Esc Enter (Shift-Enter where the terminal tells it apart, or \\ at the end of a line, "
+             'then Enter): newline; """ opens and closes a multi-line block; Ctrl-X Ctrl-E edits the message in '
+             "$VISUAL or $EDITOR (Enter then sends it); Ctrl-C stops an answer; Ctrl-R searches history (Ctrl-G gives "
+             "up the search); Ctrl-Z suspends; Ctrl-D on an empty line quits; Ctrl-\\ quits at once, an answer it "
+             "stops kept. Ollama's /bye, /clear and /? work too")
 MIN_HELP_TEXT = 30  # narrower than this beside the commands, a command's text goes under it
 MIN_HELP_WIDTH = 24  # a terminal narrower than this gets one line per command, left to it to break
 NARROW_HELP_INDENT = "    "  # a command's text under it, on a terminal too narrow to have it beside

@@ -94,3 +94,14 @@ def test_no_color_shows_reasoning_code_comments_and_notes_without_dim(monkeypatc
         repr(shown)
     italic = {text.strip() for text, codes in styled if "3" in codes}
     assert {"Let me think.", "# a comment"} <= italic if no_color else italic == {"Let me think."}, repr(shown)
+
+
+def test_help_shortcuts_names_the_keys_readme_gives_for_a_newline_and_for_quitting(tmp_path: Path) -> None:
+    chat = Chat(tmp_path / "home", "-n", "3")
+    try:
+        shown = " ".join(chat.command("/help shortcuts", "work too").split())
+        assert "Shift-Enter where the terminal tells it apart" in shown, shown
+        assert "Ctrl-D on an empty line quits" in shown, shown
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
