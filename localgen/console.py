@@ -252,10 +252,28 @@ def say(message: str, *, made_safe: bool = False) -> None:
         text = without_surrogates(message)
         text = terminal_safe(text) if _is_terminal(sys.stderr) and not made_safe else text  # a pipe gets it as it is
         wrap = WordWrap(terminal_width(sys.stderr), wide_breaks=False, keep_whole=True)  # a path, a command whole
-        write_whole(sys.stderr, wrap.feed(text) + wrap.flush() + "\n")  # waits, as stdout does
-        sys.stderr.flush()
+        _write_line(wrap.feed(text) + wrap.flush() + "\n")
     except (OSError, ValueError, AttributeError):  # closed or missing stderr, or a full disk
         pass
+
+
+def _write_line(line: str) -> None:
+    """Write a status message to stderr (waiting, as stdout does); one a Ctrl-C cuts short (a long /history) is ended
+    there, its style reset on a terminal, so that what is said next ([interrupted]) starts a line of its own."""
+    written = 0
+
+    def count(n: int) -> None:
+        nonlocal written
+        written += n
+
+    try:
+        write_whole(sys.stderr, line, on_written=count)
+        sys.stderr.flush()
+    except KeyboardInterrupt:  # raised as the write it cut short returns, before that one is counted
+        if written < len(line.encode(sys.stderr.encoding or "utf-8", sys.stderr.errors or "strict")):
+            with contextlib.suppress(OSError, ValueError):
+                write_whole(sys.stderr, ("\x1b[0m" if takes_escapes(sys.stderr) else "") + "\n")
+        raise
 
 
 def warn(message: str) -> None:

@@ -105,3 +105,28 @@ def test_help_shortcuts_names_the_keys_readme_gives_for_a_newline_and_for_quitti
         assert chat.quit() == 0
     finally:
         _stop(chat)
+
+
+def test_ctrl_c_during_a_long_history_says_interrupted_on_a_line_of_its_own(tmp_path: Path) -> None:
+    """/history of a long conversation is still being written when Ctrl-C stops it: [interrupted] starts a line,
+    where it went on from the word the write was cut in (word word wo[interrupted])."""
+    home = tmp_path / "home"
+    path = home / "data" / "conversations" / "long.json"
+    path.parent.mkdir(parents=True)
+    turns = [{"user": f"Question {i}", "answer": f"Answer {i}: " + "word " * 200} for i in range(1000)]
+    path.write_text(json.dumps({"format": 1, "name": "long", "system": None, "model": "smollm2-135m", "settings": {},
+                                "turns": turns}))
+    chat = Chat(home, "--resume", "long", "-c", "1024", "-n", "3")
+    try:
+        since = len(chat.transcript.getvalue())  # (the chat's start showed the last exchange)
+        chat.child.sendline("/history")
+        chat.child.expect_exact("Answer 20:")  # well before its end (some 1.2 MB)
+        chat.child.sendintr()
+        chat.child.expect_exact("[interrupted]")
+        chat.sync()
+        shown = chat.transcript.getvalue()[since:].replace("\r", "")
+        assert "Answer 999:" not in shown, "the Ctrl-C stopped it"
+        assert re.search(r"\n(\x1b\[[\d;]*m)*\[interrupted\]", shown), repr(shown[-300:])
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
