@@ -25,6 +25,7 @@ FINISH_NOTES = {
                 "stopped at the end of the context window (start the chat with a larger --ctx-size)"),
     "interrupted": ("interrupted", "interrupted"),
 }  # (for run, for chat)
+CUT_WRITE_BYTES = 4096  # a status message longer, counted short of its end, was cut there (not written whole)
 
 
 class TextOutput:
@@ -258,8 +259,7 @@ def say(message: str, *, made_safe: bool = False) -> None:
 
 
 def _write_line(line: str) -> None:
-    """Write a status message to stderr (waiting, as stdout does); one a Ctrl-C cuts short (a long /history) is ended
-    there, its style reset on a terminal, so that what is said next ([interrupted]) starts a line of its own."""
+    """Write a status message to stderr; one a Ctrl-C cuts short (/history) is ended, so [interrupted] starts a line."""
     written = 0
 
     def count(n: int) -> None:
@@ -269,8 +269,9 @@ def _write_line(line: str) -> None:
     try:
         write_whole(sys.stderr, line, on_written=count)
         sys.stderr.flush()
-    except KeyboardInterrupt:  # raised as the write it cut short returns, before that one is counted
-        if written < len(line.encode(sys.stderr.encoding or "utf-8", sys.stderr.errors or "strict")):
+    except KeyboardInterrupt:  # raised as the write it cut short returns, before it is counted (0: maybe all of it)
+        size = len(line.encode(sys.stderr.encoding or "utf-8", sys.stderr.errors or "strict"))
+        if written < size and (written or size > CUT_WRITE_BYTES):
             with contextlib.suppress(OSError, ValueError):
                 write_whole(sys.stderr, ("\x1b[0m" if takes_escapes(sys.stderr) else "") + "\n")
         raise

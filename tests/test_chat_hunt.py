@@ -130,3 +130,23 @@ def test_ctrl_c_during_a_long_history_says_interrupted_on_a_line_of_its_own(tmp_
         assert chat.quit() == 0
     finally:
         _stop(chat)
+
+
+@pytest.mark.parametrize(("size", "ended"), [(80, False), (10_000, True)])
+def test_a_ctrl_c_as_a_status_message_s_only_write_returns_ends_its_line_only_where_it_was_long(
+        monkeypatch: pytest.MonkeyPatch, size: int, ended: bool) -> None:
+    """The Ctrl-C is raised as the write returns, before it is counted: a short message (one write of a terminal's
+    buffer) was then most likely written whole, and gets no second line end; a long one was cut short."""
+    from localgen import console
+
+    shown: list[str] = []
+
+    def written_then_interrupted(stream: object, text: str, **_: object) -> None:
+        shown.append(text)
+        if len(shown) == 1:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(console, "write_whole", written_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        console.say("x" * (size - 1))
+    assert len(shown) == (2 if ended else 1) and shown[-1].endswith("\n"), shown[1:]
