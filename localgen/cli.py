@@ -435,5 +435,5 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(flush_stdout(without_traceback(lambda: complete(app, COMPLETE_VAR))))
     with exit_on_signals():  # SIGTERM or SIGHUP while downloading or loading: cleanups run, partial files go
         args = sys.argv[1:] if argv is None else argv
-        code = run_app(app, _resume_without_value(_help_as_option(args)), help_asked=args[:1] == ["help"])
+        code = run_app(app, _help_as_option(_resume_without_value(args)), help_asked=args[:1] == ["help"])
     sys.exit(flush_stdout(code))
