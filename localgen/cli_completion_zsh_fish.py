@@ -30,6 +30,12 @@ ZSH_SCRIPT = """\
     if (( ${#words_offered} )); then
         [[ -n $SUFFIX ]] && keep=(-S '' -I "$SUFFIX")  # the word after the cursor (complete_in_word) stays, as in bash
         compadd -U "${keep[@]}" -l -d shown -- "${words_offered[@]}"
+        local common=${words_offered[1]} offered
+        for offered in "${words_offered[@]}"; do
+            while [[ ${offered[1,${#common}]} != "$common" ]]; do common=${common[1,-2]}; done
+        done
+        # answers that part ways within the word typed, in its case (notes, NOTES for no): listed, the word kept
+        (( ${#words_offered} > 1 )) && [[ ${(L)common[1,${#PREFIX}]} != "${(L)PREFIX}" ]] && compstate[insert]=''
     else
         [[ $PREFIX == --*=* ]] && compset -P '*='  # --model=./no: the file's name after the =
         _files
