@@ -56,7 +56,7 @@ def _add_completers(command: Any) -> None:
             (completion for option, completion in _OPTIONS if option in param.opts), None)
         if completion is None:
             continue
-        param._custom_shell_complete = _completer(completion.names)  # as click's Parameter(shell_complete=...) sets it
+        param._custom_shell_complete = _completer(completion)  # as click's Parameter(shell_complete=...) sets it
         if not completion.files:
             setattr(param, NAMES_NO_FILE, True)  # where none is offered, no file is either
 
@@ -101,15 +101,17 @@ def no_names(typed: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Completion:
-    """What completes a parameter's value: its names (of the word typed), and whether the shell may complete a file's
-    name where none of them is offered (the value may be a file's path: -m ./model.gguf)."""
+    """What completes a parameter's value: its names (of the word typed), whether the shell may complete a file's
+    name where none of them is offered (the value may be a file's path: -m ./model.gguf), and whether a name given
+    already in another case is the same (a model's is; a conversation's is its file's, notes and NOTES two)."""
 
     names: Callable[[str], list[str]]
     files: bool
+    any_case: bool = True
 
 
 _MODEL = Completion(model_names, files=True)
-_CONVERSATION = Completion(conversation_names, files=False)
+_CONVERSATION = Completion(conversation_names, files=False, any_case=False)
 _OPTIONS: tuple[tuple[str, Completion], ...] = (  # the options whose values are completed, and with what
     ("--model", _MODEL), ("--resume", _CONVERSATION), ("--conversation", _CONVERSATION),
     ("--think", Completion(think_values, files=False)))
@@ -128,17 +130,21 @@ ARGUMENTS: dict[tuple[str, str], Completion] = {  # (command, parameter): what c
 }
 
 
-def _completer(names: Callable[[str], list[str]]) -> Callable[[Any, Any, str], list[str]]:
+def _completer(completion: Completion) -> Callable[[Any, Any, str], list[str]]:
     """A click completer offering the names that start with what was typed, in any case, but those the argument was
     already given (models rm a b), and none where they cannot be listed."""
+    def same(name: str) -> str:
+        """A name as it is compared with those given already."""
+        return name.lower() if completion.any_case else name
+
     def offered(ctx: Any, param: Any, typed: str) -> list[str]:
         """The names that start with typed."""
         try:
-            listed = names(typed)
+            listed = completion.names(typed)
         except Exception:  # a folder that is a link to itself: the shell is offered nothing, never a traceback
             return []
         given = ctx.params.get(param.name) if param.multiple or param.nargs != 1 else None
-        taken = {name.lower() for name in given or ()}
-        return [name for name in offered_names.starting_with(listed, typed) if name.lower() not in taken]
+        taken = {same(name) for name in given or ()}
+        return [name for name in offered_names.starting_with(listed, typed) if same(name) not in taken]
 
     return offered

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_localgen
-from tests.test_cli_completion import _env, _zsh_or_fish_lines
+from tests.test_cli_completion import _env, _shell_lines, _shells, _zsh_or_fish_lines
 
 
 @pytest.mark.parametrize("option", ["--resume", "--continue"])
@@ -20,13 +20,29 @@ def test_help_with_chat_s_resume_after_it_names_the_option_as_typed(option: str)
                           "see `localgen help chat`)\n"), result.err
 
 
+@pytest.fixture(scope="module")
+def notes_and_notes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A home with the conversations notes and NOTES saved."""
+    home = tmp_path_factory.mktemp("notes-and-notes")
+    for name in ("notes", "NOTES"):
+        saved = run_localgen("run", "--conversation", name, "-n", "1", "hi", env=_env(home))
+        assert saved.returncode == 0, saved.err
+    return home
+
+
 @pytest.mark.skipif(shutil.which("zsh") is None, reason="needs zsh")
-def test_zsh_keeps_the_word_typed_where_the_names_it_matches_differ_in_case_within_it(tmp_path: Path) -> None:
+def test_zsh_keeps_the_word_typed_where_the_names_it_matches_differ_in_case_within_it(notes_and_notes: Path) -> None:
     """zsh put the names' common start in place of the word typed, so `conversations show no` Tab, beside notes and
     NOTES, emptied the word: the no typed was gone."""
-    for name in ("notes", "NOTES"):
-        saved = run_localgen("run", "--conversation", name, "-n", "1", "hi", env=_env(tmp_path))
-        assert saved.returncode == 0, saved.err
-    assert _zsh_or_fish_lines("zsh", tmp_path, "localgen conversations show no",
+    assert _zsh_or_fish_lines("zsh", notes_and_notes, "localgen conversations show no",
                               "localgen run --conversation NOTE") == [
         "localgen conversations show no", "localgen run --conversation NOTE"]
+
+
+@pytest.mark.parametrize("shell", _shells("bash", "zsh", "fish"))
+def test_a_conversation_given_already_leaves_the_one_named_in_another_case_offered(notes_and_notes: Path,
+                                                                                     shell: str) -> None:
+    """`conversations rm notes NOTE` Tab offered nothing: a name given already was left out in any case, as a model's
+    is, but notes and NOTES are two conversations, two files."""
+    assert _shell_lines(shell, notes_and_notes, "localgen conversations rm notes NOTE") == [
+        "localgen conversations rm notes NOTES "]
