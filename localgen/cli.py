@@ -322,7 +322,7 @@ def pull(
 
 
 app.add_typer(models_app, name="models")
-app.add_typer(conversations_app, name="conversations", short_help="List, show and delete saved conversations.")
+app.add_typer(conversations_app, name="conversations", short_help="List, show, rename and delete saved conversations.")
 
 
 @app.command(short_help="Show which quants of a model fit this machine.", epilog=cli_examples.FIT)

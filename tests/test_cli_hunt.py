@@ -46,3 +46,9 @@ def test_a_conversation_given_already_leaves_the_one_named_in_another_case_offer
     is, but notes and NOTES are two conversations, two files."""
     assert _shell_lines(shell, notes_and_notes, "localgen conversations rm notes NOTE") == [
         "localgen conversations rm notes NOTES "]
+
+
+def test_the_command_list_says_conversations_renames_as_its_own_help_does() -> None:
+    """`localgen --help` said conversations lists, shows and deletes, leaving out mv, which renames."""
+    listed = [line.split(None, 1) for line in run_localgen("--help").out.splitlines() if line.strip()]
+    assert ["conversations", "List, show, rename and delete saved conversations."] in listed
