@@ -217,11 +217,18 @@ _RUN_ONLY = {  # where chat has no like
 
 
 # llama-bench's options that `localgen bench` spells otherwise or has not; several would otherwise be read as one of
-# its short options with a value stuck to it: -mmp as -m mp (a model named mp). -ngl is bench's own, as run's.
+# its short options with a value stuck to it: -mmp as -m mp (a model named mp), -mg as -m g, -rpc as -r pc, -ts as
+# -t s, -nopo as -n opo. -ngl is bench's own, as run's.
+_NO_RPC = "localgen runs the model in its own process, on this machine: drop it"
 LLAMA_BENCH_OPTIONS = {
     **{name: ("llama-bench", *OTHER_TOOLS_OPTIONS[name][1:])
        for name in ("-fa", "-ub", "-b", "-ctk", "--cache-type-k", "-ctv", "--cache-type-v", "-nkvo",
-                    "--no-kv-offload")},
+                    "--no-kv-offload", "-mg", "--main-gpu", "-ts", "--tensor-split", "-sm", "--split-mode", "-ncmoe",
+                    "--n-cpu-moe", "-dev", "--device", "-hf", "-hfr", "--hf-repo", "-hff", "--hf-file", "-hft",
+                    "--hf-token")},
+    **dict.fromkeys(("-rpc", "--rpc"), ("llama-bench", "offloading to RPC servers", _NO_RPC)),
+    **dict.fromkeys(("-nopo", "--no-op-offload"), ("llama-bench", "keeping operations off the GPU",
+                                                   "localgen leaves that to llama.cpp's default: drop it")),
     "-mmp": ("llama-bench", "memory-mapping the model", "localgen bench has no such setting: drop it"),
     "-o": ("llama-bench", "an output format", "localgen's is --json; the default is a table"),
     "-d": ("llama-bench", "a context depth", "localgen bench's follow-up TTFT test measures a turn after -p tokens"),

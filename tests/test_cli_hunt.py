@@ -52,3 +52,21 @@ def test_the_command_list_says_conversations_renames_as_its_own_help_does() -> N
     """`localgen --help` said conversations lists, shows and deletes, leaving out mv, which renames."""
     listed = [line.split(None, 1) for line in run_localgen("--help").out.splitlines() if line.strip()]
     assert ["conversations", "List, show, rename and delete saved conversations."] in listed
+
+
+@pytest.mark.parametrize(("typed", "error"), [
+    (["-mg", "0"], "-mg is llama-bench's option for the main GPU"),  # read as -m g: a model "g", then 0 left over
+    (["-rpc", "127.0.0.1:50052"], "-rpc is llama-bench's option for offloading to RPC servers"),  # -r pc
+    (["-ts", "1/1"], "-ts is llama-bench's option for the tensor split across GPUs"),  # -t s
+    (["-nopo", "1"], "-nopo is llama-bench's option for keeping operations off the GPU"),  # -n opo
+    (["-ncmoe", "2"], "-ncmoe is llama-bench's option for keeping a mixture of experts' weights on the CPU"),
+    (["-hf", "acme/Tiny-GGUF"], "-hf is llama-bench's option for a Hugging Face repo (hint: localgen's is -m "
+                                "acme/Tiny-GGUF)"),  # told that -h alone is --help
+])
+def test_llama_bench_s_options_that_look_like_bench_s_own_with_a_value_stuck_on_are_named(typed: list[str],
+                                                                                           error: str) -> None:
+    """bench read llama-bench's -mg 0 as -m g and refused the 0 as an extra argument, and -rpc, -ts, -nopo, -ncmoe as
+    -r, -t, -n with a value that is no number ('pc' is not a valid integer)."""
+    result = run_localgen("bench", *typed)
+    assert (result.returncode, result.out) == (2, "")
+    assert result.err.startswith(f"localgen: error: {error}"), result.err
