@@ -180,6 +180,8 @@ OTHER_TOOLS_OPTIONS = {
     **dict.fromkeys(("-nkvo", "--no-kv-offload"), ("llama-cli", "keeping the KV cache off the GPU",  # -n kvo
                                                    "localgen keeps it on the GPU with the offloaded layers, as "
                                                    "llama.cpp does; --gpu-layers N or --no-gpu set the offload")),
+    **dict.fromkeys(("-nopo", "--no-op-offload"), ("llama-cli", "keeping operations off the GPU",  # -n opo
+                                                   "localgen leaves that to llama.cpp's default: drop it")),
     **dict.fromkeys(("-hft", "--hf-token"), ("llama-cli", "a Hugging Face token",
                                              "localgen reads HF_TOKEN, or the token `hf auth login` saved")),
     "--mlock": ("llama-cli", "locking the model in RAM", _MMAP),
@@ -225,10 +227,8 @@ LLAMA_BENCH_OPTIONS = {
        for name in ("-fa", "-ub", "-b", "-ctk", "--cache-type-k", "-ctv", "--cache-type-v", "-nkvo",
                     "--no-kv-offload", "-mg", "--main-gpu", "-ts", "--tensor-split", "-sm", "--split-mode", "-ncmoe",
                     "--n-cpu-moe", "-dev", "--device", "-hf", "-hfr", "--hf-repo", "-hff", "--hf-file", "-hft",
-                    "--hf-token")},
+                    "--hf-token", "-nopo", "--no-op-offload")},
     **dict.fromkeys(("-rpc", "--rpc"), ("llama-bench", "offloading to RPC servers", _NO_RPC)),
-    **dict.fromkeys(("-nopo", "--no-op-offload"), ("llama-bench", "keeping operations off the GPU",
-                                                   "localgen leaves that to llama.cpp's default: drop it")),
     "-mmp": ("llama-bench", "memory-mapping the model", "localgen bench has no such setting: drop it"),
     "-o": ("llama-bench", "an output format", "localgen's is --json; the default is a table"),
     "-d": ("llama-bench", "a context depth", "localgen bench's follow-up TTFT test measures a turn after -p tokens"),

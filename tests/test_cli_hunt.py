@@ -70,3 +70,12 @@ def test_llama_bench_s_options_that_look_like_bench_s_own_with_a_value_stuck_on_
     result = run_localgen("bench", *typed)
     assert (result.returncode, result.out) == (2, "")
     assert result.err.startswith(f"localgen: error: {error}"), result.err
+
+
+@pytest.mark.parametrize("command", ["run", "chat"])
+def test_llama_cli_s_no_op_offload_is_named_rather_than_read_as_a_token_limit(command: str) -> None:
+    """run -nopo was read as -n opo: 'opo' is not a valid integer."""
+    result = run_localgen(command, "-nopo", "hi")
+    assert (result.returncode, result.out) == (2, "")
+    assert result.err.startswith("localgen: error: -nopo is llama-cli's option for keeping operations off the GPU "
+                                 "(hint: localgen leaves that to llama.cpp's default: drop it)"), result.err
