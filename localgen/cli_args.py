@@ -36,6 +36,33 @@ def command_line_with(option: str, word: str, inserted: str) -> list[str] | None
     return [*_command_line[:at], inserted, *_command_line[at:]]
 
 
+def with_group_options_last(group: str, subcommand: str, options: list[Any]) -> list[str] | None:
+    """The command line being run with a group's options given before its subcommand (`conversations -n 2 list`),
+    their values too, moved to the end (`conversations list -n 2`), or None where the two names are not found in it."""
+    try:
+        start = _command_line.index(group) + 1
+        end = _command_line.index(subcommand, start)
+    except ValueError:
+        return None
+    names = [name for option in options for name in (*option.opts, *option.secondary_opts)]
+    flags = {name for option in options if option.is_flag for name in (*option.opts, *option.secondary_opts)}
+    moved: list[str] = []
+    kept: list[str] = []
+    at = start
+    while at < end:
+        word = _command_line[at]
+        stuck = any(len(name) == 2 and word.startswith(name) for name in names)  # -n2
+        if word.partition("=")[0] not in names and not stuck:
+            kept.append(word)
+        elif word in names and word not in flags and at + 1 < end:  # -n 2: its value with it
+            moved += _command_line[at:at + 2]
+            at += 1
+        else:
+            moved.append(word)
+        at += 1
+    return [*_command_line[:start], *kept, *_command_line[end:], *moved]
+
+
 def given_after_double_dash(app: typer.Typer, word: str) -> bool:
     """Whether the command line being run gave word after the -- that ends its command's options (an option's
     value that is -- ends nothing)."""

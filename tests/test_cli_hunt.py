@@ -79,3 +79,21 @@ def test_llama_cli_s_no_op_offload_is_named_rather_than_read_as_a_token_limit(co
     assert (result.returncode, result.out) == (2, "")
     assert result.err.startswith("localgen: error: -nopo is llama-cli's option for keeping operations off the GPU "
                                  "(hint: localgen leaves that to llama.cpp's default: drop it)"), result.err
+
+
+@pytest.mark.parametrize(("typed", "error", "hint"), [
+    (["conversations", "-n", "2", "list"], "--limit before `list` would be ignored",
+     "localgen conversations list -n 2"),
+    (["conversations", "--json", "-n", "2", "list"], "--json before `list` would be ignored",
+     "localgen conversations list --json -n 2"),
+    (["models", "--json", "list", "--all"], "--json before `list` would be ignored",
+     "localgen models list --all --json"),
+])
+def test_a_group_s_option_before_its_subcommand_is_hinted_the_command_with_it_after(typed: list[str], error: str,
+                                                                                     hint: str) -> None:
+    """The hint was `put it after: localgen conversations list ... --limit`, the option's value left out, so the
+    command it gave was refused in turn."""
+    result = run_localgen(*typed)
+    assert (result.returncode, result.out) == (2, "")
+    assert result.err == f"localgen: error: {error} (hint: put it after: {hint})\n", result.err
+    assert run_localgen(*hint.split()[1:]).returncode == 0
