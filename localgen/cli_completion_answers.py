@@ -32,6 +32,8 @@ def completion_answers(shell: Any, args: list[str], incomplete: str) -> Answers:
     (--model=smollm2-135m); none for a short option's (-m=NAME: localgen refuses it)."""
     from typer._click.shell_completion import _resolve_context, _resolve_incomplete
 
+    if args[:1] == ["help"]:
+        return _help_answers(shell, args, incomplete)
     if incomplete[:1] == "-" and incomplete[:2] != "--" and "=" in incomplete:
         return Answers([], files=False)
     value = incomplete.partition("=")[2] if incomplete[:2] == "--" and "=" in incomplete else incomplete
@@ -40,6 +42,20 @@ def completion_answers(shell: Any, args: list[str], incomplete: str) -> Answers:
     completed, typed = _resolve_incomplete(ctx, args, incomplete)
     words = [(option + item.value, item.help or "") for item in completed.shell_complete(ctx, typed)]
     return Answers(words, files=not getattr(completed, NAMES_NO_FILE, False))
+
+
+def _help_answers(shell: Any, args: list[str], incomplete: str) -> Answers:
+    """What completes `localgen help WORDS`: the subcommands of the command WORDS name (help conversations: list,
+    show, ...), as `localgen WORDS --help` lists them; no option, argument or file, which help does not take."""
+    command = shell.cli
+    for word in (word for word in args if word != "help"):
+        command = getattr(command, "commands", {}).get(word)
+        if command is None:  # help run extra, help nosuch: no command is named
+            return Answers([], files=False)
+    if incomplete[:1] == "-":
+        return Answers([], files=False)
+    return Answers([(name, sub.get_short_help_str()) for name, sub in getattr(command, "commands", {}).items()
+                    if name.startswith(incomplete) and not sub.hidden], files=False)
 
 
 class NoFilesLine:

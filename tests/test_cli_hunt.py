@@ -97,3 +97,11 @@ def test_a_group_s_option_before_its_subcommand_is_hinted_the_command_with_it_af
     assert (result.returncode, result.out) == (2, "")
     assert result.err == f"localgen: error: {error} (hint: put it after: {hint})\n", result.err
     assert run_localgen(*hint.split()[1:]).returncode == 0
+
+
+@pytest.mark.parametrize("shell", _shells("bash", "zsh", "fish"))
+def test_help_completes_the_subcommands_of_the_command_it_names(tmp_path: Path, shell: str) -> None:
+    """`localgen help conversations m` Tab completed models, a top-level command, as if conversations were not typed:
+    help's words after the first were offered the top-level commands again."""
+    assert _shell_lines(shell, tmp_path, "localgen help conversations m", "localgen help models l") == [
+        "localgen help conversations mv ", "localgen help models list "]
