@@ -4,6 +4,7 @@ the shell may complete file names where none is answered (never for a conversati
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -48,7 +49,7 @@ def _help_answers(shell: Any, args: list[str], incomplete: str) -> Answers:
     """What completes `localgen help WORDS`: the subcommands of the command WORDS name (help conversations: list,
     show, ...), as `localgen WORDS --help` lists them; no option, argument or file, which help does not take."""
     command = shell.cli
-    for word in (word for word in args if word != "help"):
+    for word in itertools.dropwhile(lambda word: word == "help", args):  # help help run: help run
         command = getattr(command, "commands", {}).get(word)
         if command is None:  # help run extra, help nosuch: no command is named
             return Answers([], files=False)

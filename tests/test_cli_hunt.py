@@ -105,3 +105,17 @@ def test_help_completes_the_subcommands_of_the_command_it_names(tmp_path: Path, 
     help's words after the first were offered the top-level commands again."""
     assert _shell_lines(shell, tmp_path, "localgen help conversations m", "localgen help models l") == [
         "localgen help conversations mv ", "localgen help models list "]
+
+
+def test_help_completes_after_the_words_help_takes_as_help_does() -> None:
+    """help's completion passed over every help among its words, so `help conversations help ` was offered list,
+    show, rm and mv, which `localgen help conversations help list` refuses (no such command 'help')."""
+    def offered(line: str) -> list[str]:
+        """The words zsh's script is answered for line."""
+        asked = run_localgen(env={"_LOCALGEN_COMPLETE": "complete_zsh", "_TYPER_COMPLETE_ARGS": line})
+        assert asked.returncode == 0, asked.err
+        return [answer.split("\t")[0] for answer in asked.out.splitlines()]
+
+    assert offered("localgen help help co") == ["conversations"]
+    assert offered("localgen help conversations help ") == [":no-files"]
+    assert run_localgen("help", "conversations", "help", "list").returncode == 2
