@@ -209,10 +209,9 @@ def measure_concat_folding() -> None:
 
 class BoundedCodeGenerator(CodeGenerator):
     """Jinja's code generator, sending a `~` concatenation's parts through checked_concat first, a comparison through
-    checked_compare, checked_in or checked_chain, a dict literal's keys through checked_dict, a subscript through
-    checked_getitem and a difference through checked_difference (those that can walk a shared part), and folding
-    constant output only up to the output limit in all (Jinja joins adjacent ones into one constant, kept with the
-    compiled template)."""
+    checked_compare, checked_in or checked_chain, a dict literal's keys through checked_dict and a difference through
+    checked_difference (those that can walk a shared part), and folding constant output only up to the output limit
+    in all (Jinja joins adjacent ones into one constant, kept with the compiled template)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -278,17 +277,6 @@ class BoundedCodeGenerator(CodeGenerator):
         self.visit(node.left, frame)
         self.write(", ")
         self.visit(node.right, frame)
-        self.write(")")
-
-    @_optimizeconst
-    def visit_Getitem(self, node: nodes.Getitem, frame: Frame) -> None:
-        if isinstance(node.arg, (nodes.Slice, nodes.Const)) or self.environment.is_async:  # m['role'] as Jinja's
-            super().visit_Getitem(node, frame)
-            return
-        self.write("environment.checked_getitem(")
-        self.visit(node.node, frame)
-        self.write(", ")
-        self.visit(node.arg, frame)
         self.write(")")
 
     def visit_Dict(self, node: nodes.Dict, frame: Frame) -> None:

@@ -130,9 +130,11 @@ def _environment() -> Environment:
             args = compare.check_compared_arguments(__obj, args)  # [a].index(b), dict(pairs), loop.changed(a)
             return super().call(__context, __obj, *args, **kwargs)
 
-        def checked_getitem(self, obj: Any, argument: Any) -> Any:
-            compare.check_key(obj, argument)  # obj[argument] hashes it: the code generator's for one not constant
-            return self.getitem(obj, argument)
+        def getitem(self, obj: Any, argument: Any) -> Any:
+            """obj[argument] as the sandbox's, a mapping's key hashed measured first (a subscript's, an attribute=
+            argument's: |map, |selectattr, |sum, |join look items up through it)."""
+            compare.check_key(obj, argument)
+            return super().getitem(obj, argument)
 
         def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
             return bounded.bounded_str_format(self, value)

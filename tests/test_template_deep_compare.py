@@ -53,6 +53,11 @@ DEEP = {  # each took over 25 s, in one C call
     "in-dict": "{{ ns.t in {1: 2} }}",
     "in-dict-keys": "{{ ns.t in {1: 2}.keys() }}",
     "getitem": "{{ {1: 2}[ns.t] is defined }}",
+    "map-attribute": "{{ [{}]|map(attribute=ns.t)|list }}",  # Jinja's attribute getter: environment.getitem
+    "selectattr": "{{ [{}]|selectattr(ns.t)|list }}",
+    "rejectattr": "{{ [{}]|rejectattr(ns.t)|list }}",
+    "sum-attribute": "{{ [{}]|sum(attribute=ns.t) }}",
+    "join-attribute": "{{ [{}]|join(attribute=ns.t) }}",
     "dict-get": "{{ {1: 2}.get(ns.t) }}",
     "dict-fromkeys": "{{ {}.fromkeys([ns.t])|length }}",
     "dict-of-pairs": "{{ dict([(ns.t, 1)])|length }}",
