@@ -296,12 +296,14 @@ class BoundedCodeGenerator(CodeGenerator):
 def _compared_at_once(node: nodes.Compare) -> bool:
     """True where a comparison (each of a chain's) walks no shared part: an operand is a constant, from the
     template's own text (m['role'] == 'user'), or a comparison's, test's or `not`'s boolean or a `~`'s string; for
-    `in`, the item is one of those, or the container a constant list, tuple or string."""
+    `in`, the item is one of those but a constant list, tuple or dict (compared with every item of the container), or
+    the container a constant list, tuple or string."""
     left = node.expr
     for operand in node.ops:
         if operand.op in ("in", "notin"):
             constant = operand.expr.value if isinstance(operand.expr, nodes.Const) else None
-            if not (_plain_value(left) or isinstance(constant, (list, tuple, str))):  # a dict hashes the item
+            scalar = _plain_value(left) and not isinstance(getattr(left, "value", None), (list, tuple, dict))
+            if not (scalar or isinstance(constant, (list, tuple, str))):  # a dict hashes the item
                 return False
         elif not (_plain_value(left) or _plain_value(operand.expr)):
             return False

@@ -158,3 +158,17 @@ def test_a_deep_comparison_in_a_chat_template_file_ends_the_run_in_one_line(tmp_
            "walking over" in lines[0], lines[0]
     assert "Traceback" not in result.err
 
+
+
+
+@pytest.mark.parametrize(("template", "checked"), [
+    ("{{ [0, 0] in l }}", True), ("{{ (0, 0) not in l }}", True), ("{{ {'a': 0} in l }}", True),
+    ("{{ 1 < [0] in l }}", True),  # a list written in the template, compared with each of l's items
+    ("{{ 'user' in l }}", False), ("{{ 0 in l }}", False), ("{{ none in l }}", False), ("{{ x in [0, 1] }}", False),
+])
+def test_only_a_string_number_or_none_written_on_the_left_of_in_is_compared_at_once(template: str,
+                                                                                       checked: bool) -> None:
+    """[0, …, 0] in l compares the list with every item of l: 4,000 zeros in a list of 4,000,000 took 9.4 s in one
+    C call, taken as compared at once; measured, each item is compared in its own call, which the time limit stops."""
+    code = template_sandbox._environment().compile(template, raw=True)
+    assert ("environment.checked_in(" in code or "environment.checked_chain(" in code) == checked, code
