@@ -209,8 +209,8 @@ def measure_concat_folding() -> None:
 
 class BoundedCodeGenerator(CodeGenerator):
     """Jinja's code generator, sending a `~` concatenation's parts through checked_concat first, a comparison through
-    checked_compare, checked_in or checked_chain, a dict literal's keys through checked_dict and a difference through
-    checked_difference (those that can walk a shared part), and folding constant output only up to the output limit
+    checked_compare, checked_in or checked_chain, a dict literal's keys through checked_dict, a slice through
+    checked_slice and a difference through checked_difference (those that can walk a shared part), and folding constant output only up to the output limit
     in all (Jinja joins adjacent ones into one constant, kept with the compiled template)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -277,6 +277,23 @@ class BoundedCodeGenerator(CodeGenerator):
         self.visit(node.left, frame)
         self.write(", ")
         self.visit(node.right, frame)
+        self.write(")")
+
+    @_optimizeconst
+    def visit_Getitem(self, node: nodes.Getitem, frame: Frame) -> None:
+        """A slice (obj[a:b]) through checked_slice, whose bounds a mapping hashes (Jinja subscripts it directly);
+        another subscript as Jinja's, through the environment's getitem."""
+        if not isinstance(node.arg, nodes.Slice):
+            super().visit_Getitem(node, frame)
+            return
+        self.write("environment.checked_slice(")
+        self.visit(node.node, frame)
+        for bound in (node.arg.start, node.arg.stop, node.arg.step):
+            self.write(", ")
+            if bound is None:
+                self.write("None")
+            else:
+                self.visit(bound, frame)
         self.write(")")
 
     def visit_Dict(self, node: nodes.Dict, frame: Frame) -> None:

@@ -255,9 +255,17 @@ def checked_difference(left: Any, right: Any) -> Any:
 
 
 def check_key(container: object, key: object) -> None:
-    """Refuse a lookup of key in a dict whose hash would walk past the render's limit."""
+    """Refuse a lookup of key in a dict whose hash would walk past the render's limit (a slice hashes as the tuple of
+    its bounds, from Python 3.12)."""
     if type(key) not in _SHALLOW and isinstance(container, Mapping):
-        _Walk("a dict key").keys([key])
+        _Walk("a dict key").keys([(key.start, key.stop, key.step) if isinstance(key, slice) else key])
+
+
+def checked_slice(container: Any, start: Any, stop: Any, step: Any) -> Any:
+    """container[start:stop:step], a mapping's hash of the slice's bounds measured first."""
+    key = slice(start, stop, step)
+    check_key(container, key)
+    return container[key]
 
 
 def checked_pairs(value: Any, what: str) -> Any:

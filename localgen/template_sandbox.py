@@ -119,6 +119,7 @@ def _environment() -> Environment:
         checked_chain = staticmethod(compare.checked_chain)
         checked_dict = staticmethod(compare.checked_dict)
         checked_difference = staticmethod(compare.checked_difference)
+        checked_slice = staticmethod(compare.checked_slice)
 
         def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
             check_binop(operator, left, right)

@@ -53,6 +53,8 @@ DEEP = {  # each took over 25 s, in one C call
     "in-dict": "{{ ns.t in {1: 2} }}",
     "in-dict-keys": "{{ ns.t in {1: 2}.keys() }}",
     "getitem": "{{ {1: 2}[ns.t] is defined }}",
+    "slice-key": "{{ {}[ns.t:] is defined }}",  # a slice hashes as its bounds' tuple, from Python 3.12
+    "slice-keys": "{% set d = {'a': 1} %}{{ d[ns.t:ns.u] is defined }}",
     "map-attribute": "{{ [{}]|map(attribute=ns.t)|list }}",  # Jinja's attribute getter: environment.getitem
     "selectattr": "{{ [{}]|selectattr(ns.t)|list }}",
     "rejectattr": "{{ [{}]|rejectattr(ns.t)|list }}",
@@ -104,6 +106,9 @@ ORDINARY = [
     "{{ dict([((1,), 2)]) }} {{ dict([[(1,), 2]], z=3) }} {{ namespace([('a', [1])]).a }} {{ dict(a=1) }}",
     "{% set k = (1, 2) %}{{ {k: 'a', 'b': k}[k] }} {{ {k: 1, k: 2} }} {{ {(1, 2): 1}[k] }} {{ {'x': 1}['x'] }}",
     "{% for x in [[1], [1], [2]] %}{{ loop.changed(x) }}{% endfor %}",
+    "{{ messages[-1:] }} {{ 'abc'[1:] }} {{ [1, 2, 3][::2] }} {{ [1, 2, 3][:-1] }} {{ 'abc'[::-1] }} {{ (1, 2)[1:9] }}"
+    " {% set n = 1 %}{{ [1, 2, 3][n:n + 1] }} {{ messages[0]['content'][:1] }}",  # slices
+    "{{ {}[1:] }}", "{{ [1][(1,):] }}",  # their errors
     "{{ ({'a': 1, 'b': 2}.keys() - ['a'])|list }} {{ (['a', 'c'] - {'a': 1}.keys())|list }} {{ {'a': 1}.keys() - {} }}"
     " {{ {'a': 1}.keys().isdisjoint(['b']) }} {{ ({(1,): 1}.items() - [((1,), 1)])|list }} "
     "{{ ({'a': 1}.keys() - []).union(['b'], [(1,)])|length }} {{ messages|length - 1 }} {{ -(2 - 3.5) - 1 }}",
