@@ -210,8 +210,9 @@ def measure_concat_folding() -> None:
 class BoundedCodeGenerator(CodeGenerator):
     """Jinja's code generator, sending a `~` concatenation's parts through checked_concat first, a comparison through
     checked_compare, checked_in or checked_chain, a dict literal's keys through checked_dict, a slice through
-    checked_slice and a difference through checked_difference (those that can walk a shared part), and folding constant output only up to the output limit
-    in all (Jinja joins adjacent ones into one constant, kept with the compiled template)."""
+    checked_slice and a difference through checked_difference (those that can walk a shared part), and folding
+    constant output only up to the output limit in all (Jinja joins adjacent ones into one constant, kept with the
+    compiled template)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
