@@ -198,7 +198,7 @@ def checked_in(item: Any, container: Any) -> bool:
         walk.check(walk.key(item) if not isinstance(container, _SET_VIEWS[1]) else 2 * walk.tree(item)[0])
         return item in container
     if isinstance(container, (list, tuple)):
-        if _all_shallow(container) or _walks_within(walk, item, container):
+        if _search_within(walk, item, container):
             return item in container
     elif hasattr(type(container), "__contains__"):
         return item in container  # a string, a range: their items are compared with item in one step
@@ -211,15 +211,20 @@ def checked_in(item: Any, container: Any) -> bool:
     return False
 
 
-def _walks_within(walk: _Walk, item: object, items: Iterable[object]) -> bool:
-    """True where comparing item with all of items walks no more than the render's limit."""
+def _search_within(walk: _Walk, item: object, candidates: list[Any] | tuple[Any, ...], whole: bool = False) -> bool:
+    """True where comparing item with candidates, as a search does (up to the first identical one, unless whole:
+    Python stops there, or at an equal one before it), walks no more than the render's limit, measured lazily: an
+    item of strings, numbers and None alone (a message) is compared with any candidate in as many steps as it has."""
+    if type(item) in (list, tuple, dict) and _all_shallow(_children(item)) and \
+            len(candidates) * (2 + len(_children(item))) <= walk.limit:
+        return True
     total = 0
-    try:
-        for candidate in items:
-            total += walk.pair(candidate, item)[0]
-            walk.check(total)
-    except TooDeep:
-        return False
+    for candidate in candidates:
+        if candidate is item and not whole:
+            return True
+        total += walk.pair(candidate, item)[0]
+        if total > walk.limit:
+            return False
     return True
 
 
@@ -286,10 +291,9 @@ def check_compared_arguments(method: Any, args: tuple[Any, ...]) -> tuple[Any, .
     if (method is dict or method is Namespace) and args:
         return (checked_pairs(args[0], f"{'dict' if method is dict else 'namespace'}()"), *args[1:])
     if isinstance(owner, (list, tuple)) and name in ("index", "count") and args and _is_deep(args[0]):
-        walk, total = _Walk(f".{name}()"), 0
-        for item in owner:
-            total += walk.pair(item, args[0])[0]
-            walk.check(total)
+        walk = _Walk(f".{name}()")
+        if not _search_within(walk, args[0], owner, whole=name == "count"):
+            walk.over()
     elif (isinstance(owner, dict) or owner is dict) and name in ("get", "fromkeys") and args:  # fromkeys: dict's
         if name == "fromkeys" and isinstance(args[0], Iterator):
             args = (list(args[0]), *args[1:])

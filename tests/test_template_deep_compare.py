@@ -177,3 +177,24 @@ def test_only_a_string_number_or_none_written_on_the_left_of_in_is_compared_at_o
     C call, taken as compared at once; measured, each item is compared in its own call, which the time limit stops."""
     code = template_sandbox._environment().compile(template, raw=True)
     assert ("environment.checked_in(" in code or "environment.checked_chain(" in code) == checked, code
+
+
+def test_a_search_of_a_long_chat_for_one_of_its_messages_is_measured_up_to_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """messages.index(m) compares m with the messages before it, as Python does (it stops at an identical one): 600
+    empty messages are 1,200 items in all, past a limit of 1,000, where the one at 1 is 2; all were counted first,
+    and the search refused."""
+    monkeypatch.setattr(template_sandbox, "TEMPLATE_OUTPUT_LIMIT_CHARS", 1000)
+    messages = [Message("user" if i % 2 == 0 else "assistant", "") for i in range(600)]
+    assert _render("{{ messages.index(messages[1]) }} {{ messages[2] in messages }}", messages) == "1 True"
+    outcome = _outcome(_render, "{{ messages.count(messages[1]) }}", messages)  # count compares with all of them
+    assert outcome.endswith(": .count() walking over 1,000 items, shared ones counted each time"), outcome
+
+
+def test_each_message_of_a_long_chat_is_found_in_it_at_the_cost_of_python_s_search() -> None:
+    """A message of strings alone is compared with any other in as many steps as it has: 1,000 messages each looked
+    up in the chat measured at once, where each search measured every message first (1,000: over the 2 s limit)."""
+    messages = [Message("user" if i % 2 == 0 else "assistant", f"message {i}") for i in range(1000)]
+    text = _render("{% for m in messages %}{% if m in messages %}.{% endif %}{{ messages.index(m) }}{% endfor %}",
+                   messages)
+    assert text == "".join(f".{i}" for i in range(1000))
