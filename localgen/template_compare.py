@@ -5,6 +5,7 @@ walk more than the render's limit is refused."""
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -321,38 +322,70 @@ def compared_tests(tests: dict[str, Callable[..., Any]]) -> dict[str, Callable[.
 
 def compared_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
     """A filter that compares or hashes its items (sort, groupby, dictsort, max, min, unique), measuring first
-    what its items' comparisons can walk (an iterator's items read into a list, given in its place)."""
+    what its comparisons of the keys taken from them can walk (an iterator's items read into a list, given in its
+    place)."""
     if name not in _COMPARING_FILTERS:
         return func
     skip = 1 if getattr(func, "jinja_pass_arg", None) is not None else 0
+    signature = inspect.signature(func)
 
     @wraps(func)
     def compared(*args: Any, **kwargs: Any) -> Any:
         if len(args) > skip and isinstance(args[skip], Iterator):
             args = (*args[:skip], list(args[skip]), *args[skip + 1:])
-        if len(args) > skip:
-            _check_items(name, args[skip], [*args[skip + 1:], *kwargs.values()])
+        try:
+            arguments = signature.bind(*args, **kwargs)
+        except TypeError:
+            return func(*args, **kwargs)  # Jinja's own error
+        arguments.apply_defaults()
+        _check_keys(name, _filter_keys(name, arguments.arguments))
         return func(*args, **kwargs)
 
     return compared
 
 
-def _check_items(name: str, value: object, arguments: list[Any]) -> None:
-    """Refuse a filter's comparisons of value's items (and the keys taken from them: one for each comma of an
-    attribute argument, or a default given) that would walk past the render's limit: an item in about log2(n)
-    comparisons for a sort, hashed once by |unique."""
+def _filter_keys(name: str, arguments: dict[str, Any]) -> list[list[Any]]:
+    """The keys a comparing filter compares or hashes, one list of parts for each item (empty where the filter fails
+    on its own): each item's attribute values as Jinja's attribute getter takes them (one for each comma of |sort's),
+    or a dict's keys or values for |dictsort."""
+    value = arguments.get("value")
+    if name == "dictsort":
+        position = 1 if arguments.get("by") == "value" else 0
+        return [[pair[position]] for pair in value.items()] if isinstance(value, dict) else []
     if not isinstance(value, (list, tuple, dict, *_SETS)):
-        return
-    items = _children(value) if name == "dictsort" and isinstance(value, dict) else list(value)
-    extra = [item for item in arguments if _is_deep(item)]
-    if _all_shallow(items) and not extra:
-        return
+        return []  # a string's characters, or the filter's own error
+    attribute, default = arguments.get("attribute"), arguments.get("default")
+    if attribute is None and default is None:
+        return [[item] for item in value]
+    from jinja2 import filters
+
+    getter = getattr(filters, "make_multi_attrgetter" if name == "sort" else "make_attrgetter", None)
+    if getter is None:  # a later Jinja: each item counted whole
+        return [[item, default] for item in value]
+    if name == "sort":
+        take = getter(arguments["environment"], attribute)
+        return [take(item) for item in value]
+    take = getter(arguments["environment"], attribute, default=default)
+    return [[take(item)] for item in value]
+
+
+def _check_keys(name: str, keys: list[list[Any]]) -> None:
+    """Refuse a filter's comparisons of its keys that would walk past the render's limit: each key hashed once by
+    |unique; in about log2(n) comparisons for a sort, one for |max or |min, none where there is one; a key alone
+    of its kind (the others strings, numbers or itself) compared with itself item by item, as Python does."""
     walk = _Walk(f"|{name}")
-    parts = 1 + max((item.count(",") for item in arguments if isinstance(item, str)), default=0)
-    rounds = len(items).bit_length() + 1 if name in _SORTING_FILTERS else 1
-    hashed = name == "unique" and not any(isinstance(item, str) for item in arguments)  # the items are the keys
-    each = sum(sum(walk.tree(item)) for item in extra)
+    if name == "unique":
+        walk.keys(part for parts in keys for part in parts)
+        return
+    if len(keys) < 2:
+        return
+    rounds = len(keys).bit_length() + 2 if name in _SORTING_FILTERS else 1
     total = 0
-    for item in items:
-        total += (walk.key(item) if hashed else parts * sum(walk.tree(item)) + each) * rounds
-        walk.check(total)
+    for position in zip(*keys, strict=False):
+        deep = {id(part): part for part in position if _is_deep(part)}
+        for part in deep.values() if len(deep) == 1 else ():
+            total += rounds * (2 + len(_children(part))) * position.count(part)
+        for part in position if len(deep) > 1 else ():
+            total += rounds * sum(walk.tree(part)) if _is_deep(part) else 0
+            walk.check(total)
+    walk.check(total)

@@ -121,6 +121,11 @@ ORDINARY = [
     DOUBLED + "{{ [1, ns.a] == [2, ns.b] }} {{ (ns.a, 1, ns.a) < (ns.a, 2, ns.b) }} {{ ('x', ns.t) != ('y', ns.u) }} "
     "{{ {'a': 1, 'b': ns.a} == {'a': 2, 'b': ns.b} }} {{ {'a': 1, 'b': ns.a} == {'c': 1, 'b': ns.b} }}",
     DOUBLED + "{{ {(1, ns.a): 1} }}",  # unhashable at once: the list's TypeError
+    DOUBLED + "{{ [ns.a]|sort|length }} {{ [ns.a]|max|length }} {{ [ns.a, ns.a]|sort|length }}"
+    " {{ {'k': ns.a, 'j': ns.b}|dictsort|length }} {{ [{}, {}]|groupby('k', default=ns.a)|length }}",  # keys compared
+    DOUBLED + "{{ [ns.a, 1]|sort }}",  # Python's TypeError, at once
+    "{% set big = range(3000)|list %}{% set items = [{'n': 'b', 'd': big}, {'n': 'a', 'd': big}] * 100 %}"
+    "{{ (items|sort(attribute='n'))[0].n }} {{ items|groupby('n')|length }} {{ (items|max(attribute='n')).n }}",
     "{{ [1] < 'a' }}", "{{ {} < {} }}", "{{ {[1]: 2} }}", "{{ [1] in {} }}", "{{ [1] in 'abc' }}",  # their errors
     "{{ dict([[1]]) }}", "{{ [[1]]|unique|list }}", "{{ [[1], 'a']|sort }}", "{{ [1].index([2]) }}",
     "{{ {(1,): 1}[[1]] }}", "{{ [1] - [2] }}", "{{ {}.keys() - 1 }}", "{{ {}.keys() - [[1]] }}",
