@@ -13,10 +13,11 @@ from functools import wraps
 from typing import Any, NoReturn
 
 from jinja2.utils import Namespace
+from markupsafe import Markup
 
 from localgen.template_budget import TooLarge, size_limit
 
-_SHALLOW = frozenset({str, int, float, bool, type(None)})  # compared and hashed in one step, whatever the other
+_SHALLOW = frozenset({str, Markup, int, float, bool, type(None)})  # compared and hashed in one step, whatever the other
 _SET_VIEWS = (type({}.keys()), type({}.items()))
 _SETS = (set, frozenset, *_SET_VIEWS)  # compared as sets: each item of one looked up in the other
 _DEEP = (list, tuple, dict, *_SETS)
@@ -125,12 +126,17 @@ class _Walk:
             count = min(len(left), len(right))
             size, again = 1 + count, 1  # and the first unequal pair compared again with the operator
             if not (_all_shallow(left) or _all_shallow(right)):
-                for left_item, right_item in zip(left, right, strict=False):
+                pairs = list(zip(left, right, strict=False))
+                for index, (left_item, right_item) in enumerate(pairs):
                     if _unequal_at_once(left_item, right_item):
                         break  # Python's walk ends at the first unequal items, compared again in one step
                     item_size, item_order = self.pair(left_item, right_item)
                     size += item_size - 1
                     again = max(again, item_order)
+                    following = pairs[index + 1] if index + 1 < len(pairs) else (left_item, right_item)
+                    if (following[0] is not left_item or following[1] is not right_item) and \
+                            self.unequal(left_item, right_item, item_size):
+                        break  # and at nested items found unequal (the same next pair would walk alike)
             order = size + again
             if isinstance(left, list) and len(left) != len(right):
                 size = 1  # lists of unequal lengths are unequal at once
@@ -138,6 +144,11 @@ class _Walk:
             size = order = 1  # a list beside a tuple or a dict: unequal, or unordered, at once
         self._pairs[key] = (left, right, size, order)
         return size, order
+
+    def unequal(self, left: object, right: object, size: int) -> bool:
+        """True where left and right, nested values whose comparison walks size items, are found unequal by
+        comparing them, which is done only within the render's limit (Python's walk of what holds them ends there)."""
+        return size > 1 and size <= self.limit and left != right
 
     def _dict_pair(self, left: dict[Any, Any], right: dict[Any, Any]) -> int:
         """The items `left == right` walks for dicts of one length: each value compared with the other's under its
@@ -148,7 +159,10 @@ class _Walk:
                 other = dict.get(right, key, _MISSING)
                 if other is _MISSING or _unequal_at_once(value, other):
                     break  # Python's walk ends at a key the other lacks, or the first unequal values
-                size += self.pair(value, other)[0]
+                value_size = self.pair(value, other)[0]
+                size += value_size
+                if len(left) > 1 and self.unequal(value, other, value_size):
+                    break
             else:
                 size += self.tree(key)[0] + self.tree(value)[0]
         return size

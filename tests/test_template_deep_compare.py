@@ -120,6 +120,9 @@ ORDINARY = [
     DOUBLED + "{{ [ns.a, ns.b, 1] == [ns.b, ns.a] }} {{ [[ns.a, 1], 2] != [[ns.b], 2] }} {{ ns.t == (1,) }}",  # at once
     DOUBLED + "{{ [1, ns.a] == [2, ns.b] }} {{ (ns.a, 1, ns.a) < (ns.a, 2, ns.b) }} {{ ('x', ns.t) != ('y', ns.u) }} "
     "{{ {'a': 1, 'b': ns.a} == {'a': 2, 'b': ns.b} }} {{ {'a': 1, 'b': ns.a} == {'c': 1, 'b': ns.b} }}",
+    DOUBLED + "{{ [[1, 2], ns.a] == [[1, 3], ns.b] }} {{ ([1], ns.a) < ([2], ns.b) }}",  # unequal before the shared
+    DOUBLED + "{{ {'a': [1], 'b': ns.a} == {'a': [2], 'b': ns.b} }}",
+    DOUBLED + "{{ [('a'|safe), ns.a] == [('b'|safe), ns.b] }}",  # Markup: a string
     DOUBLED + "{{ {(1, ns.a): 1} }}",  # unhashable at once: the list's TypeError
     DOUBLED + "{{ [ns.a]|sort|length }} {{ [ns.a]|max|length }} {{ [ns.a, ns.a]|sort|length }}"
     " {{ {'k': ns.a, 'j': ns.b}|dictsort|length }} {{ [{}, {}]|groupby('k', default=ns.a)|length }}",  # keys compared
