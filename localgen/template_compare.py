@@ -169,20 +169,29 @@ class _Walk:
 
     def key(self, value: object) -> int:
         """The items hashing value as a dict key and comparing it with a key of the same hash can walk: a tuple's
-        items hashed, up to the first that cannot be (a list: TypeError), twice."""
+        items hashed, up to the first that cannot be (a list: TypeError), twice; nested tuples followed on a stack
+        of their own (a tuple nested 3,000 deep hashes in Python)."""
         if not isinstance(value, tuple):
             return 1  # a string's or frozenset's hash is kept; a list's, a dict's fail at once
-        known = self._hashes.get(id(value))
-        if known is not None:
-            return known[1]
-        size = 2
-        for item in value:
-            size += self.key(item) if isinstance(item, tuple) else 2
-            if isinstance(item, (list, dict, set)):
-                break
-        self.check(size)
-        self._hashes[id(value)] = (value, size)
-        return size
+        if id(value) in self._hashes:
+            return self._hashes[id(value)][1]
+        stack: list[list[Any]] = [[value, iter(value), 2]]
+        while stack:
+            frame = stack[-1]
+            item = next(frame[1], _MISSING)
+            if item is _MISSING:  # the tuple is measured: its size added to the one holding it
+                stack.pop()
+                self.check(frame[2])
+                self._hashes[id(frame[0])] = (frame[0], frame[2])
+                if stack:
+                    stack[-1][2] += frame[2]
+            elif isinstance(item, tuple) and id(item) not in self._hashes:
+                stack.append([item, iter(item), 2])
+            else:
+                frame[2] += self._hashes[id(item)][1] if isinstance(item, tuple) else 2
+                if isinstance(item, (list, dict, set)):
+                    frame[1] = iter(())  # its hash fails there
+        return int(self._hashes[id(value)][1])
 
     def keys(self, keys: Iterable[object]) -> None:
         """Refuse keys whose hashes and comparisons, in one call, would walk past the render's limit."""

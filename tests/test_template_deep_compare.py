@@ -124,6 +124,8 @@ ORDINARY = [
     DOUBLED + "{{ {'a': [1], 'b': ns.a} == {'a': [2], 'b': ns.b} }}",
     DOUBLED + "{{ [('a'|safe), ns.a] == [('b'|safe), ns.b] }}",  # Markup: a string
     DOUBLED + "{{ {(1, ns.a): 1} }}",  # unhashable at once: the list's TypeError
+    "{% set n = namespace(x=()) %}{% for i in range(3000) %}{% set n.x = (n.x,) %}{% endfor %}{{ {n.x: 1}|length }}"
+    " {{ {(n.x, n.x): 2}[(n.x, n.x)] }}",  # a key nested 3,000 deep, as Python hashes it
     DOUBLED + "{{ [ns.a]|sort|length }} {{ [ns.a]|max|length }} {{ [ns.a, ns.a]|sort|length }}"
     " {{ {'k': ns.a, 'j': ns.b}|dictsort|length }} {{ [{}, {}]|groupby('k', default=ns.a)|length }}",  # keys compared
     DOUBLED + "{{ [ns.a, 1]|sort }}",  # Python's TypeError, at once
