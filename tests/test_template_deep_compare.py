@@ -123,7 +123,7 @@ ORDINARY = [
     DOUBLED + "{{ [[1, 2], ns.a] == [[1, 3], ns.b] }} {{ ([1], ns.a) < ([2], ns.b) }}",  # unequal before the shared
     DOUBLED + "{{ {'a': [1], 'b': ns.a} == {'a': [2], 'b': ns.b} }}",
     DOUBLED + "{{ [('a'|safe), ns.a] == [('b'|safe), ns.b] }}",  # Markup: a string
-    DOUBLED + "{{ {(1, ns.a): 1} }}",  # unhashable at once: the list's TypeError
+    DOUBLED + "{{ {(1, ns.a): 1} }}", DOUBLED + "{{ {(ns.a, ns.t): 1} }}",  # unhashable at once: the list's TypeError
     "{% set n = namespace(x=()) %}{% for i in range(3000) %}{% set n.x = (n.x,) %}{% endfor %}{{ {n.x: 1}|length }}"
     " {{ {(n.x, n.x): 2}[(n.x, n.x)] }}",  # a key nested 3,000 deep, as Python hashes it
     DOUBLED + "{{ [ns.a]|sort|length }} {{ [ns.a]|max|length }} {{ [ns.a, ns.a]|sort|length }}"
