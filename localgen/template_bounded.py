@@ -27,6 +27,7 @@ from localgen.template_budget import (
     refuse,
     text_size,
 )
+from localgen.template_nodes import compared_at_once, numeric
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 _optimizeconst = getattr(compiler, "optimizeconst", lambda visit: visit)  # without it, `~` is not folded
 _MAX_RANGE = 100_000  # jinja2.sandbox.MAX_RANGE's value, where it has none
 
-_NUMERIC_FILTERS = frozenset({"length", "count", "int", "float", "abs", "round", "wordcount"})  # they give a number
 # the filters that write their value (and arguments) as text with str(), in one C call
 _WRITING_FILTERS = frozenset({"capitalize", "center", "e", "escape", "forceescape", "format", "indent", "lower",
                               "pprint", "replace", "safe", "string", "striptags", "title", "trim", "truncate",
@@ -234,6 +234,7 @@ class BoundedCodeGenerator(CodeGenerator):
 
     @_optimizeconst
     def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
+        """A `~` concatenation as Jinja's, its parts sent through checked_concat first."""
         if frame.eval_ctx.volatile:
             func_name = "(markup_join if context.eval_ctx.volatile else str_join)"
         elif frame.eval_ctx.autoescape:
@@ -248,7 +249,9 @@ class BoundedCodeGenerator(CodeGenerator):
 
     @_optimizeconst
     def visit_Compare(self, node: nodes.Compare, frame: Frame) -> None:
-        if _compared_at_once(node):
+        """A comparison through checked_compare or checked_in, a chain through checked_chain; one that walks no
+        shared part as Jinja's."""
+        if compared_at_once(node):
             super().visit_Compare(node, frame)
             return
         if len(node.ops) > 1:  # a chain: each operand after the first given as a function, evaluated when reached
@@ -271,7 +274,8 @@ class BoundedCodeGenerator(CodeGenerator):
 
     @_optimizeconst
     def visit_Sub(self, node: nodes.Sub, frame: Frame) -> None:
-        if _numeric(node.left) or _numeric(node.right):  # messages|length - 1, as Jinja's
+        """A difference through checked_difference (a set's hashes its items); one of numbers as Jinja's."""
+        if numeric(node.left) or numeric(node.right):  # messages|length - 1, as Jinja's
             super().visit_Sub(node, frame)
             return
         self.write("environment.checked_difference(")
@@ -298,6 +302,7 @@ class BoundedCodeGenerator(CodeGenerator):
         self.write(")")
 
     def visit_Dict(self, node: nodes.Dict, frame: Frame) -> None:
+        """A dict literal through checked_dict, which measures its keys' hashes; one of constant keys as Jinja's."""
         if all(isinstance(item.key, nodes.Const) for item in node.items):  # constant keys: a literal of its own
             super().visit_Dict(node, frame)
             return
@@ -309,41 +314,6 @@ class BoundedCodeGenerator(CodeGenerator):
             self.visit(item.value, frame)
             self.write("), ")
         self.write(")")
-
-
-def _compared_at_once(node: nodes.Compare) -> bool:
-    """True where a comparison (each of a chain's) walks no shared part: an operand is a constant, from the
-    template's own text (m['role'] == 'user'), or a comparison's, test's or `not`'s boolean or a `~`'s string; for
-    `in`, the item is one of those but a constant list, tuple or dict (compared with every item of the container), or
-    the container a constant list, tuple or string."""
-    left = node.expr
-    for operand in node.ops:
-        if operand.op in ("in", "notin"):
-            constant = operand.expr.value if isinstance(operand.expr, nodes.Const) else None
-            scalar = _plain_value(left) and not isinstance(getattr(left, "value", None), (list, tuple, dict))
-            if not (scalar or isinstance(constant, (list, tuple, str))):  # a dict hashes the item
-                return False
-        elif not (_plain_value(left) or _plain_value(operand.expr)):
-            return False
-        left = operand.expr
-    return True
-
-
-def _plain_value(node: nodes.Expr) -> bool:
-    """True for an expression whose value is compared in one step, or walks no more than the template's text."""
-    return isinstance(node, (nodes.Const, nodes.Compare, nodes.Test, nodes.Not, nodes.Concat))
-
-
-def _numeric(node: nodes.Expr) -> bool:
-    """True for an expression whose value is a number (or an error): a number written in the template, a length or
-    a conversion to a number, or a sum, difference, quotient or power with one of those."""
-    if isinstance(node, nodes.Const):
-        return type(node.value) in (int, float, bool)
-    if isinstance(node, nodes.Filter):
-        return node.name in _NUMERIC_FILTERS
-    if isinstance(node, (nodes.Add, nodes.Sub, nodes.Div, nodes.FloorDiv, nodes.Pow)):  # not *: [x] * 2
-        return _numeric(node.left) or _numeric(node.right)
-    return isinstance(node, (nodes.Neg, nodes.Pos)) and _numeric(node.node)
 
 
 def _bounded_optimizer(generator: BoundedCodeGenerator) -> Any:

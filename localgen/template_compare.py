@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import wraps
 from typing import Any, NoReturn
 
+from jinja2 import runtime
 from jinja2.utils import Namespace
 from markupsafe import Markup
 
@@ -30,6 +31,7 @@ _TESTS = {"==": "eq", "eq": "eq", "equalto": "eq", "!=": "ne", "ne": "ne", ">": 
 _SORTING_FILTERS = frozenset({"sort", "groupby", "dictsort"})  # the others (max, min, unique) meet each item once
 _COMPARING_FILTERS = _SORTING_FILTERS | {"max", "min", "unique"}
 _MISSING = object()
+_LOOP_CONTEXT: type | None = getattr(runtime, "LoopContext", None)  # read with a fallback, as other Jinja internals
 _SET_METHODS = frozenset({"isdisjoint", "issubset", "issuperset", "union", "intersection", "difference",
                           "symmetric_difference"})
 
@@ -48,6 +50,16 @@ def _is_deep(value: object) -> bool:
 def _all_shallow(items: Iterable[object]) -> bool:
     """True where every item is a string, number, boolean or None (checked in C)."""
     return set(map(type, items)) <= _SHALLOW
+
+
+def _listed(value: Any) -> Any:
+    """value, an iterator read into a list (given in its place: measured, it could not be read again)."""
+    return list(value) if isinstance(value, Iterator) else value
+
+
+def _is_loop(value: object) -> bool:
+    """True for a for loop's `loop` variable (jinja2.runtime's LoopContext, or a class of that name)."""
+    return isinstance(value, _LOOP_CONTEXT) if _LOOP_CONTEXT is not None else type(value).__name__ == "LoopContext"
 
 
 def _unequal_at_once(left: object, right: object) -> bool:
@@ -278,7 +290,7 @@ def checked_difference(left: Any, right: Any) -> Any:
     """left - right, where one is a set or a dict's keys or items, whose difference hashes the items of both (an
     iterator read into a list first), their hashes measured first."""
     if isinstance(left, _SETS) or isinstance(right, _SETS):
-        left, right = (list(side) if isinstance(side, Iterator) else side for side in (left, right))
+        left, right = _listed(left), _listed(right)
         _Walk("-").keys(itertools.chain(*(side for side in (left, right) if _is_deep(side))))
     return left - right
 
@@ -302,7 +314,7 @@ def checked_pairs(value: Any, what: str) -> Any:
     given in its place); a dict's keys, hashed already, are not hashed again."""
     if isinstance(value, dict) or not isinstance(value, Iterable) or isinstance(value, str):
         return value
-    pairs = list(value) if isinstance(value, Iterator) else value
+    pairs = _listed(value)
     _Walk(what).keys(pair[0] for pair in pairs if isinstance(pair, (list, tuple)) and len(pair) == 2)
     return pairs
 
@@ -319,13 +331,13 @@ def check_compared_arguments(method: Any, args: tuple[Any, ...]) -> tuple[Any, .
         if not _search_within(walk, args[0], owner, whole=name == "count"):
             walk.over()
     elif (isinstance(owner, dict) or owner is dict) and name in ("get", "fromkeys") and args:  # fromkeys: dict's
-        if name == "fromkeys" and isinstance(args[0], Iterator):
-            args = (list(args[0]), *args[1:])
+        if name == "fromkeys":
+            args = (_listed(args[0]), *args[1:])
         _Walk(f".{name}()").keys(args[0] if name == "fromkeys" and isinstance(args[0], Iterable) else args[:1])
     elif isinstance(owner, _SETS) and name in _SET_METHODS:  # each item of both hashed
-        args = tuple(list(arg) if isinstance(arg, Iterator) else arg for arg in args)
+        args = tuple(map(_listed, args))
         _Walk(f".{name}()").keys(itertools.chain(owner, *(arg for arg in args if _is_deep(arg))))
-    elif name == "changed" and type(owner).__name__ == "LoopContext":  # compares the values with the last ones
+    elif name == "changed" and _is_loop(owner):  # compares the values with the last ones
         checked_compare("ne", getattr(owner, "_last_changed_value", None), args)
     return args
 
@@ -354,8 +366,8 @@ def compared_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
 
     @wraps(func)
     def compared(*args: Any, **kwargs: Any) -> Any:
-        if len(args) > skip and isinstance(args[skip], Iterator):
-            args = (*args[:skip], list(args[skip]), *args[skip + 1:])
+        if len(args) > skip:
+            args = (*args[:skip], _listed(args[skip]), *args[skip + 1:])
         try:
             arguments = signature.bind(*args, **kwargs)
         except TypeError:
