@@ -286,8 +286,13 @@ class BoundedCodeGenerator(CodeGenerator):
 
     @_optimizeconst
     def visit_Getitem(self, node: nodes.Getitem, frame: Frame) -> None:
-        """A slice (obj[a:b]) through checked_slice, whose bounds a mapping hashes (Jinja subscripts it directly);
-        another subscript as Jinja's, through the environment's getitem."""
+        """A slice (obj[a:b]) through checked_slice, whose bounds a mapping hashes (Jinja subscripts it directly), a
+        constant's subscript (m['role']) through constant_getitem, unmeasured; another as Jinja's, through getitem."""
+        if isinstance(node.arg, nodes.Const) and type(node.arg.value) in (str, int):
+            self.write("environment.constant_getitem(")
+            self.visit(node.node, frame)
+            self.write(f", {node.arg.value!r})")
+            return
         if not isinstance(node.arg, nodes.Slice):
             super().visit_Getitem(node, frame)
             return

@@ -131,10 +131,13 @@ def _environment() -> Environment:
             args = compare.check_compared_arguments(__obj, args)  # [a].index(b), dict(pairs), loop.changed(a)
             return super().call(__context, __obj, *args, **kwargs)
 
+        constant_getitem = ImmutableSandboxedEnvironment.getitem  # m['role']: a constant key hashes at once
+
         def getitem(self, obj: Any, argument: Any) -> Any:
             """obj[argument] as the sandbox's, a mapping's key hashed measured first (a subscript's, an attribute=
             argument's: |map, |selectattr, |sum, |join look items up through it)."""
-            compare.check_key(obj, argument)
+            if type(argument) not in (str, int):
+                compare.check_key(obj, argument)
             return super().getitem(obj, argument)
 
         def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
