@@ -31,6 +31,7 @@ _TESTS = {"==": "eq", "eq": "eq", "equalto": "eq", "!=": "ne", "ne": "ne", ">": 
 _SORTING_FILTERS = frozenset({"sort", "groupby", "dictsort"})  # the others (max, min, unique) meet each item once
 _COMPARING_FILTERS = _SORTING_FILTERS | {"max", "min", "unique"}
 _MISSING = object()
+_NUMBERS = frozenset({int, float, bool})  # their hashes can be made to collide: n mod 2**61 - 1
 _LOOP_CONTEXT: type | None = getattr(runtime, "LoopContext", None)  # read with a fallback, as other Jinja internals
 _SET_METHODS = frozenset({"isdisjoint", "issubset", "issuperset", "union", "intersection", "difference",
                           "symmetric_difference"})
@@ -206,12 +207,31 @@ class _Walk:
         return int(self._hashes[id(value)][1])
 
     def keys(self, keys: Iterable[object]) -> None:
-        """Refuse keys whose hashes and comparisons, in one call, would walk past the render's limit."""
+        """Refuse keys whose hashes and comparisons, in one call, would walk past the render's limit (numbers of one
+        hash among them: each compared with the others of its hash)."""
         total = 0
+        numbers = []
         for key in keys:
-            if type(key) not in _SHALLOW:
+            if type(key) in _NUMBERS:
+                numbers.append((hash(key), key))
+            elif type(key) not in _SHALLOW:
                 total += self.key(key)
                 self.check(total)
+        self.check(total + _colliding(numbers))
+
+
+def _colliding(numbers: list[tuple[int, Any]]) -> int:
+    """The comparisons a dict or set makes of numbers sharing a hash, given as (hash, number) pairs (ints apart by
+    2**61 - 1 share one): each of a hash's numbers compared with its distinct others (sorted, as hashing them again
+    would collide again)."""
+    numbers.sort(key=operator.itemgetter(0))
+    count = 0
+    for _, group in itertools.groupby(numbers, key=operator.itemgetter(0)):
+        values = sorted(number for _, number in group)
+        if len(values) > 1:
+            distinct = 1 + sum(1 for before, after in itertools.pairwise(values) if before != after)
+            count += len(values) * (distinct - 1)
+    return count
 
 
 def checked_compare(name: str, left: Any, right: Any) -> Any:

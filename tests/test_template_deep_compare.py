@@ -68,6 +68,8 @@ DEEP = {  # each took over 25 s, in one C call
     "difference-reflected": "{{ ([ns.t] - {}.keys())|length }}",
     "isdisjoint": "{{ {}.keys().isdisjoint([ns.t]) }}",
     "set-union": "{{ ({}.keys() - []).union([1], [ns.t])|length }}",
+    "fromkeys-one-hash": "{% set P = 2305843009213693951 %}{{ {}.fromkeys(range(0, P * 100000, P))|length }}",  # 50 s
+    "difference-one-hash": "{% set P = 2305843009213693951 %}{{ (range(0, P * 100000, P)|list) - {}.keys() }}",
 }
 
 
@@ -132,6 +134,8 @@ ORDINARY = [
     "{% set big = range(3000)|list %}{% set items = [{'n': 'b', 'd': big}, {'n': 'a', 'd': big}] * 100 %}"
     "{{ (items|sort(attribute='n'))[0].n }} {{ items|groupby('n')|length }} {{ (items|max(attribute='n')).n }}",
     "{{ [1] < 'a' }}", "{{ {} < {} }}", "{{ {[1]: 2} }}", "{{ [1] in {} }}", "{{ [1] in 'abc' }}",  # their errors
+    "{{ {}.fromkeys([1, 1.0, true, 2, 2305843009213693952] * 3)|length }} {{ ([1, 1, 2] * 9)|unique|list }} "
+    "{{ ({1: 2}.keys() - [1, 2305843009213693952, 0.5])|list }} {{ {}.fromkeys(range(50000))|length }}",  # numbers
     "{{ dict([[1]]) }}", "{{ [[1]]|unique|list }}", "{{ [[1], 'a']|sort }}", "{{ [1].index([2]) }}",
     "{{ {(1,): 1}[[1]] }}", "{{ [1] - [2] }}", "{{ {}.keys() - 1 }}", "{{ {}.keys() - [[1]] }}",
 ]
