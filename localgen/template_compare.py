@@ -17,6 +17,7 @@ from jinja2.utils import Namespace
 from markupsafe import Markup
 
 from localgen.template_budget import TooLarge, size_limit
+from localgen.template_nodes import LONG_STRING
 
 _SHALLOW = frozenset({str, Markup, int, float, bool, type(None)})  # compared and hashed in one step, whatever the other
 _SET_VIEWS = (type({}.keys()), type({}.items()))
@@ -248,6 +249,8 @@ def checked_in(item: Any, container: Any) -> bool:
     """item in container, each comparison or hash it makes measured first where item is a nested value (a list's
     items that would walk too long in all, or an iterator's, compared here one at a time, as Python compares them)."""
     if not _is_deep(item):
+        if isinstance(item, str) and len(item) > LONG_STRING and isinstance(container, (list, tuple)):
+            _Walk("in").check(_string_walk(item, container))
         return item in container
     walk = _Walk("in")
     if isinstance(container, (dict, *_SETS)):
@@ -265,6 +268,14 @@ def checked_in(item: Any, container: Any) -> bool:
         if candidate == item:
             return True
     return False
+
+
+def _string_walk(text: str, candidates: list[Any] | tuple[Any, ...]) -> int:
+    """The items comparing text with each of candidates is worth: its characters, by LONG_STRING, for each string of
+    its length not itself (a string of another length is unequal at once)."""
+    alike = sum(1 for candidate in candidates if isinstance(candidate, str) and len(candidate) == len(text)
+                and candidate is not text)
+    return alike * (len(text) // LONG_STRING)
 
 
 def _search_within(walk: _Walk, item: object, candidates: list[Any] | tuple[Any, ...], whole: bool = False) -> bool:

@@ -68,6 +68,7 @@ DEEP = {  # each took over 25 s, in one C call
     "difference-reflected": "{{ ([ns.t] - {}.keys())|length }}",
     "isdisjoint": "{{ {}.keys().isdisjoint([ns.t]) }}",
     "set-union": "{{ ({}.keys() - []).union([1], [ns.t])|length }}",
+    "long-string-in": "{% set t = 'x' * 1000000 %}{{ (t ~ 'y') in [t ~ 'z'] * 1000000 }}",  # 1 MB compared 10**6 times
     "fromkeys-one-hash": "{% set P = 2305843009213693951 %}{{ {}.fromkeys(range(0, P * 100000, P))|length }}",  # 50 s
     "difference-one-hash": "{% set P = 2305843009213693951 %}{{ (range(0, P * 100000, P)|list) - {}.keys() }}",
 }
@@ -136,6 +137,8 @@ ORDINARY = [
     "{{ [1] < 'a' }}", "{{ {} < {} }}", "{{ {[1]: 2} }}", "{{ [1] in {} }}", "{{ [1] in 'abc' }}",  # their errors
     "{{ {}.fromkeys([1, 1.0, true, 2, 2305843009213693952] * 3)|length }} {{ ([1, 1, 2] * 9)|unique|list }} "
     "{{ ({1: 2}.keys() - [1, 2305843009213693952, 0.5])|list }} {{ {}.fromkeys(range(50000))|length }}",  # numbers
+    "{% set t = 'x' * 1000 %}{{ (t ~ 'y') in [t ~ 'z'] * 100 }} {{ 'user' ~ '' in ['a', 'user'] }} "
+    "{{ t in [t, 1] }} {{ (t ~ 'y') not in (t ~ 'y', t) }} {{ messages[0]['content'] ~ '' in ['Hi'] }}",  # strings
     "{{ dict([[1]]) }}", "{{ [[1]]|unique|list }}", "{{ [[1], 'a']|sort }}", "{{ [1].index([2]) }}",
     "{{ {(1,): 1}[[1]] }}", "{{ [1] - [2] }}", "{{ {}.keys() - 1 }}", "{{ {}.keys() - [[1]] }}",
 ]
@@ -183,6 +186,7 @@ def test_a_deep_comparison_in_a_chat_template_file_ends_the_run_in_one_line(tmp_
 @pytest.mark.parametrize(("template", "checked"), [
     ("{{ [0, 0] in l }}", True), ("{{ (0, 0) not in l }}", True), ("{{ {'a': 0} in l }}", True),
     ("{{ 1 < [0] in l }}", True),  # a list written in the template, compared with each of l's items
+    ("{{ a ~ b in l }}", True),  # a string built, maybe long
     ("{{ 'user' in l }}", False), ("{{ 0 in l }}", False), ("{{ none in l }}", False), ("{{ x in [0, 1] }}", False),
 ])
 def test_only_a_string_number_or_none_written_on_the_left_of_in_is_compared_at_once(template: str,
