@@ -390,6 +390,8 @@ def compared_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
     """A filter that compares or hashes its items (sort, groupby, dictsort, max, min, unique), measuring first
     what its comparisons of the keys taken from them can walk (an iterator's items read into a list, given in its
     place)."""
+    if name == "attr":
+        return _named_attribute(func)
     if name not in _COMPARING_FILTERS:
         return func
     skip = 1 if getattr(func, "jinja_pass_arg", None) is not None else 0
@@ -408,6 +410,18 @@ def compared_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
         return func(*args, **kwargs)
 
     return compared
+
+
+def _named_attribute(func: Callable[..., Any]) -> Callable[..., Any]:
+    """|attr, its name's hash measured first: Python looks it up in the classes' attribute dicts (a name not a
+    string then fails, as Python's)."""
+
+    @wraps(func)
+    def attr(environment: Any, obj: Any, name: Any) -> Any:
+        _Walk("|attr").keys([name])
+        return func(environment, obj, name)
+
+    return attr
 
 
 def _filter_keys(name: str, arguments: dict[str, Any]) -> list[list[Any]]:

@@ -69,6 +69,7 @@ DEEP = {  # each took over 25 s, in one C call
     "isdisjoint": "{{ {}.keys().isdisjoint([ns.t]) }}",
     "set-union": "{{ ({}.keys() - []).union([1], [ns.t])|length }}",
     "long-string-in": "{% set t = 'x' * 1000000 %}{{ (t ~ 'y') in [t ~ 'z'] * 1000000 }}",  # 1 MB compared 10**6 times
+    "attr": "{{ {}|attr(ns.t) }}",  # looked up in the classes' attribute dicts
     "fromkeys-one-hash": "{% set P = 2305843009213693951 %}{{ {}.fromkeys(range(0, P * 100000, P))|length }}",  # 50 s
     "difference-one-hash": "{% set P = 2305843009213693951 %}{{ (range(0, P * 100000, P)|list) - {}.keys() }}",
 }
@@ -139,6 +140,8 @@ ORDINARY = [
     "{{ ({1: 2}.keys() - [1, 2305843009213693952, 0.5])|list }} {{ {}.fromkeys(range(50000))|length }}",  # numbers
     "{% set t = 'x' * 1000 %}{{ (t ~ 'y') in [t ~ 'z'] * 100 }} {{ 'user' ~ '' in ['a', 'user'] }} "
     "{{ t in [t, 1] }} {{ (t ~ 'y') not in (t ~ 'y', t) }} {{ messages[0]['content'] ~ '' in ['Hi'] }}",  # strings
+    "{{ messages|attr('x') is defined }} {{ 'a'|attr('upper') is defined }} {{ {}|attr('items') is defined }}",
+    "{{ {}|attr((1, 2)) }}",
     "{{ dict([[1]]) }}", "{{ [[1]]|unique|list }}", "{{ [[1], 'a']|sort }}", "{{ [1].index([2]) }}",
     "{{ {(1,): 1}[[1]] }}", "{{ [1] - [2] }}", "{{ {}.keys() - 1 }}", "{{ {}.keys() - [[1]] }}",
 ]
