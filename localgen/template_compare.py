@@ -14,7 +14,7 @@ from jinja2 import runtime
 from jinja2.utils import Namespace
 
 from localgen.template_nodes import LONG_STRING
-from localgen.template_walk import SET_VIEWS, SETS, SHALLOW, Walk, all_shallow, children, is_deep
+from localgen.template_walk import SET_VIEWS, SETS, SHALLOW, Walk, all_shallow, chars_weight, children, is_deep
 
 _OPERATORS: dict[str, Callable[[Any, Any], Any]] = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt,
                                                      "gt": operator.gt, "lteq": operator.le, "gteq": operator.ge}
@@ -75,11 +75,11 @@ def checked_in(item: Any, container: Any) -> bool:
 
 
 def _string_walk(text: str, candidates: list[Any] | tuple[Any, ...]) -> int:
-    """The items comparing text with each of candidates is worth: its characters, by LONG_STRING, for each string of
-    its length not itself (a string of another length is unequal at once)."""
-    alike = sum(1 for candidate in candidates if isinstance(candidate, str) and len(candidate) == len(text)
+    """The items comparing text with each of candidates is worth: its characters' weight for each string of its
+    length not itself (a string of another length is unequal at once)."""
+    alike = sum(1 for candidate in candidates if type(candidate) is str and len(candidate) == len(text)
                 and candidate is not text)
-    return alike * (len(text) // LONG_STRING)
+    return alike * chars_weight(len(text))
 
 
 def _search_within(walk: Walk, item: object, candidates: list[Any] | tuple[Any, ...], whole: bool = False) -> bool:
@@ -161,7 +161,10 @@ def check_compared_arguments(method: Any, args: tuple[Any, ...]) -> tuple[Any, .
     owner, name = getattr(method, "__self__", None), getattr(method, "__name__", "")
     if (method is dict or method is Namespace) and args:
         return (checked_pairs(args[0], f"{'dict' if method is dict else 'namespace'}()"), *args[1:])
-    if isinstance(owner, (list, tuple)) and name in ("index", "count") and args and is_deep(args[0]):
+    if isinstance(owner, (list, tuple)) and name in ("index", "count") and args and isinstance(args[0], str):
+        if len(args[0]) > LONG_STRING:
+            Walk(f".{name}()").check(_string_walk(args[0], owner))
+    elif isinstance(owner, (list, tuple)) and name in ("index", "count") and args and is_deep(args[0]):
         walk = Walk(f".{name}()")
         if not _search_within(walk, args[0], owner, whole=name == "count"):
             walk.over()

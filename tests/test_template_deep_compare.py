@@ -70,6 +70,9 @@ DEEP = {  # each took over 25 s, in one C call
     "set-union": "{{ ({}.keys() - []).union([1], [ns.t])|length }}",
     "long-string-in": "{% set t = 'x' * 1000000 %}{{ (t ~ 'y') in [t ~ 'z'] * 1000000 }}",  # 1 MB compared 10**6 times
     "attr": "{{ {}|attr(ns.t) }}",  # looked up in the classes' attribute dicts
+    "long-strings-eq": "{% set t = 'x' * 1000000 %}{% set a = [t ~ 'z'] * 100000 %}{{ a == [t ~ 'z'] * 100000 }}",
+    "long-strings-count": "{% set t = 'x' * 1000000 %}{{ ([t ~ 'z'] * 100000).count(t ~ 'y') }}",
+    "long-strings-nested": "{% set t = 'x' * 1000000 %}{{ [[1]] + [t ~ 'z'] * 100000 == [[1]] + [t ~ 'z'] * 100000 }}",
     "fromkeys-one-hash": "{% set P = 2305843009213693951 %}{{ {}.fromkeys(range(0, P * 100000, P))|length }}",  # 50 s
     "difference-one-hash": "{% set P = 2305843009213693951 %}{{ (range(0, P * 100000, P)|list) - {}.keys() }}",
 }
@@ -142,6 +145,8 @@ ORDINARY = [
     "{{ t in [t, 1] }} {{ (t ~ 'y') not in (t ~ 'y', t) }} {{ messages[0]['content'] ~ '' in ['Hi'] }}",  # strings
     "{{ messages|attr('x') is defined }} {{ 'a'|attr('upper') is defined }} {{ {}|attr('items') is defined }}",
     "{{ {}|attr((1, 2)) }}",
+    "{% set t = 'x' * 1000 %}{{ [t ~ 'z'] * 100 == [t ~ 'z'] * 100 }} {{ ([t ~ 'y'] * 50).count(t ~ 'y') }} "
+    "{{ [t, [1]] == [t ~ '', [1]] }} {{ [t] * 9 < [t ~ ''] * 9 }} {{ ['a' * 300] != ['a' * 299 ~ 'b'] }}",
     "{{ dict([[1]]) }}", "{{ [[1]]|unique|list }}", "{{ [[1], 'a']|sort }}", "{{ [1].index([2]) }}",
     "{{ {(1,): 1}[[1]] }}", "{{ [1] - [2] }}", "{{ {}.keys() - 1 }}", "{{ {}.keys() - [[1]] }}",
 ]
