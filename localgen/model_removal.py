@@ -415,9 +415,7 @@ def _data_users(going: set[Path]) -> dict[Path, set[Path]]:
 def _unlink(path: Path) -> None:
     """Delete one file of a cached model; a file already gone is fine, any other failure is the user's to fix."""
     try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
+        path.unlink(missing_ok=True)
     except OSError as exc:
         raise LocalgenError(f"could not delete {path}: {os_reason(exc)}",
                             hint=unwritable_hint(exc, path.parent, "check the permissions of the Hugging Face cache "
@@ -430,14 +428,16 @@ _REPO_RECORDS = ("refs", ".no_exist")  # the cache's notes on a repo's commits a
 def _prune(repo_dir: Path) -> None:
     """Remove empty snapshot folders; once the repo folder holds no snapshot and no blob, remove it and the cache's
     notes on the repo in it (refs, .no_exist), at its real place where it was moved to another disk and linked back,
-    then the link; a folder that still holds anything else stays, and so does the link to it, and so does one a
-    download of any of its files holds the lock of (it is about to make its blobs there)."""
+    then the link; a folder that still holds anything else stays, and so does the link to it; nothing goes while a
+    download of any of its files holds its lock (it is about to make its blob there and link it into a snapshot)."""
+    if hub_cache.downloads_running(repo_dir):
+        return
     snapshots = repo_dir / "snapshots"
     for dirpath, _dirs, _names in sorted(os.walk(snapshots), key=lambda t: len(t[0]), reverse=True):
         with contextlib.suppress(OSError):
             Path(dirpath).rmdir()  # only succeeds when empty
     blobs = repo_dir / "blobs"
-    if os.path.lexists(snapshots) or (blobs.is_dir() and any(blobs.iterdir())) or hub_cache.downloads_running(repo_dir):
+    if os.path.lexists(snapshots) or (blobs.is_dir() and any(blobs.iterdir())):
         return
     real = Path(os.path.realpath(repo_dir))
     for record in _REPO_RECORDS:

@@ -148,10 +148,11 @@ def test_a_pull_links_its_file_where_a_models_rm_beside_it_pruned_the_empty_snap
     real, removals = file_download._create_symlink, []
 
     def rm_beside(src: str, dst: str, new_blob: bool = False) -> None:
-        """The moment a models rm of the other quant, run now, empties the snapshot folder and prunes it."""
+        """The moment a models rm of the other quant, run now, empties the snapshot folder, which goes as where no
+        flock tells the rm that a download of the repo runs."""
         if not removals:
             removals.append(run_cli(hubenv.env, "models", "rm", "-y", f"{REPO}:Q8_0"))
-            assert not Path(dst).parent.exists(), "the rm left the snapshot folder"
+            Path(dst).parent.rmdir()
         real(src, dst, new_blob)
 
     monkeypatch.setattr(file_download, "_create_symlink", rm_beside)
@@ -178,3 +179,25 @@ def test_an_own_file_that_is_no_gguf_model_is_listed_as_such(hub: tuple[HubServe
     assert rows["mine"][3] == "local", listing.stdout
     downloaded = {line.split("\t")[0]: line.split("\t")[4] for line in everything.stdout.splitlines()[1:]}
     assert (downloaded["page"], downloaded["mine"]) == ("no (not a GGUF model)", "yes (local)"), everything.stdout
+
+
+def test_a_download_through_hf_hub_download_keeps_its_snapshot_folder_through_a_models_rm_beside_it(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import file_download
+
+    from localgen import hub
+
+    hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8"), "tiny-Q4_K_M.gguf": make_gguf_bytes("q4")})
+    (kept,) = hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
+    monkeypatch.setattr(hub, "resumable", lambda f: False)  # a file over the Hub's plain HTTP limit
+    real, removals = file_download._download_to_tmp_and_move, []
+
+    def rm_beside(*args: object, **kwargs: object) -> None:
+        """A models rm of the other quant, run as this download holds its lock, its snapshot folder made."""
+        removals.append(run_cli(hubenv.env, "models", "rm", "-y", f"{REPO}:Q8_0"))
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(file_download, "_download_to_tmp_and_move", rm_beside)
+    (path,) = hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    assert removals[0].returncode == 0 and not kept.exists(), removals[0].stderr
+    assert path.parent == kept.parent and path.read_bytes() == make_gguf_bytes("q4")
