@@ -17,15 +17,15 @@ from localgen.config import settings
 from localgen.errors import LocalgenError, ModelNotFoundError
 from localgen.hub_choice import choose_model, quant_of, shard_group_key, shard_of
 from localgen.hub_types import HubFile
+from localgen.own_files import own_file_header, own_file_problem
 from localgen.references import ModelRef, normalize_quant, quant_of_filename
-from localgen.registry import ModelSpec, Registry, load_registry, own_file_problem
+from localgen.registry import ModelSpec, Registry, load_registry
 from localgen.storage import atomic_write_bytes
 from localgen.verify import file_identity_key, is_verified, path_key, recorded_sha256
 
 SOURCE_BUNDLED = "bundled"
 SOURCE_HUB = "hub"
 SOURCE_LOCAL = "local"  # a file of the user's own that a models.toml entry names (path =)
-NOT_A_MODEL = "not a GGUF model"  # an own file whose header is none a run loads (text, a web page, truncated)
 LAST_USED_DIR = "last-used"
 
 
@@ -44,7 +44,7 @@ class CachedModel:
     verified: bool
     revision: str | None = None
     missing_shards: int = 0  # a split model whose download stopped part way
-    problem: str | None = None  # why an entry's own file cannot be used: missing, not a file, unreadable, NOT_A_MODEL
+    problem: str | None = None  # why an entry's own file cannot be used (own_files): missing, not a GGUF file, ...
 
 
 @dataclass(frozen=True)
@@ -244,29 +244,17 @@ def bundled_use(registry: Registry, ref: ModelRef, spec: ModelSpec | None) -> tu
 
 def _own_file_model(name: str, path: Path) -> CachedModel:
     """A file of the user's own that models.toml names (an entry's path, the default model's), as a CachedModel: its
-    size (every shard's that is there, of a split model) and the quant its header gives, or None and the problem
-    when it is not a file there (and the quant its name gives)."""
+    size (every shard's that is there, of a split model), the quant its header gives (its name's where it is no
+    file there) and why a run cannot use it (own_files)."""
     from localgen.gguf_split import present_shards
 
     problem = own_file_problem(path)
     present, missing = present_shards(path) if problem is None else ([], [])
-    quant, unloadable = _header_quant(path) if problem is None else (quant_of_filename(path.name), None)
+    quant, problem = own_file_header(path) if problem is None else (quant_of_filename(path.name), problem)
     return CachedModel(name=name, repo=None, quant=quant,
                        size=sum(shard.stat().st_size for shard in present) if present else None,
                        last_used=last_used(path), path=path, paths=tuple(present), source=SOURCE_LOCAL,
-                       verified=False, missing_shards=len(missing), problem=problem or unloadable)
-
-
-def _header_quant(path: Path) -> tuple[str | None, str | None]:
-    """The quant a local GGUF file's header gives, as `models show` reads it, and 'not a GGUF model' for a file whose
-    header is none that localgen loads (text, an HTML page, a truncated or empty file), as a run refuses it."""
-    from localgen.errors import GGUFError
-    from localgen.quant_choice import read_local_header
-
-    try:
-        return read_local_header(path).quant, None  # read once a process: chat's /model completion lists models often
-    except GGUFError:
-        return None, NOT_A_MODEL
+                       verified=False, missing_shards=len(missing), problem=problem)
 
 
 def hub_groups(*, dangling: bool = False,

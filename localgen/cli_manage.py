@@ -128,8 +128,7 @@ def _part_note(part: PartialDownload) -> str:
 
 def _source(model: CachedModel) -> str:
     """The SOURCE cell: where the file came from, marked when a split model lacks shards (a download stopped part
-    way), a Hub file is not verified yet, or a models.toml entry's own file is not there (or is not a file, or no GGUF
-    model)."""
+    way), a Hub file is not verified yet, or a models.toml entry's own file cannot be used (own_files says why)."""
     from localgen.catalog import SOURCE_HUB
 
     if model.size is None or model.problem:
@@ -183,15 +182,15 @@ def _model_json(model: CachedModel, *, default: bool = False, part: PartialDownl
     """A downloaded model as `models list --json` prints it (part: what a stopped pull kept of it besides)."""
     return {"name": model.name, "repo": model.repo, "quant": model.quant, "size": model.size,
             "last_used": iso_time(model.last_used), "path": str(model.path), "source": model.source,
-            "verified": model.verified, "missing_shards": model.missing_shards, "default": default,
-            "partial": _partial_json(part)}
+            "verified": model.verified, "missing_shards": model.missing_shards, "problem": model.problem,
+            "default": default, "partial": _partial_json(part)}
 
 
 def _part_json(part: PartialDownload) -> dict[str, object]:
     """A model downloaded in part as `models list --json` prints it: size is what is on disk of it."""
     return {"name": part.name, "repo": part.repo, "quant": part.quant, "size": part.kept, "last_used": None,
             "path": str(part.parts[0]), "source": "hub", "verified": False, "missing_shards": part.missing_shards,
-            "default": False, "partial": _partial_json(part)}
+            "problem": None, "default": False, "partial": _partial_json(part)}
 
 
 def _partial_json(part: PartialDownload | None) -> dict[str, object] | None:
@@ -210,7 +209,8 @@ def _listed_json(row: ListedModel, *, default: bool = False, part: PartialDownlo
     files = _model_json(row.model) if row.model is not None else _part_json(part) if part is not None else \
         {"verified": False, "missing_shards": 0}
     return {"name": row.name, "repo": row.repo, "quant": row.quant,
-            **{key: files.get(key) for key in ("size", "last_used", "path", "source", "verified", "missing_shards")},
+            **{key: files.get(key) for key in ("size", "last_used", "path", "source", "verified", "missing_shards",
+                                            "problem")},
             "default": default, "partial": _partial_json(part),
             "context": row.context, "description": row.description, "downloaded": row.downloaded}
 

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from localgen.errors import GGUFError, LocalgenError, UsageError
-from localgen.registry import Registry, hub_target, load_registry, own_file_problem, user_file_text
+from localgen.own_files import own_file_problem
+from localgen.registry import Registry, hub_target, load_registry, user_file_text
 from localgen.typed_paths import short_path
 
 if TYPE_CHECKING:

@@ -87,6 +87,10 @@ class GGUFError(LocalgenError):
     """A GGUF file that is malformed, truncated or hostile."""
 
 
+class GGUFUnreadableError(GGUFError):
+    """A file that could not be read (gone, permissions, an I/O error), whatever it holds."""
+
+
 class TemplateError(LocalgenError):
     """A chat template that failed to render."""
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from localgen import gguf_checks
-from localgen.errors import GGUFError, os_reason
+from localgen.errors import GGUFError, GGUFUnreadableError, os_reason
 from localgen.gguf_cache import keep_header, kept_header
 from localgen.gguf_cursor import HINT, HeaderCursor
 from localgen.gguf_foreign import FOREIGN_HEAD_BYTES, describe_foreign
@@ -102,9 +102,9 @@ def _check_regular_file(path: Path, label: str) -> os.stat_result:
     try:
         st = path.stat()
     except FileNotFoundError:
-        raise GGUFError(f"{label}: file not found ({path})", hint="check the path") from None
+        raise GGUFUnreadableError(f"{label}: file not found ({path})", hint="check the path") from None
     except OSError as exc:
-        raise GGUFError(f"{label}: cannot be read ({os_reason(exc)})", hint="check the path") from None
+        raise GGUFUnreadableError(f"{label}: cannot be read ({os_reason(exc)})", hint="check the path") from None
     if not stat.S_ISREG(st.st_mode):
         raise GGUFError(f"{label}: not a regular file", hint="pass the path of a .gguf file")
     return st
@@ -118,10 +118,10 @@ def _only_gguf_errors(label: str) -> Iterator[None]:
     except GGUFError:
         raise
     except PermissionError as exc:
-        raise GGUFError(f"{label}: cannot be read ({os_reason(exc)})",
+        raise GGUFUnreadableError(f"{label}: cannot be read ({os_reason(exc)})",
                         hint="check the file's permissions") from None
     except OSError as exc:
-        raise GGUFError(f"{label}: cannot be read ({os_reason(exc)})", hint=HINT) from None
+        raise GGUFUnreadableError(f"{label}: cannot be read ({os_reason(exc)})", hint=HINT) from None
     except MemoryError:
         raise GGUFError(f"{label}: header too large to read into memory", hint=HINT) from None
     except Exception as exc:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import stat
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from localgen.errors import ConfigError, LocalgenError, ModelNotFoundError, UsageError, os_reason
+from localgen.own_files import own_file_problem
 from localgen.params import CHAT_SETTINGS, stored_setting
 from localgen.references import (
     OLLAMA_HUB_HINT,
@@ -233,18 +233,6 @@ def _own_file(ref: ModelRef, spec: ModelSpec) -> ModelRef:
                          "no quants to choose from", hint=f"name it without a quant, {spec.name}; for another quant's "
                                                           "file, add an entry with its path")
     return replace(ref, path=spec.path)
-
-
-def own_file_problem(path: Path) -> str | None:
-    """Why an entry's own file cannot be used, in a word or two ('missing', 'not a file', 'unreadable'), or None when
-    it is a file: what `models list` shows, as `run` would refuse it."""
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        return "missing"
-    except (OSError, ValueError):  # a loop of links, a folder that cannot be searched, a name too long
-        return "unreadable"
-    return None if stat.S_ISREG(mode) else "not a file"
 
 
 def own_file_entry_for(text: str | None) -> ModelSpec | None:

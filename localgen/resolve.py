@@ -23,13 +23,13 @@ from localgen.hub_lack import known_lack, lacking_refusal, listed_lack, typed_qu
 from localgen.hub_slips import with_known_repo
 from localgen.hub_verify import Pin, check_pinned_file
 from localgen.model_file_errors import folder_hint, folder_models, missing_file_hint
+from localgen.own_files import MISSING, own_file_problem
 from localgen.references import ModelRef, normalize_quant
 from localgen.registry import (
     ModelSpec,
     Registry,
     hub_target,
     load_registry,
-    own_file_problem,
     own_file_refusal,
 )
 from localgen.typed_paths import short_path, unset_variables_hint
@@ -181,7 +181,7 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
         except ModelNotFoundError as exc:
             if text is not None or spec is not None or registry.default_source is None:
                 raise
-            fix = "put the file back" if own_file_problem(ref.path) == "missing" else "fix that line"
+            fix = "put the file back" if own_file_problem(ref.path) == MISSING else "fix that line"
             raise ModelNotFoundError(f"{exc.message} ([defaults] model in {registry.default_source})",
                                      hint=f"{fix}, or make another model the default with `localgen models default "
                                           "REF`") from None
@@ -358,7 +358,7 @@ def local_file(ref: ModelRef, spec: ModelSpec | None) -> Path:
     except ModelNotFoundError as exc:
         if spec is None:
             raise
-        there = ", or put the file there" if own_file_problem(ref.path) == "missing" else ""
+        there = ", or put the file there" if own_file_problem(ref.path) == MISSING else ""
         unset = unset_variables_hint(str(ref.path))
         found = f"; {exc.hint}" if ref.path.is_dir() and folder_models(ref.path) else f"; {unset}" if unset else ""
         raise ModelNotFoundError(f"{exc.message} ({spec.origin})",

@@ -3,7 +3,9 @@ and `-m` say and keep where a download stopped, a name was typed in another case
 
 from __future__ import annotations
 
+import json
 import os
+import struct
 import subprocess
 import sys
 import time
@@ -161,24 +163,56 @@ def test_a_pull_links_its_file_where_a_models_rm_beside_it_pruned_the_empty_snap
     assert path.parent == kept.parent and path.read_bytes() == make_gguf_bytes("q4")
 
 
-def test_an_own_file_that_is_no_gguf_model_is_listed_as_such(hub: tuple[HubServer, dict[str, str]],
-                                                             tmp_path: Path) -> None:
+def test_an_own_file_a_run_refuses_is_listed_with_what_is_wrong_with_it(hub: tuple[HubServer, dict[str, str]],
+                                                                      tmp_path: Path) -> None:
     _, env = hub
-    page, model = tmp_path / "page.gguf", tmp_path / "mine-Q8_0.gguf"
-    page.write_text("<!DOCTYPE html><html>a web page saved as a model</html>")
-    model.write_bytes(make_gguf_bytes("mine"))
+    whole = make_gguf_bytes("mine")
+    files = {"page": b"<!DOCTYPE html><html>a web page saved as a model</html>", "mine": whole,
+             "future": whole.replace(struct.pack("<Q", 5) + b"llama", struct.pack("<Q", 10) + b"futurearch"),
+             "cut": whole[:30]}
+    names = {"page": "page.gguf", "mine": "mine-Q8_0.gguf", "future": "future-Q8_0.gguf", "cut": "cut.gguf"}
+    for name, data in files.items():
+        (tmp_path / names[name]).write_bytes(data)
     config = Path(env["LOCALGEN_HOME"]) / "config"
     config.mkdir(parents=True)
-    (config / "models.toml").write_text(f'[models.page]\npath = "{page}"\n[models.mine]\npath = "{model}"\n'
-                                        '[defaults]\nmodel = "page"\n')
+    entries = "".join(f'[models.{name}]\npath = "{tmp_path / names[name]}"\n' for name in files)
+    (config / "models.toml").write_text(entries + '[defaults]\nmodel = "page"\n')
     listing, everything = run_cli(env, "models"), run_cli(env, "models", "list", "--all")
-    assert listing.returncode == everything.returncode == 0, (listing.stderr, everything.stderr)
+    as_json = run_cli(env, "models", "list", "--json")
+    assert listing.returncode == everything.returncode == as_json.returncode == 0, (listing.stderr, everything.stderr)
     rows = {line.split("\t")[0]: line.split("\t")[1:] for line in listing.stdout.splitlines()[1:]}
-    assert rows["page"] == ["-", binary_size(page.stat().st_size), "never", "local (not a GGUF model)", str(page),
+    page = tmp_path / "page.gguf"
+    assert rows["page"] == ["-", binary_size(page.stat().st_size), "never", "local (not a GGUF file)", str(page),
                             "yes"], listing.stdout
-    assert rows["mine"][3] == "local", listing.stdout
+    sources = {name: rows[name][3] for name in files}
+    assert sources == {"page": "local (not a GGUF file)", "mine": "local",
+                       "future": "local (won't load: architecture 'futurearch' is not supported)",
+                       "cut": "local (won't load: truncated or corrupt)"}, sources
     downloaded = {line.split("\t")[0]: line.split("\t")[4] for line in everything.stdout.splitlines()[1:]}
-    assert (downloaded["page"], downloaded["mine"]) == ("no (not a GGUF model)", "yes (local)"), everything.stdout
+    assert (downloaded["page"], downloaded["mine"], downloaded["cut"]) == (
+        "no (not a GGUF file)", "yes (local)", "no (won't load: truncated or corrupt)"), everything.stdout
+    problems = {m["name"]: m["problem"] for m in json.loads(as_json.stdout) if m["name"] in files}
+    assert problems == {name: None if source == "local" else source.removeprefix("local (")[:-1]
+                        for name, source in sources.items()}, problems
+
+
+def test_an_own_file_that_cannot_be_read_is_listed_as_unreadable(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from localgen.catalog import _own_file_model
+
+    model = tmp_path / "mine-Q8_0.gguf"
+    model.write_bytes(make_gguf_bytes("mine"))
+    real = Path.open
+
+    def refused(self: Path, *args: object, **kwargs: object) -> object:
+        """Opening the model is refused, as for a file of another user's without read permission."""
+        if self == model:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", refused)
+    listed = _own_file_model("mine", model)
+    assert (listed.problem, listed.size) == ("unreadable", model.stat().st_size), listed
 
 
 def test_a_download_through_hf_hub_download_keeps_its_snapshot_folder_through_a_models_rm_beside_it(

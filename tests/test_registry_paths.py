@@ -174,7 +174,8 @@ def test_models_list_shows_the_entry_s_path_and_size_or_that_it_is_missing(own: 
     by_name = {m["name"]: m for m in json.loads(localgen(own, "models", "list", "--json").out)}
     assert by_name["mine"] | {"last_used": None} == {
         "name": "mine", "repo": None, "quant": "Q4_1", "size": bundled_model.stat().st_size, "last_used": None,
-        "path": path, "source": "local", "verified": False, "missing_shards": 0, "default": False, "partial": None}
+        "path": path, "source": "local", "verified": False, "missing_shards": 0, "problem": None,
+        "default": False, "partial": None}
     assert (by_name["gone"]["size"], by_name["gone"]["source"]) == (None, "local")
     everything = [line.split("\t") for line in localgen(own, "models", "list", "--all").out.splitlines()]
     assert ["mine", "-", "Q4_1", "2,048", "yes (local)", "my own copy", "no"] in everything
@@ -195,7 +196,7 @@ def test_models_list_gives_an_own_file_s_quant_from_its_header_as_models_show_do
     assert listed.returncode == 0 and listed.err == "", listed.err
     rows = [line.split("\t") for line in listed.out.splitlines()]
     assert ["x", "Q4_1", "93.8 MiB", "never", "local", str(config / "m.gguf"), "no"] in rows
-    assert ["junk", "-", "11 B", "never", "local (not a GGUF model)", str(config / "junk.Q8_0.gguf"), "no"] in rows
+    assert ["junk", "-", "11 B", "never", "local (not a GGUF file)", str(config / "junk.Q8_0.gguf"), "no"] in rows
     quants = {m["name"]: m["quant"] for m in json.loads(localgen(home, "models", "list", "--json").out)}
     assert quants == {"smollm2-135m": "Q4_1", "x": "Q4_1", "junk": None, str(config / "d.gguf"): "Q4_1"}
     everything = [line.split("\t") for line in localgen(home, "models", "list", "--all").out.splitlines()]

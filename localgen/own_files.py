@@ -1,0 +1,50 @@
+"""Why a file of the user's own that models.toml names (path =) cannot be used, in the few words `models list` shows
+(`local (PROBLEM)`), as a run would refuse it."""
+
+from __future__ import annotations
+
+import re
+import stat
+from pathlib import Path
+
+from localgen.errors import GGUFError, GGUFUnreadableError
+
+MISSING = "missing"
+UNREADABLE = "unreadable"  # a loop of links, no permission, an I/O error: the file may be fine
+NOT_GGUF = "not a GGUF file"  # text, a web page, an empty file, safetensors: no GGUF at all
+WONT_LOAD = "won't load"  # a GGUF file a run refuses (an architecture this build lacks, a later shard, truncated)
+REASON_CHARS = 50  # the most of the reason a row gives after WONT_LOAD
+
+
+def own_file_problem(path: Path) -> str | None:
+    """Why an own file cannot be used, judged by its status alone ('missing', 'not a file', 'unreadable'), or None
+    when it is a file."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return MISSING
+    except (OSError, ValueError):  # a loop of links, a folder that cannot be searched, a name too long
+        return UNREADABLE
+    return None if stat.S_ISREG(mode) else "not a file"
+
+
+def own_file_header(path: Path) -> tuple[str | None, str | None]:
+    """The quant an own file's header gives, and why a run refuses that header (None: it loads it); for a file
+    that own_file_problem finds none wrong with."""
+    from localgen.quant_choice import read_local_header
+
+    try:
+        return read_local_header(path).quant, None  # read once a process: chat's /model completion lists models often
+    except GGUFError as exc:
+        return None, header_problem(exc, path)
+
+
+def header_problem(exc: GGUFError, path: Path) -> str:
+    """The few words for a header a run refuses: unreadable, not a GGUF file, or won't load and why."""
+    if isinstance(exc, GGUFUnreadableError):
+        return UNREADABLE
+    reason = exc.message.removeprefix(f"{path.name}: ")
+    if reason.startswith((NOT_GGUF, "empty file")):
+        return NOT_GGUF
+    short = re.split(r" \(|: |; | by this ", reason)[0]  # its gist: 'truncated', 'big-endian GGUF'
+    return f"{WONT_LOAD}: {short if len(short) <= REASON_CHARS else short[:REASON_CHARS - 1] + '…'}"
