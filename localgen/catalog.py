@@ -15,7 +15,7 @@ from pathlib import Path
 from localgen import hub_cache
 from localgen.config import settings
 from localgen.errors import LocalgenError, ModelNotFoundError
-from localgen.hub_choice import choose_model, quant_of, shard_group_key, shard_of
+from localgen.hub_choice import choose_model, listed_filename, quant_of, shard_group_key, shard_of
 from localgen.hub_types import HubFile
 from localgen.own_files import own_file_header, own_file_problem
 from localgen.references import ModelRef, normalize_quant, quant_of_filename
@@ -328,11 +328,10 @@ def reference_name(ref: ModelRef) -> str:
 
 
 def _listed_spelling(repo: str, filename: str | None) -> str | None:
-    """A file name as localgen last listed the repo spelling it, where it was typed in another case; else as typed."""
+    """A file name as localgen last listed the repo spelling it (the file -m takes for it); else as typed."""
     if filename is None:
         return None
-    names = [f.filename for f in hub_cache.cached_listing(repo) or ()]
-    return filename if filename in names else next((n for n in names if n.lower() == filename.lower()), filename)
+    return listed_filename(hub_cache.cached_listing(repo) or (), filename) or filename
 
 
 def display_name(registry: Registry, repo: str, quant: str | None, filename: str) -> str:

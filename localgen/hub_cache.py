@@ -218,10 +218,27 @@ def save_listing(listing: HubListing) -> None:
         atomic_write_text(_listing_path(listing.repo), json.dumps(data, indent=1))
 
 
+_LISTINGS: dict[tuple[str, Path, int, int, int], HubListing | None] = {}  # read once a process per file version
+
+
 def load_listing(repo: str, folders: RepoFolders | None = None) -> HubListing | None:
-    """The last listing of a repo that localgen saw, if any (folders: as cached_spelling takes them)."""
+    """The last listing of a repo that localgen saw, if any (folders: as cached_spelling takes them); read once a
+    process while its file stays the same (path, inode, size, modification time)."""
+    path = _listing_path(repo, folders)
     try:
-        data = json.loads(_listing_path(repo, folders).read_text(encoding="utf-8"))
+        status = path.stat()
+    except OSError:
+        return None
+    key = (repo, path, status.st_ino, status.st_size, status.st_mtime_ns)
+    if key not in _LISTINGS:
+        _LISTINGS[key] = _read_listing(repo, path)
+    return _LISTINGS[key]
+
+
+def _read_listing(repo: str, path: Path) -> HubListing | None:
+    """A listing file of a repo as load_listing reads it; None where it is unreadable or malformed."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
         files = []
         for entry in data["files"]:
             filename = str(entry["filename"])

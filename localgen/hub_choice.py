@@ -212,6 +212,16 @@ def _narrowed(groups: list[tuple[HubFile, ...]], quant: str | None) -> list[tupl
     return wanted or models
 
 
+def listed_filename(files: Sequence[HubFile], filename: str) -> str | None:
+    """The path of the one listed file a file name given in a reference means (as -m takes it: another case, a bare
+    name of a file in a folder, a pattern), or None where it means none or several."""
+    try:
+        matches = _match_filename([(f,) for f in files], filename, "")
+    except NotInRepoError:
+        return None
+    return matches[0][0].filename if len(matches) == 1 else None
+
+
 def _match_filename(groups: list[tuple[HubFile, ...]], filename: str, repo: str) -> list[tuple[HubFile, ...]]:
     """Groups containing a file named filename: exact path, then case-insensitive, then name, then glob."""
     tests = (

@@ -235,3 +235,17 @@ def test_a_download_through_hf_hub_download_keeps_its_snapshot_folder_through_a_
     (path,) = hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
     assert removals[0].returncode == 0 and not kept.exists(), removals[0].stderr
     assert path.parent == kept.parent and path.read_bytes() == make_gguf_bytes("q4")
+
+
+def test_a_file_given_by_its_bare_name_in_a_subfolder_is_named_as_the_hub_spells_it(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    server.add_repo(REPO, {"Sub/Tiny-Q4_K_M.gguf": make_gguf_bytes("q4"), "x-Q8_0.gguf": make_gguf_bytes("q8")})
+    typed = f"{REPO.lower()}/TINY-Q4_K_M.GGUF"
+    first, again = run_cli(env, "pull", typed), run_cli(env, "pull", typed)
+    assert first.returncode == again.returncode == 0 and first.stdout == again.stdout, (first.stderr, again.stderr)
+    listed = f"{REPO}/Sub/Tiny-Q4_K_M.gguf"
+    assert first.stderr.startswith(f"localgen: downloading {listed} (64.0 KiB) from "), first.stderr
+    assert again.stderr == f"localgen: {listed} is already downloaded (64.0 KiB) and up to date with the Hub\n"
+    shown = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "models", "show", "--json", typed)
+    assert shown.returncode == 0 and json.loads(shown.stdout)["name"] == listed, shown.stderr
