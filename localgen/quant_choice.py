@@ -346,7 +346,7 @@ def _choose_download(reference: str | None, target: Target, *, hw: Hardware, req
             return reference, ()
         assert smallest.shape is not None  # smallest_option takes only options whose header was read
         ref = option_reference(repo, smallest)
-        note = pulled_at_a_smaller_context(too_big_repo(target.repo, smallest, hw, request), smallest.shape, hw,
+        note = pulled_at_a_smaller_context(too_big_repo(repo, smallest, hw, request), smallest.shape, hw,
                                             request, ref, download_only)
         return ref, (f"chose the smallest quant, as none fits at the context a run takes by default: {note}",)
     chosen = options[index]

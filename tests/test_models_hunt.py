@@ -249,3 +249,11 @@ def test_a_file_given_by_its_bare_name_in_a_subfolder_is_named_as_the_hub_spells
     assert again.stderr == f"localgen: {listed} is already downloaded (64.0 KiB) and up to date with the Hub\n"
     shown = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "models", "show", "--json", typed)
     assert shown.returncode == 0 and json.loads(shown.stdout)["name"] == listed, shown.stderr
+
+
+def test_a_repo_none_of_whose_quants_fits_is_named_as_the_hub_spells_it(hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    server.add_repo("acme/Big-GGUF", {"m-Q8_0.gguf": make_gguf_bytes("q8", 2**17),
+                                      "m-Q4_K_M.gguf": make_gguf_bytes("q4")})
+    refused = run_cli({**env, "LOCALGEN_MEMORY_LIMIT": "8MiB"}, "pull", "acme/big-gguf")
+    assert "acme/Big-GGUF:Q4_K_M" in refused.stderr and "acme/big-gguf" not in refused.stderr, refused.stderr
