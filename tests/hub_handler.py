@@ -77,10 +77,13 @@ def make_handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
             path = unquote(url.path)
             status = 200
             try:
-                if server.delay_s and server.delay_only in path:
+                if (server.delay_s or server.delay_until is not None) and server.delay_only in path:
                     with server._lock:
                         server.delayed += 1
-                    time.sleep(server.delay_s)
+                    if server.delay_until is not None:
+                        server.delay_until.wait(60)
+                    else:
+                        time.sleep(server.delay_s)
                 if server.down:  # an outage's, or a rate limit's where the server is set to ask for a retry
                     status = 503
                     after = {} if server.retry_after is None else {"Retry-After": str(server.retry_after)}

@@ -103,6 +103,7 @@ class HubServer:
         self.delay_s = 0.0                                     # before every response
         self.delay_only = ""                                   # ... or only those whose path holds this text
         self.delayed = 0                                       # how many requests the delay held
+        self.delay_until: threading.Event | None = None       # ... set: they wait for it instead (60 s at most)
         self.bytes_per_s: float | None = None                  # throttle file bodies
         self.chunk_size = CHUNK                                # bytes per write of a file body
         self.hold_body_until_heads = 0                         # GETs wait until this many HEADs came

@@ -8,7 +8,9 @@ import os
 import struct
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -113,13 +115,14 @@ def test_a_file_typed_in_another_case_is_named_as_the_hub_spells_it(hub: tuple[H
     assert again.stderr == f"localgen: {REPO}/{NAME} is already downloaded (64.0 KiB) and up to date with the Hub\n"
 
 
-def test_a_pull_whose_copy_is_removed_as_it_asks_the_hub_downloads_it_again_and_says_no_update(
-        hub: tuple[HubServer, dict[str, str]]) -> None:
-    server, env = hub
+def _pull_removed_as_it_asks_the_hub(server: HubServer, env: dict[str, str],
+                                     then: Callable[[], None] = lambda: None) -> tuple[int, str, str, str]:
+    """A pull of a downloaded model whose question to the Hub is held while models rm removes the model (then: what
+    the Hub does meanwhile): the pull's exit status, stdout and stderr, and the first pull's stdout."""
     server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
     first = run_cli(env, "pull", f"{REPO}:Q8_0")
     assert first.returncode == 0, first.stderr
-    server.delay_s, server.delay_only = 3.0, f"/api/models/{REPO}"  # the pull's question to the Hub waits
+    server.delay_until, server.delay_only = threading.Event(), f"/api/models/{REPO}"
     pull = subprocess.Popen([sys.executable, "-m", "localgen", "pull", f"{REPO}:Q8_0"], env=env, cwd=REPO_ROOT,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -129,10 +132,19 @@ def test_a_pull_whose_copy_is_removed_as_it_asks_the_hub_downloads_it_again_and_
         assert server.delayed == 1, "the pull never asked the Hub"
         removed = run_cli(env, "models", "rm", "-y", f"{REPO}:Q8_0")
         assert removed.returncode == 0, removed.stderr
+        then()
+        server.delay_until.set()
         out, err = pull.communicate(timeout=60)
     finally:
+        server.delay_until.set()
         pull.kill()
-    assert pull.returncode == 0 and out == first.stdout, err
+    return pull.returncode, out, err, first.stdout
+
+
+def test_a_pull_whose_copy_is_removed_as_it_asks_the_hub_downloads_it_again_and_says_no_update(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    code, out, err, first = _pull_removed_as_it_asks_the_hub(*hub)
+    assert code == 0 and out == first, err
     assert "newer version" not in err and "up to date" not in err, err
     lines = err.splitlines()
     assert lines[0].startswith(f"localgen: downloading {REPO}/{NAME} (64.0 KiB) from "), err
