@@ -41,6 +41,9 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
         with blamed_on_entry(found.spec, found.ref):
             model = hub.find_model(repo, quant=quant, filename=filename)
     except HubError as exc:
+        if not found.path.exists():  # removed (models rm) since it was found: no copy here to keep
+            raise HubError(f"{pulled_name(found)} was removed after this pull found it, and could not be downloaded "
+                           f"again: {exc.message}", hint=exc.hint, exit_code=exc.exit_code) from exc
         if isinstance(exc, OfflineError):  # huggingface_hub's offline mode, set where localgen does not read it
             return replace(found, hub_check=HubCheck(HubOutcome.OFFLINE))
         if denied(exc):  # not logged in, or a token the Hub refuses: it would not say what it has

@@ -151,6 +151,25 @@ def test_a_pull_whose_copy_is_removed_as_it_asks_the_hub_downloads_it_again_and_
     assert lines[-1] == f"localgen: {REPO}:Q8_0 was removed after this pull found it; it was downloaded again", err
 
 
+@pytest.mark.parametrize(("outage", "said"), [("down", "503"), ("gone", "not found on the Hub")])
+def test_a_pull_whose_copy_is_removed_as_the_hub_fails_says_it_was_removed(
+        hub: tuple[HubServer, dict[str, str]], outage: str, said: str) -> None:
+    server, env = hub
+
+    def fail() -> None:
+        """The Hub goes down, or says the repo is gone."""
+        if outage == "down":
+            server.down = True
+        else:
+            server.status[REPO] = (404, "RepoNotFound")
+
+    code, out, err, _ = _pull_removed_as_it_asks_the_hub(server, env, fail)
+    assert code != 0 and out == "", err
+    assert err.startswith(f"localgen: error: {REPO}:Q8_0 was removed after this pull found it, and could not be "
+                          "downloaded again: "), err
+    assert "file not found" not in err and "check the path" not in err, err
+
+
 def test_a_pull_links_its_file_where_a_models_rm_beside_it_pruned_the_empty_snapshot_folder(
         hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
     from huggingface_hub import file_download
