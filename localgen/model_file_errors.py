@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from localgen.errors import GGUFError, ModelNotFoundError
 from localgen.gguf_format import GGUF_MAGIC
 from localgen.slips import misspells
-from localgen.typed_paths import is_existing_file, short_path, unset_variables_hint
+from localgen.typed_paths import is_existing_file, is_existing_folder, short_path, unset_variables_hint
 
 if TYPE_CHECKING:
     from localgen.registry import ModelSpec
@@ -142,14 +142,29 @@ def folder_models(folder: Path) -> list[str]:
     return [name for name in names if not name.lower().startswith("mmproj")] or names
 
 
-def folder_hint(folder: Path, typed: str) -> str:
-    """What to pass instead of a folder given as a model file (typed: the folder as given): the model files in it."""
-    shown = [os.path.join(typed, name) for name in folder_models(folder)]
+def folder_hint(folder: Path, typed: str, *, quoted: bool = False) -> str:
+    """What to pass instead of a folder given as a model file (typed: the folder as given): the model files in it
+    (quoted: as a shell takes them)."""
+    import shlex
+
+    shown = [shlex.quote(path) if quoted else path for path in (os.path.join(typed, n) for n in folder_models(folder))]
     if not shown:
         return "pass the path of a .gguf file; this folder holds none"
     if len(shown) == 1:
         return _naming("did you mean ", shown, "?")
     return _naming(f"pass one of the {len(shown)} models in this folder: ", shown)
+
+
+def named_here_hint(typed: str, there: Path) -> str | None:
+    """What a hint says of a name that means a file or folder here (there: its path) rather than a model: the path to
+    pass for it (shell-quoted), or the model files in the folder; None where it names neither."""
+    import shlex
+
+    if is_existing_file(str(there)):
+        return f"for the file of that name here, use {shlex.quote(f'./{typed}')}"
+    if is_existing_folder(str(there)):
+        return f"{typed} here is a folder, not a model: {folder_hint(there, f'./{typed}', quoted=True)}"
+    return None
 
 
 def family_here_error(typed: str, entry: str) -> ModelNotFoundError:

@@ -133,17 +133,11 @@ def parse_reference(text: str, base: Path | None = None) -> ModelRef:
 def _named_here_hint(raw: str, base: Path | None) -> str:
     """The hint for text that is no model name: the path that means a file or folder of that name here (in base,
     where given), as a bare name always means the registry's, else where the names are listed."""
-    import shlex
+    from localgen.model_file_errors import named_here_hint
 
     names = "see `localgen models list --all` for names"
-    there = base / raw if base is not None else Path(raw)
-    if is_existing_file(str(there)):
-        return f"for the file of that name here, use {shlex.quote(f'./{raw}')}; or {names}"
-    if is_existing_folder(str(there)):
-        from localgen.model_file_errors import folder_hint
-
-        return f"{raw} here is a folder, not a model: {folder_hint(there, f'./{raw}')}; or {names}"
-    return names
+    here = named_here_hint(raw, base / raw if base is not None else Path(raw))
+    return f"{here}; or {names}" if here else names
 
 
 def ollama_model(text: str) -> str | None:

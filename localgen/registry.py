@@ -187,22 +187,18 @@ class Registry:
         try:
             return self.get(ref.name, typed=ref.text)
         except ModelNotFoundError as exc:
-            from localgen.model_file_errors import family_here_error, folder_hint, model_file_here
+            from localgen.model_file_errors import family_here_error, model_file_here, named_here_hint
 
             family = self._sizes_of(ref.name.lower())
             if len(family) == 1:  # its one size is what the name means, but for a file or folder here of that name
                 raise family_here_error(ref.text, family[0]) from None
             here = model_file_here(ref.text)
-            if here == ref.text:
-                raise ModelNotFoundError(exc.message, hint=f"for the file of that name here, use ./{ref.text}; or "
-                                                           f"{exc.hint}") from None
-            if here is not None:
+            if here is not None and here != ref.text:
                 raise ModelNotFoundError(exc.message, hint=f"for the file {here} here, use ./{here}; or "
                                                            f"{exc.hint}") from None
-            if is_existing_folder(ref.text):
-                in_it = folder_hint(Path(ref.text), f"./{ref.text}")
-                raise ModelNotFoundError(exc.message, hint=f"{ref.text} here is a folder, not a model: {in_it}; or "
-                                                           f"{exc.hint}") from None
+            named = named_here_hint(ref.text, Path(ref.text))
+            if named is not None:
+                raise ModelNotFoundError(exc.message, hint=f"{named}; or {exc.hint}") from None
             if ref.name.endswith("gguf"):  # a Hub repo named without its owner
                 typed = ref.text.strip()  # its quant kept: ORG/NAME-GGUF:Q4_K_M
                 owner = f"a Hugging Face repo is named with its owner: ORG/{typed}"

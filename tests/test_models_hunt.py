@@ -100,7 +100,7 @@ def test_a_file_or_folder_here_whose_name_is_no_model_name_is_named_in_the_hint(
         hints[typed] = shown.stderr.partition("(hint: ")[2]
     names = "see `localgen models list --all` for names)\n"
     assert hints == {"my model": f"for the file of that name here, use './my model'; or {names}",
-                     "my models": f"my models here is a folder, not a model: did you mean ./my models/m-Q8_0.gguf?; "
+                     "my models": f"my models here is a folder, not a model: did you mean './my models/m-Q8_0.gguf'?; "
                                   f"or {names}",
                      "no such": names}, hints
 
@@ -288,3 +288,18 @@ def test_a_repo_none_of_whose_quants_fits_is_named_as_the_hub_spells_it(hub: tup
                                       "m-Q4_K_M.gguf": make_gguf_bytes("q4")})
     refused = run_cli({**env, "LOCALGEN_MEMORY_LIMIT": "8MiB"}, "pull", "acme/big-gguf")
     assert "acme/Big-GGUF:Q4_K_M" in refused.stderr and "acme/big-gguf" not in refused.stderr, refused.stderr
+
+
+def test_a_folder_here_whose_name_is_no_model_name_is_hinted_with_shell_quoted_paths(tmp_path: Path) -> None:
+    for folder in ("x'y", "my models"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "m-Q8_0.gguf").write_bytes(make_gguf_bytes("m"))
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "LOCALGEN_HOME": str(tmp_path / "home"), "LOCALGEN_OFFLINE": "1"}
+    hints = {}
+    for typed in ("x'y", "my models"):
+        shown = subprocess.run([sys.executable, "-m", "localgen", "models", "show", typed], env=env, cwd=tmp_path,
+                               capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert shown.returncode == 2, shown.stderr
+        hints[typed] = shown.stderr.partition("(hint: ")[2].partition("; or")[0]
+    assert hints == {"x'y": "x'y here is a folder, not a model: did you mean './x'\"'\"'y/m-Q8_0.gguf'?",
+                     "my models": "my models here is a folder, not a model: did you mean './my models/m-Q8_0.gguf'?"}
