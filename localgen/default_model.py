@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from localgen.errors import GGUFError, LocalgenError, UsageError
 from localgen.own_files import own_file_problem
-from localgen.registry import Registry, hub_target, load_registry, user_file_text
+from localgen.registry import Registry, hub_target, kept_hub_reference, load_registry, user_file_text
 from localgen.typed_paths import short_path
 
 if TYPE_CHECKING:
@@ -39,18 +39,8 @@ def default_setting(text: str, registry: Registry) -> tuple[str, bool]:
         with named_as_typed(text):
             validate_split(path)  # the header check -m makes: a file that is no GGUF model is no default
         return (spec.name if spec is not None else str(path)), True
-    setting = _kept_as(ref) if spec is None else f"{spec.name}:{ref.quant}" if ref.quant else spec.name
+    setting = kept_hub_reference(ref) if spec is None else f"{spec.name}:{ref.quant}" if ref.quant else spec.name
     return setting, _here(registry, ref, spec) is not None
-
-
-def _kept_as(ref: ModelRef) -> str:
-    """A Hub model as `[defaults] model` keeps it: as typed, but for an address of the HF_ENDPOINT mirror, which names
-    no model once HF_ENDPOINT changes: hf.co/ORG/REPO[:QUANT] or hf.co/ORG/REPO/FILE then, read with any endpoint."""
-    from localgen.references import HUB_PREFIXES, hub_prefixes
-
-    typed = ref.text.lower()
-    mirrored = ref.repo is not None and typed.startswith(hub_prefixes()) and not typed.startswith(HUB_PREFIXES)
-    return f"hf.co/{ref.canonical}" if mirrored else ref.text
 
 
 def entries_naming(setting: str, registry: Registry) -> list[str]:

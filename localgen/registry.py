@@ -16,6 +16,7 @@ from localgen.errors import ConfigError, LocalgenError, ModelNotFoundError, Usag
 from localgen.own_files import own_file_problem
 from localgen.params import CHAT_SETTINGS, stored_setting
 from localgen.references import (
+    HUB_PREFIXES,
     OLLAMA_HUB_HINT,
     ModelRef,
     OllamaAddressError,
@@ -84,7 +85,7 @@ class Registry:
                                   hint=f"name a model from `localgen models list --all` {fix}")
             return f"{ref.name}:{ref.quant}" if ref.quant else ref.name
         if ref.path is None:  # a Hub reference, as an address where a file of its text is here (-m's reading)
-            return f"hf.co/{ref.canonical}" if looks_like_path(ref.text) else ref.text
+            return kept_hub_reference(ref)
         return str(in_real_folder(source.parent / ref.path))  # as an entry's path =
 
     def get(self, name: str, *, typed: str | None = None) -> ModelSpec:
@@ -229,6 +230,15 @@ def _own_file(ref: ModelRef, spec: ModelSpec) -> ModelRef:
                          "no quants to choose from", hint=f"name it without a quant, {spec.name}; for another quant's "
                                                           "file, add an entry with its path")
     return replace(ref, path=spec.path)
+
+
+def kept_hub_reference(ref: ModelRef) -> str:
+    """A Hub model as `[defaults] model` keeps and gives it: as typed, but hf.co/ORG/REPO[:QUANT] or hf.co/ORG/REPO/FILE
+    (read with any endpoint) for an address of the HF_ENDPOINT mirror, which names no model once HF_ENDPOINT changes,
+    and for text that -m would read as a file here."""
+    typed = ref.text.lower()
+    mirrored = typed.startswith(hub_prefixes()) and not typed.startswith(HUB_PREFIXES)
+    return f"hf.co/{ref.canonical}" if mirrored or looks_like_path(ref.text) else ref.text
 
 
 def own_file_entry_for(text: str | None) -> ModelSpec | None:

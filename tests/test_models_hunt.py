@@ -303,3 +303,15 @@ def test_a_folder_here_whose_name_is_no_model_name_is_hinted_with_shell_quoted_p
         hints[typed] = shown.stderr.partition("(hint: ")[2].partition("; or")[0]
     assert hints == {"x'y": "x'y here is a folder, not a model: did you mean './x'\"'\"'y/m-Q8_0.gguf'?",
                      "my models": "my models here is a folder, not a model: did you mean './my models/m-Q8_0.gguf'?"}
+
+
+def test_a_default_written_as_the_mirrors_address_is_given_as_the_hubs_reference(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    server, env = hub
+    server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
+    assert run_cli(env, "pull", f"{REPO}:Q8_0").returncode == 0
+    config = Path(env["LOCALGEN_HOME"]) / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "models.toml").write_text(f'[defaults]\nmodel = "{server.url}/{REPO}/blob/main/{NAME}"\n')
+    shown = run_cli(env, "models", "default")
+    assert (shown.returncode, shown.stdout) == (0, f"hf.co/{REPO}/{NAME}\n"), shown.stderr
