@@ -59,14 +59,13 @@ def test_a_repo_typed_in_another_case_is_named_as_the_hub_spells_it_from_the_fir
 def test_the_hubs_addresses_over_http_or_with_www_are_the_hubs(hub: tuple[HubServer, dict[str, str]]) -> None:
     server, env = hub
     server.add_repo(REPO, {NAME: make_gguf_bytes("q8")})
-    paths = set()
-    for address in (f"http://huggingface.co/{REPO}/blob/main/{NAME}", f"https://www.huggingface.co/{REPO}",
-                    f"www.huggingface.co/{REPO}:q8_0", f"HTTP://HF.CO/{REPO}/resolve/main/{NAME}?download=true"):
-        pulled = run_cli(env, "pull", address)
-        assert pulled.returncode == 0, (address, pulled.stderr)
-        paths.add(pulled.stdout)
+    addresses = (f"http://huggingface.co/{REPO}/blob/main/{NAME}", f"https://www.huggingface.co/{REPO}",
+                 f"www.huggingface.co/{REPO}:q8_0", f"HTTP://HF.CO/{REPO}/resolve/main/{NAME}?download=true")
+    pulled = run_cli(env, "pull", *addresses)  # one after the other, in one process
+    assert pulled.returncode == 0 and pulled.stderr.endswith("localgen: pulled all 4 models\n"), pulled.stderr
+    paths = pulled.stdout.splitlines()
     whole = [r for r in server.answered() if r.method == "GET" and r.path.endswith(NAME) and r.range is None]
-    assert len(paths) == 1 and len(whole) == 1, (paths, whole)
+    assert len(paths) == 4 and len(set(paths)) == 1 and len(whole) == 1, (paths, whole)
     other = run_cli(env, "pull", f"http://example.com/{REPO}")
     assert other.returncode == 2 and "is not an address on the Hugging Face Hub" in other.stderr, other.stderr
 
