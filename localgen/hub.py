@@ -145,7 +145,8 @@ def _fetch_listing(repo: str) -> HubListing:
     if is_offline():
         raise offline_error(repo, None, None, None)
     repo = cached_spelling(repo)  # one listing (and one request) whatever the case it was typed in
-    kept = _listings.get(repo.lower()) if _listings is not None else None  # the Hub's repo ids ignore case
+    key = repo.lower()  # the Hub's repo ids ignore case
+    kept = _listings.get(key) if _listings is not None else None
     if isinstance(kept, LocalgenError):
         raise copy.copy(kept) from kept.__cause__  # its own copy: a handler may add to its words
     if kept is not None:
@@ -155,10 +156,10 @@ def _fetch_listing(repo: str) -> HubListing:
         listing = _request_listing(repo)
     except LocalgenError as exc:
         if _listings is not None:
-            _listings[repo.lower()] = exc
+            _listings[key] = exc
         raise
     if _listings is not None:
-        _listings[repo.lower()] = listing
+        _listings[key] = listing
     return listing
 
 
