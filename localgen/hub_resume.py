@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from localgen import console, download_progress
+from localgen.errors import HubError
 from localgen.hub_cache import (
     blob_lock_path,
     blob_of,
@@ -29,13 +30,15 @@ from localgen.hub_verify import ChecksumMismatch, check_checksum
 from localgen.storage import fsync_file, fsync_folder
 from localgen.units import binary_size
 
+T = TypeVar("T")
+
 if TYPE_CHECKING:
     from localgen.download_progress import Display
     from localgen.hub_types import HubFile
 
 
 DOWNLOAD_PIECE = 1024 * 1024  # the bytes a download reads, counts on its progress bar and writes at a time
-SNAPSHOT_FOLDER_TRIES = 5  # a snapshot folder made for a link that a models rm beside it prunes (empty) is made again
+FOLDER_TRIES = 5  # a folder a download writes into that a models rm beside it prunes (empty) is made again so often
 
 
 def resumable(f: HubFile) -> bool:
@@ -129,14 +132,8 @@ def link_into_snapshot(pointer: Path, blob: Path, *, new_blob: bool) -> None:
 
     if pointer.is_symlink() and blob_of(pointer) == blob:
         return
-    for tries_left in reversed(range(SNAPSHOT_FOLDER_TRIES)):
-        pointer.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            _create_symlink(str(blob), str(pointer), new_blob=new_blob)  # replaces what the entry was: a link, a copy
-            break
-        except FileNotFoundError:  # the folder, empty until now, went: a models rm of another file of it pruned it
-            if not tries_left or pointer.parent.is_dir() or not blob.exists():
-                raise
+    in_made_folder(pointer.parent, lambda: _create_symlink(str(blob), str(pointer), new_blob=new_blob),  # replaces
+                   source=blob)  # what the entry was: a link, or a copy
     _create_cachedir_tag(hub_cache_dir())  # as hf_hub_download tags the cache for backup tools to skip
 
 
@@ -162,20 +159,32 @@ def _opened(partial: Path, *, fresh: bool, size: int) -> Iterator[BinaryIO]:
 
 
 def _open_partial(partial: Path) -> BinaryIO:
-    """The partial copy opened for reading and writing, made with its folder where missing. A models rm of another of
-    the repo's files removes blobs/ and the repo's folder once empty, but not while a download holds its lock: one
-    that removed them as this download took its lock is answered by making them once more."""
-    try:
-        return _made_and_opened(partial)
-    except FileNotFoundError:
-        return _made_and_opened(partial)
+    """The partial copy opened for reading and writing, made with its folder where missing (in_made_folder: a models
+    rm of another of the repo's files removes blobs/ once empty, but not while a download holds its lock)."""
+    return in_made_folder(partial.parent, lambda: _made_and_opened(partial))
 
 
 def _made_and_opened(partial: Path) -> BinaryIO:
-    """The partial copy, made with its folder where missing, opened for reading and writing."""
-    partial.parent.mkdir(parents=True, exist_ok=True)
+    """The partial copy, made where missing, opened for reading and writing."""
     partial.touch()
     return partial.open("r+b")  # by its path: huggingface_hub may hand handle.name to another downloader
+
+
+def in_made_folder(folder: Path, write: Callable[[], T], *, source: Path | None = None) -> T:
+    """write()'s result, folder made before it, and made again where a models rm beside this download pruned it
+    (empty) meanwhile, up to FOLDER_TRIES times; source: a file write reads, whose loss is no prune's."""
+    for tries_left in reversed(range(FOLDER_TRIES)):
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            return write()
+        except FileNotFoundError as exc:
+            if source is not None and not source.exists():
+                raise
+            if not tries_left:
+                raise HubError(f"{folder} was removed {FOLDER_TRIES} times as this download wrote into it",
+                               hint="let the `localgen models rm` of its repo's other files end, then pull "
+                                    "again") from exc
+    raise AssertionError("unreachable")
 
 
 def _get(repo: str, revision: str, f: HubFile, handle: BinaryIO, display: Display) -> int:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from hub_server import REPO_ROOT, HubEnv, HubRepo, HubServer, make_gguf_bytes, run_cli
 
+from localgen.errors import HubError
 from localgen.units import binary_size
 
 REPO = "acme/Tiny-GGUF"
@@ -314,3 +315,60 @@ def test_a_default_written_as_the_mirrors_address_is_given_as_the_hubs_reference
     (config / "models.toml").write_text(f'[defaults]\nmodel = "{server.url}/{REPO}/blob/main/{NAME}"\n')
     shown = run_cli(env, "models", "default")
     assert (shown.returncode, shown.stdout) == (0, f"hf.co/{REPO}/{NAME}\n"), shown.stderr
+
+
+def _link_with(hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, before: Callable[[Path, Path, int], None]) -> Path:
+    """A download of the Q4_K_M quant, its link into the snapshot made after before(blob, link, try number)."""
+    from huggingface_hub import file_download
+
+    from localgen import hub
+
+    hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("q8"), "tiny-Q4_K_M.gguf": make_gguf_bytes("q4")})
+    real, tries = file_download._create_symlink, [0]
+
+    def linked(src: str, dst: str, new_blob: bool = False) -> None:
+        tries[0] += 1
+        before(Path(src), Path(dst), tries[0])
+        real(src, dst, new_blob)
+
+    monkeypatch.setattr(file_download, "_create_symlink", linked)
+    (path,) = hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    return path
+
+
+def test_a_link_whose_folder_another_pull_made_again_after_a_prune_is_made(hubenv: HubEnv,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    def pruned_then_made_again(blob: Path, link: Path, tries: int) -> None:
+        """The folder pruned as the link is made, and made again by another pull before this one looks."""
+        if tries == 1:
+            link.parent.rmdir()
+            with pytest.raises(FileNotFoundError):
+                os.symlink(blob, link)
+            link.parent.mkdir()
+            raise FileNotFoundError(2, "No such file or directory", str(link))
+
+    path = _link_with(hubenv, monkeypatch, pruned_then_made_again)
+    assert path.read_bytes() == make_gguf_bytes("q4")
+
+
+def test_a_link_to_a_blob_that_went_is_not_made(hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    def blob_gone(blob: Path, link: Path, tries: int) -> None:
+        """The blob and the folder gone as the link is made: no prune of an empty folder, no link to make again."""
+        (link.parent / blob).resolve().unlink()
+        link.parent.rmdir()
+
+    with pytest.raises(HubError) as refused:
+        _link_with(hubenv, monkeypatch, blob_gone)
+    assert "FileNotFoundError" in refused.value.message, refused.value.message
+
+
+def test_a_link_whose_folder_is_pruned_each_time_ends_with_a_hint(hubenv: HubEnv,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    def pruned(blob: Path, link: Path, tries: int) -> None:
+        """A models rm beside the download prunes the empty folder each time it is made."""
+        link.parent.rmdir()
+
+    with pytest.raises(HubError) as refused:
+        _link_with(hubenv, monkeypatch, pruned)
+    assert "was removed 5 times as this download wrote into it" in refused.value.message, refused.value.message
+    assert refused.value.hint.startswith("let the `localgen models rm`"), refused.value.hint
