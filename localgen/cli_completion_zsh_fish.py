@@ -34,8 +34,10 @@ ZSH_SCRIPT = """\
         for offered in "${words_offered[@]}"; do
             while [[ ${offered[1,${#common}]} != "$common" ]]; do common=${common[1,-2]}; done
         done
-        # answers that part ways within the word typed, in its case (notes, NOTES for no): listed, the word kept
-        (( ${#words_offered} > 1 )) && [[ ${(L)common[1,${#PREFIX}]} != "${(L)PREFIX}" ]] && compstate[insert]=''
+        # answers that part ways within the word typed, in its case (notes, NOTES for no): listed, the word kept, on
+        # the first Tab alone (a second one, or menu_complete, goes through them)
+        (( ${#words_offered} > 1 )) && [[ ${(L)common[1,${#PREFIX}]} != "${(L)PREFIX}" ]] \\
+            && [[ $compstate[insert] == *unambiguous* ]] && compstate[insert]=''
     else
         [[ $PREFIX == --*=* ]] && compset -P '*='  # --model=./no: the file's name after the =
         _files

@@ -39,6 +39,15 @@ def test_zsh_keeps_the_word_typed_where_the_names_it_matches_differ_in_case_with
         "localgen conversations show no", "localgen run --conversation NOTE"]
 
 
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="needs zsh")
+def test_zsh_s_second_tab_goes_through_names_that_differ_in_case_within_the_word(notes_and_notes: Path) -> None:
+    """Every Tab kept the word typed where the names it matches differ in case within it, so a second Tab never went
+    through them: `conversations show no` Tab Tab stayed no, and `show notes` Tab Tab stayed notes."""
+    assert _zsh_or_fish_lines("zsh", notes_and_notes, "localgen conversations show no\t",
+                              "localgen conversations show notes\t") == [
+        "localgen conversations show NOTES", "localgen conversations show NOTES"]
+
+
 @pytest.mark.parametrize("shell", _shells("bash", "zsh", "fish"))
 def test_a_conversation_given_already_leaves_the_one_named_in_another_case_offered(notes_and_notes: Path,
                                                                                      shell: str) -> None:
