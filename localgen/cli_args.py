@@ -44,22 +44,14 @@ def with_group_options_last(group: str, subcommand: str, options: list[Any]) -> 
         end = _command_line.index(subcommand, start)
     except ValueError:
         return None
-    names = [name for option in options for name in (*option.opts, *option.secondary_opts)]
-    flags = {name for option in options if option.is_flag for name in (*option.opts, *option.secondary_opts)}
+    takes_value = arity(options)
     moved: list[str] = []
     kept: list[str] = []
-    at = start
-    while at < end:
-        word = _command_line[at]
-        stuck = any(len(name) == 2 and word.startswith(name) for name in names)  # -n2
-        if word.partition("=")[0] not in names and not stuck:
-            kept.append(word)
-        elif word in names and word not in flags and at + 1 < end:  # -n 2: its value with it
-            moved += _command_line[at:at + 2]
-            at += 1
-        else:
-            moved.append(word)
-        at += 1
+    words = kept
+    for word, part in read_words(_command_line[start:end], takes_value):
+        if part != "value":  # a value goes with its option
+            words = moved if part == "option" and is_option(word, takes_value) else kept
+        words.append(word)
     return [*_command_line[:start], *kept, *_command_line[end:], *moved]
 
 
