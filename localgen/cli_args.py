@@ -38,7 +38,8 @@ def command_line_with(option: str, word: str, inserted: str) -> list[str] | None
 
 def with_group_options_last(group: str, subcommand: str, options: list[Any]) -> list[str] | None:
     """The command line being run with a group's options given before its subcommand (`conversations -n 2 list`),
-    their values too, moved to the end (`conversations list -n 2`), or None where the two names are not found in it."""
+    their values too, moved to right after it (`conversations list -n 2`): before its own options, which click takes
+    last where one is given twice, and before a -- after it; None where the two names are not found in it."""
     try:
         start = _command_line.index(group) + 1
         end = _command_line.index(subcommand, start)
@@ -52,7 +53,7 @@ def with_group_options_last(group: str, subcommand: str, options: list[Any]) -> 
         if part != "value":  # a value goes with its option
             words = moved if part == "option" and is_option(word, takes_value) else kept
         words.append(word)
-    return [*_command_line[:start], *kept, *_command_line[end:], *moved]
+    return [*_command_line[:start], *kept, subcommand, *moved, *_command_line[end + 1:]]
 
 
 def given_after_double_dash(app: typer.Typer, word: str) -> bool:

@@ -96,7 +96,7 @@ def test_llama_cli_s_no_op_offload_is_named_rather_than_read_as_a_token_limit(co
     (["conversations", "--json", "-n", "2", "list"], "--json before `list` would be ignored",
      "localgen conversations list --json -n 2"),
     (["models", "--json", "list", "--all"], "--json before `list` would be ignored",
-     "localgen models list --all --json"),
+     "localgen models list --json --all"),
 ])
 def test_a_group_s_option_before_its_subcommand_is_hinted_the_command_with_it_after(typed: list[str], error: str,
                                                                                      hint: str) -> None:
@@ -128,3 +128,24 @@ def test_help_completes_after_the_words_help_takes_as_help_does() -> None:
     assert offered("localgen help help co") == ["conversations"]
     assert offered("localgen help conversations help ") == [":no-files"]
     assert run_localgen("help", "conversations", "help", "list").returncode == 2
+
+
+@pytest.mark.parametrize(("typed", "hint"), [
+    (["conversations", "--json", "show", "--", "-x"], "localgen conversations show --json -- -x"),
+    (["models", "--all", "--json", "list", "--"], "localgen models list --all --json --"),
+])
+def test_a_group_s_option_moved_after_its_subcommand_goes_before_the_double_dash(typed: list[str], hint: str) -> None:
+    """The moved options went at the end, after the -- that ends the options, so the hinted command was refused in
+    turn: `conversations show -- -x --json` (unexpected extra argument(s) (--json))."""
+    result = run_localgen(*typed)
+    assert (result.returncode, result.out) == (2, "")
+    assert result.err.endswith(f"(hint: put it after: {hint})\n"), result.err
+    assert "extra argument" not in run_localgen(*hint.split()[1:]).err
+
+
+def test_a_group_s_option_moved_after_its_subcommand_yields_to_the_same_option_typed_after_it(tmp_path: Path) -> None:
+    """`conversations -n 2 list -n 3` hinted `list -n 3 -n 2`, where click takes the last: the list typed with -n 3
+    after list, which wins over the -n 2 before it, would list 2."""
+    result = run_localgen("conversations", "-n", "2", "list", "-n", "3", env=_env(tmp_path))
+    assert (result.returncode, result.out) == (2, "")
+    assert result.err.endswith("(hint: put it after: localgen conversations list -n 2 -n 3)\n"), result.err
