@@ -70,6 +70,9 @@ _HF_REPO = "localgen's is -m ORG/REPO[:QUANT]"
 _HF_FILE = "localgen's is -m ORG/REPO/FILE.gguf"
 _ONE_SEQUENCE = "localgen runs one sequence, its prompt in batches of --batch-size N: drop it"
 _NO_DRAFT_MODEL = "localgen drafts from the prompt with --draft lookup, no second model"
+_FIT = "localgen fits the quant, GPU layers and context to this machine itself (`localgen fit MODEL` shows it): drop it"
+_CHECKPOINTS = "localgen keeps one sequence's KV cache, its prefix reused where the next prompt shares it: drop it"
+_LAYERS = "localgen offloads whole layers: --gpu-layers N sets how many, --no-gpu none"
 _NO_LOG = "localgen prints no log (LOCALGEN_DEBUG=1 shows llama.cpp's)"
 _MMAP = "localgen memory-maps the model file, as llama.cpp does by default, and leaves its pages to the OS: drop it"
 _NO_MIROSTAT = "localgen has no Mirostat: --temperature, --top-k, --top-p and --min-p set how it samples"
@@ -173,8 +176,7 @@ OTHER_TOOLS_OPTIONS = {
     **dict.fromkeys(("-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"),  # -n gld: a token limit
                     ("llama-cli", "the draft model's GPU layers", _NO_DRAFT_MODEL)),
     **dict.fromkeys(("-cmoe", "--cpu-moe", "-ncmoe", "--n-cpu-moe"),  # -c moe, -n cmoe
-                    ("llama-cli", "keeping a mixture of experts' weights on the CPU",
-                     "localgen offloads whole layers: --gpu-layers N sets how many, --no-gpu none")),
+                    ("llama-cli", "keeping a mixture of experts' weights on the CPU", _LAYERS)),
     **dict.fromkeys(("-nr", "--no-repack"), ("llama-cli", "leaving the weights unrepacked",  # -n r: a token limit
                                              "localgen lets llama.cpp repack them for the CPU where it can: drop it")),
     **dict.fromkeys(("-nkvo", "--no-kv-offload"), ("llama-cli", "keeping the KV cache off the GPU",  # -n kvo
@@ -210,6 +212,26 @@ OTHER_TOOLS_OPTIONS = {
     "--no-perf": ("llama-cli", "leaving out its timings", "localgen prints timings only with --stats: drop it"),
     "--simple-io": ("llama-cli", "plain input and output for scripts",
                     "localgen run reads stdin and writes the answer alone to stdout: drop it"),
+    # llama.cpp's short options that begin with one of localgen's that take a value (-fit as -f it, -cram as -c ram)
+    **dict.fromkeys(("-fit", "--fit", "-fitt", "--fit-target", "-fitc", "--fit-ctx"),  # -f it: a file "it"
+                    ("llama-cli", "fitting the settings to the device memory", _FIT)),
+    **dict.fromkeys(("-fitp", "--fit-print"), ("llama-fit-params", "printing the memory needed", _FIT)),
+    **dict.fromkeys(("-cram", "--cache-ram"), ("llama-cli", "a cache of prompts' states", _PROMPT_CACHE)),  # -c ram
+    **dict.fromkeys(("-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"), ("llama-cli", "the context's checkpoints",
+                                                                           _CHECKPOINTS)),  # -c txcp: --continue
+    **dict.fromkeys(("-cms", "--checkpoint-min-step"), ("llama-server", "the context's checkpoints", _CHECKPOINTS)),
+    **dict.fromkeys(("-cmoed", "--cpu-moe-draft", "-ncmoed", "--n-cpu-moe-draft", "-ctkd", "--cache-type-k-draft",
+                     "-ctvd", "--cache-type-v-draft"), ("llama-cli", "the draft model's settings", _NO_DRAFT_MODEL)),
+    **dict.fromkeys(("-ncffn", "--n-cpu-ffn"), ("llama-cli", "keeping dense FFN weights on the CPU", _LAYERS)),
+    **dict.fromkeys(("-mmdev", "--mmproj-device"), ("llama-cli", "a multimodal projector's device", _TEXT_ONLY)),
+    **dict.fromkeys(("-cl", "--cache-list"), ("llama-cli", "listing the models in its cache",
+                                              "localgen's is `localgen models list`")),
+    **dict.fromkeys(("-npl", "-npp", "-ntg", "-tgs"), ("llama-batched-bench", "batched benchmarks",
+                                                       "`localgen bench` measures prefill (-p), decode (-n), TTFT")),
+    **dict.fromkeys(("-ns", "--sequences"), ("llama-parallel", "parallel sequences", _ONE_SEQUENCE)),
+    **dict.fromkeys(("-no-kvu", "--no-kv-unified"), ("llama-server", "a KV buffer per sequence", _ONE_SEQUENCE)),
+    **dict.fromkeys(("-sps", "--slot-prompt-similarity", "-to", "--timeout", "-no-ag", "--no-agent"),
+                    ("llama-server", "its server", _NO_SERVER)),
 }
 HUB_REPO_OPTIONS = {"-hf", "-hfr", "--hf-repo"}  # their value is what -m takes
 _RUN_ONLY = {  # where chat has no like
@@ -227,7 +249,7 @@ LLAMA_BENCH_OPTIONS = {
        for name in ("-fa", "-ub", "-b", "-ctk", "--cache-type-k", "-ctv", "--cache-type-v", "-nkvo",
                     "--no-kv-offload", "-mg", "--main-gpu", "-ts", "--tensor-split", "-sm", "--split-mode", "-ncmoe",
                     "--n-cpu-moe", "-dev", "--device", "-hf", "-hfr", "--hf-repo", "-hff", "--hf-file", "-hft",
-                    "--hf-token", "-nopo", "--no-op-offload")},
+                    "--hf-token", "-nopo", "--no-op-offload", "-fitt", "--fit-target", "-fitc", "--fit-ctx")},
     **dict.fromkeys(("-rpc", "--rpc"), ("llama-bench", "offloading to RPC servers", _NO_RPC)),
     "-mmp": ("llama-bench", "memory-mapping the model", "localgen bench has no such setting: drop it"),
     "-o": ("llama-bench", "an output format", "localgen's is --json; the default is a table"),

@@ -149,3 +149,55 @@ def test_a_group_s_option_moved_after_its_subcommand_yields_to_the_same_option_t
     result = run_localgen("conversations", "-n", "2", "list", "-n", "3", env=_env(tmp_path))
     assert (result.returncode, result.out) == (2, "")
     assert result.err.endswith("(hint: put it after: localgen conversations list -n 2 -n 3)\n"), result.err
+
+
+# The short options of llama.cpp's common/arg.cpp (llama-cli, llama-server and its other programs) and of
+# tools/llama-bench/llama-bench.cpp, as its vendored source in llama-cpp-python 0.3.36 spells them.
+LLAMA_CPP_SHORT_OPTIONS = [
+    "-C", "-Cb", "-Cbd", "-Cd", "-Cr", "-Crb", "-Crbd", "-Crd", "-a", "-ag", "-b", "-bf", "-bs", "-c", "-cb", "-cl",
+    "-cmoe", "-cmoed", "-cms", "-cnv", "-co", "-cram", "-ctk", "-ctkd", "-ctv", "-ctvd", "-ctxcp", "-decay-epochs",
+    "-dev", "-devd", "-dr", "-dt", "-e", "-epochs", "-f", "-fa", "-fit", "-fitc", "-fitp", "-fitt", "-gan", "-gaw",
+    "-h", "-hf", "-hfd", "-hff", "-hfr", "-hfrd", "-hft", "-i", "-if", "-j", "-jf", "-kvo", "-kvu", "-l", "-lcd",
+    "-lcs", "-lm", "-lr", "-lr-min", "-lv", "-lzm", "-m", "-md", "-mg", "-mli", "-mm", "-mmdev", "-mmu", "-mu", "-n",
+    "-ncffn", "-ncmoe", "-ncmoed", "-ngl", "-ngld", "-nkvo", "-no-ag", "-no-cnv", "-no-kvu", "-nocb", "-np", "-npl",
+    "-npp", "-nr", "-ns", "-ntg", "-o", "-ofreq", "-opt", "-ot", "-otd", "-p", "-pps", "-ptc", "-r", "-rea", "-s",
+    "-sm", "-sp", "-sps", "-st", "-sys", "-sysf", "-t", "-tb", "-tbd", "-td", "-tgs", "-to", "-ts", "-ub", "-v",
+    "-val-split", "-wd"
+]
+LLAMA_BENCH_SHORT_OPTIONS = [
+    "-C", "-b", "-ctk", "-ctv", "-d", "-dev", "-embd", "-fa", "-fitc", "-fitt", "-h", "-hf", "-hff", "-hfr", "-hft",
+    "-lm", "-lzm", "-m", "-mg", "-n", "-ncmoe", "-ngl", "-nkvo", "-nopo", "-o", "-oe", "-ot", "-p", "-pg", "-r", "-rpc",
+    "-sm", "-t", "-ts", "-ub", "-v"
+]
+
+
+@pytest.mark.parametrize(("command", "theirs"), [("run", LLAMA_CPP_SHORT_OPTIONS), ("chat", LLAMA_CPP_SHORT_OPTIONS),
+                                                 ("bench", LLAMA_BENCH_SHORT_OPTIONS)])
+def test_every_llama_cpp_short_option_that_starts_as_one_of_localgen_s_with_a_value_is_named(
+        command: str, theirs: list[str]) -> None:
+    """llama.cpp's -fit, -cram and -ctxcp were read as localgen's -f and -c with a value stuck on (-f it, -c ram): each
+    of its short options that begins with a short option of localgen's that takes a value is localgen's own or named."""
+    from localgen.cli import app
+    from localgen.cli_args import option_arity
+    from localgen.other_tools import OPTIONS_OF_OTHER_TOOLS
+
+    takes_value = option_arity(app, command)
+    misread = [option for option in theirs if len(option) > 2 and takes_value.get(option[:2]) and
+               option not in takes_value and option not in OPTIONS_OF_OTHER_TOOLS[command]]
+    assert misread == []
+
+
+@pytest.mark.parametrize(("command", "typed", "error"), [
+    ("run", ["-fit", "off", "hi"], "-fit is llama-cli's option for fitting the settings to the device memory"),  # -f it
+    ("run", ["-cram", "0", "hi"], "-cram is llama-cli's option for a cache of prompts' states"),  # -c ram: --continue
+    ("run", ["-ctxcp", "4", "hi"], "-ctxcp is llama-cli's option for the context's checkpoints"),
+    ("chat", ["-fitt", "1024"], "-fitt is llama-cli's option for fitting the settings to the device memory"),
+    ("bench", ["-fitc", "512"], "-fitc is llama-bench's option for fitting the settings to the device memory"),
+])
+def test_llama_cpp_s_fit_and_cache_options_are_named(tmp_path: Path, command: str, typed: list[str],
+                                                     error: str) -> None:
+    """run -fit off hi was read as -f it (no such file: it), and -cram 0 hi as -c ram, whose hint `localgen run
+    --continue 'ram 0 hi'` continued the last run and saved a conversation; bench -fitc was no such option."""
+    result = run_localgen(command, *typed, env=_env(tmp_path))
+    assert (result.returncode, result.out) == (2, "")
+    assert result.err.startswith(f"localgen: error: {error} (hint: "), result.err
