@@ -71,6 +71,8 @@ _HF_FILE = "localgen's is -m ORG/REPO/FILE.gguf"
 _ONE_SEQUENCE = "localgen runs one sequence, its prompt in batches of --batch-size N: drop it"
 _NO_DRAFT_MODEL = "localgen drafts from the prompt with --draft lookup, no second model"
 _FIT = "localgen fits the quant, GPU layers and context to this machine itself (`localgen fit MODEL` shows it): drop it"
+_OP_OFFLOAD = "localgen leaves that to llama.cpp's default: drop it"
+_NO_RPC = "localgen runs the model in its own process, on this machine: drop it"
 _CHECKPOINTS = "localgen keeps one sequence's KV cache, its prefix reused where the next prompt shares it: drop it"
 _LAYERS = "localgen offloads whole layers: --gpu-layers N sets how many, --no-gpu none"
 _NO_LOG = "localgen prints no log (LOCALGEN_DEBUG=1 shows llama.cpp's)"
@@ -182,8 +184,10 @@ OTHER_TOOLS_OPTIONS = {
     **dict.fromkeys(("-nkvo", "--no-kv-offload"), ("llama-cli", "keeping the KV cache off the GPU",  # -n kvo
                                                    "localgen keeps it on the GPU with the offloaded layers, as "
                                                    "llama.cpp does; --gpu-layers N or --no-gpu set the offload")),
-    **dict.fromkeys(("-nopo", "--no-op-offload"), ("llama-cli", "keeping operations off the GPU",  # -n opo
-                                                   "localgen leaves that to llama.cpp's default: drop it")),
+    "--op-offload": ("llama-cli", "offloading operations to the GPU", _OP_OFFLOAD),
+    "--no-op-offload": ("llama-cli", "keeping operations off the GPU", _OP_OFFLOAD),
+    "-nopo": ("llama-bench", "keeping operations off the GPU", _OP_OFFLOAD),  # -n opo: a token limit
+    "--rpc": ("llama-cli", "offloading to RPC servers", _NO_RPC),
     **dict.fromkeys(("-hft", "--hf-token"), ("llama-cli", "a Hugging Face token",
                                              "localgen reads HF_TOKEN, or the token `hf auth login` saved")),
     "--mlock": ("llama-cli", "locking the model in RAM", _MMAP),
@@ -243,7 +247,6 @@ _RUN_ONLY = {  # where chat has no like
 # llama-bench's options that `localgen bench` spells otherwise or has not; several would otherwise be read as one of
 # its short options with a value stuck to it: -mmp as -m mp (a model named mp), -mg as -m g, -rpc as -r pc, -ts as
 # -t s, -nopo as -n opo. -ngl is bench's own, as run's.
-_NO_RPC = "localgen runs the model in its own process, on this machine: drop it"
 LLAMA_BENCH_OPTIONS = {
     **{name: ("llama-bench", *OTHER_TOOLS_OPTIONS[name][1:])
        for name in ("-fa", "-ub", "-b", "-ctk", "--cache-type-k", "-ctv", "--cache-type-v", "-nkvo",

@@ -86,8 +86,23 @@ def test_llama_cli_s_no_op_offload_is_named_rather_than_read_as_a_token_limit(co
     """run -nopo was read as -n opo: 'opo' is not a valid integer."""
     result = run_localgen(command, "-nopo", "hi")
     assert (result.returncode, result.out) == (2, "")
-    assert result.err.startswith("localgen: error: -nopo is llama-cli's option for keeping operations off the GPU "
+    assert result.err.startswith("localgen: error: -nopo is llama-bench's option for keeping operations off the GPU "
                                  "(hint: localgen leaves that to llama.cpp's default: drop it)"), result.err
+
+
+@pytest.mark.parametrize("command", ["run", "chat"])
+@pytest.mark.parametrize(("typed", "error"), [
+    (["-nopo"], "-nopo is llama-bench's option for keeping operations off the GPU"),  # llama-cli has no -nopo
+    (["--op-offload"], "--op-offload is llama-cli's option for offloading operations to the GPU"),
+    (["--rpc", "127.0.0.1:50052"], "--rpc is llama-cli's option for offloading to RPC servers"),
+])
+def test_llama_cli_s_op_offload_and_rpc_are_named_as_the_program_s_whose_they_are(command: str, typed: list[str],
+                                                                                   error: str) -> None:
+    """-nopo was named llama-cli's, though it is llama-bench's alone, and llama-cli's --op-offload and --rpc got a plain
+    `no such option`."""
+    result = run_localgen(command, *typed, "hi")
+    assert (result.returncode, result.out) == (2, "")
+    assert result.err.startswith(f"localgen: error: {error} (hint: "), result.err
 
 
 @pytest.mark.parametrize(("typed", "error", "hint"), [
