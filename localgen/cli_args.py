@@ -13,12 +13,15 @@ import typer.main
 
 Part = Literal["option", "value", "word", "end", "after"]  # an option's name, its value, an argument, --, after --
 _command_line: list[str] = []  # the words run_app was given (main's argv, which need not be sys.argv)
+_help_added: list[bool] = [False]  # whether the last of them is the --help that `localgen help WORDS` became
 _built: weakref.WeakKeyDictionary[typer.Typer, tuple[tuple, Any]] = weakref.WeakKeyDictionary()
 
 
-def remember_command_line(args: list[str]) -> None:
-    """Keep the command line being run, for what its parsed values do not tell (a word given after --)."""
+def remember_command_line(args: list[str], *, help_added: bool = False) -> None:
+    """Keep the command line being run, for what its parsed values do not tell (a word given after --); help_added:
+    its last word is the --help that `localgen help WORDS` became, which nobody typed."""
     _command_line[:] = args
+    _help_added[0] = help_added
 
 
 def given_right_after(option: str, word: str) -> bool:
@@ -53,7 +56,8 @@ def with_group_options_last(group: str, subcommand: str, options: list[Any]) -> 
         if part != "value":  # a value goes with its option
             words = moved if part == "option" and is_option(word, takes_value) else kept
         words.append(word)
-    return [*_command_line[:start], *kept, subcommand, *moved, *_command_line[end + 1:]]
+    typed_after = _command_line[end + 1:len(_command_line) - int(_help_added[0])]  # (not the --help help added)
+    return [*_command_line[:start], *kept, subcommand, *moved, *typed_after]
 
 
 def given_after_double_dash(app: typer.Typer, word: str) -> bool:

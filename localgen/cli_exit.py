@@ -77,7 +77,7 @@ def run_app(app: typer.Typer, args: list[str], *, help_asked: bool = False) -> i
     --help (_help_as_option), where a word after a command's name is no subcommand of it."""
     from localgen.cli_args import remember_command_line
 
-    remember_command_line(args)
+    remember_command_line(args, help_added=help_asked)
     return without_traceback(lambda: _parsed_and_run(app, args, help_asked=help_asked))
 
 

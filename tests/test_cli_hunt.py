@@ -216,3 +216,16 @@ def test_llama_cpp_s_fit_and_cache_options_are_named(tmp_path: Path, command: st
     result = run_localgen(command, *typed, env=_env(tmp_path))
     assert (result.returncode, result.out) == (2, "")
     assert result.err.startswith(f"localgen: error: {error} (hint: "), result.err
+
+
+@pytest.mark.parametrize(("typed", "hint"), [
+    (["help", "conversations", "-n", "2", "list"], "localgen conversations list -n 2"),
+    (["conversations", "-n", "2", "list", "--help"], "localgen conversations list -n 2 --help"),  # typed: kept
+])
+def test_a_group_s_option_before_its_subcommand_is_hinted_without_a_help_nobody_typed(typed: list[str],
+                                                                                     hint: str) -> None:
+    """`localgen help conversations -n 2 list` hinted `localgen conversations list -n 2 --help`: the --help that help
+    WORDS becomes, which was never typed."""
+    result = run_localgen(*typed)
+    assert (result.returncode, result.out) == (2, "")
+    assert result.err.endswith(f"(hint: put it after: {hint})\n"), result.err
