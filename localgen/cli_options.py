@@ -310,7 +310,7 @@ def misplaced_option(ctx: typer.Context, param: str = "json_output") -> None:
         taken = {p.name for p in command.params}  # (the group's options the subcommand takes move together)
         typed = with_group_options_last(ctx.info_name or "", name, [p for p in ctx.command.params if p.name in taken])
         after = shlex.join(["localgen", *typed]) if typed else f"{where} ... {option}"
-        raise UsageError(f"{option} before `{name}` would be ignored", hint=f"put it after: {after}")
+        raise UsageError(f"{option} before `{name}` would be ignored", hint=f"put it after: `{after}`")
     if option == "--json":
         raise UsageError(f"`{where}` has no JSON output", hint="drop --json")
     raise UsageError(f"`{where}` has no {option} option", hint=f"drop {option}")

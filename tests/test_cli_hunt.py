@@ -119,7 +119,7 @@ def test_a_group_s_option_before_its_subcommand_is_hinted_the_command_with_it_af
     command it gave was refused in turn."""
     result = run_localgen(*typed)
     assert (result.returncode, result.out) == (2, "")
-    assert result.err == f"localgen: error: {error} (hint: put it after: {hint})\n", result.err
+    assert result.err == f"localgen: error: {error} (hint: put it after: `{hint}`)\n", result.err
     assert run_localgen(*hint.split()[1:]).returncode == 0
 
 
@@ -154,7 +154,7 @@ def test_a_group_s_option_moved_after_its_subcommand_goes_before_the_double_dash
     turn: `conversations show -- -x --json` (unexpected extra argument(s) (--json))."""
     result = run_localgen(*typed)
     assert (result.returncode, result.out) == (2, "")
-    assert result.err.endswith(f"(hint: put it after: {hint})\n"), result.err
+    assert result.err.endswith(f"(hint: put it after: `{hint}`)\n"), result.err
     assert "extra argument" not in run_localgen(*hint.split()[1:]).err
 
 
@@ -163,7 +163,7 @@ def test_a_group_s_option_moved_after_its_subcommand_yields_to_the_same_option_t
     after list, which wins over the -n 2 before it, would list 2."""
     result = run_localgen("conversations", "-n", "2", "list", "-n", "3", env=_env(tmp_path))
     assert (result.returncode, result.out) == (2, "")
-    assert result.err.endswith("(hint: put it after: localgen conversations list -n 2 -n 3)\n"), result.err
+    assert result.err.endswith("(hint: put it after: `localgen conversations list -n 2 -n 3`)\n"), result.err
 
 
 # The short options of llama.cpp's common/arg.cpp (llama-cli, llama-server and its other programs) and of
@@ -228,4 +228,4 @@ def test_a_group_s_option_before_its_subcommand_is_hinted_without_a_help_nobody_
     WORDS becomes, which was never typed."""
     result = run_localgen(*typed)
     assert (result.returncode, result.out) == (2, "")
-    assert result.err.endswith(f"(hint: put it after: {hint})\n"), result.err
+    assert result.err.endswith(f"(hint: put it after: `{hint}`)\n"), result.err

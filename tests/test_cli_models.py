@@ -619,7 +619,7 @@ def test_a_default_given_as_a_path_is_listed_as_a_file_of_one_s_own(hubenv: HubE
 def test_models_all_before_a_subcommand_is_refused(hub: tuple[HubServer, dict[str, str]]) -> None:
     _, env = hub
     before = run_cli(env, "models", "--all", "list")
-    assert before.returncode == 2 and "put it after: localgen models list --all)" in before.stderr
+    assert before.returncode == 2 and "put it after: `localgen models list --all`)" in before.stderr
     show = run_cli(env, "models", "--all", "show", "smollm2-135m")
     assert show.returncode == 2 and "has no --all option" in show.stderr
 
