@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,16 +102,16 @@ def no_names(typed: str) -> list[str]:
 @dataclass(frozen=True)
 class Completion:
     """What completes a parameter's value: its names (of the word typed), whether the shell may complete a file's
-    name where none of them is offered (the value may be a file's path: -m ./model.gguf), and whether a name given
-    already in another case is the same (a model's is; a conversation's is its file's, notes and NOTES two)."""
+    name where none of them is offered (the value may be a file's path: -m ./model.gguf), and what makes two names
+    one (a model's name in any case; a conversation's file, notes and NOTES two but on a case-insensitive one)."""
 
     names: Callable[[str], list[str]]
     files: bool
-    any_case: bool = True
+    identity: Callable[[str], Hashable] = str.lower
 
 
 _MODEL = Completion(model_names, files=True)
-_CONVERSATION = Completion(conversation_names, files=False, any_case=False)
+_CONVERSATION = Completion(conversation_names, files=False, identity=offered_names.conversation_identity)
 _OPTIONS: tuple[tuple[str, Completion], ...] = (  # the options whose values are completed, and with what
     ("--model", _MODEL), ("--resume", _CONVERSATION), ("--conversation", _CONVERSATION),
     ("--think", Completion(think_values, files=False)))
@@ -133,10 +133,6 @@ ARGUMENTS: dict[tuple[str, str], Completion] = {  # (command, parameter): what c
 def _completer(completion: Completion) -> Callable[[Any, Any, str], list[str]]:
     """A click completer offering the names that start with what was typed, in any case, but those the argument was
     already given (models rm a b), and none where they cannot be listed."""
-    def same(name: str) -> str:
-        """A name as it is compared with those given already."""
-        return name.lower() if completion.any_case else name
-
     def offered(ctx: Any, param: Any, typed: str) -> list[str]:
         """The names that start with typed."""
         try:
@@ -144,7 +140,7 @@ def _completer(completion: Completion) -> Callable[[Any, Any, str], list[str]]:
         except Exception:  # a folder that is a link to itself: the shell is offered nothing, never a traceback
             return []
         given = ctx.params.get(param.name) if param.multiple or param.nargs != 1 else None
-        taken = {same(name) for name in given or ()}
-        return [name for name in offered_names.starting_with(listed, typed) if same(name) not in taken]
+        taken = {completion.identity(name) for name in given or ()}
+        return [name for name in offered_names.starting_with(listed, typed) if completion.identity(name) not in taken]
 
     return offered

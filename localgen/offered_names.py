@@ -3,7 +3,8 @@ and `models rm` take, and the saved conversations --resume, --conversation and /
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+from collections.abc import Hashable, Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -75,6 +76,18 @@ def conversations_offered() -> list[str]:
         return [name for name, _ in list_conversations()]
     except Exception:  # a completion offers nothing rather than fail
         return []
+
+
+def conversation_identity(name: str) -> Hashable:
+    """What tells a conversation typed apart from another: its file, as os.path.samestat compares two (notes and NOTES
+    are one on a case-insensitive file system, two elsewhere; notes.json is notes), or its name where it has none."""
+    from localgen.conversation_store import given_name, saved_path
+
+    try:
+        stat = os.lstat(saved_path(given_name(name)))
+    except Exception:  # an invalid name, or none saved: the name alone
+        return name
+    return stat.st_dev, stat.st_ino
 
 
 def starting_with(names: Iterable[str], typed: str) -> list[str]:

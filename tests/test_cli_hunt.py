@@ -57,6 +57,23 @@ def test_a_conversation_given_already_leaves_the_one_named_in_another_case_offer
         "localgen conversations rm notes NOTES "]
 
 
+@pytest.mark.parametrize("shell", _shells("bash", "zsh", "fish"))
+def test_a_conversation_given_already_under_another_name_of_its_file_is_not_offered(tmp_path: Path,
+                                                                                    shell: str) -> None:
+    """Where notes.json and NOTES.json are one file (a case-insensitive file system: here a hard link stands for it),
+    `conversations rm NOTES no` Tab offered notes, the conversation given already; and `rm notes.json no` offered
+    notes, which rm reads notes.json as."""
+    saved = run_localgen("run", "--conversation", "notes", "-n", "1", "hi", env=_env(tmp_path))
+    assert saved.returncode == 0, saved.err
+    [notes] = tmp_path.rglob("notes.json")
+    (notes.parent / "NOTES.json").hardlink_to(notes)
+    (notes.parent / "other.json").write_bytes(notes.read_bytes())  # a copy: a conversation of its own
+    assert _shell_lines(shell, tmp_path, "localgen conversations rm NOTES no", "localgen conversations rm notes.json o",
+                        "localgen conversations rm notes.json no") == [
+        "localgen conversations rm NOTES no", "localgen conversations rm notes.json other ",
+        "localgen conversations rm notes.json no"]
+
+
 def test_the_command_list_says_conversations_renames_as_its_own_help_does() -> None:
     """`localgen --help` said conversations lists, shows and deletes, leaving out mv, which renames."""
     listed = [line.split(None, 1) for line in run_localgen("--help").out.splitlines() if line.strip()]
