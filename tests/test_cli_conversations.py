@@ -1,4 +1,4 @@
-"""`localgen conversations`: list, show and delete saved conversations, in subprocesses over a private home."""
+"""`localgen conversations`: list, show, rename and delete saved conversations, in subprocesses over a private home."""
 
 from __future__ import annotations
 
