@@ -132,14 +132,16 @@ def deferred_signals(*, dropped: tuple[int, ...] = ()) -> Iterator[DeferredSigna
                 signal.raise_signal(sig)
 
 
-REPEAT_S = 0.25  # a signal this soon after the first is the same request delivered again: a closed terminal's SIGHUP
-# comes from the kernel and again from the shell, 0.2-0.3 ms apart
+REPEAT_S = 0.05  # the first signal again this soon is the same request delivered twice: a closed terminal's SIGHUP
+# comes from the shell and again from the kernel as the shell exits, 0.06-6.4 ms apart on 2 busy cores, where a
+# quick double Ctrl-C is 100 ms or more
 
 
 class StopOnSignal:
     """While active, SIGINT/SIGTERM/SIGHUP (or the signals given) call stop() (ignored ones stay ignored); a second
-    one, REPEAT_S or more after the first, ends the program when escalate is set (KeyboardInterrupt for SIGINT,
-    SignalExit for the others). ending: the signals that ask the program to end once stopped, not only to stop.
+    one, another signal or the first again REPEAT_S or more after it, ends the program when escalate is set
+    (KeyboardInterrupt for SIGINT, SignalExit for the others). ending: the signals that ask the program to end once
+    stopped, not only to stop.
 
     reset, when given, runs on exit: a stop that arrived after the work had ended must not stop the next one.
     ended, when given, is called after stop() with the signal the exit code says (one that ends the program outranks
@@ -157,7 +159,7 @@ class StopOnSignal:
         self._reset = reset
         self._ended = ended
         self.signal: int | None = None
-        self._first_at = 0.0  # time.monotonic() of the first signal
+        self._first: tuple[int, float] | None = None  # the first signal and its time.monotonic()
         self._previous: dict[int, object] = {}
 
     def __enter__(self) -> StopOnSignal:
@@ -168,17 +170,23 @@ class StopOnSignal:
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         """Record the signal (one that ends the program outranks Ctrl-C), ask the engine to stop, and say it ends."""
-        if self.signal is not None and self._escalate and time.monotonic() - self._first_at >= REPEAT_S:
+        if self._first is None:
+            self._first = (signum, time.monotonic())
+        elif self._escalate and not self._repeats_first(signum):
             if signum == signal.SIGINT:
                 raise KeyboardInterrupt
             raise SignalExit(signum)
-        if self.signal is None:
-            self._first_at = time.monotonic()
         if self.signal is None or signum in self._ending:
             self.signal = signum
         self._stop()
         if self._ended is not None:
             self._ended(self.signal)  # last: it may raise, to cut a wait short
+
+    def _repeats_first(self, signum: int) -> bool:
+        """Whether signum is the first signal delivered again within REPEAT_S: the same request, not a second one."""
+        assert self._first is not None
+        first, at = self._first
+        return signum == first and time.monotonic() - at < REPEAT_S
 
     def __exit__(self, *exc: object) -> None:
         try:
