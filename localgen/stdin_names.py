@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 from typing import IO
 
@@ -27,8 +28,6 @@ def names_stdin(name: str) -> bool:
 def nohup_stdin(stream: IO[bytes]) -> bool:
     """Whether stream is /dev/null open for writing only, as nohup gives a command started from a terminal for
     stdin: no input, rather than one that cannot be read."""
-    import fcntl
-
     try:
         fd = stream.fileno()
         write_only = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY
