@@ -34,6 +34,7 @@ from localgen.stdin_names import (
     UNASKED_STDIN,
     names_stdin,
     nohup_stdin,
+    nohup_stdin_unread,
     stdin_reader_name,
 )
 from localgen.typed_paths import (
@@ -300,6 +301,8 @@ def read_stdin_input(stream: BinaryIO | None, warnings: list[str], *, asked: boo
     """
     if stream is None and asked:
         raise stdin_closed(f"'{STDIN_NAME}'", asked_by)
+    if asked and stream is not None and nohup_stdin(stream):
+        raise nohup_stdin_unread(asked_by)
     if stream is None or (stream.isatty() and not asked) or (not asked and nohup_stdin(stream)):
         return None
     quiet = None if stream.isatty() else waiting  # a terminal's wait is said before it is read

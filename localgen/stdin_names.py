@@ -6,6 +6,8 @@ import fcntl
 import os
 from typing import IO
 
+from localgen.errors import UsageError
+
 STDIN_NAME = "-"  # as a prompt or a -f file: read standard input
 STDIN_PATHS = {"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"}  # its names as a file, missing while it is closed
 PROMPT_READER = "the prompt -"  # run's prompt argument where it reads stdin, as messages name it
@@ -34,6 +36,14 @@ def nohup_stdin(stream: IO[bytes]) -> bool:
         return write_only and os.path.samestat(os.fstat(fd), os.stat(os.devnull))
     except (OSError, ValueError, AttributeError):  # closed, or no descriptor behind it
         return False
+
+
+def nohup_stdin_unread(option: str | None = None) -> UsageError:
+    """The error for stdin asked for (as '-', or with option's -) where it is nohup's write-only /dev/null."""
+    asked = stdin_reader_name(option) if option else STDIN_NAME
+    return UsageError(f"stdin is /dev/null open for writing only (as nohup gives it), so '{asked}' has nothing to read",
+                      hint=f"pipe text in (cmd | nohup localgen run {asked}{' PROMPT' if option else ''}), or read a "
+                           "file with -f FILE")
 
 
 def stdin_reader_name(option: str, typed: str | None = None) -> str:

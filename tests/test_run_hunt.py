@@ -19,10 +19,14 @@ from tests.conftest import REPO_ROOT, popen_localgen
 @pytest.mark.skipif(shutil.which("nohup") is None, reason="no nohup here")
 def test_a_run_under_nohup_from_a_terminal_answers_its_prompt(tmp_path: Path) -> None:
     """nohup gives a command started at a terminal /dev/null open for writing only as stdin: a run refused it as an
-    unreadable stdin (exit 2), where it is no input at all; a prompt of - still says it cannot be read."""
+    unreadable stdin (exit 2), where it is no input at all; a prompt of - (or -f -) is told it has nothing to read
+    there, where it was told `cannot read stdin: Bad file descriptor` with a hint to pipe text in or use </dev/null."""
     command = ["nohup", sys.executable, "-m", "localgen", "run", "--temperature", "0", "-n", "3"]
-    for prompt, status in (("Say hi.", 0), ("-", 2)):
-        child = pexpect.spawn(command[0], [*command[1:], prompt], cwd=str(tmp_path), env=dict(os.environ),
+    nothing = "localgen: error: stdin is /dev/null open for writing only (as nohup gives it), so '{}' has nothing to " \
+              "read (hint: pipe text in (cmd | nohup localgen run {}), or read a file with -f FILE)\n"
+    for args, status, refusal in ((["Say hi."], 0, None), (["-"], 2, nothing.format("-", "-")),
+                                  (["-f", "-", "Say hi."], 2, nothing.format("-f -", "-f - PROMPT"))):
+        child = pexpect.spawn(command[0], [*command[1:], *args], cwd=str(tmp_path), env=dict(os.environ),
                               timeout=120)
         child.expect(pexpect.EOF)
         child.close()
@@ -32,8 +36,7 @@ def test_a_run_under_nohup_from_a_terminal_answers_its_prompt(tmp_path: Path) ->
         if status == 0:
             assert said.strip() and "localgen:" not in said, said
         else:
-            assert said == "localgen: error: cannot read stdin: Bad file descriptor (hint: pipe text in, or give " \
-                           "the prompt alone with </dev/null)\n", said
+            assert said == refusal, said
 
 
 def test_a_signal_delivered_twice_at_once_ends_the_run_as_once(tmp_path: Path) -> None:
