@@ -65,8 +65,7 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
             _close(events)  # not once the frames the exception keeps are freed, which os._exit may never let come
             raise
     if pipe_closed or reader.gone:  # the reader left: as the model wrote, or while the prompt was read or JSON kept
-        silence_stdout()
-        raise typer.Exit(_closed_exit_code(closed_by))
+        raise _closed_exit(closed_by)
     assert completion is not None
     if echo_held and output is not None and signals.signal in ECHOES:  # the key's echo, after the text saved
         output.write(ECHOES[signals.signal])
@@ -106,8 +105,17 @@ def finish_output(loaded: LoadedModel, completion: Finished, output: TextOutput 
         else:
             output.finish()
     except BrokenPipeError as exc:
-        silence_stdout()
-        raise typer.Exit(_closed_exit_code(exc)) from None
+        raise _closed_exit(exc) from None
+
+
+def _closed_exit(closed_by: BrokenPipeError | None) -> typer.Exit:
+    """The exit of a run whose output's reader left, or kept it waiting past the bound as a signal ended the run: no
+    more is written to stdout, and a Ctrl-C's ^C echo on the terminal has its line ended, as the answer's end given
+    up would have."""
+    silence_stdout()
+    if isinstance(closed_by, WriteGivenUp) and closed_by.signum == signal.SIGINT:
+        console.end_interrupted_line()
+    return typer.Exit(_closed_exit_code(closed_by))
 
 
 def _closed_exit_code(closed_by: BrokenPipeError | None) -> int:
