@@ -18,7 +18,7 @@ from localgen.cli_model import (
     say_waiting_for,
 )
 from localgen.cli_options import RESUME_LATEST
-from localgen.errors import LocalgenError, UsageError
+from localgen.errors import UsageError
 
 if TYPE_CHECKING:
     from localgen.conversation import Conversation
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.repl import Repl
     from localgen.runner import ModelOptions
-    from localgen.session import ChatSession
 
 
 @dataclass(frozen=True)
@@ -303,27 +302,16 @@ def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart, views
         for text in start.attachments:  # one the context cannot hold ends the chat, as one too long by its size does
             session.check_attachment(text, text.file.name, fewer="attach fewer files with -f")
             session.attachments.append(text)
+        last_run = checked.continued.last_run if checked.continued is not None else None  # saved as the chat starts
         repl = Repl(session, markdown=request.markdown, wrap=request.wrap, show_thinking=request.show_thinking,
                     resumed=resumed,
                     stats=request.stats, prefill_while_typing=request.prefill_while_typing,
-                    system_note=system_note, unsaveable=checked.unsaveable)
+                    system_note=system_note, save_system=system_note is not None and last_run is None,
+                    unsaveable=checked.unsaveable)
         views.append(repl)
-        if checked.continued is not None and checked.continued.last_run is not None:  # the chat starts: saved now
-            take_last_run(checked.continued.last_run, console.say, again="start again: --resume", this="chat")
-        elif system_note is not None:  # saved now, as /system saves it: a chat left before any message keeps it
-            _save_given_system(session)
+        if last_run is not None:  # the chat starts: saved now (with the system prompt -s gave it)
+            take_last_run(last_run, console.say, again="start again: --resume", this="chat")
         repl.run()
     finally:  # /model may have replaced the first model; the localgen entry point leaves its free to the exit
         free_or_leave_to_exit((session.loaded if session is not None else loaded).close)
 
-
-def _save_given_system(session: ChatSession) -> None:
-    """Save a resumed conversation with the system prompt -s gave it; a save that fails says why, and the chat keeps
-    the change for its next save (leaving then tries again, as after a failed autosave)."""
-    from localgen import console
-
-    try:
-        session.save()
-    except LocalgenError as exc:
-        session.unsaved, session.unsaved_because = True, exc.message
-        console.error(exc.message, exc.hint)

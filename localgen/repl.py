@@ -78,11 +78,12 @@ class Repl:
 
     def __init__(self, session: ChatSession, *, markdown: bool, show_thinking: bool, resumed: bool = False,
                  stats: bool = False, prefill_while_typing: bool = True, system_note: str | None = None,
-                 unsaveable: bool = False, wrap: bool = True) -> None:
+                 save_system: bool = False, unsaveable: bool = False, wrap: bool = True) -> None:
         self.session = session
         session.in_chat = True  # a context too small for a message is helped by a restart with a larger one
         self.resumed = resumed
         self._system_note = system_note  # -s replacing a resumed conversation's system prompt
+        self._save_system = save_system  # saved once the note is said, as /system saves it
         # a TERM=dumb terminal (Emacs' shell) shows escapes as text: no live Markdown redraws, and no recalled or
         # completed lines, which its prompt could not show before they were sent (what is sent is still saved)
         self._escapes = console.takes_escapes(sys.stdout)
@@ -154,6 +155,8 @@ class Repl:
             say_last_exchange(self.session.conversation)
         if self._system_note:
             console.say(self._system_note)
+            if self._save_system:
+                self._save_given_system()
         no_room = self.session.no_room_warning()  # before anything is typed, as /model says it
         if no_room is not None:
             console.warn(no_room)
@@ -170,6 +173,15 @@ class Repl:
                 self._ahead.close()
             self.state.leaving.last_save()
         self._say_where_saved()
+
+    def _save_given_system(self) -> None:
+        """Save the system prompt -s gave the resumed conversation, and say at once what the save did (a file changed
+        meanwhile kept, saved as NAME-2) or why it failed (the chat keeps the change and saves it with the next)."""
+        self.session.save_change()
+        console.warn_each(self.session.save_notes)
+        error, self.session.save_error = self.session.save_error, None
+        if error is not None:
+            self.state.leaving.say_unsaved(error)
 
     def _say_where_saved(self) -> None:
         """As the chat ends (/exit, Ctrl-D): the saved conversation's name and the command that goes on with it, where

@@ -201,8 +201,7 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
         return turn
 
     def reset(self) -> Conversation:
-        """Start a new conversation with the same system prompt; return the previous one, let go (another chat may
-        open it; with autosave, every change it had is already on disk)."""
+        """Start a new conversation with the same system prompt; return the previous one, let go (its changes saved)."""
         previous = self.conversation
         let_go(previous)
         self.conversation = Conversation.new(system=previous.system, model=previous.model)
@@ -385,8 +384,7 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
         return next((done for answer, done in reversed(self._figures) if turns and answer is turns[-1]), None)
 
     def save(self, name: str | None = None, *, stoppable: bool = False) -> Path:
-        """Save the conversation with the current settings (name: save as, and go on under that name), whole (see
-        whole_save; stoppable: what follows the save stops at a Ctrl-C during it, raised once it is done)."""
+        """Save the conversation with its settings (name: save as), whole (stoppable: see whole_save's command)."""
         with whole_save(command=not stoppable) as deferred:
             try:
                 return self._save_now(name)
@@ -404,12 +402,14 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
         self.unsaved, self.unsaved_because, self._autosaved = False, None, None
         return path
 
-    def _save(self, *, command: bool = False) -> None:
-        """Autosave the conversation after every change, from its first exchange (a chat that only changed its
-        settings is not a conversation to resume or continue; the settings are saved with the first exchange).
+    def save_change(self) -> None:
+        """Save a change made as the chat starts (-s on --resume) as a command's are saved (see _save)."""
+        self._save(command=True)
 
-        A save that fails leaves the change made and (unless its file holds it already) marks the conversation
-        unsaved: UnsavedChangeError is raised, or for a command (which then says what it did) kept in save_error."""
+    def _save(self, *, command: bool = False) -> None:
+        """Autosave the conversation after every change, from its first exchange (one that only changed settings
+        is not a conversation to resume). A save that fails leaves the change made and (unless its file holds it
+        already) marks the conversation unsaved: UnsavedChangeError is raised, or for a command kept in save_error."""
         if not (self.autosave and (self.conversation.turns or self.conversation.on_disk)):
             self.unsaved = False  # nothing to save (a first exchange undone before it was ever written)
             return

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import resource
 from pathlib import Path
 
 import pytest
@@ -49,6 +51,66 @@ def test_a_system_prompt_given_to_a_resumed_chat_stays_with_the_conversation_lef
         assert "conversation 'pets' now has" in said and "instead of 'You are a pirate.'" in said, said
         assert chat.quit() == 0
         assert json.loads(path.read_text())["system"] == saved
+    finally:
+        _stop(chat)
+
+
+def _pets(home: Path, answer: str = "Ahoy.") -> Path:
+    """A saved conversation 'pets' with a pirate's system prompt and one exchange."""
+    path = home / "data" / "conversations" / "pets.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"format": 1, "name": "pets", "system": "You are a pirate.", "model": "smollm2-135m",
+                                "settings": {}, "turns": [{"user": "Hi.", "answer": answer}]}))
+    return path
+
+
+def _start_said(chat: Chat) -> str:
+    """What the chat said up to its first prompt, on one line."""
+    return " ".join(chat.transcript.getvalue().replace("\r", "").split())
+
+
+def test_a_conversation_changed_while_the_chat_starts_is_kept_and_the_start_says_why_it_goes_on_as_name_2(
+        tmp_path: Path) -> None:
+    """Edited by hand while the chat waits for its -f pipe: -s's save keeps the edit, and says so before anything is
+    typed, after the banner that names the conversation resumed."""
+    path, fifo = _pets(tmp_path / "home"), tmp_path / "fifo"
+    os.mkfifo(fifo)
+    chat = Chat(tmp_path / "home", "--resume", "pets", "-s", "You are a cat.", "-n", "2", "-f", str(fifo),
+                wait_for_prompt=False)
+    try:
+        chat.child.expect_exact("waiting for")
+        edited = json.loads(path.read_text())
+        edited["turns"].append({"user": "edited", "answer": "by hand"})
+        path.write_text(json.dumps(edited))
+        fifo.write_text("fifo text\n")
+        chat.sync()
+        said = _start_said(chat)
+        assert re.search(r"resumed pets: .*now has system prompt 'You are a cat.'.*changed since localgen last read "
+                         r"or saved it.*saved as 'pets-2'", said), said
+        assert chat.quit() == 0
+        assert json.loads(path.read_text()) == edited, "the edit kept"
+        assert json.loads(path.with_name("pets-2.json").read_text())["system"] == "You are a cat."
+    finally:
+        _stop(chat)
+
+
+def test_a_system_prompt_given_to_a_resumed_chat_that_cannot_be_saved_says_why_after_the_banner(
+        tmp_path: Path) -> None:
+    """The save of -s's system prompt fails (the file grows past the size limit): the error follows the banner and
+    the note on the new system prompt, the chat keeps the change, and the file stays as it was."""
+    path = _pets(tmp_path / "home", answer="Ahoy! " * 1000)
+    before = path.read_text()
+    chat = Chat(tmp_path / "home", "--resume", "pets", "-s", "You are a cat.", "-n", "2", wait_for_prompt=False)
+    try:
+        resource.prlimit(chat.child.pid, resource.RLIMIT_FSIZE, (len(before), len(before)))  # as the model loads
+        chat.sync()
+        said = _start_said(chat)
+        assert re.search(r"localgen chat with .*resumed pets: .*now has system prompt 'You are a cat.'.*"
+                         r"localgen: error: could not write .*this chat keeps the change", said), said
+        chat.child.sendline("/exit")
+        chat.child.expect_exact("are not saved;")
+        assert chat.quit() == 0
+        assert path.read_text() == before
     finally:
         _stop(chat)
 
