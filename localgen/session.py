@@ -244,14 +244,10 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
 
     def replace_conversation(self, conversation: Conversation, overrides: Mapping[str, str] | None = None, *,
                              system_given: bool = False) -> None:
-        """Continue a loaded conversation: its settings applied where valid, then overrides (flags given now).
-
-        The conversation goes on with the model in use, and records it; nothing is written: the file already holds
-        the conversation, and the next change saves the settings and the model. The previous conversation is let go,
-        and earlier exchanges that fit this model's context come back into it. On failure the session keeps the
-        previous conversation and settings, and lets the new one go. system_given: the conversation's system prompt
-        was given now (-s), so /model keeps it, as it keeps one that no models.toml default gives.
-        """
+        """Continue a loaded conversation, its settings applied where valid, then overrides (flags given now), with the
+        model in use; nothing is written (the next change saves settings and model). Earlier exchanges that fit come
+        back into the context. The previous one is let go; on failure the session keeps it and its settings.
+        system_given: -s gave its system prompt (/model keeps it)."""
         previous, settings_before = (self.conversation, self.own_system), self.chosen_settings()
         think = self.options.think
         self.conversation = conversation
@@ -402,9 +398,13 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
         self.unsaved, self.unsaved_because, self._autosaved = False, None, None
         return path
 
-    def save_change(self) -> None:
-        """Save a change made as the chat starts (-s on --resume) as a command's are saved (see _save)."""
-        self._save(command=True)
+    def save_given_system(self) -> None:
+        """Save the system prompt -s gave a resumed chat, its settings as saved (flags given then, with the next)."""
+        kept, self.keep_saved_settings = self.keep_saved_settings, True
+        try:
+            self._save(command=True)  # as /system's: a failure kept in save_error
+        finally:
+            self.keep_saved_settings = kept
 
     def _save(self, *, command: bool = False) -> None:
         """Autosave the conversation after every change, from its first exchange (one that only changed settings

@@ -115,6 +115,22 @@ def test_a_system_prompt_given_to_a_resumed_chat_that_cannot_be_saved_says_why_a
         _stop(chat)
 
 
+@pytest.mark.parametrize("system", [(), ("-s", "You are a cat.")])
+def test_options_given_to_a_resumed_chat_left_before_any_change_are_not_saved_with_or_without_a_system_prompt(
+        tmp_path: Path, system: tuple[str, ...]) -> None:
+    """-s's system prompt is saved as the chat starts, the conversation's settings as they were saved: --temperature
+    and -n given with --resume are saved with the next change, with -s as without it."""
+    path = _pets(tmp_path / "home")
+    chat = Chat(tmp_path / "home", "--resume", "pets", "--temperature", "1.7", "-n", "2", *system)
+    try:
+        assert chat.quit() == 0
+        saved = json.loads(path.read_text())
+        assert saved["settings"] == {}, saved
+        assert saved["system"] == (system[1] if system else "You are a pirate.")
+    finally:
+        _stop(chat)
+
+
 DIM = "\x1b[2m"
 
 
