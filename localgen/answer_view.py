@@ -9,9 +9,9 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
-from localgen.config import settings
 from localgen.console import word_wrap_for
 from localgen.control_chars import TerminalSafePieces
+from localgen.dim_style import dim_style, rich_theme
 from localgen.markdown_parse import block_boundary, items_holding
 from localgen.markdown_rows import is_mark, without_padding
 
@@ -42,13 +42,12 @@ class AnswerView:
 
         file = stream or sys.stdout
         self._console = Console(file=file, highlight=False, soft_wrap=False, emoji=False,  # :x: is the model's text
-                                _environ=_sized_by_the_terminal(file))
+                                theme=rich_theme(), _environ=_sized_by_the_terminal(file))
         self._wrap = word_wrap_for(self._console.file) if wrap else None  # plain answers on a terminal
         self._breaks_words = wrap  # Markdown's lines break between words (else: whole, as code lines are)
         self._markdown = markdown
         self._show_thinking = show_thinking
-        self._dim = None if settings().no_color else "dim"  # NO_COLOR: no dim text, as console.writes_dim has it
-        self._thinking_style = "italic" if self._dim is None else "dim italic"
+        self._note_style, self._thinking_style = dim_style("dim"), dim_style("dim italic")  # NO_COLOR: italic
         self._previous = ""  # the finished blocks of the last construct (the context that places the next one)
         self._pending = ""  # the unfinished block
         self._live = None
@@ -161,7 +160,7 @@ class AnswerView:
             self._end_thinking()
         self._previous, self._pending = "", ""
         if note:
-            self._console.print(f"[{note}]", style=self._dim, markup=False)
+            self._console.print(f"[{note}]", style=self._note_style, markup=False)
 
 
 def _sized_by_the_terminal(stream: TextIO) -> dict[str, str] | None:

@@ -11,8 +11,8 @@ import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO
 
-from localgen.config import settings
 from localgen.control_chars import TerminalSafePieces, json_escaped, terminal_safe
+from localgen.dim_style import shows_dim
 from localgen.events import Event, Finished, PrefillProgress
 from localgen.output_writes import write_out, write_record, write_whole
 from localgen.signals import interrupt_line_ended, interrupt_line_is_ended
@@ -93,7 +93,7 @@ def takes_escapes(stream: TextIO) -> bool:
 
 def writes_dim(stream: TextIO) -> bool:
     """True when stream takes the dim style: a terminal that obeys escape sequences, and NO_COLOR unset (or empty)."""
-    return takes_escapes(stream) and not settings().no_color
+    return takes_escapes(stream) and shows_dim()
 
 
 def shows_escapes_as_text(stream: TextIO) -> bool:

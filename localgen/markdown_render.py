@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from markdown_it.token import Token
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
@@ -35,11 +35,11 @@ from rich.markdown import (
 from rich.measure import Measurement
 from rich.segment import Segment
 from rich.style import Style
-from rich.syntax import ANSI_DARK, ANSISyntaxTheme, Syntax, SyntaxTheme
+from rich.syntax import Syntax, SyntaxTheme
 from rich.table import Table
 from rich.text import Text
 
-from localgen.config import settings
+from localgen.dim_style import shows_dim, undimmed
 from localgen.markdown_parse import markdown_parser, parsed_as_written
 from localgen.markdown_rows import cut_rows, folded, soft_wrap, under_prefix
 
@@ -47,14 +47,24 @@ NATURAL_WIDTH = 10_000  # cells a table's natural width is measured within (with
 CODE_THEME = "ansi_dark"  # the terminal's own palette, so code reads on light and dark backgrounds alike
 
 
-def code_theme() -> str | SyntaxTheme:
-    """The theme code blocks are shown in: the terminal's palette; with NO_COLOR (no dim text), its dim comments in
-    italics."""
-    if not settings().no_color:
-        return CODE_THEME
-    from pygments.token import Comment
+class _UndimmedTheme(SyntaxTheme):
+    """A syntax theme, its dim styles (comments) undimmed (dim_style.undimmed)."""
 
-    return ANSISyntaxTheme({**ANSI_DARK, Comment: Style(italic=True)})
+    def __init__(self, theme: SyntaxTheme) -> None:
+        self._theme = theme
+
+    def get_style_for_token(self, token_type: Any) -> Style:
+        """The theme's style for the token, undimmed."""
+        return undimmed(self._theme.get_style_for_token(token_type))
+
+    def get_background_style(self) -> Style:
+        """The theme's background."""
+        return self._theme.get_background_style()
+
+
+def code_theme() -> str | SyntaxTheme:
+    """The theme code blocks are shown in: the terminal's palette, its dim comments undimmed with NO_COLOR."""
+    return CODE_THEME if shows_dim() else _UndimmedTheme(Syntax.get_theme(CODE_THEME))
 
 _PARSER = markdown_parser()
 

@@ -147,31 +147,37 @@ def test_no_color_shows_an_answer_s_note_undimmed_in_the_chat(tmp_path: Path, mo
         _stop(chat)
 
 
-@pytest.mark.parametrize("no_color", ["", "1"])
-def test_no_color_shows_reasoning_code_comments_and_notes_without_dim(monkeypatch: pytest.MonkeyPatch,
-                                                                      no_color: str) -> None:
-    """NO_COLOR (set, not empty) means no dim text on a terminal: the reasoning is in italics, a code comment in
-    italics, the note after the answer plain; set empty, it is as if unset (all three dim)."""
-    from rich.console import Console
+class _Terminal(io.StringIO):
+    """A terminal's stream, as AnswerView sees it."""
 
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("no_color", ["", "1"])
+def test_no_color_shows_in_italics_what_an_answer_would_show_dim(monkeypatch: pytest.MonkeyPatch,
+                                                                 no_color: str) -> None:
+    """NO_COLOR (set, not empty) means no dim text on a terminal: the reasoning, a code comment, the note after the
+    answer, and what rich's own styles dim (a Markdown rule, a level-6 heading) are in italics; set empty, it is as if
+    unset (all dim)."""
     from localgen import config
     from localgen.answer_view import AnswerView
 
     monkeypatch.setenv("NO_COLOR", no_color)
+    monkeypatch.setenv("TERM", "xterm")
     monkeypatch.setattr(config, "_settings", None)
-    stream = io.StringIO()
+    stream = _Terminal()
     view = AnswerView(markdown=True, show_thinking=True, stream=stream)
-    view._console = Console(file=stream, force_terminal=True, width=60, height=20, highlight=False)
     view.thinking("Let me think.")
-    view.answer("Here:\n\n```python\n# a comment\nx = 1\n```\n")
+    view.answer("Here:\n\n```python\n# a comment\nx = 1\n```\n\n---\n\n###### Small heading\n\nDone.\n")
     view.close("stopped at the limit of 9 tokens")
     shown = stream.getvalue()
-    styled = [(text, code.split(";")) for code, text in re.findall(r"\x1b\[([\d;]*)m([^\x1b]+)", shown)]
-    dimmed = {text.strip() for text, codes in styled if "2" in codes}
-    assert dimmed == (set() if no_color else {"Let me think.", "# a comment", "[stopped at the limit of 9 tokens]"}), \
-        repr(shown)
-    italic = {text.strip() for text, codes in styled if "3" in codes}
-    assert {"Let me think.", "# a comment"} <= italic if no_color else italic == {"Let me think."}, repr(shown)
+    styled = [(text.strip(" ─-"), code.split(";")) for code, text in re.findall(r"\x1b\[([\d;]*)m([^\x1b]+)", shown)]
+    would_be_dim = {"Let me think.", "# a comment", "[stopped at the limit of 9 tokens]", "Small heading", ""}
+    dimmed = {text for text, codes in styled if "2" in codes}
+    assert dimmed == (set() if no_color else would_be_dim), repr(shown)
+    italic = {text for text, codes in styled if "3" in codes}
+    assert italic == (would_be_dim if no_color else {"Let me think."}), repr(shown)
 
 
 def test_help_shortcuts_names_the_keys_readme_gives_for_a_newline_and_for_quitting(tmp_path: Path) -> None:
