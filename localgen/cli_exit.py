@@ -56,13 +56,13 @@ class InterruptEndsLine(TyperGroup):
 
     def invoke(self, ctx: typer.Context) -> object:
         """Run the command; end the terminal's line on a Ctrl-C that ends it."""
-        from localgen import console
+        from localgen import line_ends
 
         try:
             return super().invoke(ctx)
         except BaseException as exc:  # a Ctrl-C, or one Python 3.11 wrapped in a RuntimeError as a class was made
             if _echoed_on_the_terminal(interrupt_behind(exc)):  # no name holds it: frames it keeps must go
-                console.end_interrupted_line()
+                line_ends.end_interrupted_line()
             raise
 
 
@@ -116,7 +116,7 @@ def _parsed_and_run(app: typer.Typer, args: list[str], *, help_asked: bool) -> i
 def without_traceback(work: Callable[[], int]) -> int:
     """Do work (a command, or completion's answer to the shell); its exit code, and for every way it can fail a
     one-line error and the exit code that failure has, never a traceback (but with LOCALGEN_DEBUG=1)."""
-    from localgen import console
+    from localgen import console, line_ends
 
     try:
         return work()
@@ -126,7 +126,7 @@ def without_traceback(work: Callable[[], int]) -> int:
         console.error(exc.message, exc.hint)
         return exc.exit_code
     except KeyboardInterrupt:
-        console.end_interrupted_line()
+        line_ends.end_interrupted_line()
         return EXIT_INTERRUPTED
     except SignalExit as exc:  # SIGTERM or SIGHUP, after the cleanups ran
         return signal_exit_code(exc.signum)
@@ -144,7 +144,7 @@ def without_traceback(work: Callable[[], int]) -> int:
             return signal_exit_code(interrupt.signum)
         if interrupt is not None:
             logging.getLogger("localgen").debug("an error raised from a Ctrl-C", exc_info=exc)
-            console.end_interrupted_line()
+            line_ends.end_interrupted_line()
             return EXIT_INTERRUPTED
         return _internal_error(exc)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from localgen import console
+from localgen import console, line_ends
 from localgen.cli_exit import interrupt_behind, silence_stdout
 from localgen.console import PrefillStatus, TextOutput, without_prefill_progress
 from localgen.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, LocalgenError
@@ -71,7 +71,7 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
         output.write(ECHOES[signals.signal])
     line_ended = (output is not None and output.ends_a_terminal_line) or (status.erased and not texted)
     if signals.signal == signal.SIGINT and not line_ended:  # the progress line erased, or the answer's newline
-        console.end_interrupted_line()
+        line_ends.end_interrupted_line()
     return completion, signals.exit_code, late
 
 
@@ -141,7 +141,7 @@ def stderr_quieted(quiet: bool) -> Iterator[Callable[[str], None]]:
         except BaseException as exc:  # Python 3.11 wraps a Ctrl-C as a class is made (an import) in a RuntimeError
             if not isinstance(exc, LocalgenError) and isinstance(interrupt_behind(exc), KeyboardInterrupt):
                 sys.stderr = kept
-                console.end_interrupted_line()
+                line_ends.end_interrupted_line()
                 raise typer.Exit(EXIT_INTERRUPTED) from None
             raise
         finally:

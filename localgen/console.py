@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import stat
 import sys
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
 from localgen.control_chars import TerminalSafePieces, json_escaped, terminal_safe
 from localgen.dim_style import shows_dim
 from localgen.events import Event, Finished, PrefillProgress
+from localgen.line_ends import write_status_line
 from localgen.output_writes import write_out, write_record, write_whole
-from localgen.signals import interrupt_line_ended, interrupt_line_is_ended
 from localgen.units import counted
 from localgen.wordwrap import WordWrap, terminal_width
 
@@ -25,7 +24,6 @@ FINISH_NOTES = {
                 "stopped at the end of the context window (start the chat with a larger --ctx-size)"),
     "interrupted": ("interrupted", "interrupted"),
 }  # (for run, for chat)
-CUT_WRITE_BYTES = 4096  # a status message longer, counted short of its end, was cut there (not written whole)
 
 
 class TextOutput:
@@ -34,7 +32,7 @@ class TextOutput:
 
     def __init__(self, stream: TextIO | None = None, *, wrap: bool = True) -> None:
         self._stream = stream or sys.stdout
-        self._terminal = _is_terminal(self._stream)
+        self._terminal = is_terminal(self._stream)
         self._wrap = word_wrap_for(self._stream) if wrap else None
         self._pending_newlines = ""
         self._wrote_any = False
@@ -72,7 +70,7 @@ class TextOutput:
         write_out(self._stream, text)
 
 
-def _is_terminal(stream: TextIO) -> bool:
+def is_terminal(stream: TextIO) -> bool:
     """True when stream is an open terminal."""
     try:
         return stream.isatty()
@@ -88,7 +86,7 @@ def pipe_or_socket(mode: int) -> bool:
 
 def takes_escapes(stream: TextIO) -> bool:
     """True when stream is a terminal that obeys escape sequences (TERM=dumb ones, like Emacs' shell, show them)."""
-    return _is_terminal(stream) and os.environ.get("TERM") != "dumb"
+    return is_terminal(stream) and os.environ.get("TERM") != "dumb"
 
 
 def writes_dim(stream: TextIO) -> bool:
@@ -98,12 +96,12 @@ def writes_dim(stream: TextIO) -> bool:
 
 def shows_escapes_as_text(stream: TextIO) -> bool:
     """True when stream is a terminal that shows escape sequences as text (TERM=dumb: Emacs' shell)."""
-    return _is_terminal(stream) and os.environ.get("TERM") == "dumb"
+    return is_terminal(stream) and os.environ.get("TERM") == "dumb"
 
 
 def word_wrap_for(stream: TextIO) -> WordWrap | None:
     """A word wrapper when stream is a terminal; None for pipes and files, which get the text as it is."""
-    return WordWrap(terminal_width(stream)) if _is_terminal(stream) else None
+    return WordWrap(terminal_width(stream)) if is_terminal(stream) else None
 
 
 class PrefillStatus:
@@ -168,55 +166,6 @@ def without_prefill_progress(events: Iterable[Event], status: PrefillStatus) -> 
         status.clear()
 
 
-def end_interrupted_line() -> None:
-    """After a Ctrl-C that nothing followed on the terminal: end the line its ^C echo is on, once, so that the
-    shell's prompt starts a line of its own (not on a pipe or a file, which saw no ^C); on the process's own stderr
-    where run -q has set sys.stderr aside, as it ends no line of its own, or on stdout where only it is the
-    terminal. Nothing where what the Ctrl-C stopped ended the line itself (signals.interrupt_line_ended)."""
-    if interrupt_line_is_ended():
-        return
-    interrupt_line_ended()
-    _end_line_shown_by(_is_terminal)
-
-
-def end_typed_line(source: object, data: bytes) -> None:
-    """After data read from source, where it is a terminal whose last line was ended with Ctrl-D, not Enter (`say hi`
-    and Ctrl-D twice): end that line where stderr or stdout shows that terminal, so that what comes next (the
-    answer, a note) starts a line of its own, not after the text typed. Nothing for a pipe or a file."""
-    fileno = getattr(source, "fileno", None)
-    if not data or data.endswith(b"\n") or fileno is None:
-        return
-    with contextlib.suppress(OSError, ValueError):  # a closed terminal
-        if os.isatty(fd := fileno()):
-            read = os.fstat(fd).st_rdev
-            _end_line_shown_by(lambda stream: _shows(stream, read))
-
-
-def _end_line_shown_by(shows: Callable[[TextIO], bool]) -> None:
-    """End a terminal's line on the first of stderr, the process's own stderr (where run -q has set sys.stderr
-    aside) and stdout for which shows is true; nothing where it is true for none. A terminal held with Ctrl-S as a
-    signal ends the program is waited on for the bounded time alone (write_whole), its line then left as it is."""
-    stream = next((s for s in (sys.stderr, sys.__stderr__, sys.stdout) if s is not None and shows(s)), None)
-    if stream is not None:
-        with contextlib.suppress(OSError, ValueError):  # a closed terminal, or a held one given up (WriteGivenUp)
-            write_whole(stream, "\n")
-            stream.flush()
-
-
-def _shows(stream: TextIO, terminal: int) -> bool:
-    """Whether stream is the terminal of this device number (st_rdev), or /dev/tty's (this process's own terminal)
-    is given and stream is that terminal."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        fd = stream.fileno()
-        if not os.isatty(fd):
-            return False
-        if terminal == os.stat("/dev/tty").st_rdev:
-            os.tcgetpgrp(fd)  # fails (ENOTTY) on a terminal that is not this process's own
-            return True
-        return os.fstat(fd).st_rdev == terminal
-    return False
-
-
 def without_surrogates(text: str) -> str:
     """Text with U+FFFD for lone surrogates, Python's stand-ins for bytes that were not UTF-8 (in file names)."""
     return _SURROGATE.sub("\ufffd", text)
@@ -251,30 +200,11 @@ def say(message: str, *, made_safe: bool = False) -> None:
     written must not fail the command)."""
     try:
         text = without_surrogates(message)
-        text = terminal_safe(text) if _is_terminal(sys.stderr) and not made_safe else text  # a pipe gets it as it is
+        text = terminal_safe(text) if is_terminal(sys.stderr) and not made_safe else text  # a pipe gets it as it is
         wrap = WordWrap(terminal_width(sys.stderr), wide_breaks=False, keep_whole=True)  # a path, a command whole
-        _write_line(wrap.feed(text) + wrap.flush() + "\n")
+        write_status_line(wrap.feed(text) + wrap.flush() + "\n")
     except (OSError, ValueError, AttributeError):  # closed or missing stderr, or a full disk
         pass
-
-
-def _write_line(line: str) -> None:
-    """Write a status message to stderr; one a Ctrl-C cuts short (/history) is ended, so [interrupted] starts a line."""
-    written = 0
-
-    def count(n: int) -> None:
-        nonlocal written
-        written += n
-
-    try:
-        write_whole(sys.stderr, line, on_written=count)
-        sys.stderr.flush()
-    except KeyboardInterrupt:  # raised as the write it cut short returns, before it is counted (0: maybe all of it)
-        size = len(line.encode(sys.stderr.encoding or "utf-8", sys.stderr.errors or "strict"))
-        if written < size and (written or size > CUT_WRITE_BYTES):
-            with contextlib.suppress(OSError, ValueError):
-                write_whole(sys.stderr, ("\x1b[0m" if takes_escapes(sys.stderr) else "") + "\n")
-        raise
 
 
 def warn(message: str) -> None:
@@ -427,7 +357,7 @@ def _print_records(console: Any, headers: list[str], rows: list[list[str]], *, t
 def print_fields(fields: list[tuple[str, str]]) -> None:
     """Aligned 'name: value' lines on stdout, each value one line of plain text (file headers are untrusted)."""
     width = max((len(name) for name, _ in fields), default=0)
-    shown = terminal_safe if _is_terminal(sys.stdout) else str  # bidi controls too, which one_line keeps for a pipe
+    shown = terminal_safe if is_terminal(sys.stdout) else str  # bidi controls too, which one_line keeps for a pipe
     for name, value in fields:
         sys.stdout.write(f"{name + ':':<{width + 1}} {shown(one_line(value))}\n")
     sys.stdout.flush()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, NoReturn, Protocol
 
-from localgen.console import end_typed_line, pipe_or_socket
+from localgen.console import pipe_or_socket
 from localgen.descriptor_reader import DescriptorReader
 from localgen.errors import UsageError, os_reason
 from localgen.input_text import (
@@ -26,6 +26,7 @@ from localgen.input_text import (
     refuse_binary,
     typed_at_a_terminal,
 )
+from localgen.line_ends import end_typed_line
 from localgen.other_tools import check_template_name
 from localgen.stdin_names import (
     PROMPT_READER,

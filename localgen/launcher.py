@@ -45,7 +45,7 @@ def main() -> None:
 def _ended_early(signum: int) -> int:
     """The exit code of a signal that ended the program before the CLI handled it (130, 131), the terminal's line its
     echo (^C) is on ended: a pipe or a file saw no echo, and gets nothing."""
-    from localgen.console import end_interrupted_line
+    from localgen.line_ends import end_interrupted_line
     from localgen.signals import signal_exit_code
 
     end_interrupted_line()

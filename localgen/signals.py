@@ -28,7 +28,7 @@ def interrupt_line_ended() -> None:
 
 
 def interrupt_line_is_ended() -> bool:
-    """True once interrupt_line_ended said so: console.end_interrupted_line then adds no line end."""
+    """True once interrupt_line_ended said so: line_ends.end_interrupted_line then adds no line end."""
     return _interrupt_line_ended
 
 

@@ -221,7 +221,7 @@ def test_a_ctrl_c_as_a_status_message_s_only_write_returns_ends_its_line_only_wh
         monkeypatch: pytest.MonkeyPatch, size: int, ended: bool) -> None:
     """The Ctrl-C is raised as the write returns, before it is counted: a short message (one write of a terminal's
     buffer) was then most likely written whole, and gets no second line end; a long one was cut short."""
-    from localgen import console
+    from localgen import console, line_ends
 
     shown: list[str] = []
 
@@ -230,7 +230,7 @@ def test_a_ctrl_c_as_a_status_message_s_only_write_returns_ends_its_line_only_wh
         if len(shown) == 1:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(console, "write_whole", written_then_interrupted)
+    monkeypatch.setattr(line_ends, "write_whole", written_then_interrupted)
     with pytest.raises(KeyboardInterrupt):
         console.say("x" * (size - 1))
     assert len(shown) == (2 if ended else 1) and shown[-1].endswith("\n"), shown[1:]

@@ -563,7 +563,7 @@ main(sys.argv[1:])
 
 DOWNLOAD_CTRL_C = """
 import signal, sys
-from localgen import console
+from localgen import line_ends
 from localgen.download_progress import open_display
 from localgen.hub_types import HubFile, HubModel
 
@@ -573,7 +573,7 @@ try:
         display.begin_file(file, cached=False)
         signal.raise_signal(signal.SIGINT)
 except KeyboardInterrupt:
-    console.end_interrupted_line()
+    line_ends.end_interrupted_line()
     sys.exit(130)
 """
 

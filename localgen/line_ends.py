@@ -1,0 +1,87 @@
+"""Ending a terminal's line: the one a Ctrl-C's ^C echo is on, one typed without Enter, and a status message's that a
+signal cuts short."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable
+from typing import TextIO
+
+from localgen.output_writes import write_whole
+from localgen.signals import interrupt_line_ended, interrupt_line_is_ended
+
+CUT_WRITE_BYTES = 4096  # a status message longer, counted short of its end, was cut there (not written whole)
+
+
+def end_interrupted_line() -> None:
+    """After a Ctrl-C that nothing followed on the terminal: end the line its ^C echo is on, once, so that the
+    shell's prompt starts a line of its own (not on a pipe or a file, which saw no ^C); on the process's own stderr
+    where run -q has set sys.stderr aside, as it ends no line of its own, or on stdout where only it is the
+    terminal. Nothing where what the Ctrl-C stopped ended the line itself (signals.interrupt_line_ended)."""
+    if interrupt_line_is_ended():
+        return
+    from localgen.console import is_terminal  # (console says status messages through this module)
+
+    interrupt_line_ended()
+    _end_line_shown_by(is_terminal)
+
+
+def end_typed_line(source: object, data: bytes) -> None:
+    """After data read from source, where it is a terminal whose last line was ended with Ctrl-D, not Enter (`say hi`
+    and Ctrl-D twice): end that line where stderr or stdout shows that terminal, so that what comes next (the
+    answer, a note) starts a line of its own, not after the text typed. Nothing for a pipe or a file."""
+    fileno = getattr(source, "fileno", None)
+    if not data or data.endswith(b"\n") or fileno is None:
+        return
+    with contextlib.suppress(OSError, ValueError):  # a closed terminal
+        if os.isatty(fd := fileno()):
+            read = os.fstat(fd).st_rdev
+            _end_line_shown_by(lambda stream: _shows(stream, read))
+
+
+def _end_line_shown_by(shows: Callable[[TextIO], bool]) -> None:
+    """End a terminal's line on the first of stderr, the process's own stderr (where run -q has set sys.stderr
+    aside) and stdout for which shows is true; nothing where it is true for none. A terminal held with Ctrl-S as a
+    signal ends the program is waited on for the bounded time alone (write_whole), its line then left as it is."""
+    stream = next((s for s in (sys.stderr, sys.__stderr__, sys.stdout) if s is not None and shows(s)), None)
+    if stream is not None:
+        with contextlib.suppress(OSError, ValueError):  # a closed terminal, or a held one given up (WriteGivenUp)
+            write_whole(stream, "\n")
+            stream.flush()
+
+
+def _shows(stream: TextIO, terminal: int) -> bool:
+    """Whether stream is the terminal of this device number (st_rdev), or /dev/tty's (this process's own terminal)
+    is given and stream is that terminal."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        fd = stream.fileno()
+        if not os.isatty(fd):
+            return False
+        if terminal == os.stat("/dev/tty").st_rdev:
+            os.tcgetpgrp(fd)  # fails (ENOTTY) on a terminal that is not this process's own
+            return True
+        return os.fstat(fd).st_rdev == terminal
+    return False
+
+
+def write_status_line(line: str) -> None:
+    """Write a status message to stderr; one a Ctrl-C cuts short (/history) is ended, so [interrupted] starts a line."""
+    written = 0
+
+    def count(n: int) -> None:
+        nonlocal written
+        written += n
+
+    try:
+        write_whole(sys.stderr, line, on_written=count)
+        sys.stderr.flush()
+    except KeyboardInterrupt:  # raised as the write it cut short returns, before it is counted (0: maybe all of it)
+        size = len(line.encode(sys.stderr.encoding or "utf-8", sys.stderr.errors or "strict"))
+        if written < size and (written or size > CUT_WRITE_BYTES):
+            with contextlib.suppress(OSError, ValueError):
+                from localgen.console import takes_escapes
+
+                write_whole(sys.stderr, ("\x1b[0m" if takes_escapes(sys.stderr) else "") + "\n")
+        raise
