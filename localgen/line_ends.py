@@ -12,8 +12,6 @@ from typing import TextIO
 from localgen.output_writes import write_whole
 from localgen.signals import interrupt_line_ended, interrupt_line_is_ended
 
-CUT_WRITE_BYTES = 4096  # a status message longer, counted short of its end, was cut there (not written whole)
-
 
 def end_interrupted_line() -> None:
     """After a Ctrl-C that nothing followed on the terminal: end the line its ^C echo is on, once, so that the
@@ -67,21 +65,21 @@ def _shows(stream: TextIO, terminal: int) -> bool:
 
 
 def write_status_line(line: str) -> None:
-    """Write a status message to stderr; one a Ctrl-C cuts short (/history) is ended, so [interrupted] starts a line."""
-    written = 0
-
-    def count(n: int) -> None:
-        nonlocal written
-        written += n
-
+    """Write a status message (its lines ended) to stderr; one a Ctrl-C cuts short (/history) is ended, its style
+    reset, so that [interrupted] starts a line of its own."""
+    # Python raises a Ctrl-C's KeyboardInterrupt as the os.write it landed in returns, so what that write put is never
+    # counted: the message's last line end is written on its own, after the rest. A Ctrl-C landing before it, however
+    # much of the text went, leaves the line to end; one landing in it leaves it ended (but where a terminal held
+    # full with Ctrl-S had not taken that one byte), and one landing before the text's first byte, a blank line.
+    text = line.removesuffix("\n")
     try:
-        write_whole(sys.stderr, line, on_written=count)
-        sys.stderr.flush()
-    except KeyboardInterrupt:  # raised as the write it cut short returns, before it is counted (0: maybe all of it)
-        size = len(line.encode(sys.stderr.encoding or "utf-8", sys.stderr.errors or "strict"))
-        if written < size and (written or size > CUT_WRITE_BYTES):
+        write_whole(sys.stderr, text)
+    except KeyboardInterrupt:
+        if text:
             with contextlib.suppress(OSError, ValueError):
                 from localgen.console import takes_escapes
 
                 write_whole(sys.stderr, ("\x1b[0m" if takes_escapes(sys.stderr) else "") + "\n")
         raise
+    write_whole(sys.stderr, line[len(text):])
+    sys.stderr.flush()

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import resource
+import sys
 from pathlib import Path
 
 import pytest
@@ -216,21 +217,34 @@ def test_ctrl_c_during_a_long_history_says_interrupted_on_a_line_of_its_own(tmp_
         _stop(chat)
 
 
-@pytest.mark.parametrize(("size", "ended"), [(80, False), (10_000, True)])
-def test_a_ctrl_c_as_a_status_message_s_only_write_returns_ends_its_line_only_where_it_was_long(
-        monkeypatch: pytest.MonkeyPatch, size: int, ended: bool) -> None:
-    """The Ctrl-C is raised as the write returns, before it is counted: a short message (one write of a terminal's
-    buffer) was then most likely written whole, and gets no second line end; a long one was cut short."""
-    from localgen import console, line_ends
+@pytest.mark.parametrize(("size", "cut_in", "put"), [
+    (10_000, 1, 1.0),  # written whole, the Ctrl-C raised as that write returns (stderr a file: chat 2>log)
+    (80, 1, 0.5),  # a short one cut part way (a slow terminal)
+    (80, 2, 1.0),  # written whole, the Ctrl-C raised as its line end's write returns
+])
+def test_a_status_message_a_ctrl_c_cuts_short_is_ended_once_however_long(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, size: int, cut_in: int, put: float) -> None:
+    """The Ctrl-C lands in the message's cut_in'th write, which puts that part of what it was given before Python
+    raises it (as it does, the write's count lost): the message's line is ended exactly once, never left open and
+    never followed by a blank line, where a rule on the message's size decided."""
+    from localgen import console
 
-    shown: list[str] = []
-
-    def written_then_interrupted(stream: object, text: str, **_: object) -> None:
-        shown.append(text)
-        if len(shown) == 1:
+    real_write, calls = os.write, []
+    with (tmp_path / "stderr").open("w") as stderr:
+        def cut_write(fd: int, data: bytes) -> int:
+            if fd != stderr.fileno():
+                return real_write(fd, data)
+            calls.append(data)
+            if len(calls) != cut_in:
+                return real_write(fd, data)
+            real_write(fd, bytes(data[:int(len(data) * put)]))
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(line_ends, "write_whole", written_then_interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        console.say("x" * (size - 1))
-    assert len(shown) == (2 if ended else 1) and shown[-1].endswith("\n"), shown[1:]
+        monkeypatch.setattr(sys, "stderr", stderr)
+        monkeypatch.setattr(os, "write", cut_write)
+        with pytest.raises(KeyboardInterrupt):
+            console.say("x" * (size - 1))
+        monkeypatch.undo()
+    shown = (tmp_path / "stderr").read_text()
+    expected = "x" * (size - 1) if put == 1.0 else "x" * int((size - 1) * put)
+    assert shown == expected + "\n", (len(shown), shown[-5:])
