@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import sys
 from collections.abc import Callable
 from typing import TextIO
 
 from localgen.output_writes import write_whole
-from localgen.signals import interrupt_line_ended, interrupt_line_is_ended
+from localgen.signals import SignalExit, interrupt_line_ended, interrupt_line_is_ended
+
+LINE_END_WAIT_S = 0.5  # a status message's line a signal cut is ended where stderr takes it within this
 
 
 def end_interrupted_line() -> None:
@@ -65,8 +68,8 @@ def _shows(stream: TextIO, terminal: int) -> bool:
 
 
 def write_status_line(line: str) -> None:
-    """Write a status message (its lines ended) to stderr; one a Ctrl-C cuts short (/history) is ended, its style
-    reset, so that [interrupted] starts a line of its own."""
+    """Write a status message (its lines ended) to stderr; one a signal cuts short (Ctrl-C during /history, SIGTERM)
+    is ended, its style reset, so that [interrupted] or the shell's prompt starts a line of its own."""
     # Python raises a Ctrl-C's KeyboardInterrupt as the os.write it landed in returns, so what that write put is never
     # counted: the message's last line end is written on its own, after the rest. A Ctrl-C landing before it, however
     # much of the text went, leaves the line to end; one landing in it leaves it ended (but where a terminal held
@@ -74,12 +77,33 @@ def write_status_line(line: str) -> None:
     text = line.removesuffix("\n")
     try:
         write_whole(sys.stderr, text)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SignalExit):  # Ctrl-C, Ctrl-\, SIGTERM, SIGHUP
         if text:
-            with contextlib.suppress(OSError, ValueError):
-                from localgen.console import takes_escapes
-
-                write_whole(sys.stderr, ("\x1b[0m" if takes_escapes(sys.stderr) else "") + "\n")
+            _end_cut_line()
         raise
     write_whole(sys.stderr, line[len(text):])
     sys.stderr.flush()
+
+
+def _end_cut_line() -> None:
+    """End the line of a status message a signal cut short on stderr, its style reset, where stderr takes it within
+    LINE_END_WAIT_S (a terminal held with Ctrl-S as the chat ends is given up); a ^C or ^\\ echoed on that line then
+    needs no line end of its own (interrupt_line_ended)."""
+    from localgen.console import takes_escapes
+
+    with contextlib.suppress(OSError, ValueError):
+        if _takes_more(sys.stderr):
+            write_whole(sys.stderr, ("\x1b[0m" if takes_escapes(sys.stderr) else "") + "\n")
+            sys.stderr.flush()
+            interrupt_line_ended()
+
+
+def _takes_more(stream: TextIO) -> bool:
+    """Whether stream takes more within LINE_END_WAIT_S (one with no file, a test's: at once)."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return True
+    writable = select.poll()
+    writable.register(fd, select.POLLOUT)
+    return bool(writable.poll(LINE_END_WAIT_S * 1000))

@@ -8,11 +8,15 @@ import json
 import os
 import re
 import resource
+import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import pexpect
 import pytest
 
+from localgen.signals import SignalExit
 from tests.test_repl import Chat
 
 
@@ -248,3 +252,65 @@ def test_a_status_message_a_ctrl_c_cuts_short_is_ended_once_however_long(
     shown = (tmp_path / "stderr").read_text()
     expected = "x" * (size - 1) if put == 1.0 else "x" * int((size - 1) * put)
     assert shown == expected + "\n", (len(shown), shown[-5:])
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, lambda: SignalExit(signal.SIGTERM),
+                                  lambda: SignalExit(signal.SIGQUIT)], ids=["ctrl_c", "sigterm", "ctrl_backslash"])
+def test_a_status_message_any_signal_cuts_short_on_a_terminal_is_ended_once_its_style_reset(
+        monkeypatch: pytest.MonkeyPatch, stop: Callable[[], BaseException]) -> None:
+    """Ctrl-C, Ctrl-\\ or SIGTERM cut a dim note part way: its line is ended, the dim style reset, and the ^C's own
+    line end (end_interrupted_line, as a run that ends on it adds) is not added again."""
+    from localgen import console, line_ends, signals
+
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setattr(signals, "_interrupt_line_ended", False)
+    real_write, cut = os.write, []
+    master, slave = os.openpty()
+    try:
+        with open(slave, "w", closefd=False) as stderr:
+            def cut_write(fd: int, data: bytes) -> int:
+                if fd != slave or cut:
+                    return real_write(fd, data)
+                cut.append(real_write(fd, bytes(data[:10])))
+                raise stop()
+
+            monkeypatch.setattr(sys, "stderr", stderr)
+            monkeypatch.setattr(os, "write", cut_write)
+            with pytest.raises((KeyboardInterrupt, SignalExit)):
+                console.say("\x1b[2mdetails of the answer\x1b[22m", made_safe=True)
+            monkeypatch.setattr(os, "write", real_write)
+            line_ends.end_interrupted_line()
+        shown = b""
+        while not shown.endswith(b"\r\n"):
+            shown += os.read(master, 100)
+        real_write(slave, b"end")
+        while not shown.endswith(b"end"):
+            shown += os.read(master, 100)
+        assert shown == b"\x1b[2mdetail\x1b[0m\r\nend", shown
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+def test_sigterm_during_a_long_history_ends_its_line_with_its_style_reset(tmp_path: Path) -> None:
+    """/history of a long conversation is being written when SIGTERM ends the chat: the line it was cut in is ended
+    and its style reset, where the shell's prompt went on from the word it was cut in."""
+    home = tmp_path / "home"
+    path = home / "data" / "conversations" / "long.json"
+    path.parent.mkdir(parents=True)
+    turns = [{"user": f"Question {i}", "answer": f"Answer {i}: " + "word " * 200} for i in range(1000)]
+    path.write_text(json.dumps({"format": 1, "name": "long", "system": None, "model": "smollm2-135m", "settings": {},
+                                "turns": turns}))
+    chat = Chat(home, "--resume", "long", "-c", "1024", "-n", "3")
+    try:
+        chat.child.sendline("/history")
+        chat.child.expect_exact("Answer 20:")
+        chat.child.kill(signal.SIGTERM)
+        chat.child.expect(pexpect.EOF)
+        chat.child.close()
+        assert chat.child.exitstatus == 143 or chat.child.signalstatus == signal.SIGTERM
+        shown = chat.transcript.getvalue()
+        after = shown[shown.rfind("Answer "):]
+        assert re.fullmatch(r"Answer \d+:[ word\r\n]*\x1b\[0m\r\n.*", after, re.S), repr(after[-300:])
+    finally:
+        _stop(chat)
