@@ -13,7 +13,7 @@ from typing import TextIO
 from localgen.output_writes import write_whole
 from localgen.signals import SignalExit, interrupt_line_ended, interrupt_line_is_ended
 
-LINE_END_WAIT_S = 0.5  # a status message's line a signal cut is ended where stderr takes it within this
+LINE_END_WAIT_S = 0.5  # a status message's line a signal cut is ended where stderr takes it within this (not held)
 
 
 def end_interrupted_line() -> None:
@@ -68,8 +68,7 @@ def _shows(stream: TextIO, terminal: int) -> bool:
 
 
 def write_status_line(line: str) -> None:
-    """Write a status message (its lines ended) to stderr; one a signal cuts short (Ctrl-C during /history, SIGTERM)
-    is ended, its style reset, so that [interrupted] or the shell's prompt starts a line of its own."""
+    """Write a status message to stderr; one a signal cuts short (/history) is ended, its style reset."""
     # Python raises a Ctrl-C's KeyboardInterrupt as the os.write it landed in returns, so what that write put is never
     # counted: the message's last line end is written on its own, after the rest. A Ctrl-C landing before it, however
     # much of the text went, leaves the line to end; one landing in it leaves it ended (but where a terminal held
@@ -86,9 +85,7 @@ def write_status_line(line: str) -> None:
 
 
 def _end_cut_line() -> None:
-    """End the line of a status message a signal cut short on stderr, its style reset, where stderr takes it within
-    LINE_END_WAIT_S (a terminal held with Ctrl-S as the chat ends is given up); a ^C or ^\\ echoed on that line then
-    needs no line end of its own (interrupt_line_ended)."""
+    """End the line a signal cut on stderr, its style reset, once (interrupt_line_ended), unless stderr is held full."""
     from localgen.console import takes_escapes
 
     with contextlib.suppress(OSError, ValueError):

@@ -175,8 +175,7 @@ class Repl:
         self._say_where_saved()
 
     def _save_given_system(self) -> None:
-        """Save the system prompt -s gave the resumed conversation, and say at once what the save did (a file changed
-        meanwhile kept, saved as NAME-2) or why it failed (the chat keeps the change and saves it with the next)."""
+        """Save the system prompt -s gave the resumed conversation; say at once what the save did, or why it failed."""
         self.session.save_given_system()
         console.warn_each(self.session.save_notes)
         error, self.session.save_error = self.session.save_error, None
