@@ -196,16 +196,21 @@ def test_help_shortcuts_names_the_keys_readme_gives_for_a_newline_and_for_quitti
         _stop(chat)
 
 
-def test_ctrl_c_during_a_long_history_says_interrupted_on_a_line_of_its_own(tmp_path: Path) -> None:
-    """/history of a long conversation is still being written when Ctrl-C stops it: [interrupted] starts a line,
-    where it went on from the word the write was cut in (word word wo[interrupted])."""
+def _long_conversation_chat(tmp_path: Path) -> Chat:
+    """A chat resuming a saved conversation of 1,000 long exchanges, whose /history takes a while to write."""
     home = tmp_path / "home"
     path = home / "data" / "conversations" / "long.json"
     path.parent.mkdir(parents=True)
     turns = [{"user": f"Question {i}", "answer": f"Answer {i}: " + "word " * 200} for i in range(1000)]
     path.write_text(json.dumps({"format": 1, "name": "long", "system": None, "model": "smollm2-135m", "settings": {},
                                 "turns": turns}))
-    chat = Chat(home, "--resume", "long", "-c", "1024", "-n", "3")
+    return Chat(home, "--resume", "long", "-c", "1024", "-n", "3")
+
+
+def test_ctrl_c_during_a_long_history_says_interrupted_on_a_line_of_its_own(tmp_path: Path) -> None:
+    """/history of a long conversation is still being written when Ctrl-C stops it: [interrupted] starts a line,
+    where it went on from the word the write was cut in (word word wo[interrupted])."""
+    chat = _long_conversation_chat(tmp_path)
     try:
         since = len(chat.transcript.getvalue())  # (the chat's start showed the last exchange)
         chat.child.sendline("/history")
@@ -295,13 +300,7 @@ def test_a_status_message_any_signal_cuts_short_on_a_terminal_is_ended_once_its_
 def test_sigterm_during_a_long_history_ends_its_line_with_its_style_reset(tmp_path: Path) -> None:
     """/history of a long conversation is being written when SIGTERM ends the chat: the line it was cut in is ended
     and its style reset, where the shell's prompt went on from the word it was cut in."""
-    home = tmp_path / "home"
-    path = home / "data" / "conversations" / "long.json"
-    path.parent.mkdir(parents=True)
-    turns = [{"user": f"Question {i}", "answer": f"Answer {i}: " + "word " * 200} for i in range(1000)]
-    path.write_text(json.dumps({"format": 1, "name": "long", "system": None, "model": "smollm2-135m", "settings": {},
-                                "turns": turns}))
-    chat = Chat(home, "--resume", "long", "-c", "1024", "-n", "3")
+    chat = _long_conversation_chat(tmp_path)
     try:
         chat.child.sendline("/history")
         chat.child.expect_exact("Answer 20:")
