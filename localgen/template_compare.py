@@ -14,7 +14,17 @@ from jinja2 import runtime
 from jinja2.utils import Namespace
 
 from localgen.template_nodes import LONG_STRING
-from localgen.template_walk import SET_VIEWS, SETS, SHALLOW, Walk, all_shallow, chars_weight, children, is_deep
+from localgen.template_walk import (
+    SET_VIEWS,
+    SETS,
+    SHALLOW,
+    Walk,
+    all_shallow,
+    chars_weight,
+    children,
+    flat_size,
+    is_deep,
+)
 
 _OPERATORS: dict[str, Callable[[Any, Any], Any]] = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt,
                                                      "gt": operator.gt, "lteq": operator.le, "gteq": operator.ge}
@@ -51,7 +61,8 @@ def checked_compare(name: str, left: Any, right: Any) -> Any:
 
 def checked_in(item: Any, container: Any) -> bool:
     """item in container, each comparison or hash it makes measured first where item is a nested value (a list's
-    items that would walk too long in all, or an iterator's, compared here one at a time, as Python compares them)."""
+    items that would walk too long in all, or an iterator's, compared here one at a time, as Python compares them,
+    and counted in all)."""
     if not is_deep(item):
         if isinstance(item, str) and len(item) > LONG_STRING and isinstance(container, (list, tuple)):
             Walk("in").check(_string_walk(item, container))
@@ -65,10 +76,12 @@ def checked_in(item: Any, container: Any) -> bool:
             return item in container
     elif hasattr(type(container), "__contains__"):
         return item in container  # a string, a range: their items are compared with item in one step
+    total = 0
     for candidate in container:
         if candidate is item:
             return True
-        walk.check(walk.pair(candidate, item)[0])
+        total += walk.pair(candidate, item)[0]
+        walk.check(total)
         if candidate == item:
             return True
     return False
@@ -87,7 +100,7 @@ def _search_within(walk: Walk, item: object, candidates: list[Any] | tuple[Any, 
     Python stops there, or at an equal one before it), walks no more than the render's limit, measured lazily: an
     item of strings, numbers and None alone (a message) is compared with any candidate in as many steps as it has."""
     if type(item) in (list, tuple, dict) and all_shallow(children(item)) and \
-            len(candidates) * (2 + len(children(item))) <= walk.limit:
+            len(candidates) * flat_size(item) <= walk.limit:
         return True
     total = 0
     for candidate in candidates:

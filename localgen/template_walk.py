@@ -65,6 +65,14 @@ def children(value: Any) -> list[object]:
     return value if isinstance(value, (list, tuple)) else list(value)
 
 
+def flat_size(value: object) -> int:
+    """The items comparing value, a list, tuple or dict of strings, numbers and None alone, with any other walks
+    at most: one for it, one for each item and one more, its long strings' characters by LONG_STRING besides."""
+    items = children(value)
+    return 2 + len(items) + sum(chars_weight(len(item)) for item in items
+                                if type(item) is str and len(item) > LONG_STRING)
+
+
 class Walk:
     """The items one C call comparing, hashing or sorting values would walk, each shared part counted each time it
     is reached and measured once (kept by id, with the value kept alive), refused past the render's limit."""
@@ -136,6 +144,7 @@ class Walk:
                 pairs = list(zip(left, right, strict=False))
                 for index, (left_item, right_item) in enumerate(pairs):
                     if _unequal_at_once(left_item, right_item):
+                        size += string_weight(left_item, right_item)
                         break  # Python's walk ends at the first unequal items, compared again in one step
                     item_size, item_order = self.pair(left_item, right_item)
                     size += item_size - 1
@@ -167,6 +176,7 @@ class Walk:
             if type(key) in SHALLOW:
                 other = dict.get(right, key, _MISSING)
                 if other is _MISSING or _unequal_at_once(value, other):
+                    size += 0 if other is _MISSING else string_weight(value, other)
                     break  # Python's walk ends at a key the other lacks, or the first unequal values
                 value_size = self.pair(value, other)[0]
                 size += value_size

@@ -1,0 +1,91 @@
+"""A chat template's searches, comparisons and sorts of long strings (over 256 characters), alone or inside lists
+and dicts, and of dicts whose number keys share a hash, are measured with their characters and collisions counted,
+and refused past the render's limit in a fraction of its time, where each ran for seconds in one C call."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import sys
+import time
+
+import pytest
+
+from localgen import template_sandbox
+from localgen.chat import Message
+from localgen.template_sandbox import TemplateError
+from tests.test_template_budget import HANG_GUARD_S, _jinja, _outcome, _render
+
+LONG = "{% set t = 'x' * 1000000 %}"  # 1 MB: compared in about 18 us, the time of 3,906 items walked
+REFUSED_CPU_S = 0.5  # a refusal's measure, well within the render's 2 s time limit
+
+
+def _refusal_in_child(template: str) -> tuple[str, float]:
+    """Render in a forked child, killed past HANG_GUARD_S: its error message and the CPU seconds it took."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        os.close(read)
+        started = time.process_time()
+        try:
+            _render(template)
+            message = "rendered"
+        except TemplateError as error:
+            message = error.message
+        except BaseException as error:
+            message = f"{type(error).__name__}: {error}"
+        os.write(write, json.dumps([message, time.process_time() - started]).encode())
+        os._exit(0)
+    os.close(write)
+    try:
+        poller = select.poll()
+        poller.register(read, select.POLLIN)
+        if not poller.poll(HANG_GUARD_S * 1000):
+            pytest.fail(f"still rendering after {HANG_GUARD_S:g} s, in one call no time limit stops")
+        with os.fdopen(read, "rb", closefd=False) as pipe:
+            message, cpu = json.loads(pipe.read())
+        return str(message), float(cpu)
+    finally:
+        os.close(read)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def _assert_refused(template: str) -> None:
+    """The template is refused as walking past the render's limit, in well under its time limit."""
+    message, cpu = _refusal_in_child(template)
+    limit = template_sandbox.TEMPLATE_OUTPUT_LIMIT_CHARS + 2 * len("hi")
+    assert message.endswith(f" walking over {limit:,} items, shared ones counted each time"), message
+    assert cpu < REFUSED_CPU_S, f"refused after {cpu:.2f} s of CPU"
+
+
+NESTED_SEARCHES = {  # each ran about 30 s in one C call
+    "list-in": LONG + "{{ [t ~ 'y'] in [[t ~ 'z']] * 1000000 }}",
+    "list-index": LONG + "{{ ([[t ~ 'z']] * 1000000 + [[t ~ 'y']]).index([t ~ 'y']) }}",
+    "list-count": LONG + "{{ ([[t ~ 'z']] * 1000000).count([t ~ 'y']) }}",
+    "dict-in": LONG + "{{ {'c': t ~ 'y'} in [{'c': t ~ 'z'}] * 1000000 }}",
+    "dict-count": LONG + "{{ ([{'c': t ~ 'z'}] * 1000000).count({'c': t ~ 'y'}) }}",
+    "nested-list-in": LONG + "{{ [[1], t ~ 'y'] in [[[1], t ~ 'z']] * 1000000 }}",
+}
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="renders in a forked child")
+@pytest.mark.parametrize("name", list(NESTED_SEARCHES))
+def test_a_search_for_a_list_or_dict_of_long_strings_weighs_their_characters(name: str) -> None:
+    _assert_refused(NESTED_SEARCHES[name])
+
+
+SEARCHES_THAT_FIT = [
+    LONG + "{{ [t ~ 'y'] in [[t ~ 'z']] * 100 }} {{ {'c': t} in [{'c': t ~ ''}] * 100 }} "
+    "{{ ([[t ~ 'z']] * 100 + [[t ~ 'y']]).index([t ~ 'y']) }} {{ ([[t ~ 'y']] * 100).count([t ~ 'y']) }}",
+]
+
+
+@pytest.mark.parametrize("template", SEARCHES_THAT_FIT)
+def test_a_search_of_long_strings_within_the_limit_gives_what_jinja_gives(template: str) -> None:
+    messages = [Message("user", "hi")]
+    assert _outcome(_render, template, messages) == _outcome(_jinja, template, messages)
