@@ -65,7 +65,8 @@ def checked_in(item: Any, container: Any) -> bool:
     and counted in all)."""
     if not is_deep(item):
         if isinstance(item, str) and len(item) > LONG_STRING and isinstance(container, (list, tuple)):
-            Walk("in").check(_string_walk(item, container))
+            walk = Walk("in")
+            walk.check(_string_walk(item, container, walk.limit))
         return item in container
     walk = Walk("in")
     if isinstance(container, (dict, *SETS)):
@@ -87,12 +88,16 @@ def checked_in(item: Any, container: Any) -> bool:
     return False
 
 
-def _string_walk(text: str, candidates: list[Any] | tuple[Any, ...]) -> int:
+def _string_walk(text: str, candidates: list[Any] | tuple[Any, ...], limit: int) -> int:
     """The items comparing text with each of candidates is worth: its characters' weight for each string of its
-    length not itself (a string of another length is unequal at once)."""
-    alike = sum(1 for candidate in candidates if type(candidate) is str and len(candidate) == len(text)
-                and candidate is not text)
-    return alike * chars_weight(len(text))
+    length not itself (a string of another length is unequal at once), counted up to the first past limit."""
+    weight, total = chars_weight(len(text)), 0
+    for candidate in candidates:
+        if type(candidate) is str and len(candidate) == len(text) and candidate is not text:
+            total += weight
+            if total > limit:
+                break
+    return total
 
 
 def _search_within(walk: Walk, item: object, candidates: list[Any] | tuple[Any, ...], whole: bool = False) -> bool:
@@ -176,7 +181,8 @@ def check_compared_arguments(method: Any, args: tuple[Any, ...]) -> tuple[Any, .
         return (checked_pairs(args[0], f"{'dict' if method is dict else 'namespace'}()"), *args[1:])
     if isinstance(owner, (list, tuple)) and name in ("index", "count") and args and isinstance(args[0], str):
         if len(args[0]) > LONG_STRING:
-            Walk(f".{name}()").check(_string_walk(args[0], owner))
+            walk = Walk(f".{name}()")
+            walk.check(_string_walk(args[0], owner, walk.limit))
     elif isinstance(owner, (list, tuple)) and name in ("index", "count") and args and is_deep(args[0]):
         walk = Walk(f".{name}()")
         if not _search_within(walk, args[0], owner, whole=name == "count"):
