@@ -88,14 +88,17 @@ def checked_in(item: Any, container: Any) -> bool:
     return False
 
 
-def _string_walk(text: str, candidates: list[Any] | tuple[Any, ...], limit: int) -> int:
+def _string_walk(text: str, candidates: list[Any] | tuple[Any, ...], limit: int, whole: bool = False) -> int:
     """The items comparing text with each of candidates is worth: its characters' weight for each string of its
-    length not itself (a string of another length is unequal at once), counted up to the first past limit."""
+    length not itself (a string of another length is unequal at once), counted up to the first past limit and,
+    unless whole, to the first identical or equal one, where Python's search stops."""
     weight, total = chars_weight(len(text)), 0
     for candidate in candidates:
+        if candidate is text and not whole:
+            break
         if type(candidate) is str and len(candidate) == len(text) and candidate is not text:
             total += weight
-            if total > limit:
+            if total > limit or (not whole and candidate == text):
                 break
     return total
 
@@ -182,7 +185,7 @@ def check_compared_arguments(method: Any, args: tuple[Any, ...]) -> tuple[Any, .
     if isinstance(owner, (list, tuple)) and name in ("index", "count") and args and isinstance(args[0], str):
         if len(args[0]) > LONG_STRING:
             walk = Walk(f".{name}()")
-            walk.check(_string_walk(args[0], owner, walk.limit))
+            walk.check(_string_walk(args[0], owner, walk.limit, whole=name == "count"))
     elif isinstance(owner, (list, tuple)) and name in ("index", "count") and args and is_deep(args[0]):
         walk = Walk(f".{name}()")
         if not _search_within(walk, args[0], owner, whole=name == "count"):

@@ -102,3 +102,15 @@ STRING_SEARCHES = {  # each counted every candidate first: 0.36 s of CPU here, 1
 @pytest.mark.parametrize("name", list(STRING_SEARCHES))
 def test_a_search_for_a_long_string_stops_measuring_once_past_the_limit(name: str) -> None:
     _assert_refused(STRING_SEARCHES[name])
+
+
+FOUND_FIRST = [  # each refused, where Python stops at the first item, identical or equal
+    LONG + "{% set u = t ~ 'y' %}{{ u in [u] + [t ~ 'z'] * 2000 }} {{ ([u] + [t ~ 'z'] * 2000).index(u) }}",
+    LONG + "{% set u = t ~ 'y' %}{{ u in [t ~ 'y'] + [t ~ 'z'] * 2000 }} {{ ([t ~ 'y'] + [t ~ 'z'] * 2000).index(u) }}",
+]  # .count() compares with all of them: 7,800,000 items, refused
+
+
+@pytest.mark.parametrize("template", FOUND_FIRST)
+def test_a_search_for_a_long_string_is_measured_up_to_the_first_identical_or_equal_one(template: str) -> None:
+    messages = [Message("user", "hi")]
+    assert _outcome(_render, template, messages) == _outcome(_jinja, template, messages)
