@@ -70,7 +70,16 @@ def flat_size(value: object) -> int:
     at most: one for it, one for each item and one more, its long strings' characters by LONG_STRING besides."""
     items = children(value)
     return 2 + len(items) + sum(chars_weight(len(item)) for item in items
-                                if type(item) is str and len(item) > LONG_STRING)
+                                if type(item) is str and len(item) > LONG_STRING) + looked_up_collisions(value)
+
+
+def looked_up_collisions(value: object) -> int:
+    """The comparisons looking up each key of value, a dict, set or dict view, in another of its keys makes among
+    its numbers sharing a hash (an items view looked up by its keys)."""
+    if not isinstance(value, (dict, *SETS)):
+        return 0
+    keys = value.mapping if isinstance(value, SET_VIEWS[1]) else value
+    return _colliding([(hash(key), key) for key in keys if type(key) in _NUMBERS])
 
 
 class Walk:
@@ -129,9 +138,10 @@ class Walk:
         if known is not None:
             return known[2], known[3]
         if isinstance(left, SETS) and isinstance(right, SETS):  # each item of one looked up (hashed) in the other
-            size = order = self.tree(left)[0] + self.tree(right)[0]
+            size = order = self.tree(left)[0] + self.tree(right)[0] + looked_up_collisions(right)
         elif isinstance(left, dict) and isinstance(right, dict):  # an ordering of dicts fails at once
-            size, order = (1 if len(left) != len(right) else self._dict_pair(left, right)), 1
+            size = 1 if len(left) != len(right) else self._dict_pair(left, right) + looked_up_collisions(right)
+            order = 1
         elif (isinstance(left, list) and isinstance(right, list)) or (isinstance(left, tuple)
                                                                      and isinstance(right, tuple)):
             count = min(len(left), len(right))

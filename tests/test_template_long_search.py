@@ -114,3 +114,26 @@ FOUND_FIRST = [  # each refused, where Python stops at the first item, identical
 def test_a_search_for_a_long_string_is_measured_up_to_the_first_identical_or_equal_one(template: str) -> None:
     messages = [Message("user", "hi")]
     assert _outcome(_render, template, messages) == _outcome(_jinja, template, messages)
+
+
+ONE_HASH = ("{% set P = 2 ** 61 - 1 %}{% set L = range(0, 2000 * P, P)|list %}{% set d1 = {}.fromkeys(L) %}"
+            "{% set d2 = {}.fromkeys(L) %}")  # 2,000 ints of one hash: each lookup compares it with the others
+COLLIDING = {  # each ran 20 to 34 s in one C call
+    "dicts-eq": ONE_HASH + "{{ [d1] * 1000 == [d2] * 1000 }}",
+    "keys-eq": ONE_HASH + "{{ [d1.keys()] * 1000 == [d2.keys()] * 1000 }}",
+    "items-eq": ONE_HASH + "{{ [d1.items()] * 300 == [d2.items()] * 300 }}",  # their tuples: 3,600,000 items
+    "dicts-count": ONE_HASH + "{{ ([d2] * 1000).count(d1) }}",
+}
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="renders in a forked child")
+@pytest.mark.parametrize("name", list(COLLIDING))
+def test_comparing_dicts_or_key_views_counts_their_number_keys_of_one_hash(name: str) -> None:
+    _assert_refused(COLLIDING[name])
+
+
+def test_dicts_of_number_keys_of_one_hash_compared_once_give_what_jinja_gives() -> None:
+    template = ONE_HASH + ("{{ d1 == d2 }} {{ d1.keys() == d2.keys() }} {{ [d1] == [d2] }} {{ [d2].index(d1) }} "
+                           "{{ d1 in [d2] * 1000 }}")  # Python stops at the first equal one
+    messages = [Message("user", "hi")]
+    assert _outcome(_render, template, messages) == _outcome(_jinja, template, messages) == "True True True 0 True"
