@@ -24,6 +24,7 @@ from localgen.template_walk import (
     children,
     flat_size,
     is_deep,
+    long_strings_weight,
 )
 
 _OPERATORS: dict[str, Callable[[Any, Any], Any]] = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt,
@@ -291,10 +292,11 @@ def _check_keys(name: str, keys: list[list[Any]]) -> None:
     rounds = len(keys).bit_length() + 2 if name in _SORTING_FILTERS else 1
     total = 0
     for position in zip(*keys, strict=False):
+        total += rounds * long_strings_weight(position)  # compared character by character, even with themselves
         deep = {id(part): part for part in position if is_deep(part)}
         for part in deep.values() if len(deep) == 1 else ():
             total += rounds * (2 + len(children(part))) * position.count(part)
         for part in position if len(deep) > 1 else ():
-            total += rounds * sum(walk.tree(part)) if is_deep(part) else 0
+            total += rounds * (sum(walk.tree(part)) + long_strings_weight(children(part))) if is_deep(part) else 0
             walk.check(total)
     walk.check(total)

@@ -69,8 +69,12 @@ def flat_size(value: object) -> int:
     """The items comparing value, a list, tuple or dict of strings, numbers and None alone, with any other walks
     at most: one for it, one for each item and one more, its long strings' characters by LONG_STRING besides."""
     items = children(value)
-    return 2 + len(items) + sum(chars_weight(len(item)) for item in items
-                                if type(item) is str and len(item) > LONG_STRING) + looked_up_collisions(value)
+    return 2 + len(items) + long_strings_weight(items) + looked_up_collisions(value)
+
+
+def long_strings_weight(items: Iterable[object]) -> int:
+    """The items comparing each long string among items with one of its length is worth besides one."""
+    return sum(chars_weight(len(item)) for item in items if type(item) is str and len(item) > LONG_STRING)
 
 
 def looked_up_collisions(value: object) -> int:

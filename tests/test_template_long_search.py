@@ -137,3 +137,22 @@ def test_dicts_of_number_keys_of_one_hash_compared_once_give_what_jinja_gives() 
                            "{{ d1 in [d2] * 1000 }}")  # Python stops at the first equal one
     messages = [Message("user", "hi")]
     assert _outcome(_render, template, messages) == _outcome(_jinja, template, messages) == "True True True 0 True"
+
+
+LONG_SORTS = {  # 2.7 s: stopped by the time limit, 0.7 s past it, in one C call
+    "lists": LONG + "{% set a = [t ~ 'y'] %}{% set b = [t ~ 'z'] %}{{ ([b, a] * 20000)|sort|length }}",
+    "strings": LONG + "{{ ([t ~ 'z', t ~ 'y'] * 20000)|sort|length }}",
+}
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="renders in a forked child")
+@pytest.mark.parametrize("name", list(LONG_SORTS))
+def test_a_sort_weighs_its_keys_long_strings(name: str) -> None:
+    _assert_refused(LONG_SORTS[name])
+
+
+def test_a_short_sort_of_long_strings_gives_what_jinja_gives() -> None:
+    template = LONG + ("{% set a = [t ~ 'y'] %}{% set b = [t ~ 'z'] %}{{ ([b, a] * 20)|sort|length }} "
+                       "{{ ([t ~ 'z', t ~ 'y'] * 20)|sort|length }} {{ [t ~ 'z', t ~ 'y']|max|length }}")
+    messages = [Message("user", "hi")]
+    assert _outcome(_render, template, messages) == _outcome(_jinja, template, messages) == "40 40 1000001"
