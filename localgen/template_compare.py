@@ -13,18 +13,19 @@ from typing import Any
 from jinja2 import runtime
 from jinja2.utils import Namespace
 
-from localgen.template_nodes import LONG_STRING
 from localgen.template_walk import (
     SET_VIEWS,
     SETS,
     SHALLOW,
     Walk,
     all_shallow,
-    chars_weight,
     children,
     flat_size,
     is_deep,
+    is_long,
+    items_size,
     long_strings_weight,
+    string_weight,
 )
 
 _OPERATORS: dict[str, Callable[[Any, Any], Any]] = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt,
@@ -65,7 +66,7 @@ def checked_in(item: Any, container: Any) -> bool:
     items that would walk too long in all, or an iterator's, compared here one at a time, as Python compares them,
     and counted in all)."""
     if not is_deep(item):
-        if isinstance(item, str) and len(item) > LONG_STRING and isinstance(container, (list, tuple)):
+        if is_long(item) and isinstance(container, (list, tuple)):
             walk = Walk("in")
             walk.check(_string_walk(item, container, walk.limit))
         return item in container
@@ -93,11 +94,12 @@ def _string_walk(text: str, candidates: list[Any] | tuple[Any, ...], limit: int,
     """The items comparing text with each of candidates is worth: its characters' weight for each string of its
     length not itself (a string of another length is unequal at once), counted up to the first past limit and,
     unless whole, to the first identical or equal one, where Python's search stops."""
-    weight, total = chars_weight(len(text)), 0
+    total, length = 0, len(text)
     for candidate in candidates:
         if candidate is text and not whole:
             break
-        if type(candidate) is str and len(candidate) == len(text) and candidate is not text:
+        weight = string_weight(text, candidate) if type(candidate) is str and len(candidate) == length else 0
+        if weight:  # (a quick gate before it: a string of another length, or not a string, weighs nothing)
             total += weight
             if total > limit or (not whole and candidate == text):
                 break
@@ -184,7 +186,7 @@ def check_compared_arguments(method: Any, args: tuple[Any, ...]) -> tuple[Any, .
     if (method is dict or method is Namespace) and args:
         return (checked_pairs(args[0], f"{'dict' if method is dict else 'namespace'}()"), *args[1:])
     if isinstance(owner, (list, tuple)) and name in ("index", "count") and args and isinstance(args[0], str):
-        if len(args[0]) > LONG_STRING:
+        if is_long(args[0]):
             walk = Walk(f".{name}()")
             walk.check(_string_walk(args[0], owner, walk.limit, whole=name == "count"))
     elif isinstance(owner, (list, tuple)) and name in ("index", "count") and args and is_deep(args[0]):
@@ -295,7 +297,7 @@ def _check_keys(name: str, keys: list[list[Any]]) -> None:
         total += rounds * long_strings_weight(position)  # compared character by character, even with themselves
         deep = {id(part): part for part in position if is_deep(part)}
         for part in deep.values() if len(deep) == 1 else ():
-            total += rounds * (2 + len(children(part))) * position.count(part)
+            total += rounds * items_size(children(part)) * position.count(part)
         for part in position if len(deep) > 1 else ():
             total += rounds * (sum(walk.tree(part)) + long_strings_weight(children(part))) if is_deep(part) else 0
             walk.check(total)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import operator
 from collections.abc import Iterable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeGuard
 
 from markupsafe import Markup
 
@@ -45,12 +45,17 @@ def _unequal_at_once(left: object, right: object) -> bool:
     return left is not right and (type(left) in SHALLOW or type(right) in SHALLOW) and left != right
 
 
+def is_long(value: object) -> TypeGuard[str]:
+    """True for a string of over LONG_STRING characters, whose comparison with another is weighed by them."""
+    return isinstance(value, str) and len(value) > LONG_STRING
+
+
 def string_weight(left: object, right: object) -> int:
     """The items comparing two strings is worth besides one: their characters by LONG_STRING, where they are long,
     of one length (others are unequal at once) and not the same string."""
-    if type(left) is not str or type(right) is not str or left is right or len(left) != len(right):
-        return 0
-    return chars_weight(len(left))
+    if is_long(left) and isinstance(right, str) and left is not right and len(left) == len(right):
+        return chars_weight(len(left))
+    return 0
 
 
 def chars_weight(length: int) -> int:
@@ -58,7 +63,7 @@ def chars_weight(length: int) -> int:
     return length // LONG_STRING
 
 
-def children(value: Any) -> list[object]:
+def children(value: Any) -> list[object] | tuple[object, ...]:
     """The values a comparison or hash of value reaches inside it (a dict's keys and values)."""
     if isinstance(value, dict):
         return [part for item in value.items() for part in item]
@@ -69,12 +74,18 @@ def flat_size(value: object) -> int:
     """The items comparing value, a list, tuple or dict of strings, numbers and None alone, with any other walks
     at most: one for it, one for each item and one more, its long strings' characters by LONG_STRING besides."""
     items = children(value)
-    return 2 + len(items) + long_strings_weight(items) + looked_up_collisions(value)
+    return items_size(items) + long_strings_weight(items) + looked_up_collisions(value)
+
+
+def items_size(items: list[object] | tuple[object, ...]) -> int:
+    """The items comparing a list, tuple or dict of items, each compared in one step, walks: one for it, one for
+    each item and one more."""
+    return 2 + len(items)
 
 
 def long_strings_weight(items: Iterable[object]) -> int:
     """The items comparing each long string among items with one of its length is worth besides one."""
-    return sum(chars_weight(len(item)) for item in items if type(item) is str and len(item) > LONG_STRING)
+    return sum(chars_weight(len(item)) for item in items if is_long(item))
 
 
 def looked_up_collisions(value: object) -> int:
@@ -135,7 +146,7 @@ class Walk:
         level of nesting, as Python's own comparison takes one C frame). Counted whole, not refused here: lists of
         unequal lengths are unequal at once, whatever their items would walk."""
         if left is right or not (is_deep(left) and is_deep(right)):
-            weight = 1 + (string_weight(left, right) if type(left) is str and len(left) > LONG_STRING else 0)
+            weight = 1 + string_weight(left, right)
             return weight, weight
         key = (id(left), id(right))
         known = self._pairs.get(key)
@@ -151,9 +162,10 @@ class Walk:
             count = min(len(left), len(right))
             size, again = 1 + count, 1  # and the first unequal pair compared again with the operator
             if all_shallow(left) or all_shallow(right):  # long strings alike compared character by character
-                long = [pair for pair in zip(left, right, strict=False) if type(pair[0]) is str
-                        and len(pair[0]) > LONG_STRING]
-                size += sum(string_weight(*pair) for pair in long)
+                for left_item, right_item in zip(left, right, strict=False):
+                    size += string_weight(left_item, right_item)
+                    if size > self.limit:
+                        break
             else:
                 pairs = list(zip(left, right, strict=False))
                 for index, (left_item, right_item) in enumerate(pairs):

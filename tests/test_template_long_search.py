@@ -156,3 +156,9 @@ def test_a_short_sort_of_long_strings_gives_what_jinja_gives() -> None:
                        "{{ ([t ~ 'z', t ~ 'y'] * 20)|sort|length }} {{ [t ~ 'z', t ~ 'y']|max|length }}")
     messages = [Message("user", "hi")]
     assert _outcome(_render, template, messages) == _outcome(_jinja, template, messages) == "40 40 1000001"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="renders in a forked child")
+def test_long_markup_strings_compared_are_weighed_as_strings() -> None:
+    """Markup compares as str does: 200,000 of 1 MB alike ran 3.6 s in one C call, taken as compared at once."""
+    _assert_refused(LONG + "{% set a = (t ~ 'y')|safe %}{% set b = (t ~ 'y')|safe %}{{ [a] * 200000 == [b] * 200000 }}")
