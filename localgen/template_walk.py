@@ -210,6 +210,8 @@ class Walk:
                     break
             else:
                 size += self.tree(key)[0] + self.tree(value)[0]
+            if size > self.limit:
+                break  # refused whatever follows
         return size
 
     def key(self, value: object) -> int:
