@@ -114,7 +114,7 @@ def _closed_exit(closed_by: BrokenPipeError | None) -> typer.Exit:
     up would have."""
     silence_stdout()
     if isinstance(closed_by, WriteGivenUp) and closed_by.signum == signal.SIGINT:
-        console.end_interrupted_line()
+        line_ends.end_interrupted_line()
     return typer.Exit(_closed_exit_code(closed_by))
 
 
