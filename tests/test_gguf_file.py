@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import gguf_builders as gb
 import pytest
 
-from localgen.errors import GGUFError, LocalgenError, ModelNotFoundError
+from localgen.errors import GGUFError, GGUFUnreadableError, LocalgenError, ModelNotFoundError
 from localgen.gguf_checks import KNOWN_ARCHITECTURES
 from localgen.gguf_cursor import HINT, GGUFTruncatedError
 from localgen.gguf_format import GGML_TYPES
@@ -85,7 +85,7 @@ def _error(path: Path, **kwargs: bool) -> GGUFError:
     """The GGUFError read_gguf raises for path (failing the test if it raises nothing or anything else)."""
     with pytest.raises(GGUFError) as caught:
         read_gguf(path, **kwargs)
-    assert type(caught.value) in (GGUFError, GGUFTruncatedError)
+    assert type(caught.value) in (GGUFError, GGUFTruncatedError, GGUFUnreadableError)
     assert caught.value.message.startswith(f"{path.name}: "), caught.value.message
     assert "\n" not in caught.value.message
     assert caught.value.hint
@@ -596,6 +596,7 @@ def test_a_zeroed_version_is_not_called_big_endian(tiny: Path, tmp_path: Path) -
 
 def test_missing_file_directory_and_fifo_are_gguf_errors(tmp_path: Path) -> None:
     assert "not found" in _error(tmp_path / "absent.gguf").message
+    assert type(_error(tmp_path / "absent.gguf")) is GGUFUnreadableError  # listed as unreadable, not as no GGUF
     (tmp_path / "dir.gguf").mkdir()
     assert "not a regular file" in _error(tmp_path / "dir.gguf").message
     fifo = tmp_path / "pipe.gguf"
