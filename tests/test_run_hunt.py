@@ -58,6 +58,7 @@ def test_a_run_under_nohup_from_a_terminal_answers_its_prompt(tmp_path: Path) ->
             assert said == refusal, said
 
 
+@pytest.mark.serial  # the burst must land within REPEAT_S of the first signal's handler (conftest: serial)
 def test_a_signal_delivered_twice_at_once_ends_the_run_as_once(tmp_path: Path) -> None:
     """A closed terminal's SIGHUP comes from the kernel and again from the shell, 0.2-0.3 ms apart: the second ended
     the run at once, as a second Ctrl-C does, cutting off the answer's newline and the token counts kept with it (and
