@@ -100,11 +100,12 @@ def _render(template: str, messages: list[Message] | None = None, **variables: A
 
 def _render_in_child(template: str) -> dict[str, Any]:
     """Render in a forked child, killed past HANG_GUARD_S (a C call the time limit cannot stop) or when the test
-    stops: how it ended."""
+    stops: how it ended (message, hint) and the CPU seconds it took (cpu_s)."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover (the child)
         os.close(read)
+        started = time.process_time()
         try:
             _render(template)
             ended: dict[str, Any] = {"message": "rendered", "hint": ""}
@@ -112,6 +113,7 @@ def _render_in_child(template: str) -> dict[str, Any]:
             ended = {"message": error.message, "hint": error.hint or ""}
         except BaseException as error:
             ended = {"message": f"{type(error).__name__}: {error}", "hint": ""}
+        ended["cpu_s"] = time.process_time() - started
         os.write(write, json.dumps(ended).encode())
         os._exit(0)
     os.close(write)

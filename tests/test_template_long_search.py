@@ -4,20 +4,13 @@ and refused past the render's limit in a fraction of its time, where each ran fo
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import select
-import signal
 import sys
-import time
 
 import pytest
 
 from localgen import template_sandbox
 from localgen.chat import Message
-from localgen.template_sandbox import TemplateError
-from tests.test_template_budget import HANG_GUARD_S, _jinja, _outcome, _render
+from tests.test_template_budget import _jinja, _outcome, _render, _render_in_child
 
 LONG = "{% set t = 'x' * 1000000 %}"  # 1 MB: compared in about 18 us, the time of 3,906 items walked
 REFUSED_CPU_S = 0.5  # a refusal's measure: a quarter of the render's 2 s time limit (0.02-0.1 s here, idle)
@@ -26,34 +19,8 @@ STOPPED_SEARCH_CPU_S = 0.25  # a search measured to its end took 0.36 s idle for
 
 def _refusal_in_child(template: str) -> tuple[str, float]:
     """Render in a forked child, killed past HANG_GUARD_S: its error message and the CPU seconds it took."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover (the child)
-        os.close(read)
-        started = time.process_time()
-        try:
-            _render(template)
-            message = "rendered"
-        except TemplateError as error:
-            message = error.message
-        except BaseException as error:
-            message = f"{type(error).__name__}: {error}"
-        os.write(write, json.dumps([message, time.process_time() - started]).encode())
-        os._exit(0)
-    os.close(write)
-    try:
-        poller = select.poll()
-        poller.register(read, select.POLLIN)
-        if not poller.poll(HANG_GUARD_S * 1000):
-            pytest.fail(f"still rendering after {HANG_GUARD_S:g} s, in one call no time limit stops")
-        with os.fdopen(read, "rb", closefd=False) as pipe:
-            message, cpu = json.loads(pipe.read())
-        return str(message), float(cpu)
-    finally:
-        os.close(read)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+    ended = _render_in_child(template)
+    return str(ended["message"]), float(ended["cpu_s"])
 
 
 def _assert_refused(template: str, cpu_s: float = REFUSED_CPU_S) -> None:
