@@ -144,13 +144,13 @@ def _fetch_listing(repo: str) -> HubListing:
     """Ask the Hub for the repo's files (one request) and keep the GGUF ones."""
     if is_offline():
         raise offline_error(repo, None, None, None)
-    repo = cached_spelling(repo)  # one listing (and one request) whatever the case it was typed in
-    key = repo.lower()  # the Hub's repo ids ignore case
+    key = repo.lower()  # one listing (and one request) whatever the case it was typed in: the Hub's ids ignore case
     kept = _listings.get(key) if _listings is not None else None
     if isinstance(kept, LocalgenError):
         raise copy.copy(kept) from kept.__cause__  # its own copy: a handler may add to its words
     if kept is not None:
         return kept
+    repo = cached_spelling(repo)
     check_not_stalled()
     try:
         listing = _request_listing(repo)

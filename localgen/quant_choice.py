@@ -337,8 +337,9 @@ def _choose_download(reference: str | None, target: Target, *, hw: Hardware, req
                 return reference, (will_not_run_warning(target, model.label, shape, model.size, hw, request, groups),)
             return reference, (pulled_at_a_smaller_context(exc, shape, hw, request, model.label, download_only),)
         return reference, ()
-    options = hub_options(target.repo, hw, request, note=note)
-    repo = next((f.repo for f in hub.list_gguf_files(target.repo)), target.repo)  # as the Hub (or cache) spells it
+    files = hub.list_gguf_files(target.repo)
+    options = hub_options(target.repo, hw, request, files=files, note=note)
+    repo = next((f.repo for f in files), target.repo)  # as the Hub (or cache) spells it
     index = choose_option(options, request)
     if index is None:
         smallest = smallest_option(options)
