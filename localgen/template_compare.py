@@ -185,13 +185,11 @@ def check_compared_arguments(method: Any, args: tuple[Any, ...]) -> tuple[Any, .
     owner, name = getattr(method, "__self__", None), getattr(method, "__name__", "")
     if (method is dict or method is Namespace) and args:
         return (checked_pairs(args[0], f"{'dict' if method is dict else 'namespace'}()"), *args[1:])
-    if isinstance(owner, (list, tuple)) and name in ("index", "count") and args and isinstance(args[0], str):
+    if isinstance(owner, (list, tuple)) and name in ("index", "count") and args:
+        walk, whole = Walk(f".{name}()"), name == "count"
         if is_long(args[0]):
-            walk = Walk(f".{name}()")
-            walk.check(_string_walk(args[0], owner, walk.limit, whole=name == "count"))
-    elif isinstance(owner, (list, tuple)) and name in ("index", "count") and args and is_deep(args[0]):
-        walk = Walk(f".{name}()")
-        if not _search_within(walk, args[0], owner, whole=name == "count"):
+            walk.check(_string_walk(args[0], owner, walk.limit, whole=whole))
+        elif is_deep(args[0]) and not _search_within(walk, args[0], owner, whole=whole):
             walk.over()
     elif (isinstance(owner, dict) or owner is dict) and name in ("get", "fromkeys") and args:  # fromkeys: dict's
         if name == "fromkeys":

@@ -8,12 +8,12 @@ from __future__ import annotations
 import itertools
 import operator
 from collections.abc import Iterable
-from typing import Any, NoReturn, TypeGuard
+from typing import Any, NoReturn
 
 from markupsafe import Markup
 
 from localgen.template_budget import TooLarge, size_limit
-from localgen.template_nodes import LONG_STRING
+from localgen.template_nodes import LONG_STRING, is_long
 
 SHALLOW = frozenset({str, Markup, int, float, bool, type(None)})  # compared and hashed in one step, whatever the other
 SET_VIEWS = (type({}.keys()), type({}.items()))
@@ -43,11 +43,6 @@ def _unequal_at_once(left: object, right: object) -> bool:
     """True where left and right, one a string, number, boolean or None, are not the same and not equal (found in
     one step)."""
     return left is not right and (type(left) in SHALLOW or type(right) in SHALLOW) and left != right
-
-
-def is_long(value: object) -> TypeGuard[str]:
-    """True for a string of over LONG_STRING characters, whose comparison with another is weighed by them."""
-    return isinstance(value, str) and len(value) > LONG_STRING
 
 
 def string_weight(left: object, right: object) -> int:
