@@ -8,13 +8,13 @@ from collections.abc import Sequence
 
 from localgen.errors import ConfigError
 
-_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(i?)(b?)|b)?\s*", re.IGNORECASE | re.ASCII)
-_UNIT_POWERS = {"k": 1, "m": 2, "g": 3, "t": 4}
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(?:([kmgtp])(i?)(b?)|b)?\s*", re.IGNORECASE | re.ASCII)
+_UNIT_POWERS = {"k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
 
 
 def parse_size(text: str, *, name: str, hint: str = "use bytes or a size such as 4GiB or 512MiB") -> int:
     """Bytes from a plain byte count or a size with a unit: binary '4GiB', '512MiB', '4Gi' and a letter alone ('4G',
-    '1.5g'), decimal '4GB', '500MB', '1.5kB' (1 GB is 10**9 bytes); name is the setting."""
+    '1.5g'), decimal '4GB', '500MB', '1.5kB' (1 GB is 10**9 bytes), up to PiB and PB; name is the setting."""
     match = _SIZE.fullmatch(text)
     if match is None:
         raise ConfigError(f"{name}={text!r} is not a size", hint=hint)
