@@ -123,9 +123,9 @@ def model_file_here(name: str) -> str | None:
 
 def misspelt_model_file(name: str, names: list[str]) -> str | None:
     """The first of a folder's model files (names) that a name misspells, .gguf added where it lacks it (model.gguf
-    for Model), or None."""
-    suffixed = name if name.lower().endswith(".gguf") else f"{name}.gguf"
-    return next((found for found in names if misspells(suffixed, found)), None)
+    for Model) or as typed (model.gguf for model.ggu, a slip of .gguf itself), or None."""
+    typed = [name] if name.lower().endswith(".gguf") else [f"{name}.gguf", name]
+    return next((found for found in names if any(misspells(each, found) for each in typed)), None)
 
 
 def folder_models(folder: Path) -> list[str]:

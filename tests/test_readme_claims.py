@@ -19,3 +19,14 @@ def test_prompt_cache_bound_takes_the_pib_that_readme_and_the_error_name(tmp_pat
     decimal = run_localgen("cache", env={**env, "LOCALGEN_PROMPT_CACHE_BYTES": "1PB"})
     assert decimal.returncode == 0, decimal.stderr
     assert "0 B of 909.5 TiB" in decimal.stderr.decode()
+
+
+def test_a_model_path_with_its_gguf_mistyped_is_told_the_file_meant(tmp_path: Path, bundled_model: Path) -> None:
+    """README: a missing model path that is a slip of .gguf gets a hint naming the file meant, as one without .gguf
+    does, not the folder's listing."""
+    (tmp_path / "my-model.gguf").symlink_to(bundled_model)
+    (tmp_path / "other.gguf").symlink_to(bundled_model)
+    for typed in ("my-model.ggu", "my-model.guff", "my-model"):
+        result = run_localgen("run", "-m", str(tmp_path / typed), "hi")
+        assert result.returncode == 1
+        assert f"did you mean {tmp_path / 'my-model.gguf'}?" in result.stderr.decode(), typed
