@@ -29,4 +29,5 @@ def test_a_model_path_with_its_gguf_mistyped_is_told_the_file_meant(tmp_path: Pa
     for typed in ("my-model.ggu", "my-model.guff", "my-model"):
         result = run_localgen("run", "-m", str(tmp_path / typed), "hi")
         assert result.returncode == 1
-        assert f"did you mean {tmp_path / 'my-model.gguf'}?" in result.stderr.decode(), typed
+        assert result.stderr.decode().endswith("my-model.gguf?)\n"), typed  # the path may be cut in the middle
+        assert "(hint: did you mean " in result.stderr.decode(), typed
