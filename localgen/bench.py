@@ -70,7 +70,7 @@ class BenchConfig:
 class Measurements:
     """The measured figures of one benchmark (None for a test skipped with -p 0 or -n 0)."""
 
-    follow_up_tokens: int
+    follow_up_tokens: int | None  # the follow-up turn's, measured with the prefill test (None where its TTFTs are)
     prefill_tokens_per_s: Stat | None
     decode_tokens_per_s: Stat | None
     ttft_s: Stat | None
@@ -217,7 +217,7 @@ def measurements(prefill: PrefillFigures | None, decode: list[float] | None) -> 
     ended)."""
     decode_tps = Stat.of(decode) if decode else None
     if prefill is None or not prefill.prefill_tps:
-        return Measurements(0, None, decode_tps, None, None, None)
+        return Measurements(None, None, decode_tps, None, None, None)
     return Measurements(follow_up_tokens=prefill.follow_up_tokens, prefill_tokens_per_s=Stat.of(prefill.prefill_tps),
                         decode_tokens_per_s=decode_tps, ttft_s=Stat.of(prefill.ttft_s),
                         reuse_ttft_s=Stat.of(prefill.reuse_ttft_s), fresh_ttft_s=Stat.of(prefill.fresh_ttft_s))

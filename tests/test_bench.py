@@ -322,7 +322,8 @@ def test_zero_skips_a_test_as_in_llama_bench() -> None:
         "prefill_ctx_size is the prefill test's"
     figures = record["figures"]
     assert [key for key, value in figures.items() if value is None] == [
-        "prefill_tokens_per_s", "ttft_s", "reuse_ttft_s", "fresh_ttft_s"]
+        "follow_up_tokens", "prefill_tokens_per_s", "ttft_s", "reuse_ttft_s", "fresh_ttft_s"], \
+        "no follow-up turn was measured: its tokens are null with its TTFTs"
     assert len(figures["decode_tokens_per_s"]["samples"]) == 1 and figures["decode_tokens_per_s"]["mean"] > 0
     assert "pp0" not in decode_only.err, "no prefill test was run"
     table = run_localgen("bench", "-p", "0", "-n", "4", "-r", "1", "-t", "1")
