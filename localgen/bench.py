@@ -97,7 +97,7 @@ class BenchResult:
     repetitions: int
     figures: Measurements
     repack: bool = True  # weights may go to the CPU backend's repacked buffers (not where AMX fails with this build)
-    repack_off: str = ""  # why they may not: "LOCALGEN_AMX=0", or "AMX fails with this build"
+    repack_off: str | None = None  # why they may not: "LOCALGEN_AMX=0", or "AMX fails with this build"
     decode_ctx_size: int | None = None  # the decode test's context (None when -n 0)
     gpu_layers: int = 0  # llama.cpp's count (the output head is one), as the load plan placed the model
     placement: str = "CPU only"  # the same in words: LoadPlan.placement
@@ -285,7 +285,7 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
     declined = extra_buffers_declined()
     assert run.setup is not None, "a test that measured something was loaded"
     return BenchResult(**run.setup, n_prompt=config.n_prompt, n_gen=config.n_gen, repetitions=config.reps,
-                       figures=figures, repack=not declined, repack_off=declined, decode_ctx_size=run.decode_ctx,
+                       figures=figures, repack=not declined, repack_off=declined or None, decode_ctx_size=run.decode_ctx,
                        stopped_by=stopped_by, busy_elsewhere=run.busy)
 
 

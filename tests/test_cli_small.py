@@ -16,3 +16,11 @@ def test_bench_without_a_prefill_test_gives_no_follow_up_tokens() -> None:
         "no follow-up turn was measured: its size is null, as its TTFTs are"
     both = json.loads(run_localgen("bench", "-p", "8", "-n", "2", "-r", "1", "-t", "1", "--json").out)["figures"]
     assert both["follow_up_tokens"] > 10 and both["reuse_ttft_s"]["mean"] > 0
+
+
+def test_bench_json_gives_no_reason_for_a_repack_not_turned_off() -> None:
+    result = run_localgen("bench", "-p", "0", "-n", "2", "-r", "1", "-t", "1", "--json")
+    assert result.returncode == 0, result.err
+    record = json.loads(result.out)
+    assert record["repack_off"] == (None if record["repack"] else "LOCALGEN_AMX=0"), \
+        "no reason where there is none to give (JSON output's null), and the suite runs with AMX off"
