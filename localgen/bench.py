@@ -285,8 +285,8 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
     declined = extra_buffers_declined()
     assert run.setup is not None, "a test that measured something was loaded"
     return BenchResult(**run.setup, n_prompt=config.n_prompt, n_gen=config.n_gen, repetitions=config.reps,
-                       figures=figures, repack=not declined, repack_off=declined or None, decode_ctx_size=run.decode_ctx,
-                       stopped_by=stopped_by, busy_elsewhere=run.busy)
+                       figures=figures, repack=not declined, repack_off=declined or None,
+                       decode_ctx_size=run.decode_ctx, stopped_by=stopped_by, busy_elsewhere=run.busy)
 
 
 class BenchInterrupted(Exception):
