@@ -6,11 +6,10 @@ import os
 import re
 import stat
 import sys
-import unicodedata
 from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
-from localgen.control_chars import TerminalSafePieces, json_escaped, terminal_safe
+from localgen.control_chars import TerminalSafePieces, json_escaped, shown_on_one_line, terminal_safe
 from localgen.dim_style import shows_dim
 from localgen.events import Event, Finished, PrefillProgress
 from localgen.line_ends import write_status_line
@@ -219,13 +218,7 @@ def warn_each(warnings: list[str]) -> None:
     warnings.clear()
 
 
-def one_line(text: str) -> str:
-    """Text made safe for one terminal line: control characters (newlines, escapes) become spaces or '?', and
-    bytes that were not UTF-8 (in file names and arguments) U+FFFD."""
-    return "".join(" " if c in "\n\r\t" else _SAFE.get(unicodedata.category(c), c) for c in text)
-
-
-_SAFE = {"Cc": "?", "Cs": "\ufffd"}  # control characters; lone surrogates, Python's stand-ins for undecodable bytes
+one_line = shown_on_one_line  # warnings, errors, table cells and fields: each on one line, its controls shown
 
 
 def error(message: str, hint: str | None = None) -> None:

@@ -4,8 +4,12 @@ bundled model, real files, real subprocesses."""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
-from tests.conftest import run_localgen
+from localgen.conversation import Conversation, Turn
+from localgen.conversation_store import let_go, save_conversation
+from tests.conftest import run_localgen, spawn_localgen
 
 
 def test_bench_without_a_prefill_test_gives_no_follow_up_tokens() -> None:
@@ -24,3 +28,22 @@ def test_bench_json_gives_no_reason_for_a_repack_not_turned_off() -> None:
     record = json.loads(result.out)
     assert record["repack_off"] == (None if record["repack"] else "LOCALGEN_AMX=0"), \
         "no reason where there is none to give (JSON output's null), and the suite runs with AMX off"
+
+
+def test_the_listing_on_a_terminal_shows_a_title_s_controls_as_show_does(home: Path) -> None:
+    import pexpect
+
+    conversation = Conversation(name="colours", turns=[Turn("Say \x1b[31mred\x07 \x9b1m", "Red.")],
+                                model="smollm2-135m")
+    save_conversation(conversation)
+    let_go(conversation)
+    shown = []
+    for args in (("conversations",), ("conversations", "show", "colours")):
+        child = spawn_localgen(*args, env={**os.environ}, encoding="utf-8", timeout=60, dimensions=(24, 200))
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 0, child.before
+        shown.append(child.before)
+    listing, transcript = shown
+    assert "Say ^[[31mred^G \ufffd1m" in transcript, transcript
+    assert "Say ^[[31mred^G \ufffd1m" in listing, f"the listing shows them as show does: {listing}"

@@ -248,7 +248,7 @@ def test_fields_and_tables_show_untrusted_header_text_as_one_plain_line(capsys: 
     print_fields([("name", "m"), ("license", license_text)])
     print_table(["NAME", "PATH"], [["[bold]x\tfake", "/p"]])
     lines = capsys.readouterr().out.splitlines()
-    assert lines == ["name:    m", "license: MIT?[2J?]0;PWNED? fake: line", "NAME\tPATH", "[bold]x\\tfake\t/p"]
+    assert lines == ["name:    m", "license: MIT^[[2J^[]0;PWNED^G fake: line", "NAME\tPATH", "[bold]x\\tfake\t/p"]
 
 
 @pytest.mark.parametrize(("env", "expected"), [
