@@ -350,8 +350,8 @@ def read_conversation(name: str) -> Conversation:
 def list_conversations(*, unusable: bool = False) -> list[tuple[str, float]]:
     """Saved conversation names with their modification times, newest first, once what processes killed part way
     left is removed (remove_leftovers; unusable: with the files that cannot be opened, for listings that say why:
-    links to a file not there, by the link's own time, and files copied in by hand whose names break the naming
-    rule, but for hidden ones)."""
+    links to a file not there, by the link's own time, pipes and other files that are not regular ones, and files
+    copied in by hand whose names break the naming rule, but for hidden ones)."""
     folder = conversations_dir()
     check_folder(folder, "saved conversations")
     if not folder.is_dir():
@@ -362,7 +362,8 @@ def list_conversations(*, unusable: bool = False) -> list[tuple[str, float]]:
         if NAME_PATTERN.fullmatch(path.stem) or (unusable and not path.name.startswith(".")):
             with contextlib.suppress(FileNotFoundError):  # deleted since the listing: not there any more
                 info = path.lstat() if unusable and not path.exists() else path.stat()
-                if stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
+                if stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode) or (
+                        unusable and not stat.S_ISDIR(info.st_mode)):  # a pipe: listed as not a file, never read
                     entries.append((path.stem, info.st_mtime))
     return sorted(entries, key=lambda e: e[1], reverse=True)
 

@@ -92,9 +92,13 @@ def _missing_target(name: str) -> str | None:
 
 
 def _reason(message: str) -> str:
-    """The reason in a 'PATH is not a valid saved conversation (REASON)' message, or the whole message."""
-    _, found, reason = message.partition(" is not a valid saved conversation (")
-    return reason.removesuffix(")") if found else message
+    """The reason in a 'PATH is not a valid saved conversation (REASON)' message (or 'PATH is not a saved
+    conversation (not a file)'), or the whole message."""
+    for said in (" is not a valid saved conversation (", " is not a saved conversation ("):
+        _, found, reason = message.partition(said)
+        if found:
+            return reason.removesuffix(")")
+    return message
 
 
 def cut_short(turn: Turn) -> str | None:

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from localgen.conversation import Conversation, Turn
-from localgen.conversation_store import let_go, save_conversation
+from localgen.conversation_store import conversations_dir, let_go, save_conversation
 from tests.conftest import run_localgen, spawn_localgen
 
 
@@ -47,3 +47,19 @@ def test_the_listing_on_a_terminal_shows_a_title_s_controls_as_show_does(home: P
     listing, transcript = shown
     assert "Say ^[[31mred^G \ufffd1m" in transcript, transcript
     assert "Say ^[[31mred^G \ufffd1m" in listing, f"the listing shows them as show does: {listing}"
+
+
+def test_a_pipe_named_as_a_conversation_is_listed_as_not_a_file_and_never_waited_on(home: Path) -> None:
+    conversation = Conversation(name="kept", turns=[Turn("Hi.", "Hello.")], model="smollm2-135m")
+    save_conversation(conversation)
+    let_go(conversation)
+    os.mkfifo(conversations_dir() / "pipe.json")
+    listed = run_localgen("conversations", "--json", timeout=30)
+    assert listed.returncode == 0, listed.err
+    assert {row["name"]: row["problem"] for row in json.loads(listed.out)} == {"kept": None, "pipe": "not a file"}
+    table = run_localgen("conversations", timeout=30)
+    assert "pipe\t" in table.out and "\t-\t-\t(damaged: not a file)\n" in table.out, table.out
+    shown = run_localgen("conversations", "show", "pipe", timeout=30)
+    assert shown.returncode == 1 and "pipe.json is not a saved conversation (not a file)" in shown.err
+    assert run_localgen("conversations", "rm", "-y", "pipe", timeout=30).returncode == 0
+    assert not os.path.lexists(conversations_dir() / "pipe.json")
