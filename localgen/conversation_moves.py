@@ -43,12 +43,12 @@ def rename_conversation(old: str, new: str, *, force: bool = False) -> bool:
         if path.is_symlink() and not _same_entry(path, target) and _leads_to(path, target):
             _remove_link(path)
             moved = False
+        elif target.is_dir() and not target.is_symlink():  # which no --force replaces
+            raise LocalgenError(f"{target} is a folder, not a saved conversation", hint="choose another name")
         elif os.path.lexists(target) and not force and not _same_entry(path, target):
             raise UsageError(f"a conversation named '{new}' already exists",
                              hint="choose another name, or add --force to replace it; `localgen conversations show "
                                   f"{new}` shows it")
-        elif target.is_dir() and not target.is_symlink():
-            raise LocalgenError(f"{target} is a folder, not a saved conversation", hint="choose another name")
         else:
             _move(path, target, new)
             moved = True

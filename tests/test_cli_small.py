@@ -63,3 +63,14 @@ def test_a_pipe_named_as_a_conversation_is_listed_as_not_a_file_and_never_waited
     assert shown.returncode == 1 and "pipe.json is not a saved conversation (not a file)" in shown.err
     assert run_localgen("conversations", "rm", "-y", "pipe", timeout=30).returncode == 0
     assert not os.path.lexists(conversations_dir() / "pipe.json")
+
+
+def test_mv_onto_a_folder_says_it_is_a_folder_not_a_conversation_to_force(home: Path) -> None:
+    conversation = Conversation(name="kept", turns=[Turn("Hi.", "Hello.")], model="smollm2-135m")
+    save_conversation(conversation)
+    let_go(conversation)
+    (conversations_dir() / "box.json").mkdir()
+    moved = run_localgen("conversations", "mv", "kept", "box")
+    assert moved.returncode == 1 and "box.json is a folder, not a saved conversation" in moved.err, moved.err
+    assert "--force" not in moved.err, "no --force replaces a folder"
+    assert (conversations_dir() / "kept.json").is_file() and (conversations_dir() / "box.json").is_dir()
