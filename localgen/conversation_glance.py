@@ -9,7 +9,7 @@ from localgen.conversation_turn import checked_attachments
 from localgen.errors import LocalgenError
 
 
-def glance(name: str) -> tuple[int, str | None, str] | None:
+def glance(name: str) -> tuple[int, str | None, str | None] | None:
     """The saved conversation NAME's number of exchanges, model and first message, its file checked as a whole read
     checks it, the exchanges after the first without being built; None where anything is off (not a file, not JSON,
     damaged...), for a whole read to say what."""
@@ -28,7 +28,7 @@ def glance(name: str) -> tuple[int, str | None, str] | None:
         first = Conversation.from_parsed({**data, "turns": turns[:1]}, path, name=name, text=text)
     except LocalgenError:  # damaged, or in another version's format
         return None
-    return len(turns), first.model, first.turns[0].headline() if first.turns else ""
+    return len(turns), first.model, first.turns[0].headline() if first.turns else None
 
 
 def _plain_exchange(turn: object) -> bool:

@@ -77,7 +77,7 @@ def summaries(limit: int | None = None, *, listing: list[tuple[str, float]] | No
         except LocalgenError as exc:  # damaged, or deleted since the listing
             found.append(Summary(name, mtime, problem=_reason(exc.message)))
             continue
-        first = conversation.turns[0].headline() if conversation.turns else ""
+        first = conversation.turns[0].headline() if conversation.turns else None
         found.append(Summary(name, mtime, len(conversation.turns), conversation.model, first))
     return found
 

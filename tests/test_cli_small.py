@@ -74,3 +74,15 @@ def test_mv_onto_a_folder_says_it_is_a_folder_not_a_conversation_to_force(home: 
     assert moved.returncode == 1 and "box.json is a folder, not a saved conversation" in moved.err, moved.err
     assert "--force" not in moved.err, "no --force replaces a folder"
     assert (conversations_dir() / "kept.json").is_file() and (conversations_dir() / "box.json").is_dir()
+
+
+def test_the_json_listing_gives_no_first_message_for_a_conversation_without_an_exchange(home: Path) -> None:
+    made = run_localgen("run", "--conversation", "kept", "-s", "Be brief.", "-n", "1", "Hi.")
+    assert made.returncode == 0, made.err
+    undone = json.loads((conversations_dir() / "kept.json").read_text()) | {"turns": []}  # as /undo leaves it
+    (conversations_dir() / "kept.json").write_text(json.dumps(undone))
+    listed = run_localgen("conversations", "--json")
+    assert listed.returncode == 0, listed.err
+    (record,) = json.loads(listed.out)
+    assert (record["exchanges"], record["first_message"]) == (0, None), "no exchange: no first message, as null"
+    assert "\t0\tsmollm2-135m\t(empty)\n" in run_localgen("conversations").out, "the table says (empty)"
