@@ -269,7 +269,7 @@ def bench(
 
     def started(name: str, path: str) -> None:
         """The table's first line, printed before the first test: a stdout that cannot be written fails now."""
-        print(model_line(name, path), flush=True)
+        console.print_lines(model_line(name, path))
 
     config = BenchConfig(n_prompt=n_prompt, n_gen=n_gen, reps=reps)
     try:
@@ -284,7 +284,7 @@ def bench(
     if json_output:
         console.print_json(result.to_dict())
     else:
-        print(format_result(result, first_line=False))
+        console.print_lines(format_result(result, first_line=False))
     busy = contention_note(result, allowed_cpus())
     if busy is not None:
         console.warn(busy)

@@ -356,6 +356,12 @@ def print_fields(fields: list[tuple[str, str]]) -> None:
     sys.stdout.flush()
 
 
+def print_lines(text: str) -> None:
+    """localgen's own lines on stdout that quote names it was given (a model file's path): their control characters
+    shown on a terminal, not obeyed; a pipe gets them as they are."""
+    print(terminal_safe(text) if is_terminal(sys.stdout) else text, flush=True)
+
+
 def confirm(question: str) -> bool:
     """Ask a yes/no question on the terminal (no means no)."""
     line = ""

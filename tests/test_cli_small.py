@@ -86,3 +86,19 @@ def test_the_json_listing_gives_no_first_message_for_a_conversation_without_an_e
     (record,) = json.loads(listed.out)
     assert (record["exchanges"], record["first_message"]) == (0, None), "no exchange: no first message, as null"
     assert "\t0\tsmollm2-135m\t(empty)\n" in run_localgen("conversations").out, "the table says (empty)"
+
+
+def test_bench_s_table_on_a_terminal_shows_a_model_path_s_controls(tmp_path: Path, bundled_model: Path) -> None:
+    import pexpect
+
+    model = tmp_path / "m\x1b[31mred.gguf"
+    model.symlink_to(bundled_model)
+    args = ("bench", "-m", str(model), "-p", "0", "-n", "1", "-r", "1", "-t", "1")
+    child = spawn_localgen(*args, env={**os.environ}, encoding="utf-8", timeout=120, dimensions=(24, 200))
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    assert "\nmodel " in child.before and "\x1b[31mred" not in child.before, child.before
+    assert f"model {tmp_path}/m^[[31mred.gguf ({tmp_path}/m^[[31mred.gguf)" in child.before, child.before
+    piped = run_localgen(*args)
+    assert piped.returncode == 0 and f"model {model} ({model})\n" in piped.out, "a pipe gets it as it is"
