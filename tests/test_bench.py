@@ -118,7 +118,7 @@ def _bars(table: str) -> set[tuple[int, ...]]:
 
 
 def test_a_table_of_labels_shorter_than_its_header_words_lines_up() -> None:
-    figures = Measurements(0, None, Stat.of([9.5]), None, None, None)
+    figures = Measurements(None, None, Stat.of([9.5]), None, None, None)
     result = BenchResult(model="m", model_path="/m.gguf", backend="x", threads=2, threads_batch=2, batch_size=256,
                          ubatch_size=256, prefill_ctx_size=None, decode_ctx_size=70, flash_attn="auto",
                          kv_type="f16", n_prompt=0, n_gen=4, repetitions=3, figures=figures, stopped_by=signal.SIGINT)
