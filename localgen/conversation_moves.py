@@ -21,6 +21,7 @@ from localgen.conversation_store import (
     write_conversation,
 )
 from localgen.errors import LocalgenError, UsageError, os_reason
+from localgen.file_locks import OPEN_FILES_SPARE, room_for_locks
 
 
 def rename_conversation(old: str, new: str, *, force: bool = False) -> bool:
@@ -122,6 +123,13 @@ def delete_conversations(names: list[str], confirm: Callable[[], bool] = lambda:
     deletes none."""
     folder = conversations_dir()
     paths = saved_paths(names)
+    limit = room_for_locks(len(names))  # each is held until all are deleted
+    if limit is not None:
+        most = max(limit - OPEN_FILES_SPARE, 1)
+        raise LocalgenError(f"deleting {len(names):,} conversations at once needs more open files than this process "
+                            f"may have ({limit:,}, ulimit -n); nothing deleted",
+                            hint=f"delete at most {most:,} at a time (`xargs -n {most} localgen conversations rm -y`), "
+                                 "or raise ulimit -n")
     held: list[str] = []
     try:
         for name in names:

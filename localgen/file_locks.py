@@ -13,6 +13,7 @@ except ImportError:  # Windows: no flock
     fcntl = None  # type: ignore[assignment]
 
 HAS_FLOCK = fcntl is not None
+OPEN_FILES_SPARE = 64  # descriptors left free beside the locks one command holds at once (Python's, its own files)
 
 log = logging.getLogger("localgen.locks")
 
@@ -55,3 +56,22 @@ def lock_holder(path: Path) -> int | None:
         if fields[1:2] == ["FLOCK"] and len(fields) > 5 and fields[5] == file_id and fields[4].isdigit():
             return int(fields[4]) or None  # 0: a holder this pid namespace cannot see
     return None
+
+
+def room_for_locks(count: int) -> int | None:
+    """Make room for count locks held at once, raising this process's soft limit of open files toward its hard one
+    (ulimit -n) where it is too low; None where they fit, else the soft limit that they do not fit in."""
+    try:
+        import resource
+    except ImportError:  # Windows: no flock, no lock files held
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = count + OPEN_FILES_SPARE
+    if soft == resource.RLIM_INFINITY or needed <= soft:
+        return None
+    raised = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+    except (ValueError, OSError):
+        return soft
+    return None if needed <= raised else raised

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import resource
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_store import conversations_dir, let_go, save_conversation
-from tests.conftest import run_localgen, spawn_localgen
+from tests.conftest import REPO_ROOT, run_localgen, spawn_localgen
 
 
 def test_bench_without_a_prefill_test_gives_no_follow_up_tokens() -> None:
@@ -102,3 +107,30 @@ def test_bench_s_table_on_a_terminal_shows_a_model_path_s_controls(tmp_path: Pat
     assert f"model {tmp_path}/m^[[31mred.gguf ({tmp_path}/m^[[31mred.gguf)" in child.before, child.before
     piped = run_localgen(*args)
     assert piped.returncode == 0 and f"model {model} ({model})\n" in piped.out, "a pipe gets it as it is"
+
+
+def _rm_with_open_files_limited(names: list[str], soft: int, hard: int) -> subprocess.CompletedProcess[str]:
+    """`localgen conversations rm -y NAMES` in a process whose limit of open files is soft (and hard: ulimit -n)."""
+    return subprocess.run([sys.executable, "-m", "localgen", "conversations", "rm", "-y", *names], capture_output=True,
+                          text=True, cwd=REPO_ROOT, timeout=120, stdin=subprocess.DEVNULL,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard)))
+
+
+def test_rm_of_more_conversations_than_open_files_allow_raises_the_limit_or_says_so(home: Path) -> None:
+    names = [f"old-{number}" for number in range(300)]
+    for name in names:
+        conversation = Conversation(name=name, turns=[Turn("Hi.", "Hello.")], model="smollm2-135m")
+        save_conversation(conversation)
+        let_go(conversation)
+    refused = _rm_with_open_files_limited(names, 256, 256)
+    assert refused.returncode == 1, refused.stderr
+    assert refused.stderr.startswith("localgen: error: deleting 300 conversations at once needs more open files than "
+                                     "this process may have (256, ulimit -n); nothing deleted (hint: delete at most "
+                                     "192 at a time"), refused.stderr
+    assert len(list(conversations_dir().glob("*.json"))) == 300, "all or none"
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 512:
+        pytest.skip(f"this machine's hard limit of open files ({hard}) is too low to raise the soft one")
+    deleted = _rm_with_open_files_limited(names, 256, hard)
+    assert deleted.returncode == 0, deleted.stderr
+    assert not list(conversations_dir().glob("*.json")), "the soft limit raised toward the hard one, as needed"
