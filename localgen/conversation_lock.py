@@ -36,7 +36,7 @@ def lock_path(folder: Path, name: str) -> Path:
     return folder / LOCKS_FOLDER / f"{name}.lock"
 
 
-def hold(folder: Path, name: str, hint: str, *, by: str | None = None) -> bool:
+def hold(folder: Path, name: str, hint: str, *, by: str | None = None, sweep: bool = True) -> bool:
     """Hold conversation name for this process; return False when it already did (or the file system has no locks).
 
     ConversationBusyError when another process holds it: with hint where that is a chat or a run, named where it
@@ -44,8 +44,9 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None) -> bool:
     that records no holder is tried again a moment later (remove_leftovers may be testing it).
 
     The lock is released by release(), or by the system when the process ends, however it ends. The temp files a
-    process killed part way through a save left beside the conversation's file are removed as the hold is taken; a
-    save under way (through a link, by the holder of another conversation) holds its temp file's lock and is left be.
+    process killed part way through a save left beside the conversation's file are removed as the hold is taken
+    (sweep=False: by the caller, remove_killed_saves, once it holds all it takes); a save under way (through a link, by
+    the holder of another conversation) holds its temp file's lock and is left be.
     """
     path = lock_path(folder, name)
     if not HAS_FLOCK or path in _held:  # Windows: no advisory locks, conversations are not guarded
@@ -83,8 +84,16 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None) -> bool:
     with contextlib.suppress(OSError):  # the owner's pid only makes the busy message nicer (a full disk may refuse it)
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}{f' {by}' if by else ''}\n".encode())
-    remove_leftover_temp_files(folder, re.escape(f"{name}.json"))
+    if sweep:
+        remove_killed_saves(folder, [name])
     return True
+
+
+def remove_killed_saves(folder: Path, names: list[str]) -> None:
+    """Remove the temp files that saves of the conversations names, held by this process, left where they were
+    killed part way, in one pass over the folder however many names there are."""
+    if names:
+        remove_leftover_temp_files(folder, "|".join(re.escape(f"{name}.json") for name in names))
 
 
 def remove_leftovers(folder: Path) -> None:

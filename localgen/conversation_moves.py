@@ -10,7 +10,7 @@ from pathlib import Path
 from localgen import console
 from localgen.conversation import Conversation
 from localgen.conversation_edits import change_by_hand, change_said
-from localgen.conversation_lock import hold, lock_path, release, remove_lock_file
+from localgen.conversation_lock import hold, lock_path, release, remove_killed_saves, remove_lock_file
 from localgen.conversation_names import MAX_NAME_SUFFIX, numbered_name
 from localgen.conversation_store import (
     conversations_dir,
@@ -132,9 +132,10 @@ def delete_conversations(names: list[str], confirm: Callable[[], bool] = lambda:
                                  "or raise ulimit -n")
     held: list[str] = []
     try:
-        for name in names:
-            if hold(folder, name, hint="finish that chat or run first", by="conversations rm"):
+        for name in names:  # killed saves swept once all are held: a sweep in each hold scans the folder each time
+            if hold(folder, name, hint="finish that chat or run first", by="conversations rm", sweep=False):
                 held.append(name)
+        remove_killed_saves(folder, held)
         if not confirm():
             return False
         for name, path in zip(names, paths, strict=True):
