@@ -56,7 +56,7 @@ COMMAND_HELP = {
     "/markdown [on|off]": "render answers as Markdown, or print them exactly as written (alone: say which)",
     "/wrap [on|off]": "break answers' lines between words at the window's edge, or keep them whole for the terminal "
                       "to break (alone: say which)",
-    "/exit": "quit (or Ctrl-D)",
+    "/exit": "quit (or Ctrl-D); so do /quit and a line of just exit or quit",
 }
 KEYS_HELP = ("Alt-Enter or Esc Enter (Shift-Enter where the terminal tells it apart, or \\ at the end of a line, "
              'then Enter): newline; """ opens and closes a multi-line block; Ctrl-X Ctrl-E edits the message in '

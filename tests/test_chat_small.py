@@ -42,3 +42,15 @@ def test_the_toolbar_shows_no_speed_after_model_until_the_new_model_answers(tmp_
         assert chat.quit() == 0
     finally:
         _stop(chat)
+
+
+def test_help_names_every_way_to_quit(tmp_path: Path) -> None:
+    """/help names /quit and a line of just exit or quit beside /exit and Ctrl-D (it named /exit and Ctrl-D alone)."""
+    chat = Chat(tmp_path / "home", "--no-markdown")
+    try:
+        said = " ".join(chat.command_words("/help", "Ollama's /bye").split())
+        assert "/exit quit (or Ctrl-D); so do /quit and a line of just exit or quit" in said, said
+        assert "Ctrl-D on an empty line quits" in said, said
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
