@@ -51,6 +51,7 @@ from localgen.repl_text import answer_note, room_notice, toolbar_line, unanswere
 from localgen.repl_unsaved import LeaveGuard
 from localgen.session import ChatSession, TurnStart, UnsavedChangeError
 from localgen.signals import ANSWER_ENDING_SIGNALS, SignalExit, StopOnSignal
+from localgen.think_switch import think_values
 from localgen.thinking import ThinkingSplitter, cut_off, prompt_opens_thinking
 from localgen.units import counted
 from localgen.wordwrap import TAB_STOP
@@ -101,7 +102,7 @@ class Repl:
             # output: prompt_toolkit's plain prompt, on chat_terminal()'s output through the same bounded writes
             output=prompt_output(),
             history=self._history,
-            completer=SlashCompleter(self._offline) if self._escapes else None,
+            completer=SlashCompleter(self._offline, self._think_values) if self._escapes else None,
             complete_while_typing=False,
             key_bindings=key_bindings(self._paste, self._editor),
             bottom_toolbar=self._toolbar,
@@ -124,6 +125,10 @@ class Repl:
         from localgen.hub import is_offline
 
         return bool(self.session.options.offline) or is_offline()
+
+    def _think_values(self) -> tuple[str, ...]:
+        """What /think takes with the model in use: none where its chat template has no switch for thinking."""
+        return think_values(self.session.loaded.prompt_format.template)
 
     def _toolbar(self) -> str:
         """Model, context used by the conversation / size, attached files, the last answer's decode speed; on a narrow

@@ -186,7 +186,7 @@ def command_block_is_open(text: str) -> bool:
 
 
 ARGUMENT_WORDS = {"/help": ("shortcuts", *(name[1:] for name in COMMANDS)), "/show": SHOW_PARTS,
-                  "/stats": ("on", "off"), "/think": THINK_VALUES, "/thinking": ("on", "off"),
+                  "/stats": ("on", "off"), "/thinking": ("on", "off"),
                   "/markdown": ("on", "off"), "/wrap": ("on", "off"), "/list": ("all",)}  # words they take
 
 
@@ -196,12 +196,14 @@ class SlashCompleter(Completer):
     /think, /thinking, /markdown, /wrap and /list.
 
     After /model: the downloaded models and, unless offline() (where only they can load), the registry's others,
-    the downloaded ones marked so.
+    the downloaded ones marked so. After /think: think_values(), the values the model in use's chat template takes.
     """
 
-    def __init__(self, offline: Callable[[], bool] = lambda: settings().offline) -> None:
+    def __init__(self, offline: Callable[[], bool] = lambda: settings().offline,
+                 think_values: Callable[[], Iterable[str]] = lambda: THINK_VALUES) -> None:
         self._paths = PathCompleter(expanduser=True)
         self._offline = offline
+        self._think_values = think_values
 
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterable[Completion]:
         """Command names after a leading slash; then what the command takes."""
@@ -218,6 +220,8 @@ class SlashCompleter(Completer):
         elif text.startswith("/set ") and " " not in text[len("/set "):]:
             typed = text[len("/set "):]  # a setting's name, or its option name (--top-p completes to top_p)
             yield from _words((*SETTING_NAMES, "stop"), typed, typed.lstrip("-").replace("-", "_"))
+        elif text.startswith("/think ") and " " not in text[len("/think "):]:
+            yield from _words(self._think_values(), text[len("/think "):])
         elif text.count(" ") == 1 and text.split(" ")[0] in ARGUMENT_WORDS:
             command, typed = text.split(" ")
             yield from _words(ARGUMENT_WORDS[command], typed)

@@ -54,6 +54,12 @@ def think_problem(template: str | None, think: str, *, flag: str = "--think", hi
     return None
 
 
+def think_values(template: str | None) -> tuple[str, ...]:
+    """The --think and /think values a chat template can take (none where it has no switch), as /think's Tab offers
+    them."""
+    return tuple(value for value in THINK_VALUES if think_problem(template, value) is None)
+
+
 def think_variables(template: str | None, think: str | None) -> dict[str, object]:
     """What a chat template is given to render with think: nothing where think is None (its default) or cannot
     apply to it (think_problem)."""

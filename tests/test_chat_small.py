@@ -54,3 +54,40 @@ def test_help_names_every_way_to_quit(tmp_path: Path) -> None:
         assert chat.quit() == 0
     finally:
         _stop(chat)
+
+
+SWITCHED_TEMPLATE = (  # ChatML, as the bundled model's, with Qwen3's switch: an empty reasoning block where it is off
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}{% endif %}")
+
+
+def test_think_tab_offers_values_only_where_the_chat_template_has_a_switch(tmp_path: Path) -> None:
+    """/think of Tab writes off where the template turns thinking on or off; the bundled model's has no switch, so Tab
+    offers nothing there (it offered off, which /think then refused) and /think of is refused as typed."""
+    plain = Chat(tmp_path / "home", "--no-markdown")
+    try:
+        plain.child.send("/think of\t")
+        plain.child.send("\r")
+        plain.expect_words("/think takes on, off, low, medium or high, not 'of'")
+        plain.sync()
+        plain.command_words("/think on", "/think on: this model's chat template has no switch for thinking")
+        assert plain.quit() == 0
+    finally:
+        _stop(plain)
+    template = tmp_path / "switched.jinja"
+    template.write_text(SWITCHED_TEMPLATE)
+    switched = Chat(tmp_path / "home", "--no-markdown", "--chat-template", str(template))
+    try:
+        switched.tab_completed("/think of", ["f"], "thinking: off (/think on turns it on)")
+        assert switched.quit() == 0
+    finally:
+        _stop(switched)
+
+
+def test_think_values_are_those_the_chat_template_s_switch_takes() -> None:
+    from localgen.think_switch import think_values
+
+    assert think_values(SWITCHED_TEMPLATE) == ("on", "off")
+    assert think_values("{{ reasoning_effort }}{{ messages[0]['content'] }}") == ("on", "low", "medium", "high")
+    assert think_values("{{ messages[0]['content'] }}") == ()
