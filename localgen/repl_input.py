@@ -18,6 +18,7 @@ from localgen.chat_settings import SETTING_NAMES
 from localgen.config import settings
 from localgen.control_chars import NOT_TEXT_CONTROLS
 from localgen.errors import UsageError, os_reason
+from localgen.history_bound import history_lock, trim_history
 from localgen.input_text import argument_text
 from localgen.offered_names import conversations_offered, models_offered, starting_with
 from localgen.repl_show import SHOW_PARTS
@@ -276,7 +277,8 @@ class SafeFileHistory(FileHistory):
     def store_string(self, string: str) -> None:
         """Append a line to the file; a failure is noted once and the chat goes on."""
         try:  # bytes a non-UTF-8 terminal sent arrive as lone surrogates, which UTF-8 cannot store
-            super().store_string(string.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+            with history_lock(Path(self.filename)):  # written whole, never into a file another chat trims
+                super().store_string(string.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
         except OSError as exc:
             self._note(f"could not save input history to {self.filename!s}: {os_reason(exc)}")
 
@@ -356,6 +358,8 @@ def open_history(*, recall: bool = True) -> tuple[History, str | None]:
                 os.replace(path, aside)
                 os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
                 warning = f"the input history {path} is damaged ({damage}); moved it to {aside} and started anew"
+            else:
+                trim_history(path)
     except OSError as exc:
         blocker = file_in_the_way(path.parent)  # a file where the data folder goes: said as the chat's start says it
         reason = in_the_way(blocker)[0] if blocker is not None else os_reason(exc)

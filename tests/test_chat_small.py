@@ -91,3 +91,74 @@ def test_think_values_are_those_the_chat_template_s_switch_takes() -> None:
     assert think_values(SWITCHED_TEMPLATE) == ("on", "off")
     assert think_values("{{ reasoning_effort }}{{ messages[0]['content'] }}") == ("on", "low", "medium", "high")
     assert think_values("{{ messages[0]['content'] }}") == ()
+
+
+def _history_entries(path: Path) -> list[str]:
+    """The entries of an input history file, oldest first, as prompt-toolkit reads them."""
+    from prompt_toolkit.history import FileHistory
+
+    return list(reversed(list(FileHistory(str(path)).load_history_strings())))
+
+
+def test_the_input_history_keeps_its_newest_entries_as_a_chat_starts(tmp_path: Path) -> None:
+    """A history of 10,050 entries keeps its newest 10,000 once a chat opens it, the line sent then after them (it
+    grew without bound)."""
+    from localgen.history_bound import MAX_HISTORY_ENTRIES
+
+    home = tmp_path / "home"
+    history = home / "data" / "history"
+    history.parent.mkdir(parents=True)
+    history.write_text("".join(f"\n# 2026-01-01 10:00:00\n+old {i}\n+its second line\n"
+                               for i in range(MAX_HISTORY_ENTRIES + 50)))
+    chat = Chat(home, "--no-markdown")
+    try:
+        chat.command("/wrap", "answers' lines")
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
+    entries = _history_entries(history)
+    assert len(entries) == MAX_HISTORY_ENTRIES + 1
+    assert entries[0] == "old 50\nits second line" and entries[-2:] == [f"old {MAX_HISTORY_ENTRIES + 49}\nits second "
+                                                                        "line", "/wrap"]
+    assert history.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_line_another_chat_appends_as_the_history_is_trimmed_is_kept(tmp_path: Path, monkeypatch) -> None:
+    """Another chat's append, its file open as the trim starts, finishes before the trim reads the file, and so is
+    in the file trimmed (the trim put its file in place of the one written to)."""
+    import threading
+    import time
+
+    from prompt_toolkit.history import FileHistory
+
+    from localgen.history_bound import MAX_HISTORY_ENTRIES, trim_history
+    from localgen.repl_input import SafeFileHistory
+
+    history = tmp_path / "history"
+    history.write_text("".join(f"\n# 2026-01-01 10:00:00\n+old {i}\n" for i in range(MAX_HISTORY_ENTRIES + 5)))
+    opened = threading.Event()
+
+    def slow_store(self: FileHistory, string: str) -> None:  # prompt-toolkit's, a slow disk's
+        with open(self.filename, "ab") as file:
+            opened.set()
+            time.sleep(0.5)
+            file.write(f"\n# 2026-01-01 10:00:01\n+{string}\n".encode())
+
+    monkeypatch.setattr(FileHistory, "store_string", slow_store)
+    appending = threading.Thread(target=SafeFileHistory(history).store_string, args=("the other chat's line",))
+    appending.start()
+    assert opened.wait(10)
+    trim_history(history)
+    appending.join()
+    entries = _history_entries(history)
+    assert entries[-1] == "the other chat's line" and len(entries) == MAX_HISTORY_ENTRIES
+
+
+def test_newest_entries_keep_the_newest_within_the_size_bound_and_the_newest_whatever_its_size() -> None:
+    from localgen.history_bound import newest_entries
+
+    data = b"".join(b"\n# 2026-01-01 10:00:00\n+%d\n+%s\n" % (i, b"x" * 10 * i) for i in range(10))
+    assert newest_entries(data, most=10, most_bytes=len(data)) is None
+    assert newest_entries(data, most=2, most_bytes=len(data)) == data[data.index(b"\n# 2026-01-01 10:00:00\n+8\n"):]
+    assert newest_entries(data, most=10, most_bytes=150).startswith(b"\n# 2026-01-01 10:00:00\n+9\n")
+    assert newest_entries(data, most=10, most_bytes=1) == data[data.index(b"\n# 2026-01-01 10:00:00\n+9\n"):]

@@ -1,0 +1,88 @@
+"""The chat's input history file kept to its newest entries: trimmed as a chat opens it, under the file's lock, which
+each chat's append of a line takes too, so that no entry another chat writes meanwhile is lost or torn."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from localgen.errors import LocalgenError
+from localgen.file_locks import still_names, try_flock
+from localgen.storage import atomic_write_bytes, remove_leftover_temp_files
+
+MAX_HISTORY_ENTRIES = 10_000  # the newest entries a history file keeps
+MAX_HISTORY_BYTES = 16 * 1024 * 1024  # ... within this size (a few pasted files would otherwise fill it)
+LOCK_WAIT_S = 2.0  # another chat's trim or append holds the lock this long at most; then the write goes on without
+_LOCK_RETRY_S = 0.01
+
+log = logging.getLogger("localgen")
+
+
+@contextlib.contextmanager
+def history_lock(path: Path) -> Iterator[bool]:
+    """Hold the lock of the history file at path while the block runs (True), once no other chat's trim or append
+    holds it; False where it cannot be had (no file, a file system without locks, one held past LOCK_WAIT_S)."""
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:  # not there yet (an append makes it), or unreadable: said where it is read or written
+            yield False
+            return
+        taken = try_flock(fd)
+        if taken and still_names(fd, path):  # not a file another chat's trim has put another in place of
+            try:
+                yield True
+            finally:
+                os.close(fd)  # its lock goes with it
+            return
+        os.close(fd)
+        if taken is None or (not taken and time.monotonic() > deadline):
+            yield False
+            return
+        if not taken:
+            time.sleep(_LOCK_RETRY_S)
+
+
+def newest_entries(data: bytes, most: int = MAX_HISTORY_ENTRIES, most_bytes: int = MAX_HISTORY_BYTES) -> bytes | None:
+    """A history file's data (prompt-toolkit's: each entry a '# time' header, then its lines, each after a '+') kept to
+    its newest most entries within most_bytes (the newest one whatever its size), each whole with its header; None
+    where it holds no more."""
+    if len(data) <= most_bytes and data.count(b"\n+") + data.startswith(b"+") <= most:
+        return None  # fewer lines of text than the entries it may keep
+    starts, offset, in_text = [0], 0, False  # where each entry begins: its header, after the text before it
+    for line in data.splitlines(keepends=True):
+        is_text = line.startswith(b"+")
+        if in_text and not is_text:
+            starts.append(offset)
+        in_text, offset = is_text, offset + len(line)
+    kept_from, entries = len(data), 0
+    for start in reversed(starts):
+        entries += data.startswith(b"+", start) or b"\n+" in data[start:kept_from]
+        if kept_from < len(data) and (entries > most or len(data) - start > most_bytes):
+            break
+        kept_from = start
+    return data[kept_from:] if kept_from else None
+
+
+def trim_history(path: Path) -> None:
+    """Keep the history file at path (a link's target) to its newest entries (newest_entries), where it holds more;
+    one that cannot be trimmed now (a full disk, another chat holding it) is left whole, to be trimmed next time."""
+    target = Path(os.path.realpath(path))
+    remove_leftover_temp_files(target.parent, re.escape(target.name))  # a trim killed part way
+    try:
+        with history_lock(target) as locked:
+            data = target.read_bytes()
+            kept = newest_entries(data)
+            if kept is None:
+                return
+            # without a lock, a line another chat appends meanwhile leaves the file as it is
+            unchanged = (lambda: True) if locked else (lambda: target.stat().st_size == len(data))
+            atomic_write_bytes(target, kept, replace_if=unchanged)
+    except (OSError, LocalgenError) as exc:
+        log.debug("the input history %s was not trimmed: %s", target, exc)
