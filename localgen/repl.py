@@ -341,6 +341,9 @@ class Repl:
         that gets no answer changes nothing).
         """
         self.state.asked_in = self.session.conversation
+        room = self.session.answer_room_warning(start.prompt_tokens)  # before the prompt is read in, as run's
+        if room is not None:
+            console.warn(room)
         engine = self.session.loaded.engine
         # Python runs signal handlers only between llama.cpp calls, so a second signal could not stop any
         # sooner than the first: it never escalates, and the answer is always recorded.

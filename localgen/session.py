@@ -185,7 +185,8 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
         question = replace(turns[-1], answer=None, interrupted=False, details=None, extra={})  # its files named
         planned = replace(self.conversation, turns=[*turns[:-1], question])
         again = turns[-1].answer is not None  # (a file written by hand may end with a question alone)
-        return TurnStart(dropped=self._make_room(planned)), self._answer(question=planned, again=again)
+        start = TurnStart(self._make_room(planned), prompt_tokens=self._count(planned.messages()))
+        return start, self._answer(question=planned, again=again)
 
     def undo(self) -> Turn:
         """Drop the last exchange."""

@@ -11,6 +11,7 @@ from localgen.chat import Message
 from localgen.conversation import MessageTooLongError
 from localgen.errors import ContextOverflowError, LocalgenError
 from localgen.fit import fewest_tokens, text_bytes
+from localgen.prompt_room import answer_room_warning
 from localgen.units import counted
 
 if TYPE_CHECKING:
@@ -31,6 +32,11 @@ class ContextRoom:
     keep_saved_settings: bool  # a run's session: its options hold for that run only
     attachments: list[str]  # the files attached to the next message
     in_chat = False  # the chat's prompt reads its messages (Repl sets it): its context is set until it starts again
+    _room_warned: tuple[int, int] | None = None  # the context and token limit answer_room_warning was said for
+
+    if TYPE_CHECKING:
+        def limit_source(self) -> str:
+            """Where the token limit came from (SessionSettings')."""
 
     def _count(self, messages: list[Message]) -> int:
         """Tokens a conversation takes once rendered (ChatSession's)."""
@@ -43,6 +49,21 @@ class ContextRoom:
     def _budget_at(self, n_ctx: int) -> int:
         """Tokens a prompt may use in a context of n_ctx, keeping room for the answer."""
         return n_ctx - min(self.limits.max_tokens or DEFAULT_ANSWER_RESERVE, n_ctx // 4)
+
+    def answer_room_warning(self, prompt_tokens: int) -> str | None:
+        """run's warning for a prompt of prompt_tokens that leaves the answer room for fewer tokens than its limit
+        (a chat keeps a quarter of the context for the answer where the limit asks for more), said once for a context
+        and limit: None where they fit, no limit is set, or it was said already."""
+        limit, n_ctx = self.limits.max_tokens, self.loaded.engine.n_ctx
+        if limit is None or self._room_warned == (n_ctx, limit):
+            return None
+        try:
+            warning = answer_room_warning(self.loaded, prompt_tokens, limit, limit_source=self.limit_source())
+        except ContextOverflowError:  # no room at all: the answer says so
+            return None
+        if warning is not None:
+            self._room_warned = (n_ctx, limit)
+        return warning
 
     def _attachment_tokens(self, planned: Conversation, text: str) -> tuple[int, bool]:
         """The tokens the planned message (with text, a file's, the last attached) and the system prompt take, and

@@ -162,3 +162,24 @@ def test_newest_entries_keep_the_newest_within_the_size_bound_and_the_newest_wha
     assert newest_entries(data, most=2, most_bytes=len(data)) == data[data.index(b"\n# 2026-01-01 10:00:00\n+8\n"):]
     assert newest_entries(data, most=10, most_bytes=150).startswith(b"\n# 2026-01-01 10:00:00\n+9\n")
     assert newest_entries(data, most=10, most_bytes=1) == data[data.index(b"\n# 2026-01-01 10:00:00\n+9\n"):]
+
+
+def test_a_chat_warns_once_where_the_context_leaves_the_answer_fewer_tokens_than_its_limit(tmp_path: Path) -> None:
+    """-n 200 in a context of 256, of which the chat keeps a quarter for the answer: the first message that leaves
+    fewer is warned of as run warns of it, before the answer, and not again at the next (it was not said at all)."""
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "200", "-c", "256")
+    try:
+        chat.ask("Tell me a long story about " + " and ".join(f"a cat named Tom{i}" for i in range(20)) + ".")
+        chat.ask("Go on.")
+        said = " ".join(chat.transcript.getvalue().replace("\r", "").split())
+        warnings = re.findall(r"warning: the prompt takes ([\d,]+) of the context's 256 tokens, which leaves room for "
+                              r"([\d,]+) of the 200 tokens asked for \(-n/--max-tokens; /set max_tokens changes it\), "
+                              r"so the answer may end early: --ctx-size (\d+) or more holds them all", said)
+        assert len(warnings) == 1, said
+        prompt, room, size = map(int, warnings[0])
+        assert room == 256 - prompt + 1 and size == prompt + 199, warnings
+        answer = " ".join(chat.conversation()["turns"][0]["answer"].split()[:3])
+        assert said.index("warning: the prompt takes") < said.index(answer, said.index("Tom19.")), said
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
