@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
 from localgen.control_chars import TerminalSafePieces, json_escaped, shown_on_one_line, terminal_safe
-from localgen.dim_style import shows_dim
+from localgen.dim_style import dim_escapes, shows_dim
 from localgen.events import Event, Finished, PrefillProgress
 from localgen.line_ends import write_status_line
 from localgen.output_writes import write_out, write_record, write_whole
@@ -112,9 +112,9 @@ class PrefillStatus:
     """
 
     def __init__(self, stream: TextIO) -> None:
-        # a terminal that cannot erase a line (TERM=dumb) gets nothing; NO_COLOR drops the dim style
+        # a terminal that cannot erase a line (TERM=dumb) gets nothing; NO_COLOR puts italics for the dim style
         self._stream: TextIO | None = stream if takes_escapes(stream) else None
-        self._style = ("\x1b[2m", "\x1b[0m") if writes_dim(stream) else ("", "")
+        self._style = dim_escapes()
         self._width = terminal_width(stream)
         self._shown = False
         self.erased = False

@@ -17,6 +17,12 @@ def shows_dim() -> bool:
     return not settings().no_color
 
 
+def dim_escapes() -> tuple[str, str]:
+    """The escapes that start and end dim text written by hand to a terminal: dim, or with NO_COLOR italic, as rich's
+    dim styles are then."""
+    return ("\x1b[2m", "\x1b[0m") if shows_dim() else ("\x1b[3m", "\x1b[0m")
+
+
 def undimmed(style: Style) -> Style:
     """A rich style as it is where it may be dim or is not dim; with NO_COLOR, a dim one in italics instead."""
     from rich.style import Style

