@@ -101,6 +101,9 @@ def _file_text(typed: str) -> str | None:
     several = [] if os.path.lexists(path) else _several_files(typed)
     if several:
         raise UsageError(f"no such file: {typed}", hint=_one_at_a_time(several))
+    if typed == "-" and not os.path.lexists(path):  # run's -f -: stdin, which is the chat's terminal
+        raise UsageError("- is stdin, which is the chat's terminal here, not a file",
+                         hint="type or paste the text as a message; a file named - is /file ./-")
     refuse_special_file(path, typed)
     warnings: list[str] = []
     text = attachment_text(path, warnings, option="/file", typed=typed)

@@ -203,3 +203,17 @@ def test_with_no_color_the_chat_s_reading_the_prompt_line_is_in_italics_as_its_o
         assert chat.quit() == 0
     finally:
         _stop(chat)
+
+
+def test_file_dash_says_it_would_be_the_chat_s_terminal_and_a_file_named_dash_is_attached(tmp_path: Path) -> None:
+    """/file - (run's -f - reads stdin) is told that stdin is the chat's terminal, as /file /dev/stdin is (it was
+    'no such file: -'); a file named - is attached, as ./- too."""
+    chat = Chat(tmp_path / "home", "--no-markdown", cwd=tmp_path)
+    try:
+        chat.command_words("/file -", "error: - is stdin, which is the chat's terminal here, not a file (hint: type or "
+                                      "paste the text as a message; a file named - is /file ./-)")
+        (tmp_path / "-").write_text("dash\n")
+        chat.command("/file -", "attached - (5 characters)")
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
