@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import re
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,12 +27,17 @@ log = logging.getLogger("localgen")
 @contextlib.contextmanager
 def history_lock(path: Path) -> Iterator[bool]:
     """Hold the lock of the history file at path while the block runs (True), once no other chat's trim or append
-    holds it; False where it cannot be had (no file, a file system without locks, one held past LOCK_WAIT_S)."""
+    holds it; False where it cannot be had (no file, a file system without locks, one held past LOCK_WAIT_S) or is
+    not needed (a link to /dev/null, which keeps no history, and whose lock any other program may hold)."""
     deadline = time.monotonic() + LOCK_WAIT_S
     while True:
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except OSError:  # not there yet (an append makes it), or unreadable: said where it is read or written
+            yield False
+            return
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
             yield False
             return
         taken = try_flock(fd)

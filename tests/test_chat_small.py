@@ -3,7 +3,9 @@ offers after /think, the input history's bound, the answer's room and NO_COLOR's
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 
 import pytest
@@ -217,3 +219,26 @@ def test_file_dash_says_it_would_be_the_chat_s_terminal_and_a_file_named_dash_is
         assert chat.quit() == 0
     finally:
         _stop(chat)
+
+
+def test_a_history_that_is_a_link_to_dev_null_is_written_without_waiting_for_its_lock(tmp_path: Path) -> None:
+    """/dev/null keeps no history, and any program may hold its lock: appends do not wait for it."""
+    import fcntl
+    import time
+
+    from localgen.history_bound import LOCK_WAIT_S, history_lock
+    from localgen.repl_input import SafeFileHistory
+
+    history = tmp_path / "history"
+    history.symlink_to(os.devnull)
+    with history_lock(history) as locked:
+        assert not locked
+    if os.geteuid() != 0:
+        pytest.skip("making a device needs root")
+    null = tmp_path / "null"  # /dev/null's device, its lock held here as another program may hold /dev/null's
+    os.mknod(null, 0o600 | stat.S_IFCHR, os.stat(os.devnull).st_rdev)
+    with open(null, "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        started = time.monotonic()
+        SafeFileHistory(null).store_string("hi")
+        assert time.monotonic() - started < LOCK_WAIT_S / 2
