@@ -341,7 +341,7 @@ class Repl:
         that gets no answer changes nothing).
         """
         self.state.asked_in = self.session.conversation
-        room = self.session.answer_room_warning(start.prompt_tokens)  # before the prompt is read in, as run's
+        room = self.session.answer_room_warning_once(start.prompt_tokens)  # before the prompt is read in, as run's
         if room is not None:
             console.warn(room)
         engine = self.session.loaded.engine

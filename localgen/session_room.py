@@ -32,7 +32,7 @@ class ContextRoom:
     keep_saved_settings: bool  # a run's session: its options hold for that run only
     attachments: list[str]  # the files attached to the next message
     in_chat = False  # the chat's prompt reads its messages (Repl sets it): its context is set until it starts again
-    _room_warned: tuple[int, int] | None = None  # the context and token limit answer_room_warning was said for
+    _room_warned: tuple[int, int] | None = None  # the context and token limit warned of once
 
     if TYPE_CHECKING:
         def limit_source(self) -> str:
@@ -50,10 +50,10 @@ class ContextRoom:
         """Tokens a prompt may use in a context of n_ctx, keeping room for the answer."""
         return n_ctx - min(self.limits.max_tokens or DEFAULT_ANSWER_RESERVE, n_ctx // 4)
 
-    def answer_room_warning(self, prompt_tokens: int) -> str | None:
-        """run's warning for a prompt of prompt_tokens that leaves the answer room for fewer tokens than its limit
-        (a chat keeps a quarter of the context for the answer where the limit asks for more), said once for a context
-        and limit: None where they fit, no limit is set, or it was said already."""
+    def answer_room_warning_once(self, prompt_tokens: int) -> str | None:
+        """run's warning (answer_room_warning) for a prompt of prompt_tokens that leaves the answer room for fewer
+        tokens than its limit (a chat keeps a quarter of the context for it where the limit asks for more), said once
+        for a context and limit: None where they fit, no limit is set, or it was said already."""
         limit, n_ctx = self.limits.max_tokens, self.loaded.engine.n_ctx
         if limit is None or self._room_warned == (n_ctx, limit):
             return None
