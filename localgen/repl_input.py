@@ -227,7 +227,7 @@ class SlashCompleter(Completer):
             command, typed = text.split(" ")
             yield from _words(ARGUMENT_WORDS[command], typed)
         elif text.startswith("/") and " " not in text:
-            yield from _words(COMMANDS, text)
+            yield from _words((*COMMANDS, "/quit"), text)  # /help names /quit beside /exit
 
 
 def _words(words: Iterable[str], typed: str, key: str | None = None, *,

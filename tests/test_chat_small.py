@@ -242,3 +242,19 @@ def test_a_history_that_is_a_link_to_dev_null_is_written_without_waiting_for_its
         started = time.monotonic()
         SafeFileHistory(null).store_string("hi")
         assert time.monotonic() - started < LOCK_WAIT_S / 2
+
+
+def test_tab_completes_quit_as_help_names_it(tmp_path: Path) -> None:
+    """/qu Tab writes /quit, which /help names beside /exit (Tab offered nothing), and it ends the chat."""
+    import pexpect
+
+    chat = Chat(tmp_path / "home", "--no-markdown")
+    try:
+        chat.child.send("/qu\t")
+        chat.child.expect_exact("it")
+        chat.child.send("\r")
+        chat.child.expect(pexpect.EOF)
+        chat.child.close()
+        assert chat.child.exitstatus == 0
+    finally:
+        _stop(chat)
