@@ -43,8 +43,9 @@ def think_problem(template: str | None, think: str, *, flag: str = "--think", hi
     """Why think (given with flag) cannot apply to a chat template, as a message and a hint (hide_hint: how to hide
     the reasoning instead), else None: the template lacks a switch for it, or has another kind."""
     switch = think_switch(template)
-    if switch is None:
-        return "this model's chat template has no switch for thinking", hide_hint
+    if switch is None:  # where thinking is asked for, hiding it is no help
+        return ("this model's chat template has no switch for thinking",
+                hide_hint if think == OFF else f"it thinks as it was trained to, if at all, whatever {flag} says")
     if switch == EFFORT_SWITCH and think == OFF:
         return ("this model's chat template sets a reasoning effort (low, medium, high) and cannot turn thinking off",
                 f"{flag} {EFFORTS[0]} thinks least; {hide_hint}")

@@ -258,3 +258,17 @@ def test_tab_completes_quit_as_help_names_it(tmp_path: Path) -> None:
         assert chat.child.exitstatus == 0
     finally:
         _stop(chat)
+
+
+def test_think_on_for_a_template_without_a_switch_is_not_told_to_hide_the_reasoning(tmp_path: Path) -> None:
+    """/think on for the bundled model, whose template has no switch, says that it thinks as trained, if at all (its
+    hint was that /thinking off hides the reasoning, which was not asked about); /think off keeps that hint."""
+    chat = Chat(tmp_path / "home", "--no-markdown")
+    try:
+        chat.command_words("/think on", "error: smollm2-135m: /think on: this model's chat template has no switch for "
+                           "thinking (hint: it thinks as it was trained to, if at all, whatever /think says)")
+        chat.command_words("/think high", "(hint: it thinks as it was trained to, if at all, whatever /think says)")
+        chat.command_words("/think off", "no switch for thinking (hint: /thinking off hides its reasoning)")
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
