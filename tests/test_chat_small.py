@@ -1,5 +1,6 @@
 """The chat's small things, in a real pseudo-terminal on the bundled model: what the toolbar and /help say, what Tab
-offers after /think, the input history's bound, the answer's room and NO_COLOR's dim lines."""
+offers after /think and for /quit, what /think and /file - say, the input history's bound, the answer's room and
+NO_COLOR's dim lines."""
 
 from __future__ import annotations
 
