@@ -1,9 +1,8 @@
 """The on-disk prompt cache: KV states of long prompt prefixes, reused by later runs of the same model.
 
-An entry is one file: a fixed header (magic, format version, lengths), the cache identity (model file
-identity and KV layout), the tokens the state holds, a sha256 of tokens and state, then the state bytes
-from llama.cpp. No pickle. A corrupt or mismatched entry is skipped with a debug log. The total size is
-bounded; the least recently used entries are evicted first.
+An entry is one file (promptcache_format): the cache identity (model file identity and KV layout), the tokens the
+state holds, a checksum and the state bytes from llama.cpp. A corrupt or mismatched entry is skipped with a debug log.
+The total size is bounded; the least recently used entries are evicted first.
 """
 
 from __future__ import annotations
@@ -12,16 +11,15 @@ import contextlib
 import hashlib
 import logging
 import os
-import struct
 import time
-from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING
 
 from localgen.config import DEFAULT_CONTEXT_CAP
 from localgen.errors import LocalgenError, os_reason
+from localgen.promptcache_format import DamagedEntryError, EntryHeader, entry_digest, entry_parts, read_header
 from localgen.promptcache_partial import WRITING_TEMP_S, PartialWrite, remove_file, sweep_partial_writes, write_entry
 from localgen.promptcache_prefixes import redundant_prefixes
 from localgen.storage import check_folder, unwritable_hint
@@ -34,12 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("localgen.promptcache")
 
-MAGIC = b"LGPC"
-FORMAT_VERSION = 1
 SUFFIX = ".lgpc"
-HEADER = struct.Struct("<4sIIIQ32s")  # magic, version, identity bytes, token count, state bytes, sha256
-MAX_IDENTITY_BYTES = 4096
-MAX_TOKENS = 10_000_000
 MIN_NEW_TOKENS = 256  # prompts that prefill fewer new tokens are not worth a disk write
 MIN_GAIN_TOKENS = 64  # restore only when it saves at least this many tokens of prefill
 
@@ -73,59 +66,6 @@ class SavedPrefix:
     status: os.stat_result | None = None
 
 
-@dataclass(frozen=True)
-class _Header:
-    """The parsed header of an entry."""
-
-    identity: str
-    tokens: array
-    state_size: int
-    digest: bytes
-    offset: int
-
-
-def entry_parts(identity: str, tokens: Sequence[int],
-                state: bytes | bytearray) -> tuple[bytes, bytes, bytes, memoryview]:
-    """An entry's parts, in file order: header, identity, tokens, then the state (not copied)."""
-    ident = identity.encode("utf-8")
-    token_bytes = tokens_array(tokens).tobytes()
-    digest = _entry_digest(token_bytes, state)
-    header = HEADER.pack(MAGIC, FORMAT_VERSION, len(ident), len(tokens), len(state), digest)
-    return header, ident, token_bytes, memoryview(state)
-
-
-def _entry_digest(token_bytes: bytes, state: bytes | bytearray) -> bytes:
-    """The checksum an entry's header keeps: SHA-256 of its tokens' bytes, then its state."""
-    digest = hashlib.sha256(token_bytes)
-    digest.update(state)
-    return digest.digest()
-
-
-class DamagedEntryError(ValueError):
-    """An entry file that is not whole: truncated, overwritten or of the wrong size."""
-
-
-def _read_header(handle: BinaryIO, size: int) -> _Header:
-    """Parse and sanity-check an entry's header; raise ValueError when it is not a valid entry."""
-    raw = handle.read(HEADER.size)
-    if len(raw) != HEADER.size:
-        raise DamagedEntryError("truncated header")
-    magic, version, ident_len, n_tokens, state_size, digest = HEADER.unpack(raw)
-    if magic != MAGIC:
-        raise DamagedEntryError("not a prompt cache entry")
-    if version != FORMAT_VERSION:  # another localgen version's entry: left for it
-        raise ValueError(f"format version {version}, from another localgen version")
-    if ident_len > MAX_IDENTITY_BYTES or n_tokens > MAX_TOKENS:
-        raise DamagedEntryError("implausible header")
-    offset = HEADER.size + ident_len + 4 * n_tokens
-    if offset + state_size != size:
-        raise DamagedEntryError(f"size {size} does not match the header ({offset + state_size})")
-    identity = handle.read(ident_len).decode("utf-8", errors="replace")
-    tokens = array("i")
-    tokens.frombytes(handle.read(4 * n_tokens))
-    return _Header(identity, tokens, state_size, digest, offset)
-
-
 class PromptCache:
     """KV states of prompt prefixes for one model and KV layout, in a folder shared by all models."""
 
@@ -139,14 +79,14 @@ class PromptCache:
         self.max_bytes = max_bytes
         self.min_new_tokens = min_new_tokens
         self.min_gain_tokens = min_gain_tokens
-        self._read: dict[tuple[str, int, int, int], tuple[Path, _Header] | None] = {}  # by name and stat: _headers
+        self._read: dict[tuple[str, int, int, int], tuple[Path, EntryHeader] | None] = {}  # by name and stat: _headers
 
     def _entry_path(self, tokens: Sequence[int]) -> Path:
         """The file name of the entry for these tokens."""
         digest = hashlib.sha256(self.identity.encode("utf-8") + tokens_array(tokens).tobytes()).hexdigest()
         return self.directory / f"{digest[:32]}{SUFFIX}"
 
-    def _headers(self) -> list[tuple[Path, _Header]]:
+    def _headers(self) -> list[tuple[Path, EntryHeader]]:
         """The readable entries of this identity, with their headers; those an earlier call read are not read again
         while the same file (name, inode, size and modification time) is there: an entry is never written in place,
         only renamed into place whole, and a name holds one identity's tokens (_entry_path). A run's lookup and its
@@ -160,13 +100,13 @@ class PromptCache:
                 self._read[key] = earlier[key] if known else self._header_of(Path(entry.path))
         return [found for found in self._read.values() if found is not None]
 
-    def _header_of(self, path: Path) -> tuple[Path, _Header] | None:
+    def _header_of(self, path: Path) -> tuple[Path, EntryHeader] | None:
         """An entry and its header where it is one of this identity's, else None; OSError where it cannot be read
         now (or was damaged, and deleted)."""
         with open(path, "rb") as handle:
             status = os.fstat(handle.fileno())
             try:
-                header = _read_header(handle, status.st_size)
+                header = read_header(handle, status.st_size)
             except DamagedEntryError as exc:  # entries appear whole (written aside, then renamed): it broke
                 log.debug("deleting damaged prompt cache entry %s: %s", path.name, exc)
                 remove_found(path, status)
@@ -184,7 +124,7 @@ class PromptCache:
         """
         evict(self.directory, self.max_bytes)
         wanted = tokens_array(prompt)
-        best: tuple[int, Path, _Header] | None = None
+        best: tuple[int, Path, EntryHeader] | None = None
         for path, header in self._headers():
             if most is not None and len(header.tokens) > most:
                 continue
@@ -195,7 +135,7 @@ class PromptCache:
             return None
         return self._load(best[1], best[2])
 
-    def _load(self, path: Path, found: _Header) -> SavedPrefix | None:
+    def _load(self, path: Path, found: EntryHeader) -> SavedPrefix | None:
         """Read and verify the entry whose header was found; None (and a debug log) when it is damaged, deleted then,
         or holds other tokens than found (replaced by another run meanwhile, or damaged in place since an earlier
         scan: its checksum tells which), its header and state read from the one file opened; the next scan reads
@@ -203,10 +143,10 @@ class PromptCache:
         try:
             with open(path, "rb") as handle:
                 status = os.fstat(handle.fileno())
-                header = _read_header(handle, status.st_size)
+                header = read_header(handle, status.st_size)
                 state = bytearray(header.state_size)
                 if handle.readinto(state) != header.state_size or \
-                        _entry_digest(header.tokens.tobytes(), state) != header.digest:
+                        entry_digest(header.tokens.tobytes(), state) != header.digest:
                     raise DamagedEntryError("checksum mismatch")
                 if header.identity != found.identity or header.tokens != found.tokens:
                     log.debug("prompt cache entry %s was replaced as it was read; not restored", path.name)
@@ -326,7 +266,7 @@ def list_entries(directory: Path) -> list[CacheEntry]:
         try:
             with open(path, "rb") as handle:
                 st = os.fstat(handle.fileno())
-                header = _read_header(handle, st.st_size)
+                header = read_header(handle, st.st_size)
         except (OSError, ValueError) as exc:
             try:
                 st = path.stat()

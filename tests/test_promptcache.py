@@ -23,7 +23,6 @@ from localgen.errors import ConfigError
 from localgen.events import Finished
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.promptcache import (
-    HEADER,
     Cleared,
     PromptCache,
     clear,
@@ -33,6 +32,7 @@ from localgen.promptcache import (
     prompt_cache_for,
     remove_found,
 )
+from localgen.promptcache_format import HEADER
 from localgen.tokens import common_prefix
 from localgen.units import binary_size
 from localgen.verify import file_identity_key
