@@ -25,7 +25,6 @@ from localgen.promptcache_prefixes import redundant_prefixes
 from localgen.storage import check_folder, unwritable_hint
 from localgen.tokens import common_prefix, tokens_array
 from localgen.units import binary_size, counted
-from localgen.verify import still_keyed
 
 if TYPE_CHECKING:
     from localgen.engine.prefix import CachedPrefix
@@ -175,13 +174,20 @@ class PromptCache:
             log.debug("prompt cache entry %s was refused by llama.cpp; deleting it", entry.path.name)
             remove_found(entry.path, entry.status)
 
+    def _model_unchanged(self) -> bool:
+        """Whether the model files are still the versions the identity begins with (False where one is gone)."""
+        try:
+            return not self.model_files or self.identity.startswith(f"{model_identity(self.model_files)}; ")
+        except OSError:
+            return False
+
     def store(self, tokens: Sequence[int], state: bytes | bytearray) -> None:
         """Save a KV state, then drop entries it makes redundant and evict old entries beyond the size bound.
 
         The new entry is written first, so a failed write (a full disk) loses none of the older ones. Entries for
         prefixes of these tokens go, but those a smaller context still needs (promptcache_prefixes).
         """
-        if not still_keyed(self.model_files, self.identity):  # deleted under a run that has it mapped (models rm)
+        if not self._model_unchanged():  # deleted under a run that has it mapped (models rm), or copied over
             log.debug("the model file is gone or changed since it was loaded; prompt cache entry not saved")
             return
         parts = entry_parts(self.identity, tokens, state)
@@ -194,7 +200,7 @@ class PromptCache:
             write_entry(target, parts)
         except OSError as exc:
             raise LocalgenError(f"could not write {target}: {os_reason(exc)}") from exc
-        if not still_keyed(self.model_files, self.identity):  # deleted as it was written: models rm missed it
+        if not self._model_unchanged():  # deleted as it was written: models rm missed it
             remove_file(target)
             return
         saved = tokens_array(tokens)
@@ -211,13 +217,23 @@ def prompt_cache_for(model_path: Path, state_signature: str, *,
     and size bound (default_context: the context a run of the model gets unless its prompt needs more)."""
     from localgen.config import prompt_cache_bytes
     from localgen.gguf_split import split_shard_paths
-    from localgen.verify import file_identity_key
 
     shards = split_shard_paths(model_path)
-    files = "; ".join(file_identity_key(path) for path in shards)
-    identity = f"{files}; {state_signature}"  # the shards' keys first: _file_keys reads them
+    identity = f"{model_identity(shards)}; {state_signature}"
     return PromptCache(cache_dir(), identity, max_bytes=prompt_cache_bytes(), default_context=default_context,
                        model_files=shards)
+
+
+def model_identity(shards: Sequence[Path]) -> str:
+    """The model's part of a cache identity: its shards' file_identity_key (_file_keys reads them), then their change
+    times' digest (OSError where a shard cannot be looked at)."""
+    from localgen.verify import file_identity_key
+
+    # A file written over in place with its old size and modification time put back (cp -p, rsync --inplace -t)
+    # keeps its file_identity_key; its change time moves, and the old weights' states must not be restored.
+
+    changed = hashlib.sha256(" ".join(str(os.stat(path).st_ctime_ns) for path in shards).encode()).hexdigest()
+    return "; ".join([*(file_identity_key(path) for path in shards), f"changed {changed[:16]}"])
 
 
 def cache_dir() -> Path:

@@ -29,6 +29,7 @@ from localgen.promptcache import (
     entry_parts,
     evict,
     list_entries,
+    model_identity,
     prompt_cache_for,
     remove_found,
 )
@@ -329,7 +330,8 @@ def test_every_shard_of_a_split_model_is_part_of_the_identity(tmp_path: Path) ->
     assert prompt_cache_for(first, "sig").identity != before
     single = tmp_path / "single.gguf"
     single.write_bytes(b"x")
-    assert prompt_cache_for(single, "sig").identity == f"{file_identity_key(single)}; sig", "old entries stay valid"
+    assert prompt_cache_for(single, "sig").identity == f"{model_identity([single])}; sig"
+    assert model_identity([single]).startswith(f"{file_identity_key(single)}; changed "), "listed by the file's key"
 
 
 # --- the real engine --------------------------------------------------------------------------

@@ -425,12 +425,12 @@ def test_a_prompt_cache_entry_of_a_model_rm_deletes_as_it_is_written_is_deleted(
     """A run saving its state as models rm deleted the model, after the run had checked that the file was still
     there, kept an entry of a file no run could load again."""
     from localgen import promptcache
-    from localgen.verify import file_identity_key
 
     model = tmp_path / "model.gguf"
     model.write_bytes(b"GGUF" + b"\0" * 64)
-    cache = promptcache.PromptCache(tmp_path / "prompts", f"{file_identity_key(model)}; sig", max_bytes=1 << 20,
-                                    min_new_tokens=1, min_gain_tokens=1, model_files=[model])
+    identity = f"{promptcache.model_identity([model])}; sig"  # as prompt_cache_for makes it
+    cache = promptcache.PromptCache(tmp_path / "prompts", identity, max_bytes=1 << 20, min_new_tokens=1,
+                                    min_gain_tokens=1, model_files=[model])
     real = promptcache.write_entry
 
     def deleted_as_written(target: Path, parts: list[bytes]) -> None:
