@@ -79,6 +79,7 @@ class PromptCache:
         self.min_new_tokens = min_new_tokens
         self.min_gain_tokens = min_gain_tokens
         self._read: dict[tuple[str, int, int, int], tuple[Path, EntryHeader] | None] = {}  # by name and stat: _headers
+        self._model_part = _model_part(identity)
 
     def _entry_path(self, tokens: Sequence[int]) -> Path:
         """The file name of the entry for these tokens."""
@@ -101,7 +102,7 @@ class PromptCache:
 
     def _header_of(self, path: Path) -> tuple[Path, EntryHeader] | None:
         """An entry and its header where it is one of this identity's, else None; OSError where it cannot be read
-        now (or was damaged, and deleted)."""
+        now (or was damaged, and deleted). An entry of the model file as it was before a change is deleted."""
         with open(path, "rb") as handle:
             status = os.fstat(handle.fileno())
             try:
@@ -112,6 +113,11 @@ class PromptCache:
                 raise OSError(f"damaged: {exc}") from exc
             except ValueError as exc:
                 log.debug("skipping prompt cache entry %s: %s", path.name, exc)
+                return None
+            if header.identity != self.identity and _model_part(header.identity) not in ("", self._model_part) \
+                    and _file_keys(header.identity) == _file_keys(self.identity):  # a change time never goes back
+                log.debug("deleting prompt cache entry %s of the model file before it changed", path.name)
+                remove_found(path, status)
                 return None
         return (path, header) if header.identity == self.identity else None
 
@@ -296,6 +302,14 @@ def list_entries(directory: Path) -> list[CacheEntry]:
         entries.append(CacheEntry(path=path, tokens=len(header.tokens), size=st.st_size, last_used=st.st_mtime,
                                   file_keys=_file_keys(header.identity)))
     return sorted(entries, key=lambda e: e.last_used, reverse=True)
+
+
+def _model_part(identity: str) -> str:
+    """The model's part of an identity (model_identity's): its file keys and change times; '' where it holds none (no
+    file key, or an older localgen's, whose entries are left for it)."""
+    keys, parts = _file_keys(identity), identity.split("; ")
+    changed = keys and len(parts) > len(keys) and parts[len(keys)].startswith("changed ")
+    return "; ".join(parts[:len(keys) + 1]) if changed else ""
 
 
 def _file_keys(identity: str) -> tuple[str, ...]:

@@ -63,3 +63,21 @@ def test_the_bound_s_largest_size_is_taken_in_the_unit_it_is_told_in(tmp_path: P
     assert most.returncode == 0 and "0 entries, 0 B of 1.0 PiB" in most.err, most.err
     over = run_localgen("cache", env={**env, "LOCALGEN_PROMPT_CACHE_BYTES": "2P"})
     assert over.returncode == 1 and "LOCALGEN_PROMPT_CACHE_BYTES='2P' is over 1.0 PiB" in over.err, over.err
+
+
+def test_a_run_deletes_the_entries_of_its_model_file_as_it_was_before_a_change(tmp_path: Path) -> None:
+    """Entries of the file before its change time moved (a copy over it, a chmod) are never restored again: they
+    stayed, listed under the model's name, until the bound evicted them."""
+    model = tmp_path / "model.gguf"
+    shutil.copyfile(bundled_model_file(), model)
+    doc = tmp_path / "doc.txt"
+    doc.write_text(DOC)
+    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
+    args = (*GREEDY, "-m", str(model), "-f", str(doc), "Which box holds 5 marbles?")
+    assert run_localgen("run", *args, env=env).returncode == 0
+    (before,) = json.loads(run_localgen("cache", "--json", env=env).out)["entries"]
+    model.chmod(0o444)
+    again = run_localgen("run", *args, env=env)
+    assert again.returncode == 0 and json.loads(again.out)["usage"]["prompt_cache_tokens"] == 0, again.err
+    (after,) = json.loads(run_localgen("cache", "--json", env=env).out)["entries"]
+    assert after["path"] != before["path"] and after["model_names"] == before["model_names"]
