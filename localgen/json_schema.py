@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from localgen.errors import UsageError
+from localgen.json_schema_allof import Resolver, merged_all_of
 
 SCHEMA_HINT = 'give a JSON schema as text or a file, e.g. --json-schema \'{"type": "object"}\''
 CONVERTER_HINT = ("use the common keywords: type, properties, required, items, enum, minLength/maxLength, "
@@ -46,7 +47,7 @@ def schema_grammar(text: str, warn: list[str]) -> str:
         warn.append(f"the JSON schema's {', '.join(ignored)} cannot be enforced (llama-cpp-python's converter "
                     f"ignores {them}): check the answer")
     unlisted: list[str] = []
-    prepared = _prepared(schema, unlisted)
+    prepared = _prepared(schema, unlisted, lambda ref: _target(schema, ref))
     if unlisted:
         them = "them" if len(unlisted) > 1 else "it"
         warn.append(f"the JSON schema requires {', '.join(unlisted)} but does not list {them} in properties, so the "
@@ -86,18 +87,20 @@ def _objects_in(schema: object) -> Iterator[dict[Any, Any]]:
             stack.extend(node)
 
 
-def _prepared(node: object, unlisted: list[str]) -> object:
-    """A schema as the converter handles it, its subschemas too (_checked); unlisted gets the required names missing
-    from properties."""
+def _prepared(node: object, unlisted: list[str], resolve: Resolver) -> object:
+    """A schema as the converter handles it, its subschemas too (_checked, an allOf merged); unlisted gets the
+    required names missing from properties; resolve finds a local $ref's target."""
     if not isinstance(node, dict):
         return node
     schema = _checked(node)
+    if "allOf" in schema:
+        schema = _checked(merged_all_of(schema, resolve))
     for key, value in schema.items():
         if key in _SCHEMA_MAPS and isinstance(value, dict):
-            schema[key] = {name: _prepared(sub, unlisted) for name, sub in value.items()}
+            schema[key] = {name: _prepared(sub, unlisted, resolve) for name, sub in value.items()}
         elif (key in _SCHEMA_LISTS and isinstance(value, list)) or key in _SCHEMA_VALUES:
-            schema[key] = [_prepared(sub, unlisted) for sub in value] if isinstance(value, list) else \
-                _prepared(value, unlisted)
+            schema[key] = [_prepared(sub, unlisted, resolve) for sub in value] if isinstance(value, list) else \
+                _prepared(value, unlisted, resolve)
     properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
     required = schema.get("required") if isinstance(schema.get("required"), list) else []
     unlisted.extend(str(name) for name in required if name not in properties and str(name) not in unlisted)

@@ -1,0 +1,145 @@
+"""A JSON schema's allOf folded into one schema: llama-cpp-python's converter reads an allOf only as objects' merged
+properties, and made any other allOf ({"allOf": [{"$ref": "#/definitions/Color"}]}, as pydantic v1 writes a field
+with a description) a grammar of objects."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from localgen.errors import UsageError
+
+MAX_ALTERNATIVES = 64  # anyOf alternatives an allOf's parts multiply out to, at most
+_NOTES = ("title", "description", "default", "examples", "$comment", "$id", "$schema", "deprecated", "readOnly",
+          "writeOnly")  # keywords that say nothing of the value: the first one given is kept
+_LOWER_BOUNDS = ("minLength", "minItems", "minProperties", "minimum", "exclusiveMinimum")  # the larger one holds
+_UPPER_BOUNDS = ("maxLength", "maxItems", "maxProperties", "maximum", "exclusiveMaximum")  # the smaller one holds
+_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+_ALTERNATIVES = ("anyOf", "oneOf")
+ALLOF_HINT = "write the combined schema out in one object, or drop the allOf"
+
+Resolver = Callable[[str], object]  # a local $ref's target (None: none)
+
+
+def merged_all_of(schema: dict[str, Any], resolve: Resolver, depth: int = 0) -> dict[str, Any]:
+    """schema with its allOf's parts (a local $ref's target for a part that refers) merged into it: every keyword
+    that limits the value kept, a bound the tighter of two, types and enums the values both allow."""
+    parts = schema.get("allOf")
+    if not isinstance(parts, list) or depth > 100:
+        return schema
+    merged: dict[str, Any] = {key: value for key, value in schema.items() if key != "allOf"}
+    for part in parts:
+        merged = _merged(merged, _part(part, resolve, depth))
+    return merged
+
+
+def _part(part: object, resolve: Resolver, depth: int) -> dict[str, Any]:
+    """One allOf part as a schema object: true as {}, a $ref as its target beside the part's other keywords."""
+    if part is True:
+        return {}
+    if not isinstance(part, dict):
+        raise UsageError(f"the JSON schema's allOf holds {json.dumps(part)}, which allows no value",
+                         hint="give each allOf part as a schema object")
+    ref = part.get("$ref")
+    if isinstance(ref, str):
+        target = resolve(ref)
+        if not ref.startswith("#"):
+            raise UsageError(f"the JSON schema's allOf refers to {ref}, a remote schema, which localgen does not "
+                             "fetch", hint="copy that schema into $defs and refer to it there")
+        if not isinstance(target, dict):
+            raise UsageError(f"the JSON schema's allOf refers to {ref}, which does not resolve to a schema",
+                             hint="point the $ref at a schema in $defs")
+        rest = {key: value for key, value in part.items() if key != "$ref"}
+        part = _merged(merged_all_of(target, resolve, depth + 1), rest)
+    return merged_all_of(part, resolve, depth + 1)
+
+
+def _merged(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """The schema of the values both schemas allow; an anyOf or oneOf of either spread over the other's keywords."""
+    for key in _ALTERNATIVES:
+        for one, other in ((first, second), (second, first)):
+            alternatives = one.get(key)
+            if isinstance(alternatives, list) and alternatives:
+                rest = {name: value for name, value in one.items() if name != key}
+                spread = [_merged(_merged(dict(other), rest), _as_object(item)) for item in alternatives]
+                if sum(_alternative_count(item) for item in spread) > MAX_ALTERNATIVES:
+                    raise UsageError(f"the JSON schema's allOf multiplies out to over {MAX_ALTERNATIVES} "
+                                     "alternatives", hint=ALLOF_HINT)
+                return {key: spread}
+    merged = dict(first)
+    for key, value in second.items():
+        if key not in merged or merged[key] == value or key in _NOTES:
+            merged.setdefault(key, value)
+            continue
+        merged[key] = _combined(key, merged[key], value)
+    return merged
+
+
+def _alternative_count(schema: dict[str, Any]) -> int:
+    """How many plain alternatives a schema's anyOf or oneOf, nested ones counted out, comes to (1: none)."""
+    alternatives = next((schema[key] for key in _ALTERNATIVES if isinstance(schema.get(key), list)), None)
+    return 1 if not alternatives else sum(_alternative_count(item) if isinstance(item, dict) else 1
+                                          for item in alternatives)
+
+
+def _as_object(schema: object) -> dict[str, Any]:
+    """An alternative as a schema object (true: {})."""
+    if schema is True:
+        return {}
+    if not isinstance(schema, dict):
+        raise UsageError(f"the JSON schema's allOf holds an alternative {json.dumps(schema)}, which allows no value",
+                         hint="give each alternative as a schema object")
+    return schema
+
+
+def _combined(key: str, first: object, second: object) -> object:
+    """One keyword's value that two schemas give differently, as both hold it (a UsageError where it cannot be)."""
+    if key in _LOWER_BOUNDS and _numbers(first, second):
+        return max(first, second)  # type: ignore[type-var]
+    if key in _UPPER_BOUNDS and _numbers(first, second):
+        return min(first, second)  # type: ignore[type-var]
+    if key == "required" and isinstance(first, list) and isinstance(second, list):
+        return [*first, *(name for name in second if name not in first)]
+    if key in _MAPS and isinstance(first, dict) and isinstance(second, dict):
+        return {**first, **{name: {"allOf": [first[name], schema]} if name in first and first[name] != schema
+                            else schema for name, schema in second.items()}}
+    if key == "items" and isinstance(first, dict) and isinstance(second, dict):
+        return {"allOf": [first, second]}
+    if key == "type":
+        return _common_type(first, second)
+    if key == "enum" and isinstance(first, list) and isinstance(second, list):
+        both = [value for value in first if value in second]
+        if both:
+            return both
+    raise UsageError(f"the JSON schema's allOf gives {key} two values, {_short(first)} and {_short(second)}, "
+                     "that no value can meet together" if key == "enum" else
+                     f"the JSON schema's allOf gives {key} two values, {_short(first)} and {_short(second)}, "
+                     "which localgen cannot combine", hint=ALLOF_HINT)
+
+
+def _numbers(*values: object) -> bool:
+    """Whether every value is a number (not true or false)."""
+    return all(isinstance(value, int | float) and not isinstance(value, bool) for value in values)
+
+
+def _common_type(first: object, second: object) -> object:
+    """The JSON types two `type` keywords both allow (an integer is a number too)."""
+    def names(given: object) -> list[object]:
+        return given if isinstance(given, list) else [given]
+
+    def allows(given: object, name: object) -> bool:
+        return name in names(given) or (name == "integer" and "number" in names(given))
+
+    both = [name for name in names(first) if allows(second, name)]
+    both += [name for name in names(second) if name == "integer" and allows(first, name) and name not in both]
+    if not both:
+        raise UsageError(f"the JSON schema's allOf asks for a value of type {_short(first)} and of type "
+                         f"{_short(second)}, which no value is", hint=ALLOF_HINT)
+    return both[0] if len(both) == 1 else both
+
+
+def _short(value: object) -> str:
+    """A keyword's value as JSON, cut to 60 characters."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:59] + "…"

@@ -1,0 +1,54 @@
+"""`localgen run`'s generation controls as a demanding user tries them: JSON schemas and their keywords."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import run_localgen
+
+GREEDY = ("--temperature", "0", "--seed", "1")
+# pydantic v1's schema of a model with an enum field that has a description: the $ref sits alone in an allOf
+PYDANTIC_V1_CAR = {
+    "title": "Car", "type": "object", "required": ["name", "color"],
+    "properties": {"name": {"title": "Name", "type": "string", "maxLength": 20},
+                   "color": {"description": "The paint", "allOf": [{"$ref": "#/definitions/Color"}]}},
+    "definitions": {"Color": {"title": "Color", "description": "An enumeration.", "enum": ["red", "green", "blue"],
+                              "type": "string"}},
+}
+
+
+def test_an_all_of_that_refers_to_an_enum_gives_one_of_its_values() -> None:
+    """The converter read any allOf as objects to merge: pydantic v1's field of an enum came out as {}."""
+    result = run_localgen("run", "--json-schema", json.dumps(PYDANTIC_V1_CAR), "Describe a red car named Zoom as JSON.",
+                          "-n", "60", *GREEDY)
+    assert result.returncode == 0, result.err
+    car = json.loads(result.out)
+    assert set(car) == {"name", "color"} and car["color"] in ("red", "green", "blue"), car
+
+
+@pytest.mark.parametrize(("schema", "follows"), [
+    ({"allOf": [{"type": "integer"}]}, lambda value: isinstance(value, int) and not isinstance(value, bool)),
+    ({"allOf": [{"type": "string"}, {"maxLength": 3}]}, lambda value: isinstance(value, str) and len(value) <= 3),
+    ({"type": "object", "properties": {"a": {"type": "integer"}},
+      "allOf": [{"properties": {"b": {"enum": ["x", "y"]}}, "required": ["b"]}]},
+     lambda value: isinstance(value, dict) and value.get("b") in ("x", "y")),
+], ids=["type", "type-and-bound", "beside-properties"])
+def test_an_all_of_holds_each_of_its_parts(schema: dict[str, object], follows: object) -> None:
+    """An allOf of anything but objects' properties gave a grammar of objects, and one beside properties was left
+    out."""
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "Answer.", "-n", "30", *GREEDY)
+    assert result.returncode == 0, result.err
+    assert follows(json.loads(result.out)), result.out  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(("schema", "message"), [
+    ({"allOf": [{"type": "string"}, {"type": "integer"}]},
+     "the JSON schema's allOf asks for a value of type \"string\" and of type \"integer\", which no value is"),
+    ({"allOf": [{"enum": ["a", "b"]}, {"enum": ["c"]}]}, "allOf gives enum two values, [\"a\", \"b\"] and [\"c\"]"),
+])
+def test_an_all_of_no_value_can_follow_is_one_usage_error(schema: dict[str, object], message: str) -> None:
+    """Such a schema gave a grammar of objects, and an answer that could never follow it."""
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
+    assert result.returncode == 2 and message in result.err and len(result.err.strip().splitlines()) == 1, result.err
