@@ -28,6 +28,7 @@ _JSON_KINDS = {list: "an array", str: "a string", bool: "true or false", int: "a
 IGNORED_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minProperties",
                     "maxProperties", "uniqueItems", "contains", "not", "if", "then", "else", "dependentRequired",
                     "dependentSchemas", "patternProperties", "propertyNames")
+KNOWN_FORMAT = re.compile(r"date|time|date-time|uuid[1-5]?")  # the string formats the converter turns into grammar
 _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")  # name: schema
 _SCHEMA_LISTS = ("prefixItems", "allOf", "anyOf", "oneOf")
 _SCHEMA_VALUES = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
@@ -46,6 +47,13 @@ def schema_grammar(text: str, warn: list[str]) -> str:
         them = "them" if len(ignored) > 1 else "it"
         warn.append(f"the JSON schema's {', '.join(ignored)} cannot be enforced (llama-cpp-python's converter "
                     f"ignores {them}): check the answer")
+    unknown_formats = sorted({node["format"] for node in _objects_in(schema) if isinstance(node.get("format"), str)
+                              and not KNOWN_FORMAT.fullmatch(node["format"])})
+    if unknown_formats:
+        them = "them" if len(unknown_formats) > 1 else "it"
+        warn.append(f"the JSON schema's format {', '.join(map(json.dumps, unknown_formats))} cannot be enforced "
+                    f"(llama-cpp-python's converter knows date, time, date-time and uuid, and ignores {them}): "
+                    "check the answer, or give a pattern")
     unlisted: list[str] = []
     prepared = _prepared(schema, unlisted, lambda ref: _target(schema, ref))
     if unlisted:

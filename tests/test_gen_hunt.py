@@ -52,3 +52,15 @@ def test_an_all_of_no_value_can_follow_is_one_usage_error(schema: dict[str, obje
     """Such a schema gave a grammar of objects, and an answer that could never follow it."""
     result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
     assert result.returncode == 2 and message in result.err and len(result.err.strip().splitlines()) == 1, result.err
+
+
+def test_a_string_format_the_converter_does_not_know_is_named_in_a_warning() -> None:
+    """The converter ignores a format it has no grammar for (email, uri), and the answer was any string, unsaid."""
+    schema = {"type": "object", "required": ["contact", "day"],
+              "properties": {"contact": {"type": "string", "format": "email", "maxLength": 40},
+                             "day": {"type": "string", "format": "date"}, "format": {"type": "string"}}}
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "A contact.", "-n", "40", *GREEDY)
+    assert result.returncode == 0, result.err
+    assert result.err == ("localgen: warning: the JSON schema's format \"email\" cannot be enforced (llama-cpp-"
+                          "python's converter knows date, time, date-time and uuid, and ignores it): check the answer, "
+                          "or give a pattern\n"), result.err
