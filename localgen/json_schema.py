@@ -29,6 +29,8 @@ IGNORED_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"
                     "maxProperties", "uniqueItems", "contains", "not", "if", "then", "else", "dependentRequired",
                     "dependentSchemas", "patternProperties", "propertyNames")
 KNOWN_FORMAT = re.compile(r"date|time|date-time|uuid[1-5]?")  # the string formats the converter turns into grammar
+_VALUE_KEYWORDS = ("type", "$ref", "allOf", "anyOf", "oneOf", "const", "enum", "properties", "additionalProperties",
+                   "items", "prefixItems", "pattern")  # a schema without these or a known format allows any value
 _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")  # name: schema
 _SCHEMA_LISTS = ("prefixItems", "allOf", "anyOf", "oneOf")
 _SCHEMA_VALUES = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
@@ -124,6 +126,9 @@ def _checked(node: dict[str, Any]) -> dict[str, Any]:
             schema.get("type") == "array" and "items" not in schema and "prefixItems" not in schema
             and ("minItems" in schema or "maxItems" in schema)):
         schema["items"] = _ANY_VALUE  # the converter reads an empty or missing items as none: no bounds kept
+    if schema and not any(key in schema for key in _VALUE_KEYWORDS) and not KNOWN_FORMAT.fullmatch(
+            str(schema.get("format"))):
+        schema["type"] = _ANY_VALUE["type"]  # notes alone ({"title": "Data"}, pydantic's Any): the converter refused
     return schema
 
 

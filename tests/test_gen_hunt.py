@@ -64,3 +64,18 @@ def test_a_string_format_the_converter_does_not_know_is_named_in_a_warning() -> 
     assert result.err == ("localgen: warning: the JSON schema's format \"email\" cannot be enforced (llama-cpp-"
                           "python's converter knows date, time, date-time and uuid, and ignores it): check the answer, "
                           "or give a pattern\n"), result.err
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "required": ["name", "data"],  # pydantic's model with a field of type Any
+     "properties": {"name": {"type": "string", "maxLength": 20}, "data": {"title": "Data"}}},
+    {"description": "Anything at all."},
+], ids=["pydantic-any-field", "notes-alone"])
+def test_a_schema_of_notes_alone_allows_any_value(schema: dict[str, object]) -> None:
+    """A schema with a title or description and nothing that limits the value was refused as the converter's
+    "Unrecognized schema"."""
+    result = run_localgen("run", "--json-schema", json.dumps(schema), 'The name is "Zoom" and the data is 5.',
+                          "-n", "80", *GREEDY)
+    assert result.returncode == 0 and result.err == "", result.err
+    answer = json.loads(result.out)
+    assert "properties" not in schema or set(answer) == {"name", "data"}, answer
