@@ -31,6 +31,7 @@ IGNORED_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"
 KNOWN_FORMAT = re.compile(r"date|time|date-time|uuid[1-5]?")  # the string formats the converter turns into grammar
 _VALUE_KEYWORDS = ("type", "$ref", "allOf", "anyOf", "oneOf", "const", "enum", "properties", "additionalProperties",
                    "items", "prefixItems", "pattern")  # a schema without these or a known format allows any value
+_LISTED_ITEMS = {"enum": "value", "anyOf": "schema", "oneOf": "schema", "type": "type"}  # none allows no value
 _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")  # name: schema
 _SCHEMA_LISTS = ("prefixItems", "allOf", "anyOf", "oneOf")
 _SCHEMA_VALUES = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
@@ -122,6 +123,10 @@ def _checked(node: dict[str, Any]) -> dict[str, Any]:
     schema = dict(node)
     _check_type(schema.get("type"))
     _check_bounds(schema)
+    empty = next((key for key in _LISTED_ITEMS if schema.get(key) == []), None)
+    if empty:
+        raise UsageError(f"the JSON schema's {empty} is an empty list, which allows no value",
+                         hint=f"list at least one {_LISTED_ITEMS[empty]} in {empty}, or leave it out")
     if schema.get("items") == {} or schema.get("items") is True or (
             schema.get("type") == "array" and "items" not in schema and "prefixItems" not in schema
             and ("minItems" in schema or "maxItems" in schema)):

@@ -79,3 +79,17 @@ def test_a_schema_of_notes_alone_allows_any_value(schema: dict[str, object]) -> 
     assert result.returncode == 0 and result.err == "", result.err
     answer = json.loads(result.out)
     assert "properties" not in schema or set(answer) == {"name", "data"}, answer
+
+
+@pytest.mark.parametrize(("schema", "message"), [
+    ({"enum": []}, "the JSON schema's enum is an empty list, which allows no value (hint: list at least one value in "
+                   "enum, or leave it out)"),
+    ({"type": "object", "properties": {"a": {"anyOf": []}}}, "the JSON schema's anyOf is an empty list"),
+    ({"oneOf": []}, "the JSON schema's oneOf is an empty list"),
+    ({"type": []}, "the JSON schema's type is an empty list, which allows no value (hint: list at least one type"),
+])
+def test_an_empty_list_of_choices_is_named_as_allowing_no_value(schema: dict[str, object], message: str) -> None:
+    """Such a schema was refused as llama.cpp's parse error of the grammar written for it, `expecting newline or end
+    at ::= " "?`, with a hint to simplify the schema."""
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
+    assert result.returncode == 2 and message in result.err and len(result.err.strip().splitlines()) == 1, result.err
