@@ -10,6 +10,7 @@ from typing import Any
 
 from localgen.errors import UsageError
 from localgen.json_schema_allof import Resolver, merged_all_of
+from localgen.json_schema_refs import WHOLE_REF, whole_schema_referred
 
 SCHEMA_HINT = 'give a JSON schema as text or a file, e.g. --json-schema \'{"type": "object"}\''
 CONVERTER_HINT = ("use the common keywords: type, properties, required, items, enum, minLength/maxLength, "
@@ -44,7 +45,7 @@ _COUNT = re.compile(r"\{(?!\})(\d*)(?:,(\d*))?\}")  # as Python's re reads a cou
 
 def schema_grammar(text: str, warn: list[str]) -> str:
     """The GBNF grammar of the JSON values the schema in text allows; warn gets what the answer may still break."""
-    schema = parsed_schema(text)
+    schema = whole_schema_referred(parsed_schema(text))
     ignored = sorted(_keywords_in(schema) & set(IGNORED_KEYWORDS))
     if ignored:
         them = "them" if len(ignored) > 1 else "it"
@@ -294,7 +295,8 @@ def _refuse_ref_cycle(schema: dict[str, Any]) -> None:
         seen, target = [ref], _target(schema, ref)
         while isinstance(target, dict) and isinstance(target.get("$ref"), str):
             if target["$ref"] in seen:
-                raise UsageError(f"the JSON schema's $ref {ref} is a cycle: {' -> '.join([*seen, target['$ref']])}",
+                cycle = " -> ".join([*seen, target["$ref"]]).replace(WHOLE_REF, "#")  # as written
+                raise UsageError(f"the JSON schema's $ref {seen[0].replace(WHOLE_REF, '#')} is a cycle: {cycle}",
                                  hint="let one of them describe a value, not only refer on")
             seen.append(target["$ref"])
             target = _target(schema, target["$ref"])

@@ -93,3 +93,21 @@ def test_an_empty_list_of_choices_is_named_as_allowing_no_value(schema: dict[str
     at ::= " "?`, with a hint to simplify the schema."""
     result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
     assert result.returncode == 2 and message in result.err and len(result.err.strip().splitlines()) == 1, result.err
+
+
+def test_a_ref_to_the_whole_schema_describes_a_tree() -> None:
+    """A $ref of "#", a recursive schema's, was refused as the converter's "Unsupported ref #"."""
+    person = {"type": "object", "required": ["name", "parent"],
+              "properties": {"name": {"type": "string", "maxLength": 10},
+                             "parent": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}}}
+    result = run_localgen("run", "--json-schema", json.dumps(person),
+                          "Ann's parent is Bob; Bob has no parent (null). As JSON.", "-n", "100", *GREEDY)
+    assert result.returncode == 0 and result.err == "", result.err
+    answer = json.loads(result.out)
+    assert isinstance(answer["parent"], dict) and set(answer["parent"]) == {"name", "parent"}, answer
+
+
+def test_a_ref_to_the_whole_schema_alone_is_said_to_be_a_cycle() -> None:
+    result = run_localgen("run", "--json-schema", '{"$ref": "#"}', "hi")
+    assert result.returncode == 2 and result.err.startswith(
+        "localgen: error: the JSON schema's $ref # is a cycle: # -> # (hint:"), result.err
