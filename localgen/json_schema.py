@@ -32,6 +32,8 @@ IGNORED_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"
 KNOWN_FORMAT = re.compile(r"date|time|date-time|uuid[1-5]?")  # the string formats the converter turns into grammar
 _VALUE_KEYWORDS = ("type", "$ref", "allOf", "anyOf", "oneOf", "const", "enum", "properties", "additionalProperties",
                    "items", "prefixItems", "pattern")  # a schema without these or a known format allows any value
+_SHADOW_REMEDIES = {"pattern": "count the characters in the pattern, e.g. ^[a-z]{1,20}$",
+                    "format": "give a pattern in its place", "items": "give prefixItems with items false"}
 _LISTED_ITEMS = {"enum": "value", "anyOf": "schema", "oneOf": "schema", "type": "type"}  # none allows no value
 _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")  # name: schema
 _SCHEMA_LISTS = ("prefixItems", "allOf", "anyOf", "oneOf")
@@ -64,8 +66,27 @@ def schema_grammar(text: str, warn: list[str]) -> str:
         them = "them" if len(unlisted) > 1 else "it"
         warn.append(f"the JSON schema requires {', '.join(unlisted)} but does not list {them} in properties, so the "
                     f"answer may leave {them} out: add {them} to properties")
+    warn.extend(_shadowed_keywords(prepared))
     _refuse_ref_cycle(prepared)
     return _converted(prepared)
+
+
+def _shadowed_keywords(schema: object) -> list[str]:
+    """Warnings for keywords the converter drops beside another one it follows alone: a string's length beside its
+    pattern or format, prefixItems beside items."""
+    dropped: dict[str, list[str]] = {}  # by what the converter follows alone
+    for node in _objects_in(schema):
+        follows = "pattern" if isinstance(node.get("pattern"), str) else \
+            "format" if KNOWN_FORMAT.fullmatch(str(node.get("format"))) else None
+        lengths = [key for key in ("minLength", "maxLength") if key in node] if follows else []
+        if isinstance(node.get("prefixItems"), list) and isinstance(node.get("items"), dict):
+            follows, lengths = "items", ["prefixItems"]
+        for key in lengths:
+            if key not in dropped.setdefault(str(follows), []):
+                dropped[str(follows)].append(key)
+    return [f"the JSON schema's {', '.join(keys)} beside {'' if follows == 'items' else 'a '}{follows} cannot be "
+            f"enforced (llama-cpp-python's converter follows the {follows} alone): check the answer, or "
+            f"{_SHADOW_REMEDIES[follows]}" for follows, keys in dropped.items()]
 
 
 def parsed_schema(text: str) -> dict[str, Any]:

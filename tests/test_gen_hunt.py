@@ -111,3 +111,22 @@ def test_a_ref_to_the_whole_schema_alone_is_said_to_be_a_cycle() -> None:
     result = run_localgen("run", "--json-schema", '{"$ref": "#"}', "hi")
     assert result.returncode == 2 and result.err.startswith(
         "localgen: error: the JSON schema's $ref # is a cycle: # -> # (hint:"), result.err
+
+
+@pytest.mark.parametrize(("schema", "warning"), [
+    ({"type": "string", "pattern": "^[a-z]+$", "maxLength": 3},
+     "the JSON schema's maxLength beside a pattern cannot be enforced (llama-cpp-python's converter follows the "
+     "pattern alone): check the answer, or count the characters in the pattern, e.g. ^[a-z]{1,20}$"),
+    ({"type": "string", "format": "date", "minLength": 1, "maxLength": 3},
+     "the JSON schema's minLength, maxLength beside a format cannot be enforced"),
+    ({"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "integer"}},
+     "the JSON schema's prefixItems beside items cannot be enforced (llama-cpp-python's converter follows the items "
+     "alone): check the answer, or give prefixItems with items false"),
+], ids=["length-and-pattern", "lengths-and-format", "prefix-items-and-items"])
+def test_a_keyword_the_converter_drops_beside_another_is_named_in_a_warning(schema: dict[str, object],
+                                                                            warning: str) -> None:
+    """The converter follows a pattern or format alone, and items alone: the length or the first items given beside
+    them were dropped, unsaid."""
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "Answer.", "-n", "20", *GREEDY)
+    assert result.returncode == 0 and result.err.startswith(f"localgen: warning: {warning}"), result.err
+    assert len(result.err.splitlines()) == 1, result.err
