@@ -19,6 +19,7 @@ GRAMMAR_HINT = 'give a GBNF grammar, as text or a file, with a root rule, e.g. -
 _KINDS = {"--grammar": ("a grammar", GRAMMAR_HINT), "--json-schema": ("a JSON schema", SCHEMA_HINT)}  # as named
 MAX_NESTING = 1000  # llama.cpp's recursive-descent grammar parser overflows the C stack near 20,000
 _ROOT_RULE = re.compile(r"^\s*root\s*::=", re.MULTILINE)
+_RULE_NAME = re.compile(r"([A-Za-z0-9-]+)\s*::=")  # where a rule is defined (in GBNF text outside its literals)
 _REPETITION = re.compile(r"\{\s*(\d+)\s*(?:(,)\s*(\d*)\s*)?\}")  # {m}, {m,} or {m,n}, outside literals
 MAX_CODE_POINT = 0x10FFFF
 SURROGATES = (0xD800, 0xDFFF)  # UTF-16's halves of a pair: no character of their own
@@ -103,7 +104,7 @@ def _checked(grammar: Grammar) -> Grammar:
         raise UsageError(f"{grammar.source}: the grammar nests parentheses {depth:,} deep, beyond {MAX_NESTING:,}",
                          hint="split the nesting into named rules")
     checks = (unclosed_problem, repetition_problem, class_problem, code_point_problem, excluded_token_problem,
-              optional_run_problem)
+              optional_run_problem, repeated_rule_problem)
     problem = next((found for check in checks if (found := check(grammar.text))), None)
     if problem:
         raise UsageError(f"{grammar.source}: {problem[0]}", hint=problem[1])
@@ -144,6 +145,19 @@ def optional_run_problem(text: str) -> tuple[str, str] | None:
     return (f"rule {run.rule} has {run.size:,} optional items in a row that can each begin with {run.char!r}, "
             f"beyond {MAX_RUN}: llama.cpp would try every way of spreading each token over them, which can take "
             "minutes a token", RUN_HINT)
+
+
+def repeated_rule_problem(text: str) -> tuple[str, str] | None:
+    """A rule defined twice, and a hint (None: each once): llama.cpp's parser keeps the last definition alone, so
+    `root ::= "a"` then `root ::= "b"` allowed "b" only."""
+    names = _RULE_NAME.findall(_outside_literals(text))
+    repeated = next((name for i, name in enumerate(names) if name in names[:i]), None)
+    if repeated is None:
+        return None
+    times = names.count(repeated)
+    return (f"rule {repeated} is defined {'twice' if times == 2 else f'{times} times'}, and llama.cpp would keep the "
+            "last definition alone",
+            f"define it once, its alternatives joined with |: {repeated} ::= ... | ...")
 
 
 def unclosed_problem(text: str) -> tuple[str, str] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -130,3 +131,16 @@ def test_a_keyword_the_converter_drops_beside_another_is_named_in_a_warning(sche
     result = run_localgen("run", "--json-schema", json.dumps(schema), "Answer.", "-n", "20", *GREEDY)
     assert result.returncode == 0 and result.err.startswith(f"localgen: warning: {warning}"), result.err
     assert len(result.err.splitlines()) == 1, result.err
+
+
+def test_a_rule_defined_twice_is_refused(tmp_path: Path) -> None:
+    """llama.cpp's parser keeps a rule's last definition alone: `root ::= "a"` then `root ::= "b"` allowed "b" only,
+    unsaid."""
+    grammar = tmp_path / "twice.gbnf"
+    grammar.write_text('root ::= "a" | more\nmore ::= "c"\nroot ::= "b"  # root ::= in a comment\n')
+    result = run_localgen("run", "--grammar", str(grammar), "hi", "-n", "3", *GREEDY)
+    assert result.returncode == 2 and result.err == (
+        f"localgen: error: --grammar {grammar}: rule root is defined twice, and llama.cpp would keep the last "
+        "definition alone (hint: define it once, its alternatives joined with |: root ::= ... | ...)\n"), result.err
+    literal = run_localgen("run", "--grammar", 'root ::= "root ::= x"', "hi", *GREEDY)
+    assert literal.returncode == 0 and literal.out == "root ::= x\n", literal.err
