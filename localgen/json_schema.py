@@ -352,6 +352,11 @@ def _converted(schema: dict[str, Any]) -> str:
     except UsageError:  # a schema or pattern refused (_checked, converter_pattern)
         raise
     except RecursionError:
+        optional = _most_optional_properties(schema)
+        if optional > MAX_SPAN // 2:  # the converter chains them one call deeper each
+            raise UsageError(f"the JSON schema has an object of {optional:,} optional properties, more than the "
+                             "converter can chain", hint="require some of them, or group them in nested objects"
+                             ) from None
         raise UsageError("the JSON schema nests too deep to convert", hint="flatten it, or use $defs") from None
     except Exception as exc:  # the converter asserts and raises on what it does not support
         raise UsageError(f"cannot turn the JSON schema into a grammar: {_converter_problem(exc)}",
@@ -360,6 +365,14 @@ def _converted(schema: dict[str, Any]) -> str:
     # JSON parser accepts; llama.cpp's own converter excludes them. (No token gives a NUL, so \x01 on is enough.)
     grammar = _STRING_CHAR.sub(lambda _: r'char ::= [^"\\\x01-\x1F] |', grammar)
     return _DOT.sub(lambda _: f"dot ::= [^\\x0A\\x0D{_NOT_IN_JSON_STRING}]", grammar)
+
+
+def _most_optional_properties(schema: object) -> int:
+    """The most properties an object of the schema lists but does not require."""
+    counts = [len(set(node["properties"]) - {name for name in node.get("required") or () if isinstance(name, str)})
+              for node in _objects_in(schema)
+              if isinstance(node.get("properties"), dict) and isinstance(node.get("required", []), list)]
+    return max(counts, default=0)
 
 
 def _exact_converter(module: Any) -> Any:

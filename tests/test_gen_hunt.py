@@ -144,3 +144,14 @@ def test_a_rule_defined_twice_is_refused(tmp_path: Path) -> None:
         "definition alone (hint: define it once, its alternatives joined with |: root ::= ... | ...)\n"), result.err
     literal = run_localgen("run", "--grammar", 'root ::= "root ::= x"', "hi", *GREEDY)
     assert literal.returncode == 0 and literal.out == "root ::= x\n", literal.err
+
+
+def test_an_object_of_thousands_of_optional_properties_is_named_as_such() -> None:
+    """The converter chains optional properties one call deeper each: 3,000 of them in one flat object were refused
+    as a schema that "nests too deep to convert", with a hint to flatten it."""
+    schema = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(3000)},
+              "required": ["p0"]}
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
+    assert result.returncode == 2 and result.err == (
+        "localgen: error: the JSON schema has an object of 2,999 optional properties, more than the converter can "
+        "chain (hint: require some of them, or group them in nested objects)\n"), result.err
