@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from localgen.errors import UsageError
-from localgen.json_schema_allof import Resolver, merged_all_of
+from localgen.json_schema_allof import Resolver, merged_all_of, short_json
 from localgen.json_schema_refs import WHOLE_REF, whole_schema_referred
 
 SCHEMA_HINT = 'give a JSON schema as text or a file, e.g. --json-schema \'{"type": "object"}\''
@@ -145,6 +145,10 @@ def _checked(node: dict[str, Any]) -> dict[str, Any]:
     schema = dict(node)
     _check_type(schema.get("type"))
     _check_bounds(schema)
+    required = schema.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(name, str) for name in required):
+        raise UsageError(f"the JSON schema's required is {short_json(required)}, not a list of property names",
+                         hint='list the names in the object\'s required, e.g. "required": ["name"]')
     empty = next((key for key in _LISTED_ITEMS if schema.get(key) == []), None)
     if empty:
         raise UsageError(f"the JSON schema's {empty} is an empty list, which allows no value",

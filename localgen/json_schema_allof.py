@@ -112,9 +112,9 @@ def _combined(key: str, first: object, second: object) -> object:
         both = [value for value in first if value in second]
         if both:
             return both
-    raise UsageError(f"the JSON schema's allOf gives {key} two values, {_short(first)} and {_short(second)}, "
+    raise UsageError(f"the JSON schema's allOf gives {key} two values, {short_json(first)} and {short_json(second)}, "
                      "that no value can meet together" if key == "enum" else
-                     f"the JSON schema's allOf gives {key} two values, {_short(first)} and {_short(second)}, "
+                     f"the JSON schema's allOf gives {key} two values, {short_json(first)} and {short_json(second)}, "
                      "which localgen cannot combine", hint=ALLOF_HINT)
 
 
@@ -134,12 +134,12 @@ def _common_type(first: object, second: object) -> object:
     both = [name for name in names(first) if allows(second, name)]
     both += [name for name in names(second) if name == "integer" and allows(first, name) and name not in both]
     if not both:
-        raise UsageError(f"the JSON schema's allOf asks for a value of type {_short(first)} and of type "
-                         f"{_short(second)}, which no value is", hint=ALLOF_HINT)
+        raise UsageError(f"the JSON schema's allOf asks for a value of type {short_json(first)} and of type "
+                         f"{short_json(second)}, which no value is", hint=ALLOF_HINT)
     return both[0] if len(both) == 1 else both
 
 
-def _short(value: object) -> str:
+def short_json(value: object) -> str:
     """A keyword's value as JSON, cut to 60 characters."""
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= 60 else text[:59] + "…"

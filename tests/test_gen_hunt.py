@@ -155,3 +155,14 @@ def test_an_object_of_thousands_of_optional_properties_is_named_as_such() -> Non
     assert result.returncode == 2 and result.err == (
         "localgen: error: the JSON schema has an object of 2,999 optional properties, more than the converter can "
         "chain (hint: require some of them, or group them in nested objects)\n"), result.err
+
+
+@pytest.mark.parametrize(("required", "shown"), [([{"x": 1}], '[{"x": 1}]'), (["a", 5], '["a", 5]'), ("a", '"a"')])
+def test_a_required_that_is_no_list_of_names_is_one_usage_error(required: object, shown: str) -> None:
+    """A required list holding a dict ended the run with an internal error (unhashable type: 'dict'); a required
+    string was ignored, unsaid."""
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": required}
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi", "-n", "10", *GREEDY)
+    assert result.returncode == 2 and result.err == (
+        f"localgen: error: the JSON schema's required is {shown}, not a list of property names (hint: list the names "
+        "in the object's required, e.g. \"required\": [\"name\"])\n"), result.err
