@@ -10,6 +10,7 @@ from typing import Any
 
 from localgen.errors import UsageError
 from localgen.json_schema_allof import Resolver, merged_all_of, short_json
+from localgen.json_schema_kinds import check_kinds
 from localgen.json_schema_refs import WHOLE_REF, whole_schema_referred
 
 SCHEMA_HINT = 'give a JSON schema as text or a file, e.g. --json-schema \'{"type": "object"}\''
@@ -143,6 +144,7 @@ def _prepared(node: object, unlisted: list[str], resolve: Resolver) -> object:
 def _checked(node: dict[str, Any]) -> dict[str, Any]:
     """A schema object as the converter handles it: its type and bounds checked, any items spelled out."""
     schema = dict(node)
+    check_kinds(schema)
     _check_type(schema.get("type"))
     _check_bounds(schema)
     required = schema.get("required", [])

@@ -166,3 +166,22 @@ def test_a_required_that_is_no_list_of_names_is_one_usage_error(required: object
     assert result.returncode == 2 and result.err == (
         f"localgen: error: the JSON schema's required is {shown}, not a list of property names (hint: list the names "
         "in the object's required, e.g. \"required\": [\"name\"])\n"), result.err
+
+
+@pytest.mark.parametrize(("schema", "message"), [
+    ({"enum": "abc"}, 'enum is "abc", not a list of values (hint: e.g. "enum": ["red", "green"])'),
+    ({"type": "string", "maxLength": True}, "maxLength is true, not a whole number"),
+    ({"type": "string", "maxLength": 2.5}, "maxLength is 2.5, not a whole number (hint: e.g. \"maxLength\": 3)"),
+    ({"allOf": {}}, "allOf is {}, not a list of schemas"),
+    ({"prefixItems": {}}, "prefixItems is {}, not a list of schemas"),
+    ({"type": "object", "additionalProperties": 5}, "additionalProperties is 5, not a schema (an object, or true or "
+                                                   "false)"),
+    ({"type": "object", "properties": {"a": 5}}, 'properties is {"a": 5}, not an object of names and their schemas'),
+    ({"$ref": 5}, "$ref is 5, not a string"),
+])
+def test_a_keyword_holding_the_wrong_kind_of_value_is_one_usage_error(schema: dict[str, object], message: str) -> None:
+    """An enum string's characters were its values ("b" for "abc"), a maxLength of true one, an allOf or prefixItems
+    of {} allowed an object or [{}]; others were refused in Python's words ('int' object has no attribute 'get')."""
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi", "-n", "8", *GREEDY)
+    assert result.returncode == 2 and result.err.startswith(f"localgen: error: the JSON schema's {message}"), result.err
+    assert len(result.err.splitlines()) == 1, result.err

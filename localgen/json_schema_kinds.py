@@ -1,0 +1,49 @@
+"""What each keyword of a JSON schema holds checked, as JSON Schema has it (a schema, a list of them, a count), where
+llama-cpp-python's converter read an enum string's characters as its values and failed on others with Python's
+words ('int' object has no attribute 'get')."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from localgen.errors import UsageError
+
+_SCHEMA_VALUED = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
+_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
+_COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties")
+_TEXTS = ("$ref", "format")  # a pattern's is refused as the converter reads it (json_schema.converter_pattern)
+_LISTS = ("enum",)
+
+
+def check_kinds(schema: dict[str, Any]) -> None:
+    """Refuse a keyword of a schema object whose value is not of its kind: a schema (an object, or true or false), a
+    list of schemas, a map of names to schemas, a whole count, a text, a list of values."""
+    for key, value in schema.items():
+        if key == "items" and isinstance(value, list):  # draft 7's tuple, as prefixItems
+            if not all(map(_is_schema, value)):
+                _refuse(key, value, "a schema, or a list of them", '{"type": "string"}')
+        elif key in _SCHEMA_VALUED and not _is_schema(value):
+            _refuse(key, value, "a schema (an object, or true or false)", '{"type": "string"}')
+        elif key in _SCHEMA_LISTS and not (isinstance(value, list) and all(_is_schema(item) for item in value)):
+            _refuse(key, value, "a list of schemas", '[{"type": "string"}, {"type": "null"}]')
+        elif key in _SCHEMA_MAPS and not (isinstance(value, dict) and all(map(_is_schema, value.values()))):
+            _refuse(key, value, "an object of names and their schemas", '{"name": {"type": "string"}}')
+        elif key in _COUNTS and (not isinstance(value, int) or isinstance(value, bool)):
+            _refuse(key, value, "a whole number", "3")
+        elif key in _TEXTS and not isinstance(value, str):
+            _refuse(key, value, "a string", '"date"' if key == "format" else '"#/$defs/Name"')
+        elif key in _LISTS and not isinstance(value, list):
+            _refuse(key, value, "a list of values", '["red", "green"]')
+
+
+def _is_schema(value: object) -> bool:
+    """Whether a value is a schema: an object, or true or false."""
+    return isinstance(value, dict | bool)
+
+
+def _refuse(key: str, value: object, kind: str, example: str) -> None:
+    """The error for a keyword whose value is not of its kind."""
+    from localgen.json_schema_allof import short_json
+
+    raise UsageError(f"the JSON schema's {key} is {short_json(value)}, not {kind}", hint=f'e.g. "{key}": {example}')
