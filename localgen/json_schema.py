@@ -130,15 +130,23 @@ def _prepared(node: object, unlisted: list[str], resolve: Resolver) -> object:
     if "allOf" in schema:
         schema = _checked(merged_all_of(schema, resolve))
     for key, value in schema.items():
-        if key in _SCHEMA_MAPS and isinstance(value, dict):
-            schema[key] = {name: _prepared(sub, unlisted, resolve) for name, sub in value.items()}
+        if key in _SCHEMA_MAPS and isinstance(value, dict):  # a property of false cannot be there: left out
+            schema[key] = {name: _prepared(_as_object(sub, key), unlisted, resolve) for name, sub in value.items()
+                           if not (key == "properties" and sub is False)}
         elif (key in _SCHEMA_LISTS and isinstance(value, list)) or key in _SCHEMA_VALUES:
-            schema[key] = [_prepared(sub, unlisted, resolve) for sub in value] if isinstance(value, list) else \
-                _prepared(value, unlisted, resolve)
+            schema[key] = [_prepared(_as_object(sub, key), unlisted, resolve) for sub in value] \
+                if isinstance(value, list) else _prepared(value, unlisted, resolve)
     properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
     required = schema.get("required") if isinstance(schema.get("required"), list) else []
     unlisted.extend(str(name) for name in required if name not in properties and str(name) not in unlisted)
     return schema
+
+
+def _as_object(schema: object, key: str) -> object:
+    """A schema among key's as the converter reads it: true, any value, as an object; false refused."""
+    if schema is False:
+        raise UsageError(f"the JSON schema's {key} holds false, a schema no value follows", hint="leave it out")
+    return dict(_ANY_VALUE) if schema is True else schema
 
 
 def _checked(node: dict[str, Any]) -> dict[str, Any]:

@@ -185,3 +185,21 @@ def test_a_keyword_holding_the_wrong_kind_of_value_is_one_usage_error(schema: di
     result = run_localgen("run", "--json-schema", json.dumps(schema), "hi", "-n", "8", *GREEDY)
     assert result.returncode == 2 and result.err.startswith(f"localgen: error: the JSON schema's {message}"), result.err
     assert len(result.err.splitlines()) == 1, result.err
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"a": True, "b": False}, "required": ["a"]},
+    {"anyOf": [True, {"type": "integer"}]},
+    {"type": "array", "items": [True, {"type": "integer"}]},
+], ids=["properties", "any-of", "tuple"])
+def test_a_schema_of_true_among_others_allows_any_value(schema: dict[str, object]) -> None:
+    """true, the schema any value follows, was refused in Python's words ('bool' object has no attribute 'get')."""
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "Answer in JSON.", "-n", "20", *GREEDY)
+    assert result.returncode == 0 and result.err == "" and result.out.strip(), result.err
+
+
+def test_a_schema_of_false_among_alternatives_is_one_usage_error() -> None:
+    result = run_localgen("run", "--json-schema", '{"anyOf": [false, {"type": "integer"}]}', "hi")
+    assert result.returncode == 2 and result.err == (
+        "localgen: error: the JSON schema's anyOf holds false, a schema no value follows (hint: leave it out)\n"
+    ), result.err
