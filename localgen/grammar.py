@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -72,6 +73,7 @@ def constraint_source(grammar: str | None, json_schema: str | None) -> Constrain
     for option, value in (("--grammar", grammar), ("--json-schema", json_schema)):
         if value is not None:
             _refuse_stdin(value, option)
+            _refuse_misspelled_rule(value, option)
             return ConstraintSource(option, InputFile.checked(value, option, binary_hint=_KINDS[option][1]))
     return None
 
@@ -370,6 +372,17 @@ def _is_inline(value: str) -> bool:
         return not Path(value).is_file()
     except (OSError, ValueError):  # a name too long or with a NUL is no file
         return True
+
+
+def _refuse_misspelled_rule(value: str, option: str) -> None:
+    """Refuse --grammar text that names no file and defines its rules with something other than ::= (root := "a",
+    root = "a"), where it was looked for as a file and refused as `no such file`."""
+    if option != "--grammar" or "=" not in value or not ('"' in value or "[" in value or " " in value):
+        return
+    with contextlib.suppress(OSError, ValueError):
+        if Path(value).exists():
+            return
+    raise UsageError("the --grammar text defines no rule with ::=, and no file has that name", hint=GRAMMAR_HINT)
 
 
 def _refuse_stdin(value: str, option: str) -> None:

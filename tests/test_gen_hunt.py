@@ -203,3 +203,13 @@ def test_a_schema_of_false_among_alternatives_is_one_usage_error() -> None:
     assert result.returncode == 2 and result.err == (
         "localgen: error: the JSON schema's anyOf holds false, a schema no value follows (hint: leave it out)\n"
     ), result.err
+
+
+@pytest.mark.parametrize("grammar", ['root := "yes" | "no"', "root = [a-z]+"])
+def test_grammar_text_that_misspells_the_rule_sign_is_told_so(grammar: str) -> None:
+    """Text without ::= was looked for as a file and refused as `no such file: root := "yes" | "no"`, with a hint to
+    check the path."""
+    result = run_localgen("run", "--grammar", grammar, "hi")
+    assert result.returncode == 2 and result.err.startswith(
+        "localgen: error: the --grammar text defines no rule with ::=, and no file has that name (hint: give a GBNF "
+        "grammar"), result.err
