@@ -121,21 +121,24 @@ def _objects_in(schema: object) -> Iterator[dict[Any, Any]]:
             stack.extend(node)
 
 
-def _prepared(node: object, unlisted: list[str], resolve: Resolver) -> object:
+def _prepared(node: object, unlisted: list[str], resolve: Resolver, seen: tuple[str, ...] = ()) -> object:
     """A schema as the converter handles it, its subschemas too (_checked, an allOf merged); unlisted gets the
-    required names missing from properties; resolve finds a local $ref's target."""
+    required names missing from properties; resolve finds a local $ref's target; seen: the $refs an allOf above
+    followed, left to the converter below it (a recursive schema's)."""
     if not isinstance(node, dict):
         return node
     schema = _checked(node)
     if "allOf" in schema:
-        schema = _checked(merged_all_of(schema, resolve))
+        merged = merged_all_of(schema, resolve, seen)
+        seen = (*seen, *sorted(_local_refs(schema["allOf"])))
+        schema = _checked(merged)
     for key, value in schema.items():
         if key in _SCHEMA_MAPS and isinstance(value, dict):  # a property of false cannot be there: left out
-            schema[key] = {name: _prepared(_as_object(sub, key), unlisted, resolve) for name, sub in value.items()
-                           if not (key == "properties" and sub is False)}
+            schema[key] = {name: _prepared(_as_object(sub, key), unlisted, resolve, seen)
+                           for name, sub in value.items() if not (key == "properties" and sub is False)}
         elif (key in _SCHEMA_LISTS and isinstance(value, list)) or key in _SCHEMA_VALUES:
-            schema[key] = [_prepared(_as_object(sub, key), unlisted, resolve) for sub in value] \
-                if isinstance(value, list) else _prepared(value, unlisted, resolve)
+            schema[key] = [_prepared(_as_object(sub, key), unlisted, resolve, seen) for sub in value] \
+                if isinstance(value, list) else _prepared(value, unlisted, resolve, seen)
     properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
     required = schema.get("required") if isinstance(schema.get("required"), list) else []
     unlisted.extend(str(name) for name in required if name not in properties and str(name) not in unlisted)

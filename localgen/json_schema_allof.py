@@ -17,32 +17,37 @@ _LOWER_BOUNDS = ("minLength", "minItems", "minProperties", "minimum", "exclusive
 _UPPER_BOUNDS = ("maxLength", "maxItems", "maxProperties", "maximum", "exclusiveMaximum")  # the smaller one holds
 _MAPS = ("properties", "$defs", "definitions", "patternProperties")
 _ALTERNATIVES = ("anyOf", "oneOf")
+_DEFINITIONS = ("$defs", "definitions")
 ALLOF_HINT = "write the combined schema out in one object, or drop the allOf"
 
 Resolver = Callable[[str], object]  # a local $ref's target (None: none)
 
 
-def merged_all_of(schema: dict[str, Any], resolve: Resolver, depth: int = 0) -> dict[str, Any]:
+def merged_all_of(schema: dict[str, Any], resolve: Resolver, seen: tuple[str, ...] = ()) -> dict[str, Any]:
     """schema with its allOf's parts (a local $ref's target for a part that refers) merged into it: every keyword
-    that limits the value kept, a bound the tighter of two, types and enums the values both allow."""
+    that limits the value kept, a bound the tighter of two, types and enums the values both allow (seen: the $refs
+    being followed, each followed once on a path)."""
     parts = schema.get("allOf")
-    if not isinstance(parts, list) or depth > 100:
+    if not isinstance(parts, list):
         return schema
-    merged: dict[str, Any] = {key: value for key, value in schema.items() if key != "allOf"}
+    definitions = {key: schema[key] for key in _DEFINITIONS if key in schema}  # kept where $refs find them
+    merged = _part({key: value for key, value in schema.items() if key != "allOf" and key not in definitions},
+                   resolve, seen)
     for part in parts:
-        merged = _merged(merged, _part(part, resolve, depth))
-    return merged
+        merged = _merged(merged, _part(part, resolve, seen), resolve, seen)
+    return {**merged, **definitions}
 
 
-def _part(part: object, resolve: Resolver, depth: int) -> dict[str, Any]:
-    """One allOf part as a schema object: true as {}, a $ref as its target beside the part's other keywords."""
+def _part(part: object, resolve: Resolver, seen: tuple[str, ...]) -> dict[str, Any]:
+    """One allOf part, or one alternative of a part's anyOf, as a schema object: true as {}, a $ref as its target
+    beside the part's other keywords (but a $ref already being followed, left to the converter)."""
     if part is True:
         return {}
     if not isinstance(part, dict):
         raise UsageError(f"the JSON schema's allOf holds {json.dumps(part)}, which allows no value",
                          hint="give each allOf part as a schema object")
     ref = part.get("$ref")
-    if isinstance(ref, str):
+    if isinstance(ref, str) and ref not in seen:
         target = resolve(ref)
         if not ref.startswith("#"):
             raise UsageError(f"the JSON schema's allOf refers to {ref}, a remote schema, which localgen does not "
@@ -51,18 +56,21 @@ def _part(part: object, resolve: Resolver, depth: int) -> dict[str, Any]:
             raise UsageError(f"the JSON schema's allOf refers to {ref}, which does not resolve to a schema",
                              hint="point the $ref at a schema in $defs")
         rest = {key: value for key, value in part.items() if key != "$ref"}
-        part = _merged(merged_all_of(target, resolve, depth + 1), rest)
-    return merged_all_of(part, resolve, depth + 1)
+        part = _merged(_part(target, resolve, (*seen, ref)), rest, resolve, (*seen, ref))
+    return merged_all_of(part, resolve, seen)
 
 
-def _merged(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
-    """The schema of the values both schemas allow; an anyOf or oneOf of either spread over the other's keywords."""
+def _merged(first: dict[str, Any], second: dict[str, Any], resolve: Resolver,
+            seen: tuple[str, ...]) -> dict[str, Any]:
+    """The schema of the values both schemas allow; an anyOf or oneOf of either spread over the other's keywords,
+    each of its alternatives that refers taken as its target."""
     for key in _ALTERNATIVES:
         for one, other in ((first, second), (second, first)):
             alternatives = one.get(key)
             if isinstance(alternatives, list) and alternatives:
                 rest = {name: value for name, value in one.items() if name != key}
-                spread = [_merged(_merged(dict(other), rest), _as_object(item)) for item in alternatives]
+                spread = [_merged(_merged(dict(other), rest, resolve, seen), _part(item, resolve, seen), resolve, seen)
+                          for item in alternatives]
                 if sum(_alternative_count(item) for item in spread) > MAX_ALTERNATIVES:
                     raise UsageError(f"the JSON schema's allOf multiplies out to over {MAX_ALTERNATIVES} "
                                      "alternatives", hint=ALLOF_HINT)
@@ -81,16 +89,6 @@ def _alternative_count(schema: dict[str, Any]) -> int:
     alternatives = next((schema[key] for key in _ALTERNATIVES if isinstance(schema.get(key), list)), None)
     return 1 if not alternatives else sum(_alternative_count(item) if isinstance(item, dict) else 1
                                           for item in alternatives)
-
-
-def _as_object(schema: object) -> dict[str, Any]:
-    """An alternative as a schema object (true: {})."""
-    if schema is True:
-        return {}
-    if not isinstance(schema, dict):
-        raise UsageError(f"the JSON schema's allOf holds an alternative {json.dumps(schema)}, which allows no value",
-                         hint="give each alternative as a schema object")
-    return schema
 
 
 def _combined(key: str, first: object, second: object) -> object:

@@ -213,3 +213,28 @@ def test_grammar_text_that_misspells_the_rule_sign_is_told_so(grammar: str) -> N
     assert result.returncode == 2 and result.err.startswith(
         "localgen: error: the --grammar text defines no rule with ::=, and no file has that name (hint: give a GBNF "
         "grammar"), result.err
+
+
+def test_an_all_of_whose_part_offers_alternatives_by_ref_gives_one_of_them() -> None:
+    """llama.cpp's own example of an allOf: an anyOf part's $refs were merged unresolved, and the schema refused as a
+    $ref that does not resolve."""
+    schema = {"type": "object", "allOf": [
+        {"$ref": "#/definitions/foo"}, {"$ref": "#/definitions/bar"},
+        {"anyOf": [{"$ref": "#/definitions/baz"}, {"$ref": "#/definitions/bam"}]}],
+        "definitions": {name: {"properties": {key: {"type": "number"}}}
+                        for name, key in (("foo", "a"), ("bar", "b"), ("bam", "c"), ("baz", "d"))}}
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "Give a, b and c as numbers in JSON.", "-n",
+                          "60", *GREEDY)
+    assert result.returncode == 0 and result.err == "", result.err
+    answer = json.loads(result.out)
+    assert set(answer) <= {"a", "b", "c", "d"} and not {"c", "d"} <= set(answer), answer
+
+
+def test_an_all_of_that_refers_to_its_own_definition_is_followed_as_a_ref() -> None:
+    """A recursive definition reached through an allOf was merged into itself without end (a RecursionError)."""
+    node = {"type": "object", "required": ["v", "next"], "properties": {
+        "v": {"type": "integer"}, "next": {"anyOf": [{"allOf": [{"$ref": "#/$defs/n"}]}, {"type": "null"}]}}}
+    schema = {"allOf": [{"$ref": "#/$defs/n"}], "$defs": {"n": node}}
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "A linked list of 1 then 2 in JSON.", "-n",
+                          "40", *GREEDY)
+    assert result.returncode == 0 and result.err == "" and result.out.startswith('{ "v"'), result.err
