@@ -20,8 +20,8 @@ def cache(ctx: typer.Context, json_output: JsonOpt = False) -> None:
 
 @cache_app.command("list")
 def cache_list(json_output: JsonOpt = False) -> None:
-    """List the prompt cache's entries and size. On a pipe, tab-separated: a tab, newline or backslash in a field
-    is written \\t, \\n, \\\\."""
+    """List the prompt cache's entries and size. On a pipe, tab-separated: a backslash, tab, newline or carriage
+    return in a field is written \\\\, \\t, \\n, \\r, another control character \\xHH."""
     from localgen import console
     from localgen.promptcache_models import cache_listing, describe_cache
 

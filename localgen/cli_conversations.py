@@ -30,8 +30,9 @@ def _conversations_default(ctx: typer.Context, json_output: JsonOpt = False, lim
 @conversations_app.command("list", short_help="List saved conversations, newest first.")
 def conversations_list(json_output: JsonOpt = False, limit: LimitOpt = None) -> None:
     """List saved conversations, newest first, with their model and first message. On a pipe, tab-separated: a
-    tab, newline or backslash in a field is written \\t, \\n, \\\\. The first message is a preview on one line: runs
-    of whitespace as one space, cut with … past 60 characters (--json has the whole text)."""
+    backslash, tab, newline or carriage return in a field is written \\\\, \\t, \\n, \\r, another control character
+    \\xHH. The first message is a preview on one line: runs of whitespace as one space, cut with … past 60
+    characters (--json has the whole text)."""
     from localgen import console
     from localgen.conversation_summary import summaries
 

@@ -36,8 +36,9 @@ def _models_default(ctx: typer.Context, json_output: JsonOpt = False, all_models
 @models_app.command("list", short_help="List the bundled, your own and downloaded models.")
 def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> None:
     """List models on this machine: bundled, your own (models.toml's path =) and downloaded, the default starred, and
-    those a stopped pull kept a part of; --all adds the rest. On a pipe, tab-separated: a tab, newline or backslash
-    in a field is written \\t, \\n, \\\\, and a last DEFAULT column says yes on the default's row."""
+    those a stopped pull kept a part of; --all adds the rest. On a pipe, tab-separated: a backslash, tab,
+    newline or carriage return in a field is written \\\\, \\t, \\n, \\r, another control character \\xHH, and
+    a last DEFAULT column says yes on the default's row."""
     from localgen import console
     from localgen.catalog import SOURCE_HUB, list_models
     from localgen.default_model import default_in_listing

@@ -272,7 +272,7 @@ MIN_WRAP_WIDTH = 20  # free text in a block wraps at the terminal's edge, but ne
 def print_table(headers: list[str], rows: list[list[str]], *, title: str | None = None,
                 squeeze: tuple[str, ...] = (), marked: int | None = None) -> None:
     """A table on stdout: rich on a terminal, its cells one line of plain text (file headers are untrusted);
-    tab-separated columns on a pipe, a tab, newline or backslash in a cell escaped (tab_separated.py).
+    tab-separated columns on a pipe, each cell escaped as tab_separated.py does.
 
     A table wider than the terminal folds its squeeze columns that hold free text (descriptions, plans) at spaces
     while the others fit whole; when that is not enough, each row becomes a block of 'name: value' lines, so no
