@@ -27,7 +27,7 @@ _DROPPED = {"RemoteProtocolError", "ReadError", "ProtocolError"}
 # True of every command: a downloaded model is found in the cache before the Hub is asked for anything.
 _WITHOUT_NETWORK = "models already downloaded work without the network (`localgen models list` shows them)"
 # How to get at a gated or private repo; what to check when the Hub cannot be reached.
-LOGIN = "log in with `huggingface-cli login` (or `hf auth login`) or set HF_TOKEN"
+LOGIN = "log in with `hf auth login` or set HF_TOKEN"
 _NET_HINT = f"check your network connection (and HF_ENDPOINT / proxy settings); {_WITHOUT_NETWORK}"
 # Errors of a program's own making: raised in localgen's code they are its bugs, for its internal-error path to report.
 _PROGRAMMING_ERRORS = (TypeError, AttributeError, NameError, KeyError, IndexError, AssertionError)

@@ -111,7 +111,7 @@ def test_the_listing_shows_each_conversation_s_size_model_and_first_message() ->
 def test_the_listing_s_help_says_the_first_message_is_a_one_line_preview() -> None:
     helped = run_localgen("conversations", "list", "--help")
     said = " ".join(helped.out.split())
-    assert helped.returncode == 0 and "is written \\t, \\n, \\\\. The first message is a preview on one line: " \
+    assert helped.returncode == 0 and "another control character \\xHH. The first message is a preview on one line: " \
         "runs of whitespace as one space, cut with … past 60 characters (--json has the whole text)." in said, said
 
 

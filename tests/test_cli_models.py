@@ -114,8 +114,8 @@ def test_a_misspelt_repo_is_offered_the_downloaded_one_it_is_like(hub: tuple[Hub
     online = run_cli(env, "pull", "org/tiny-GUF")
     assert online.returncode == 1 and online.stderr == (
         "localgen: error: repository org/tiny-GUF not found on the Hugging Face Hub (hint: did you mean org/tiny-GGUF "
-        "(downloaded)? check the spelling (ORG/REPO); for a private repo, log in with `huggingface-cli login` (or "
-        "`hf auth login`) or set HF_TOKEN)\n"), online.stderr
+        "(downloaded)? check the spelling (ORG/REPO); for a private repo, log in with `hf auth login` or set "
+        "HF_TOKEN)\n"), online.stderr
     server.requests.clear()
     offline = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "run", "-m", "org/Tiny-GUF:Q8_0", "hi")
     assert offline.returncode == 1 and offline.stderr.startswith(
@@ -845,8 +845,8 @@ def test_a_quant_given_to_run_or_chat_as_an_option_is_told_to_go_in_the_model_s_
     (("pull", "org/M-GGUF:Q8_0", "--local-dir", "models"), "localgen keeps models in the Hugging Face cache and prints "
                                                            "each one's path; HF_HUB_CACHE=DIR localgen pull ... keeps "
                                                            "the cache in DIR"),
-    (("pull", "--token", "hf_x", "org/M-GGUF:Q8_0"), "for a private or gated repo, log in with `huggingface-cli login` "
-                                                      "(or `hf auth login`) or set HF_TOKEN"),
+    (("pull", "--token", "hf_x", "org/M-GGUF:Q8_0"), "for a private or gated repo, log in with `hf auth login` or set "
+                                                      "HF_TOKEN"),
 ])
 def test_huggingface_cli_download_s_options_are_told_localgen_s_way(args: tuple[str, ...], hint: str) -> None:
     """They were told only to see `localgen pull --help`."""

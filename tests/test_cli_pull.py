@@ -271,8 +271,8 @@ def test_a_repo_the_hub_will_not_show_without_a_login_is_said_not_checked_not_go
     kept, said = _pull(env, f"{REPO}:Q8_0")
     assert kept == first and said == (
         f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB); not checked against the Hub: repository {REPO} not "
-        "found on the Hugging Face Hub (or it is private) (hint: for a private repo, log in with `huggingface-cli "
-        "login` (or `hf auth login`) or set HF_TOKEN)\n")
+        "found on the Hugging Face Hub (or it is private) (hint: for a private repo, log in with `hf auth login` "
+        "or set HF_TOKEN)\n")
     server.status[REPO] = (429, None)
     kept, said = _pull(env, f"{REPO}:Q8_0")
     assert kept == first and said == (
