@@ -102,7 +102,8 @@ class PromptCache:
 
     def _header_of(self, path: Path) -> tuple[Path, EntryHeader] | None:
         """An entry and its header where it is one of this identity's, else None; OSError where it cannot be read
-        now (or was damaged, and deleted). An entry of the model file as it was before a change is deleted."""
+        now (or was damaged, and deleted). An entry of the model file as it was before a change is deleted, by a run
+        whose model file is still as it loaded it (a run that loaded it before the change would delete newer ones)."""
         with open(path, "rb") as handle:
             status = os.fstat(handle.fileno())
             try:
@@ -115,7 +116,8 @@ class PromptCache:
                 log.debug("skipping prompt cache entry %s: %s", path.name, exc)
                 return None
             if header.identity != self.identity and _model_part(header.identity) not in ("", self._model_part) \
-                    and _file_keys(header.identity) == _file_keys(self.identity):  # a change time never goes back
+                    and _file_keys(header.identity) == _file_keys(self.identity) \
+                    and self._model_unchanged():  # a change time never goes back: the entry's is the older
                 log.debug("deleting prompt cache entry %s of the model file before it changed", path.name)
                 remove_found(path, status)
                 return None

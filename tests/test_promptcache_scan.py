@@ -1,14 +1,16 @@
 """The prompt cache's scan of its entries' headers: a run's lookup and its save read each header once, a chat's next
-turn reads the new entries alone, and what other runs add, replace, delete or damage meanwhile is seen."""
+turn reads the new entries alone, what other runs add, replace, delete or damage meanwhile is seen, entries of the model
+file before its change time moved are deleted."""
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 
-from localgen.promptcache import PromptCache, list_entries
+from localgen.promptcache import PromptCache, entry_files, list_entries, model_identity
 
 
 def _cache(folder: Path) -> PromptCache:
@@ -91,3 +93,55 @@ def test_a_file_copied_over_an_entry_in_place_is_read_again(tmp_path: Path, head
     shutil.copyfile(copied, entry)  # in place: the same inode, another file's bytes
     assert entry.stat().st_ino == inode
     assert cache.find([7, 8, 9, 10, 11]) is not None and headers_read == [entry.name]
+
+
+def _model_cache(folder: Path, model: Path) -> PromptCache:
+    """The cache of a run that loads model now: its identity holds the file's change time as it is now."""
+    return PromptCache(folder, f"{model_identity([model])}; kv", max_bytes=1 << 20, min_new_tokens=1,
+                       min_gain_tokens=1, model_files=[model])
+
+
+def _move_change_time(model: Path) -> None:
+    """chmod model to its own mode until its change time moves (a file system's clock may tick coarsely)."""
+    before = model.stat().st_ctime_ns
+    for _ in range(1000):
+        model.chmod(model.stat().st_mode)
+        if model.stat().st_ctime_ns != before:
+            return
+        time.sleep(0.001)
+    raise AssertionError("the change time did not move")
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> Path:
+    """A model file (its bytes are never read: the cache keys entries by its identity)."""
+    path = tmp_path / "model.gguf"
+    path.write_bytes(b"GGUF" + bytes(64))
+    return path
+
+
+def test_a_run_deletes_the_entries_of_its_model_file_before_its_change_time_moved(tmp_path: Path,
+                                                                                  model: Path) -> None:
+    """Entries of the file before a chmod (or a copy over it) are never restored again: they stayed, listed under the
+    model's name, until the bound evicted them."""
+    folder = tmp_path / "prompts"
+    _model_cache(folder, model).store([1, 2, 3, 4], b"before")
+    _move_change_time(model)
+    later = _model_cache(folder, model)
+    assert later.find([1, 2, 3, 4, 5]) is None and entry_files(folder) == []
+    later.store([1, 2, 3, 4], b"after")
+    found = _model_cache(folder, model).find([1, 2, 3, 4, 5])
+    assert found is not None and bytes(found.state) == b"after"
+
+
+def test_a_run_that_loaded_the_model_before_its_change_time_moved_deletes_no_newer_entry(tmp_path: Path,
+                                                                                        model: Path) -> None:
+    """A run loaded before a chmod took the entries later runs saved for those of the file before, and deleted them."""
+    folder = tmp_path / "prompts"
+    loaded_before = _model_cache(folder, model)
+    _move_change_time(model)
+    _model_cache(folder, model).store([1, 2, 3, 4], b"saved after")
+    assert loaded_before.find([1, 2, 3, 4, 5]) is None, "not its model file's state"
+    found = _model_cache(folder, model).find([1, 2, 3, 4, 5])
+    assert found is not None and bytes(found.state) == b"saved after"
+
