@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING
 
 from localgen.config import DEFAULT_CONTEXT_CAP
 from localgen.errors import LocalgenError, os_reason
-from localgen.promptcache_format import DamagedEntryError, EntryHeader, entry_digest, entry_parts, read_header
+from localgen.promptcache_format import (
+    DamagedEntryError,
+    EntryHeader,
+    entry_digest,
+    entry_parts,
+    open_entry,
+    read_header,
+)
 from localgen.promptcache_partial import WRITING_TEMP_S, PartialWrite, remove_file, sweep_partial_writes, write_entry
 from localgen.promptcache_prefixes import redundant_prefixes
 from localgen.storage import check_folder, unwritable_hint
@@ -104,7 +111,7 @@ class PromptCache:
         """An entry and its header where it is one of this identity's, else None; OSError where it cannot be read
         now (or was damaged, and deleted). An entry of the model file as it was before a change is deleted, by a run
         whose model file is still as it loaded it (a run that loaded it before the change would delete newer ones)."""
-        with open(path, "rb") as handle:
+        with open_entry(path) as handle:
             status = os.fstat(handle.fileno())
             try:
                 header = read_header(handle, status.st_size)
@@ -148,7 +155,7 @@ class PromptCache:
         scan: its checksum tells which), its header and state read from the one file opened; the next scan reads
         whatever is there then."""
         try:
-            with open(path, "rb") as handle:
+            with open_entry(path) as handle:
                 status = os.fstat(handle.fileno())
                 header = read_header(handle, status.st_size)
                 state = bytearray(header.state_size)
@@ -288,7 +295,7 @@ def list_entries(directory: Path) -> list[CacheEntry]:
     entries = []
     for path in entry_files(directory):
         try:
-            with open(path, "rb") as handle:
+            with open_entry(path) as handle:
                 st = os.fstat(handle.fileno())
                 header = read_header(handle, st.st_size)
         except (OSError, ValueError) as exc:

@@ -4,10 +4,13 @@ tokens the state holds, a sha256 of tokens and state, then the state bytes from 
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 import struct
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import BinaryIO
 
 from localgen.tokens import tokens_array
@@ -71,3 +74,16 @@ def read_header(handle: BinaryIO, size: int) -> EntryHeader:
     tokens.frombytes(handle.read(4 * n_tokens))
     return EntryHeader(identity, tokens, state_size, digest, offset)
 
+
+def open_entry(path: Path) -> BinaryIO:
+    """An entry file opened for reading; OSError where path is not a regular file (a FIFO put in an entry's place after
+    the folder's scan would block the open, and its read, for a writer that never comes)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError("not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise

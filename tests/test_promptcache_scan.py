@@ -1,15 +1,18 @@
 """The prompt cache's scan of its entries' headers: a run's lookup and its save read each header once, a chat's next
 turn reads the new entries alone, what other runs add, replace, delete or damage meanwhile is seen, entries of the model
-file before its change time moved are deleted."""
+file before its change time moved are deleted, and a FIFO in an entry's place blocks no lookup."""
 
 from __future__ import annotations
 
 import os
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from localgen import promptcache
 from localgen.promptcache import PromptCache, entry_files, list_entries, model_identity
 
 
@@ -145,3 +148,41 @@ def test_a_run_that_loaded_the_model_before_its_change_time_moved_deletes_no_new
     found = _model_cache(folder, model).find([1, 2, 3, 4, 5])
     assert found is not None and bytes(found.state) == b"saved after"
 
+
+
+def _within(seconds: float, look: Callable[[], object], fifo: Path) -> object:
+    """What look returns, failing where it has not returned within seconds (a writer opening fifo then lets it go)."""
+    result: list[object] = []
+    looking = threading.Thread(target=lambda: result.append(look()), daemon=True)
+    looking.start()
+    looking.join(seconds)
+    if looking.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        looking.join(seconds)
+        pytest.fail(f"blocked on the FIFO in the entry's place for {seconds} s")
+    return result[0]
+
+
+@pytest.mark.parametrize(("look", "scans"), [("find", 2), ("list", 1)])  # a lookup's eviction scans first
+def test_an_entry_swapped_for_a_fifo_after_the_scan_blocks_no_lookup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    look: str, scans: int) -> None:
+    """An open() of a FIFO waits for a writer: a lookup, or `localgen cache`, hung where one took an entry's place
+    between the folder's scan and the entry's open."""
+    _cache(tmp_path).store([1, 2, 3, 4], b"state")
+    (entry,) = entry_files(tmp_path)
+    scan, scanned = promptcache._entry_dir_entries, []
+
+    def swapped_after(directory: Path) -> list[os.DirEntry[str]]:
+        found = scan(directory)
+        scanned.append(directory)
+        if len(scanned) == scans:
+            entry.unlink()
+            os.mkfifo(entry)
+        return found
+
+    monkeypatch.setattr(promptcache, "_entry_dir_entries", swapped_after)
+    if look == "find":
+        assert _within(5, lambda: _cache(tmp_path).find([1, 2, 3, 4, 5]), entry) is None
+    else:
+        (listed,) = _within(5, lambda: list_entries(tmp_path), entry)
+        assert listed.tokens is None and listed.problem == "not a regular file"
