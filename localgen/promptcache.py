@@ -100,11 +100,13 @@ class PromptCache:
         save scan once, and a chat's next turn reads the new entries alone."""
         earlier, self._read = self._read, {}
         for entry in _entry_dir_entries(self.directory):
-            with contextlib.suppress(OSError):
+            try:
                 status = entry.stat(follow_symlinks=False)
                 key = (entry.name, status.st_ino, status.st_size, status.st_mtime_ns)
                 known = key in earlier and not entry.is_symlink()  # (a link's own inode says nothing of its file)
                 self._read[key] = earlier[key] if known else self._header_of(Path(entry.path))
+            except OSError as exc:
+                log.debug("skipping prompt cache entry %s: %s", entry.name, os_reason(exc))
         return [found for found in self._read.values() if found is not None]
 
     def _header_of(self, path: Path) -> tuple[Path, EntryHeader] | None:
@@ -116,9 +118,8 @@ class PromptCache:
             try:
                 header = read_header(handle, status.st_size)
             except DamagedEntryError as exc:  # entries appear whole (written aside, then renamed): it broke
-                log.debug("deleting damaged prompt cache entry %s: %s", path.name, exc)
                 remove_found(path, status)
-                raise OSError(f"damaged: {exc}") from exc
+                raise OSError(f"damaged, deleted: {exc}") from exc
             except ValueError as exc:
                 log.debug("skipping prompt cache entry %s: %s", path.name, exc)
                 return None

@@ -1,13 +1,14 @@
 """The prompt cache's scan of its entries' headers: a run's lookup and its save read each header once, a chat's next
 turn reads the new entries alone, what other runs add, replace, delete or damage meanwhile is seen, entries of the model
-file before its change time moved are deleted, and a FIFO in an entry's place blocks no lookup."""
+file before its change time moved are deleted, and an entry that cannot be read is skipped."""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -148,6 +149,30 @@ def test_a_run_that_loaded_the_model_before_its_change_time_moved_deletes_no_new
     found = _model_cache(folder, model).find([1, 2, 3, 4, 5])
     assert found is not None and bytes(found.state) == b"saved after"
 
+
+@pytest.fixture
+def debug_log(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """The prompt cache's debug log, captured."""
+    logger = logging.getLogger("localgen.promptcache")
+    logger.addHandler(caplog.handler)  # the CLI may have stopped "localgen" logs from propagating
+    caplog.set_level("DEBUG", logger="localgen.promptcache")
+    try:
+        yield caplog
+    finally:
+        logger.removeHandler(caplog.handler)
+
+
+def test_an_entry_that_cannot_be_read_is_skipped_with_a_debug_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  debug_log: pytest.LogCaptureFixture) -> None:
+    _cache(tmp_path).store([1, 2, 3, 4], b"state")
+    (entry,) = entry_files(tmp_path)
+
+    def denied(path: Path) -> object:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(promptcache, "open_entry", denied)
+    assert _cache(tmp_path).find([1, 2, 3, 4, 5]) is None
+    assert f"skipping prompt cache entry {entry.name}: Permission denied" in debug_log.messages
 
 
 def _within(seconds: float, look: Callable[[], object], fifo: Path) -> object:
