@@ -47,7 +47,8 @@ MIN_GAIN_TOKENS = 64  # restore only when it saves at least this many tokens of 
 class CacheEntry:
     """What `localgen cache` shows about one entry: file_keys are the identity keys of the model file (every shard
     of a split one, the first first) whose state it holds; problem: why its header cannot be read (tokens and
-    file_keys are then None and empty)."""
+    file_keys are then None and empty); older: an older localgen wrote it, keyed without the file's change time, so
+    this one never restores it."""
 
     path: Path
     tokens: int | None
@@ -55,6 +56,7 @@ class CacheEntry:
     last_used: float
     file_keys: tuple[str, ...] = ()
     problem: str | None = None
+    older: bool = False
 
     @property
     def model_key(self) -> str:
@@ -309,8 +311,9 @@ def list_entries(directory: Path) -> list[CacheEntry]:
                 problem = f"damaged: {problem}"
             entries.append(CacheEntry(path=path, tokens=None, size=st.st_size, last_used=st.st_mtime, problem=problem))
             continue
+        keys = _file_keys(header.identity)
         entries.append(CacheEntry(path=path, tokens=len(header.tokens), size=st.st_size, last_used=st.st_mtime,
-                                  file_keys=_file_keys(header.identity)))
+                                  file_keys=keys, older=bool(keys) and not _model_part(header.identity)))
     return sorted(entries, key=lambda e: e.last_used, reverse=True)
 
 

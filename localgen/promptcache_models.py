@@ -65,7 +65,7 @@ def cache_listing() -> dict[str, object]:
             "total_bytes": sum(e.size for e in entries) + sum(p.size for p in partial),
             "entries": [{"path": str(e.path), "tokens": e.tokens, "size": e.size, "last_used": iso_time(e.last_used),
                          "model_path": model_path(e), "model_names": names.get(e.model_key, []),
-                         "problem": e.problem or None}
+                         "problem": e.problem or None, "older_localgen": e.older}
                         for e in entries],
             "partial_writes": [{"path": str(p.path), "size": p.size, "last_written": iso_time(p.last_written),
                                 "pid": p.pid, "this_machine": p.this_machine, "writing": p.writing}
@@ -92,11 +92,20 @@ def describe_cache() -> tuple[list[str], list[list[str]]]:
         state = f"{count}, {binary_size(total)} of {binary_size(bound)}{over}"
     models, names = entry_models(), model_names({e.model_key for e in entries})
     rows = [[f"{e.tokens:,}" if e.tokens is not None else "-", binary_size(e.size), local_minute(e.last_used),
-             f"({e.problem})" if e.problem else ", ".join(names[e.model_key]) if e.model_key in names
-             else models[e.model_key].name if e.model_key in models else "unknown", e.path.name] for e in entries]
+             _whose(e, names, models), e.path.name] for e in entries]
     rows += [["-", binary_size(p.size), local_minute(p.last_written), f"({partial_state(p, deletable)})", p.path.name]
              for p in partial]
     return [f"prompt cache: {directory}", state], rows
+
+
+def _whose(entry: CacheEntry, names: dict[str, list[str]], models: dict[str, Path]) -> str:
+    """What `localgen cache` says an entry is of: its model's names, else its file's name, else 'unknown' (or why it
+    cannot be read), and '(older localgen)' after an older localgen's."""
+    if entry.problem:
+        return f"({entry.problem})"
+    key = entry.model_key
+    whose = ", ".join(names[key]) if key in names else models[key].name if key in models else "unknown"
+    return f"{whose} (older localgen)" if entry.older else whose
 
 
 def _over_the_bound(entries: list[CacheEntry], partial: list[PartialWrite], bound: int, deletable: bool) -> str:

@@ -1,5 +1,6 @@
 """Models and the prompt cache: models rm deletes the entries of the file it removes, `localgen cache` names an
-entry's model as `localgen models` does, and a default given as a path is the file without any entry's settings."""
+entry's model as `localgen models` does (and marks an older localgen's entries), and a default given as a path is the
+file without any entry's settings."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ import gguf_builders as gb
 import pytest
 from hub_server import HubServer, child_env, make_gguf_bytes, run_cli
 
+from localgen.config import PROMPT_CACHE_DIRNAME
+from localgen.promptcache import PromptCache, model_identity
 from localgen.units import binary_size
+from localgen.verify import file_identity_key
 from tests.conftest import bundled_model_file, run_localgen, user_registry
 from tests.mount_namespace import run_mounted
 
@@ -119,6 +123,20 @@ def test_cache_names_each_entry_s_model_as_models_lists_it(hub: tuple[HubServer,
     named = {Path(e["model_path"]).name if not e["model_names"] else e["model_names"][0]: e for e in _entries(env)}
     assert sorted(named) == ["loose.gguf", "pirate", "smollm2-135m"], named
     assert named["loose.gguf"]["model_path"] == str(loose) and named["loose.gguf"]["model_names"] == []
+
+
+def test_cache_marks_the_entries_an_older_localgen_keyed_without_the_file_s_change_time(tmp_path: Path) -> None:
+    """Such an entry is never restored, and stays until the bound evicts it: it was listed as this one's are."""
+    model, folder = tmp_path / "model.gguf", tmp_path / "home" / "cache" / PROMPT_CACHE_DIRNAME
+    model.write_bytes(b"GGUF" + bytes(64))
+    for identity in (f"{file_identity_key(model)}; kv", f"{model_identity([model])}; kv"):  # the older first
+        PromptCache(folder, identity, max_bytes=1 << 20, min_new_tokens=1).store([1, 2, len(identity)], b"state")
+    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
+    listed = run_localgen("cache", env=env)
+    assert sorted(row.split("\t")[3] for row in listed.out.splitlines()[1:]) == [
+        "unknown", "unknown (older localgen)"], listed.out + listed.err
+    assert sorted(entry["older_localgen"] for entry in json.loads(run_localgen("cache", "--json", env=env).out)[
+        "entries"]) == [False, True]
 
 
 def test_a_default_given_as_the_path_of_an_entry_s_file_is_that_file_without_the_entry_s_settings(home: Path) -> None:
