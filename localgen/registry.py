@@ -93,15 +93,16 @@ class Registry:
         spec = self.models.get(self._entry_name(name.lower(), typed or name))
         if spec is not None:
             return spec
+        shown = _name_as_typed(name, typed)
         sizes = self._sizes_of(name.lower())  # qwen2.5: every size, where close names might leave one out
         if len(sizes) == 1:  # a file or folder of the family's name here: spec_for names both
-            raise ModelNotFoundError(f"unknown model '{name}'", hint=f"for the registry's model, use {sizes[0]}")
+            raise ModelNotFoundError(f"unknown model '{shown}'", hint=f"for the registry's model, use {sizes[0]}")
         if len(sizes) > 1:
-            raise ModelNotFoundError(f"'{name}' comes in {len(sizes)} sizes: {', '.join(sizes)}",
+            raise ModelNotFoundError(f"'{shown}' comes in {len(sizes)} sizes: {', '.join(sizes)}",
                                      hint=f"name one of them (the smallest: {sizes[0]})")
         close = close_names(name.lower(), list(self.models))
         hint = f"did you mean {', '.join(close)}?" if close else "see `localgen models list --all` for the names"
-        raise ModelNotFoundError(f"unknown model '{name}'", hint=hint)
+        raise ModelNotFoundError(f"unknown model '{shown}'", hint=hint)
 
     def _entry_name(self, name: str, typed: str, folder: Path | None = None) -> str:
         """The entry a name means: its own, else the one size of a family the registry has in one size alone (smollm2:
@@ -207,6 +208,12 @@ class Registry:
                         if exc.hint.endswith("?") else f"{owner}; or {exc.hint}")
                 raise ModelNotFoundError(f"unknown model '{typed.partition(':')[0]}'", hint=hint) from None
             raise
+
+
+def _name_as_typed(name: str, typed: str | None) -> str:
+    """A model's name as the user typed it (Nope, not nope), where the reference typed is that name and a quant."""
+    spelled = (typed or "").strip().partition(":")[0]
+    return spelled if spelled.lower() == name.lower() else name
 
 
 def _named_here(typed: str, folder: Path | None) -> bool:

@@ -886,7 +886,7 @@ def test_a_name_that_is_no_model_but_a_model_file_here_without_gguf_is_told_that
         assert result.returncode == 1, result.stderr
         return result.stderr
 
-    assert error("Model") == ("localgen: error: unknown model 'model' (hint: for the file model.gguf here, use "
+    assert error("Model") == ("localgen: error: unknown model 'Model' (hint: for the file model.gguf here, use "
                               "./model.gguf; or see `localgen models list --all` for the names)\n")
     assert "model.gguf here" not in error("other")
 
