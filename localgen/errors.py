@@ -91,6 +91,10 @@ class GGUFUnreadableError(GGUFError):
     """A file that could not be read (gone, permissions, an I/O error), whatever it holds."""
 
 
+class NotGGUFError(GGUFError):
+    """A file that holds no GGUF at all: empty, text, a web page, safetensors."""
+
+
 class TemplateError(LocalgenError):
     """A chat template that failed to render."""
 

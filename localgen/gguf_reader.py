@@ -12,7 +12,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from localgen import gguf_checks
-from localgen.errors import GGUFError, GGUFUnreadableError, os_reason
+from localgen.errors import GGUFError, GGUFUnreadableError, NotGGUFError, os_reason
 from localgen.gguf_cache import keep_header, kept_header
 from localgen.gguf_cursor import HINT, HeaderCursor
 from localgen.gguf_foreign import FOREIGN_HEAD_BYTES, describe_foreign
@@ -189,14 +189,14 @@ def _positions(types: bytes, kinds: tuple[int, ...]) -> Iterator[int]:
 def _parse_header(p: HeaderCursor) -> tuple[int, int, int]:
     """Magic, version and the two counts, each checked."""
     if p.file_size == 0:  # where only a prefix was read, no bytes of it is a short read
-        raise GGUFError(f"{p.label}: empty file (0 bytes)", hint=EMPTY_FILE_HINT)
+        raise NotGGUFError(f"{p.label}: empty file (0 bytes)", hint=EMPTY_FILE_HINT)
     p.need(min(p.size, FOREIGN_HEAD_BYTES), "header")
     if p.size < len(GGUF_MAGIC) and GGUF_MAGIC.startswith(p.buf):  # GGU: cut short, no text file
         raise p.truncated(f"truncated: {counted(p.size, 'byte')}, the start of a GGUF header, which takes "
                           f"{HEADER_MIN_BYTES} at least")
     if p.buf[:4] != GGUF_MAGIC:
         problem, hint = describe_foreign(p.buf[:FOREIGN_HEAD_BYTES])
-        raise GGUFError(f"{p.label}: {problem}", hint=hint)
+        raise NotGGUFError(f"{p.label}: {problem}", hint=hint)
     p.off = 4
     version = p.u32("version")
     if version not in SUPPORTED_VERSIONS:

@@ -7,7 +7,7 @@ import re
 import stat
 from pathlib import Path
 
-from localgen.errors import GGUFError, GGUFUnreadableError
+from localgen.errors import GGUFError, GGUFUnreadableError, NotGGUFError
 
 MISSING = "missing"
 UNREADABLE = "unreadable"  # a loop of links, no permission, an I/O error: the file may be fine
@@ -43,8 +43,8 @@ def header_problem(exc: GGUFError, path: Path) -> str:
     """The few words for a header a run refuses: unreadable, not a GGUF file, or won't load and why."""
     if isinstance(exc, GGUFUnreadableError):
         return UNREADABLE
-    reason = exc.message.removeprefix(f"{path.name}: ")
-    if reason.startswith((NOT_GGUF, "empty file")):
+    if isinstance(exc, NotGGUFError):
         return NOT_GGUF
+    reason = exc.message.removeprefix(f"{path.name}: ")
     short = re.split(r" \(|: |; | by this ", reason)[0]  # its gist: 'truncated', 'big-endian GGUF'
     return f"{WONT_LOAD}: {short if len(short) <= REASON_CHARS else short[:REASON_CHARS - 1] + '…'}"

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import gguf_builders as gb
 import pytest
 
-from localgen.errors import GGUFError, GGUFUnreadableError, LocalgenError, ModelNotFoundError
+from localgen.errors import GGUFError, GGUFUnreadableError, LocalgenError, ModelNotFoundError, NotGGUFError
 from localgen.gguf_checks import KNOWN_ARCHITECTURES
 from localgen.gguf_cursor import HINT, GGUFTruncatedError
 from localgen.gguf_format import GGML_TYPES
@@ -85,7 +85,7 @@ def _error(path: Path, **kwargs: bool) -> GGUFError:
     """The GGUFError read_gguf raises for path (failing the test if it raises nothing or anything else)."""
     with pytest.raises(GGUFError) as caught:
         read_gguf(path, **kwargs)
-    assert type(caught.value) in (GGUFError, GGUFTruncatedError, GGUFUnreadableError)
+    assert type(caught.value) in (GGUFError, GGUFTruncatedError, GGUFUnreadableError, NotGGUFError)
     assert caught.value.message.startswith(f"{path.name}: "), caught.value.message
     assert "\n" not in caught.value.message
     assert caught.value.hint
@@ -291,7 +291,7 @@ def test_header_bytes_with_the_file_size_tell_a_corrupt_count_from_a_short_read(
         read_gguf_bytes(b"", "model.gguf", file_size=size)
     with pytest.raises(GGUFError, match=r"^model.gguf: empty file \(0 bytes\)$") as caught:
         read_gguf_bytes(b"", "model.gguf")  # as the Hub lists a file of 0 bytes, or as read_gguf finds one
-    assert type(caught.value) is GGUFError and caught.value.hint == EMPTY_FILE_HINT
+    assert type(caught.value) is NotGGUFError and caught.value.hint == EMPTY_FILE_HINT
 
 
 def test_a_count_past_the_header_limit_fails_where_it_is_read(tiny: Path, tmp_path: Path,

@@ -41,3 +41,22 @@ def test_pull_force_of_the_bundled_model_downloads_nothing(hub: tuple[HubServer,
     assert server.requests == [], "the Hub was not asked"
     offline = run_cli({**env, "HF_HUB_OFFLINE": "1"}, "pull", "--force", "smollm2-135m")
     assert offline.returncode == 0 and offline.stdout == f"{bundled_model_file()}\n", offline.stderr
+
+
+@pytest.mark.parametrize(("content", "no_gguf"), [
+    (b"", True),
+    (b"<!DOCTYPE html><html>Not found</html>\n", True),
+    (b"GGUF" + bytes(20), False),  # a GGUF header cut short: one a run refuses, not some other file
+])
+def test_a_file_that_holds_no_gguf_is_told_by_its_error_s_kind(tmp_path: Path, content: bytes, no_gguf: bool) -> None:
+    """models list told `not a GGUF file` from `won't load` by the first words of the reader's message."""
+    from localgen.errors import GGUFError, NotGGUFError
+    from localgen.gguf_reader import read_gguf
+    from localgen.own_files import NOT_GGUF, header_problem
+
+    path = tmp_path / "m.gguf"
+    path.write_bytes(content)
+    with pytest.raises(GGUFError) as info:
+        read_gguf(path)
+    assert isinstance(info.value, NotGGUFError) is no_gguf, info.value.message
+    assert (header_problem(info.value, path) == NOT_GGUF) is no_gguf
