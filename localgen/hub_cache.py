@@ -24,6 +24,7 @@ from pathlib import Path
 from localgen.config import settings
 from localgen.errors import LocalgenError
 from localgen.file_locks import HAS_FLOCK, try_flock
+from localgen.file_versions import ReadOnce
 from localgen.hub_choice import carries_tag, choose_model, is_auxiliary_name, pick_order, quant_of, shard_of
 from localgen.hub_settings import hub_cache_dir
 from localgen.hub_types import HubFile, HubListing, lookalike_note
@@ -218,21 +219,14 @@ def save_listing(listing: HubListing) -> None:
         atomic_write_text(_listing_path(listing.repo), json.dumps(data, indent=1))
 
 
-_LISTINGS: dict[tuple[str, Path, int, int, int], HubListing | None] = {}  # read once a process per file version
+_LISTINGS: ReadOnce[HubListing | None] = ReadOnce()
 
 
 def load_listing(repo: str, folders: RepoFolders | None = None) -> HubListing | None:
     """The last listing of a repo that localgen saw, if any (folders: as cached_spelling takes them); read once a
-    process while its file stays the same (path, inode, size, modification time)."""
+    process while its file stays the same version."""
     path = _listing_path(repo, folders)
-    try:
-        status = path.stat()
-    except OSError:
-        return None
-    key = (repo, path, status.st_ino, status.st_size, status.st_mtime_ns)
-    if key not in _LISTINGS:
-        _LISTINGS[key] = _read_listing(repo, path)
-    return _LISTINGS[key]
+    return _LISTINGS.read(path, lambda: _read_listing(repo, path), tag=repo)
 
 
 def _read_listing(repo: str, path: Path) -> HubListing | None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from localgen.errors import GGUFError, InsufficientMemoryError, LocalgenError
 from localgen.estimate import MemoryEstimate, ModelShape, header_shape, model_shape, read_shape
+from localgen.file_versions import ReadOnce
 from localgen.fit import (
     FitRequest,
     LoadPlan,
@@ -417,22 +418,14 @@ def cached_options(repo: str, hw: Hardware, request: FitRequest) -> list[FitOpti
     return options
 
 
-_HEADERS: dict[tuple[str, int, int, int], GGUFInfo] = {}  # by file identity: a run chooses a quant twice
+_HEADERS: ReadOnce[GGUFInfo] = ReadOnce()  # a run chooses a quant twice
 
 
 def read_local_header(path: Path) -> GGUFInfo:
-    """A local file's validated header, read once a process while the file stays the same (path, inode, size,
-    modification time)."""
+    """A local file's validated header, read once a process while the file stays the same version."""
     from localgen.gguf_reader import read_gguf
 
-    try:
-        stat = path.stat()
-    except OSError:
-        return read_gguf(path)  # its own error names the file
-    key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
-    if key not in _HEADERS:
-        _HEADERS[key] = read_gguf(path)
-    return _HEADERS[key]
+    return _HEADERS.read(path, lambda: read_gguf(path))
 
 
 def too_big_repo(repo: str, smallest: FitOption, hw: Hardware, request: FitRequest) -> InsufficientMemoryError:

@@ -1,0 +1,47 @@
+"""What reading a file gave, kept for the rest of the process while the file stays the same version (its path, inode,
+size and modification time): a listing, a header, a header's refusal."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from pathlib import Path
+from typing import Generic, TypeVar
+
+Value = TypeVar("Value")
+
+
+def file_version(path: Path) -> tuple[str, int, int, int] | None:
+    """A file's version: its path, inode, size and modification time; None where it cannot be looked at."""
+    try:
+        status = path.stat()
+    except (OSError, ValueError):
+        return None
+    return str(path), status.st_ino, status.st_size, status.st_mtime_ns
+
+
+class ReadOnce(Generic[Value]):
+    """Each file's reading, by its version (and a tag): read once a process while the file stays that version; the
+    errors keeps_error accepts are kept too, and raised again."""
+
+    def __init__(self, keeps_error: Callable[[Exception], bool] | None = None) -> None:
+        self._kept: dict[Hashable, Value | Exception] = {}
+        self._keeps_error = keeps_error or (lambda _exc: False)
+
+    def read(self, path: Path, read: Callable[[], Value], *, tag: Hashable = None) -> Value:
+        """What read() gives for path, as kept for this version of the file; a file that cannot be looked at is read
+        each time (its reading says why it fails)."""
+        version = file_version(path)
+        if version is None:
+            return read()
+        key = (tag, version)
+        if key not in self._kept:
+            try:
+                self._kept[key] = read()
+            except Exception as exc:
+                if self._keeps_error(exc):
+                    self._kept[key] = exc
+                raise
+        kept = self._kept[key]
+        if isinstance(kept, Exception):
+            raise kept.with_traceback(None)
+        return kept
