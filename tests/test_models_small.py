@@ -60,3 +60,22 @@ def test_a_file_that_holds_no_gguf_is_told_by_its_error_s_kind(tmp_path: Path, c
         read_gguf(path)
     assert isinstance(info.value, NotGGUFError) is no_gguf, info.value.message
     assert (header_problem(info.value, path) == NOT_GGUF) is no_gguf
+
+
+def test_a_broken_own_file_s_header_is_read_once_a_process_while_the_file_stays_the_same(
+        tmp_path: Path, bundled_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A good file's header was read once a process, a broken one's again at each listing (chat's /model completion
+    lists the models at each key)."""
+    from localgen import gguf_reader
+    from localgen.own_files import own_file_header
+
+    reads: list[Path] = []
+    real = gguf_reader.read_gguf
+    monkeypatch.setattr(gguf_reader, "read_gguf", lambda path, **kw: reads.append(path) or real(path, **kw))
+    path = tmp_path / "cut.gguf"
+    path.write_bytes(bundled_model.read_bytes()[:200_000])
+    judged = [own_file_header(path) for _ in range(3)]
+    assert judged == [(None, "won't load: truncated or corrupt")] * 3 and reads == [path], reads
+    with path.open("ab") as grown:
+        grown.write(b"\0")  # another version of the file: read again
+    assert own_file_header(path)[1] == "won't load: truncated or corrupt" and reads == [path, path], reads
