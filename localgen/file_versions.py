@@ -39,9 +39,17 @@ class ReadOnce(Generic[Value]):
                 self._kept[key] = read()
             except Exception as exc:
                 if self._keeps_error(exc):
-                    self._kept[key] = exc
+                    self._kept[key] = _copy_of(exc)
                 raise
         kept = self._kept[key]
         if isinstance(kept, Exception):
-            raise kept.with_traceback(None)
+            raise _copy_of(kept)
         return kept
+
+
+def _copy_of(error: Exception) -> Exception:
+    """A fresh copy of a kept error (its kind, arguments and fields), so that a caller adding to its message adds to
+    its own alone."""
+    copy = type(error).__new__(type(error), *error.args)
+    copy.__dict__.update(vars(error))
+    return copy

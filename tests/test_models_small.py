@@ -79,3 +79,20 @@ def test_a_broken_own_file_s_header_is_read_once_a_process_while_the_file_stays_
     with path.open("ab") as grown:
         grown.write(b"\0")  # another version of the file: read again
     assert own_file_header(path)[1] == "won't load: truncated or corrupt" and reads == [path, path], reads
+
+
+def test_a_kept_refusal_is_raised_as_a_copy_a_caller_can_add_to(tmp_path: Path) -> None:
+    """A header's refusal kept for the process was raised as one object: a caller adding `; nothing pulled` to its
+    message would have added it to every later refusal of the file."""
+    from localgen.errors import GGUFError
+    from localgen.quant_choice import read_local_header
+
+    path = tmp_path / "notes.gguf"
+    path.write_text("just notes\n")
+    messages = []
+    for _ in range(2):
+        with pytest.raises(GGUFError) as info:
+            read_local_header(path)
+        messages.append(info.value.message)
+        info.value.message += "; nothing pulled"
+    assert messages == ["notes.gguf: not a GGUF file (text: 'just notes')"] * 2, messages
