@@ -95,6 +95,12 @@ class NotGGUFError(GGUFError):
     """A file that holds no GGUF at all: empty, text, a web page, safetensors."""
 
 
+def is_files_own_refusal(exc: Exception) -> bool:
+    """Whether an error reading a GGUF header is the file's own, which the same version of it gives again: not one
+    that it could not be read (a permission, which changes no version)."""
+    return isinstance(exc, GGUFError) and not isinstance(exc, GGUFUnreadableError)
+
+
 class TemplateError(LocalgenError):
     """A chat template that failed to render."""
 

@@ -7,7 +7,8 @@ import re
 import stat
 from pathlib import Path
 
-from localgen.errors import GGUFError, GGUFUnreadableError, NotGGUFError
+from localgen.errors import GGUFError, GGUFUnreadableError, NotGGUFError, is_files_own_refusal
+from localgen.file_versions import ReadOnce, file_version
 
 MISSING = "missing"
 UNREADABLE = "unreadable"  # a loop of links, no permission, an I/O error: the file may be fine
@@ -29,14 +30,42 @@ def own_file_problem(path: Path) -> str | None:
 
 
 def own_file_header(path: Path) -> tuple[str | None, str | None]:
-    """The quant an own file's header gives, and why a run refuses that header (None: it loads it); for a file
-    that own_file_problem finds none wrong with."""
+    """The quant an own file's header gives, and why a run refuses that header, or a split model's later shards (None:
+    it loads them); for a file that own_file_problem finds none wrong with."""
     from localgen.quant_choice import read_local_header
 
     try:
-        return read_local_header(path).quant, None  # read once a process: chat's /model completion lists models often
+        quant = read_local_header(path).quant  # read once a process: chat's /model completion lists models often
     except GGUFError as exc:
         return None, header_problem(exc, path)
+    return quant, shards_problem(path)
+
+
+_SPLITS: ReadOnce[object] = ReadOnce(is_files_own_refusal)  # whether the shards agree, by the versions of all
+
+
+def shards_problem(first_shard: Path) -> str | None:
+    """Why a run refuses the shards after the first of a split model whose shards are all there (None: it loads them,
+    or it is one file, or shards are missing, which a listing says apart): 'shard 2 of 3 is not a GGUF file'."""
+    from localgen.gguf_split import present_shards, validate_split
+    from localgen.quant_choice import read_local_header
+
+    present, missing = present_shards(first_shard)
+    if len(present) < 2 or missing:
+        return None
+    for number, shard in enumerate(present[1:], start=2):
+        try:
+            read_local_header(shard, later_shard=True)
+        except GGUFError as exc:
+            problem = header_problem(exc, shard)
+            return f"shard {number} of {len(present)} {problem if problem.startswith(WONT_LOAD) else f'is {problem}'}"
+    versions = tuple(file_version(shard) for shard in present[1:])
+    try:
+        _SPLITS.read(first_shard, lambda: validate_split(first_shard), tag=versions)  # the shards agree
+    except GGUFError as exc:
+        named = next((shard for shard in present if exc.message.startswith(f"{shard.name}: ")), first_shard)
+        return header_problem(exc, named)
+    return None
 
 
 def header_problem(exc: GGUFError, path: Path) -> str:

