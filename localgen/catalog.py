@@ -17,7 +17,7 @@ from localgen.config import settings
 from localgen.errors import LocalgenError, ModelNotFoundError
 from localgen.hub_choice import choose_model, listed_filename, quant_of, shard_group_key, shard_of
 from localgen.hub_types import HubFile
-from localgen.own_files import own_file_header, own_file_problem
+from localgen.own_files import own_file_header, own_file_problem, own_file_status
 from localgen.references import ModelRef, normalize_quant, quant_of_filename
 from localgen.registry import ModelSpec, Registry, load_registry
 from localgen.storage import atomic_write_bytes
@@ -45,6 +45,7 @@ class CachedModel:
     revision: str | None = None
     missing_shards: int = 0  # a split model whose download stopped part way
     problem: str | None = None  # why an entry's own file cannot be used (own_files): missing, not a GGUF file, ...
+    problem_detail: str | None = None  # the whole reason: "not a GGUF file (text: 'hello')"
 
 
 @dataclass(frozen=True)
@@ -248,13 +249,14 @@ def _own_file_model(name: str, path: Path) -> CachedModel:
     file there) and why a run cannot use it (own_files)."""
     from localgen.gguf_split import present_shards
 
-    problem = own_file_problem(path)
+    problem = own_file_status(path)
     present, missing = present_shards(path) if problem is None else ([], [])
     quant, problem = own_file_header(path) if problem is None else (quant_of_filename(path.name), problem)
     return CachedModel(name=name, repo=None, quant=quant,
                        size=sum(shard.stat().st_size for shard in present) if present else None,
                        last_used=last_used(path), path=path, paths=tuple(present), source=SOURCE_LOCAL,
-                       verified=False, missing_shards=len(missing), problem=problem)
+                       verified=False, missing_shards=len(missing), problem=problem.label if problem else None,
+                       problem_detail=problem.detail if problem else None)
 
 
 def hub_groups(*, dangling: bool = False,

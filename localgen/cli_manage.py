@@ -184,14 +184,14 @@ def _model_json(model: CachedModel, *, default: bool = False, part: PartialDownl
     return {"name": model.name, "repo": model.repo, "quant": model.quant, "size": model.size,
             "last_used": iso_time(model.last_used), "path": str(model.path), "source": model.source,
             "verified": model.verified, "missing_shards": model.missing_shards, "problem": model.problem,
-            "default": default, "partial": _partial_json(part)}
+            "problem_detail": model.problem_detail, "default": default, "partial": _partial_json(part)}
 
 
 def _part_json(part: PartialDownload) -> dict[str, object]:
     """A model downloaded in part as `models list --json` prints it: size is what is on disk of it."""
     return {"name": part.name, "repo": part.repo, "quant": part.quant, "size": part.kept, "last_used": None,
             "path": str(part.parts[0]), "source": "hub", "verified": False, "missing_shards": part.missing_shards,
-            "problem": None, "default": False, "partial": _partial_json(part)}
+            "problem": None, "problem_detail": None, "default": False, "partial": _partial_json(part)}
 
 
 def _partial_json(part: PartialDownload | None) -> dict[str, object] | None:
@@ -211,7 +211,7 @@ def _listed_json(row: ListedModel, *, default: bool = False, part: PartialDownlo
         {"verified": False, "missing_shards": 0}
     return {"name": row.name, "repo": row.repo, "quant": row.quant,
             **{key: files.get(key) for key in ("size", "last_used", "path", "source", "verified", "missing_shards",
-                                            "problem")},
+                                            "problem", "problem_detail")},
             "default": default, "partial": _partial_json(part),
             "context": row.context, "description": row.description, "downloaded": row.downloaded}
 

@@ -1,35 +1,53 @@
 """Why a file of the user's own that models.toml names (path =) cannot be used, in the few words `models list` shows
-(`local (PROBLEM)`), as a run would refuse it."""
+(`local (PROBLEM)`) and in full, as a run would refuse it."""
 
 from __future__ import annotations
 
 import re
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
-from localgen.errors import GGUFError, GGUFUnreadableError, NotGGUFError, is_files_own_refusal
+from localgen.errors import GGUFError, GGUFUnreadableError, NotGGUFError, is_files_own_refusal, os_reason
 from localgen.file_versions import ReadOnce, file_version
 
 MISSING = "missing"
 UNREADABLE = "unreadable"  # a loop of links, no permission, an I/O error: the file may be fine
 NOT_GGUF = "not a GGUF file"  # text, a web page, an empty file, safetensors: no GGUF at all
 WONT_LOAD = "won't load"  # a GGUF file a run refuses (an architecture this build lacks, a later shard, truncated)
+NOT_A_FILE = "not a file"  # a folder, a device, a named pipe
 REASON_CHARS = 50  # the most of the reason a row gives after WONT_LOAD
+
+
+@dataclass(frozen=True)
+class FileProblem:
+    """Why a model file cannot be used: the few words a listing shows, and the whole reason, as a run gives it."""
+
+    label: str  # 'missing', 'not a GGUF file', "won't load: truncated or corrupt", 'shard 2 of 3 is unreadable'
+    detail: str  # "no such file", "not a GGUF file (text: 'hello')", 'm-00002-of-00003.gguf: truncated: ...'
 
 
 def own_file_problem(path: Path) -> str | None:
     """Why an own file cannot be used, judged by its status alone ('missing', 'not a file', 'unreadable'), or None
     when it is a file."""
+    problem = own_file_status(path)
+    return problem.label if problem is not None else None
+
+
+def own_file_status(path: Path) -> FileProblem | None:
+    """own_file_problem's answer, with its whole reason."""
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
-        return MISSING
-    except (OSError, ValueError):  # a loop of links, a folder that cannot be searched, a name too long
-        return UNREADABLE
-    return None if stat.S_ISREG(mode) else "not a file"
+        return FileProblem(MISSING, "no such file")
+    except (OSError, ValueError) as exc:  # a loop of links, a folder that cannot be searched, a name too long
+        return FileProblem(UNREADABLE, f"cannot be read ({os_reason(exc) if isinstance(exc, OSError) else exc})")
+    if stat.S_ISREG(mode):
+        return None
+    return FileProblem(NOT_A_FILE, "a folder, not a file" if stat.S_ISDIR(mode) else "not a regular file")
 
 
-def own_file_header(path: Path) -> tuple[str | None, str | None]:
+def own_file_header(path: Path) -> tuple[str | None, FileProblem | None]:
     """The quant an own file's header gives, and why a run refuses that header, or a split model's later shards (None:
     it loads them); for a file that own_file_problem finds none wrong with."""
     from localgen.quant_choice import read_local_header
@@ -37,16 +55,17 @@ def own_file_header(path: Path) -> tuple[str | None, str | None]:
     try:
         quant = read_local_header(path).quant  # read once a process: chat's /model completion lists models often
     except GGUFError as exc:
-        return None, header_problem(exc, path)
+        return None, FileProblem(header_problem(exc, path), exc.message.removeprefix(f"{path.name}: "))
     return quant, shards_problem(path)
 
 
 _SPLITS: ReadOnce[object] = ReadOnce(is_files_own_refusal)  # whether the shards agree, by the versions of all
 
 
-def shards_problem(first_shard: Path) -> str | None:
+def shards_problem(first_shard: Path) -> FileProblem | None:
     """Why a run refuses the shards after the first of a split model whose shards are all there (None: it loads them,
-    or it is one file, or shards are missing, which a listing says apart): 'shard 2 of 3 is not a GGUF file'."""
+    or it is one file, or shards are missing, which a listing says apart): 'shard 2 of 3 is not a GGUF file'; the
+    whole reason names the shard."""
     from localgen.gguf_split import present_shards, validate_split
     from localgen.quant_choice import read_local_header
 
@@ -58,13 +77,14 @@ def shards_problem(first_shard: Path) -> str | None:
             read_local_header(shard, later_shard=True)
         except GGUFError as exc:
             problem = header_problem(exc, shard)
-            return f"shard {number} of {len(present)} {problem if problem.startswith(WONT_LOAD) else f'is {problem}'}"
+            said = problem if problem.startswith(WONT_LOAD) else f"is {problem}"
+            return FileProblem(f"shard {number} of {len(present)} {said}", exc.message)
     versions = tuple(file_version(shard) for shard in present[1:])
     try:
         _SPLITS.read(first_shard, lambda: validate_split(first_shard), tag=versions)  # the shards agree
     except GGUFError as exc:
         named = next((shard for shard in present if exc.message.startswith(f"{shard.name}: ")), first_shard)
-        return header_problem(exc, named)
+        return FileProblem(header_problem(exc, named), exc.message)
     return None
 
 

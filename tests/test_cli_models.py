@@ -491,7 +491,8 @@ def test_models_list_all_json_keeps_the_list_keys(hub: tuple[HubServer, dict[str
     qwen = next(m for m in everything if m["name"] == "qwen2.5-1.5b")
     assert qwen == {"name": "qwen2.5-1.5b", "repo": "Qwen/Qwen2.5-1.5B-Instruct-GGUF", "quant": "Q4_K_M",
                     "size": None, "last_used": None, "path": None, "source": None, "verified": False,
-                    "missing_shards": 0, "problem": None, "default": False, "partial": None, "context": 32768,
+                    "missing_shards": 0, "problem": None, "problem_detail": None, "default": False, "partial": None,
+                    "context": 32768,
                     "description": "Qwen2.5 1.5B Instruct", "downloaded": False}
     assert [m["name"] for m in everything if m["default"]] == ["smollm2-135m"]
     assert next(m for m in everything if m["default"])["source"] == "hub", "the download, which run takes first"

@@ -90,9 +90,9 @@ def _check_listed_as_partly_downloaded(partial: Path, kept: int, capsys: pytest.
     assert [m["source"] for m in listed] == ["bundled", "hub"] and listed[0]["default"], listed
     assert listed[1] == {"name": f"{REPO}:Q4_K_M", "repo": REPO, "quant": "Q4_K_M", "size": kept, "last_used": None,
                          "path": str(partial), "source": "hub", "verified": False, "missing_shards": 0, "problem": None,
-                         "default": False, "partial": {"kept_bytes": kept, "size": SIZE, "running": False,
-                                                       "resume": f"localgen pull {REPO}:Q4_K_M",
-                                                       "paths": [str(partial)]}}, listed
+                         "problem_detail": None, "default": False,
+                         "partial": {"kept_bytes": kept, "size": SIZE, "running": False,
+                                     "resume": f"localgen pull {REPO}:Q4_K_M", "paths": [str(partial)]}}, listed
     models_list()
     table, notes = capsys.readouterr()
     shown = f"{binary_size(kept)} of 976.6 KiB"

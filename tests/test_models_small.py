@@ -4,6 +4,7 @@ problem's full reason in `--json`."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -76,11 +77,12 @@ def test_a_broken_own_file_s_header_is_read_once_a_process_while_the_file_stays_
     monkeypatch.setattr(gguf_reader, "read_gguf", lambda path, **kw: reads.append(path) or real(path, **kw))
     path = tmp_path / "cut.gguf"
     path.write_bytes(bundled_model.read_bytes()[:200_000])
-    judged = [own_file_header(path) for _ in range(3)]
-    assert judged == [(None, "won't load: truncated or corrupt")] * 3 and reads == [path], reads
+    judged = [own_file_header(path)[1] for _ in range(3)]
+    assert [problem.label for problem in judged if problem] == ["won't load: truncated or corrupt"] * 3, judged
+    assert reads == [path], reads
     with path.open("ab") as grown:
         grown.write(b"\0")  # another version of the file: read again
-    assert own_file_header(path)[1] == "won't load: truncated or corrupt" and reads == [path, path], reads
+    assert own_file_header(path)[1] is not None and reads == [path, path], reads
 
 
 def test_a_kept_refusal_is_raised_as_a_copy_a_caller_can_add_to(tmp_path: Path) -> None:
@@ -136,3 +138,29 @@ def _source_of(name: str) -> str:
     header, *rows = [line.split("\t") for line in listed.out.splitlines()]
     (row,) = [row for row in rows if row[0] == name]
     return row[header.index("SOURCE")]
+
+
+def test_models_list_json_gives_a_problem_s_whole_reason_beside_its_label(
+        home: Path, tmp_path: Path, bundled_model: Path, tiny_split: list[Path]) -> None:
+    """`problem` held the few words of the SOURCE column alone (`won't load: truncated or corrupt`): a script had no
+    way to the reason a run gives, short of running the model."""
+    cut, notes, split = tmp_path / "cut.gguf", tmp_path / "notes.gguf", tmp_path / "split"
+    cut.write_bytes(bundled_model.read_bytes()[:200_000])
+    notes.write_text("hello world\n")
+    split.mkdir()
+    shards = [Path(shutil.copy(shard, split)) for shard in tiny_split]
+    shards[2].write_text("hello world\n")
+    user_registry(home, "".join(f'[models.{name}]\npath = "{path}"\n' for name, path in (
+        ("cut", cut), ("notes", notes), ("gone", tmp_path / "gone.gguf"), ("split", shards[0]))))
+    for args in (("models", "list", "--json"), ("models", "list", "--all", "--json")):
+        listed = run_localgen(*args, env={"LOCALGEN_OFFLINE": "1"})
+        assert listed.returncode == 0, listed.err
+        problems = {m["name"]: (m["problem"], m["problem_detail"]) for m in json.loads(listed.out)}
+        assert problems["cut"] == ("won't load: truncated or corrupt", (
+            "truncated or corrupt: array 'tokenizer.ggml.tokens' of 49,152 items needs at least 393,216 bytes from "
+            "byte 1,107, reaching past the end of the file (200,000 bytes)"))
+        assert problems["notes"] == ("not a GGUF file", "not a GGUF file (text: 'hello world')")
+        assert problems["gone"] == ("missing", "no such file")
+        assert problems["split"] == ("shard 3 of 3 is not a GGUF file",
+                                     f"{shards[2].name}: not a GGUF file (text: 'hello world')")
+        assert problems["smollm2-135m"] == (None, None)

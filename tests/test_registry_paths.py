@@ -175,7 +175,7 @@ def test_models_list_shows_the_entry_s_path_and_size_or_that_it_is_missing(own: 
     assert by_name["mine"] | {"last_used": None} == {
         "name": "mine", "repo": None, "quant": "Q4_1", "size": bundled_model.stat().st_size, "last_used": None,
         "path": path, "source": "local", "verified": False, "missing_shards": 0, "problem": None,
-        "default": False, "partial": None}
+        "problem_detail": None, "default": False, "partial": None}
     assert (by_name["gone"]["size"], by_name["gone"]["source"]) == (None, "local")
     everything = [line.split("\t") for line in localgen(own, "models", "list", "--all").out.splitlines()]
     assert ["mine", "-", "Q4_1", "2,048", "yes (local)", "my own copy", "no"] in everything
