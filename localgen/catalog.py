@@ -17,7 +17,7 @@ from localgen.config import settings
 from localgen.errors import LocalgenError, ModelNotFoundError
 from localgen.hub_choice import choose_model, listed_filename, quant_of, shard_group_key, shard_of
 from localgen.hub_types import HubFile
-from localgen.own_files import own_file_header, own_file_problem, own_file_status
+from localgen.own_files import FileProblem, own_file_header, own_file_problem, own_file_status
 from localgen.references import ModelRef, normalize_quant, quant_of_filename
 from localgen.registry import ModelSpec, Registry, load_registry
 from localgen.storage import atomic_write_bytes
@@ -44,7 +44,8 @@ class CachedModel:
     verified: bool
     revision: str | None = None
     missing_shards: int = 0  # a split model whose download stopped part way
-    problem: str | None = None  # why an entry's own file cannot be used (own_files): missing, not a GGUF file, ...
+    problem: str | None = None  # why a run refuses it: an own file missing, not a GGUF file (own_files), ...; a
+    # download that is not the file its entry pins
     problem_detail: str | None = None  # the whole reason: "not a GGUF file (text: 'hello')"
 
 
@@ -282,14 +283,37 @@ def _hub_models(registry: Registry, folders: hub_cache.RepoFolders, keys: Collec
         quant = quant_of(newest[0].filename)
         if repo not in listings:
             listings[repo] = hub_cache.cached_listing(repo, folders) or []
-        models.extend(CachedModel(
-            name=name, repo=repo, quant=quant, size=sum(f.size for f in newest),
-            last_used=last_used(newest[0].path), path=newest[0].path,
-            paths=tuple(f.path for f in newest), source=SOURCE_HUB,
-            verified=not _missing_shards(newest) and all(f.verified for f in newest),
-            revision=newest[0].revision, missing_shards=_missing_shards(newest))
-            for name in display_names(registry, repo, quant, newest[0].filename, files=listings[repo]))
+        for name in display_names(registry, repo, quant, newest[0].filename, files=listings[repo]):
+            problem = _pin_problem(registry, name, newest[0])
+            models.append(CachedModel(
+                name=name, repo=repo, quant=quant, size=sum(f.size for f in newest),
+                last_used=last_used(newest[0].path), path=newest[0].path,
+                paths=tuple(f.path for f in newest), source=SOURCE_HUB,
+                verified=not _missing_shards(newest) and all(f.verified for f in newest),
+                revision=newest[0].revision, missing_shards=_missing_shards(newest),
+                problem=problem.label if problem else None, problem_detail=problem.detail if problem else None))
     return models
+
+
+def _pin_problem(registry: Registry, name: str, first: hub_cache.CachedHubFile) -> FileProblem | None:
+    """Why a run of the entry a cached model is listed by refuses its copy: not the size or sha256 (as its
+    verification recorded it, never hashed here) that the entry pins; None where it pins none, or they match."""
+    from localgen.hub_verify import check_pin
+    from localgen.resolve import entry_pin
+
+    try:
+        ref = registry.reference(name)
+        pin = entry_pin(registry.spec_for(ref), ref)
+    except LocalgenError:
+        return None
+    if pin is None:
+        return None
+    for pinned, sha256, size in (("size", None, first.size), ("sha256", recorded_sha256(first.path), None)):
+        try:
+            check_pin(f"{first.repo}/{first.filename}", sha256, size, pin)
+        except LocalgenError as exc:
+            return FileProblem(f"does not match the pinned {pinned}", exc.message)
+    return None
 
 
 def _newest_copy(files: list[hub_cache.CachedHubFile]) -> list[hub_cache.CachedHubFile]:

@@ -167,15 +167,17 @@ def _list_all(registry: Registry, default: DefaultRow, parts: list[PartialDownlo
 
 def _downloaded_cell(row: ListedModel, part: PartialDownload | None) -> str:
     """yes, yes (bundled), yes (local) for an entry's own file, no, no (missing) for one that is not there (or
-    no (not a file), no (unreadable)), no (partly downloaded: ...) for one a pull kept a part of, or no (incomplete:
-    ...) for a split model with shards missing."""
+    no (not a file), no (unreadable)), no (partly downloaded: ...) for one a pull kept a part of, no (incomplete:
+    ...) for a split model with shards missing, or no (does not match the pinned sha256) for a download its entry's
+    pin refuses."""
     source = row.model.source if row.model is not None else None
     if part is not None:
         return f"no (partly downloaded: {_part_size(part)})"
     if row.model is not None and row.model.missing_shards:
         return f"no (incomplete: {counted(row.model.missing_shards, 'shard')} missing)"
     if not row.downloaded:
-        return f"no ({row.model.problem or 'missing'})" if row.model is not None and source == "local" else "no"
+        problem = row.model.problem if row.model is not None else None
+        return f"no ({problem or 'missing'})" if source == "local" or problem else "no"
     return f"yes ({source})" if source in ("bundled", "local") else "yes"
 
 

@@ -164,3 +164,34 @@ def test_models_list_json_gives_a_problem_s_whole_reason_beside_its_label(
         assert problems["split"] == ("shard 3 of 3 is not a GGUF file",
                                      f"{shards[2].name}: not a GGUF file (text: 'hello world')")
         assert problems["smollm2-135m"] == (None, None)
+
+
+def test_a_cached_model_that_is_not_the_file_its_entry_pins_lists_so(hub: tuple[HubServer, dict[str, str]],
+                                                                      tmp_path: Path) -> None:
+    """A download whose entry's sha256 (in models.toml) no longer matched it listed as plain `hub`, which a run
+    then refused."""
+    server, env = hub
+    repo, name = "acme/Tiny-GGUF", "tiny-Q8_0.gguf"
+    server.add_repo(repo, {name: make_gguf_bytes("q8")})
+    assert run_cli(env, "pull", f"{repo}:Q8_0").returncode == 0
+    entry = f'[models.tiny]\nrepo = "{repo}"\nquant = "Q8_0"\nsha256 = "{{}}"\n'
+    user_registry(tmp_path / "localgen", entry.format(server.repos[repo].sha256(name)))
+    assert _hub_rows(env)["tiny"] == ("hub", None)
+    user_registry(tmp_path / "localgen", entry.format("0" * 64))
+    rows = _hub_rows(env)
+    assert rows["tiny"] == ("hub (does not match the pinned sha256)", (
+        f"{repo}/{name} does not match the sha256 of [models.tiny] in {tmp_path}/localgen/config/models.toml (the "
+        f"file's is {server.repos[repo].sha256(name)[:12]}…, the entry's 000000000000…)"))
+    everything = run_cli(env, "models", "list", "--all")
+    assert "\tno (does not match the pinned sha256)\t" in next(
+        line for line in everything.stdout.splitlines() if line.startswith("tiny\t")), everything.stdout
+    ran = run_cli(env, "run", "-m", "tiny", "--offline", "hi")
+    assert ran.returncode == 1 and "does not match the sha256 of [models.tiny]" in ran.stderr, ran.stderr
+
+
+def _hub_rows(env: dict[str, str]) -> dict[str, tuple[str, str | None]]:
+    """Each model's SOURCE in `localgen models` on a pipe, and its problem_detail in `models list --json`."""
+    listed, as_json = run_cli(env, "models"), run_cli(env, "models", "list", "--json")
+    assert listed.returncode == 0 and as_json.returncode == 0, listed.stderr + as_json.stderr
+    details = {m["name"]: m["problem_detail"] for m in json.loads(as_json.stdout)}
+    return {row[0]: (row[4], details[row[0]]) for row in (line.split("\t") for line in listed.stdout.splitlines()[1:])}
