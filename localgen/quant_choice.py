@@ -426,7 +426,9 @@ def read_local_header(path: Path, *, later_shard: bool = False) -> GGUFInfo:
     architecture), or the error refusing it, read once a process while the file stays the same version."""
     from localgen.gguf_reader import read_gguf
 
-    return _HEADERS.read(path, lambda: read_gguf(path, require_architecture=not later_shard), tag=later_shard)
+    if later_shard:
+        return _HEADERS.read(path, lambda: read_gguf(path, require_architecture=False), tag=later_shard)
+    return _HEADERS.read(path, lambda: read_gguf(path))
 
 
 def too_big_repo(repo: str, smallest: FitOption, hw: Hardware, request: FitRequest) -> InsufficientMemoryError:
