@@ -1,6 +1,6 @@
 """Model management's smaller cases, through real localgen processes: a name shown as typed, `pull --force` of the
 bundled model, what `models list` says of a broken shard or a cached copy that no longer matches its pin, and the
-problem's full reason in `--json`."""
+problem's full reason in `--json`; and in process, how a header's refusal is told and kept."""
 
 from __future__ import annotations
 
