@@ -212,6 +212,16 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
     return ResolvedModel(ref=ref, path=paths[0], spec=spec, source="hub")
 
 
+def holds_hub_copy(resolved: ResolvedModel) -> bool:
+    """Whether the Hugging Face cache holds a copy of a resolved model's Hub file, verified or not, whatever its pin
+    says: a bundled file a run takes in its place does not make that copy any less there."""
+    if resolved.ref.path is not None:
+        return False
+    repo, quant, filename = hub_target(resolved.ref, resolved.spec)
+    return (hub_cache.cached_model(repo, quant=quant, filename=filename) is not None
+            or hub_cache.unverified_file(repo, quant=quant, filename=filename, incomplete=True) is not None)
+
+
 def check_reference(text: str) -> None:
     """Refuse at once a reference that names no model (an unknown registry name, a missing local file), before
     anything slow happens; a Hub reference is checked when it is resolved."""

@@ -30,7 +30,7 @@ from localgen.once import first_time
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.quant_choice import choose_download, resolve_downloaded
 from localgen.quant_instead import fitting_download, plan_resolved
-from localgen.resolve import ResolvedModel, resolve_model, with_unverified_copy
+from localgen.resolve import ResolvedModel, holds_hub_copy, resolve_model, with_unverified_copy
 from localgen.template_sandbox import TEMPLATE_HINT, check_template
 from localgen.units import counted
 
@@ -178,8 +178,8 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
 
 def _kept_from_force(options: ModelOptions) -> ResolvedModel | None:
     """For `pull --force`: the file where there is no copy in the Hugging Face cache to download again (a file of
-    one's own, or the bundled file, which its Python package's reinstall replaces), else None; offline, a cached copy
-    is refused, as downloading it again needs the network."""
+    one's own, or the bundled file where the cache holds none of it: its Python package's reinstall replaces it), else
+    None; offline, a cached copy is refused, as downloading it again needs the network."""
     from localgen.hub import is_offline
     from localgen.hub_errors import leave_offline
 
@@ -190,13 +190,13 @@ def _kept_from_force(options: ModelOptions) -> ResolvedModel | None:
         if offline:
             raise  # unknown or missing: as without --force
         return None  # no copy here: the download says what it finds
-    if found.source in ("local", "bundled"):
+    if found.source == "local" or (found.source == "bundled" and not holds_hub_copy(found)):
         return found
     if not offline:
         return None
     raise LocalgenError("--force downloads the model again, which needs the network, and localgen is offline",
                         hint=f"{leave_offline(options.offline)} to download it again, or drop --force to use the "
-                             "cached copy")
+                             f"{'bundled' if found.source == 'bundled' else 'cached'} copy")
 
 
 def open_engine(path: Path, load_options: LoadOptions, plan: LoadPlan, shape: ModelShape,

@@ -195,3 +195,43 @@ def _hub_rows(env: dict[str, str]) -> dict[str, tuple[str, str | None]]:
     assert listed.returncode == 0 and as_json.returncode == 0, listed.stderr + as_json.stderr
     details = {m["name"]: m["problem_detail"] for m in json.loads(as_json.stdout)}
     return {row[0]: (row[4], details[row[0]]) for row in (line.split("\t") for line in listed.stdout.splitlines()[1:])}
+
+
+@pytest.mark.parametrize("unverified", [False, True])
+def test_pull_force_downloads_again_a_broken_cached_copy_of_the_bundled_model(
+        hub: tuple[HubServer, dict[str, str]], tmp_path: Path, unverified: bool) -> None:
+    """`pull --force smollm2-135m` with a cached copy a run passes over (not the pinned size) or one never verified
+    said there was no copy to download again, and left it, where it downloaded and verified it again."""
+    server, env = _hub_copy_of_the_bundled_file(hub)
+    server.add_repo(BUNDLED_REPO, {BUNDLED_FILE: bundled_model_file()})
+    if unverified:
+        (markers,) = (tmp_path / "localgen").rglob("verified")
+        shutil.rmtree(markers)
+    offline = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "pull", "--force", "smollm2-135m")
+    assert offline.returncode == 1 and offline.stderr.splitlines()[-1].startswith(
+        "localgen: error: --force downloads the model again, which needs the network"), offline.stderr
+    asked = len(server.answered())
+    pulled = run_cli(env, "pull", "--force", "smollm2-135m")
+    assert pulled.returncode == 0 and "there is none" not in pulled.stderr, pulled.stderr
+    assert server.count("GET", BUNDLED_FILE) >= 1 and len(server.answered()) > asked, pulled.stderr
+    copy = Path(pulled.stdout.rstrip("\n"))
+    assert copy.is_relative_to(tmp_path / "hf") and copy.read_bytes() == bundled_model_file().read_bytes(), copy
+    assert _rows_of(env, "models", "smollm2-135m") == [("bundled", "no"), ("hub", "yes")]
+
+
+def _hub_copy_of_the_bundled_file(hub: tuple[HubServer, dict[str, str]]) -> tuple[HubServer, dict[str, str]]:
+    """The loopback Hub serving smollm2-135m's file as a small GGUF of another size, pulled by its ORG/REPO/FILE."""
+    server, env = hub
+    server.add_repo(BUNDLED_REPO, {BUNDLED_FILE: make_gguf_bytes("hub copy")})
+    pulled = run_cli(env, "pull", f"{BUNDLED_REPO}/{BUNDLED_FILE}")
+    assert pulled.returncode == 0, pulled.stderr
+    return server, env
+
+
+def _rows_of(env: dict[str, str], command: str, name: str) -> list[tuple[str, str]]:
+    """The SOURCE (or DOWNLOADED) and DEFAULT cells of a model's rows in a listing command's output on a pipe."""
+    listed = run_cli(env, *command.split())
+    assert listed.returncode == 0, listed.stderr
+    header, *rows = [line.split("\t") for line in listed.stdout.splitlines()]
+    column = header.index("SOURCE" if "SOURCE" in header else "DOWNLOADED")
+    return [(row[column], row[header.index("DEFAULT")]) for row in rows if row[0] == name]
