@@ -91,20 +91,20 @@ def _model_row(model: CachedModel, part: PartialDownload | None) -> list[str]:
 
 def _default_index(models: Sequence[CachedModel | None], default: DefaultRow) -> int | None:
     """Where the file run and chat load without -m is among models (None: a row of none): the row of its file, or,
-    where the default is an entry's name, of those named so a verified download first, then the bundled copy or the
-    entry's own file, as they take it; else the row of the default's own file (an entry's, or a path's) that is
-    missing or unreadable, which a run fails on."""
+    where the default is an entry's name, of those named so a verified download its entry's pin takes first, then the
+    bundled copy or the entry's own file, as they take it; else the row of the default's own file (an entry's, or a
+    path's) or download that a run refuses (missing, unreadable, not the pinned file), which it fails on."""
     from localgen.catalog import SOURCE_HUB, SOURCE_LOCAL
 
     name, file = default
     usable = {index: model.source != SOURCE_HUB for index, model in enumerate(models)
               if model is not None and (model.name == name or (file is not None and model.path == file))
-              and model.size is not None and not model.missing_shards
+              and model.size is not None and not model.missing_shards and not model.problem
               and (model.verified or model.source != SOURCE_HUB)}
     if usable:
         return min(usable, key=lambda index: (usable[index], index))
-    return next((index for index, model in enumerate(models)
-                 if model is not None and model.source == SOURCE_LOCAL and model.name == name), None)
+    return next((index for index, model in enumerate(models) if model is not None and model.name == name
+                 and (model.source == SOURCE_LOCAL or model.problem)), None)
 
 
 def _part_size(part: PartialDownload) -> str:
