@@ -236,7 +236,7 @@ def models_show(
     from localgen.cli_model_fields import entry_fields, entry_json, show_undownloaded
     from localgen.fit import plan_here
     from localgen.gguf_reader import read_gguf
-    from localgen.gguf_split import parameter_count, present_shards
+    from localgen.gguf_split import parameter_count, present_shards, validate_split
     from localgen.hub_lack import refuse_lacking
     from localgen.model_file_errors import named_as_typed
     from localgen.quant_choice import resolve_downloaded
@@ -264,8 +264,9 @@ def models_show(
             refuse_lacking(text)  # the Hub's file is empty too (no model): no use downloading it again
         resolved = unverified
     _say_default(reference, text)
-    with named_as_typed(reference):
-        info = read_gguf(resolved.path)
+    shards, missing = present_shards(resolved.path)
+    with named_as_typed(reference):  # every shard checked where all are here, as a run checks them
+        info = read_gguf(resolved.path) if missing else validate_split(resolved.path)[0]
     if template:
         if not info.chat_template:
             raise LocalgenError(f"{resolved.display_name} has no chat template", hint="it runs as plain completion")
@@ -278,7 +279,6 @@ def models_show(
     spec = resolved.spec
     license_ = (spec.license if spec else None) or str(info.metadata.get("general.license", "unknown"))
     sha = recorded_sha256(resolved.path)
-    shards, missing = present_shards(resolved.path)
     expected = len(shards) + len(missing)
     size = sum(path.stat().st_size for path in shards) if expected > 1 else info.file_size
     count = f"{len(shards)} shards" if not missing else f"{len(shards)} of {expected} shards"

@@ -210,8 +210,9 @@ def hub_options(repo: str, hw: Hardware, request: FitRequest, *, files: Sequence
 
 
 def local_option(path: Path, hw: Hardware, request: FitRequest, *, label: str | None = None) -> FitOption:
-    """A local GGUF file as a candidate."""
-    from localgen.gguf_split import present_shards
+    """A local GGUF file as a candidate; a split model's shards, where all are here, are checked as a run checks them
+    (a later shard that is no GGUF, or of another model, is refused with its error)."""
+    from localgen.gguf_split import present_shards, validate_split
 
     shape = read_shape(path)
     label = label or shape.quant or path.name
@@ -220,6 +221,8 @@ def local_option(path: Path, hw: Hardware, request: FitRequest, *, label: str | 
         return FitOption(label=label, quant=shape.quant, filenames=(path.name,), file_size=shape.file_size,
                          problem=f"{counted(len(missing), 'shard')} of {len(present) + len(missing)} missing "
                                  f"({missing[0].name} first)")
+    if len(present) > 1:
+        validate_split(path)
     return evaluate(label, shape.quant, (path.name,), shape.file_size, shape, hw, request, path=path)
 
 

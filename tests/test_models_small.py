@@ -119,16 +119,21 @@ def tiny_split(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 def test_a_split_own_file_with_a_broken_later_shard_lists_its_problem(
         home: Path, tmp_path: Path, tiny_split: list[Path], damage: Callable[[Path], object], source: str) -> None:
     """A split model of one's own whose second shard was cut short or is no GGUF listed as plain `local`, which a run
-    then refused."""
+    then refused; `models show` and `fit` described it and planned its load, as though it would load."""
     folder = tmp_path / "mine"
     folder.mkdir()
     shards = [Path(shutil.copy(shard, folder)) for shard in tiny_split]
     user_registry(home, f'[models.mine]\npath = "{shards[0]}"\n')
     assert _source_of("mine") == "local", "whole, it lists as plain local"
+    for args in (("models", "show", "mine"), ("fit", "-m", "mine")):
+        assert run_localgen(*args, env={"LOCALGEN_OFFLINE": "1"}).returncode == 0, args
     damage(shards[1])
     assert _source_of("mine").startswith(source)
     ran = run_localgen("run", "-m", "mine", "hi", env={"LOCALGEN_OFFLINE": "1"})
-    assert ran.returncode == 1 and f"{shards[1].name}: " in ran.err, ran.err
+    assert ran.returncode == 1 and ran.err.startswith(f"localgen: error: {shards[1].name}: "), ran.err
+    for args in (("models", "show", "mine"), ("models", "show", "mine", "--json"), ("fit", "-m", "mine")):
+        told = run_localgen(*args, env={"LOCALGEN_OFFLINE": "1"})
+        assert (told.returncode, told.out, told.err) == (1, "", ran.err), args
 
 
 def _source_of(name: str) -> str:
