@@ -169,7 +169,8 @@ class Registry:
                                      hint=f"for the chat model, use {tagged}; for the base model, give its GGUF repo "
                                           "on Hugging Face as ORG/REPO[:QUANT]")
         if tagged not in self.models and _SIZE_TAG.fullmatch(size) and (sizes := self._sizes_of(ref.name)):
-            raise ModelNotFoundError(f"the registry has no {size} size of {ref.name}",
+            raise ModelNotFoundError(f"the registry has no {_size_as_typed(size, ref.text)} size of "
+                                     f"{_name_as_typed(ref.name, ref.text)}",
                                      hint=f"it has {', '.join(sizes)}; for another size, {OLLAMA_HUB_HINT}")
         if tagged not in self.models or not words <= _CHAT_TAG_WORDS:
             return ref
@@ -214,6 +215,12 @@ def _name_as_typed(name: str, typed: str | None) -> str:
     """A model's name as the user typed it (Nope, not nope), where the reference typed is that name and a quant."""
     spelled = (typed or "").strip().partition(":")[0]
     return spelled if spelled.lower() == name.lower() else name
+
+
+def _size_as_typed(size: str, typed: str) -> str:
+    """A size tag as the user typed it (70B, not 70b), where the reference typed is NAME:SIZE[-TAG]."""
+    spelled = typed.strip().partition(":")[2][:len(size)]
+    return spelled if spelled.lower() == size else size
 
 
 def _named_here(typed: str, folder: Path | None) -> bool:

@@ -22,6 +22,8 @@ BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
     (("run", "-m", "Nope", "hi"), "unknown model 'Nope'"),
     (("pull", "NopeX:Q4_0"), "unknown model 'NopeX'"),
     (("models", "show", "Qwen2.5"), "'Qwen2.5' comes in 4 sizes"),
+    (("run", "-m", "Qwen2.5:70B", "hi"), "the registry has no 70B size of Qwen2.5 "),
+    (("pull", "Llama3.2:90B-instruct-q4_K_M"), "the registry has no 90B size of Llama3.2 "),
 ])
 def test_an_unknown_model_is_named_as_typed(home: Path, args: tuple[str, ...], shown: str) -> None:
     """`-m Nope` was refused as `unknown model 'nope'`, a name the user never typed."""
