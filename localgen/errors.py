@@ -28,10 +28,15 @@ class LocalgenError(Exception):
         if exit_code is not None:
             self.exit_code = exit_code
 
-    def with_hint(self: AnyLocalgenError, hint: str | None) -> AnyLocalgenError:
-        """The same error (its kind, message, exit code and fields) with another hint."""
+    def copied(self: AnyLocalgenError) -> AnyLocalgenError:
+        """A fresh copy of the error (its kind, message, exit code and fields), which a caller may add to alone."""
         other = type(self).__new__(type(self), *self.args)
         other.__dict__.update(self.__dict__)
+        return other
+
+    def with_hint(self: AnyLocalgenError, hint: str | None) -> AnyLocalgenError:
+        """The same error (its kind, message, exit code and fields) with another hint."""
+        other = self.copied()
         other.hint = hint
         return other
 

@@ -7,6 +7,8 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from localgen.errors import LocalgenError
+
 Value = TypeVar("Value")
 
 
@@ -21,10 +23,11 @@ def file_version(path: Path) -> tuple[str, int, int, int] | None:
 
 class ReadOnce(Generic[Value]):
     """Each file's reading, by its version (and a tag): read once a process while the file stays that version; the
-    errors keeps_error accepts are kept too, and raised again."""
+    LocalgenErrors keeps_error accepts are kept too, and raised again as copies (a caller adding to a message adds to
+    its own alone)."""
 
-    def __init__(self, keeps_error: Callable[[Exception], bool] | None = None) -> None:
-        self._kept: dict[Hashable, Value | Exception] = {}
+    def __init__(self, keeps_error: Callable[[LocalgenError], bool] | None = None) -> None:
+        self._kept: dict[Hashable, Value | LocalgenError] = {}
         self._keeps_error = keeps_error or (lambda _exc: False)
 
     def read(self, path: Path, read: Callable[[], Value], *, tag: Hashable = None) -> Value:
@@ -37,19 +40,11 @@ class ReadOnce(Generic[Value]):
         if key not in self._kept:
             try:
                 self._kept[key] = read()
-            except Exception as exc:
+            except LocalgenError as exc:
                 if self._keeps_error(exc):
-                    self._kept[key] = _copy_of(exc)
+                    self._kept[key] = exc.copied()
                 raise
         kept = self._kept[key]
-        if isinstance(kept, Exception):
-            raise _copy_of(kept)
+        if isinstance(kept, LocalgenError):
+            raise kept.copied()
         return kept
-
-
-def _copy_of(error: Exception) -> Exception:
-    """A fresh copy of a kept error (its kind, arguments and fields), so that a caller adding to its message adds to
-    its own alone."""
-    copy = type(error).__new__(type(error), *error.args)
-    copy.__dict__.update(vars(error))
-    return copy
