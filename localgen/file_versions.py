@@ -1,8 +1,9 @@
-"""What reading a file gave, kept for the rest of the process while the file stays the same version (its path, inode,
-size and modification time): a listing, a header, a header's refusal."""
+"""A file's version, and what reading a file gave, kept for the rest of the process while the file stays that version
+(a listing, a header, a header's refusal)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -10,15 +11,22 @@ from typing import Generic, TypeVar
 from localgen.errors import LocalgenError
 
 Value = TypeVar("Value")
+StatVersion = tuple[int, int, int, int, int]
 
 
-def file_version(path: Path) -> tuple[str, int, int, int] | None:
-    """A file's version: its path, inode, size and modification time; None where it cannot be looked at."""
+def stat_version(status: os.stat_result) -> StatVersion:
+    """What names this version of a file: its device, inode, size, modification time and change time (which every
+    write and every setting of the modification time moves: `touch -r`, `cp -p` over it, `rsync --inplace -t`)."""
+    return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns
+
+
+def file_version(path: Path) -> tuple[str, StatVersion] | None:
+    """A file's version: its path and stat_version; None where it cannot be looked at."""
     try:
         status = path.stat()
     except (OSError, ValueError):
         return None
-    return str(path), status.st_ino, status.st_size, status.st_mtime_ns
+    return str(path), stat_version(status)
 
 
 class ReadOnce(Generic[Value]):

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from localgen.config import settings
+from localgen.file_versions import stat_version
 from localgen.gguf_info import ArraySummary, GGUFInfo, TensorInfo
 
 CACHE_FORMAT = 2
@@ -40,10 +41,9 @@ def _entry_path(path: Path) -> Path:
 
 
 def _identity(st: os.stat_result) -> list[int]:
-    """What names this version of a file: its device, inode, size, modification time and change time (which every
-    write and every setting of the modification time moves: `touch -r`, `cp -p` over it, `rsync --inplace -t`).
-    Stricter than verify's marker identity: a header checked again costs milliseconds, a file hashed again minutes."""
-    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    """The file's version (file_versions.stat_version) as an entry keeps it. Stricter than verify's marker identity:
+    a header checked again costs milliseconds, a file hashed again minutes."""
+    return list(stat_version(st))
 
 
 @lru_cache(maxsize=1)

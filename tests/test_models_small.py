@@ -5,7 +5,9 @@ problem's full reason in `--json`; and in process, how a header's refusal is tol
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -102,6 +104,32 @@ def test_a_kept_refusal_is_raised_as_a_copy_a_caller_can_add_to(tmp_path: Path) 
         messages.append(info.value.message)
         info.value.message += "; nothing pulled"
     assert messages == ["notes.gguf: not a GGUF file (text: 'just notes')"] * 2, messages
+
+
+def test_a_file_fixed_in_place_with_its_old_modification_time_is_read_again(tmp_path: Path) -> None:
+    """A file's refusal was kept by its path, inode, size and modification time: one fixed in place with that time
+    restored (`cp -p` over it, `rsync -t --inplace`) kept its refusal for the process (a chat's life)."""
+    import gguf_builders as gb
+
+    from localgen.errors import NotGGUFError
+    from localgen.quant_choice import read_local_header
+
+    path = gb.tiny_model(tmp_path / "m.gguf")
+    good = path.read_bytes()
+    with path.open("r+b") as handle:
+        handle.write(b"<!DO")  # a web page's start where the magic was: no GGUF
+    broken = path.stat()
+    with pytest.raises(NotGGUFError):
+        read_local_header(path)
+    with path.open("r+b") as handle:
+        handle.write(good[:4])
+    while path.stat().st_ctime_ns == broken.st_ctime_ns:  # within one tick of the clock: its next one
+        time.sleep(0.01)
+        os.utime(path, ns=(broken.st_atime_ns, broken.st_mtime_ns))
+    os.utime(path, ns=(broken.st_atime_ns, broken.st_mtime_ns))
+    fixed = path.stat()
+    assert (fixed.st_ino, fixed.st_size, fixed.st_mtime_ns) == (broken.st_ino, broken.st_size, broken.st_mtime_ns)
+    assert read_local_header(path).architecture == "llama"
 
 
 @pytest.fixture(scope="module")
