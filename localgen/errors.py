@@ -93,7 +93,7 @@ class GGUFError(LocalgenError):
 
 
 class GGUFUnreadableError(GGUFError):
-    """A file that could not be read (gone, permissions, an I/O error), whatever it holds."""
+    """A file that could not be read (gone, permissions, an I/O error, too little memory), whatever it holds."""
 
 
 class NotGGUFError(GGUFError):
@@ -102,7 +102,7 @@ class NotGGUFError(GGUFError):
 
 def is_files_own_refusal(exc: Exception) -> bool:
     """Whether an error reading a GGUF header is the file's own, which the same version of it gives again: not one
-    that it could not be read (a permission, which changes no version)."""
+    that it could not be read (a permission, too little memory: neither changes its version)."""
     return isinstance(exc, GGUFError) and not isinstance(exc, GGUFUnreadableError)
 
 

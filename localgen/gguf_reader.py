@@ -123,7 +123,7 @@ def _only_gguf_errors(label: str) -> Iterator[None]:
     except OSError as exc:
         raise GGUFUnreadableError(f"{label}: cannot be read ({os_reason(exc)})", hint=HINT) from None
     except MemoryError:
-        raise GGUFError(f"{label}: header too large to read into memory", hint=HINT) from None
+        raise GGUFUnreadableError(f"{label}: header too large to read into memory", hint=HINT) from None
     except Exception as exc:
         raise GGUFError(f"{label}: malformed GGUF ({type(exc).__name__}: {exc})", hint=HINT) from None
 

@@ -132,6 +132,29 @@ def test_a_file_fixed_in_place_with_its_old_modification_time_is_read_again(tmp_
     assert read_local_header(path).architecture == "llama"
 
 
+def test_a_header_too_large_for_the_memory_left_is_read_again(tmp_path: Path, bundled_model: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """`header too large to read into memory`, from a MemoryError, was kept as the file's refusal for the process,
+    which says nothing of the file: memory freed later, it was refused still."""
+    from localgen import gguf_reader
+    from localgen.errors import GGUFError
+    from localgen.quant_choice import read_local_header
+
+    path = Path(shutil.copy(bundled_model, tmp_path / "m.gguf"))
+    real, calls = gguf_reader._parse, []
+
+    def short_of_memory_once(*args: object, **kwargs: object) -> object:
+        calls.append(args)
+        if len(calls) == 1:
+            raise MemoryError
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gguf_reader, "_parse", short_of_memory_once)
+    with pytest.raises(GGUFError, match="header too large to read into memory"):
+        read_local_header(path)
+    assert read_local_header(path).architecture == "llama" and len(calls) == 2
+
+
 @pytest.fixture(scope="module")
 def tiny_split(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     """A tiny llama model llama.cpp loads, split in 3 shards as llama.cpp's gguf-split splits it."""
