@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -153,6 +154,52 @@ def test_a_header_too_large_for_the_memory_left_is_read_again(tmp_path: Path, bu
     with pytest.raises(GGUFError, match="header too large to read into memory"):
         read_local_header(path)
     assert read_local_header(path).architecture == "llama" and len(calls) == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "seteuid") or os.geteuid() != 0,
+                    reason="turns another user to find a file unreadable, and back, which root alone can")
+def test_a_file_that_cannot_be_read_is_read_again_once_it_can(tmp_path: Path) -> None:
+    """A refusal for want of permission says nothing of the file's version, which a permission given back (here,
+    the user reading it again) leaves as it was: it is not kept."""
+    import gguf_builders as gb
+
+    with tempfile.TemporaryDirectory() as folder:
+        os.chmod(folder, 0o711)  # searched by anyone: the file alone is unreadable
+        path = Path(shutil.copy(gb.tiny_model(tmp_path / "m.gguf"), folder))
+        path.chmod(0o600)
+        assert _reads_as_each(path, (65534, 0)) == [
+            "GGUFUnreadableError: m.gguf: cannot be read (Permission denied)", "llama"]
+
+
+def _reads_as_each(path: Path, users: tuple[int, ...]) -> list[str]:
+    """What read_local_header gave in a forked child (one process, which keeps what it reads) as each user in turn
+    (its effective user id set so): the architecture read, or the error's kind and message."""
+    from localgen.errors import GGUFError
+    from localgen.quant_choice import read_local_header
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        told: list[str] = []
+        try:
+            for user in users:
+                os.seteuid(user)
+                try:
+                    told.append(str(read_local_header(path).architecture))
+                except GGUFError as exc:
+                    told.append(f"{type(exc).__name__}: {exc.message}")
+        except BaseException as exc:
+            told.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            os.write(write, json.dumps(told).encode())
+            os._exit(0)
+    os.close(write)
+    try:
+        with os.fdopen(read, "rb", closefd=False) as pipe:
+            return list(json.loads(pipe.read()))
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
 
 
 @pytest.fixture(scope="module")
