@@ -60,7 +60,9 @@ def _identity(path: Path) -> dict[str, int]:
     """What names this version of the file at a path: its size, mtime and inode.
 
     A rewrite in place changes the mtime; a file renamed into place (an atomic save, `rsync -a`) may carry an
-    old mtime but has another inode. Markers and file_identity_key both use this, so they go stale together.
+    old mtime but has another inode. Markers and file_identity_key both use this, so they go stale together. Looser
+    than file_versions.stat_version, a process's and gguf_cache's version (no change time, which a chmod or a new
+    hard link moves too): a file hashed again costs minutes.
     """
     st = path.stat()
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino}
