@@ -252,7 +252,8 @@ def _own_file_model(name: str, path: Path) -> CachedModel:
 
     problem = own_file_status(path)
     present, missing = present_shards(path) if problem is None else ([], [])
-    quant, problem = own_file_header(path) if problem is None else (quant_of_filename(path.name), problem)
+    quant, problem = (own_file_header(path, (present, missing)) if problem is None
+                      else (quant_of_filename(path.name), problem))
     return CachedModel(name=name, repo=None, quant=quant,
                        size=sum(shard.stat().st_size for shard in present) if present else None,
                        last_used=last_used(path), path=path, paths=tuple(present), source=SOURCE_LOCAL,

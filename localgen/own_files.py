@@ -17,6 +17,7 @@ NOT_GGUF = "not a GGUF file"  # text, a web page, an empty file, safetensors: no
 WONT_LOAD = "won't load"  # a GGUF file a run refuses (an architecture this build lacks, a later shard, truncated)
 NOT_A_FILE = "not a file"  # a folder, a device, a named pipe
 REASON_CHARS = 50  # the most of the reason a row gives after WONT_LOAD
+Shards = tuple[list[Path], list[Path]]  # a split model's shards that are there, and those that are not
 
 
 @dataclass(frozen=True)
@@ -47,44 +48,42 @@ def own_file_status(path: Path) -> FileProblem | None:
     return FileProblem(NOT_A_FILE, "a folder, not a file" if stat.S_ISDIR(mode) else "not a regular file")
 
 
-def own_file_header(path: Path) -> tuple[str | None, FileProblem | None]:
+def own_file_header(path: Path, shards: Shards | None = None) -> tuple[str | None, FileProblem | None]:
     """The quant an own file's header gives, and why a run refuses that header, or a split model's later shards (None:
-    it loads them); for a file that own_file_problem finds none wrong with."""
+    it loads them); for a file that own_file_problem finds none wrong with (shards: its present_shards, where the
+    caller has them)."""
+    from localgen.gguf_split import present_shards
     from localgen.quant_choice import read_local_header
 
     try:
         quant = read_local_header(path).quant  # read once a process: chat's /model completion lists models often
     except GGUFError as exc:
         return None, FileProblem(header_problem(exc, path), exc.message.removeprefix(f"{path.name}: "))
-    return quant, shards_problem(path)
+    present, missing = shards if shards is not None else present_shards(path)
+    return quant, None if len(present) < 2 or missing else shards_problem(present)
 
 
 _SPLITS: ReadOnce[object] = ReadOnce(is_files_own_refusal)  # whether the shards agree, by the versions of all
 
 
-def shards_problem(first_shard: Path) -> FileProblem | None:
-    """Why a run refuses the shards after the first of a split model whose shards are all there (None: it loads them,
-    or it is one file, or shards are missing, which a listing says apart): 'shard 2 of 3 is not a GGUF file'; the
-    whole reason names the shard."""
-    from localgen.gguf_split import present_shards, validate_split
-    from localgen.quant_choice import read_local_header
+def shards_problem(shards: list[Path]) -> FileProblem | None:
+    """Why a run refuses a split model whose shards are all there, in order (None: it loads them), as validate_split
+    finds it once a process while the shards stay the same versions: 'shard 2 of 3 is not a GGUF file'; the whole
+    reason names the shard."""
+    from localgen.gguf_split import validate_split
 
-    present, missing = present_shards(first_shard)
-    if len(present) < 2 or missing:
-        return None
-    for number, shard in enumerate(present[1:], start=2):
-        try:
-            read_local_header(shard, later_shard=True)
-        except GGUFError as exc:
-            problem = header_problem(exc, shard)
-            said = problem if problem.startswith(WONT_LOAD) else f"is {problem}"
-            return FileProblem(f"shard {number} of {len(present)} {said}", exc.message)
-    versions = tuple(file_version(shard) for shard in present[1:])
+    first = shards[0]
+    versions = tuple(file_version(shard) for shard in shards[1:])
     try:
-        _SPLITS.read(first_shard, lambda: validate_split(first_shard), tag=versions)  # the shards agree
+        _SPLITS.read(first, lambda: validate_split(first), tag=versions)
     except GGUFError as exc:
-        named = next((shard for shard in present if exc.message.startswith(f"{shard.name}: ")), first_shard)
-        return FileProblem(header_problem(exc, named), exc.message)
+        number, named = next(((number, shard) for number, shard in enumerate(shards, start=1)
+                              if exc.message.startswith(f"{shard.name}: ")), (1, first))
+        problem = header_problem(exc, named)
+        if number == 1:
+            return FileProblem(problem, exc.message)
+        said = problem if problem.startswith(WONT_LOAD) else f"is {problem}"
+        return FileProblem(f"shard {number} of {len(shards)} {said}", exc.message)
     return None
 
 

@@ -236,6 +236,33 @@ def test_a_split_own_file_with_a_broken_later_shard_lists_its_problem(
         assert (told.returncode, told.out, told.err) == (1, "", ran.err), args
 
 
+@pytest.mark.parametrize("broken", [False, True])
+def test_a_split_own_file_s_later_shards_are_read_once_a_process(
+        tmp_path: Path, tiny_split: list[Path], monkeypatch: pytest.MonkeyPatch, broken: bool) -> None:
+    """Each shard after the first was read twice a process: by its own check, and again by the check that the shards
+    agree, which tells the same refusals."""
+    from localgen import gguf_reader, gguf_split
+    from localgen.own_files import own_file_header
+
+    shards = [Path(shutil.copy(shard, tmp_path)) for shard in tiny_split]
+    if broken:
+        shards[2].write_bytes(shards[2].read_bytes()[:100])
+    reads: list[str] = []
+    real = gguf_reader.read_gguf
+
+    def counted(path: Path, **options: bool) -> object:
+        reads.append(Path(path).name)
+        return real(path, **options)
+
+    monkeypatch.setattr(gguf_reader, "read_gguf", counted)
+    monkeypatch.setattr(gguf_split, "read_gguf", counted)
+    told = [own_file_header(shards[0])[1] for _ in range(3)]
+    assert [problem.label if problem else None for problem in told] == [
+        "shard 3 of 3 won't load: truncated or corrupt" if broken else None] * 3, told
+    assert sorted(set(reads)) == [shard.name for shard in shards]
+    assert [reads.count(shard.name) for shard in shards[1:]] == [1, 1], reads
+
+
 def _source_of(name: str) -> str:
     """The SOURCE column of a model's row in `localgen models` on a pipe."""
     listed = run_localgen("models", env={"LOCALGEN_OFFLINE": "1"})
