@@ -424,13 +424,11 @@ def cached_options(repo: str, hw: Hardware, request: FitRequest) -> list[FitOpti
 _HEADERS: ReadOnce[GGUFInfo] = ReadOnce(is_files_own_refusal)  # a run chooses a quant twice; models list lists often
 
 
-def read_local_header(path: Path, *, later_shard: bool = False) -> GGUFInfo:
-    """A local file's validated header (later_shard: of a split model's shard after the first, which names no
-    architecture), or the error refusing it, read once a process while the file stays the same version."""
+def read_local_header(path: Path) -> GGUFInfo:
+    """A local file's validated header, or the error refusing it, read once a process while the file stays the same
+    version."""
     from localgen.gguf_reader import read_gguf
 
-    if later_shard:
-        return _HEADERS.read(path, lambda: read_gguf(path, require_architecture=False), tag=later_shard)
     return _HEADERS.read(path, lambda: read_gguf(path))
 
 
