@@ -1,6 +1,8 @@
 """Model management's smaller cases, through real localgen processes: a name shown as typed, `pull --force` of the
-bundled model, what `models list` says of a broken shard or a cached copy that no longer matches its pin, and the
-problem's full reason in `--json`; and in process, how a header's refusal is told and kept."""
+bundled model with and without a copy in the Hugging Face cache, what `models list`, `models show` and `fit` say of a
+broken shard or a cached copy that no longer matches its pin (and which row is the default's), and the problem's full
+reason in `--json`; and in process, how a header's refusal is told and kept (by the file's version, never for want
+of permission or memory), and how often a split model's shards are read."""
 
 from __future__ import annotations
 
