@@ -145,12 +145,15 @@ def default_model_without_quant() -> str | None:
 
 def _here(registry: Registry, ref: ModelRef, spec: ModelSpec | None) -> Path | None:
     """The file a run takes without a download (not checked yet) for a reference to a registry entry (spec) or a Hub
-    model, found without the network: a verified download, else the bundled copy it takes (catalog.bundled_use);
-    None when neither is here."""
+    model, found without the network: a verified download its entry's pin takes, else the bundled copy it takes
+    (catalog.bundled_use); None when neither is here."""
     from localgen.catalog import bundled_use
     from localgen.hub_cache import cached_model
+    from localgen.resolve import entry_pin, refused_by_pin
 
     repo, quant, filename = hub_target(ref, spec)
     paths = cached_model(repo, quant=quant, filename=filename)
+    if paths and refused_by_pin(paths[0], entry_pin(spec, ref)) is not None:  # a run passes it over
+        paths = None
     used = bundled_use(registry, ref, spec) if not paths else None
     return paths[0] if paths else used[1] if used is not None else None

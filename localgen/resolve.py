@@ -126,7 +126,7 @@ def _bundled_as_pinned(entry: ModelSpec | None, ref: ModelRef, pin: Pin | None, 
     path = _bundled(entry, ref, offline=offline)
     if path is None or entry is None or pin is None or (pin.sha256, pin.size) == (entry.sha256, entry.size):
         return path
-    refused = _refused_by_pin(path, pin, label=f"the bundled {entry.name} file")
+    refused = refused_by_pin(path, pin, label=f"the bundled {entry.name} file")
     if refused is None:
         return path
     console.warn(f"{refused.message}; {_instead(offline)}; fix or remove that entry's sha256 and size")
@@ -192,7 +192,7 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
     pin = entry_pin(spec, ref)
     if not force:
         cached = hub_cache.cached_model(repo, quant=quant, filename=filename)
-        refused = _refused_by_pin(cached[0], pin) if cached else None
+        refused = refused_by_pin(cached[0], pin) if cached else None
         if cached and refused is None:
             return ResolvedModel(ref=ref, path=cached[0], spec=spec, source="cache")
         bundled = _bundled_as_pinned(bundled_entry(registry, ref, spec), ref, pin, offline=offline)
@@ -290,7 +290,7 @@ def with_unverified_copy(exc: HubError, text: str | None) -> HubError:
                                       f"-m {unverified} uses it as it is{others}")
 
 
-def _refused_by_pin(path: Path, pin: Pin | None, label: str | None = None) -> LocalgenError | None:
+def refused_by_pin(path: Path, pin: Pin | None, label: str | None = None) -> LocalgenError | None:
     """Why a cached or bundled copy is not the file its registry entry pins (label: the file, in the message), or
     None."""
     try:

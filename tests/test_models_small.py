@@ -363,7 +363,7 @@ def _hub_copy_of_the_bundled_file(hub: tuple[HubServer, dict[str, str]]) -> tupl
 
 
 def test_the_default_row_is_the_bundled_file_a_run_takes_over_a_copy_not_pinned(
-        hub: tuple[HubServer, dict[str, str]]) -> None:
+        hub: tuple[HubServer, dict[str, str]], tmp_path: Path) -> None:
     """With a cached copy of smollm2-135m not of its pinned size, `models` starred that copy's row and `--all` said
     the default was `no (does not match the pinned size)`, where a run passes it over for the bundled file."""
     _, env = _hub_copy_of_the_bundled_file(hub)
@@ -373,6 +373,9 @@ def test_the_default_row_is_the_bundled_file_a_run_takes_over_a_copy_not_pinned(
         ("yes (bundled)", "yes"), ("no (does not match the pinned size)", "no")]
     ran = run_cli(env, "run", "--offline", "-m", "smollm2-135m", "-n", "1", "hi")
     assert ran.returncode == 0 and "passing over the cached copy" in ran.stderr, ran.stderr
+    user_registry(tmp_path / "localgen", '[defaults]\nmodel = "smollm2-135m:Q4_1"\n')  # found by its file, not name
+    assert _rows_of(env, "models", "smollm2-135m") == [
+        ("bundled", "yes"), ("hub (does not match the pinned size)", "no")]
 
 
 def _rows_of(env: dict[str, str], command: str, name: str) -> list[tuple[str, str]]:
