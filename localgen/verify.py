@@ -6,7 +6,7 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 from localgen.config import settings
@@ -119,14 +119,6 @@ def file_identity_key(path: Path) -> str:
     """A short key naming this exact file version (its resolved path and identity), for caches."""
     raw = json.dumps({"path": str(path.resolve()), **_identity(path)}, sort_keys=True)
     return hashlib.sha256(raw.encode()).hexdigest()[:IDENTITY_KEY_LENGTH]
-
-
-def still_keyed(paths: Sequence[Path], keys: str) -> bool:
-    """Whether each of paths is still the file version whose file_identity_key keys holds (False where one is gone)."""
-    try:
-        return all(file_identity_key(path) in keys for path in paths)
-    except OSError:
-        return False
 
 
 def is_file_identity_key(text: str) -> bool:
