@@ -11,16 +11,16 @@ _TERMINAL_SAFE = {code: f"^{chr(code + 64)}" for code in range(32) if chr(code) 
     0x7F: "^?"} | {code: "\ufffd" for code in (*range(0x80, 0xA0), *BIDI_CONTROLS)}
 
 
-_ON_ONE_LINE = {ord(char): " " for char in "\n\r\t"} | {
-    code: shown for code, shown in _TERMINAL_SAFE.items() if code not in BIDI_CONTROLS} | {
+_ON_ONE_LINE = {code: shown for code, shown in _TERMINAL_SAFE.items() if code not in BIDI_CONTROLS} | {
+    ord(char): " " for char in "\n\r\t"} | {  # after the table that shows a carriage return as ^M
     code: "\ufffd" for code in range(0xD800, 0xE000)}  # lone surrogates: a file name's bytes that were not UTF-8
 
 
 def shown_on_one_line(text: str) -> str:
     """Text on one line with its control characters shown as terminal_safe shows them (^[, U+FFFD for C1 codes):
-    line ends and tabs as spaces, bytes that were not UTF-8 U+FFFD; bidi controls kept for a pipe (a terminal's
-    writer makes them visible)."""
-    return text.translate(_ON_ONE_LINE)
+    line ends (a Windows one, \\r\\n, as one) and tabs as spaces, bytes that were not UTF-8 U+FFFD; bidi controls kept
+    for a pipe (a terminal's writer makes them visible)."""
+    return text.replace("\r\n", "\n").translate(_ON_ONE_LINE)
 
 
 def terminal_safe(text: str) -> str:

@@ -134,3 +134,10 @@ def test_rm_of_more_conversations_than_open_files_allow_raises_the_limit_or_says
     deleted = _rm_with_open_files_limited(names, 256, hard)
     assert deleted.returncode == 0, deleted.stderr
     assert not list(conversations_dir().glob("*.json")), "the soft limit raised toward the hard one, as needed"
+
+
+def test_an_error_shows_a_carriage_return_in_a_path_as_a_space(tmp_path: Path) -> None:
+    result = run_localgen("run", "-m", f"{tmp_path}/notes\rmodel\r\nfile.gguf", "hi", timeout=30)
+    assert result.returncode == 1
+    assert f"no such model file: {tmp_path}/notes model file.gguf (hint:" in result.err, \
+        f"line ends are spaces on one line, a Windows one a single space: {result.err!r}"
