@@ -184,7 +184,8 @@ def _compile(source: str) -> Template:
 
 
 def one_line(text: object, limit: int = 200) -> str:
-    """Text from a template, safe for one terminal line: no control characters, at most limit characters."""
+    """Text from a template, safe for one terminal line: no control characters (spaces, not a listing's ^K: an error
+    quotes a template's words to say where it failed, not to show them as written), at most limit characters."""
     flat = " ".join(_CONTROL.sub(" ", str(text)).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 

@@ -3,8 +3,10 @@ accent U+0301, as macOS writes é; क + the vowel sign ि, कि; ❤ + the v
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
+SPACES = re.compile(r"[^\S\x0b\x0c\x1c-\x1f\x85]+")  # white space but the controls str.split() takes for it (VT, NEL)
 MARKS_COUNTED_APART = 64  # distinct marks in a text up to which each is counted by its own scan (str.count)
 
 
@@ -43,8 +45,9 @@ def cut_characters(text: str, count: int) -> str:
 
 
 def one_line(text: str, count: int) -> str:
-    """text on one line (each run of white space one space), cut with … past count characters."""
-    line = " ".join(text.split())
+    """text on one line (each run of white space, line ends and tabs among it, one space; other controls kept, for a
+    listing to show as ^K), cut with … past count characters."""
+    line = " ".join(filter(None, SPACES.split(text)))
     return line if character_count(line) <= count else cut_characters(line, count - 1).rstrip() + "…"
 
 

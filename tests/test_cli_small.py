@@ -38,8 +38,8 @@ def test_bench_json_gives_no_reason_for_a_repack_not_turned_off() -> None:
 def test_the_listing_on_a_terminal_shows_a_title_s_controls_as_show_does(home: Path) -> None:
     import pexpect
 
-    conversation = Conversation(name="colours", turns=[Turn("Say \x1b[31mred\x07 \x9b1m", "Red.")],
-                                model="smollm2-135m")
+    said = "Say \x1b[31mred\x07 \x9b1m a\x0bb\x0cc\x1fd\x85e"
+    conversation = Conversation(name="colours", turns=[Turn(said, "Red.")], model="smollm2-135m")
     save_conversation(conversation)
     let_go(conversation)
     shown = []
@@ -50,8 +50,9 @@ def test_the_listing_on_a_terminal_shows_a_title_s_controls_as_show_does(home: P
         assert child.exitstatus == 0, child.before
         shown.append(child.before)
     listing, transcript = shown
-    assert "Say ^[[31mred^G \ufffd1m" in transcript, transcript
-    assert "Say ^[[31mred^G \ufffd1m" in listing, f"the listing shows them as show does: {listing}"
+    assert "Say ^[[31mred^G \ufffd1m a^Kb^Lc^_d\ufffde" in transcript, transcript
+    assert "Say ^[[31mred^G \ufffd1m a^Kb^Lc^_d\ufffde" in listing, \
+        f"the listing shows them as show does, VT and NEL too, which str.split() takes for spaces: {listing}"
 
 
 def test_a_pipe_named_as_a_conversation_is_listed_as_not_a_file_and_never_waited_on(home: Path) -> None:
