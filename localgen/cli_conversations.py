@@ -87,10 +87,11 @@ def conversations_rm(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Delete saved conversations (never one that a chat or a run has open)."""
-    from localgen import console
+    from localgen import console, line_ends
     from localgen.conversation_lock import ConversationBusyError
     from localgen.conversation_moves import delete_conversations, saved_paths
     from localgen.conversation_store import looked_up_name
+    from localgen.signals import SignalExit, exit_on_signals
 
     several = len(names) > 1  # a refusal then says that the others are kept too
     try:
@@ -99,14 +100,25 @@ def conversations_rm(
     except LocalgenError as exc:
         raise _none_deleted(exc, several) from None
     listed = f"{counted(len(names), 'conversation')} ({', '.join(names)})"
+    told: list[str] = []
+
+    def say_deleted(name: str) -> None:
+        """Say that name is deleted, as it is: a Ctrl-C part way leaves each one deleted said."""
+        told.append(name)
+        console.say(f"localgen: deleted {name}")
+
     # asked once none is in use (a chat or a run with one open is said first), and held from then until deleted
     try:
-        deleted = delete_conversations(names, lambda: confirmed("delete", listed, yes=yes, declined="nothing deleted"))
+        with exit_on_signals():  # SIGTERM as Ctrl-C: what is kept said
+            delete_conversations(names, lambda: confirmed("delete", listed, yes=yes, declined="nothing deleted"),
+                                 deleted=say_deleted)
     except ConversationBusyError as exc:
         raise _none_deleted(exc, several) from None
-    if deleted:
-        for name in names:
-            console.say(f"localgen: deleted {name}")
+    except (KeyboardInterrupt, SignalExit):
+        if told and len(told) < len(names):
+            line_ends.end_interrupted_line()
+            console.say(f"localgen: stopped; {counted(len(names) - len(told), 'conversation')} kept")
+        raise
 
 
 @conversations_app.command("mv", short_help="Rename a saved conversation.", cls=PlainUsage)

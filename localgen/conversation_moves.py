@@ -22,6 +22,7 @@ from localgen.conversation_store import (
 )
 from localgen.errors import LocalgenError, UsageError, os_reason
 from localgen.file_locks import OPEN_FILES_SPARE, room_for_locks
+from localgen.signals import deferred_signals
 
 
 def rename_conversation(old: str, new: str, *, force: bool = False) -> bool:
@@ -117,10 +118,12 @@ def saved_paths(names: list[str]) -> list[Path]:
     return paths
 
 
-def delete_conversations(names: list[str], confirm: Callable[[], bool] = lambda: True) -> bool:
+def delete_conversations(names: list[str], confirm: Callable[[], bool] = lambda: True,
+                         deleted: Callable[[str], None] = lambda name: None) -> bool:
     """Delete saved conversations, all or none: ConversationBusyError, before any is deleted, when a chat or a run
     has one of them open; confirm is asked once none is (they are held meanwhile), and False from it (returned)
-    deletes none."""
+    deletes none. deleted is told each name as it is deleted; a Ctrl-C or SIGTERM then stops before the next one and
+    is raised once the last one deleted is told, the rest kept."""
     folder = conversations_dir()
     paths = saved_paths(names)
     limit = room_for_locks(len(names))  # each is held until all are deleted
@@ -138,13 +141,17 @@ def delete_conversations(names: list[str], confirm: Callable[[], bool] = lambda:
         remove_killed_saves(folder, held)
         if not confirm():
             return False
-        for name, path in zip(names, paths, strict=True):
-            try:
-                path.unlink(missing_ok=True)
-            except OSError as exc:
-                raise LocalgenError(f"could not delete {path}: {os_reason(exc)}",
-                                    hint="check the permissions of its folder") from exc
-            remove_lock_file(folder, name)
+        with deferred_signals() as signals:  # never a deletion left untold
+            for name, path in zip(names, paths, strict=True):
+                if signals.pending():
+                    break
+                try:
+                    path.unlink(missing_ok=True)
+                except OSError as exc:
+                    raise LocalgenError(f"could not delete {path}: {os_reason(exc)}",
+                                        hint="check the permissions of its folder") from exc
+                remove_lock_file(folder, name)
+                deleted(name)
     finally:
         for name in held:
             release(folder, name)

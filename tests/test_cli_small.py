@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -142,3 +143,31 @@ def test_an_error_shows_a_carriage_return_in_a_path_as_a_space(tmp_path: Path) -
     assert result.returncode == 1
     assert f"no such model file: {tmp_path}/notes model file.gguf (hint:" in result.err, \
         f"line ends are spaces on one line, a Windows one a single space: {result.err!r}"
+
+
+def test_a_ctrl_c_part_way_through_rm_leaves_each_conversation_deleted_said_and_the_rest_kept(home: Path) -> None:
+    kept = Conversation(name="a-conversation-with-a-long-name-0", turns=[Turn("Hi.", "Hello.")], model="smollm2-135m")
+    save_conversation(kept)
+    let_go(kept)
+    text = (conversations_dir() / f"{kept.name}.json").read_text()
+    names = [f"a-conversation-with-a-long-name-{number}" for number in range(2500)]  # 100 KB of lines: a pipe holds 64
+    for name in names[1:]:
+        (conversations_dir() / f"{name}.json").write_text(text)
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < len(names) + 100:
+        pytest.skip(f"this machine's hard limit of open files ({hard}) is too low to hold {len(names)} locks")
+    with subprocess.Popen([sys.executable, "-m", "localgen", "conversations", "rm", "-y", *names], cwd=REPO_ROOT,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True) as process:
+        assert process.stderr is not None
+        first = process.stderr.readline()
+        assert first == f"localgen: deleted {names[0]}\n", "each is said as it is deleted, not once all are"
+        process.send_signal(signal.SIGINT)  # it writes no more than a full pipe holds before it sees the signal
+        rest = process.stderr.read()
+    assert process.returncode == 130, rest
+    *deleted, last = (first + rest).splitlines()
+    said = [line.removeprefix("localgen: deleted ") for line in deleted]
+    assert len(said) < len(names) and said == names[:len(said)], rest[-300:]
+    assert last == f"localgen: stopped; {len(names) - len(said):,} conversations kept", rest[-300:]
+    left = sorted(path.stem for path in conversations_dir().glob("*.json"))
+    assert left == sorted(names[len(said):]), "each one said is deleted, each other one kept"
