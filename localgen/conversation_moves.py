@@ -126,13 +126,13 @@ def delete_conversations(names: list[str], confirm: Callable[[], bool] = lambda:
     is raised once the last one deleted is told, the rest kept."""
     folder = conversations_dir()
     paths = saved_paths(names)
-    limit = room_for_locks(len(names))  # each is held until all are deleted
-    if limit is not None:
+    bound = room_for_locks(len(names))  # each is held until all are deleted
+    if bound is not None:
+        limit, shown_by = bound
         most = max(limit - OPEN_FILES_SPARE, 1)
         raise LocalgenError(f"deleting {len(names):,} conversations at once needs more open files than this process "
-                            f"may have ({limit:,}, ulimit -n); nothing deleted",
-                            hint=f"delete at most {most:,} at a time (`xargs -n {most} localgen conversations rm -y`), "
-                                 "or raise ulimit -n")
+                            f"may have ({limit:,}, {shown_by}); nothing deleted",
+                            hint=f"delete at most {most:,} at a time: `xargs -n {most} localgen conversations rm -y`")
     held: list[str] = []
     try:
         for name in names:  # killed saves swept once all are held: a sweep in each hold scans the folder each time

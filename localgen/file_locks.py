@@ -58,9 +58,10 @@ def lock_holder(path: Path) -> int | None:
     return None
 
 
-def room_for_locks(count: int) -> int | None:
-    """Make room for count locks held at once, raising this process's soft limit of open files toward its hard one
-    (ulimit -n) where it is too low; None where they fit, else the soft limit that they do not fit in."""
+def room_for_locks(count: int) -> tuple[int, str] | None:
+    """Make room for count locks held at once, raising this process's soft limit of open files (ulimit -n) toward its
+    hard one (ulimit -Hn, which only root raises) where it is too low; None where they fit, else the limit they do not
+    fit in and the shell command that prints it."""
     try:
         import resource
     except ImportError:  # Windows: no flock, no lock files held
@@ -73,5 +74,5 @@ def room_for_locks(count: int) -> int | None:
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
     except (ValueError, OSError):
-        return soft
-    return None if needed <= raised else raised
+        return soft, "ulimit -n"
+    return None if needed <= raised else (raised, "ulimit -Hn")

@@ -112,7 +112,8 @@ def test_bench_s_table_on_a_terminal_shows_a_model_path_s_controls(tmp_path: Pat
 
 
 def _rm_with_open_files_limited(names: list[str], soft: int, hard: int) -> subprocess.CompletedProcess[str]:
-    """`localgen conversations rm -y NAMES` in a process whose limit of open files is soft (and hard: ulimit -n)."""
+    """`localgen conversations rm -y NAMES` in a process whose limits of open files are soft (ulimit -n) and hard
+    (ulimit -Hn)."""
     return subprocess.run([sys.executable, "-m", "localgen", "conversations", "rm", "-y", *names], capture_output=True,
                           text=True, cwd=REPO_ROOT, timeout=120, stdin=subprocess.DEVNULL,
                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard)))
@@ -124,11 +125,12 @@ def test_rm_of_more_conversations_than_open_files_allow_raises_the_limit_or_says
         conversation = Conversation(name=name, turns=[Turn("Hi.", "Hello.")], model="smollm2-135m")
         save_conversation(conversation)
         let_go(conversation)
-    refused = _rm_with_open_files_limited(names, 256, 256)
+    refused = _rm_with_open_files_limited(names, 256, 300)
     assert refused.returncode == 1, refused.stderr
-    assert refused.stderr.startswith("localgen: error: deleting 300 conversations at once needs more open files than "
-                                     "this process may have (256, ulimit -n); nothing deleted (hint: delete at most "
-                                     "192 at a time"), refused.stderr
+    assert refused.stderr == ("localgen: error: deleting 300 conversations at once needs more open files than this "
+                              "process may have (300, ulimit -Hn); nothing deleted (hint: delete at most 236 at a "
+                              "time: `xargs -n 236 localgen conversations rm -y`)\n"), \
+        "the hard limit binds, which the soft one, ulimit -n's 256, was raised to"
     assert len(list(conversations_dir().glob("*.json"))) == 300, "all or none"
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard != resource.RLIM_INFINITY and hard < 512:
