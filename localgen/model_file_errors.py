@@ -85,9 +85,9 @@ def missing_file_hint(path: Path, typed: str) -> str:
 
 def _told_apart(typed: str, meant: str) -> str | None:
     """'did you mean MEANT?' for a path typed that misspells the file meant; where the two print alike (a byte that
-    is not UTF-8 shows as U+FFFD, a control character as ?), both written with the escapes of the tab-separated
-    listings (\\xff), or None where even those do not tell them apart (a difference in the middle a long path's
-    cut leaves out)."""
+    is not UTF-8 shows as U+FFFD, as a C1 code does; a tab or a line end as a space; ESC as ^[, the two characters
+    ^[ alike), both written with the escapes of the tab-separated listings (\\xff), or None where even those do not
+    tell them apart (a difference in the middle a long path's cut leaves out)."""
     from localgen.console import one_line
     from localgen.tab_separated import escaped_field
 
