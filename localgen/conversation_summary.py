@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 from localgen.conversation import AnswerDetails, ForeignFormatError, Turn
 from localgen.conversation_glance import glance
 from localgen.conversation_names import NAME_PATTERN, misnamed_file, name_taken
-from localgen.conversation_store import list_conversations, read_conversation, saved_path
+from localgen.conversation_store import conversations_dir, list_conversations, read_conversation, saved_path
 from localgen.errors import LocalgenError
 from localgen.text_cut import one_line
 from localgen.units import counted, iso_time
@@ -59,8 +60,10 @@ def summaries(limit: int | None = None, *, listing: list[tuple[str, float]] | No
     chosen = listing if limit is None else [*listing[:limit], *(entry for entry in listing[limit:] if entry[0] == keep)]
     found = []
     for name, mtime in chosen:
-        if not NAME_PATTERN.fullmatch(name):  # copied in by hand: a name no command takes
-            found.append(Summary(name, mtime, problem=misnamed_file(name, name_taken), kept=True))
+        if not NAME_PATTERN.fullmatch(name):  # copied in by hand: a name no command takes (a pipe no name opens)
+            not_a_file = _not_a_file(name)
+            problem = "not a file" if not_a_file else misnamed_file(name, name_taken)
+            found.append(Summary(name, mtime, problem=problem, kept=not not_a_file))
             continue
         if (target := _missing_target(name)) is not None:  # its file in a folder not mounted now, say
             found.append(Summary(name, mtime, problem=f"a link to {target}, which is not there"))
@@ -80,6 +83,14 @@ def summaries(limit: int | None = None, *, listing: list[tuple[str, float]] | No
         first = conversation.turns[0].headline() if conversation.turns else None
         found.append(Summary(name, mtime, len(conversation.turns), conversation.model, first))
     return found
+
+
+def _not_a_file(name: str) -> bool:
+    """Whether NAME.json in the conversations folder is there but no regular file (a pipe), whatever its name."""
+    try:
+        return not stat.S_ISREG((conversations_dir() / f"{name}.json").stat().st_mode)
+    except OSError:  # a link to a file not there, or deleted since the listing: said as before
+        return False
 
 
 def _missing_target(name: str) -> str | None:

@@ -173,3 +173,13 @@ def test_a_ctrl_c_part_way_through_rm_leaves_each_conversation_deleted_said_and_
     assert last == f"localgen: stopped; {len(names) - len(said):,} conversations kept", rest[-300:]
     left = sorted(path.stem for path in conversations_dir().glob("*.json"))
     assert left == sorted(names[len(said):]), "each one said is deleted, each other one kept"
+
+
+def test_a_pipe_under_a_name_no_command_takes_is_listed_as_not_a_file_without_a_rename(home: Path) -> None:
+    conversations_dir().mkdir(parents=True)
+    os.mkfifo(conversations_dir() / "my notes.json")
+    listed = run_localgen("conversations", "--json", timeout=30)
+    assert listed.returncode == 0, listed.err
+    assert [(row["name"], row["problem"]) for row in json.loads(listed.out)] == [("my notes", "not a file")], \
+        "no rename makes a pipe one to open"
+    assert "\t(damaged: not a file)\n" in run_localgen("conversations", timeout=30).out
