@@ -286,6 +286,7 @@ def test_cli_bench_json() -> None:
     assert record["repack"] is use_cpu_extra_buffers()
     assert record["repack_off"] == (None if record["repack"] else "LOCALGEN_AMX=0"), "the suite runs with AMX off"
     assert record["figures"]["decode_tokens_per_s"]["mean"] > 0
+    assert record["figures"]["follow_up_tokens"] > 10, "the follow-up turn's size, measured with the prefill test"
     assert (record["prefill_ctx_size"], record["decode_ctx_size"]) == (32 + 128 + 64, 4 + 2 + 64), \
         "each test in a context its size"
     assert "bench: loading smollm2-135m" in result.err, "progress goes to stderr"

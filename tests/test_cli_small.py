@@ -18,24 +18,6 @@ from localgen.conversation_store import conversations_dir, let_go, save_conversa
 from tests.conftest import REPO_ROOT, run_localgen, spawn_localgen
 
 
-def test_bench_without_a_prefill_test_gives_no_follow_up_tokens() -> None:
-    decode_only = run_localgen("bench", "-p", "0", "-n", "2", "-r", "1", "-t", "1", "--json")
-    assert decode_only.returncode == 0, decode_only.err
-    figures = json.loads(decode_only.out)["figures"]
-    assert figures["follow_up_tokens"] is None and figures["reuse_ttft_s"] is None, \
-        "no follow-up turn was measured: its size is null, as its TTFTs are"
-    both = json.loads(run_localgen("bench", "-p", "8", "-n", "2", "-r", "1", "-t", "1", "--json").out)["figures"]
-    assert both["follow_up_tokens"] > 10 and both["reuse_ttft_s"]["mean"] > 0
-
-
-def test_bench_json_gives_no_reason_for_a_repack_not_turned_off() -> None:
-    result = run_localgen("bench", "-p", "0", "-n", "2", "-r", "1", "-t", "1", "--json")
-    assert result.returncode == 0, result.err
-    record = json.loads(result.out)
-    assert record["repack_off"] == (None if record["repack"] else "LOCALGEN_AMX=0"), \
-        "no reason where there is none to give (JSON output's null), and the suite runs with AMX off"
-
-
 def test_the_listing_on_a_terminal_shows_a_title_s_controls_as_show_does(home: Path) -> None:
     import pexpect
 
@@ -84,10 +66,9 @@ def test_mv_onto_a_folder_says_it_is_a_folder_not_a_conversation_to_force(home: 
 
 
 def test_the_json_listing_gives_no_first_message_for_a_conversation_without_an_exchange(home: Path) -> None:
-    made = run_localgen("run", "--conversation", "kept", "-s", "Be brief.", "-n", "1", "Hi.")
-    assert made.returncode == 0, made.err
-    undone = json.loads((conversations_dir() / "kept.json").read_text()) | {"turns": []}  # as /undo leaves it
-    (conversations_dir() / "kept.json").write_text(json.dumps(undone))
+    conversation = Conversation(name="kept", system="Be brief.", turns=[], model="smollm2-135m")  # as /undo leaves it
+    save_conversation(conversation)
+    let_go(conversation)
     listed = run_localgen("conversations", "--json")
     assert listed.returncode == 0, listed.err
     (record,) = json.loads(listed.out)
