@@ -15,6 +15,7 @@ import pytest
 
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_store import conversations_dir, let_go, save_conversation
+from localgen.storage import temp_name
 from tests.conftest import REPO_ROOT, run_localgen, spawn_localgen
 
 
@@ -164,3 +165,18 @@ def test_a_pipe_under_a_name_no_command_takes_is_listed_as_not_a_file_without_a_
     assert [(row["name"], row["problem"]) for row in json.loads(listed.out)] == [("my notes", "not a file")], \
         "no rename makes a pipe one to open"
     assert "\t(damaged: not a file)\n" in run_localgen("conversations", timeout=30).out
+
+
+def test_rm_of_several_conversations_removes_the_temp_files_their_killed_saves_left_and_no_other(home: Path) -> None:
+    for name in ("first", "second", "third", "other"):
+        conversation = Conversation(name=name, turns=[Turn("Hi.", "Hello.")], model="smollm2-135m")
+        save_conversation(conversation)
+        let_go(conversation)
+    folder = conversations_dir()
+    killed = {name: folder / temp_name(folder / f"{name}.json") for name in ("first", "second", "third", "other")}
+    for path in killed.values():  # just now: no sweep of stale ones takes them, only one of a conversation held
+        path.write_text("{")
+    deleted = run_localgen("conversations", "rm", "-y", "first", "second", "third", timeout=30)
+    assert deleted.returncode == 0, deleted.err
+    assert sorted(path.name for path in folder.iterdir() if path.is_file()) == sorted(
+        ["other.json", killed["other"].name]), "each deleted one's leftover is gone in the one sweep; another's kept"
