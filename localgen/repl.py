@@ -49,7 +49,8 @@ from localgen.repl_terminal import (
 )
 from localgen.repl_text import answer_note, room_notice, toolbar_line, unanswered_line
 from localgen.repl_unsaved import LeaveGuard
-from localgen.session import ChatSession, TurnStart, UnsavedChangeError
+from localgen.session import ChatSession
+from localgen.session_turns import TurnStart, UnsavedChangeError
 from localgen.signals import ANSWER_ENDING_SIGNALS, SignalExit, StopOnSignal
 from localgen.think_switch import think_values
 from localgen.thinking import ThinkingSplitter, cut_off, prompt_opens_thinking

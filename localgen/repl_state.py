@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from localgen.conversation import Conversation
 from localgen.events import Event
 from localgen.repl_unsaved import LeaveGuard
-from localgen.session import ChatSession, TurnStart
+from localgen.session import ChatSession
+from localgen.session_turns import TurnStart
 
 ShowAnswer = Callable[[TurnStart, Generator[Event, None, None]], None]
 

@@ -15,7 +15,7 @@ from localgen.wordwrap import display_width
 if TYPE_CHECKING:
     from localgen.conversation_summary import Summary
     from localgen.params import SamplingParams
-    from localgen.session import TurnStart
+    from localgen.session_turns import TurnStart
 
 LIST_MESSAGE_MIN = 12  # columns of a first message that /list keeps before it drops "(this chat)"
 LIST_MESSAGE_SHORTEST = 5  # columns of a first message ("Tell…") below which /list drops the date, then the size

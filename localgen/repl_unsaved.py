@@ -6,7 +6,8 @@ from __future__ import annotations
 from localgen import console
 from localgen.errors import LocalgenError
 from localgen.repl_input import ALIASES
-from localgen.session import ChatSession, UnsavedChangeError
+from localgen.session import ChatSession
+from localgen.session_turns import UnsavedChangeError
 
 CHAT_ENDS = ("/exit", "Ctrl-D")  # the actions after which there is no conversation left to save
 

@@ -18,7 +18,8 @@ from localgen.last_run import Continued, newest_last_run, take_last_run
 from localgen.params import GenerationLimits, SamplingParams
 from localgen.prompt_room import warn_of_answer_room
 from localgen.runner import LoadedModel, ModelOptions, disk_prompt_cache
-from localgen.session import ChatSession, UnsavedChangeError
+from localgen.session import ChatSession
+from localgen.session_turns import UnsavedChangeError
 from localgen.thinking import prompt_opens_thinking, without_thinking
 from localgen.units import counted
 

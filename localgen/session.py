@@ -7,7 +7,7 @@ import os
 import signal
 from collections.abc import Callable, Generator, Iterable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from localgen.answer_record import recorded
@@ -37,24 +37,10 @@ from localgen.runner import LoadedModel, ModelOptions, ignore_note, warn_if_left
 from localgen.session_room import ContextRoom
 from localgen.session_settings import SessionSettings
 from localgen.session_think import THINK_SETTING, SessionThink
+from localgen.session_turns import TurnStart, UnsavedChangeError
 from localgen.signals import DeferredSignals, deferred_signals
 
 RENDERS_KEPT = 3  # rendered prompts kept: the conversation's, the next question's, and one being typed
-
-
-@dataclass(frozen=True)
-class TurnStart:
-    """What happened before a turn's answer streams: earlier exchanges moved out of the context to make room
-    (dropped), how many of the earlier exchanges the model does not see in all (out_of_context), and the tokens of
-    the prompt the answer follows (prompt_tokens)."""
-
-    dropped: int
-    out_of_context: int = 0
-    prompt_tokens: int = 0
-
-
-class UnsavedChangeError(LocalgenError):
-    """An autosave that failed: the change stays in the session, which is marked unsaved."""
 
 
 class ChatSession(SessionSettings, SessionThink, ContextRoom):

@@ -18,7 +18,8 @@ import pytest
 from localgen import conversation_store
 from localgen.errors import LocalgenError
 from localgen.repl_unsaved import LeaveGuard
-from localgen.session import ChatSession, UnsavedChangeError
+from localgen.session import ChatSession
+from localgen.session_turns import UnsavedChangeError
 from tests.conftest import spawn_localgen
 from tests.test_repl import TIMEOUT, Chat, _env
 from tests.test_session import _answer, _session

@@ -29,7 +29,8 @@ from localgen.events import Event, Finished, PrefillProgress, TextChunk
 from localgen.held_tokens import with_held_tokens
 from localgen.params import CHAT_SETTINGS, GenerationLimits, SamplingParams
 from localgen.runner import ModelOptions, load_model
-from localgen.session import ChatSession, UnsavedChangeError
+from localgen.session import ChatSession
+from localgen.session_turns import UnsavedChangeError
 from tests import gguf_builders as gb
 
 
