@@ -131,10 +131,8 @@ def say_stats(session: ChatSession) -> None:
 
 def last_decode_speed(session: ChatSession) -> float | None:
     """The last answer's decode tok/s (the toolbar's), or the one saved with it where it came with the conversation
-    loaded; None where there is none, or another model than the one in use gave it (before /model)."""
-    turns = session.conversation.turns
-    details = turns[-1].details if turns else None
-    if details is not None and details.model is not None and details.model != session.conversation.model:
+    loaded; None where there is none, or /model switched models since it (until the model in use answers)."""
+    if session.figures_of_previous_model:
         return None
     if session.last is not None:
         return session.last.timings.decode_tokens_per_s

@@ -65,6 +65,7 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
         self.own_system = own_system  # the system prompt was chosen (-s, /system, a resumed chat's): /model keeps it
         self.attachments: list[str] = []
         self._figures: list[tuple[Turn, Finished]] = []  # each answer this chat computed and its figures
+        self.figures_of_previous_model = False  # /model switched since the last answer: not the model in use gave it
         self.unanswered = False  # the last question got no answer (an error, or Ctrl-C before any text)
         self.earlier_kept = False  # the last /regen was stopped (Ctrl-C, an error), and its earlier answer stays
         self.dropped_question: str | None = None  # the message typed last, where it got no answer: /regen asks it
@@ -221,6 +222,7 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
         self.loaded, self.options = new, options
         self._use_model_defaults(*model_defaults(new.resolved.spec))
         self._record_model()
+        self.figures_of_previous_model = True
         self._replan_context()
         self._save(command=True)
         return new
@@ -260,7 +262,7 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
             if conversation.name != previous[0].name:
                 let_go(conversation)
             raise
-        self.unsaved, self.dropped_question = False, None
+        self.unsaved, self.dropped_question, self.figures_of_previous_model = False, None, False
         if conversation.name != previous[0].name:
             let_go(previous[0])
 
@@ -345,7 +347,7 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
             self.unanswered = not answered
             self.earlier_kept = again and (not answered or turn.interrupted)
             if answered and not self.earlier_kept:
-                self.dropped_question = None
+                self.dropped_question, self.figures_of_previous_model = None, False
             if not answered or self.earlier_kept:
                 conversation.turns[:], conversation.context_start, self.attachments = before
                 turn.answer, turn.interrupted, turn.details = previous
