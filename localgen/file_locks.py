@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 try:
@@ -14,6 +16,7 @@ except ImportError:  # Windows: no flock
 
 HAS_FLOCK = fcntl is not None
 OPEN_FILES_SPARE = 64  # descriptors left free beside the locks one command holds at once (Python's, its own files)
+LOST_FILE_TRIES = 5  # a file locked as another took its name is opened again this many times at most
 
 log = logging.getLogger("localgen.locks")
 
@@ -40,6 +43,27 @@ def still_names(fd: int, path: Path) -> bool:
         return os.path.samestat(os.fstat(fd), os.stat(path))
     except OSError:
         return False
+
+
+def locked_descriptor(path: Path, open_file: Callable[[], int | None], *, wait_s: float,
+                      poll_s: float) -> int | None:
+    """A descriptor open_file opens on path, locked by this process once no other holds it and still the file path
+    names; None where open_file gives none, locks cannot be had, another process holds it past wait_s, or the lock
+    was taken LOST_FILE_TRIES times on a file path no longer named (on some FUSE mounts, every time)."""
+    deadline, lost_files = time.monotonic() + wait_s, 0
+    while True:
+        fd = open_file()
+        if fd is None:
+            return None
+        taken = try_flock(fd)
+        if taken and still_names(fd, path):
+            return fd
+        os.close(fd)
+        lost_files += bool(taken)
+        if taken is None or lost_files == LOST_FILE_TRIES or time.monotonic() >= deadline:
+            return None
+        if taken is False:
+            time.sleep(poll_s)
 
 
 def lock_holder(path: Path) -> int | None:

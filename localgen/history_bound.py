@@ -8,12 +8,11 @@ import logging
 import os
 import re
 import stat
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from localgen.errors import LocalgenError
-from localgen.file_locks import still_names, try_flock
+from localgen.file_locks import locked_descriptor
 from localgen.storage import atomic_write_bytes, remove_leftover_temp_files
 
 MAX_HISTORY_ENTRIES = 10_000  # the newest entries a history file keeps
@@ -27,32 +26,30 @@ log = logging.getLogger("localgen")
 @contextlib.contextmanager
 def history_lock(path: Path) -> Iterator[bool]:
     """Hold the lock of the history file at path while the block runs (True), once no other chat's trim or append
-    holds it; False where it cannot be had (no file, a file system without locks, one held past LOCK_WAIT_S) or is
-    not needed (a link to /dev/null, which keeps no history, and whose lock any other program may hold)."""
-    deadline = time.monotonic() + LOCK_WAIT_S
-    while True:
-        try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        except OSError:  # not there yet (an append makes it), or unreadable: said where it is read or written
-            yield False
-            return
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            yield False
-            return
-        taken = try_flock(fd)
-        if taken and still_names(fd, path):  # not a file another chat's trim has put another in place of
-            try:
-                yield True
-            finally:
-                os.close(fd)  # its lock goes with it
-            return
+    holds it; False where it cannot be had (no file, a file system without locks, one held past LOCK_WAIT_S, one
+    whose file identities never agree) or is not needed (a link to /dev/null, which keeps no history, and whose lock
+    any other program may hold)."""
+    fd = locked_descriptor(path, lambda: _opened_file(path), wait_s=LOCK_WAIT_S, poll_s=_LOCK_RETRY_S)
+    if fd is None:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        os.close(fd)  # its lock goes with it
+
+
+def _opened_file(path: Path) -> int | None:
+    """A read-only descriptor of the regular file at path; None where it is not there yet (an append makes it), is
+    unreadable (said where it is read or written), or is not a regular file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        if taken is None or (not taken and time.monotonic() > deadline):
-            yield False
-            return
-        if not taken:
-            time.sleep(_LOCK_RETRY_S)
+        return None
+    return fd
 
 
 def newest_entries(data: bytes, most: int = MAX_HISTORY_ENTRIES, most_bytes: int = MAX_HISTORY_BYTES) -> bytes | None:

@@ -159,6 +159,28 @@ def test_a_line_another_chat_appends_as_the_history_is_trimmed_is_kept(tmp_path:
     assert entries[-1] == "the other chat's line" and len(entries) == MAX_HISTORY_ENTRIES
 
 
+def test_a_history_whose_lock_never_names_the_file_is_written_after_a_few_tries(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a lock taken never names the file again (some FUSE mounts), an append tries a few times, then writes
+    without it (it retried at full speed without end)."""
+    from localgen import file_locks, history_bound
+    from localgen.repl_input import SafeFileHistory
+
+    tries: list[int] = []
+
+    def never_the_same(fd: int, path: Path) -> bool:  # a file system whose file identities never agree
+        tries.append(fd)
+        assert len(tries) < 100, "the lock was tried again without end"
+        return False
+
+    monkeypatch.setattr(file_locks, "still_names", never_the_same)
+    monkeypatch.setattr(history_bound, "still_names", never_the_same, raising=False)
+    history = tmp_path / "history"
+    history.write_text("\n# 2026-01-01 10:00:00\n+old\n")
+    SafeFileHistory(history).store_string("hello")
+    assert _history_entries(history) == ["old", "hello"] and len(tries) == file_locks.LOST_FILE_TRIES
+
+
 def test_newest_entries_keep_the_newest_within_the_size_bound_and_the_newest_whatever_its_size() -> None:
     from localgen.history_bound import newest_entries
 
