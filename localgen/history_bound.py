@@ -59,11 +59,11 @@ def newest_entries(data: bytes, most: int = MAX_HISTORY_ENTRIES, most_bytes: int
     if len(data) <= most_bytes and data.count(b"\n+") + data.startswith(b"+") <= most:
         return None  # fewer lines of text than the entries it may keep
     starts, offset, in_text = [0], 0, False  # where each entry begins: its header, after the text before it
-    for line in data.splitlines(keepends=True):
+    for line in data.split(b"\n"):  # as prompt-toolkit reads it: a carriage return is text
         is_text = line.startswith(b"+")
         if in_text and not is_text:
             starts.append(offset)
-        in_text, offset = is_text, offset + len(line)
+        in_text, offset = is_text, offset + len(line) + 1
     kept_from, entries = len(data), 0
     for start in reversed(starts):
         entries += data.startswith(b"+", start) or b"\n+" in data[start:kept_from]

@@ -181,6 +181,20 @@ def test_a_history_whose_lock_never_names_the_file_is_written_after_a_few_tries(
     assert _history_entries(history) == ["old", "hello"] and len(tries) == file_locks.LOST_FILE_TRIES
 
 
+def test_a_carriage_return_in_an_entry_is_text_to_the_trim(tmp_path: Path) -> None:
+    """An entry's carriage return does not end its line, as prompt-toolkit reads it: the trim keeps whole entries
+    (it cut one in two, and the next chat found the history damaged)."""
+    from localgen.history_bound import MAX_HISTORY_ENTRIES, trim_history
+
+    history = tmp_path / "history"
+    history.write_bytes("".join(f"\n# 2026-01-01 10:00:00\n+entry {i} part one\rpart two\n"
+                                for i in range(MAX_HISTORY_ENTRIES + 2)).encode())
+    trim_history(history)
+    entries = _history_entries(history)
+    assert len(entries) == MAX_HISTORY_ENTRIES and history.read_bytes().startswith(b"\n# 2026-01-01 10:00:00\n+")
+    assert all(entry.endswith(" part one\rpart two") for entry in entries)
+
+
 def test_newest_entries_keep_the_newest_within_the_size_bound_and_the_newest_whatever_its_size() -> None:
     from localgen.history_bound import newest_entries
 
