@@ -17,6 +17,8 @@ from localgen.storage import atomic_write_bytes, remove_leftover_temp_files
 
 MAX_HISTORY_ENTRIES = 10_000  # the newest entries a history file keeps
 MAX_HISTORY_BYTES = 16 * 1024 * 1024  # ... within this size (a few pasted files would otherwise fill it)
+TRIM_ABOVE = 1.1  # a history is trimmed once it holds this share of either bound, so a chat at the bound rewrites none
+READ_BYTES = int(MAX_HISTORY_BYTES * TRIM_ABOVE) + 1024 * 1024  # a trim reads the file's last bytes alone
 LOCK_WAIT_S = 2.0  # another chat's trim or append holds the lock this long at most; then the write goes on without
 _LOCK_RETRY_S = 0.01
 
@@ -74,18 +76,38 @@ def newest_entries(data: bytes, most: int = MAX_HISTORY_ENTRIES, most_bytes: int
 
 
 def trim_history(path: Path) -> None:
-    """Keep the history file at path (a link's target) to its newest entries (newest_entries), where it holds more;
-    one that cannot be trimmed now (a full disk, another chat holding it) is left whole, to be trimmed next time."""
+    """Keep the history file at path (a link's target) to its newest entries (newest_entries), once it holds
+    TRIM_ABOVE of a bound; one that cannot be trimmed now (a full disk, another chat's line appended meanwhile) is
+    left whole, to be trimmed next time."""
     target = Path(os.path.realpath(path))
     remove_leftover_temp_files(target.parent, re.escape(target.name))  # a trim killed part way
     try:
-        with history_lock(target) as locked:
-            data = target.read_bytes()
-            kept = newest_entries(data)
+        with history_lock(target):
+            before = target.stat()
+            kept = _kept_part(target, before.st_size)
             if kept is None:
                 return
-            # without a lock, a line another chat appends meanwhile leaves the file as it is
-            unchanged = (lambda: True) if locked else (lambda: target.stat().st_size == len(data))
-            atomic_write_bytes(target, kept, replace_if=unchanged)
+            # a line another chat appends meanwhile (without the lock, or past LOCK_WAIT_S) leaves the file as it is
+            atomic_write_bytes(target, kept, replace_if=lambda: _same_file(target.stat(), before))
     except (OSError, LocalgenError) as exc:
         log.debug("the input history %s was not trimmed: %s", target, exc)
+
+
+def _kept_part(target: Path, size: int) -> bytes | None:
+    """The newest entries of the history file target of size bytes, read from its last READ_BYTES alone; None where
+    it holds less than TRIM_ABOVE of either bound, or its newest entry alone is longer than what is read."""
+    with open(target, "rb") as file:
+        file.seek(max(0, size - READ_BYTES))
+        data = file.read(READ_BYTES)
+    if size <= READ_BYTES:
+        slack = int(MAX_HISTORY_ENTRIES * TRIM_ABOVE), int(MAX_HISTORY_BYTES * TRIM_ABOVE)
+        return None if newest_entries(data, *slack) is None else newest_entries(data)
+    lines = data.split(b"\n")[1:]  # the first one read may be part of a line
+    whole = next((index for index, line in enumerate(lines) if not line.startswith(b"+")), len(lines))
+    data = b"\n".join(lines[whole:])  # from the first entry read whole: its header
+    return (newest_entries(data) or data) if b"\n+" in data else None
+
+
+def _same_file(now: os.stat_result, before: os.stat_result) -> bool:
+    """Whether a file's stat now is before's: the same file, size and time of last change."""
+    return (now.st_ino, now.st_size, now.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)

@@ -105,16 +105,21 @@ def _history_entries(path: Path) -> list[str]:
     return list(reversed(list(FileHistory(str(path)).load_history_strings())))
 
 
+def _old_entries(count: int, text: str = "old {}") -> str:
+    """A history file's text of count entries, each one line of text (numbered by {})."""
+    return "".join(f"\n# 2026-01-01 10:00:00\n+{text.format(i)}\n" for i in range(count))
+
+
 def test_the_input_history_keeps_its_newest_entries_as_a_chat_starts(tmp_path: Path) -> None:
-    """A history of 10,050 entries keeps its newest 10,000 once a chat opens it, the line sent then after them (it
+    """A history of 11,050 entries keeps its newest 10,000 once a chat opens it, the line sent then after them (it
     grew without bound)."""
-    from localgen.history_bound import MAX_HISTORY_ENTRIES
+    from localgen.history_bound import MAX_HISTORY_ENTRIES, TRIM_ABOVE
 
     home = tmp_path / "home"
     history = home / "data" / "history"
     history.parent.mkdir(parents=True)
     history.write_text("".join(f"\n# 2026-01-01 10:00:00\n+old {i}\n+its second line\n"
-                               for i in range(MAX_HISTORY_ENTRIES + 50)))
+                               for i in range(int(MAX_HISTORY_ENTRIES * TRIM_ABOVE) + 50)))
     chat = Chat(home, "--no-markdown")
     try:
         chat.command("/wrap", "answers' lines")
@@ -123,12 +128,14 @@ def test_the_input_history_keeps_its_newest_entries_as_a_chat_starts(tmp_path: P
         _stop(chat)
     entries = _history_entries(history)
     assert len(entries) == MAX_HISTORY_ENTRIES + 1
-    assert entries[0] == "old 50\nits second line" and entries[-2:] == [f"old {MAX_HISTORY_ENTRIES + 49}\nits second "
-                                                                        "line", "/wrap"]
+    newest = int(MAX_HISTORY_ENTRIES * TRIM_ABOVE) + 49
+    assert entries[0] == f"old {newest - MAX_HISTORY_ENTRIES + 1}\nits second line"
+    assert entries[-2:] == [f"old {newest}\nits second line", "/wrap"]
     assert history.stat().st_mode & 0o777 == 0o600
 
 
-def test_a_line_another_chat_appends_as_the_history_is_trimmed_is_kept(tmp_path: Path, monkeypatch) -> None:
+def test_a_line_another_chat_appends_as_the_history_is_trimmed_is_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Another chat's append, its file open as the trim starts, finishes before the trim reads the file, and so is
     in the file trimmed (the trim put its file in place of the one written to)."""
     import threading
@@ -136,11 +143,11 @@ def test_a_line_another_chat_appends_as_the_history_is_trimmed_is_kept(tmp_path:
 
     from prompt_toolkit.history import FileHistory
 
-    from localgen.history_bound import MAX_HISTORY_ENTRIES, trim_history
+    from localgen.history_bound import MAX_HISTORY_ENTRIES, TRIM_ABOVE, trim_history
     from localgen.repl_input import SafeFileHistory
 
     history = tmp_path / "history"
-    history.write_text("".join(f"\n# 2026-01-01 10:00:00\n+old {i}\n" for i in range(MAX_HISTORY_ENTRIES + 5)))
+    history.write_text(_old_entries(int(MAX_HISTORY_ENTRIES * TRIM_ABOVE) + 5))
     opened = threading.Event()
 
     def slow_store(self: FileHistory, string: str) -> None:  # prompt-toolkit's, a slow disk's
@@ -181,14 +188,65 @@ def test_a_history_whose_lock_never_names_the_file_is_written_after_a_few_tries(
     assert _history_entries(history) == ["old", "hello"] and len(tries) == file_locks.LOST_FILE_TRIES
 
 
+def test_a_history_within_a_tenth_over_its_bound_is_left_as_it_is(tmp_path: Path) -> None:
+    """A history a few entries over its bound is not rewritten as each chat starts; a tenth over it, it is trimmed
+    (each start rewrote one at the bound)."""
+    from localgen.history_bound import MAX_HISTORY_ENTRIES, TRIM_ABOVE, trim_history
+
+    history = tmp_path / "history"
+    history.write_text(_old_entries(MAX_HISTORY_ENTRIES + 50))
+    before = history.stat()
+    trim_history(history)
+    assert history.stat().st_ino == before.st_ino and len(_history_entries(history)) == MAX_HISTORY_ENTRIES + 50
+    history.write_text(_old_entries(int(MAX_HISTORY_ENTRIES * TRIM_ABOVE) + 1))
+    trim_history(history)
+    assert len(_history_entries(history)) == MAX_HISTORY_ENTRIES
+
+
+def test_a_line_appended_without_the_lock_as_the_history_is_trimmed_is_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line another chat appends while the trim writes its copy (past the lock's wait, on a slow disk) leaves the
+    history whole, to be trimmed next time (the trim put its copy in place, the line lost)."""
+    from localgen import storage
+    from localgen.history_bound import MAX_HISTORY_ENTRIES, TRIM_ABOVE, trim_history
+
+    history = tmp_path / "history"
+    history.write_text(_old_entries(int(MAX_HISTORY_ENTRIES * TRIM_ABOVE) + 1))
+    write_synced = storage.write_synced
+
+    def appended_meanwhile(*args: object, **kwargs: object) -> None:  # another chat's line, written without the lock
+        write_synced(*args, **kwargs)
+        with open(history, "a") as file:
+            file.write("\n# 2026-01-01 10:00:01\n+the other chat's line\n")
+
+    monkeypatch.setattr(storage, "write_synced", appended_meanwhile)
+    trim_history(history)
+    entries = _history_entries(history)
+    assert entries[-1] == "the other chat's line" and len(entries) == int(MAX_HISTORY_ENTRIES * TRIM_ABOVE) + 2
+
+
+def test_a_long_history_is_trimmed_from_its_last_bytes_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A history longer than a trim reads keeps the whole entries of its last bytes (it was read whole, however
+    long)."""
+    from localgen import history_bound
+
+    monkeypatch.setattr(history_bound, "READ_BYTES", 1000)
+    history = tmp_path / "history"
+    history.write_text(_old_entries(200))
+    history_bound.trim_history(history)
+    data = history.read_bytes()
+    assert data.startswith(b"\n# 2026-01-01 10:00:00\n+old ") and len(data) <= 1000
+    entries = _history_entries(history)
+    assert entries[-1] == "old 199" and entries == [f"old {i}" for i in range(200 - len(entries), 200)]
+
+
 def test_a_carriage_return_in_an_entry_is_text_to_the_trim(tmp_path: Path) -> None:
     """An entry's carriage return does not end its line, as prompt-toolkit reads it: the trim keeps whole entries
     (it cut one in two, and the next chat found the history damaged)."""
-    from localgen.history_bound import MAX_HISTORY_ENTRIES, trim_history
+    from localgen.history_bound import MAX_HISTORY_ENTRIES, TRIM_ABOVE, trim_history
 
     history = tmp_path / "history"
-    history.write_bytes("".join(f"\n# 2026-01-01 10:00:00\n+entry {i} part one\rpart two\n"
-                                for i in range(MAX_HISTORY_ENTRIES + 2)).encode())
+    history.write_bytes(_old_entries(int(MAX_HISTORY_ENTRIES * TRIM_ABOVE) + 2, "entry {} part one\rpart two").encode())
     trim_history(history)
     entries = _history_entries(history)
     assert len(entries) == MAX_HISTORY_ENTRIES and history.read_bytes().startswith(b"\n# 2026-01-01 10:00:00\n+")
