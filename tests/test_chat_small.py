@@ -1,6 +1,6 @@
 """The chat's small things, in a real pseudo-terminal on the bundled model: what the toolbar and /help say, what Tab
-offers after /think and for /quit, what /think and /file - say, the input history's bound, the answer's room and
-NO_COLOR's dim lines."""
+offers after /think and for /quit, what /think and /file - say, the input history's bound and the answer's room
+(NO_COLOR's dim reading the prompt line is test_console's)."""
 
 from __future__ import annotations
 
@@ -266,7 +266,7 @@ def test_newest_entries_keep_the_newest_within_the_size_bound_and_the_newest_wha
 def test_a_chat_warns_once_where_the_context_leaves_the_answer_fewer_tokens_than_its_limit(tmp_path: Path) -> None:
     """-n 200 in a context of 256, of which the chat keeps a quarter for the answer: the first message that leaves
     fewer is warned of as run warns of it, before the answer, and not again at the next (it was not said at all)."""
-    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "200", "-c", "256")
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "200", "-c", "256", "--stop", ".")
     try:
         chat.ask("Tell me a long story about " + " and ".join(f"a cat named Tom{i}" for i in range(20)) + ".")
         chat.ask("Go on.")
@@ -279,24 +279,6 @@ def test_a_chat_warns_once_where_the_context_leaves_the_answer_fewer_tokens_than
         assert room == 256 - prompt + 1 and size == prompt + 199, warnings
         answer = " ".join(chat.conversation()["turns"][0]["answer"].split()[:3])
         assert said.index("warning: the prompt takes") < said.index(answer, said.index("Tom19.")), said
-        assert chat.quit() == 0
-    finally:
-        _stop(chat)
-
-
-def test_with_no_color_the_chat_s_reading_the_prompt_line_is_in_italics_as_its_other_dim_text(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """NO_COLOR puts the chat's dim text in italics: the reading the prompt line too (it was plain)."""
-    monkeypatch.setenv("NO_COLOR", "1")
-    doc = tmp_path / "long.txt"  # 800 tokens, read in chunks of 64
-    doc.write_text("\n".join(f"Line {i}: the crate holds {i * 7 % 13} apples." for i in range(60)) + "\n")
-    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "2", "--no-prefill-while-typing",
-                "--batch-size", "64", "-f", str(doc))
-    try:
-        chat.ask("What do the crates hold?")
-        screen = chat.transcript.getvalue()
-        assert "\x1b[3mreading the prompt: 64/" in screen, screen[-2000:]
-        assert "\x1b[2m" not in screen
         assert chat.quit() == 0
     finally:
         _stop(chat)
