@@ -68,7 +68,9 @@ MIN_HELP_TEXT = 30  # narrower than this beside the commands, a command's text g
 MIN_HELP_WIDTH = 24  # a terminal narrower than this gets one line per command, left to it to break
 NARROW_HELP_INDENT = "    "  # a command's text under it, on a terminal too narrow to have it beside
 COMMANDS = tuple(usage.split()[0] for usage in COMMAND_HELP)
-ALIASES = {"/quit": "/exit", "/bye": "/exit", "/clear": "/reset", "/?": "/help"}  # other tools' names (Ollama's)
+OWN_ALIASES = {"/quit": "/exit"}  # named in /help, and offered by Tab as its commands are
+ALIASES = {**OWN_ALIASES, "/bye": "/exit", "/clear": "/reset", "/?": "/help"}  # with other tools' names (Ollama's)
+COMMANDS_OFFERED = (*COMMANDS, *OWN_ALIASES)
 LEAVING_WORDS = frozenset({"exit", "quit"})  # alone on a typed line, they end the chat, as in llm's chat
 SLASH_HABITS = {  # other tools' commands that localgen names otherwise
     "/retry": "/regen", "/redo": "/regen", "/new": "/reset", "/sessions": "/list",
@@ -186,7 +188,7 @@ def command_block_is_open(text: str) -> bool:
     return not command.argument.partition(BLOCK_QUOTE)[2].rstrip().endswith(BLOCK_QUOTE)
 
 
-ARGUMENT_WORDS = {"/help": ("shortcuts", *(name[1:] for name in COMMANDS)), "/show": SHOW_PARTS,
+ARGUMENT_WORDS = {"/help": ("shortcuts", *(name[1:] for name in COMMANDS_OFFERED)), "/show": SHOW_PARTS,
                   "/stats": ("on", "off"), "/thinking": ("on", "off"),
                   "/markdown": ("on", "off"), "/wrap": ("on", "off"), "/list": ("all",)}  # words they take
 
@@ -227,7 +229,7 @@ class SlashCompleter(Completer):
             command, typed = text.split(" ")
             yield from _words(ARGUMENT_WORDS[command], typed)
         elif text.startswith("/") and " " not in text:
-            yield from _words((*COMMANDS, "/quit"), text)  # /help names /quit beside /exit
+            yield from _words(COMMANDS_OFFERED, text)
 
 
 def _words(words: Iterable[str], typed: str, key: str | None = None, *,

@@ -341,6 +341,17 @@ def test_tab_completes_quit_as_help_names_it(tmp_path: Path) -> None:
         _stop(chat)
 
 
+def test_tab_after_help_offers_quit_as_help_names_it() -> None:
+    """/help qu Tab offers quit, as /qu Tab offers /quit (it offered nothing)."""
+    from prompt_toolkit.completion import CompleteEvent
+    from prompt_toolkit.document import Document
+
+    from localgen.repl_input import SlashCompleter
+
+    offered = SlashCompleter(lambda: True).get_completions(Document("/help qu"), CompleteEvent())
+    assert [completion.text.rstrip() for completion in offered] == ["quit"]
+
+
 def test_think_on_for_a_template_without_a_switch_is_not_told_to_hide_the_reasoning(tmp_path: Path) -> None:
     """/think on for the bundled model, whose template has no switch, says that it thinks as trained, if at all (its
     hint was that /thinking off hides the reasoning, which was not asked about); /think off keeps that hint."""

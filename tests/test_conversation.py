@@ -12,7 +12,7 @@ from localgen.conversation import Conversation, Turn
 from localgen.conversation_store import load_conversation, save_conversation
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import TextChunk
-from localgen.repl_input import COMMANDS, SlashCommand, block_is_open, continuation, parse_command, unwrap_block
+from localgen.repl_input import COMMANDS_OFFERED, SlashCommand, block_is_open, continuation, parse_command, unwrap_block
 from localgen.thinking import ThinkingSplitter, prompt_opens_thinking, without_thinking
 
 
@@ -401,7 +401,7 @@ def test_a_completed_command_is_followed_by_a_space_and_file_paths_complete(tmp_
     assert complete("/markdown of") == ["off "] and complete("/show info x") == []
     assert complete("/set st") == ["stop "]
     assert complete("/help sh") == ["shortcuts ", "show "] and complete("/help sa") == ["save "], "/help save too"
-    assert complete("/help ") == ["shortcuts ", *(f"{name[1:]} " for name in COMMANDS)]
+    assert complete("/help ") == ["shortcuts ", *(f"{name[1:]} " for name in COMMANDS_OFFERED)]
 
 
 @pytest.mark.parametrize("width", [0, 1, 10, 23, 24, 40, 100])
