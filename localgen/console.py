@@ -130,7 +130,7 @@ class PrefillStatus:
         # one row at most: a wrapped line could not be erased, so narrower terminals get shorter forms
         text = next((t for t in (f"reading the prompt: {counts} tokens ({percent}%)", f"reading: {counts} ({percent}%)",
                                  f"{percent}%") if len(t) < width), "")
-        dim, plain = self._style
+        dim, plain = self._style if text else ("", "")  # no escapes around nothing
         self._shown = True  # first: Ctrl-Z's handler, run between these lines, must erase what is being written
         self._write(f"\r\x1b[2K{dim}{text}{plain}")
 

@@ -322,7 +322,8 @@ def test_the_prefill_line_never_wraps(monkeypatch: pytest.MonkeyPatch, columns: 
         PrefillStatus(stream).update(PrefillProgress(done=1024, total=1235))
     written = os.read(master, 1000).decode()
     os.close(master)
-    assert written == f"\r\x1b[2K\x1b[3m{text}\x1b[0m"  # (NO_COLOR's italics for the dim style)
+    styled = f"\x1b[3m{text}\x1b[0m" if text else ""  # NO_COLOR's italics for the dim style, around text alone
+    assert written == f"\r\x1b[2K{styled}"
 
 
 MODELS_LIST = (["NAME", "QUANT", "SIZE", "LAST USED", "SOURCE", "PATH"], [
