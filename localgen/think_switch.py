@@ -45,7 +45,7 @@ def think_problem(template: str | None, think: str, *, flag: str = "--think", hi
     switch = think_switch(template)
     if switch is None:  # where thinking is asked for, hiding it is no help
         return ("this model's chat template has no switch for thinking",
-                hide_hint if think == OFF else f"it thinks as it was trained to, if at all, whatever {flag} says")
+                hide_hint if think == OFF else _as_trained_hint(flag))
     if switch == EFFORT_SWITCH and think == OFF:
         return ("this model's chat template sets a reasoning effort (low, medium, high) and cannot turn thinking off",
                 f"{flag} {EFFORTS[0]} thinks least; {hide_hint}")
@@ -71,6 +71,13 @@ def think_variables(template: str | None, think: str | None) -> dict[str, object
     if switch == EFFORT_SWITCH:
         return {} if think == ON else {switch: think}
     return {switch: think == ON}
+
+
+def _as_trained_hint(flag: str) -> str:
+    """The next step where thinking was asked of a template with no switch: none is needed, as it thinks as trained."""
+    if flag.startswith("--"):
+        return f"leave out {flag}: this model thinks as it was trained to, if at all"
+    return f"send your message as it is: this model thinks as it was trained to, if at all, whatever {flag} says"
 
 
 def refuse_think(template: str | None, think: str | None, *, model_name: str, flag: str = "--think",

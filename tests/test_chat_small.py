@@ -358,9 +358,21 @@ def test_think_on_for_a_template_without_a_switch_is_not_told_to_hide_the_reason
     chat = Chat(tmp_path / "home", "--no-markdown")
     try:
         chat.command_words("/think on", "error: smollm2-135m: /think on: this model's chat template has no switch for "
-                           "thinking (hint: it thinks as it was trained to, if at all, whatever /think says)")
-        chat.command_words("/think high", "(hint: it thinks as it was trained to, if at all, whatever /think says)")
+                           "thinking (hint: send your message as it is: this model thinks as it was trained to, if "
+                           "at all, whatever /think says)")
+        chat.command_words("/think high", "(hint: send your message as it is: this model thinks as it was trained to,")
         chat.command_words("/think off", "no switch for thinking (hint: /thinking off hides its reasoning)")
         assert chat.quit() == 0
     finally:
         _stop(chat)
+
+
+def test_think_on_for_a_template_without_a_switch_is_told_to_leave_it_out() -> None:
+    """--think on for a template with no switch is told to leave it out, the model thinking as trained (it was given
+    no step to take)."""
+    from localgen.errors import UsageError
+    from localgen.think_switch import refuse_think
+
+    with pytest.raises(UsageError) as refused:
+        refuse_think("{{ messages[0]['content'] }}", "on", model_name="plain")
+    assert refused.value.hint == "leave out --think: this model thinks as it was trained to, if at all"
