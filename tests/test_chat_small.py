@@ -91,6 +91,7 @@ def test_think_tab_offers_values_only_where_the_chat_template_has_a_switch(tmp_p
 
 
 def test_think_values_are_those_the_chat_template_s_switch_takes() -> None:
+    """The values /think's Tab offers are those the chat template's switch takes: none where it has no switch."""
     from localgen.think_switch import think_values
 
     assert think_values(SWITCHED_TEMPLATE) == ("on", "off")
@@ -254,6 +255,8 @@ def test_a_carriage_return_in_an_entry_is_text_to_the_trim(tmp_path: Path) -> No
 
 
 def test_newest_entries_keep_the_newest_within_the_size_bound_and_the_newest_whatever_its_size() -> None:
+    """A history's newest entries, each whole, within the entries and the bytes allowed, the newest one whatever its
+    size; None where it holds no more."""
     from localgen.history_bound import newest_entries
 
     data = b"".join(b"\n# 2026-01-01 10:00:00\n+%d\n+%s\n" % (i, b"x" * 10 * i) for i in range(10))
