@@ -345,6 +345,7 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
         finally:
             answered = turn.answer is not None
             self.unanswered = not answered
+            self._turn_ended(answered)
             self.earlier_kept = again and (not answered or turn.interrupted)
             if answered and not self.earlier_kept:
                 self.dropped_question, self.figures_of_previous_model = None, False

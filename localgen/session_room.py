@@ -33,6 +33,7 @@ class ContextRoom:
     attachments: list[str]  # the files attached to the next message
     in_chat = False  # the chat's prompt reads its messages (Repl sets it): its context is set until it starts again
     _room_warned: tuple[int, int] | None = None  # the context and token limit warned of once
+    _room_warning_said: tuple[int, int] | None = None  # ... said for the turn under way: once it gets an answer
 
     if TYPE_CHECKING:
         def limit_source(self) -> str:
@@ -61,9 +62,15 @@ class ContextRoom:
             warning = answer_room_warning(self.loaded, prompt_tokens, limit, limit_source=self.limit_source())
         except ContextOverflowError:  # no room at all: the answer says so
             return None
-        if warning is not None:
-            self._room_warned = (n_ctx, limit)
+        self._room_warning_said = None if warning is None else (n_ctx, limit)
         return warning
+
+    def _turn_ended(self, answered: bool) -> None:
+        """Note how the turn the room warning was said before ended: answered, it is not said again for its context
+        and limit; with no answer (Ctrl-C before any text, an error), the next message says it again."""
+        if answered and self._room_warning_said is not None:
+            self._room_warned = self._room_warning_said
+        self._room_warning_said = None
 
     def _attachment_tokens(self, planned: Conversation, text: str) -> tuple[int, bool]:
         """The tokens the planned message (with text, a file's, the last attached) and the system prompt take, and

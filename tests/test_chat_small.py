@@ -287,6 +287,31 @@ def test_a_chat_warns_once_where_the_context_leaves_the_answer_fewer_tokens_than
         _stop(chat)
 
 
+def test_the_answer_room_warning_is_said_again_where_its_turn_got_no_answer(bundled_model: Path) -> None:
+    """A room warning whose message got no answer (Ctrl-C before any text) is said again at the next message, and
+    not after one answered (it was marked said at once)."""
+    from localgen.conversation import Conversation
+    from localgen.params import GenerationLimits, SamplingParams
+    from localgen.runner import ModelOptions, load_model
+    from localgen.session import ChatSession
+
+    options = ModelOptions(model=str(bundled_model), ctx_size=256, threads=1)
+    session = ChatSession(load_model(options), options, Conversation.new(system=None, model=str(bundled_model)),
+                          SamplingParams(temperature=0), GenerationLimits(max_tokens=200), autosave=False)
+    try:
+        for stopped in (True, True, False):
+            start, events = session.ask("Tell me a story about " + " and ".join(f"Tom{i}" for i in range(30)))
+            assert session.answer_room_warning_once(start.prompt_tokens) is not None
+            if stopped:
+                session.loaded.engine.request_stop()  # Ctrl-C before any text
+            for _ in events:
+                pass
+            assert session.unanswered == stopped
+        assert session.answer_room_warning_once(start.prompt_tokens) is None, "said again after an answer"
+    finally:
+        session.loaded.close()
+
+
 def test_file_dash_says_it_would_be_the_chat_s_terminal_and_a_file_named_dash_is_attached(tmp_path: Path) -> None:
     """/file - (run's -f - reads stdin) is told that stdin is the chat's terminal, as /file /dev/stdin is (it was
     'no such file: -'); a file named - is attached, as ./- too."""
