@@ -49,6 +49,34 @@ def test_the_toolbar_shows_no_speed_after_model_until_the_new_model_answers(tmp_
         _stop(chat)
 
 
+def test_a_conversation_loaded_after_model_shows_the_speed_saved_with_it(bundled_model: Path) -> None:
+    """/model hides the previous model's speed, whatever the models are named; a conversation loaded then shows the
+    one saved with its last answer (it was hidden where its model's name was not the one in use)."""
+    from localgen.chat_commands_settings import last_decode_speed
+    from localgen.conversation import Conversation, Turn
+    from localgen.conversation_turn import AnswerDetails
+    from localgen.params import GenerationLimits, SamplingParams
+    from localgen.runner import ModelOptions, load_model
+    from localgen.session import ChatSession
+
+    options = ModelOptions(model=str(bundled_model), ctx_size=512, threads=1)
+    session = ChatSession(load_model(options), options, Conversation.new(system=None, model=str(bundled_model)),
+                          SamplingParams(temperature=0), GenerationLimits(max_tokens=4), autosave=False)
+    try:
+        for _ in session.ask("Name a fruit.")[1]:
+            pass
+        assert last_decode_speed(session) is not None
+        session.switch_model(str(bundled_model))  # the same file, named as before
+        assert last_decode_speed(session) is None, "the previous model's speed"
+        loaded = Conversation.new(system=None, model="ORG/REPO:Q4_1")
+        details = AnswerDetails(finish_reason="stop", model="smollm2-135m", decode_tokens_per_s=57.3)
+        loaded.turns.append(Turn("Name a fruit.", "A pear.", details=details))
+        session.replace_conversation(loaded)
+        assert last_decode_speed(session) == 57.3
+    finally:
+        session.loaded.close()
+
+
 def test_help_names_every_way_to_quit(tmp_path: Path) -> None:
     """/help names /quit and a line of just exit or quit beside /exit and Ctrl-D (it named /exit and Ctrl-D alone)."""
     chat = Chat(tmp_path / "home", "--no-markdown")
