@@ -27,8 +27,9 @@ def test_the_listing_on_a_terminal_shows_a_title_s_controls_as_show_does(home: P
     save_conversation(conversation)
     let_go(conversation)
     shown = []
+    terminal_env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}  # the pty's
     for args in (("conversations",), ("conversations", "show", "colours")):
-        child = spawn_localgen(*args, env={**os.environ}, encoding="utf-8", timeout=60, dimensions=(24, 200))
+        child = spawn_localgen(*args, env=terminal_env, encoding="utf-8", timeout=60, dimensions=(24, 200))
         child.expect(pexpect.EOF)
         child.close()
         assert child.exitstatus == 0, child.before
