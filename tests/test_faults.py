@@ -720,7 +720,8 @@ ALLOWED_WRITES = {  # (file, text on the line; "" = any line): why it is not a w
                                                                "it, which models rm holds while it deletes the blob",
     ("blob_locks.py", "os.open(lock, os.O_RDONLY"): "opens a blob's lock file read-only to take its lock",
     ("history_bound.py", "os.open(path, os.O_RDONLY"): "opens the history read-only to take its lock",
-    ("promptcache_format.py", "os.open(path, os.O_RDONLY"): "opens a prompt cache entry read-only, without waiting on a FIFO",
+    ("promptcache_format.py", "os.open(path, os.O_RDONLY"): "opens a prompt cache entry read-only, without "
+                                                           "waiting on a FIFO",
     ("hub_resume.py", "partial.touch()"): "a download's partial file, which later pulls append to; renamed into "
                                           "place once complete",
     ("cli_output.py", "open(os.devnull"): "run -q sends stderr to /dev/null while it runs",
