@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from localgen import hub_cache
-from localgen.file_locks import HAS_FLOCK, lock_holder, still_names, try_flock
+from localgen.file_locks import HAS_FLOCK, lock_holder, locked_descriptor
 
 HELD_WAIT_S = 2.0  # a lock held with no part written (a download linking its finished blob, or one about to write) is
 # waited for this long; a process that holds one longer and writes nothing is no download, and rm goes ahead without it
 LOCK_POLL_S = 0.01
-LOCK_TRIES = 5  # a lock file deleted under rm as it locks it is opened again this many times at most
 LOCK_FILE_MODE = 0o664  # huggingface_hub's, so that other users sharing the cache can wait on it too
 
 
@@ -63,26 +61,17 @@ def _taken(lock: Path, refuse: Callable[[], None], waited: Waited) -> int | None
     """The lock file lock, opened (made where missing) and locked by this process: waited for while another process
     holds it (noted in waited), refuse called after each try, the last too; None where it cannot be taken or tested,
     or is still held after HELD_WAIT_S."""
-    deadline, lost_files = time.monotonic() + HELD_WAIT_S, 0
-    while True:
-        fd = _opened(lock)
-        if fd is None:
-            return None
-        taken = try_flock(fd)
-        if taken and still_names(fd, lock):
-            return fd
-        os.close(fd)
-        lost_files += bool(taken)  # deleted and made again as it was locked (or identities that never agree: FUSE)
-        if taken is False:  # held by another process
-            if not waited.waited:
-                waited.holder = lock_holder(lock)
-            if lock.stem not in waited.blobs:
-                waited.blobs.append(lock.stem)
-            refuse()  # after the last try too: a download that began writing as rm gave up is refused all the same
-        if taken is None or lost_files == LOCK_TRIES or time.monotonic() >= deadline:
-            return None
-        if taken is False:
-            time.sleep(LOCK_POLL_S)
+
+    def held() -> None:
+        """Note the process holding lock, then refuse (after the last try too: a download that began writing as rm
+        gave up is refused all the same)."""
+        if not waited.waited:
+            waited.holder = lock_holder(lock)
+        if lock.stem not in waited.blobs:
+            waited.blobs.append(lock.stem)
+        refuse()
+
+    return locked_descriptor(lock, lambda: _opened(lock), wait_s=HELD_WAIT_S, poll_s=LOCK_POLL_S, on_held=held)
 
 
 def _opened(lock: Path) -> int | None:

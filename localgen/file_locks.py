@@ -45,11 +45,12 @@ def still_names(fd: int, path: Path) -> bool:
         return False
 
 
-def locked_descriptor(path: Path, open_file: Callable[[], int | None], *, wait_s: float,
-                      poll_s: float) -> int | None:
+def locked_descriptor(path: Path, open_file: Callable[[], int | None], *, wait_s: float, poll_s: float,
+                      on_held: Callable[[], None] | None = None) -> int | None:
     """A descriptor open_file opens on path, locked by this process once no other holds it and still the file path
-    names; None where open_file gives none, locks cannot be had, another process holds it past wait_s, or the lock
-    was taken LOST_FILE_TRIES times on a file path no longer named (on some FUSE mounts, every time)."""
+    names, on_held called each time another process is found holding it (the last time too); None where open_file
+    gives none, locks cannot be had, another process holds it past wait_s, or the lock was taken LOST_FILE_TRIES
+    times on a file path no longer named (deleted and made again meanwhile; on some FUSE mounts, every time)."""
     deadline, lost_files = time.monotonic() + wait_s, 0
     while True:
         fd = open_file()
@@ -60,6 +61,8 @@ def locked_descriptor(path: Path, open_file: Callable[[], int | None], *, wait_s
             return fd
         os.close(fd)
         lost_files += bool(taken)
+        if taken is False and on_held is not None:
+            on_held()
         if taken is None or lost_files == LOST_FILE_TRIES or time.monotonic() >= deadline:
             return None
         if taken is False:

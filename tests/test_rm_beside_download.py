@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from hub_server import HubEnv, HubServer, child_env, make_gguf_bytes, run_cli
 
-from localgen import blob_locks, hub, hub_cache, hub_resume
+from localgen import blob_locks, file_locks, hub, hub_cache, hub_resume
 from localgen.blob_locks import holding_blob_locks
 from localgen.downloads_under_way import ModelDownloadingError
 from localgen.errors import HubError, ModelNotFoundError
@@ -277,7 +277,7 @@ def test_rm_on_a_file_system_whose_file_identities_never_agree_removes_the_model
     again, for all of the 2 s rm waits on a held lock, for each blob."""
     hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("big")})
     hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
-    monkeypatch.setattr(blob_locks, "still_names", lambda fd, path: False)
+    monkeypatch.setattr(file_locks, "still_names", lambda fd, path: False)
     started = time.monotonic()
     remove_model(load_registry(), REPO)
     assert time.monotonic() - started < blob_locks.HELD_WAIT_S / 2 and hubenv.snapshot_files(REPO) == []
@@ -291,13 +291,13 @@ def test_rm_giving_up_on_a_held_lock_refuses_a_download_that_began_writing_as_it
     hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
     (blob,) = (p for p in hubenv.blobs(REPO) if not p.name.endswith(".incomplete"))
     monkeypatch.setattr(blob_locks, "HELD_WAIT_S", 0.0)  # the first try is the last
-    real = blob_locks.try_flock
+    real = file_locks.try_flock
 
     def writing_as_tried(fd: int) -> bool | None:
         hub_cache.partial_path(REPO, blob.name).write_bytes(b"\0" * 1024)  # the download writes as rm tries
         return real(fd)
 
-    monkeypatch.setattr(blob_locks, "try_flock", writing_as_tried)
+    monkeypatch.setattr(file_locks, "try_flock", writing_as_tried)
     with open(hub_cache.blob_lock_path(REPO, blob.name), "rb") as held:
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # another open file: its lock keeps this process's own check out
         with pytest.raises(ModelDownloadingError, match=rf"^{REPO}:Q4_K_M is being downloaded by "):
