@@ -7,13 +7,12 @@ import contextlib
 import logging
 import os
 import re
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 
 from localgen.errors import LocalgenError
 from localgen.file_locks import locked_descriptor
-from localgen.storage import atomic_write_bytes, remove_leftover_temp_files
+from localgen.storage import atomic_write_bytes, regular_file_descriptor, remove_leftover_temp_files
 
 MAX_HISTORY_ENTRIES = 10_000  # the newest entries a history file keeps
 MAX_HISTORY_BYTES = 16 * 1024 * 1024  # ... within this size (a few pasted files would otherwise fill it)
@@ -45,13 +44,9 @@ def _opened_file(path: Path) -> int | None:
     """A read-only descriptor of the regular file at path; None where it is not there yet (an append makes it), is
     unreadable (said where it is read or written), or is not a regular file."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        return regular_file_descriptor(path)
     except OSError:
         return None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        return None
-    return fd
 
 
 def newest_entries(data: bytes, most: int = MAX_HISTORY_ENTRIES, most_bytes: int = MAX_HISTORY_BYTES) -> bytes | None:

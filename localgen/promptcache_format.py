@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 import struct
 from array import array
 from collections.abc import Sequence
@@ -13,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from localgen.storage import regular_file_descriptor
 from localgen.tokens import tokens_array
 
 MAGIC = b"LGPC"
@@ -78,11 +78,10 @@ def read_header(handle: BinaryIO, size: int) -> EntryHeader:
 def open_entry(path: Path) -> BinaryIO:
     """An entry file opened for reading; OSError where path is not a regular file (a FIFO put in an entry's place after
     the folder's scan would block the open, and its read, for a writer that never comes)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    fd = regular_file_descriptor(path)
+    if fd is None:
+        raise OSError("not a regular file")
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError("not a regular file")
-        os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from localgen.file_locks import still_names, try_flock
-from localgen.storage import STALE_TEMP_S, fsync_folder, new_temp_file, write_synced
+from localgen.storage import STALE_TEMP_S, fsync_folder, new_temp_file, regular_file_descriptor, write_synced
 
 log = logging.getLogger("localgen.promptcache")
 
@@ -154,7 +154,9 @@ def _look_at(path: Path, quiet_s: float | None) -> tuple[PartialWrite, bool | OS
     if named is None:  # an older localgen's, or one moved aside (promptcache.remove_found): only its age tells
         found = PartialWrite(path, info.st_size, info.st_mtime, None, None)
         return found, _delete_if(quiet_s is not None and found.left_by_a_stopped_run(quiet_s), path)
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    fd = regular_file_descriptor(path, follow_links=False)  # a FIFO renamed over it since would block an open
+    if fd is None:
+        return None
     try:
         free = try_flock(fd, exclusive=False)  # taken here: its writer holds it no more
         status = os.fstat(fd)

@@ -140,15 +140,32 @@ def remove_leftover_temp_files(folder: Path, written: str, *, by_lock: bool = Tr
                 _remove_if_left(Path(entry.path), by_lock=by_lock and ours)
 
 
+def regular_file_descriptor(path: Path, *, follow_links: bool = True) -> int | None:
+    """A read-only descriptor of the regular file at path (not through a link unless follow_links); None where path is
+    another kind of file. Opened without waiting: a FIFO put in a file's place would block the open for a writer that
+    never comes; blocking again once it is known to be a regular file."""
+    no_follow = 0 if follow_links else getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | no_follow | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _remove_if_left(path: Path, *, by_lock: bool = True) -> None:
     """Delete the temp file at path where its writer has ended (by_lock: its lock is free; else, as where no lock can
     be tested, it is untouched for STALE_TEMP_S; one whose lock is held, never), while the lock taken here is held (a
     directory, a link or any other file that is no regular one is left alone)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    fd = regular_file_descriptor(path, follow_links=False)
+    if fd is None:
+        return
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return
         free = try_flock(fd)
         if free and not still_names(fd, path):  # renamed into place since it was opened, or some FUSE mount
             free = None if os.path.lexists(path) else False

@@ -715,13 +715,9 @@ ALLOWED_WRITES = {  # (file, text on the line; "" = any line): why it is not a w
     ("inputs.py", "os.open(path, os.O_RDONLY"): "opens an attached file read-only to see if it is a pipe or terminal",
     ("promptcache_partial.py", "os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL"): "a prompt cache entry's "
         "partial write, fsynced and renamed into place as the atomic writer's are, locked by its writer until then",
-    ("promptcache_partial.py", "os.open(path, os.O_RDONLY"): "opens a partial write read-only to test its lock",
     ("blob_locks.py", "os.open(lock, os.O_RDWR | os.O_CREAT"): "a blob's lock file, empty, as huggingface_hub makes "
                                                                "it, which models rm holds while it deletes the blob",
     ("blob_locks.py", "os.open(lock, os.O_RDONLY"): "opens a blob's lock file read-only to take its lock",
-    ("history_bound.py", "os.open(path, os.O_RDONLY"): "opens the history read-only to take its lock",
-    ("promptcache_format.py", "os.open(path, os.O_RDONLY"): "opens a prompt cache entry read-only, without "
-                                                           "waiting on a FIFO",
     ("hub_resume.py", "partial.touch()"): "a download's partial file, which later pulls append to; renamed into "
                                           "place once complete",
     ("cli_output.py", "open(os.devnull"): "run -q sends stderr to /dev/null while it runs",

@@ -211,3 +211,24 @@ def test_an_entry_swapped_for_a_fifo_after_the_scan_blocks_no_lookup(tmp_path: P
     else:
         (listed,) = _within(5, lambda: list_entries(tmp_path), entry)
         assert listed.tokens is None and listed.problem == "not a regular file"
+
+
+def test_a_partial_write_swapped_for_a_fifo_after_its_lstat_blocks_no_sweep(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """`localgen cache`, `cache clear` and a run's sweep look at each partial write (lstat, then open to test its
+    lock): a FIFO renamed into its place between the two hung the open for a writer that never came."""
+    from localgen import promptcache_partial
+
+    partial = tmp_path / f".abc.lgpc.{promptcache_partial.host_key()}-pid999999-0123abcd.tmp"
+    partial.write_bytes(b"x")
+    lstat = os.lstat
+
+    def swapped_after(path: object, *args: object, **options: object) -> os.stat_result:
+        status = lstat(path, *args, **options)  # type: ignore[arg-type]
+        if str(path) == str(partial):
+            os.mkfifo(tmp_path / "fifo")
+            os.replace(tmp_path / "fifo", partial)
+        return status
+
+    monkeypatch.setattr(promptcache_partial.os, "lstat", swapped_after)
+    assert _within(5, lambda: promptcache_partial.partial_writes(tmp_path), partial) == []
