@@ -11,7 +11,8 @@ from pathlib import Path
 from localgen.errors import UsageError
 from localgen.input_text import argument_utf8
 from localgen.inputs import STDIN_NAME, InputFile, Waiting, whole_text
-from localgen.json_schema import MAX_COUNT, SCHEMA_HINT, schema_grammar
+from localgen.json_schema import SCHEMA_HINT, schema_grammar
+from localgen.json_schema_words import MAX_COUNT
 from localgen.params import Grammar
 from localgen.stdin_names import names_stdin
 from localgen.thinking import CLOSE_TAG

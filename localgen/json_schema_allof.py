@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from localgen.errors import UsageError
+from localgen.json_schema_words import DEFINITIONS, short_json
 
 MAX_ALTERNATIVES = 64  # anyOf alternatives an allOf's parts multiply out to, at most
 _NOTES = ("title", "description", "default", "examples", "$comment", "$id", "$schema", "deprecated", "readOnly",
@@ -17,7 +18,6 @@ _LOWER_BOUNDS = ("minLength", "minItems", "minProperties", "minimum", "exclusive
 _UPPER_BOUNDS = ("maxLength", "maxItems", "maxProperties", "maximum", "exclusiveMaximum")  # the smaller one holds
 _MAPS = ("properties", "$defs", "definitions", "patternProperties")
 _ALTERNATIVES = ("anyOf", "oneOf")
-_DEFINITIONS = ("$defs", "definitions")
 ALLOF_HINT = "write the combined schema out in one object, or drop the allOf"
 
 Resolver = Callable[[str], object]  # a local $ref's target (None: none)
@@ -30,7 +30,7 @@ def merged_all_of(schema: dict[str, Any], resolve: Resolver, seen: tuple[str, ..
     parts = schema.get("allOf")
     if not isinstance(parts, list):
         return schema
-    definitions = {key: schema[key] for key in _DEFINITIONS if key in schema}  # kept where $refs find them
+    definitions = {key: schema[key] for key in DEFINITIONS if key in schema}  # kept where $refs find them
     merged = _part({key: value for key, value in schema.items() if key != "allOf" and key not in definitions},
                    resolve, seen)
     for part in parts:
@@ -136,8 +136,3 @@ def _common_type(first: object, second: object) -> object:
                          f"{short_json(second)}, which no value is", hint=ALLOF_HINT)
     return both[0] if len(both) == 1 else both
 
-
-def short_json(value: object) -> str:
-    """A keyword's value as JSON, cut to 60 characters."""
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 60 else text[:59] + "…"

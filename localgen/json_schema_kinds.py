@@ -4,15 +4,13 @@ words ('int' object has no attribute 'get')."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 from localgen.errors import UsageError
+from localgen.json_schema_words import SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_VALUED, short_json
 
-_SCHEMA_VALUED = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
-_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
-_SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
 _COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties")
-_TEXTS = ("$ref", "format")  # a pattern's is refused as the converter reads it (json_schema.converter_pattern)
+_TEXTS = ("$ref", "format")  # a pattern's is refused as the converter reads it (converter_pattern)
 _LISTS = ("enum",)
 
 
@@ -23,11 +21,11 @@ def check_kinds(schema: dict[str, Any]) -> None:
         if key == "items" and isinstance(value, list):  # draft 7's tuple, as prefixItems
             if not all(map(_is_schema, value)):
                 _refuse(key, value, "a schema, or a list of them", '{"type": "string"}')
-        elif key in _SCHEMA_VALUED and not _is_schema(value):
+        elif key in SCHEMA_VALUED and not _is_schema(value):
             _refuse(key, value, "a schema (an object, or true or false)", '{"type": "string"}')
-        elif key in _SCHEMA_LISTS and not (isinstance(value, list) and all(_is_schema(item) for item in value)):
+        elif key in SCHEMA_LISTS and not (isinstance(value, list) and all(_is_schema(item) for item in value)):
             _refuse(key, value, "a list of schemas", '[{"type": "string"}, {"type": "null"}]')
-        elif key in _SCHEMA_MAPS and not (isinstance(value, dict) and all(map(_is_schema, value.values()))):
+        elif key in SCHEMA_MAPS and not (isinstance(value, dict) and all(map(_is_schema, value.values()))):
             _refuse(key, value, "an object of names and their schemas", '{"name": {"type": "string"}}')
         elif key in _COUNTS and (not isinstance(value, int) or isinstance(value, bool)):
             _refuse(key, value, "a whole number", "3")
@@ -42,8 +40,6 @@ def _is_schema(value: object) -> bool:
     return isinstance(value, dict | bool)
 
 
-def _refuse(key: str, value: object, kind: str, example: str) -> None:
+def _refuse(key: str, value: object, kind: str, example: str) -> NoReturn:
     """The error for a keyword whose value is not of its kind."""
-    from localgen.json_schema_allof import short_json
-
     raise UsageError(f"the JSON schema's {key} is {short_json(value)}, not {kind}", hint=f'e.g. "{key}": {example}')

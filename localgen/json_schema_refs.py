@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from localgen.json_schema_words import DEFINITIONS
+
 WHOLE = "whole-schema"  # the $defs entry that holds the schema's copy (the grammar's rule for it takes the name)
 WHOLE_REF = f"#/$defs/{WHOLE}"
-_DEFINITIONS = ("$defs", "definitions")
 
 
 def whole_schema_referred(schema: dict[str, Any]) -> dict[str, Any]:
@@ -17,7 +18,7 @@ def whole_schema_referred(schema: dict[str, Any]) -> dict[str, Any]:
         return schema
     rewritten = _rewritten(schema)
     definitions = rewritten.get("$defs") if isinstance(rewritten.get("$defs"), dict) else {}
-    whole = {key: value for key, value in rewritten.items() if key not in _DEFINITIONS}
+    whole = {key: value for key, value in rewritten.items() if key not in DEFINITIONS}
     return {**rewritten, "$defs": {**definitions, WHOLE: whole}}
 
 
