@@ -23,6 +23,10 @@ ALLOF_HINT = "write the combined schema out in one object, or drop the allOf"
 Resolver = Callable[[str], object]  # a local $ref's target (None: none)
 
 
+class NoValueError(UsageError):
+    """An allOf whose parts no value meets together (an alternative that meets this is dropped, not refused)."""
+
+
 def merged_all_of(schema: dict[str, Any], resolve: Resolver, seen: tuple[str, ...] = ()) -> dict[str, Any]:
     """schema with its allOf's parts (a local $ref's target for a part that refers) merged into it: every keyword
     that limits the value kept, a bound the tighter of two, types and enums the values both allow (seen: the $refs
@@ -34,13 +38,14 @@ def merged_all_of(schema: dict[str, Any], resolve: Resolver, seen: tuple[str, ..
     merged = _part({key: value for key, value in schema.items() if key != "allOf" and key not in definitions},
                    resolve, seen)
     for part in parts:
-        merged = _merged(merged, _part(part, resolve, seen), resolve, seen)
+        merged = _merged(merged, _part(part, resolve, seen))
     return {**merged, **definitions}
 
 
 def _part(part: object, resolve: Resolver, seen: tuple[str, ...]) -> dict[str, Any]:
     """One allOf part, or one alternative of a part's anyOf, as a schema object: true as {}, a $ref as its target
-    beside the part's other keywords (but a $ref already being followed, left to the converter)."""
+    beside the part's other keywords (but a $ref already being followed, left to the converter), each anyOf or oneOf
+    alternative so too (resolved here, on the path that reached it, so that no later merge follows it again)."""
     if part is True:
         return {}
     if not isinstance(part, dict):
@@ -55,26 +60,23 @@ def _part(part: object, resolve: Resolver, seen: tuple[str, ...]) -> dict[str, A
         if not isinstance(target, dict):
             raise UsageError(f"the JSON schema's allOf refers to {ref}, which does not resolve to a schema",
                              hint="point the $ref at a schema in $defs")
-        rest = {key: value for key, value in part.items() if key != "$ref"}
-        part = _merged(_part(target, resolve, (*seen, ref)), rest, resolve, (*seen, ref))
+        rest = _part({key: value for key, value in part.items() if key != "$ref"}, resolve, seen)
+        return _merged(_part(target, resolve, (*seen, ref)), rest)
+    for key in _ALTERNATIVES:
+        if isinstance(part.get(key), list):
+            part = {**part, key: [_part(item, resolve, seen) for item in part[key]]}
     return merged_all_of(part, resolve, seen)
 
 
-def _merged(first: dict[str, Any], second: dict[str, Any], resolve: Resolver,
-            seen: tuple[str, ...]) -> dict[str, Any]:
+def _merged(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
     """The schema of the values both schemas allow; an anyOf or oneOf of either spread over the other's keywords,
-    each of its alternatives that refers taken as its target."""
+    an alternative no value of the other meets dropped."""
     for key in _ALTERNATIVES:
         for one, other in ((first, second), (second, first)):
             alternatives = one.get(key)
             if isinstance(alternatives, list) and alternatives:
                 rest = {name: value for name, value in one.items() if name != key}
-                spread = [_merged(_merged(dict(other), rest, resolve, seen), _part(item, resolve, seen), resolve, seen)
-                          for item in alternatives]
-                if sum(_alternative_count(item) for item in spread) > MAX_ALTERNATIVES:
-                    raise UsageError(f"the JSON schema's allOf multiplies out to over {MAX_ALTERNATIVES} "
-                                     "alternatives", hint=ALLOF_HINT)
-                return {key: spread}
+                return {key: _spread(alternatives, _merged(dict(other), rest))}
     merged = dict(first)
     for key, value in second.items():
         if key not in merged or merged[key] == value or key in _NOTES:
@@ -82,6 +84,23 @@ def _merged(first: dict[str, Any], second: dict[str, Any], resolve: Resolver,
             continue
         merged[key] = _combined(key, merged[key], value)
     return merged
+
+
+def _spread(alternatives: list[Any], other: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each alternative merged with other, those no value meets dropped (refused only when all of them are)."""
+    spread: list[dict[str, Any]] = []
+    clash: NoValueError | None = None
+    for item in alternatives:
+        try:
+            spread.append(_merged(dict(other), item))
+        except NoValueError as exc:
+            clash = clash or exc
+    if clash and not spread:
+        raise clash
+    if sum(_alternative_count(item) for item in spread) > MAX_ALTERNATIVES:
+        raise UsageError(f"the JSON schema's allOf multiplies out to over {MAX_ALTERNATIVES} alternatives",
+                         hint=ALLOF_HINT)
+    return spread
 
 
 def _alternative_count(schema: dict[str, Any]) -> int:
@@ -110,10 +129,10 @@ def _combined(key: str, first: object, second: object) -> object:
         both = [value for value in first if value in second]
         if both:
             return both
-    raise UsageError(f"the JSON schema's allOf gives {key} two values, {short_json(first)} and {short_json(second)}, "
-                     "that no value can meet together" if key == "enum" else
-                     f"the JSON schema's allOf gives {key} two values, {short_json(first)} and {short_json(second)}, "
-                     "which localgen cannot combine", hint=ALLOF_HINT)
+    two = f"the JSON schema's allOf gives {key} two values, {short_json(first)} and {short_json(second)}"
+    if key == "enum":
+        raise NoValueError(f"{two}, that no value can meet together", hint=ALLOF_HINT)
+    raise UsageError(f"{two}, which localgen cannot combine", hint=ALLOF_HINT)
 
 
 def _numbers(*values: object) -> bool:
@@ -132,7 +151,7 @@ def _common_type(first: object, second: object) -> object:
     both = [name for name in names(first) if allows(second, name)]
     both += [name for name in names(second) if name == "integer" and allows(first, name) and name not in both]
     if not both:
-        raise UsageError(f"the JSON schema's allOf asks for a value of type {short_json(first)} and of type "
+        raise NoValueError(f"the JSON schema's allOf asks for a value of type {short_json(first)} and of type "
                          f"{short_json(second)}, which no value is", hint=ALLOF_HINT)
     return both[0] if len(both) == 1 else both
 

@@ -238,3 +238,96 @@ def test_an_all_of_that_refers_to_its_own_definition_is_followed_as_a_ref() -> N
     result = run_localgen("run", "--json-schema", json.dumps(schema), "A linked list of 1 then 2 in JSON.", "-n",
                           "40", *GREEDY)
     assert result.returncode == 0 and result.err == "" and result.out.startswith('{ "v"'), result.err
+
+
+class _Vocab:
+    """The bundled model's vocabulary alone, to check what a grammar lets llama.cpp's sampler write."""
+
+    def __init__(self, path: Path) -> None:
+        """Load the vocabulary of the GGUF at path (no weights)."""
+        import llama_cpp
+
+        self.lib = llama_cpp
+        params = llama_cpp.llama_model_default_params()
+        params.vocab_only = True
+        self.model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+        self.vocab = llama_cpp.llama_model_get_vocab(self.model)
+
+    def tokens(self, text: str) -> list[int]:
+        """text's tokens."""
+        data = text.encode()
+        out = (self.lib.llama_token * 16)()
+        count = self.lib.llama_tokenize(self.vocab, data, len(data), out, 16, False, True)
+        return list(out[:count])
+
+    def allows(self, sampler: object, token: int) -> bool:
+        """Whether the grammar sampler lets token come next."""
+        import ctypes
+
+        data = (self.lib.llama_token_data * 1)(self.lib.llama_token_data(token, 1.0, 0.0))
+        candidates = self.lib.llama_token_data_array(data, 1, -1, False)
+        self.lib.llama_sampler_apply(sampler, ctypes.byref(candidates))
+        return bool(data[0].logit > -1e30)
+
+    def accepts(self, grammar: str, text: str) -> bool:
+        """Whether the grammar lets the sampler write text whole, one character's tokens at a time, then stop."""
+        sampler = self.lib.llama_sampler_init_grammar(self.vocab, grammar.encode(), b"root")
+        assert sampler, grammar
+        try:
+            for char in text:
+                for token in self.tokens(char):
+                    if not self.allows(sampler, token):
+                        return False
+                    self.lib.llama_sampler_accept(sampler, token)
+            return self.allows(sampler, self.lib.llama_vocab_eos(self.vocab))
+        finally:
+            self.lib.llama_sampler_free(sampler)
+
+
+@pytest.fixture(scope="module")
+def vocab(bundled_model: Path) -> _Vocab:
+    """The bundled model's vocabulary, for grammar checks in milliseconds."""
+    return _Vocab(bundled_model)
+
+
+def _allowed(vocab: _Vocab, schema: dict[str, object], values: list[object]) -> list[object]:
+    """Those of values the grammar of schema lets an answer be."""
+    from localgen.json_schema import schema_grammar
+
+    grammar = schema_grammar(json.dumps(schema), [])
+    return [value for value in values if vocab.accepts(grammar, json.dumps(value))]
+
+
+@pytest.mark.parametrize(("schema", "values", "allowed"), [
+    ({"allOf": [{"anyOf": [{"type": "string"}, {"type": "null"}]}, {"type": "string", "maxLength": 3}]},
+     ["ab", None, "abcd"], ["ab"]),
+    ({"anyOf": [{"type": "string"}, {"type": "integer"}], "allOf": [{"type": "integer"}]}, [1, "a"], [1]),
+    ({"allOf": [{"anyOf": [{"type": "integer"}, {"type": "string"}]}, {"type": "string"}]}, [1, "a"], ["a"]),
+])
+def test_an_all_of_keeps_the_alternatives_its_other_parts_allow(vocab: _Vocab, schema: dict[str, object],
+                                                                  values: list[object], allowed: list[object]) -> None:
+    """An alternative of another type than a part asks for was refused as the whole allOf allowing no value."""
+    assert _allowed(vocab, schema, values) == allowed
+
+
+def test_an_all_of_none_of_whose_alternatives_fits_is_one_usage_error() -> None:
+    """Dropping the alternatives that clash leaves none: the schema allows no value."""
+    schema = {"allOf": [{"anyOf": [{"type": "integer"}, {"type": "null"}]}, {"type": "string"}]}
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
+    assert result.returncode == 2 and "which no value is" in result.err, result.err
+
+
+@pytest.mark.parametrize("schema", [
+    {"allOf": [{"anyOf": [{"$ref": "#"}, {"type": "null"}]}]},
+    {"$defs": {"Base": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]},
+               "Node": {"allOf": [{"$ref": "#/$defs/Base"}, {"anyOf": [{"$ref": "#/$defs/Node"}, {
+                   "type": "object", "properties": {"leaf": {"const": True}}, "required": ["leaf"]}]}]}},
+     "$ref": "#/$defs/Node"},
+], ids=["whole", "definition"])
+def test_an_all_of_whose_alternative_refers_round_to_it_is_one_usage_error(schema: dict[str, object]) -> None:
+    """The alternative's $ref, left alone a level down, was followed again a level up, without end (a RecursionError);
+    now its grammar, a rule that begins with itself, is refused as llama.cpp's parser refuses it."""
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
+    assert result.returncode == 2 and "left recursion" in result.err, result.err
+    assert len(result.err.strip().splitlines()) == 1, result.err
+
