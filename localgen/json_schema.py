@@ -47,7 +47,10 @@ _BOUNDS = (("minLength", "maxLength"), ("minItems", "maxItems"))
 
 def schema_grammar(text: str, warn: list[str]) -> str:
     """The GBNF grammar of the JSON values the schema in text allows; warn gets what the answer may still break."""
-    schema = whole_schema_referred(parsed_schema(text))
+    try:
+        schema = whole_schema_referred(parsed_schema(text))
+    except RecursionError:
+        raise UsageError("the JSON schema nests too deep to read", hint="flatten it, or use $defs") from None
     ignored = sorted(_keywords_in(schema) & set(IGNORED_KEYWORDS))
     if ignored:
         them = "them" if len(ignored) > 1 else "it"

@@ -331,3 +331,10 @@ def test_an_all_of_whose_alternative_refers_round_to_it_is_one_usage_error(schem
     assert result.returncode == 2 and "left recursion" in result.err, result.err
     assert len(result.err.strip().splitlines()) == 1, result.err
 
+
+def test_a_ref_to_the_whole_schema_deep_down_is_named_as_nesting_too_deep() -> None:
+    """Its rewriting to a $defs entry recursed two frames a level, and ended in a RecursionError."""
+    deep = '{"type":"object","properties":{"a":' * 300 + '{"anyOf":[{"$ref":"#"},{"type":"null"}]}' + "}}" * 300
+    result = run_localgen("run", "--json-schema", deep, "hi")
+    assert result.returncode == 2 and "nests too deep" in result.err, result.err
+    assert len(result.err.strip().splitlines()) == 1, result.err
