@@ -64,7 +64,7 @@ def schema_grammar(text: str, warn: list[str]) -> str:
                     f"(llama-cpp-python's converter knows date, time, date-time and uuid, and ignores {them}): "
                     "check the answer, or give a pattern")
     unlisted: list[str] = []
-    prepared = _prepared(schema, unlisted, lambda ref: _target(schema, ref))
+    prepared = _prepared(schema, unlisted, lambda ref: _target(schema, ref), _recursive_refs(schema))
     if unlisted:
         them = "them" if len(unlisted) > 1 else "it"
         warn.append(f"the JSON schema requires {', '.join(unlisted)} but does not list {them} in properties, so the "
@@ -123,24 +123,25 @@ def _objects_in(schema: object) -> Iterator[dict[Any, Any]]:
             stack.extend(node)
 
 
-def _prepared(node: object, unlisted: list[str], resolve: Resolver, seen: tuple[str, ...] = ()) -> object:
+def _prepared(node: object, unlisted: list[str], resolve: Resolver, recursive: frozenset[str],
+              seen: tuple[str, ...] = ()) -> object:
     """A schema as the converter handles it, its subschemas too (_checked, an allOf merged); unlisted gets the
-    required names missing from properties; resolve finds a local $ref's target; seen: the $refs an allOf above
-    followed, left to the converter below it (a recursive schema's)."""
+    required names missing from properties; resolve finds a local $ref's target; seen: the recursive $refs (those
+    that lead back to themselves) an allOf above followed, left to the converter below it."""
     if not isinstance(node, dict):
         return node
     schema = _checked(node)
     if "allOf" in schema:
         merged = merged_all_of(schema, resolve, seen)
-        seen = (*seen, *sorted(_local_refs(schema["allOf"])))
+        seen = (*seen, *sorted(_local_refs(schema["allOf"]) & recursive))
         schema = _checked(merged)
     for key, value in schema.items():
         if key in SCHEMA_MAPS and isinstance(value, dict):  # a property of false cannot be there: left out
-            schema[key] = {name: _prepared(_as_object(sub, key), unlisted, resolve, seen)
+            schema[key] = {name: _prepared(_as_object(sub, key), unlisted, resolve, recursive, seen)
                            for name, sub in value.items() if not (key == "properties" and sub is False)}
         elif (key in SCHEMA_LISTS and isinstance(value, list)) or key in SCHEMA_VALUED:
-            schema[key] = [_prepared(_as_object(sub, key), unlisted, resolve, seen) for sub in value] \
-                if isinstance(value, list) else _prepared(value, unlisted, resolve, seen)
+            schema[key] = [_prepared(_as_object(sub, key), unlisted, resolve, recursive, seen) for sub in value] \
+                if isinstance(value, list) else _prepared(value, unlisted, resolve, recursive, seen)
     properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
     required = schema.get("required") if isinstance(schema.get("required"), list) else []
     unlisted.extend(str(name) for name in required if name not in properties and str(name) not in unlisted)
@@ -231,6 +232,19 @@ def _local_refs(node: object) -> set[str]:
     """Every local $ref (#/...) in a schema."""
     return {item["$ref"] for item in _objects_in(node)
             if isinstance(item.get("$ref"), str) and item["$ref"].startswith("#/")}
+
+
+def _recursive_refs(schema: object) -> frozenset[str]:
+    """The local $refs whose target leads back to the same $ref, through $refs within it."""
+    def reached(ref: str) -> set[str]:
+        found, stack = set(), [ref]
+        while stack:
+            for inner in _local_refs(_target(schema, stack.pop())) - found:
+                found.add(inner)
+                stack.append(inner)
+        return found
+
+    return frozenset(ref for ref in _local_refs(schema) if ref in reached(ref))
 
 
 def _target(schema: object, ref: str) -> object:

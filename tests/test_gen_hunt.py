@@ -338,3 +338,17 @@ def test_a_ref_to_the_whole_schema_deep_down_is_named_as_nesting_too_deep() -> N
     result = run_localgen("run", "--json-schema", deep, "hi")
     assert result.returncode == 2 and "nests too deep" in result.err, result.err
     assert len(result.err.strip().splitlines()) == 1, result.err
+
+
+def test_a_definition_an_all_of_follows_twice_on_one_path_keeps_both_parts(vocab: _Vocab) -> None:
+    """A $ref an allOf above had followed was left to the converter below it, even where nothing led round: the
+    child's required id was dropped, and said to be missing from properties."""
+    base = {"type": "object", "properties": {"id": {"type": "integer"}, "child": {"type": "object"}}}
+    schema = {"$defs": {"Base": base}, "allOf": [{"$ref": "#/$defs/Base"}, {"properties": {"child": {
+        "allOf": [{"$ref": "#/$defs/Base"}, {"required": ["id"]}]}}}]}
+    warn: list[str] = []
+    from localgen.json_schema import schema_grammar
+
+    schema_grammar(json.dumps(schema), warn)
+    assert warn == []
+    assert _allowed(vocab, schema, [{"child": {}}, {"child": {"id": 1}}, {}]) == [{"child": {"id": 1}}, {}]
