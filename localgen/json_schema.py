@@ -13,9 +13,11 @@ from localgen.json_schema_kinds import check_kinds
 from localgen.json_schema_pattern import converter_pattern
 from localgen.json_schema_refs import WHOLE_REF, whole_schema_referred
 from localgen.json_schema_words import (
+    DEFINITIONS,
     MAX_COUNT,
     MAX_SPAN,
     NOT_IN_JSON_STRING,
+    NOTES,
     SCHEMA_LISTS,
     SCHEMA_MAPS,
     SCHEMA_VALUED,
@@ -175,8 +177,19 @@ def _checked(node: dict[str, Any]) -> dict[str, Any]:
         schema["items"] = _ANY_VALUE  # the converter reads an empty or missing items as none: no bounds kept
     if schema and not any(key in schema for key in _VALUE_KEYWORDS) and not KNOWN_FORMAT.fullmatch(
             str(schema.get("format"))):
-        schema["type"] = _ANY_VALUE["type"]  # notes alone ({"title": "Data"}, pydantic's Any): the converter refused
-    return schema
+        schema["type"] = _ANY_VALUE["type"]  # notes or constraints alone ({"title": "Data"}, {"minLength": 2})
+    return _types_apart(schema)
+
+
+def _types_apart(schema: dict[str, Any]) -> dict[str, Any]:
+    """A type list beside other keywords as an anyOf of one schema a type (its definitions kept at the top), where
+    the converter read the types alone: {"type": ["string", "null"], "maxLength": 3} allowed any string."""
+    types = schema.get("type")
+    if not isinstance(types, list) or all(key == "type" or key in NOTES for key in schema):
+        return schema
+    definitions = {key: schema[key] for key in DEFINITIONS if key in schema}
+    rest = {key: value for key, value in schema.items() if key not in definitions}
+    return {"anyOf": [{**rest, "type": name} for name in types], **definitions}
 
 
 def _check_type(given: object) -> None:

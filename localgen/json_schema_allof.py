@@ -9,11 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from localgen.errors import UsageError
-from localgen.json_schema_words import DEFINITIONS, short_json
+from localgen.json_schema_words import DEFINITIONS, NOTES, short_json
 
 MAX_ALTERNATIVES = 64  # anyOf alternatives an allOf's parts multiply out to, at most
-_NOTES = ("title", "description", "default", "examples", "$comment", "$id", "$schema", "deprecated", "readOnly",
-          "writeOnly")  # keywords that say nothing of the value: the first one given is kept
 _LOWER_BOUNDS = ("minLength", "minItems", "minProperties", "minimum", "exclusiveMinimum")  # the larger one holds
 _UPPER_BOUNDS = ("maxLength", "maxItems", "maxProperties", "maximum", "exclusiveMaximum")  # the smaller one holds
 _MAPS = ("properties", "$defs", "definitions", "patternProperties")
@@ -79,7 +77,7 @@ def _merged(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
                 return {key: _spread(alternatives, _merged(dict(other), rest))}
     merged = dict(first)
     for key, value in second.items():
-        if key not in merged or merged[key] == value or key in _NOTES:
+        if key not in merged or merged[key] == value or key in NOTES:
             merged.setdefault(key, value)
             continue
         merged[key] = _combined(key, merged[key], value)

@@ -12,6 +12,8 @@ SCHEMA_VALUED = ("items", "additionalProperties", "not", "if", "then", "else", "
 SCHEMA_LISTS = ("prefixItems", "allOf", "anyOf", "oneOf")
 SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")  # name: schema
 DEFINITIONS = ("$defs", "definitions")
+NOTES = ("title", "description", "default", "examples", "$comment", "$id", "$schema", "deprecated", "readOnly",
+         "writeOnly")  # keywords that say nothing of the value
 
 
 def short_json(value: object) -> str:

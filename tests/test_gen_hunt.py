@@ -352,3 +352,21 @@ def test_a_definition_an_all_of_follows_twice_on_one_path_keeps_both_parts(vocab
     schema_grammar(json.dumps(schema), warn)
     assert warn == []
     assert _allowed(vocab, schema, [{"child": {}}, {"child": {"id": 1}}, {}]) == [{"child": {"id": 1}}, {}]
+
+
+@pytest.mark.parametrize(("schema", "values", "allowed"), [
+    ({"type": ["string", "null"], "enum": ["celsius", "fahrenheit", None]}, ["celsius", None, "kelvin"],
+     ["celsius", None]),
+    ({"type": ["object", "null"], "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+     [{"a": 1}, None, {"b": 1}], [{"a": 1}, None]),
+    ({"type": ["string", "null"], "maxLength": 3}, ["ab", None, "abcd"], ["ab", None]),
+    ({"type": "object", "properties": {"n": {"minLength": 2}}}, [{"n": "ab"}, {"n": 1}, {"n": "a"}],
+     [{"n": "ab"}, {"n": 1}]),
+    ({"maxItems": 1}, [[1], [1, 2], "x"], [[1], "x"]),
+], ids=["enum", "object", "length", "length-alone", "count-alone"])
+def test_a_type_list_or_no_type_keeps_the_keywords_beside_it(vocab: _Vocab, schema: dict[str, object],
+                                                             values: list[object], allowed: list[object]) -> None:
+    """The converter read a type list as the types alone (OpenAI's strict nullable enum allowed any string), and a
+    schema of constraints alone was taken for notes that allow any value."""
+    assert _allowed(vocab, schema, values) == allowed
+
