@@ -12,6 +12,7 @@ from localgen.json_schema_allof import Resolver, merged_all_of
 from localgen.json_schema_kinds import check_kinds
 from localgen.json_schema_pattern import converter_pattern
 from localgen.json_schema_refs import WHOLE_REF, whole_schema_referred
+from localgen.json_schema_values import enum_narrowed
 from localgen.json_schema_words import (
     DEFINITIONS,
     MAX_COUNT,
@@ -178,7 +179,7 @@ def _checked(node: dict[str, Any]) -> dict[str, Any]:
     if schema and not any(key in schema for key in _VALUE_KEYWORDS) and not KNOWN_FORMAT.fullmatch(
             str(schema.get("format"))):
         schema["type"] = _ANY_VALUE["type"]  # notes or constraints alone ({"title": "Data"}, {"minLength": 2})
-    return _types_apart(schema)
+    return _types_apart(enum_narrowed(schema))
 
 
 def _types_apart(schema: dict[str, Any]) -> dict[str, Any]:

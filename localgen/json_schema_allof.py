@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from localgen.errors import UsageError
+from localgen.json_schema_values import same_value
 from localgen.json_schema_words import DEFINITIONS, NOTES, short_json
 
 MAX_ALTERNATIVES = 64  # anyOf alternatives an allOf's parts multiply out to, at most
@@ -77,7 +78,7 @@ def _merged(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
                 return {key: _spread(alternatives, _merged(dict(other), rest))}
     merged = dict(first)
     for key, value in second.items():
-        if key not in merged or merged[key] == value or key in NOTES:
+        if key not in merged or same_value(merged[key], value) or key in NOTES:
             merged.setdefault(key, value)
             continue
         merged[key] = _combined(key, merged[key], value)
@@ -124,11 +125,11 @@ def _combined(key: str, first: object, second: object) -> object:
     if key == "type":
         return _common_type(first, second)
     if key == "enum" and isinstance(first, list) and isinstance(second, list):
-        both = [value for value in first if value in second]
+        both = [value for value in first if any(same_value(value, other) for other in second)]
         if both:
             return both
     two = f"the JSON schema's allOf gives {key} two values, {short_json(first)} and {short_json(second)}"
-    if key == "enum":
+    if key in ("enum", "const"):
         raise NoValueError(f"{two}, that no value can meet together", hint=ALLOF_HINT)
     raise UsageError(f"{two}, which localgen cannot combine", hint=ALLOF_HINT)
 

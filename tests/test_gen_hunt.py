@@ -370,3 +370,26 @@ def test_a_type_list_or_no_type_keeps_the_keywords_beside_it(vocab: _Vocab, sche
     schema of constraints alone was taken for notes that allow any value."""
     assert _allowed(vocab, schema, values) == allowed
 
+
+@pytest.mark.parametrize(("schema", "values", "allowed"), [
+    ({"allOf": [{"type": "string"}, {"enum": [1, "a"]}]}, [1, "a"], ["a"]),
+    ({"allOf": [{"enum": ["a", "abc"]}, {"minLength": 2}]}, ["a", "abc"], ["abc"]),
+    ({"allOf": [{"enum": [True, "x"]}, {"enum": [1, "x"]}]}, [True, 1, "x"], ["x"]),
+    ({"allOf": [{"type": "integer"}, {"enum": [1, 2, 30]}, {"maximum": 10}]}, [1, 2, 30], [1, 2]),
+], ids=["type", "length", "true-is-not-1", "bound"])
+def test_an_enum_keeps_only_the_values_its_other_keywords_allow(vocab: _Vocab, schema: dict[str, object],
+                                                                values: list[object], allowed: list[object]) -> None:
+    """The converter read an enum alone, whatever type or bounds stood beside it, and Python's 1 == True made true
+    a value both [true] and [1] allow."""
+    assert _allowed(vocab, schema, values) == allowed
+
+
+@pytest.mark.parametrize(("schema", "message"), [
+    ({"allOf": [{"type": "string"}, {"const": 5}]}, "the JSON schema's const 5 holds no value its other keywords"),
+    ({"allOf": [{"enum": ["a", "b"]}, {"const": "c"}]}, "const \"c\" holds no value its other keywords allow"),
+    ({"allOf": [{"const": True}, {"const": 1}]}, "allOf gives const two values, true and 1, that no value can meet"),
+], ids=["type", "enum", "true-is-not-1"])
+def test_a_const_no_other_keyword_allows_is_one_usage_error(schema: dict[str, object], message: str) -> None:
+    """The converter read a const alone: {"type": "string"} with {"const": 5} allowed 5."""
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
+    assert result.returncode == 2 and message in result.err and len(result.err.strip().splitlines()) == 1, result.err
