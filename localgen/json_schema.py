@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
 from localgen.errors import UsageError
@@ -22,6 +21,7 @@ from localgen.json_schema_words import (
     SCHEMA_LISTS,
     SCHEMA_MAPS,
     SCHEMA_VALUED,
+    schemas_in,
     short_json,
 )
 
@@ -59,7 +59,7 @@ def schema_grammar(text: str, warn: list[str]) -> str:
         them = "them" if len(ignored) > 1 else "it"
         warn.append(f"the JSON schema's {', '.join(ignored)} cannot be enforced (llama-cpp-python's converter "
                     f"ignores {them}): check the answer")
-    unknown_formats = sorted({node["format"] for node in _objects_in(schema) if isinstance(node.get("format"), str)
+    unknown_formats = sorted({node["format"] for node in schemas_in(schema) if isinstance(node.get("format"), str)
                               and not KNOWN_FORMAT.fullmatch(node["format"])})
     if unknown_formats:
         them = "them" if len(unknown_formats) > 1 else "it"
@@ -81,7 +81,7 @@ def _shadowed_keywords(schema: object) -> list[str]:
     """Warnings for keywords the converter drops beside another one it follows alone: a string's length beside its
     pattern or format, prefixItems beside items."""
     dropped: dict[str, list[str]] = {}  # by what the converter follows alone
-    for node in _objects_in(schema):
+    for node in schemas_in(schema):
         follows = "pattern" if isinstance(node.get("pattern"), str) else \
             "format" if KNOWN_FORMAT.fullmatch(str(node.get("format"))) else None
         lengths = [key for key in ("minLength", "maxLength") if key in node] if follows else []
@@ -110,20 +110,8 @@ def parsed_schema(text: str) -> dict[str, Any]:
 
 
 def _keywords_in(schema: object) -> set[str]:
-    """Every key used anywhere in a schema (property names included: a rare false alarm at worst)."""
-    return {str(key) for node in _objects_in(schema) for key in node}
-
-
-def _objects_in(schema: object) -> Iterator[dict[Any, Any]]:
-    """Every object (dict) anywhere in a schema, the schema itself included."""
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            yield node
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
+    """Every keyword used anywhere in a schema."""
+    return {str(key) for node in schemas_in(schema) for key in node}
 
 
 def _prepared(node: object, unlisted: list[str], resolve: Resolver, recursive: frozenset[str],
@@ -244,7 +232,7 @@ def _refuse_ref_cycle(schema: dict[str, Any]) -> None:
 
 def _local_refs(node: object) -> set[str]:
     """Every local $ref (#/...) in a schema."""
-    return {item["$ref"] for item in _objects_in(node)
+    return {item["$ref"] for item in schemas_in(node)
             if isinstance(item.get("$ref"), str) and item["$ref"].startswith("#/")}
 
 
@@ -302,7 +290,7 @@ def _converted(schema: dict[str, Any]) -> str:
 def _most_optional_properties(schema: object) -> int:
     """The most properties an object of the schema lists but does not require."""
     counts = [len(set(node["properties"]) - {name for name in node.get("required") or () if isinstance(name, str)})
-              for node in _objects_in(schema)
+              for node in schemas_in(schema)
               if isinstance(node.get("properties"), dict) and isinstance(node.get("required", []), list)]
     return max(counts, default=0)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from localgen.json_schema_words import DEFINITIONS
+from localgen.json_schema_words import DEFINITIONS, schemas_in, subschemas
 
 WHOLE = "whole-schema"  # the $defs entry that holds the schema's copy (the grammar's rule for it takes the name)
 WHOLE_REF = f"#/$defs/{WHOLE}"
@@ -24,22 +24,23 @@ def whole_schema_referred(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _refers_to_whole(node: object) -> bool:
     """Whether any $ref in node is "#"."""
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            if item.get("$ref") == "#":
-                return True
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
+    return any(item.get("$ref") == "#" for item in schemas_in(node))
 
 
 def _rewritten(node: object) -> Any:
-    """node with each $ref "#" made WHOLE_REF."""
-    if isinstance(node, list):
-        return [_rewritten(item) for item in node]
+    """node with each $ref "#" made WHOLE_REF (in schemas, not in data: a const of {"$ref": "#"} kept)."""
     if not isinstance(node, dict):
         return node
-    return {key: WHOLE_REF if key == "$ref" and value == "#" else _rewritten(value) for key, value in node.items()}
+    inner = {id(item) for item in subschemas(node)}
+    return {key: WHOLE_REF if key == "$ref" and value == "#" else _inner(value, inner) for key, value in node.items()}
+
+
+def _inner(value: object, inner: set[int]) -> object:
+    """A keyword's value, its subschemas rewritten."""
+    if id(value) in inner:
+        return _rewritten(value)
+    if isinstance(value, list):
+        return [_rewritten(item) if id(item) in inner else item for item in value]
+    if isinstance(value, dict):
+        return {key: _rewritten(item) if id(item) in inner else item for key, item in value.items()}
+    return value

@@ -4,6 +4,8 @@ short."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from typing import Any
 
 MAX_COUNT = 2000  # llama.cpp's MAX_REPETITION_THRESHOLD: a larger count is refused, or (a maximum) silently dropped
 MAX_SPAN = 1000  # the converter nests a maximum's optional items (max - min) deep: grammar.MAX_NESTING
@@ -20,3 +22,24 @@ def short_json(value: object) -> str:
     """A keyword's value as JSON, cut to 60 characters."""
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= 60 else text[:59] + "…"
+
+
+def subschemas(node: dict[Any, Any]) -> Iterator[Any]:
+    """The schemas a schema object holds where a schema goes (not in const, enum, default or examples: data)."""
+    for key, value in node.items():
+        if key in SCHEMA_MAPS and isinstance(value, dict):
+            yield from value.values()
+        elif (key in SCHEMA_LISTS or key in SCHEMA_VALUED) and isinstance(value, list):
+            yield from value
+        elif key in SCHEMA_VALUED:
+            yield value
+
+
+def schemas_in(schema: object) -> Iterator[dict[Any, Any]]:
+    """Every schema object within a schema (or a list of them), the schema itself included."""
+    stack = list(schema) if isinstance(schema, list) else [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            yield node
+            stack.extend(subschemas(node))

@@ -393,3 +393,15 @@ def test_a_const_no_other_keyword_allows_is_one_usage_error(schema: dict[str, ob
     """The converter read a const alone: {"type": "string"} with {"const": 5} allowed 5."""
     result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
     assert result.returncode == 2 and message in result.err and len(result.err.strip().splitlines()) == 1, result.err
+
+
+def test_a_default_or_example_value_is_not_read_as_a_schema() -> None:
+    """pydantic's default of {"format": "csv"} was warned of as a format that cannot be enforced."""
+    from localgen.json_schema import schema_grammar
+
+    schema = {"$defs": {"Export": {"type": "object", "properties": {"format": {"enum": ["csv", "json"]}}}},
+              "type": "object", "properties": {"export": {"$ref": "#/$defs/Export", "default": {"format": "csv"}}},
+              "examples": [{"export": {"format": "json", "not": 1}}]}
+    warn: list[str] = []
+    schema_grammar(json.dumps(schema), warn)
+    assert warn == []
