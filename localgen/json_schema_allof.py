@@ -82,7 +82,25 @@ def _merged(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
             merged.setdefault(key, value)
             continue
         merged[key] = _combined(key, merged[key], value)
+    for one in (first, second):
+        _close_properties(merged, one)
     return merged
+
+
+def _close_properties(merged: dict[str, Any], part: dict[str, Any]) -> None:
+    """Hold a part's additionalProperties on the merged properties the part does not list: a property it forbids
+    (false) left out, refused where required, and one it limits to a schema given that schema too."""
+    extra, listed = part.get("additionalProperties"), part.get("properties")
+    properties = merged.get("properties")
+    if extra in (None, True) or not isinstance(properties, dict):
+        return
+    others = [name for name in properties if not isinstance(listed, dict) or name not in listed]
+    required = [name for name in others if name in (merged.get("required") or [])]
+    if extra is False and required:
+        raise NoValueError(f"the JSON schema's allOf requires {required[0]}, which a part's additionalProperties "
+                           "false forbids", hint=ALLOF_HINT)
+    merged["properties"] = {name: sub if name not in others else {"allOf": [sub, extra]}
+                            for name, sub in properties.items() if not (extra is False and name in others)}
 
 
 def _spread(alternatives: list[Any], other: dict[str, Any]) -> list[dict[str, Any]]:
@@ -124,6 +142,12 @@ def _combined(key: str, first: object, second: object) -> object:
         return {"allOf": [first, second]}
     if key == "type":
         return _common_type(first, second)
+    if key == "additionalProperties" and isinstance(first, dict | bool) and isinstance(second, dict | bool):
+        return False if False in (first, second) else {"allOf": [first, second]}
+    if key == "not":  # neither A nor B: not (A or B); the converter ignores it, and says so, either way
+        return {"anyOf": [first, second]}
+    if key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(first, bool) and isinstance(second, bool):
+        return first or second  # draft 4's: the converter ignores it, and says so
     if key == "enum" and isinstance(first, list) and isinstance(second, list):
         both = [value for value in first if any(same_value(value, other) for other in second)]
         if both:

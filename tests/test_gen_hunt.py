@@ -405,3 +405,29 @@ def test_a_default_or_example_value_is_not_read_as_a_schema() -> None:
     warn: list[str] = []
     schema_grammar(json.dumps(schema), warn)
     assert warn == []
+
+
+@pytest.mark.parametrize(("schema", "values", "allowed"), [
+    ({"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+                {"type": "object", "properties": {"b": {"type": "integer"}}}]},
+     [{}, {"a": 1}, {"b": 1}, {"a": 1, "b": 1}], [{}, {"a": 1}]),
+    ({"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+                {"type": "object", "additionalProperties": {"type": "integer"}}]}, [{}, {"a": 1}, {"c": 1}],
+     [{}, {"a": 1}]),
+    ({"allOf": [{"type": "number", "minimum": 0, "exclusiveMinimum": True}, {"minimum": 0, "exclusiveMinimum": False}]},
+     [1], [1]),
+    ({"allOf": [{"type": "integer", "not": {"const": 1}}, {"not": {"const": 2}}]}, [3], [3]),
+], ids=["false-beside-properties", "false-beside-schema", "draft-4-exclusive", "two-nots"])
+def test_an_all_of_holds_each_parts_additional_properties_and_combines_ignored_keywords(
+        vocab: _Vocab, schema: dict[str, object], values: list[object], allowed: list[object]) -> None:
+    """A part's additionalProperties false let the other part's properties through, and two of them, two nots or
+    draft 4's true and false exclusiveMinimum were refused as values localgen cannot combine."""
+    assert _allowed(vocab, schema, values) == allowed
+
+
+def test_an_all_of_requiring_a_property_another_part_forbids_is_one_usage_error() -> None:
+    """additionalProperties false in one part and b required in the other: no object has both."""
+    schema = {"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+                        {"properties": {"b": {"type": "integer"}}, "required": ["b"]}]}
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
+    assert result.returncode == 2 and "requires b, which a part's additionalProperties false forbids" in result.err
