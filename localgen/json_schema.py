@@ -10,7 +10,7 @@ from localgen.errors import UsageError
 from localgen.json_schema_allof import Resolver, merged_all_of
 from localgen.json_schema_kinds import check_kinds
 from localgen.json_schema_pattern import converter_pattern
-from localgen.json_schema_refs import WHOLE_REF, whole_schema_referred
+from localgen.json_schema_refs import whole_schema_referred
 from localgen.json_schema_values import enum_narrowed
 from localgen.json_schema_words import (
     DEFINITIONS,
@@ -51,7 +51,7 @@ _BOUNDS = (("minLength", "maxLength"), ("minItems", "maxItems"))
 def schema_grammar(text: str, warn: list[str]) -> str:
     """The GBNF grammar of the JSON values the schema in text allows; warn gets what the answer may still break."""
     try:
-        schema = whole_schema_referred(parsed_schema(text))
+        schema, whole_ref = whole_schema_referred(parsed_schema(text))
     except RecursionError:
         raise UsageError("the JSON schema nests too deep to read", hint="flatten it, or use $defs") from None
     ignored = sorted(_keywords_in(schema) & set(IGNORED_KEYWORDS))
@@ -73,7 +73,7 @@ def schema_grammar(text: str, warn: list[str]) -> str:
         warn.append(f"the JSON schema requires {', '.join(unlisted)} but does not list {them} in properties, so the "
                     f"answer may leave {them} out: add {them} to properties")
     warn.extend(_shadowed_keywords(prepared))
-    _refuse_ref_cycle(prepared)
+    _refuse_ref_cycle(prepared, whole_ref)
     return _converted(prepared)
 
 
@@ -217,14 +217,14 @@ def _check_bounds(schema: dict[str, Any]) -> None:
                              hint=f"narrow them, or drop {high_key}")
 
 
-def _refuse_ref_cycle(schema: dict[str, Any]) -> None:
+def _refuse_ref_cycle(schema: dict[str, Any], whole_ref: str) -> None:
     """Refuse local $refs that lead round to themselves through nothing but $refs (no value could ever start)."""
     for ref in _local_refs(schema):
         seen, target = [ref], _target(schema, ref)
         while isinstance(target, dict) and isinstance(target.get("$ref"), str):
             if target["$ref"] in seen:
-                cycle = " -> ".join([*seen, target["$ref"]]).replace(WHOLE_REF, "#")  # as written
-                raise UsageError(f"the JSON schema's $ref {seen[0].replace(WHOLE_REF, '#')} is a cycle: {cycle}",
+                cycle = " -> ".join([*seen, target["$ref"]]).replace(whole_ref, "#")  # as written
+                raise UsageError(f"the JSON schema's $ref {seen[0].replace(whole_ref, '#')} is a cycle: {cycle}",
                                  hint="let one of them describe a value, not only refer on")
             seen.append(target["$ref"])
             target = _target(schema, target["$ref"])

@@ -431,3 +431,12 @@ def test_an_all_of_requiring_a_property_another_part_forbids_is_one_usage_error(
                         {"properties": {"b": {"type": "integer"}}, "required": ["b"]}]}
     result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
     assert result.returncode == 2 and "requires b, which a part's additionalProperties false forbids" in result.err
+
+
+def test_a_ref_to_the_whole_schema_keeps_a_definition_of_the_name_its_copy_would_take(vocab: _Vocab) -> None:
+    """The whole schema's copy was stored as $defs/whole-schema over the schema's own definition of that name."""
+    schema = {"$defs": {"whole-schema": {"type": "integer"}}, "type": "object", "required": ["x"],
+              "properties": {"x": {"$ref": "#/$defs/whole-schema"},
+                             "next": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}}}
+    assert _allowed(vocab, schema, [{"x": 1}, {"x": 1, "next": {"x": 2}}, {"x": {"x": 1}}]) == [
+        {"x": 1}, {"x": 1, "next": {"x": 2}}]
