@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -379,6 +380,8 @@ def _refuse_misspelled_rule(value: str, option: str) -> None:
     """Refuse --grammar text that names no file and defines its rules with something other than ::= (root := "a",
     root = "a"), where it was looked for as a file and refused as `no such file`."""
     if option != "--grammar" or "=" not in value or not ('"' in value or "[" in value or " " in value):
+        return
+    if "/" in value or os.sep in value or value.lower().endswith(".gbnf"):  # a path: its own error says check it
         return
     with contextlib.suppress(OSError, ValueError):
         if Path(value).exists():

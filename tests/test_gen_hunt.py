@@ -440,3 +440,10 @@ def test_a_ref_to_the_whole_schema_keeps_a_definition_of_the_name_its_copy_would
                              "next": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}}}
     assert _allowed(vocab, schema, [{"x": 1}, {"x": 1, "next": {"x": 2}}, {"x": {"x": 1}}]) == [
         {"x": 1}, {"x": 1, "next": {"x": 2}}]
+
+
+@pytest.mark.parametrize("path", ["my grammars/yes=no.gbnf", "yes = no.gbnf"])
+def test_a_missing_grammar_file_whose_name_holds_an_equals_sign_is_named_as_no_such_file(path: str) -> None:
+    """A path with = and a space was taken for grammar text and told it defines no rule with ::=."""
+    result = run_localgen("run", "--grammar", path, "hi")
+    assert result.returncode == 2 and f"no such file: {path}" in result.err, result.err
