@@ -16,7 +16,7 @@ _LISTS = ("enum",)
 
 def check_kinds(schema: dict[str, Any]) -> None:
     """Refuse a keyword of a schema object whose value is not of its kind: a schema (an object, or true or false), a
-    list of schemas, a map of names to schemas, a whole count, a text, a list of values."""
+    list of schemas, a map of names to schemas, a whole count (3.0 made 3), a text, a list of values."""
     for key, value in schema.items():
         if key == "items" and isinstance(value, list):  # draft 7's tuple, as prefixItems
             if not all(map(_is_schema, value)):
@@ -27,6 +27,8 @@ def check_kinds(schema: dict[str, Any]) -> None:
             _refuse(key, value, "a list of schemas", '[{"type": "string"}, {"type": "null"}]')
         elif key in SCHEMA_MAPS and not (isinstance(value, dict) and all(map(_is_schema, value.values()))):
             _refuse(key, value, "an object of names and their schemas", '{"name": {"type": "string"}}')
+        elif key in _COUNTS and isinstance(value, float) and value.is_integer():
+            schema[key] = int(value)  # 3.0 is an integer from draft 6 on
         elif key in _COUNTS and (not isinstance(value, int) or isinstance(value, bool)):
             _refuse(key, value, "a whole number", "3")
         elif key in _TEXTS and not isinstance(value, str):

@@ -447,3 +447,8 @@ def test_a_missing_grammar_file_whose_name_holds_an_equals_sign_is_named_as_no_s
     """A path with = and a space was taken for grammar text and told it defines no rule with ::=."""
     result = run_localgen("run", "--grammar", path, "hi")
     assert result.returncode == 2 and f"no such file: {path}" in result.err, result.err
+
+
+def test_a_count_written_with_a_zero_fraction_is_a_whole_number(vocab: _Vocab) -> None:
+    """{"maxLength": 3.0} was refused as not a whole number: JSON Schema counts 3.0 as an integer."""
+    assert _allowed(vocab, {"type": "string", "maxLength": 3.0}, ["abc", "abcd"]) == ["abc"]
