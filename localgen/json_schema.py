@@ -126,6 +126,7 @@ def _prepared(node: object, unlisted: list[str], resolve: Resolver, recursive: f
         merged = merged_all_of(schema, resolve, seen)
         seen = (*seen, *sorted(_local_refs(schema["allOf"]) & recursive))
         schema = _checked(merged)
+    _refuse_forbidden_required(schema)
     for key, value in schema.items():
         if key in SCHEMA_MAPS and isinstance(value, dict):  # a property of false cannot be there: left out
             schema[key] = {name: _prepared(_as_object(sub, key), unlisted, resolve, recursive, seen)
@@ -137,6 +138,15 @@ def _prepared(node: object, unlisted: list[str], resolve: Resolver, recursive: f
     required = schema.get("required") if isinstance(schema.get("required"), list) else []
     unlisted.extend(str(name) for name in required if name not in properties and str(name) not in unlisted)
     return schema
+
+
+def _refuse_forbidden_required(schema: dict[str, Any]) -> None:
+    """Refuse a required property whose schema is false (no object can have it, nor lack it)."""
+    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    forbidden = [name for name in schema.get("required") or () if properties.get(name) is False]
+    if forbidden:
+        raise UsageError(f"the JSON schema requires {forbidden[0]}, whose schema is false, so no object follows it",
+                         hint=f"drop {forbidden[0]} from required, or give it a schema")
 
 
 def _as_object(schema: object, key: str) -> object:

@@ -447,3 +447,11 @@ def test_a_missing_grammar_file_whose_name_holds_an_equals_sign_is_named_as_no_s
 def test_a_count_written_with_a_zero_fraction_is_a_whole_number(vocab: _Vocab) -> None:
     """{"maxLength": 3.0} was refused as not a whole number: JSON Schema counts 3.0 as an integer."""
     assert _allowed(vocab, {"type": "string", "maxLength": 3.0}, ["abc", "abcd"]) == ["abc"]
+
+
+def test_a_required_property_whose_schema_is_false_is_one_usage_error() -> None:
+    """The property of false was left out and the answer told it may leave it out: no object follows the schema."""
+    schema = {"type": "object", "properties": {"a": False, "b": {"type": "integer"}}, "required": ["a"]}
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
+    assert result.returncode == 2 and "requires a, whose schema is false, so no object follows it" in result.err
+    assert len(result.err.strip().splitlines()) == 1, result.err
