@@ -38,7 +38,8 @@ _JSON_KINDS = {list: "an array", str: "a string", bool: "true or false", int: "a
 # Keywords llama-cpp-python's converter does not turn into grammar: the answer may break them.
 IGNORED_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minProperties",
                     "maxProperties", "uniqueItems", "contains", "not", "if", "then", "else", "dependentRequired",
-                    "dependentSchemas", "patternProperties", "propertyNames")
+                    "dependentSchemas", "patternProperties", "propertyNames", "dependencies", "unevaluatedProperties",
+                    "unevaluatedItems", "minContains", "maxContains")
 KNOWN_FORMAT = re.compile(r"date|time|date-time|uuid[1-5]?")  # the string formats the converter turns into grammar
 _VALUE_KEYWORDS = ("type", "$ref", "allOf", "anyOf", "oneOf", "const", "enum", "properties", "additionalProperties",
                    "items", "prefixItems", "pattern")  # a schema without these or a known format allows any value

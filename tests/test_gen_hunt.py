@@ -455,3 +455,11 @@ def test_a_required_property_whose_schema_is_false_is_one_usage_error() -> None:
     result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
     assert result.returncode == 2 and "requires a, whose schema is false, so no object follows it" in result.err
     assert len(result.err.strip().splitlines()) == 1, result.err
+
+
+@pytest.mark.parametrize("keyword", ["dependencies", "unevaluatedProperties", "minContains"])
+def test_a_keyword_of_other_drafts_the_converter_ignores_is_named_in_a_warning(keyword: str) -> None:
+    """dependencies, unevaluatedProperties and minContains were dropped unsaid."""
+    value = {"dependencies": {"a": ["b"]}, "unevaluatedProperties": False, "minContains": 2}[keyword]
+    warnings = _warnings({"type": "object", "properties": {"a": {"type": "integer"}}, keyword: value})
+    assert len(warnings) == 1 and warnings[0].startswith(f"the JSON schema's {keyword} cannot be enforced"), warnings
