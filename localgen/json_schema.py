@@ -68,7 +68,11 @@ def schema_grammar(text: str, warn: list[str]) -> str:
                     f"(llama-cpp-python's converter knows date, time, date-time and uuid, and ignores {them}): "
                     "check the answer, or give a pattern")
     unlisted: list[str] = []
-    prepared = _prepared(schema, unlisted, lambda ref: _target(schema, ref), _recursive_refs(schema))
+    try:
+        prepared = _prepared(schema, unlisted, lambda ref: _target(schema, ref), _recursive_refs(schema))
+    except RecursionError:
+        raise UsageError("the JSON schema's allOf parts and $refs nest too deep to merge",
+                         hint="flatten them, or refer to fewer definitions in a chain") from None
     if unlisted:
         them = "them" if len(unlisted) > 1 else "it"
         warn.append(f"the JSON schema requires {', '.join(unlisted)} but does not list {them} in properties, so the "

@@ -463,3 +463,12 @@ def test_a_keyword_of_other_drafts_the_converter_ignores_is_named_in_a_warning(k
     value = {"dependencies": {"a": ["b"]}, "unevaluatedProperties": False, "minContains": 2}[keyword]
     warnings = _warnings({"type": "object", "properties": {"a": {"type": "integer"}}, keyword: value})
     assert len(warnings) == 1 and warnings[0].startswith(f"the JSON schema's {keyword} cannot be enforced"), warnings
+
+
+def test_a_long_chain_of_all_of_refs_is_named_as_nesting_too_deep() -> None:
+    """Merging 500 definitions, each an allOf that refers to the next, ended in a RecursionError."""
+    definitions: dict[str, object] = {f"d{i}": {"allOf": [{"$ref": f"#/$defs/d{i + 1}"}]} for i in range(500)}
+    schema = {"$defs": {**definitions, "d500": {"type": "integer"}}, "$ref": "#/$defs/d0"}
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
+    assert result.returncode == 2 and "allOf parts and $refs nest too deep to merge" in result.err, result.err
+    assert len(result.err.strip().splitlines()) == 1, result.err
