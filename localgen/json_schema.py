@@ -282,6 +282,7 @@ def _converted(schema: dict[str, Any]) -> str:
     module = load_bindings("llama_grammar")  # pure Python; the package's __init__ would reset llama.cpp's log
     try:
         converter = _exact_converter(module)
+        converter._refs["#"] = schema  # a {"$ref": "#"} left in a const or default is data, not one to follow
         converter.visit(converter.resolve_refs(schema, "stdin"), "")
         grammar = converter.format_grammar()
     except UsageError:  # a schema or pattern refused (_checked, converter_pattern)

@@ -472,3 +472,12 @@ def test_a_long_chain_of_all_of_refs_is_named_as_nesting_too_deep() -> None:
     result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
     assert result.returncode == 2 and "allOf parts and $refs nest too deep to merge" in result.err, result.err
     assert len(result.err.strip().splitlines()) == 1, result.err
+
+
+def test_a_const_that_holds_a_ref_to_the_whole_schema_is_that_value(vocab: _Vocab) -> None:
+    """{"const": {"$ref": "#"}} was rewritten as a $ref to the whole schema's copy, then refused as "Unsupported ref
+    #" by the converter, which looked for refs inside the value."""
+    schema = {"type": "object", "required": ["k", "me"], "properties": {
+        "k": {"const": {"$ref": "#"}}, "me": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}}}
+    values = [{"k": {"$ref": "#"}, "me": None}, {"k": {"$ref": "#/$defs/whole-schema"}, "me": None}]
+    assert _allowed(vocab, schema, values) == values[:1]
