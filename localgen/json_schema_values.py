@@ -4,6 +4,7 @@ compares them: llama-cpp-python's converter reads an enum or const alone, so {"t
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from localgen.errors import UsageError
@@ -45,16 +46,41 @@ def enum_narrowed(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _allowed(schema: dict[str, Any], value: object) -> bool:
-    """Whether value is of the schema's type and within its lengths and bounds."""
+    """Whether value is of the schema's type and within its lengths, bounds and pattern, and an object's or array's
+    properties, required names and items allow it (the keywords cheap to check; the others are not)."""
     types = schema.get("type")
     names = types if isinstance(types, list) else [types] if isinstance(types, str) else list(_KINDS)
     if not any(_of_type(value, name) for name in names):
         return False
+    if "enum" in schema and isinstance(schema["enum"], list) and not any(same_value(value, v) for v in schema["enum"]):
+        return False
+    if "const" in schema and not same_value(value, schema["const"]):
+        return False
     if isinstance(value, str):
-        return schema.get("minLength", 0) <= len(value) <= schema.get("maxLength", len(value))
+        return schema.get("minLength", 0) <= len(value) <= schema.get("maxLength", len(value)) and _matches(
+            schema.get("pattern"), value)
     if isinstance(value, int | float) and not isinstance(value, bool):
         return _within(schema, value)
+    if isinstance(value, dict):
+        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        return all(name in value for name in schema.get("required") or ()) and all(
+            _allowed(properties[name], item) if isinstance(properties.get(name), dict)
+            else properties.get(name, schema.get("additionalProperties", True)) is not False
+            for name, item in value.items())
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return all(_allowed(schema["items"], item) for item in value)
     return True
+
+
+def _matches(pattern: object, text: str) -> bool:
+    """Whether text matches a schema's pattern (found anywhere, as JSON Schema has it; a bad pattern is refused
+    where the converter meets it)."""
+    if not isinstance(pattern, str):
+        return True
+    try:
+        return re.search(pattern, text) is not None
+    except re.error:
+        return True
 
 
 def _of_type(value: object, name: object) -> bool:

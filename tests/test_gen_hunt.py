@@ -371,7 +371,10 @@ def test_a_type_list_or_no_type_keeps_the_keywords_beside_it(vocab: _Vocab, sche
     ({"allOf": [{"enum": ["a", "abc"]}, {"minLength": 2}]}, ["a", "abc"], ["abc"]),
     ({"allOf": [{"enum": [True, "x"]}, {"enum": [1, "x"]}]}, [True, 1, "x"], ["x"]),
     ({"allOf": [{"type": "integer"}, {"enum": [1, 2, 30]}, {"maximum": 10}]}, [1, 2, 30], [1, 2]),
-], ids=["type", "length", "true-is-not-1", "bound"])
+    ({"type": "string", "pattern": "^a", "enum": ["ab", "b"]}, ["ab", "b"], ["ab"]),
+    ({"allOf": [{"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"]},
+                {"enum": [{"k": 1}, {"k": "x"}, {}]}]}, [{"k": 1}, {"k": "x"}, {}], [{"k": "x"}]),
+], ids=["type", "length", "true-is-not-1", "bound", "pattern", "properties"])
 def test_an_enum_keeps_only_the_values_its_other_keywords_allow(vocab: _Vocab, schema: dict[str, object],
                                                                 values: list[object], allowed: list[object]) -> None:
     """The converter read an enum alone, whatever type or bounds stood beside it, and Python's 1 == True made true
