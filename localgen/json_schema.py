@@ -126,7 +126,7 @@ def _prepared(node: object, unlisted: list[str], resolve: Resolver, recursive: f
     that lead back to themselves) an allOf above followed, left to the converter below it."""
     if not isinstance(node, dict):
         return node
-    schema = _checked(node)
+    schema = _ref_beside_keywords_as_all_of(_checked(node))
     if "allOf" in schema:
         merged = merged_all_of(schema, resolve, seen)
         seen = (*seen, *sorted(_local_refs(schema["allOf"]) & recursive))
@@ -143,6 +143,18 @@ def _prepared(node: object, unlisted: list[str], resolve: Resolver, recursive: f
     required = schema.get("required") if isinstance(schema.get("required"), list) else []
     unlisted.extend(str(name) for name in required if name not in properties and str(name) not in unlisted)
     return schema
+
+
+def _ref_beside_keywords_as_all_of(schema: dict[str, Any]) -> dict[str, Any]:
+    """A $ref beside keywords that limit the value as an allOf of the two (as JSON Schema has it from 2019-09 on),
+    where the converter followed the $ref alone."""
+    if not isinstance(schema.get("$ref"), str) or "allOf" in schema:
+        return schema
+    rest = {key: value for key, value in schema.items() if key != "$ref" and key not in DEFINITIONS}
+    if all(key in NOTES for key in rest):
+        return schema
+    definitions = {key: schema[key] for key in DEFINITIONS if key in schema}
+    return {"allOf": [{"$ref": schema["$ref"]}, rest], **definitions}
 
 
 def _refuse_forbidden_required(schema: dict[str, Any]) -> None:

@@ -484,3 +484,11 @@ def test_a_const_that_holds_a_ref_to_the_whole_schema_is_that_value(vocab: _Voca
         "k": {"const": {"$ref": "#"}}, "me": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}}}
     values = [{"k": {"$ref": "#"}, "me": None}, {"k": {"$ref": "#/$defs/whole-schema"}, "me": None}]
     assert _allowed(vocab, schema, values) == values[:1]
+
+
+def test_a_ref_beside_keywords_that_limit_the_value_holds_both(vocab: _Vocab) -> None:
+    """The converter followed a $ref alone: its required beside it was dropped, and said to be missing."""
+    schema = {"$defs": {"A": {"type": "object", "properties": {"a": {"type": "integer"}}}}, "type": "object",
+              "properties": {"p": {"$ref": "#/$defs/A", "required": ["a"], "description": "A's"}}, "required": ["p"]}
+    assert _warnings(schema) == []
+    assert _allowed(vocab, schema, [{"p": {"a": 1}}, {"p": {}}]) == [{"p": {"a": 1}}]
