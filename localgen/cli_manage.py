@@ -372,7 +372,7 @@ def models_rm(
     from localgen.registry import load_registry
 
     registry = load_registry(settings().user_registry)
-    default_before = default_here(registry)
+    default_before = default_here(registry, whatever_pin=True)  # a copy a run refuses is the default's to remove
     # by its files: a model named twice, or by two of its names, is removed once; each is checked before any removal
     plans: dict[tuple[Path, ...], tuple[str, RemovedModel]] = {}
     for reference in references:
@@ -391,7 +391,7 @@ def models_rm(
         return
     for reference, others in ordered:
         console.say(_removed_line(remove_model(registry, reference, others=others)))
-    if default_before is not None and default_here(registry) is None:  # the default was among them
+    if default_before is not None and default_here(registry, whatever_pin=True) is None:  # the default was removed
         console.say(_default_gone(registry))
 
 

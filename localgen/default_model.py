@@ -119,14 +119,15 @@ def default_in_listing(registry: Registry) -> DefaultRow:
         return None, None
 
 
-def default_here(registry: Registry) -> Path | None:
+def default_here(registry: Registry, *, whatever_pin: bool = False) -> Path | None:
     """The file run and chat load without -m where it is here, found without the network (None: not here, or a
-    [defaults] model that names no model)."""
+    [defaults] model that names no model); whatever_pin: a download its entry's pin refuses counts too (the copy
+    models rm removes)."""
     try:
         ref = registry.reference(registry.default_reference())
         if ref.path is not None:  # own_file_problem: is_file() raises for a name too long
             return ref.path if own_file_problem(ref.path) is None else None
-        return _here(registry, ref, registry.spec_for(ref))
+        return _here(registry, ref, registry.spec_for(ref), whatever_pin=whatever_pin)
     except LocalgenError:
         return None
 
@@ -143,17 +144,17 @@ def default_model_without_quant() -> str | None:
     return ref.name if ref.kind == "name" else ref.repo if ref.kind == "repo" else None
 
 
-def _here(registry: Registry, ref: ModelRef, spec: ModelSpec | None) -> Path | None:
+def _here(registry: Registry, ref: ModelRef, spec: ModelSpec | None, *, whatever_pin: bool = False) -> Path | None:
     """The file a run takes without a download (not checked yet) for a reference to a registry entry (spec) or a Hub
-    model, found without the network: a verified download its entry's pin takes, else the bundled copy it takes
-    (catalog.bundled_use); None when neither is here."""
+    model, found without the network: a verified download its entry's pin takes (whatever_pin: any download), else
+    the bundled copy it takes (catalog.bundled_use); None when neither is here."""
     from localgen.catalog import bundled_use
     from localgen.hub_cache import cached_model
     from localgen.resolve import entry_pin, refused_by_pin
 
     repo, quant, filename = hub_target(ref, spec)
     paths = cached_model(repo, quant=quant, filename=filename)
-    if paths and refused_by_pin(paths[0], entry_pin(spec, ref)) is not None:  # a run passes it over
+    if paths and not whatever_pin and refused_by_pin(paths[0], entry_pin(spec, ref)) is not None:  # passed over
         paths = None
     used = bundled_use(registry, ref, spec) if not paths else None
     return paths[0] if paths else used[1] if used is not None else None

@@ -385,3 +385,20 @@ def _rows_of(env: dict[str, str], command: str, name: str) -> list[tuple[str, st
     header, *rows = [line.split("\t") for line in listed.stdout.splitlines()]
     column = header.index("SOURCE" if "SOURCE" in header else "DOWNLOADED")
     return [(row[column], row[header.index("DEFAULT")]) for row in rows if row[0] == name]
+
+
+def test_rm_of_the_default_s_copy_a_run_refuses_says_the_default_is_gone(hub: tuple[HubServer, dict[str, str]],
+                                                                         tmp_path: Path) -> None:
+    """The default's download that no longer matched its entry's pin (no bundled file behind it) was removed by
+    `models rm` without the note that run and chat without -m now download it again."""
+    server, env = hub
+    repo, name = "acme/Pinned-GGUF", "pinned-Q4_0.gguf"
+    server.add_repo(repo, {name: make_gguf_bytes("x")})
+    assert run_cli(env, "pull", f"{repo}:Q4_0").returncode == 0
+    user_registry(tmp_path / "localgen", f'[defaults]\nmodel = "pinned"\n\n'
+                                         f'[models.pinned]\nrepo = "{repo}"\nquant = "Q4_0"\nsize = 1234\n')
+    assert _hub_rows(env)["pinned"][0] == "hub (does not match the pinned size)"
+    removed = run_cli(env, "models", "rm", "-y", "pinned")
+    assert removed.returncode == 0, removed.stderr
+    assert "localgen: pinned is still the default model, so run and chat without -m download it again" \
+        in removed.stderr, removed.stderr
