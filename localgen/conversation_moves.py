@@ -21,8 +21,9 @@ from localgen.conversation_store import (
     write_conversation,
 )
 from localgen.errors import LocalgenError, UsageError, os_reason
-from localgen.file_locks import OPEN_FILES_SPARE, room_for_locks
+from localgen.file_locks import room_for_locks
 from localgen.signals import deferred_signals
+from localgen.units import counted
 
 
 def rename_conversation(old: str, new: str, *, force: bool = False) -> bool:
@@ -128,11 +129,7 @@ def delete_conversations(names: list[str], confirm: Callable[[], bool] = lambda:
     paths = saved_paths(names)
     bound = room_for_locks(len(names))  # each is held until all are deleted
     if bound is not None:
-        limit, shown_by = bound
-        most = max(limit - OPEN_FILES_SPARE, 1)
-        raise LocalgenError(f"deleting {len(names):,} conversations at once needs more open files than this process "
-                            f"may have ({limit:,}, {shown_by}); nothing deleted",
-                            hint=f"delete at most {most:,} at a time: `xargs -n {most} localgen conversations rm -y`")
+        raise _too_many_open_files(len(names), *bound)
     held: list[str] = []
     try:
         for name in names:  # killed saves swept once all are held: a sweep in each hold scans the folder each time
@@ -158,6 +155,12 @@ def delete_conversations(names: list[str], confirm: Callable[[], bool] = lambda:
     return True
 
 
+def _too_many_open_files(count: int, limit: int, shown_by: str, fits: int) -> LocalgenError:
+    """The refusal of deleting count conversations at once where only fits locks fit in the limit of open files."""
+    hint = (f"delete at most {fits:,} at a time: `xargs -n {fits} localgen conversations rm -y`" if fits
+            else f"run it where more files may be open than {limit:,} (`{shown_by}` prints the limit)")
+    return LocalgenError(f"deleting {counted(count, 'conversation')} at once needs more open files than this process "
+                         f"may have ({limit:,}, {shown_by}); nothing deleted", hint=hint)
 
 
 def unsave(conversation: Conversation, warn: Callable[[str], None] = console.warn) -> None:

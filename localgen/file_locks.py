@@ -15,7 +15,8 @@ except ImportError:  # Windows: no flock
     fcntl = None  # type: ignore[assignment]
 
 HAS_FLOCK = fcntl is not None
-OPEN_FILES_SPARE = 64  # descriptors left free beside the locks one command holds at once (Python's, its own files)
+OPEN_FILES_SPARE = 64  # descriptors left free beside the locks one command holds at once where those open are unknown
+OPEN_FILES_MARGIN = 16  # descriptors left free beside those open now and the locks (a folder scanned, a terminal asked)
 LOST_FILE_TRIES = 5  # a file locked as another took its name is opened again this many times at most
 
 log = logging.getLogger("localgen.locks")
@@ -85,21 +86,33 @@ def lock_holder(path: Path) -> int | None:
     return None
 
 
-def room_for_locks(count: int) -> tuple[int, str] | None:
+def open_files_spare() -> int:
+    """The descriptors to leave free beside the locks one command takes: those this process has open now (as
+    /proc/self/fd or /dev/fd lists them) and OPEN_FILES_MARGIN more, or OPEN_FILES_SPARE where neither lists them."""
+    for listing in ("/proc/self/fd", "/dev/fd"):
+        try:
+            return len(os.listdir(listing)) + OPEN_FILES_MARGIN
+        except OSError:
+            continue
+    return OPEN_FILES_SPARE
+
+
+def room_for_locks(count: int) -> tuple[int, str, int] | None:
     """Make room for count locks held at once, raising this process's soft limit of open files (ulimit -n) toward its
     hard one (ulimit -Hn, which only root raises) where it is too low; None where they fit, else the limit they do not
-    fit in and the shell command that prints it."""
+    fit in, the shell command that prints it and how many locks do fit in it (0 or more)."""
     try:
         import resource
     except ImportError:  # Windows: no flock, no lock files held
         return None
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    needed = count + OPEN_FILES_SPARE
+    spare = open_files_spare()
+    needed = count + spare
     if soft == resource.RLIM_INFINITY or needed <= soft:
         return None
     raised = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
     except (ValueError, OSError):
-        return soft, "ulimit -n"
-    return None if needed <= raised else (raised, "ulimit -Hn")
+        return soft, "ulimit -n", max(soft - spare, 0)
+    return None if needed <= raised else (raised, "ulimit -Hn", max(raised - spare, 0))

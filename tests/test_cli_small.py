@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -110,10 +111,10 @@ def test_rm_of_more_conversations_than_open_files_allow_raises_the_limit_or_says
         let_go(conversation)
     refused = _rm_with_open_files_limited(names, 256, 300)
     assert refused.returncode == 1, refused.stderr
-    assert refused.stderr == ("localgen: error: deleting 300 conversations at once needs more open files than this "
-                              "process may have (300, ulimit -Hn); nothing deleted (hint: delete at most 236 at a "
-                              "time: `xargs -n 236 localgen conversations rm -y`)\n"), \
-        "the hard limit binds, which the soft one, ulimit -n's 256, was raised to"
+    assert re.fullmatch(r"localgen: error: deleting 300 conversations at once needs more open files than this "
+                        r"process may have \(300, ulimit -Hn\); nothing deleted \(hint: delete at most (\d+) at a "
+                        r"time: `xargs -n \1 localgen conversations rm -y`\)\n", refused.stderr), \
+        f"the hard limit binds, which the soft one, ulimit -n's 256, was raised to: {refused.stderr}"
     assert len(list(conversations_dir().glob("*.json"))) == 300, "all or none"
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard != resource.RLIM_INFINITY and hard < 512:
@@ -181,3 +182,36 @@ def test_rm_of_several_conversations_removes_the_temp_files_their_killed_saves_l
     assert deleted.returncode == 0, deleted.err
     assert sorted(path.name for path in folder.iterdir() if path.is_file()) == sorted(
         ["other.json", killed["other"].name]), "each deleted one's leftover is gone in the one sweep; another's kept"
+
+
+def test_rm_under_a_limit_of_open_files_of_64_or_less_deletes_what_fits_and_its_hint_works(home: Path) -> None:
+    names = [f"old-{number}" for number in range(40)]
+    for name in names:
+        conversation = Conversation(name=name, turns=[Turn("Hi.", "Hello.")], model="smollm2-135m")
+        save_conversation(conversation)
+        let_go(conversation)
+    one = _rm_with_open_files_limited(names[:1], 60, 60)
+    assert (one.returncode, one.stderr) == (0, "localgen: deleted old-0\n"), "one lock fits in 60 open files"
+    refused = _rm_with_open_files_limited(names[1:], 40, 40)
+    hinted = re.fullmatch(r"localgen: error: deleting 39 conversations at once needs more open files than this "
+                          r"process may have \(40, ulimit -Hn\); nothing deleted \(hint: delete at most (\d+) at a "
+                          r"time: `xargs -n \1 localgen conversations rm -y`\)\n", refused.stderr)
+    assert refused.returncode == 1 and hinted, refused.stderr
+    most = int(hinted.group(1))
+    assert 1 <= most < 39, refused.stderr
+    followed = _rm_with_open_files_limited(names[1:1 + most], 40, 40)
+    assert followed.returncode == 0, f"the hint is one that works: {followed.stderr}"
+    assert sorted(path.stem for path in conversations_dir().glob("*.json")) == sorted(names[1 + most:])
+
+
+def test_rm_under_a_limit_of_open_files_that_holds_no_lock_gives_no_hint_to_delete_fewer(home: Path) -> None:
+    conversation = Conversation(name="kept", turns=[Turn("Hi.", "Hello.")], model="smollm2-135m")
+    save_conversation(conversation)
+    let_go(conversation)
+    refused = _rm_with_open_files_limited(["kept"], 16, 16)
+    assert refused.returncode == 1, refused.stderr
+    assert refused.stderr == ("localgen: error: deleting 1 conversation at once needs more open files than this "
+                              "process may have (16, ulimit -Hn); nothing deleted (hint: run it where more files may "
+                              "be open than 16 (`ulimit -Hn` prints the limit))\n"), "one, and no xargs -n 0"
+    assert (conversations_dir() / "kept.json").is_file()
+
