@@ -121,10 +121,11 @@ def saved_paths(names: list[str]) -> list[Path]:
 
 def delete_conversations(names: list[str], confirm: Callable[[], bool] = lambda: True,
                          deleted: Callable[[str], None] = lambda name: None) -> bool:
-    """Delete saved conversations, all or none: ConversationBusyError, before any is deleted, when a chat or a run
-    has one of them open; confirm is asked once none is (they are held meanwhile), and False from it (returned)
-    deletes none. deleted is told each name as it is deleted; a Ctrl-C or SIGTERM then stops before the next one and
-    is raised once the last one deleted is told, the rest kept."""
+    """Delete saved conversations one by one once none is refused: ConversationBusyError, before any is deleted,
+    when a chat or a run has one of them open; confirm is asked once none is (they are held meanwhile), and False
+    from it (returned) deletes none. deleted is told each name as it is deleted; a Ctrl-C or SIGTERM then stops
+    before the next one and is raised once the last one deleted is told, the rest kept; a deletion that fails is
+    raised, saying how many are kept where several were named."""
     folder = conversations_dir()
     paths = saved_paths(names)
     bound = room_for_locks(len(names))  # each is held until all are deleted
@@ -139,14 +140,10 @@ def delete_conversations(names: list[str], confirm: Callable[[], bool] = lambda:
         if not confirm():
             return False
         with deferred_signals() as signals:  # never a deletion left untold
-            for name, path in zip(names, paths, strict=True):
+            for done, (name, path) in enumerate(zip(names, paths, strict=True)):
                 if signals.pending():
                     break
-                try:
-                    path.unlink(missing_ok=True)
-                except OSError as exc:
-                    raise LocalgenError(f"could not delete {path}: {os_reason(exc)}",
-                                        hint="check the permissions of its folder") from exc
+                _delete(path, len(names) - done if len(names) > 1 else 0)
                 remove_lock_file(folder, name)
                 deleted(name)
     finally:
@@ -161,6 +158,17 @@ def _too_many_open_files(count: int, limit: int, shown_by: str, fits: int) -> Lo
             else f"run it where more files may be open than {limit:,} (`{shown_by}` prints the limit)")
     return LocalgenError(f"deleting {counted(count, 'conversation')} at once needs more open files than this process "
                          f"may have ({limit:,}, {shown_by}); nothing deleted", hint=hint)
+
+
+def _delete(path: Path, kept: int) -> None:
+    """Delete a conversation's file, or raise why not, saying that kept conversations (this one among them) are kept
+    where that is more than none."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        said = f"; {counted(kept, 'conversation')} kept" if kept else ""
+        raise LocalgenError(f"could not delete {path}: {os_reason(exc)}{said}",
+                            hint="check the permissions of its folder") from exc
 
 
 def unsave(conversation: Conversation, warn: Callable[[str], None] = console.warn) -> None:

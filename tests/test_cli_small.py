@@ -215,3 +215,38 @@ def test_rm_under_a_limit_of_open_files_that_holds_no_lock_gives_no_hint_to_dele
                               "be open than 16 (`ulimit -Hn` prints the limit))\n"), "one, and no xargs -n 0"
     assert (conversations_dir() / "kept.json").is_file()
 
+
+def _rm_with_unlink_patched(names: list[str], patch: str) -> subprocess.CompletedProcess[str]:
+    """`localgen conversations rm -y NAMES` in a process whose Path.unlink runs patch first (Python source with self,
+    the path, and unlink, the real one, in scope)."""
+    source = ("import errno, os, pathlib, signal, sys\n"
+              "unlink = pathlib.Path.unlink\n"
+              "def patched(self, missing_ok=False):\n"
+              + "".join(f"    {line}\n" for line in patch.splitlines()) +
+              "    return unlink(self, missing_ok=missing_ok)\n"
+              "pathlib.Path.unlink = patched\n"
+              "sys.argv = ['localgen', 'conversations', 'rm', '-y', *sys.argv[1:]]\n"
+              "from localgen.launcher import main\n"
+              "main()\n")
+    return subprocess.run([sys.executable, "-c", source, *names], capture_output=True, text=True, cwd=REPO_ROOT,
+                          timeout=120, stdin=subprocess.DEVNULL)
+
+
+def _saved(names: list[str]) -> None:
+    """Save a conversation of one exchange under each name."""
+    for name in names:
+        conversation = Conversation(name=name, turns=[Turn("Hi.", "Hello.")], model="smollm2-135m")
+        save_conversation(conversation)
+        let_go(conversation)
+
+
+def test_an_error_part_way_through_rm_says_how_many_conversations_are_kept(home: Path) -> None:
+    _saved(["c385", "c386", "c387"])
+    failed = _rm_with_unlink_patched(["c385", "c386", "c387"], "if self.name == 'c386.json':\n"
+                                     "    raise PermissionError(errno.EPERM, 'Operation not permitted')")
+    assert failed.returncode == 1, failed.stderr
+    assert failed.stderr == (f"localgen: deleted c385\nlocalgen: error: could not delete {conversations_dir()}/"
+                             "c386.json: Operation not permitted; 2 conversations kept (hint: check the permissions "
+                             "of its folder)\n"), "the one that failed and the one after it are kept, and said to be"
+    assert sorted(path.stem for path in conversations_dir().glob("*.json")) == ["c386", "c387"]
+
