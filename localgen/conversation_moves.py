@@ -124,8 +124,9 @@ def delete_conversations(names: list[str], confirm: Callable[[], bool] = lambda:
     """Delete saved conversations one by one once none is refused: ConversationBusyError, before any is deleted,
     when a chat or a run has one of them open; confirm is asked once none is (they are held meanwhile), and False
     from it (returned) deletes none. deleted is told each name as it is deleted; a Ctrl-C or SIGTERM then stops
-    before the next one and is raised once the last one deleted is told, the rest kept; a deletion that fails is
-    raised, saying how many are kept where several were named."""
+    before the next one and is raised once the last one deleted is told, the rest kept (one after the last deletion
+    stops nothing: all are deleted); a deletion that fails is raised, saying how many are kept where several were
+    named."""
     folder = conversations_dir()
     paths = saved_paths(names)
     bound = room_for_locks(len(names))  # each is held until all are deleted
@@ -146,6 +147,9 @@ def delete_conversations(names: list[str], confirm: Callable[[], bool] = lambda:
                 _delete(path, len(names) - done if len(names) > 1 else 0)
                 remove_lock_file(folder, name)
                 deleted(name)
+            else:
+                for signum in list(signals.received):  # all deleted: nothing left for it to stop
+                    signals.forget(signum)
     finally:
         for name in held:
             release(folder, name)

@@ -250,3 +250,12 @@ def test_an_error_part_way_through_rm_says_how_many_conversations_are_kept(home:
                              "of its folder)\n"), "the one that failed and the one after it are kept, and said to be"
     assert sorted(path.stem for path in conversations_dir().glob("*.json")) == ["c386", "c387"]
 
+
+def test_a_ctrl_c_as_rm_deletes_its_last_conversation_stops_nothing(home: Path) -> None:
+    _saved(["first", "last"])
+    deleted = _rm_with_unlink_patched(["first", "last"], "if self.name == 'last.json':\n"
+                                      "    os.kill(os.getpid(), signal.SIGINT)")
+    assert (deleted.returncode, deleted.stderr) == (0, "localgen: deleted first\nlocalgen: deleted last\n"), \
+        "all are deleted: nothing is left to stop or keep"
+    assert not list(conversations_dir().glob("*.json"))
+
