@@ -89,13 +89,12 @@ def conversations_rm(
     """Delete saved conversations (never one that a chat or a run has open)."""
     from localgen import console, line_ends
     from localgen.conversation_lock import ConversationBusyError
-    from localgen.conversation_moves import delete_conversations, saved_paths
-    from localgen.conversation_store import looked_up_name
+    from localgen.conversation_moves import delete_conversations, removable_name, saved_paths
     from localgen.signals import SignalExit, exit_on_signals
 
     several = len(names) > 1  # a refusal then says that the others are kept too
     try:
-        names = list(dict.fromkeys(looked_up_name(name, shell=True) for name in names))  # notes.json: notes
+        names = list(dict.fromkeys(removable_name(name) for name in names))  # notes.json: notes
         saved_paths(names)  # every name is a saved conversation before anything is asked or deleted
     except LocalgenError as exc:
         raise _none_deleted(exc, several) from None

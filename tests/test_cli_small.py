@@ -259,3 +259,19 @@ def test_a_ctrl_c_as_rm_deletes_its_last_conversation_stops_nothing(home: Path) 
         "all are deleted: nothing is left to stop or keep"
     assert not list(conversations_dir().glob("*.json"))
 
+
+def test_rm_deletes_a_pipe_listed_under_a_name_no_other_command_takes(home: Path) -> None:
+    _saved(["kept"])
+    os.mkfifo(conversations_dir() / "my notes.json")
+    (conversations_dir() / "copied in.json").write_text("{}")
+    (conversations_dir().parent / "outside.json").write_text("{}")
+    assert "my notes\t" in run_localgen("conversations", timeout=30).out
+    for escaping in ("../outside", "..", ".hidden", "a/b", "a\\b"):
+        refused = run_localgen("conversations", "rm", "-y", escaping, timeout=30)
+        assert refused.returncode == 2 and "is not a valid conversation name" in refused.err, refused.err
+    deleted = run_localgen("conversations", "rm", "-y", "my notes", "copied in.json", timeout=30)
+    assert deleted.returncode == 0, deleted.err
+    assert deleted.err == "localgen: deleted my notes\nlocalgen: deleted copied in\n"
+    assert sorted(path.name for path in conversations_dir().iterdir() if not path.name.startswith(".")) == \
+        ["kept.json"], "each is deleted by the name the listing gives it (or its file's)"
+    assert (conversations_dir().parent / "outside.json").is_file()
