@@ -145,11 +145,10 @@ def test_a_file_named_against_the_rule_is_listed_saying_how_to_rename_it() -> No
     records = {r["name"]: r for r in json.loads(run_localgen("conversations", "--json").out)}
     assert {name: records[name].get("problem") for name in records} == {"cafe": None, **wanted}
     assert [records["my notes"][key] for key in ("exchanges", "model", "first_message")] == [None, None, None]
-    for command in ("show", "rm"):  # the name as listed names the file, and how to make it usable
-        refused = run_localgen("conversations", command, "my notes", "--yes" if command == "rm" else "--json")
-        assert refused.returncode == 2 and refused.err == (
-            f"localgen: error: 'my notes' is not a valid conversation name (hint: {conversations_dir()}/my notes.json "
-            f"is there: rename it to my-notes.json to open it; {rule})\n"), refused.err
+    refused = run_localgen("conversations", "show", "my notes", "--json")  # the file named, and how to open it
+    assert refused.returncode == 2 and refused.err == (
+        f"localgen: error: 'my notes' is not a valid conversation name (hint: {conversations_dir()}/my notes.json "
+        f"is there: rename it to my-notes.json to open it; {rule})\n"), refused.err
     (conversations_dir() / "my notes.json").rename(conversations_dir() / "my-notes.json")  # as the listing says
     assert run_localgen("conversations", "show", "my-notes").out.startswith("# my-notes\n")
 
