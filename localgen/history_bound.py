@@ -18,6 +18,7 @@ MAX_HISTORY_ENTRIES = 10_000  # the newest entries a history file keeps
 MAX_HISTORY_BYTES = 16 * 1024 * 1024  # ... within this size (a few pasted files would otherwise fill it)
 TRIM_ABOVE = 1.1  # a history is trimmed once it holds this share of either bound, so a chat at the bound rewrites none
 READ_BYTES = int(MAX_HISTORY_BYTES * TRIM_ABOVE) + 1024 * 1024  # a trim reads the file's last bytes alone
+DAMAGED_SUFFIX = ".damaged"  # a damaged history file is moved aside to its name with this
 LOCK_WAIT_S = 2.0  # another chat's trim or append holds the lock this long at most; then the write goes on without
 _LOCK_RETRY_S = 0.01
 
@@ -70,31 +71,56 @@ def newest_entries(data: bytes, most: int = MAX_HISTORY_ENTRIES, most_bytes: int
     return data[kept_from:] if kept_from else None
 
 
-def trim_history(path: Path) -> None:
-    """Keep the history file at path (a link's target) to its newest entries (newest_entries), once it holds
-    TRIM_ABOVE of a bound; one that cannot be trimmed now (a full disk, another chat's line appended meanwhile) is
-    left whole, to be trimmed next time."""
+def history_damage(data: bytes) -> str | None:
+    """Why a history file's data (from the start of a line) is not what prompt-toolkit writes (NUL bytes, invalid
+    UTF-8, foreign lines), or None."""
+    if b"\0" in data:
+        return "it contains NUL bytes"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"invalid UTF-8 at byte {exc.start}"
+    for number, line in enumerate(text.split("\n"), 1):
+        if line and not line.startswith(("+", "#")):
+            return f"line {number} is not a history entry"
+    return None
+
+
+def check_and_trim_history(path: Path) -> str | None:
+    """Check the history file at path (a link's target) under its lock, so that no line another chat is appending is
+    seen half-written, and keep it to its newest entries (newest_entries) once it holds TRIM_ABOVE of a bound; where
+    it is damaged (history_damage), move it aside (to its name with DAMAGED_SUFFIX), start a new empty one, and return
+    why. Only the file's last READ_BYTES are read, whatever its size: what is before them the trim drops. One that
+    cannot be trimmed now (a full disk, another chat's line appended meanwhile) is left whole, to be trimmed next
+    time."""
     target = Path(os.path.realpath(path))
     remove_leftover_temp_files(target.parent, re.escape(target.name))  # a trim killed part way
-    try:
-        with history_lock(target):
-            before = target.stat()
-            kept = _kept_part(target, before.st_size)
-            if kept is None:
-                return
+    with history_lock(target):
+        before = target.stat()
+        with open(target, "rb") as file:
+            file.seek(max(0, before.st_size - READ_BYTES))
+            data = file.read(READ_BYTES)
+        read_whole = before.st_size <= READ_BYTES
+        damage = history_damage(data if read_whole else data[data.find(b"\n") + 1:])  # from a line's start
+        if damage is not None:
+            os.replace(path, path.with_name(path.name + DAMAGED_SUFFIX))
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+            return damage if read_whole else f"{damage} (counted in its last {READ_BYTES:,} bytes)"
+        kept = _kept_part(data, read_whole)
+        if kept is None:
+            return None
+        try:
             # a line another chat appends meanwhile (without the lock, or past LOCK_WAIT_S) leaves the file as it is
             atomic_write_bytes(target, kept, replace_if=lambda: _same_file(target.stat(), before))
-    except (OSError, LocalgenError) as exc:
-        log.debug("the input history %s was not trimmed: %s", target, exc)
+        except (OSError, LocalgenError) as exc:
+            log.debug("the input history %s was not trimmed: %s", target, exc)
+    return None
 
 
-def _kept_part(target: Path, size: int) -> bytes | None:
-    """The newest entries of the history file target of size bytes, read from its last READ_BYTES alone; None where
-    it holds less than TRIM_ABOVE of either bound, or its newest entry alone is longer than what is read."""
-    with open(target, "rb") as file:
-        file.seek(max(0, size - READ_BYTES))
-        data = file.read(READ_BYTES)
-    if size <= READ_BYTES:
+def _kept_part(data: bytes, read_whole: bool) -> bytes | None:
+    """The newest entries of a history file, from data, its last READ_BYTES (read_whole: all of it); None where it
+    holds less than TRIM_ABOVE of either bound, or its newest entry alone is longer than what is read."""
+    if read_whole:
         slack = int(MAX_HISTORY_ENTRIES * TRIM_ABOVE), int(MAX_HISTORY_BYTES * TRIM_ABOVE)
         return None if newest_entries(data, *slack) is None else newest_entries(data)
     lines = data.split(b"\n")[1:]  # the first one read may be part of a line

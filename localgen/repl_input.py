@@ -18,7 +18,7 @@ from localgen.chat_settings import SETTING_NAMES
 from localgen.config import settings
 from localgen.control_chars import NOT_TEXT_CONTROLS
 from localgen.errors import UsageError, os_reason
-from localgen.history_bound import history_lock, trim_history
+from localgen.history_bound import DAMAGED_SUFFIX, check_and_trim_history, history_lock
 from localgen.input_text import argument_text
 from localgen.offered_names import conversations_offered, models_offered, starting_with
 from localgen.repl_show import SHOW_PARTS
@@ -315,21 +315,6 @@ def keep_cleared(history: History, text: str) -> None:
         history.append_string(text)
 
 
-def history_damage(path: Path) -> str | None:
-    """Why a history file is not one prompt-toolkit wrote (NUL bytes, invalid UTF-8, foreign lines), or None."""
-    data = path.read_bytes()
-    if b"\0" in data:
-        return "it contains NUL bytes"
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return f"invalid UTF-8 at byte {exc.start}"
-    for number, line in enumerate(text.split("\n"), 1):
-        if line and not line.startswith(("+", "#")):
-            return f"line {number} is not a history entry"
-    return None
-
-
 def history_path() -> Path:
     """The file of the chat's input history."""
     return settings().data_dir / "history"
@@ -354,14 +339,10 @@ def open_history(*, recall: bool = True) -> tuple[History, str | None]:
         if stat.S_ISREG(mode):  # (a symlink to /dev/null, a common way to turn history off, is left alone)
             if mode & 0o077:
                 os.chmod(path, 0o600)
-            damage = history_damage(path)
+            damage = check_and_trim_history(path)
             if damage:
-                aside = path.with_name(path.name + ".damaged")
-                os.replace(path, aside)
-                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+                aside = path.with_name(path.name + DAMAGED_SUFFIX)
                 warning = f"the input history {path} is damaged ({damage}); moved it to {aside} and started anew"
-            else:
-                trim_history(path)
     except OSError as exc:
         blocker = file_in_the_way(path.parent)  # a file where the data folder goes: said as the chat's start says it
         reason = in_the_way(blocker)[0] if blocker is not None else os_reason(exc)

@@ -218,7 +218,7 @@ def test_a_line_another_chat_appends_as_the_history_is_trimmed_is_kept(
 
     from prompt_toolkit.history import FileHistory
 
-    from localgen.history_bound import MAX_HISTORY_ENTRIES, TRIM_ABOVE, trim_history
+    from localgen.history_bound import MAX_HISTORY_ENTRIES, TRIM_ABOVE, check_and_trim_history
     from localgen.repl_input import SafeFileHistory
 
     history = tmp_path / "history"
@@ -235,7 +235,7 @@ def test_a_line_another_chat_appends_as_the_history_is_trimmed_is_kept(
     appending = threading.Thread(target=SafeFileHistory(history).store_string, args=("the other chat's line",))
     appending.start()
     assert opened.wait(10)
-    trim_history(history)
+    check_and_trim_history(history)
     appending.join()
     entries = _history_entries(history)
     assert entries[-1] == "the other chat's line" and len(entries) == MAX_HISTORY_ENTRIES
@@ -266,15 +266,15 @@ def test_a_history_whose_lock_never_names_the_file_is_written_after_a_few_tries(
 def test_a_history_within_a_tenth_over_its_bound_is_left_as_it_is(tmp_path: Path) -> None:
     """A history a few entries over its bound is not rewritten as each chat starts; a tenth over it, it is trimmed
     (each start rewrote one at the bound)."""
-    from localgen.history_bound import MAX_HISTORY_ENTRIES, TRIM_ABOVE, trim_history
+    from localgen.history_bound import MAX_HISTORY_ENTRIES, TRIM_ABOVE, check_and_trim_history
 
     history = tmp_path / "history"
     history.write_text(_old_entries(MAX_HISTORY_ENTRIES + 50))
     before = history.stat()
-    trim_history(history)
+    check_and_trim_history(history)
     assert history.stat().st_ino == before.st_ino and len(_history_entries(history)) == MAX_HISTORY_ENTRIES + 50
     history.write_text(_old_entries(int(MAX_HISTORY_ENTRIES * TRIM_ABOVE) + 1))
-    trim_history(history)
+    check_and_trim_history(history)
     assert len(_history_entries(history)) == MAX_HISTORY_ENTRIES
 
 
@@ -283,7 +283,7 @@ def test_a_line_appended_without_the_lock_as_the_history_is_trimmed_is_kept(
     """A line another chat appends while the trim writes its copy (past the lock's wait, on a slow disk) leaves the
     history whole, to be trimmed next time (the trim put its copy in place, the line lost)."""
     from localgen import storage
-    from localgen.history_bound import MAX_HISTORY_ENTRIES, TRIM_ABOVE, trim_history
+    from localgen.history_bound import MAX_HISTORY_ENTRIES, TRIM_ABOVE, check_and_trim_history
 
     history = tmp_path / "history"
     history.write_text(_old_entries(int(MAX_HISTORY_ENTRIES * TRIM_ABOVE) + 1))
@@ -295,7 +295,7 @@ def test_a_line_appended_without_the_lock_as_the_history_is_trimmed_is_kept(
             file.write("\n# 2026-01-01 10:00:01\n+the other chat's line\n")
 
     monkeypatch.setattr(storage, "write_synced", appended_meanwhile)
-    trim_history(history)
+    check_and_trim_history(history)
     entries = _history_entries(history)
     assert entries[-1] == "the other chat's line" and len(entries) == int(MAX_HISTORY_ENTRIES * TRIM_ABOVE) + 2
 
@@ -308,7 +308,7 @@ def test_a_long_history_is_trimmed_from_its_last_bytes_read(tmp_path: Path, monk
     monkeypatch.setattr(history_bound, "READ_BYTES", 1000)
     history = tmp_path / "history"
     history.write_text(_old_entries(200))
-    history_bound.trim_history(history)
+    history_bound.check_and_trim_history(history)
     data = history.read_bytes()
     assert data.startswith(b"\n# 2026-01-01 10:00:00\n+old ") and len(data) <= 1000
     entries = _history_entries(history)
@@ -318,11 +318,11 @@ def test_a_long_history_is_trimmed_from_its_last_bytes_read(tmp_path: Path, monk
 def test_a_carriage_return_in_an_entry_is_text_to_the_trim(tmp_path: Path) -> None:
     """An entry's carriage return does not end its line, as prompt-toolkit reads it: the trim keeps whole entries
     (it cut one in two, and the next chat found the history damaged)."""
-    from localgen.history_bound import MAX_HISTORY_ENTRIES, TRIM_ABOVE, trim_history
+    from localgen.history_bound import MAX_HISTORY_ENTRIES, TRIM_ABOVE, check_and_trim_history
 
     history = tmp_path / "history"
     history.write_bytes(_old_entries(int(MAX_HISTORY_ENTRIES * TRIM_ABOVE) + 2, "entry {} part one\rpart two").encode())
-    trim_history(history)
+    check_and_trim_history(history)
     entries = _history_entries(history)
     assert len(entries) == MAX_HISTORY_ENTRIES and history.read_bytes().startswith(b"\n# 2026-01-01 10:00:00\n+")
     assert all(entry.endswith(" part one\rpart two") for entry in entries)
@@ -478,3 +478,55 @@ def test_think_on_for_a_template_without_a_switch_is_told_to_leave_it_out() -> N
     with pytest.raises(UsageError) as refused:
         refuse_think("{{ messages[0]['content'] }}", "on", model_name="plain")
     assert refused.value.hint == "leave out --think: this model thinks as it was trained to, if at all"
+
+
+def _bytes_read() -> int:
+    """Bytes this process has read from files so far (Linux's count of its read calls)."""
+    text = Path("/proc/self/io").read_text()
+    return int(re.search(r"^rchar: (\d+)", text, re.MULTILINE)[1])  # type: ignore[index]
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="counts reads by Linux's /proc/self/io")
+def test_a_chat_start_reads_a_long_history_from_its_last_bytes_alone(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opening a history far longer than a trim reads reads about what the trim reads, its damage checked there (the
+    whole file was read to check it first, 960 MB of memory for a 300 MB history); damage before those bytes is
+    trimmed away."""
+    from localgen import history_bound
+    from localgen.repl_input import history_path, open_history
+
+    monkeypatch.setattr(history_bound, "READ_BYTES", 64 * 1024)
+    history = history_path()
+    history.parent.mkdir(parents=True)
+    history.write_bytes(b"\n# 2026-01-01 10:00:00\n+caf\xe9\n" + _old_entries(200_000).encode())  # 4.4 MB
+    before = _bytes_read()
+    _, warning = open_history()
+    assert _bytes_read() - before < 1024 * 1024, "the whole history was read"
+    assert warning is None and history.stat().st_size < 64 * 1024
+    assert _history_entries(history)[-1] == "old 199999"
+
+
+def test_a_history_entry_another_chat_is_appending_is_not_taken_for_damage(home: Path) -> None:
+    """A chat that starts while another writes an entry waits for its lock to check the history, so half an entry
+    (cut in a character) is not taken for damage (the history was moved aside as damaged)."""
+    import threading
+
+    from localgen.history_bound import history_lock
+    from localgen.repl_input import history_path, open_history
+
+    history = history_path()
+    history.parent.mkdir(parents=True)
+    history.write_text(_old_entries(3))
+    entry = "\n# 2026-01-01 10:00:01\n+café\n".encode()
+    opened: list[str | None] = []
+    starting = threading.Thread(target=lambda: opened.append(open_history()[1]))
+    with history_lock(history) as locked, open(history, "ab") as file:
+        assert locked
+        file.write(entry[:-2])  # up to the middle of é
+        file.flush()
+        starting.start()
+        starting.join(timeout=1.0)  # it waits for the lock (up to 2 s)
+        file.write(entry[-2:])
+    starting.join()
+    assert opened == [None] and not history.with_name("history.damaged").exists()
+    assert _history_entries(history) == ["old 0", "old 1", "old 2", "café"]

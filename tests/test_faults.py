@@ -28,9 +28,10 @@ from localgen import config, storage
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_store import load_conversation, save_conversation
 from localgen.errors import ConfigError, LocalgenError
+from localgen.history_bound import history_damage
 from localgen.promptcache import PromptCache
 from localgen.registry import load_registry
-from localgen.repl_input import SafeFileHistory, history_damage, open_history
+from localgen.repl_input import SafeFileHistory, open_history
 from localgen.signals import SignalExit
 from localgen.storage import atomic_write_bytes
 from localgen.verify import is_verified, verify_file
@@ -403,7 +404,7 @@ def test_damaged_history_is_set_aside_with_a_warning(content: bytes, damage: str
     path = settings.data_dir / "history"
     path.parent.mkdir(parents=True)
     path.write_bytes(content)
-    assert damage in (history_damage(path) or "")
+    assert damage in (history_damage(content) or "")
     history, warning = open_history()
     assert isinstance(history, SafeFileHistory)
     assert warning is not None and str(path) in warning and "damaged" in warning
