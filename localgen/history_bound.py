@@ -1,5 +1,6 @@
 """The chat's input history file kept to its newest entries: trimmed as a chat opens it, under the file's lock, which
-each chat's append of a line takes too, so that no entry another chat writes meanwhile is lost or torn."""
+each chat's append of a line takes too, so that no entry another chat writes meanwhile is lost or torn (one written
+without the lock, after LOCK_WAIT_S, just as a trim's copy takes the file's place, can be)."""
 
 from __future__ import annotations
 
@@ -110,7 +111,9 @@ def check_and_trim_history(path: Path) -> str | None:
         if kept is None:
             return None
         try:
-            # a line another chat appends meanwhile (without the lock, or past LOCK_WAIT_S) leaves the file as it is
+            # a line another chat appends meanwhile (without the lock, or past LOCK_WAIT_S) leaves the file as it is;
+            # one it appends between that check and the rename (microseconds) goes into the old file and is lost: only
+            # the lock, which that chat gave up waiting for, closes that window
             atomic_write_bytes(target, kept, replace_if=lambda: _same_file(target.stat(), before))
         except (OSError, LocalgenError) as exc:
             log.debug("the input history %s was not trimmed: %s", target, exc)
