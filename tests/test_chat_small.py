@@ -302,17 +302,20 @@ def test_a_line_appended_without_the_lock_as_the_history_is_trimmed_is_kept(
 
 def test_a_long_history_is_trimmed_from_its_last_bytes_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A history longer than a trim reads keeps the whole entries of its last bytes (it was read whole, however
-    long)."""
+    long), wherever in an entry of several lines those bytes begin: the entry they cut is left out."""
     from localgen import history_bound
 
     monkeypatch.setattr(history_bound, "READ_BYTES", 1000)
     history = tmp_path / "history"
-    history.write_text(_old_entries(200))
-    history_bound.check_and_trim_history(history)
-    data = history.read_bytes()
-    assert data.startswith(b"\n# 2026-01-01 10:00:00\n+old ") and len(data) <= 1000
-    entries = _history_entries(history)
-    assert entries[-1] == "old 199" and entries == [f"old {i}" for i in range(200 - len(entries), 200)]
+    text = "old {}\n+its second line\n+its third"
+    entry_bytes = len(_old_entries(1, text))
+    for count in range(200, 200 + entry_bytes):  # the bytes read begin at each byte of an entry in turn
+        history.write_text(_old_entries(count, text))
+        history_bound.check_and_trim_history(history)
+        data = history.read_bytes()
+        assert data.startswith(b"\n# 2026-01-01 10:00:00\n+old ") and len(data) <= 1000
+        entries = _history_entries(history)
+        assert entries == [text.replace("\n+", "\n").format(i) for i in range(count - len(entries), count)]
 
 
 def test_a_carriage_return_in_an_entry_is_text_to_the_trim(tmp_path: Path) -> None:
