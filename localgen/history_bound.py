@@ -90,10 +90,9 @@ def history_damage(data: bytes) -> str | None:
 def check_and_trim_history(path: Path) -> str | None:
     """Check the history file at path (a link's target) under its lock, so that no line another chat is appending is
     seen half-written, and keep it to its newest entries (newest_entries) once it holds TRIM_ABOVE of a bound; where
-    it is damaged (history_damage), move it aside (to its name with DAMAGED_SUFFIX), start a new empty one, and return
-    why. Only the file's last READ_BYTES are read, whatever its size: what is before them the trim drops. One that
-    cannot be trimmed now (a full disk, another chat's line appended meanwhile) is left whole, to be trimmed next
-    time."""
+    it is damaged (history_damage), move it aside (to its name with DAMAGED_SUFFIX) and return why. Only the file's
+    last READ_BYTES are read, whatever its size: what is before them the trim drops. One that cannot be trimmed now
+    (a full disk, another chat's line appended meanwhile) is left whole, to be trimmed next time."""
     target = Path(os.path.realpath(path))
     remove_leftover_temp_files(target.parent, re.escape(target.name))  # a trim killed part way
     with history_lock(target):
@@ -105,7 +104,6 @@ def check_and_trim_history(path: Path) -> str | None:
         damage = history_damage(data if read_whole else data[data.find(b"\n") + 1:])  # from a line's start
         if damage is not None:
             os.replace(path, path.with_name(path.name + DAMAGED_SUFFIX))
-            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
             return damage if read_whole else f"{damage} (counted in its last {READ_BYTES:,} bytes)"
         kept = _kept_part(data, read_whole)
         if kept is None:

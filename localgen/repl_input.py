@@ -342,6 +342,7 @@ def open_history(*, recall: bool = True) -> tuple[History, str | None]:
             damage = check_and_trim_history(path)
             if damage:
                 aside = path.with_name(path.name + DAMAGED_SUFFIX)
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
                 warning = f"the input history {path} is damaged ({damage}); moved it to {aside} and started anew"
     except OSError as exc:
         blocker = file_in_the_way(path.parent)  # a file where the data folder goes: said as the chat's start says it
