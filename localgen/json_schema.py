@@ -21,6 +21,7 @@ from localgen.json_schema_words import (
     SCHEMA_LISTS,
     SCHEMA_MAPS,
     SCHEMA_VALUED,
+    TYPE_KEYWORDS,
     schemas_in,
     short_json,
 )
@@ -198,14 +199,21 @@ def _checked(node: dict[str, Any]) -> dict[str, Any]:
 
 
 def _types_apart(schema: dict[str, Any]) -> dict[str, Any]:
-    """A type list beside other keywords as an anyOf of one schema a type (its definitions kept at the top), where
-    the converter read the types alone: {"type": ["string", "null"], "maxLength": 3} allowed any string."""
+    """A type list beside other keywords as an anyOf of one schema a type, each with the keywords that apply to its
+    type (its definitions kept at the top), where the converter read the types alone: {"type": ["string", "null"],
+    "maxLength": 3} allowed any string, and each type's schema had all the keywords (the null one, properties)."""
     types = schema.get("type")
     if not isinstance(types, list) or all(key == "type" or key in NOTES for key in schema):
         return schema
     definitions = {key: schema[key] for key in DEFINITIONS if key in schema}
-    rest = {key: value for key, value in schema.items() if key not in definitions}
-    return {"anyOf": [{**rest, "type": name} for name in types], **definitions}
+    return {"anyOf": [{**{key: value for key, value in schema.items()
+                          if key not in definitions and _applies(key, name)}, "type": name} for name in types],
+            **definitions}
+
+
+def _applies(key: str, type_name: str) -> bool:
+    """Whether a keyword limits values of the type: one of its own, or one of no type (enum, anyOf, a note)."""
+    return key in TYPE_KEYWORDS.get(type_name, ()) or not any(key in keys for keys in TYPE_KEYWORDS.values())
 
 
 def _check_type(given: object) -> None:

@@ -16,6 +16,16 @@ SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "depen
 DEFINITIONS = ("$defs", "definitions")
 NOTES = ("title", "description", "default", "examples", "$comment", "$id", "$schema", "deprecated", "readOnly",
          "writeOnly")  # keywords that say nothing of the value
+_NUMBER_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+TYPE_KEYWORDS = {  # the keywords that limit values of one type alone
+    "string": ("minLength", "maxLength", "pattern", "format", "contentEncoding", "contentMediaType"),
+    "number": _NUMBER_KEYWORDS, "integer": _NUMBER_KEYWORDS,
+    "object": ("properties", "required", "additionalProperties", "patternProperties", "minProperties",
+               "maxProperties", "dependentRequired", "dependentSchemas", "dependencies", "propertyNames",
+               "unevaluatedProperties"),
+    "array": ("items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains",
+              "minContains", "maxContains", "unevaluatedItems"),
+}
 
 
 def short_json(value: object) -> str:
