@@ -127,11 +127,13 @@ def _prepared(node: object, unlisted: list[str], resolve: Resolver, recursive: f
     that lead back to themselves) an allOf above followed, left to the converter below it."""
     if not isinstance(node, dict):
         return node
-    schema = _ref_beside_keywords_as_all_of(_checked(node))
-    if "allOf" in schema:
-        merged = merged_all_of(schema, resolve, seen)
-        seen = (*seen, *sorted(_local_refs(schema["allOf"]) & recursive))
+    schema = _checked(node)
+    rewritten = _ref_beside_keywords_as_all_of(schema)
+    if "allOf" in rewritten:
+        merged = _all_of_merged(rewritten, schema, resolve, seen)
+        seen = (*seen, *sorted(_local_refs(rewritten["allOf"]) & recursive))
         schema = _checked(merged)
+    schema = _types_apart(schema)
     _refuse_forbidden_required(schema)
     for key, value in schema.items():
         if key in SCHEMA_MAPS and isinstance(value, dict):  # a property of false cannot be there: left out
@@ -156,6 +158,20 @@ def _ref_beside_keywords_as_all_of(schema: dict[str, Any]) -> dict[str, Any]:
         return schema
     definitions = {key: schema[key] for key in DEFINITIONS if key in schema}
     return {"allOf": [{"$ref": schema["$ref"]}, rest], **definitions}
+
+
+def _all_of_merged(schema: dict[str, Any], written: dict[str, Any], resolve: Resolver,
+                   seen: tuple[str, ...]) -> dict[str, Any]:
+    """schema's allOf merged (merged_all_of); a refusal of one made from a $ref beside keywords names the $ref."""
+    try:
+        return merged_all_of(schema, resolve, seen)
+    except UsageError as exc:
+        if "allOf" in written:
+            raise
+        ref = written["$ref"]
+        message = exc.message.replace("the JSON schema's allOf", f"the JSON schema's $ref {ref} with the keywords "
+                                      "beside it", 1).replace("a part's", "one side's")
+        raise type(exc)(message, hint=f"make the keywords beside the $ref fit {ref}, or drop them") from None
 
 
 def _refuse_forbidden_required(schema: dict[str, Any]) -> None:
@@ -195,7 +211,7 @@ def _checked(node: dict[str, Any]) -> dict[str, Any]:
     if schema and not any(key in schema for key in _VALUE_KEYWORDS) and not KNOWN_FORMAT.fullmatch(
             str(schema.get("format"))):
         schema["type"] = _ANY_VALUE["type"]  # notes or constraints alone ({"title": "Data"}, {"minLength": 2})
-    return _types_apart(enum_narrowed(schema))
+    return enum_narrowed(schema)
 
 
 def _types_apart(schema: dict[str, Any]) -> dict[str, Any]:

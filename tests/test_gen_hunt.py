@@ -515,3 +515,29 @@ def test_nested_nullable_objects_and_arrays_convert_at_once(kind: str) -> None:
         assert kind == "array" and exc.message == "the JSON schema nests too deep to convert", exc.message
     assert time.monotonic() - start < 0.5
 
+
+A_OBJECT = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+
+
+@pytest.mark.parametrize(("schema", "values", "allowed"), [
+    ({"$defs": {"A": A_OBJECT}, "$ref": "#/$defs/A", "type": ["object", "null"]}, [{"a": 1}, None, {}], [{"a": 1}]),
+    ({"$defs": {"A": A_OBJECT}, "type": "object", "required": ["x"],
+      "properties": {"x": {"$ref": "#/$defs/A", "type": ["object", "null"]}}}, [{"x": {"a": 1}}, {"x": None}],
+     [{"x": {"a": 1}}]),
+    ({"$defs": {"A": A_OBJECT}, "type": ["object", "null"], "allOf": [{"$ref": "#/$defs/A"}]}, [{"a": 1}, None, {}],
+     [{"a": 1}]),
+], ids=["ref", "ref-in-property", "all-of"])
+def test_a_type_list_beside_a_ref_or_all_of_keeps_the_types_it_allows(vocab: _Vocab, schema: dict[str, object],
+                                                                     values: list[object],
+                                                                     allowed: list[object]) -> None:
+    """The null alternative of a type list beside a $ref or allOf was refused as one no value is, and the whole
+    schema with it, where that alternative is dropped."""
+    assert _allowed(vocab, schema, values) == allowed
+
+
+def test_a_ref_beside_a_type_it_cannot_be_is_refused_naming_the_ref() -> None:
+    """A $ref beside keywords no value of its target meets was refused naming an allOf the schema does not have."""
+    schema = {"$defs": {"A": A_OBJECT}, "$ref": "#/$defs/A", "type": "null"}
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
+    assert result.returncode == 2 and "the JSON schema's $ref #/$defs/A with the keywords beside it asks for a value" \
+        " of type" in result.err and "allOf" not in result.err, result.err
