@@ -14,6 +14,7 @@ from localgen.json_schema_refs import whole_schema_referred
 from localgen.json_schema_values import enum_narrowed
 from localgen.json_schema_words import (
     DEFINITIONS,
+    LIMITING,
     MAX_COUNT,
     MAX_SPAN,
     NOT_IN_JSON_STRING,
@@ -150,11 +151,12 @@ def _prepared(node: object, unlisted: list[str], resolve: Resolver, recursive: f
 
 def _ref_beside_keywords_as_all_of(schema: dict[str, Any]) -> dict[str, Any]:
     """A $ref beside keywords that limit the value as an allOf of the two (as JSON Schema has it from 2019-09 on),
-    where the converter followed the $ref alone."""
+    where the converter followed the $ref alone; beside other keywords (OpenAPI's nullable, an x- extension) a $ref
+    the grammar's one rule for it serves."""
     if not isinstance(schema.get("$ref"), str) or "allOf" in schema:
         return schema
     rest = {key: value for key, value in schema.items() if key != "$ref" and key not in DEFINITIONS}
-    if all(key in NOTES for key in rest):
+    if not any(key in LIMITING for key in rest):  # notes, OpenAPI's nullable and example, x-* extensions
         return schema
     definitions = {key: schema[key] for key in DEFINITIONS if key in schema}
     return {"allOf": [{"$ref": schema["$ref"]}, rest], **definitions}

@@ -26,6 +26,8 @@ TYPE_KEYWORDS = {  # the keywords that limit values of one type alone
     "array": ("items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains",
               "minContains", "maxContains", "unevaluatedItems"),
 }
+LIMITING = frozenset({"type", "enum", "const", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
+                      *(key for keys in TYPE_KEYWORDS.values() for key in keys)})  # the keywords that limit a value
 
 
 def short_json(value: object) -> str:
