@@ -47,7 +47,8 @@ def enum_narrowed(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _allowed(schema: dict[str, Any], value: object) -> bool:
     """Whether value is of the schema's type and within its lengths, bounds and pattern, and an object's or array's
-    properties, required names and items allow it (the keywords cheap to check; the others are not)."""
+    properties, required names and items allow it (the keywords cheap to check; the others are not, nor a keyword
+    whose value cannot be read)."""
     types = schema.get("type")
     names = types if isinstance(types, list) else [types] if isinstance(types, str) else list(_KINDS)
     if not any(_of_type(value, name) for name in names):
@@ -57,19 +58,27 @@ def _allowed(schema: dict[str, Any], value: object) -> bool:
     if "const" in schema and not same_value(value, schema["const"]):
         return False
     if isinstance(value, str):
-        return schema.get("minLength", 0) <= len(value) <= schema.get("maxLength", len(value)) and _matches(
+        return _count(schema, "minLength", 0) <= len(value) <= _count(schema, "maxLength", len(value)) and _matches(
             schema.get("pattern"), value)
     if isinstance(value, int | float) and not isinstance(value, bool):
         return _within(schema, value)
     if isinstance(value, dict):
         properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-        return all(name in value for name in schema.get("required") or ()) and all(
+        required = schema.get("required") if isinstance(schema.get("required"), list) else []
+        return all(name in value for name in required if isinstance(name, str)) and all(
             _allowed(properties[name], item) if isinstance(properties.get(name), dict)
             else properties.get(name, schema.get("additionalProperties", True)) is not False
             for name, item in value.items())
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
         return all(_allowed(schema["items"], item) for item in value)
     return True
+
+
+def _count(schema: dict[str, Any], key: str, default: int) -> float:
+    """A count keyword's value, or default where it holds none that reads as one (a nested schema's bad count is
+    refused where that schema is checked)."""
+    given = schema.get(key)
+    return given if isinstance(given, int | float) and not isinstance(given, bool) else default
 
 
 def _matches(pattern: object, text: str) -> bool:

@@ -554,3 +554,17 @@ def test_refs_beside_keywords_that_do_not_limit_the_value_stay_refs() -> None:
     grammar = schema_grammar(json.dumps({"$defs": {**definitions, "D16": {"type": "string"}}, "$ref": "#/$defs/D0"}),
                              [])
     assert len(grammar) < 20_000
+
+
+@pytest.mark.parametrize(("schema", "message"), [
+    ({"type": "object", "properties": {"k": {"type": "string", "maxLength": "3"}}, "const": {"k": "a"}},
+     "the JSON schema's maxLength is \"3\", not a whole number"),
+    ({"type": "array", "items": {"maxLength": None}, "enum": [["a"]]}, "the JSON schema's maxLength is null, not a"),
+    ({"type": "object", "properties": {"k": {"type": "object", "required": 5}}, "const": {"k": {"a": 1}}},
+     "the JSON schema's required is 5, not a list of property names"),
+], ids=["text", "null", "required"])
+def test_a_bad_keyword_in_a_schema_a_const_is_checked_against_names_the_keyword(schema: dict[str, object],
+                                                                               message: str) -> None:
+    """A bad count in a property or items schema, read as the const or enum was checked, was an internal error."""
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
+    assert result.returncode == 2 and message in result.err and len(result.err.strip().splitlines()) == 1, result.err
