@@ -381,8 +381,9 @@ def _refuse_misspelled_rule(value: str, option: str) -> None:
     root = "a"), where it was looked for as a file and refused as `no such file`."""
     if option != "--grammar" or "=" not in value or not ('"' in value or "[" in value or " " in value):
         return
-    if "/" in value or os.sep in value or value.lower().endswith(".gbnf"):  # a path: its own error says check it
-        return
+    rule_text = '"' in value or "[" in value  # a literal or a character class: root = "a/b" is no path
+    if value.lower().endswith(".gbnf") or (("/" in value or os.sep in value) and not rule_text):
+        return  # a path: its own error says check it
     with contextlib.suppress(OSError, ValueError):
         if Path(value).exists():
             return

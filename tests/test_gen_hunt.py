@@ -568,3 +568,10 @@ def test_a_bad_keyword_in_a_schema_a_const_is_checked_against_names_the_keyword(
     """A bad count in a property or items schema, read as the const or enum was checked, was an internal error."""
     result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
     assert result.returncode == 2 and message in result.err and len(result.err.strip().splitlines()) == 1, result.err
+
+
+@pytest.mark.parametrize("text", ['root = "a/b"', "root = [0-9/]+"])
+def test_grammar_text_with_a_slash_that_misspells_the_rule_sign_is_told_so(text: str) -> None:
+    """A rule whose literal or character class holds a slash was taken for a path and refused as no such file."""
+    result = run_localgen("run", "--grammar", text, "hi")
+    assert result.returncode == 2 and "the --grammar text defines no rule with ::=" in result.err, result.err
