@@ -46,8 +46,9 @@ def enum_narrowed(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _allowed(schema: dict[str, Any], value: object) -> bool:
-    """Whether value is of the schema's type and within its lengths, bounds and pattern, and an object's or array's
-    properties, required names and items allow it (the keywords cheap to check; the others are not, nor a keyword
+    """Whether value is of the schema's type and within its lengths, counts, bounds and pattern, and an object's
+    properties, patternProperties, additionalProperties and required names or an array's items and prefixItems allow
+    it (the keywords cheap to check; the others are not, nor a keyword
     whose value cannot be read)."""
     types = schema.get("type")
     names = types if isinstance(types, list) else [types] if isinstance(types, str) else list(_KINDS)
@@ -63,15 +64,41 @@ def _allowed(schema: dict[str, Any], value: object) -> bool:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return _within(schema, value)
     if isinstance(value, dict):
-        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
         required = schema.get("required") if isinstance(schema.get("required"), list) else []
-        return all(name in value for name in required if isinstance(name, str)) and all(
-            _allowed(properties[name], item) if isinstance(properties.get(name), dict)
-            else properties.get(name, schema.get("additionalProperties", True)) is not False
-            for name, item in value.items())
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        return all(_allowed(schema["items"], item) for item in value)
+        return (_count(schema, "minProperties", 0) <= len(value) <= _count(schema, "maxProperties", len(value))
+                and all(name in value for name in required if isinstance(name, str))
+                and all(_property_allowed(schema, name, item) for name, item in value.items()))
+    if isinstance(value, list):
+        item_schemas = _item_schemas(schema, len(value))
+        return _count(schema, "minItems", 0) <= len(value) <= _count(schema, "maxItems", len(value)) and all(
+            _fits(item_schema, item) for item_schema, item in zip(item_schemas, value, strict=True))
     return True
+
+
+def _fits(schema: object, value: object) -> bool:
+    """Whether value is allowed by a subschema (true, false or an object; None or one of no other kind: any)."""
+    return _allowed(schema, value) if isinstance(schema, dict) else schema is not False
+
+
+def _property_allowed(schema: dict[str, Any], name: str, value: object) -> bool:
+    """Whether an object's property is allowed: by its schema in properties, else the patternProperties it
+    matches, else additionalProperties."""
+    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    if name in properties:
+        return _fits(properties[name], value)
+    patterns = schema.get("patternProperties") if isinstance(schema.get("patternProperties"), dict) else {}
+    matched = [sub for pattern, sub in patterns.items() if _matches(pattern, name)]
+    return all(_fits(sub, value) for sub in matched) if matched else _fits(schema.get("additionalProperties"), value)
+
+
+def _item_schemas(schema: dict[str, Any], count: int) -> list[object]:
+    """The schema of each of an array's count items: prefixItems (or draft 7's items list) a tuple, then items (or
+    additionalItems) for the rest (None: any)."""
+    items = schema.get("items")
+    prefix = schema.get("prefixItems") if isinstance(schema.get("prefixItems"), list) else \
+        items if isinstance(items, list) else []
+    rest = schema.get("additionalItems") if isinstance(items, list) else items
+    return [*prefix[:count], *[rest] * max(count - len(prefix), 0)]
 
 
 def _count(schema: dict[str, Any], key: str, default: int) -> float:

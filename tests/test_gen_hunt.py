@@ -575,3 +575,21 @@ def test_grammar_text_with_a_slash_that_misspells_the_rule_sign_is_told_so(text:
     """A rule whose literal or character class holds a slash was taken for a path and refused as no such file."""
     result = run_localgen("run", "--grammar", text, "hi")
     assert result.returncode == 2 and "the --grammar text defines no rule with ::=" in result.err, result.err
+
+
+@pytest.mark.parametrize(("schema", "values", "allowed"), [
+    ({"type": "array", "maxItems": 1, "enum": [[1, 2], [1]]}, [[1, 2], [1]], [[1]]),
+    ({"type": "array", "minItems": 2, "enum": [[1], [1, 2]]}, [[1], [1, 2]], [[1, 2]]),
+    ({"type": "object", "maxProperties": 1, "enum": [{"a": 1, "b": 2}, {"a": 1}]}, [{"a": 1, "b": 2}, {"a": 1}],
+     [{"a": 1}]),
+    ({"type": "array", "prefixItems": [{"type": "string"}], "enum": [[1], ["a"]]}, [[1], ["a"]], [["a"]]),
+    ({"type": "array", "items": [{"type": "string"}], "additionalItems": False, "enum": [["a", "b"], ["a"]]},
+     [["a", "b"], ["a"]], [["a"]]),
+    ({"type": "object", "patternProperties": {"^x": {"type": "integer"}}, "additionalProperties": False,
+      "enum": [{"x1": 1}, {"x1": "a"}, {"y": 1}]}, [{"x1": 1}, {"x1": "a"}, {"y": 1}], [{"x1": 1}]),
+], ids=["max-items", "min-items", "max-properties", "prefix-items", "draft-7-tuple", "pattern-properties"])
+def test_an_enum_keeps_only_the_arrays_and_objects_their_counts_and_tuples_allow(
+        vocab: _Vocab, schema: dict[str, object], values: list[object], allowed: list[object]) -> None:
+    """An enum's arrays and objects were checked against items and properties alone: maxItems, minProperties and a
+    tuple's prefixItems let others through, and a property patternProperties allows was refused."""
+    assert _allowed(vocab, schema, values) == allowed
