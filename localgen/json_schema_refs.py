@@ -12,12 +12,13 @@ WHOLE = "whole-schema"  # the $defs entry that holds the schema's copy (the gram
 
 def whole_schema_referred(schema: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """schema with each $ref "#" made one to a copy of the schema (its definitions left out) in its $defs, under a
-    name none of its definitions has, and that $ref; as it was, and "#", where no $ref is "#"."""
+    name none of its definitions ($defs and draft 7's definitions: the converter names a rule by it) has, and that
+    $ref; as it was, and "#", where no $ref is "#"."""
     if not _refers_to_whole(schema):
         return schema, "#"
-    definitions = schema.get("$defs") if isinstance(schema.get("$defs"), dict) else {}
-    name = next(f"{WHOLE}-{n}" if n else WHOLE for n in range(len(definitions) + 1)
-                if (f"{WHOLE}-{n}" if n else WHOLE) not in definitions)
+    taken = {name for key in DEFINITIONS if isinstance(schema.get(key), dict) for name in schema[key]}
+    name = next(f"{WHOLE}-{n}" if n else WHOLE for n in range(len(taken) + 1)
+                if (f"{WHOLE}-{n}" if n else WHOLE) not in taken)
     ref = f"#/$defs/{name}"
     rewritten = _rewritten(schema, ref)
     kept = rewritten.get("$defs") if isinstance(rewritten.get("$defs"), dict) else {}

@@ -593,3 +593,11 @@ def test_an_enum_keeps_only_the_arrays_and_objects_their_counts_and_tuples_allow
     """An enum's arrays and objects were checked against items and properties alone: maxItems, minProperties and a
     tuple's prefixItems let others through, and a property patternProperties allows was refused."""
     assert _allowed(vocab, schema, values) == allowed
+
+
+def test_a_ref_to_the_whole_schema_keeps_a_draft_7_definition_of_the_name_its_copy_would_take(vocab: _Vocab) -> None:
+    """The whole schema's copy in $defs took the name of a definitions entry, and the converter, which names a
+    rule by the name alone, gave both refs one rule."""
+    schema = {"definitions": {"whole-schema": {"type": "integer"}}, "type": "object",
+              "properties": {"n": {"$ref": "#"}, "w": {"$ref": "#/definitions/whole-schema"}}}
+    assert _allowed(vocab, schema, [{"w": 1}, {"n": {"w": 2}}, {"w": "a"}]) == [{"w": 1}, {"n": {"w": 2}}]
