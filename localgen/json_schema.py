@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from localgen.errors import UsageError
-from localgen.json_schema_allof import Resolver, merged_all_of
+from localgen.json_schema_allof import ALLOF_HINT, Resolver, merged_all_of
 from localgen.json_schema_kinds import check_kinds
 from localgen.json_schema_pattern import converter_pattern
 from localgen.json_schema_refs import whole_schema_referred
@@ -171,9 +171,11 @@ def _all_of_merged(schema: dict[str, Any], written: dict[str, Any], resolve: Res
         if "allOf" in written:
             raise
         ref = written["$ref"]
-        message = exc.message.replace("the JSON schema's allOf", f"the JSON schema's $ref {ref} with the keywords "
-                                      "beside it", 1).replace("a part's", "one side's")
-        raise type(exc)(message, hint=f"make the keywords beside the $ref fit {ref}, or drop them") from None
+        message = exc.message.replace("the JSON schema's allOf refers to", "the JSON schema refers to", 1).replace(
+            "the JSON schema's allOf", f"the JSON schema's $ref {ref} with the keywords beside it", 1).replace(
+            "a part's", "one side's")
+        hint = f"make the keywords beside the $ref fit {ref}, or drop them" if exc.hint == ALLOF_HINT else exc.hint
+        raise type(exc)(message, hint=hint) from None
 
 
 def _refuse_forbidden_required(schema: dict[str, Any]) -> None:

@@ -601,3 +601,13 @@ def test_a_ref_to_the_whole_schema_keeps_a_draft_7_definition_of_the_name_its_co
     schema = {"definitions": {"whole-schema": {"type": "integer"}}, "type": "object",
               "properties": {"n": {"$ref": "#"}, "w": {"$ref": "#/definitions/whole-schema"}}}
     assert _allowed(vocab, schema, [{"w": 1}, {"n": {"w": 2}}, {"w": "a"}]) == [{"w": 1}, {"n": {"w": 2}}]
+
+
+@pytest.mark.parametrize(("ref", "message", "hint"), [
+    ("#/$defs/Missing", "the JSON schema refers to #/$defs/Missing, which does not resolve", "point the $ref at"),
+    ("http://x/y", "the JSON schema refers to http://x/y, a remote schema", "copy that schema into $defs"),
+], ids=["missing", "remote"])
+def test_a_ref_beside_keywords_that_does_not_resolve_is_refused_as_such(ref: str, message: str, hint: str) -> None:
+    """Such a $ref was said to be one with the keywords beside it, and hinted to make them fit it."""
+    result = run_localgen("run", "--json-schema", json.dumps({"$ref": ref, "type": "object"}), "hi")
+    assert result.returncode == 2 and message in result.err and f"hint: {hint}" in result.err, result.err
