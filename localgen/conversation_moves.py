@@ -123,11 +123,14 @@ def removable_name(name: str) -> str:
 
 def _listed_entry(name: str) -> Path | None:
     """The entry NAME.json of the conversations folder, listed under a name no other command takes, if it is there:
-    never one outside the folder (a name with a path separator) or a hidden one."""
-    if not name or name.startswith(".") or any(char in name for char in "/\\\0"):
+    never one outside the folder (a name with a path separator, or a drive as Windows reads D:x) or a hidden one; a
+    backslash is a file name's character where it separates nothing (POSIX)."""
+    separators = {"/", "\0", os.sep, os.altsep or "/"}
+    if not name or name.startswith(".") or any(char in name for char in separators):
         return None
-    path = conversations_dir() / f"{name}.json"
-    return path if os.path.lexists(path) else None
+    folder = conversations_dir()
+    path = folder / f"{name}.json"
+    return path if path.parent == folder and os.path.lexists(path) else None
 
 
 def saved_paths(names: list[str]) -> list[Path]:

@@ -275,3 +275,15 @@ def test_rm_deletes_a_pipe_listed_under_a_name_no_other_command_takes(home: Path
     assert sorted(path.name for path in conversations_dir().iterdir() if not path.name.startswith(".")) == \
         ["kept.json"], "each is deleted by the name the listing gives it (or its file's)"
     assert (conversations_dir().parent / "outside.json").is_file()
+
+
+def test_rm_deletes_a_file_whose_name_holds_a_backslash_or_a_tab_typed_as_the_shell_types_it(home: Path) -> None:
+    """A file copied in as back\\slash.json or with a tab in its name could not be deleted under any spelling: a
+    backslash was refused as a path separator, which on this system it is not."""
+    _saved(["kept"])
+    for name in ("back\\slash", "tab\tx"):
+        (conversations_dir() / f"{name}.json").write_text("{}")
+    deleted = run_localgen("conversations", "rm", "-y", "back\\slash", "tab\tx", timeout=30)
+    assert deleted.returncode == 0, deleted.err
+    assert sorted(path.name for path in conversations_dir().iterdir() if not path.name.startswith(".")) == \
+        ["kept.json"], deleted.err
