@@ -87,6 +87,8 @@ def _property_allowed(schema: dict[str, Any], name: str, value: object) -> bool:
     if name in properties:
         return _fits(properties[name], value)
     patterns = schema.get("patternProperties") if isinstance(schema.get("patternProperties"), dict) else {}
+    if not all(_readable(pattern) for pattern in patterns):
+        return True  # one Python's re cannot read (\p{Lu}, a JavaScript named group): which names it takes is unknown
     matched = [sub for pattern, sub in patterns.items() if _matches(pattern, name)]
     return all(_fits(sub, value) for sub in matched) if matched else _fits(schema.get("additionalProperties"), value)
 
@@ -117,6 +119,14 @@ def _matches(pattern: object, text: str) -> bool:
         return re.search(pattern, text) is not None
     except re.error:
         return True
+
+
+def _readable(pattern: object) -> bool:
+    """Whether a pattern is one Python's re reads."""
+    try:
+        return isinstance(pattern, str) and re.compile(pattern) is not None
+    except re.error:
+        return False
 
 
 def _of_type(value: object, name: object) -> bool:

@@ -611,3 +611,10 @@ def test_a_ref_beside_keywords_that_does_not_resolve_is_refused_as_such(ref: str
     """Such a $ref was said to be one with the keywords beside it, and hinted to make them fit it."""
     result = run_localgen("run", "--json-schema", json.dumps({"$ref": ref, "type": "object"}), "hi")
     assert result.returncode == 2 and message in result.err and f"hint: {hint}" in result.err, result.err
+
+
+def test_an_enum_beside_a_property_pattern_python_cannot_read_is_not_judged_by_it(vocab: _Vocab) -> None:
+    """A patternProperties pattern Python's re cannot read (\\p{Lu}) was taken to match every property name, so an
+    enum value whose property its schema does not fit was dropped, and an enum of such values refused."""
+    schema = {"type": "object", "patternProperties": {"^\\p{Lu}": {"type": "integer"}}, "enum": [{"a": "x"}]}
+    assert _allowed(vocab, schema, [{"a": "x"}, {"a": "y"}]) == [{"a": "x"}]
