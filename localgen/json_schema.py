@@ -128,11 +128,11 @@ def _prepared(node: object, unlisted: list[str], resolve: Resolver, recursive: f
     that lead back to themselves) an allOf above followed, left to the converter below it."""
     if not isinstance(node, dict):
         return node
-    schema = _checked(node)
-    rewritten = _ref_beside_keywords_as_all_of(schema)
-    if "allOf" in rewritten:
-        merged = _all_of_merged(rewritten, schema, resolve, seen)
-        seen = (*seen, *sorted(_local_refs(rewritten["allOf"]) & recursive))
+    written = _checked(node)
+    schema = _ref_beside_keywords_as_all_of(written, resolve)
+    if "allOf" in schema:
+        merged = _all_of_merged(schema, written, resolve, seen)
+        seen = (*seen, *sorted(_local_refs(schema["allOf"]) & recursive))
         schema = _checked(merged)
     schema = _types_apart(schema)
     _refuse_forbidden_required(schema)
@@ -149,17 +149,31 @@ def _prepared(node: object, unlisted: list[str], resolve: Resolver, recursive: f
     return schema
 
 
-def _ref_beside_keywords_as_all_of(schema: dict[str, Any]) -> dict[str, Any]:
+def _ref_beside_keywords_as_all_of(schema: dict[str, Any], resolve: Resolver) -> dict[str, Any]:
     """A $ref beside keywords that limit the value as an allOf of the two (as JSON Schema has it from 2019-09 on),
-    where the converter followed the $ref alone; beside other keywords (OpenAPI's nullable, an x- extension) a $ref
-    the grammar's one rule for it serves."""
+    where the converter followed the $ref alone; beside other keywords (OpenAPI's nullable, an x- extension), or a
+    type its target is already of ({"$ref": A, "type": ["object", "null"]} for an object A), a $ref the grammar's one
+    rule for it serves, where each use wrote the target out again."""
     if not isinstance(schema.get("$ref"), str) or "allOf" in schema:
         return schema
     rest = {key: value for key, value in schema.items() if key != "$ref" and key not in DEFINITIONS}
+    if _type_adds_nothing(rest.get("type"), resolve(schema["$ref"])):
+        schema = {key: value for key, value in schema.items() if key != "type"}
+        rest.pop("type")
     if not any(key in LIMITING for key in rest):  # notes, OpenAPI's nullable and example, x-* extensions
         return schema
     definitions = {key: schema[key] for key in DEFINITIONS if key in schema}
     return {"allOf": [{"$ref": schema["$ref"]}, rest], **definitions}
+
+
+def _type_adds_nothing(types: object, target: object) -> bool:
+    """Whether a type (or type list) beside a $ref allows every type its target (the schema it refers to) may be."""
+    if not isinstance(target, dict) or types is None:
+        return False
+    allowed = {types} if isinstance(types, str) else set(types) if isinstance(types, list) else set()
+    kinds = target.get("type")
+    kinds = [kinds] if isinstance(kinds, str) else kinds if isinstance(kinds, list) else None
+    return kinds is not None and all(isinstance(kind, str) and kind in allowed for kind in kinds)
 
 
 def _all_of_merged(schema: dict[str, Any], written: dict[str, Any], resolve: Resolver,

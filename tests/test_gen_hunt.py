@@ -556,6 +556,20 @@ def test_refs_beside_keywords_that_do_not_limit_the_value_stay_refs() -> None:
     assert len(grammar) < 20_000
 
 
+def test_refs_beside_a_type_list_their_targets_are_of_stay_refs() -> None:
+    """A $ref beside a type list its target's type is in ({"$ref": D, "type": ["object", "null"]}) was written out at
+    each use: a chain of 15 such definitions made a 20 MB grammar in 4.5 s."""
+    from localgen.json_schema import schema_grammar
+
+    nullable = ["object", "null"]
+    definitions: dict[str, object] = {f"D{i}": {"type": "object", "properties": {
+        "a": {"$ref": f"#/$defs/D{i + 1}", "type": nullable}, "b": {"$ref": f"#/$defs/D{i + 1}", "type": nullable}}}
+        for i in range(15)}
+    grammar = schema_grammar(json.dumps({"$defs": {**definitions, "D15": {"type": "object"}}, "$ref": "#/$defs/D0"}),
+                             [])
+    assert len(grammar) < 20_000
+
+
 @pytest.mark.parametrize(("schema", "message"), [
     ({"type": "object", "properties": {"k": {"type": "string", "maxLength": "3"}}, "const": {"k": "a"}},
      "the JSON schema's maxLength is \"3\", not a whole number"),
