@@ -249,7 +249,6 @@ def model_identity(shards: Sequence[Path]) -> str:
 
     # A file written over in place with its old size and modification time put back (cp -p, rsync --inplace -t)
     # keeps its file_identity_key; its change time moves, and the old weights' states must not be restored.
-
     changed = hashlib.sha256(" ".join(str(os.stat(path).st_ctime_ns) for path in shards).encode()).hexdigest()
     return "; ".join([*(file_identity_key(path) for path in shards), f"changed {changed[:16]}"])
 

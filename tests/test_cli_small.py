@@ -20,6 +20,14 @@ from localgen.storage import temp_name
 from tests.conftest import REPO_ROOT, run_localgen, spawn_localgen
 
 
+def _saved(names: list[str]) -> None:
+    """Save a conversation of one exchange under each name."""
+    for name in names:
+        conversation = Conversation(name=name, turns=[Turn("Hi.", "Hello.")], model="smollm2-135m")
+        save_conversation(conversation)
+        let_go(conversation)
+
+
 def test_the_listing_on_a_terminal_shows_a_title_s_controls_as_show_does(home: Path) -> None:
     import pexpect
 
@@ -42,9 +50,7 @@ def test_the_listing_on_a_terminal_shows_a_title_s_controls_as_show_does(home: P
 
 
 def test_a_pipe_named_as_a_conversation_is_listed_as_not_a_file_and_never_waited_on(home: Path) -> None:
-    conversation = Conversation(name="kept", turns=[Turn("Hi.", "Hello.")], model="smollm2-135m")
-    save_conversation(conversation)
-    let_go(conversation)
+    _saved(["kept"])
     os.mkfifo(conversations_dir() / "pipe.json")
     listed = run_localgen("conversations", "--json", timeout=30)
     assert listed.returncode == 0, listed.err
@@ -58,9 +64,7 @@ def test_a_pipe_named_as_a_conversation_is_listed_as_not_a_file_and_never_waited
 
 
 def test_mv_onto_a_folder_says_it_is_a_folder_not_a_conversation_to_force(home: Path) -> None:
-    conversation = Conversation(name="kept", turns=[Turn("Hi.", "Hello.")], model="smollm2-135m")
-    save_conversation(conversation)
-    let_go(conversation)
+    _saved(["kept"])
     (conversations_dir() / "box.json").mkdir()
     moved = run_localgen("conversations", "mv", "kept", "box")
     assert moved.returncode == 1 and "box.json is a folder, not a saved conversation" in moved.err, moved.err
@@ -105,10 +109,7 @@ def _rm_with_open_files_limited(names: list[str], soft: int, hard: int) -> subpr
 
 def test_rm_of_more_conversations_than_open_files_allow_raises_the_limit_or_says_so(home: Path) -> None:
     names = [f"old-{number}" for number in range(300)]
-    for name in names:
-        conversation = Conversation(name=name, turns=[Turn("Hi.", "Hello.")], model="smollm2-135m")
-        save_conversation(conversation)
-        let_go(conversation)
+    _saved(names)
     refused = _rm_with_open_files_limited(names, 256, 300)
     assert refused.returncode == 1, refused.stderr
     assert re.fullmatch(r"localgen: error: deleting 300 conversations at once needs more open files than this "
@@ -170,10 +171,7 @@ def test_a_pipe_under_a_name_no_command_takes_is_listed_as_not_a_file_without_a_
 
 
 def test_rm_of_several_conversations_removes_the_temp_files_their_killed_saves_left_and_no_other(home: Path) -> None:
-    for name in ("first", "second", "third", "other"):
-        conversation = Conversation(name=name, turns=[Turn("Hi.", "Hello.")], model="smollm2-135m")
-        save_conversation(conversation)
-        let_go(conversation)
+    _saved(["first", "second", "third", "other"])
     folder = conversations_dir()
     killed = {name: folder / temp_name(folder / f"{name}.json") for name in ("first", "second", "third", "other")}
     for path in killed.values():  # just now: no sweep of stale ones takes them, only one of a conversation held
@@ -186,10 +184,7 @@ def test_rm_of_several_conversations_removes_the_temp_files_their_killed_saves_l
 
 def test_rm_under_a_limit_of_open_files_of_64_or_less_deletes_what_fits_and_its_hint_works(home: Path) -> None:
     names = [f"old-{number}" for number in range(40)]
-    for name in names:
-        conversation = Conversation(name=name, turns=[Turn("Hi.", "Hello.")], model="smollm2-135m")
-        save_conversation(conversation)
-        let_go(conversation)
+    _saved(names)
     one = _rm_with_open_files_limited(names[:1], 60, 60)
     assert (one.returncode, one.stderr) == (0, "localgen: deleted old-0\n"), "one lock fits in 60 open files"
     refused = _rm_with_open_files_limited(names[1:], 40, 40)
@@ -205,9 +200,7 @@ def test_rm_under_a_limit_of_open_files_of_64_or_less_deletes_what_fits_and_its_
 
 
 def test_rm_under_a_limit_of_open_files_that_holds_no_lock_gives_no_hint_to_delete_fewer(home: Path) -> None:
-    conversation = Conversation(name="kept", turns=[Turn("Hi.", "Hello.")], model="smollm2-135m")
-    save_conversation(conversation)
-    let_go(conversation)
+    _saved(["kept"])
     refused = _rm_with_open_files_limited(["kept"], 16, 16)
     assert refused.returncode == 1, refused.stderr
     assert refused.stderr == ("localgen: error: deleting 1 conversation at once needs more open files than this "
@@ -230,14 +223,6 @@ def _rm_with_unlink_patched(names: list[str], patch: str) -> subprocess.Complete
               "main()\n")
     return subprocess.run([sys.executable, "-c", source, *names], capture_output=True, text=True, cwd=REPO_ROOT,
                           timeout=120, stdin=subprocess.DEVNULL)
-
-
-def _saved(names: list[str]) -> None:
-    """Save a conversation of one exchange under each name."""
-    for name in names:
-        conversation = Conversation(name=name, turns=[Turn("Hi.", "Hello.")], model="smollm2-135m")
-        save_conversation(conversation)
-        let_go(conversation)
 
 
 def test_an_error_part_way_through_rm_says_how_many_conversations_are_kept(home: Path) -> None:
