@@ -89,12 +89,13 @@ def conversations_rm(
     """Delete saved conversations (never one that a chat or a run has open)."""
     from localgen import console, line_ends
     from localgen.conversation_lock import ConversationBusyError
-    from localgen.conversation_moves import delete_conversations, removable_name, saved_paths
+    from localgen.conversation_moves import delete_conversations, saved_paths
+    from localgen.conversation_store import listed_name
     from localgen.signals import SignalExit, exit_on_signals
 
     several = len(names) > 1  # a refusal then says that the others are kept too
     try:
-        names = list(dict.fromkeys(removable_name(name) for name in names))  # notes.json: notes
+        names = list(dict.fromkeys(listed_name(name) for name in names))  # notes.json: notes
         saved_paths(names)  # every name is a saved conversation before anything is asked or deleted
     except LocalgenError as exc:
         raise _none_deleted(exc, several) from None
@@ -131,9 +132,9 @@ def conversations_mv(
     from localgen import console
     from localgen.conversation import DamagedConversationError
     from localgen.conversation_moves import rename_conversation
-    from localgen.conversation_store import given_name, looked_up_name
+    from localgen.conversation_store import given_name, listed_name
 
-    old, new = looked_up_name(old, shell=True), given_name(new)  # notes.json: notes
+    old, new = listed_name(old), given_name(new)  # notes.json: notes; "my notes" as listed
     try:
         moved = rename_conversation(old, new, force=force)
     except DamagedConversationError as exc:  # the hint of this command, not a chat's

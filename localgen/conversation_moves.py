@@ -11,11 +11,10 @@ from localgen import console
 from localgen.conversation import Conversation
 from localgen.conversation_edits import change_by_hand, change_said
 from localgen.conversation_lock import hold, lock_path, release, remove_killed_saves, remove_lock_file
-from localgen.conversation_names import MAX_NAME_SUFFIX, numbered_name
+from localgen.conversation_names import MAX_NAME_SUFFIX, listed_entry, numbered_name
 from localgen.conversation_store import (
     conversations_dir,
     let_go,
-    looked_up_name,
     missing_error,
     read_conversation,
     saved_path,
@@ -108,35 +107,10 @@ def _same_entry(path: Path, other: Path) -> bool:
         return False
 
 
-def removable_name(name: str) -> str:
-    """looked_up_name for `conversations rm`, which takes too the name the listing gives a file no other command
-    opens (a pipe, or a file copied in as my notes.json: "my notes", or "my notes.json")."""
-    try:
-        return looked_up_name(name, shell=True)
-    except UsageError:
-        stem = name[:-len(".json")] if name.lower().endswith(".json") else name
-        listed = next((entry for entry in (name, stem) if _listed_entry(entry) is not None), None)
-        if listed is None:
-            raise
-        return listed
-
-
-def _listed_entry(name: str) -> Path | None:
-    """The entry NAME.json of the conversations folder, listed under a name no other command takes, if it is there:
-    never one outside the folder (a name with a path separator, or a drive as Windows reads D:x) or a hidden one; a
-    backslash is a file name's character where it separates nothing (POSIX)."""
-    separators = {"/", "\0", os.sep, os.altsep or "/"}
-    if not name or name.startswith(".") or any(char in name for char in separators):
-        return None
-    folder = conversations_dir()
-    path = folder / f"{name}.json"
-    return path if path.parent == folder and os.path.lexists(path) else None
-
-
 def saved_paths(names: list[str]) -> list[Path]:
     """The files of saved conversations (a damaged one, a dangling link or a pipe too, and one listed under a name no
     other command takes: all can be deleted), or the error for the first name that is none."""
-    paths = [_listed_entry(name) or saved_path(name) for name in names]
+    paths = [listed_entry(name) or saved_path(name) for name in names]
     for name, path in zip(names, paths, strict=True):
         if not os.path.lexists(path):
             raise missing_error(name, True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ _AUTOMATIC = re.compile(r"chat-\d{8}-\d{6}(?:-\d+)?")  # one, or NAME-2, NAME-3,
 SHOWN_NAME_CHARS = 40  # a name refused is cut in its middle to this many columns
 _EXAMPLE_NAME = "notes"  # the example a name gets when nothing of it makes one
 _CHARACTERS = "start with an ASCII letter or digit, then use ASCII letters, digits, '.', '_' and '-'"
+_ESCAPED = {"\\": "\\\\", "'": "\\'", "\t": "\\t", "\n": "\\n", "\r": "\\r"}  # in a shell's $'...'
 NEW_NAME_HINT = f"give one: {_CHARACTERS} (up to {MAX_NAME_LENGTH} characters), e.g. {_EXAMPLE_NAME}"  # for '' given
 
 
@@ -29,10 +31,10 @@ def check_name(name: str) -> str:
     if not name:
         raise empty_name(NEW_NAME_HINT)
     if not NAME_PATTERN.fullmatch(name):
-        if (copied := _copied_in(name)) is not None:  # `conversations show "my notes"` of a file copied in by hand
+        if (copied := listed_entry(name)) is not None:  # `chat --resume "my notes"` of a file copied in by hand
             raise UsageError(f"'{shorten_middle(name, SHOWN_NAME_CHARS)}' is not a valid conversation name",
-                             hint=f"{copied} is there: "
-                                  + misnamed_file(name, name_taken).removeprefix("invalid name: "))
+                             hint=f"{copied} is there: `localgen conversations mv {typed(name)} "
+                                  f"{free_name(name, name_taken)}` renames it to a name chat and run take")
         too_long = len(name) > MAX_NAME_LENGTH  # its example would be the name again, cut: said once, and shortened
         like = None if too_long else suggested_name(name)
         raise UsageError(f"'{shorten_middle(name, SHOWN_NAME_CHARS)}' is not a valid conversation name",
@@ -77,24 +79,40 @@ def suggested_name(name: str) -> str | None:
 
 def misnamed_file(stem: str, taken: Callable[[str], bool]) -> str:
     """Why a file of the conversations folder named against the rule (my notes.json, copied there by hand) is not
-    opened, and the name that opens it (taken: whether a name has a file; one taken gives NAME-2, NAME-3, ...)."""
+    resumed, as a listing says it (taken: whether a name has a file)."""
+    return f"invalid name: rename it (conversations mv) to {free_name(stem, taken)} to resume it"
+
+
+def free_name(stem: str, taken: Callable[[str], bool]) -> str:
+    """The valid name to rename a file named against the rule to ('my notes': my-notes; taken: whether a name has a
+    file, one taken giving NAME-2, NAME-3, ...)."""
     like = suggested_name(stem.replace("\\", "-")) or _EXAMPLE_NAME
-    free = next((name for name in (like, *(numbered_name(like, n) for n in range(2, MAX_NAME_SUFFIX + 1)))
+    return next((name for name in (like, *(numbered_name(like, n) for n in range(2, MAX_NAME_SUFFIX + 1)))
                  if not taken(name)), like)
-    return f"invalid name: rename it to {free}.json to open it; a name must {_CHARACTERS}, up to {MAX_NAME_LENGTH} " \
-        "characters"
 
 
-def _copied_in(name: str) -> Path | None:
-    """The file NAME.json of the conversations folder for a name the rule refuses (one copied in by hand), if any."""
+def typed(name: str) -> str:
+    """A name as a shell takes it: quoted where it must be, a control character in $'...' (tab, newline: \\t, \\n)."""
+    if name.isprintable():
+        return shlex.quote(name)
+    return "$'" + "".join(_ESCAPED.get(char) or (char if char.isprintable() else f"\\x{ord(char):02x}")
+                          for char in name) + "'"
+
+
+def listed_entry(name: str) -> Path | None:
+    """The entry NAME.json of the conversations folder a listing names NAME, if it is there, whatever NAME is (a file
+    copied in as my notes.json, a pipe): never one outside the folder (a name with a path separator, or a drive as
+    Windows reads D:x) or a hidden one; a backslash is a file name's character where it separates nothing (POSIX)."""
     from localgen.conversation_store import conversations_dir
 
-    if "/" in name or "\\" in name or name.startswith("."):
+    separators = {"/", "\0", os.sep, os.altsep or "/"}
+    if not name or name.startswith(".") or any(char in name for char in separators):
         return None
-    path = conversations_dir() / f"{name}.json"
+    folder = conversations_dir()
+    path = folder / f"{name}.json"
     try:
-        return path if path.is_file() else None
-    except (OSError, ValueError):  # a name too long for the file system, or with a NUL
+        return path if path.parent == folder and os.path.lexists(path) else None
+    except (OSError, ValueError):  # a name too long for the file system
         return None
 
 

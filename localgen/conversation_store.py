@@ -28,6 +28,7 @@ from localgen.conversation_names import (
     check_name,
     empty_name,
     is_automatic_name,
+    listed_entry,
     numbered_name,
 )
 from localgen.errors import LocalgenError, UsageError, read_failure
@@ -295,6 +296,19 @@ def looked_up_name(name: str, *, shell: bool) -> str:
     return given_name(name)
 
 
+def listed_name(name: str) -> str:
+    """looked_up_name for the commands that take too the name a listing gives a file no chat or run opens (a pipe,
+    or a file copied in as my notes.json: "my notes", or "my notes.json"): conversations show, mv and rm."""
+    try:
+        return looked_up_name(name, shell=True)
+    except UsageError:
+        stem = name[:-len(".json")] if name.lower().endswith(".json") else name
+        listed = next((entry for entry in (name, stem) if listed_entry(entry) is not None), None)
+        if listed is None:
+            raise
+        return listed
+
+
 def saved_path(name: str) -> Path:
     """The file of the saved conversation NAME (a ConfigError or UsageError for a name that cannot be one)."""
     return conversations_dir() / f"{check_name(name)}.json"
@@ -340,9 +354,10 @@ def _missing_hint(shell: bool) -> str:
 
 
 def read_conversation(name: str) -> Conversation:
-    """A saved conversation as it is on disk, without holding it (to list or show it; a chat may have it open)."""
-    name = looked_up_name(name, shell=True)
-    path = saved_path(name)
+    """A saved conversation as it is on disk, without holding it (to list, show or rename it; a chat may have it
+    open), by any name a listing gives it."""
+    name = listed_name(name)
+    path = listed_entry(name) or saved_path(name)
     _refuse_other_than_a_file(path, name, True)
     return Conversation.from_json(_text(_read_saved(path, True), path), path, name=name)
 

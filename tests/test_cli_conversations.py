@@ -127,13 +127,11 @@ def test_the_preview_cut_keeps_each_accent_with_its_letter() -> None:
 def test_a_file_named_against_the_rule_is_listed_saying_how_to_rename_it() -> None:
     """A file copied into the folder by hand under a name no command takes was passed over in silence."""
     path = _save("cafe", Turn("Hi", "Hello!"))
-    rule = ("a name must start with an ASCII letter or digit, then use ASCII letters, digits, '.', '_' and '-', up to "
-            "100 characters")
-    wanted = {"my notes": f"invalid name: rename it to my-notes.json to open it; {rule}",
-              "café": f"invalid name: rename it to cafe-2.json to open it; {rule}",  # cafe.json is taken
-              "a\x1bb": f"invalid name: rename it to a-b.json to open it; {rule}",
-              "tab\there": f"invalid name: rename it to tab-here.json to open it; {rule}",
-              "two\nlines\\": f"invalid name: rename it to two-lines.json to open it; {rule}"}
+    wanted = {"my notes": "invalid name: rename it (conversations mv) to my-notes to resume it",
+              "café": "invalid name: rename it (conversations mv) to cafe-2 to resume it",  # cafe.json is taken
+              "a\x1bb": "invalid name: rename it (conversations mv) to a-b to resume it",
+              "tab\there": "invalid name: rename it (conversations mv) to tab-here to resume it",
+              "two\nlines\\": "invalid name: rename it (conversations mv) to two-lines to resume it"}
     listed_as = {"a\x1bb": "a\\x1bb", "tab\there": "tab\\there", "two\nlines\\": "two\\nlines\\\\"}  # escaped
     for name in [*wanted, ".hidden"]:  # a hidden file is none of the listing's
         (conversations_dir() / f"{name}.json").write_bytes(path.read_bytes())
@@ -145,11 +143,8 @@ def test_a_file_named_against_the_rule_is_listed_saying_how_to_rename_it() -> No
     records = {r["name"]: r for r in json.loads(run_localgen("conversations", "--json").out)}
     assert {name: records[name].get("problem") for name in records} == {"cafe": None, **wanted}
     assert [records["my notes"][key] for key in ("exchanges", "model", "first_message")] == [None, None, None]
-    refused = run_localgen("conversations", "show", "my notes", "--json")  # the file named, and how to open it
-    assert refused.returncode == 2 and refused.err == (
-        f"localgen: error: 'my notes' is not a valid conversation name (hint: {conversations_dir()}/my notes.json "
-        f"is there: rename it to my-notes.json to open it; {rule})\n"), refused.err
-    (conversations_dir() / "my notes.json").rename(conversations_dir() / "my-notes.json")  # as the listing says
+    renamed = run_localgen("conversations", "mv", "my notes", "my-notes")  # as the listing says
+    assert renamed.returncode == 0 and renamed.err == "localgen: renamed my notes to my-notes\n", renamed.err
     assert run_localgen("conversations", "show", "my-notes").out.startswith("# my-notes\n")
 
 

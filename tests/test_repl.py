@@ -546,7 +546,7 @@ def test_save_load_and_resume(home: Path) -> None:
     assert "1 saved conversation and 1 misnamed file, newest first:" in listed, listed  # (/save renamed the autosave)
     assert re.search(r"\*fruity +\d{4}-\d\d-\d\d \d\d:\d\d  1 exchange  Remember the word pineapple\.  \(this chat\)",
                      listed), listed
-    assert re.search(r"  my notes +\d{4}-\d\d-\d\d \d\d:\d\d {14}\(invalid name: rename it to my-notes\.json",
+    assert re.search(r"  my notes +\d{4}-\d\d-\d\d \d\d:\d\d {14}\(invalid name: rename it \(conversations mv\)",
                      listed), listed
     misnamed.unlink()  # the chat's own file stays the newest
     assert chat.quit() == 0

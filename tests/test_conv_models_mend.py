@@ -1,0 +1,58 @@
+"""`localgen conversations` and the model commands on what a demanding user does: files copied in by hand, tight
+limits, many entries of one time, local files pulled, quants named as the user named them; in subprocesses."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from localgen.conversation import Conversation, Turn
+from localgen.conversation_store import conversations_dir, let_go, save_conversation
+from tests.conftest import run_localgen
+
+pytestmark = pytest.mark.usefixtures("home")  # every test in a localgen home of its own (conftest)
+
+
+def _save(name: str, *turns: Turn) -> Path:
+    conversation = Conversation(name=name, turns=list(turns), model="smollm2-135m")
+    path = save_conversation(conversation)
+    let_go(conversation)
+    return path
+
+
+def test_a_file_copied_in_under_a_name_against_the_rule_is_shown_and_renamed_by_the_name_listed() -> None:
+    """show refused "my notes", the name the listing gives, and the rename it hinted was one no command did."""
+    copied = conversations_dir() / "my notes.json"
+    copied.write_bytes(_save("notes", Turn("Remember the word pineapple.", "I will.")).read_bytes())
+    shown = run_localgen("conversations", "show", "my notes")
+    assert shown.returncode == 0 and shown.out.startswith("# my notes\n"), shown.err
+    assert "Remember the word pineapple." in shown.out
+    record = run_localgen("conversations", "show", "my notes.json", "--json")  # its file's name means it too
+    assert record.returncode == 0 and json.loads(record.out)["turns"][0]["answer"] == "I will.", record.err
+    listed = {row["name"]: row["problem"] for row in json.loads(run_localgen("conversations", "--json").out)}
+    assert listed["my notes"] == "invalid name: rename it (conversations mv) to my-notes to resume it", listed
+    resumed = run_localgen("run", "--conversation", "my notes", "-n", "1", "hi")  # no save under such a name
+    assert resumed.returncode == 2 and resumed.out == "", resumed.err
+    hint = resumed.err.partition("(hint: ")[2]
+    assert hint == (f"{copied} is there: `localgen conversations mv 'my notes' my-notes` renames it to a name chat "
+                    "and run take)\n"), resumed.err
+    command = shlex.split(hint.split("`")[1])  # the very command hinted does it
+    renamed = run_localgen(*command[1:])
+    assert renamed.returncode == 0 and renamed.err == "localgen: renamed my notes to my-notes\n", renamed.err
+    assert not copied.exists()
+    again = run_localgen("run", "--conversation", "my-notes", "-n", "1", "--temperature", "0", "hi")
+    assert again.returncode == 0, again.err
+    assert len(json.loads((conversations_dir() / "my-notes.json").read_text())["turns"]) == 2
+
+
+def test_the_rename_hinted_for_a_name_with_a_tab_is_the_shells_way_to_type_it() -> None:
+    """A tab in the name is hinted as $'...' a shell reads back as the name."""
+    copied = conversations_dir() / "tab\there.json"
+    copied.write_bytes(_save("notes", Turn("Hi", "Hello!")).read_bytes())
+    refused = run_localgen("run", "--conversation", "tab\there", "-n", "1", "hi")
+    assert refused.returncode == 2 and "`localgen conversations mv $'tab\\there' tab-here`" in refused.err, refused.err
+    renamed = run_localgen("conversations", "mv", "tab\there", "tab-here")
+    assert renamed.returncode == 0 and (conversations_dir() / "tab-here.json").is_file(), renamed.err
