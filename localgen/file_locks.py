@@ -16,7 +16,9 @@ except ImportError:  # Windows: no flock
 
 HAS_FLOCK = fcntl is not None
 OPEN_FILES_SPARE = 64  # descriptors left free beside the locks one command holds at once where those open are unknown
-OPEN_FILES_MARGIN = 16  # descriptors left free beside those open now and the locks (a folder scanned, a terminal asked)
+# descriptors left free beside those open now and the locks: the one a command opens at a time while it holds them (a
+# folder listed, a killed save's temp file tested), a module imported meanwhile, and one to spare
+OPEN_FILES_MARGIN = 3
 LOST_FILE_TRIES = 5  # a file locked as another took its name is opened again this many times at most
 
 log = logging.getLogger("localgen.locks")
@@ -88,10 +90,11 @@ def lock_holder(path: Path) -> int | None:
 
 def open_files_spare() -> int:
     """The descriptors to leave free beside the locks one command takes: those this process has open now (as
-    /proc/self/fd or /dev/fd lists them) and OPEN_FILES_MARGIN more, or OPEN_FILES_SPARE where neither lists them."""
+    /proc/self/fd or /dev/fd lists them, less the one its listing opens) and OPEN_FILES_MARGIN more, or
+    OPEN_FILES_SPARE where neither lists them."""
     for listing in ("/proc/self/fd", "/dev/fd"):
         try:
-            return len(os.listdir(listing)) + OPEN_FILES_MARGIN
+            return len(os.listdir(listing)) - 1 + OPEN_FILES_MARGIN
         except OSError:
             continue
     return OPEN_FILES_SPARE

@@ -201,11 +201,11 @@ def test_rm_under_a_limit_of_open_files_of_64_or_less_deletes_what_fits_and_its_
 
 def test_rm_under_a_limit_of_open_files_that_holds_no_lock_gives_no_hint_to_delete_fewer(home: Path) -> None:
     _saved(["kept"])
-    refused = _rm_with_open_files_limited(["kept"], 16, 16)
+    refused = _rm_with_open_files_limited(["kept"], 6, 6)
     assert refused.returncode == 1, refused.stderr
     assert refused.stderr == ("localgen: error: deleting 1 conversation at once needs more open files than this "
-                              "process may have (16, ulimit -Hn); nothing deleted (hint: run it where more files may "
-                              "be open than 16 (`ulimit -Hn` prints the limit))\n"), "one, and no xargs -n 0"
+                              "process may have (6, ulimit -Hn); nothing deleted (hint: run it where more files may "
+                              "be open than 6 (`ulimit -Hn` prints the limit))\n"), "one, and no xargs -n 0"
     assert (conversations_dir() / "kept.json").is_file()
 
 

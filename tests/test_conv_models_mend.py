@@ -4,14 +4,19 @@ limits, many entries of one time, local files pulled, quants named as the user n
 from __future__ import annotations
 
 import json
+import re
+import resource
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_store import conversations_dir, let_go, save_conversation
-from tests.conftest import run_localgen
+from localgen.storage import temp_name
+from tests.conftest import REPO_ROOT, run_localgen
 
 pytestmark = pytest.mark.usefixtures("home")  # every test in a localgen home of its own (conftest)
 
@@ -56,3 +61,38 @@ def test_the_rename_hinted_for_a_name_with_a_tab_is_the_shells_way_to_type_it() 
     assert refused.returncode == 2 and "`localgen conversations mv $'tab\\there' tab-here`" in refused.err, refused.err
     renamed = run_localgen("conversations", "mv", "tab\there", "tab-here")
     assert renamed.returncode == 0 and (conversations_dir() / "tab-here.json").is_file(), renamed.err
+
+
+def _rm_with_open_files_limited(names: list[str], limit: int) -> subprocess.CompletedProcess[str]:
+    """`localgen conversations rm -y NAMES` in a process whose soft and hard limits of open files are limit."""
+    return subprocess.run([sys.executable, "-m", "localgen", "conversations", "rm", "-y", *names], capture_output=True,
+                          text=True, cwd=REPO_ROOT, timeout=120, stdin=subprocess.DEVNULL,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit)))
+
+
+def test_rm_of_one_conversation_under_a_low_limit_of_open_files_deletes_it() -> None:
+    """One lock beside a process's few open files was refused under `ulimit -n 12`: 16 more were asked to be free."""
+    _save("kept", Turn("Hi", "Hello!"))
+    deleted = _rm_with_open_files_limited(["kept"], 12)
+    assert (deleted.returncode, deleted.stderr) == (0, "localgen: deleted kept\n")
+    assert not (conversations_dir() / "kept.json").exists()
+
+
+def test_rm_of_as_many_as_the_refusal_says_fit_deletes_them_and_their_killed_saves() -> None:
+    """The margin is what rm opens beside its locks: at the most the refusal says fit, the temp files that their
+    killed saves left are tested and removed too, none left for want of a descriptor."""
+    folder = conversations_dir()
+    text = _save("first", Turn("Hi", "Hello!")).read_text()
+    names = [f"old-{number}" for number in range(10)]
+    temps = {name: temp_name(folder / f"{name}.json") for name in names}  # as a save killed part way leaves them
+    for name in names:
+        (folder / f"{name}.json").write_text(text)
+        (folder / temps[name]).write_text("{")
+    refused = _rm_with_open_files_limited(names, 12)
+    fits = re.search(r"delete at most (\d+) at a time", refused.stderr)
+    assert refused.returncode == 1 and fits, refused.stderr
+    most = int(fits.group(1))
+    followed = _rm_with_open_files_limited(names[:most], 12)
+    assert followed.returncode == 0, followed.stderr
+    left = sorted(path.name for path in folder.iterdir() if path.is_file() and not path.name.startswith("first"))
+    assert left == sorted(name for old in names[most:] for name in (f"{old}.json", temps[old])), left
