@@ -4,6 +4,7 @@ limits, many entries of one time, local files pulled, quants named as the user n
 from __future__ import annotations
 
 import json
+import os
 import re
 import resource
 import shlex
@@ -96,3 +97,24 @@ def test_rm_of_as_many_as_the_refusal_says_fit_deletes_them_and_their_killed_sav
     assert followed.returncode == 0, followed.stderr
     left = sorted(path.name for path in folder.iterdir() if path.is_file() and not path.name.startswith("first"))
     assert left == sorted(name for old in names[most:] for name in (f"{old}.json", temps[old])), left
+
+
+def test_conversations_of_one_modification_time_are_listed_by_name_in_the_table_and_json() -> None:
+    """Those saved in one second (a script's, files copied with cp -p) came in the folder's own order."""
+    text = _save("seed", Turn("Hi", "Hello!")).read_text()
+    (conversations_dir() / "seed.json").unlink()
+    names = ["kiwi", "Apple", "fig", "banana", "cherry", "date", "elder", "grape", "honeydew", "lime", "mango", "b2"]
+    for name in names:
+        path = conversations_dir() / f"{name}.json"
+        path.write_text(text)
+        os.utime(path, (1_700_000_000, 1_700_000_000))
+    newer = conversations_dir() / "zebra.json"
+    newer.write_text(text)
+    wanted = ["zebra", *sorted(names)]
+    for _ in range(2):
+        table = run_localgen("conversations")
+        assert [line.split("\t")[0] for line in table.out.splitlines()[1:]] == wanted, table.err
+        records = json.loads(run_localgen("conversations", "list", "--json").out)
+        assert [record["name"] for record in records] == wanted
+        limited = run_localgen("conversations", "-n", "3", "--json")
+        assert [record["name"] for record in json.loads(limited.out)] == wanted[:3], limited.err
