@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import re
 import stat
@@ -12,11 +13,11 @@ from pathlib import Path
 
 from localgen.conversation_names import NAME_RULE
 from localgen.errors import LocalgenError, os_reason
-from localgen.file_locks import HAS_FLOCK, still_names, try_flock
+from localgen.file_locks import HAS_FLOCK, locked_descriptor, still_names, try_flock
 from localgen.storage import make_folder, remove_leftover_temp_files, unwritable_hint
 
 LOCKS_FOLDER = ".locks"
-LOCK_TRIES = 5  # a lock file deleted under us is made again this many times at most
+PIDLESS_TRIES = 5  # a lock held with no holder recorded is tried this many times at most before it is said busy
 LEFTOVER_LOCK_S = 60  # a lock file of no saved conversation goes once untouched this long (a hold or release writes it)
 PIDLESS_PAUSE_S = 0.01  # a lock held with no holder recorded is tried again after this (a sweep takes it a moment)
 _COMMAND = re.compile(r"[a-z][a-z -]{0,39}")  # a holder's command as its lock file records it (conversations rm)
@@ -51,35 +52,24 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None, sweep: bo
     path = lock_path(folder, name)
     if not HAS_FLOCK or path in _held:  # Windows: no advisory locks, conversations are not guarded
         return False
-    pidless_waits = lost_files = 0  # each bounded apart, so neither's tries use up the other's
-    while True:
-        fd = _open_lock_file(folder, path)
-        taken = try_flock(fd)
-        if taken is False:
-            owner, command = _read_owner(fd)
-            os.close(fd)
-            if not owner and pidless_waits < LOCK_TRIES - 1:  # remove_leftovers testing it, or a holder before its pid
-                pidless_waits += 1
-                time.sleep(PIDLESS_PAUSE_S)
-                continue
-            who = f" (process {owner})" if owner else ""
-            if command:
-                raise ConversationBusyError(f"conversation '{name}' is in use by `localgen {command}`{who}",
-                                            hint=f"answer that `localgen {command}`'s question (or press Ctrl-C "
-                                                 "there) first, then try again")
-            raise ConversationBusyError(f"conversation '{name}' is in use by another localgen chat or run{who}",
-                                        hint=hint)
-        if taken is None:  # a file system without locks (ENOLCK, EOPNOTSUPP): chats go unguarded there
-            os.close(fd)
-            log.debug("no lock for conversation %s", name)
-            return False
-        if still_names(fd, path):
-            break
-        os.close(fd)  # `conversations rm` (or remove_leftovers) deleted the file between our open and our lock
-        lost_files += 1
-        if lost_files == LOCK_TRIES:  # a file system whose file identities never agree (some FUSE mounts)
-            log.debug("no stable lock file for conversation %s", name)
-            return False  # chats go unguarded there
+    pidless_waits = 0  # counted apart from the files lost under the hold (locked_descriptor's), so neither's tries
+    # use up the other's
+
+    def held_by_another() -> None:
+        """Wait a moment for a holder that recorded no process (PIDLESS_PAUSE_S, PIDLESS_TRIES times at most), else
+        refuse the hold naming the holder."""
+        nonlocal pidless_waits
+        owner, command = _recorded_owner(path)
+        if not owner and pidless_waits < PIDLESS_TRIES - 1:  # remove_leftovers testing it, or a holder before its pid
+            pidless_waits += 1
+            return
+        raise _busy(name, owner, command, hint)
+
+    fd = locked_descriptor(path, lambda: _open_lock_file(folder, path), wait_s=math.inf, poll_s=PIDLESS_PAUSE_S,
+                           on_held=held_by_another)
+    if fd is None:  # no locks on this file system (ENOLCK, EOPNOTSUPP), or no stable lock file (some FUSE mounts)
+        log.debug("no lock for conversation %s", name)
+        return False  # chats go unguarded there
     _held[path] = fd
     with contextlib.suppress(OSError):  # the owner's pid only makes the busy message nicer (a full disk may refuse it)
         os.ftruncate(fd, 0)
@@ -123,8 +113,8 @@ def _remove_if_unheld(folder: Path, name: str) -> None:
     """Remove the lock file of conversation name where no process holds it and none took or let it go for
     LEFTOVER_LOCK_S, taken first as hold() takes it, while it is still the file its path names and the conversation
     has no file: a process opening it meanwhile finds the path no longer names it once it takes its lock, and makes
-    another (LOCK_TRIES). One taken or let go lately is left be: a hold may be opening it, and over NFS this
-    machine's view of it may be out of date."""
+    another (LOST_FILE_TRIES times at most). One taken or let go lately is left be: a hold may be opening it, and over
+    NFS this machine's view of it may be out of date."""
     path = lock_path(folder, name)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
@@ -167,10 +157,25 @@ def release(folder: Path, name: str) -> None:
         os.close(fd)  # closing the descriptor releases the lock
 
 
-def _read_owner(fd: int) -> tuple[str, str | None]:
-    """The process id the holder wrote into the lock file ('' when unreadable), and its command where it wrote one
-    (None for a chat or a run)."""
+def _busy(name: str, owner: str, command: str | None, hint: str) -> ConversationBusyError:
+    """The refusal of a hold of conversation name that another process has (its pid owner, '' where unrecorded), with
+    hint where that is a chat or a run, or naming the command it recorded."""
+    who = f" (process {owner})" if owner else ""
+    if command:
+        return ConversationBusyError(f"conversation '{name}' is in use by `localgen {command}`{who}",
+                                     hint=f"answer that `localgen {command}`'s question (or press Ctrl-C there) "
+                                          "first, then try again")
+    return ConversationBusyError(f"conversation '{name}' is in use by another localgen chat or run{who}", hint=hint)
+
+
+def _recorded_owner(path: Path) -> tuple[str, str | None]:
+    """The process id the holder wrote into the lock file at path ('' when unreadable, or not written yet), and its
+    command where it wrote one (None for a chat or a run)."""
     with contextlib.suppress(OSError, ValueError):
-        pid, _, command = os.pread(fd, 80, 0).decode("ascii").strip().partition(" ")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        try:
+            pid, _, command = os.pread(fd, 80, 0).decode("ascii").strip().partition(" ")
+        finally:
+            os.close(fd)
         return str(int(pid)), command if _COMMAND.fullmatch(command) else None
     return "", None

@@ -238,9 +238,9 @@ def test_a_lock_file_deleted_between_open_and_lock_is_not_held(monkeypatch: pyte
 
 def test_lock_files_whose_identity_never_settles_leave_chats_unguarded_not_hung(monkeypatch: pytest.MonkeyPatch
                                                                                 ) -> None:
-    from localgen import conversation_lock
+    from localgen import conversation_lock, file_locks
 
-    monkeypatch.setattr(conversation_lock, "still_names", lambda fd, path: False)  # some FUSE mounts
+    monkeypatch.setattr(file_locks, "still_names", lambda fd, path: False)  # some FUSE mounts
     assert conversation_lock.hold(conversations_dir(), "fuse", hint="") is False
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from localgen import conversation_lock
+from localgen import conversation_lock, file_locks
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_lock import LEFTOVER_LOCK_S, ConversationBusyError, hold, holds, release, remove_leftovers
 from localgen.conversation_store import conversations_dir, let_go, load_conversation, save_conversation
@@ -89,8 +89,8 @@ def test_a_hold_meeting_a_lock_held_with_no_holder_recorded_tries_again(monkeypa
     folder = conversations_dir()
     assert hold(folder, "x", hint="")
     release(folder, "x")  # its lock file is left, empty
-    real, busy = conversation_lock.try_flock, [False]  # the sweep's lock, once
-    monkeypatch.setattr(conversation_lock, "try_flock", lambda fd: busy.pop() if busy else real(fd))
+    real, busy = file_locks.try_flock, [False]  # the sweep's lock, once
+    monkeypatch.setattr(file_locks, "try_flock", lambda fd: busy.pop() if busy else real(fd))
     monkeypatch.setattr(conversation_lock, "PIDLESS_PAUSE_S", 0)
     assert hold(folder, "x", hint="") and holds(folder, "x")
     release(folder, "x")
@@ -108,8 +108,8 @@ def test_a_hold_whose_file_goes_after_waits_for_a_holder_recorded_still_takes_th
     folder = conversations_dir()
     answers = [False, False, False, False, True, True]  # four pidless waits, then taken twice
     identities = [False, True]  # the first file taken was deleted under the hold; the second is the path's
-    monkeypatch.setattr(conversation_lock, "try_flock", lambda fd: answers.pop(0))
-    monkeypatch.setattr(conversation_lock, "still_names", lambda fd, path: identities.pop(0))
+    monkeypatch.setattr(file_locks, "try_flock", lambda fd: answers.pop(0))
+    monkeypatch.setattr(file_locks, "still_names", lambda fd, path: identities.pop(0))
     monkeypatch.setattr(conversation_lock, "PIDLESS_PAUSE_S", 0)
     assert hold(folder, "y", hint="") and holds(folder, "y")
     release(folder, "y")
