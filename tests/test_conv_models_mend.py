@@ -17,7 +17,7 @@ import pytest
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_store import conversations_dir, let_go, save_conversation
 from localgen.storage import temp_name
-from tests.conftest import REPO_ROOT, run_localgen
+from tests.conftest import REPO_ROOT, run_localgen, user_registry
 
 pytestmark = pytest.mark.usefixtures("home")  # every test in a localgen home of its own (conftest)
 
@@ -118,3 +118,22 @@ def test_conversations_of_one_modification_time_are_listed_by_name_in_the_table_
         assert [record["name"] for record in records] == wanted
         limited = run_localgen("conversations", "-n", "3", "--json")
         assert [record["name"] for record in json.loads(limited.out)] == wanted[:3], limited.err
+
+
+def test_pull_of_an_entry_naming_a_file_of_one_s_own_says_it_is_here_as_pull_of_its_path_does(
+        home: Path, bundled_model: Path) -> None:
+    """`pull ./file.gguf` said there was nothing to download (exit 0), and `pull NAME` of an entry naming that file
+    (path =) was refused (exit 2)."""
+    mine = home / "models" / "mine.Q4_1.gguf"
+    mine.parent.mkdir()
+    os.symlink(bundled_model, mine)
+    user_registry(home, '[models.mine]\npath = "../models/mine.Q4_1.gguf"\n')
+    by_path, by_name = run_localgen("pull", str(mine)), run_localgen("pull", "mine")
+    assert (by_path.returncode, by_path.out) == (by_name.returncode, by_name.out) == (0, f"{mine}\n"), by_name.err
+    assert by_path.err == "localgen: mine.Q4_1.gguf is a file on this machine (93.8 MiB): nothing to download\n"
+    assert by_name.err == f"localgen: mine is a file on this machine, {mine} (93.8 MiB): nothing to download\n"
+    quiet = run_localgen("pull", "-q", "mine")
+    assert (quiet.returncode, quiet.out, quiet.err) == (0, f"{mine}\n", "")
+    quant = run_localgen("pull", "mine:Q8_0")  # a quant of one's own file is none there is to download
+    assert quant.returncode == 2 and "mine is your own file" in quant.err, quant.err
+    assert mine.is_symlink() and mine.resolve() == bundled_model.resolve(), "left as it was"

@@ -146,7 +146,6 @@ def test_a_file_that_is_no_gguf_is_an_error_naming_its_path_and_the_entry(tmp_pa
 
 @pytest.mark.parametrize(("args", "message", "hint"), [
     (("run", "-m", "mine:Q8_0", "hi"), "'mine:Q8_0': mine is the file", "name it without a quant"),
-    (("pull", "mine"), "mine is your own file", "localgen does not download it (hint: it is already here"),
     (("pull", "gone"), "gone is your own file", "localgen does not download it (hint: put the file there"),
     (("models", "rm", "mine", "-y"), "mine is your own file", "localgen does not delete it (hint: delete the file "
                                                               "yourself"),
