@@ -15,7 +15,7 @@ from pathlib import Path
 from localgen import hub_cache
 from localgen.config import settings
 from localgen.errors import LocalgenError, ModelNotFoundError
-from localgen.hub_choice import choose_model, listed_filename, quant_of, shard_group_key, shard_of
+from localgen.hub_choice import choose_model, listed_filename, named_tag, quant_of, shard_group_key, shard_of
 from localgen.hub_types import HubFile
 from localgen.own_files import FileProblem, own_file_header, own_file_problem, own_file_status
 from localgen.references import ModelRef, normalize_quant, quant_of_filename
@@ -386,9 +386,7 @@ def display_names(registry: Registry, repo: str, quant: str | None, filename: st
     named = [spec.name for spec in specs if picks(spec.quant, spec.file)]  # before any entry's NAME:QUANT
     if named:
         return named
-    for spec in specs:
-        if quant and spec.file is None and picks(quant, None):
-            return [f"{spec.name}:{quant}"]
-    if quant and picks(quant, None):
-        return [f"{repo}:{quant}"]
-    return [f"{repo}/{filename}"]
+    tag = next((t for t in dict.fromkeys((named_tag(filename), quant)) if t and picks(t, None)), None)  # UD-Q4_K_XL
+    if tag is None:
+        return [f"{repo}/{filename}"]
+    return [next((f"{spec.name}:{tag}" for spec in specs if spec.file is None), f"{repo}:{tag}")]

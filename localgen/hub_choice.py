@@ -20,6 +20,7 @@ QUANT_PREFERENCE = (
     "IQ3_XS", "IQ3_XXS", "Q2_K_L", "Q2_K", "Q2_K_S", "IQ2_M", "IQ2_S", "IQ2_XS", "IQ2_XXS", "TQ2_0",
     "IQ1_M", "IQ1_S", "TQ1_0", "F16", "BF16", "FP16", "F32", "FP32",
 )
+DYNAMIC_PREFIX = "UD-"  # Unsloth's "dynamic" quants: the tag a file name carries before its quant (UD-Q4_K_XL)
 EMPTY_ON_THE_HUB = "an empty file (0 bytes) on the Hub, not a model"  # a file the Hub lists with no bytes
 # GGUF files in a model repo that are not a chat model: never chosen unless named.
 # projectors (mmproj as a word anywhere: llava-v1.5-7b-mmproj-f16.gguf) and imatrix data (a name that starts with it:
@@ -138,6 +139,16 @@ def carries_tag(filename: str, tag: str) -> bool:
     if quant_of_filename(tag) in (None, tag) or tag.endswith(".GGUF"):  # a file's name given as a quant: refused
         return False
     return re.search(rf"(?<![A-Za-z0-9]){re.escape(tag)}(?![A-Za-z0-9_])", filename, re.IGNORECASE) is not None
+
+
+def named_tag(filename: str) -> str | None:
+    """The tag a listing names a file's quant by: its quant (quant_of), with Unsloth's UD- where its name says it
+    (UD-Q4_K_XL of Qwen3-8B-UD-Q4_K_XL.gguf: the tag Hugging Face's "Use this model" gives and the user pulls)."""
+    quant = quant_of(filename)
+    if quant is None:
+        return None
+    tagged = f"{DYNAMIC_PREFIX}{quant}"
+    return tagged if carries_tag(filename, tagged) else quant
 
 
 def _group_shards(files: list[HubFile]) -> list[tuple[HubFile, ...]]:

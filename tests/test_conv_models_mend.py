@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hub_server import HubServer, child_env, make_gguf_bytes, run_cli
 
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_store import conversations_dir, let_go, save_conversation
@@ -137,3 +138,28 @@ def test_pull_of_an_entry_naming_a_file_of_one_s_own_says_it_is_here_as_pull_of_
     quant = run_localgen("pull", "mine:Q8_0")  # a quant of one's own file is none there is to download
     assert quant.returncode == 2 and "mine is your own file" in quant.err, quant.err
     assert mine.is_symlink() and mine.resolve() == bundled_model.resolve(), "left as it was"
+
+
+def test_a_file_whose_name_says_ud_before_its_quant_is_listed_by_the_tag_it_was_pulled_by(
+        loopback_hub: HubServer, tmp_path: Path) -> None:
+    """ORG/REPO:UD-Q4_K_XL, as Hugging Face's "Use this model" gives Unsloth's quants, was listed as ORG/REPO:Q4_K_XL
+    (both pick the file), and a UD- file beside one of its quant without it as ORG/REPO/FILE; rm takes the name
+    listed."""
+    repo = "unsloth/Qwen3-8B-GGUF"
+    loopback_hub.add_repo(repo, {"Qwen3-8B-UD-Q4_K_XL.gguf": make_gguf_bytes("xl"),
+                                 "Qwen3-8B-UD-Q4_K_M.gguf": make_gguf_bytes("ud"),
+                                 "Qwen3-8B-Q4_K_M.gguf": make_gguf_bytes("q4")})
+    env = child_env(loopback_hub, tmp_path)
+    for tag in ("UD-Q4_K_XL", "UD-Q4_K_M", "Q4_K_M"):
+        pulled = run_cli(env, "pull", f"hf.co/{repo}:{tag}")
+        assert pulled.returncode == 0, pulled.stderr
+    listed = run_cli(env, "models", "list")
+    names = sorted(line.split("\t")[0] for line in listed.stdout.splitlines() if repo in line)
+    assert names == [f"{repo}:Q4_K_M", f"{repo}:UD-Q4_K_M", f"{repo}:UD-Q4_K_XL"], listed.stdout
+    records = json.loads(run_cli(env, "models", "list", "--json").stdout)
+    assert {r["name"]: r["quant"] for r in records if r["repo"] == repo} == {
+        f"{repo}:Q4_K_M": "Q4_K_M", f"{repo}:UD-Q4_K_M": "Q4_K_M", f"{repo}:UD-Q4_K_XL": "Q4_K_XL"}
+    removed = run_cli(env, "models", "rm", f"{repo}:UD-Q4_K_M", "-y")
+    assert removed.returncode == 0, removed.stderr
+    left = sorted(line.split("\t")[0] for line in run_cli(env, "models", "list").stdout.splitlines() if repo in line)
+    assert left == [f"{repo}:Q4_K_M", f"{repo}:UD-Q4_K_XL"]
