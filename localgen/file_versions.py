@@ -1,9 +1,11 @@
 """A file's version, and what reading a file gave, kept for the rest of the process while the file stays that version
-(a listing, a header, a header's refusal)."""
+(a listing, a header, a header's refusal), once it has settled: the one rule of what is kept by a file's version, here
+and in the headers kept on disk (gguf_cache)."""
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -12,6 +14,15 @@ from localgen.errors import LocalgenError
 
 Value = TypeVar("Value")
 StatVersion = tuple[int, int, int, int, int]
+
+
+SETTLED_S = 2.0  # a file changed less than this long ago is not kept: a change within its clock tick would go unseen
+
+
+def settled(status: os.stat_result) -> bool:
+    """Whether a file (as status names it) has been left unchanged SETTLED_S, so that what reading it gave may be kept
+    by its version: a write within the clock tick of the last one leaves the version as it was."""
+    return time.time_ns() - max(status.st_mtime_ns, status.st_ctime_ns) >= SETTLED_S * 1e9
 
 
 def stat_version(status: os.stat_result) -> StatVersion:
@@ -39,19 +50,24 @@ class ReadOnce(Generic[Value]):
         self._keeps_error = keeps_error or (lambda _exc: False)
 
     def read(self, path: Path, read: Callable[[], Value], *, tag: Hashable = None) -> Value:
-        """What read() gives for path, as kept for this version of the file; a file that cannot be looked at is read
-        each time (its reading says why it fails)."""
-        version = file_version(path)
-        if version is None:
+        """What read() gives for path, as kept for this version of the file; a file that cannot be looked at, or has
+        not settled, is read each time (its reading says why it fails)."""
+        try:
+            status = path.stat()
+        except (OSError, ValueError):
             return read()
-        key = (tag, version)
+        key = (tag, str(path), stat_version(status))
         if key not in self._kept:
+            keep = settled(status)
             try:
-                self._kept[key] = read()
+                value = read()
             except LocalgenError as exc:
-                if self._keeps_error(exc):
+                if keep and self._keeps_error(exc):
                     self._kept[key] = exc.copied()
                 raise
+            if not keep:
+                return value
+            self._kept[key] = value
         kept = self._kept[key]
         if isinstance(kept, LocalgenError):
             raise kept.copied()

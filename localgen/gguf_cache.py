@@ -11,13 +11,12 @@ import logging
 import os
 import re
 import sys
-import time
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 
 from localgen.config import settings
-from localgen.file_versions import stat_version
+from localgen.file_versions import settled, stat_version
 from localgen.gguf_info import ArraySummary, GGUFInfo, TensorInfo
 
 CACHE_FORMAT = 2
@@ -26,7 +25,6 @@ HUB_HEADERS_DIR = "hub-headers"  # in the cache folder: headers of Hub files, na
 HEADER_NAMES = r"[0-9a-f]{32}\.json"  # the entries in HEADERS_DIR (verify.path_key's), as a pattern
 HUB_HEADER_NAMES = r"[0-9a-f]{64}\.json"  # the entries in HUB_HEADERS_DIR, as a pattern
 HUB_HEADERS_KEPT = 256  # the most recently used are kept (some 20 quants a repo)
-SETTLED_S = 2.0  # a file changed less than this long ago is not kept: a change within its clock tick would go unseen
 CHECKING_MODULES = ("gguf_cache", "gguf_checks", "gguf_cursor", "gguf_foreign", "gguf_format", "gguf_info",
                     "gguf_reader")  # a change to any of them makes every kept header stale
 
@@ -75,7 +73,7 @@ def kept_header(path: Path, st: os.stat_result) -> GGUFInfo | None:
 def keep_header(path: Path, st: os.stat_result, info: GGUFInfo) -> None:
     """Keep the header just checked for the file at path as st names it, where the file has settled; a failure to
     write it only costs a check next time."""
-    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < SETTLED_S * 1e9:
+    if not settled(st):
         return
     from localgen.errors import LocalgenError
     from localgen.storage import atomic_write_text

@@ -10,6 +10,7 @@ import resource
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,27 @@ def test_a_file_whose_name_says_ud_before_its_quant_is_listed_by_the_tag_it_was_
     assert removed.returncode == 0, removed.stderr
     left = sorted(line.split("\t")[0] for line in run_cli(env, "models", "list").stdout.splitlines() if repo in line)
     assert left == [f"{repo}:Q4_K_M", f"{repo}:UD-Q4_K_XL"]
+
+
+def test_a_header_of_a_file_changed_just_now_is_kept_neither_by_the_process_nor_on_disk_until_it_settles(
+        home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process kept the header of a file changed in the last 2 s by its version, which a write within the same
+    clock tick leaves as it was, where the headers kept on disk wait such a file out: both follow SETTLED_S now."""
+    import gguf_builders as gb
+
+    from localgen import file_versions, gguf_reader
+    from localgen.quant_choice import read_local_header
+
+    monkeypatch.setattr(file_versions, "SETTLED_S", 1.0, raising=False)  # the one rule: for both
+    reads: list[Path] = []
+    real = gguf_reader.read_gguf
+    monkeypatch.setattr(gguf_reader, "read_gguf", lambda path, **kw: reads.append(path) or real(path, **kw))
+    path = gb.tiny_model(tmp_path / "m.gguf")
+    headers = home / "cache" / "headers"
+    first = read_local_header(path)
+    assert read_local_header(path) == first and reads == [path, path], "read again: changed just now"
+    assert not list(headers.glob("*.json")), "nor kept on disk"
+    changed = path.stat()
+    time.sleep(max(0.0, changed.st_ctime - time.time() + 1.05))
+    assert read_local_header(path) == first and read_local_header(path) == first
+    assert reads == [path] * 3 and len(list(headers.glob("*.json"))) == 1, "settled: kept, here and on disk"

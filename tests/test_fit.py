@@ -926,9 +926,10 @@ def test_fit_shows_kv_and_total_at_the_context_its_plan_uses() -> None:
 
 def test_a_run_of_a_repo_reads_each_downloaded_quant_s_header_once(quant_files: dict[str, Path], tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from localgen import gguf_reader, hub_cache
+    from localgen import file_versions, gguf_reader, hub_cache
     from localgen.hub_types import HubFile
 
+    monkeypatch.setattr(file_versions, "SETTLED_S", 0)  # the files copied just now are kept at once
     copies = {quant: tmp_path / path.name for quant, path in quant_files.items()}
     for quant, copy in copies.items():
         copy.write_bytes(quant_files[quant].read_bytes())

@@ -989,9 +989,9 @@ def _old_copy(src: Path, dst: Path, age_s: float = 3600) -> Path:
 @pytest.fixture
 def settled_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Files the test writes count as settled at once (a file changed in the last 2 s is not kept)."""
-    from localgen import gguf_cache
+    from localgen import file_versions
 
-    monkeypatch.setattr(gguf_cache, "SETTLED_S", 0)
+    monkeypatch.setattr(file_versions, "SETTLED_S", 0)
 
 
 def test_a_header_checked_once_is_read_back_from_the_cache(home: Path, bundled: Path,

@@ -76,9 +76,10 @@ def test_a_broken_own_file_s_header_is_read_once_a_process_while_the_file_stays_
         tmp_path: Path, bundled_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A good file's header was read once a process, a broken one's again at each listing (chat's /model completion
     lists the models at each key)."""
-    from localgen import gguf_reader
+    from localgen import file_versions, gguf_reader
     from localgen.own_files import own_file_header
 
+    monkeypatch.setattr(file_versions, "SETTLED_S", 0)  # the file written just now is kept at once
     reads: list[Path] = []
     real = gguf_reader.read_gguf
     monkeypatch.setattr(gguf_reader, "read_gguf", lambda path, **kw: reads.append(path) or real(path, **kw))
@@ -243,9 +244,10 @@ def test_a_split_own_file_s_later_shards_are_read_once_a_process(
         tmp_path: Path, tiny_split: list[Path], monkeypatch: pytest.MonkeyPatch, broken: bool) -> None:
     """Each shard after the first was read twice a process: by its own check, and again by the check that the shards
     agree, which tells the same refusals."""
-    from localgen import gguf_reader, gguf_split
+    from localgen import file_versions, gguf_reader, gguf_split
     from localgen.own_files import own_file_header
 
+    monkeypatch.setattr(file_versions, "SETTLED_S", 0)  # the files copied just now are kept at once
     shards = [Path(shutil.copy(shard, tmp_path)) for shard in tiny_split]
     if broken:
         shards[2].write_bytes(shards[2].read_bytes()[:100])
