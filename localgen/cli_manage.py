@@ -41,12 +41,14 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
     a last DEFAULT column says yes on the default's row."""
     from localgen import console
     from localgen.catalog import SOURCE_HUB, list_models
-    from localgen.default_model import default_in_listing
+    from localgen.default_model import default_in_listing, default_refusal
     from localgen.partial_downloads import partial_downloads
     from localgen.registry import load_registry
 
     registry = load_registry(settings().user_registry)
     default, parts = default_in_listing(registry), partial_downloads(registry)
+    if default == (None, None) and (refusal := default_refusal(registry)) is not None:  # no row to star: said
+        console.warn(refusal)
     if all_models:
         _list_all(registry, default, parts, json_output=json_output)
         return

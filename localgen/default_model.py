@@ -119,6 +119,16 @@ def default_in_listing(registry: Registry) -> DefaultRow:
         return None, None
 
 
+def default_refusal(registry: Registry) -> str | None:
+    """What a listing warns of a user's [defaults] model that names no model (a name not in the registry, a
+    malformed reference), which run and chat without -m fail on; None where it names one, or none is set."""
+    try:
+        registry.default_reference()
+    except LocalgenError as exc:
+        return f"{exc.message}, so run and chat without -m fail" + (f" (hint: {exc.hint})" if exc.hint else "")
+    return None
+
+
 def default_here(registry: Registry, *, whatever_pin: bool = False) -> Path | None:
     """The file run and chat load without -m where it is here, found without the network (None: not here, or a
     [defaults] model that names no model); whatever_pin: a download its entry's pin refuses counts too (the copy

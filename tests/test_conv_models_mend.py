@@ -188,3 +188,23 @@ def test_a_header_of_a_file_changed_just_now_is_kept_neither_by_the_process_nor_
     time.sleep(max(0.0, changed.st_ctime - time.time() + 1.05))
     assert read_local_header(path) == first and read_local_header(path) == first
     assert reads == [path] * 3 and len(list(headers.glob("*.json"))) == 1, "settled: kept, here and on disk"
+
+
+@pytest.mark.parametrize(("given", "said"), [
+    ("gone", "[defaults] model 'gone' is not in the registry"),
+    ("org/repo:", "[defaults] model: model reference 'org/repo:' has an empty quant after ':'"),
+])
+def test_models_list_warns_of_a_default_that_names_no_model(home: Path, given: str, said: str) -> None:
+    """A [defaults] model naming no model, which run and chat without -m fail on, was listed in silence: no row
+    starred, no word of why."""
+    registry = user_registry(home, f'[defaults]\nmodel = "{given}"\n')
+    run = run_localgen("run", "hi")
+    assert run.returncode == 1 and f"{registry}: {said}" in run.err, run.err
+    for args in (("models",), ("models", "list", "--json"), ("models", "list", "--all")):
+        listed = run_localgen(*args)
+        assert listed.returncode == 0, listed.err
+        assert listed.err.startswith(f"localgen: warning: {registry}: {said}, so run and chat without -m fail (hint: "
+                                     ), (args, listed.err)
+        assert "\tyes\n" not in listed.out and '"default": true' not in listed.out
+    user_registry(home, '[defaults]\nmodel = "smollm2-135m"\n')
+    assert run_localgen("models").err == ""
