@@ -341,9 +341,20 @@ def _refuse_other_than_a_file(path: Path, name: str, shell: bool) -> None:
     if not os.path.lexists(path):
         raise missing_error(name, shell)
     if not path.is_file():
-        raise DamagedConversationError(f"{path} is not a saved conversation (not a file)",
+        target = missing_target(path)
+        reason = "not a file" if target is None else f"a link to {target}, which is not there"
+        raise DamagedConversationError(f"{path} is not a saved conversation ({reason})",
                                        hint="move it away, or use another name", name=name,
                                        removable=not path.is_dir())
+
+
+def missing_target(path: Path) -> str | None:
+    """Where a link at path leads, when that is not there (its file in a folder not mounted now, say); None for any
+    other file."""
+    try:
+        return os.readlink(path) if not path.exists() else None
+    except OSError:  # no link (or deleted since): reading it says what is wrong
+        return None
 
 
 def _missing_hint(shell: bool) -> str:

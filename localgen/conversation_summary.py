@@ -13,7 +13,13 @@ from pathlib import Path
 from localgen.conversation import AnswerDetails, ForeignFormatError, Turn
 from localgen.conversation_glance import glance
 from localgen.conversation_names import NAME_PATTERN, misnamed_file, name_taken
-from localgen.conversation_store import conversations_dir, list_conversations, read_conversation, saved_path
+from localgen.conversation_store import (
+    conversations_dir,
+    list_conversations,
+    missing_target,
+    read_conversation,
+    saved_path,
+)
 from localgen.errors import LocalgenError
 from localgen.text_cut import one_line
 from localgen.units import counted, iso_time
@@ -65,7 +71,7 @@ def summaries(limit: int | None = None, *, listing: list[tuple[str, float]] | No
             problem = "not a file" if not_a_file else misnamed_file(name, name_taken)
             found.append(Summary(name, mtime, problem=problem, kept=not not_a_file))
             continue
-        if (target := _missing_target(name)) is not None:  # its file in a folder not mounted now, say
+        if (target := missing_target(saved_path(name))) is not None:  # its file in a folder not mounted now, say
             found.append(Summary(name, mtime, problem=f"a link to {target}, which is not there"))
             continue
         if (glanced := glance(name)) is not None:  # each exchange not built: a whole read says what is off
@@ -91,15 +97,6 @@ def _not_a_file(name: str) -> bool:
         return not stat.S_ISREG((conversations_dir() / f"{name}.json").stat().st_mode)
     except OSError:  # a link to a file not there, or deleted since the listing: said as before
         return False
-
-
-def _missing_target(name: str) -> str | None:
-    """Where the saved conversation name's file links to, when that is not there; None for any other file."""
-    path = saved_path(name)
-    try:
-        return os.readlink(path) if not path.exists() else None
-    except OSError:  # no link (deleted since the listing): reading it says what is wrong
-        return None
 
 
 def _reason(message: str) -> str:

@@ -198,11 +198,12 @@ def test_a_dangling_link_is_named_alike_by_show_run_and_rm() -> None:
     (record,) = json.loads(run_localgen("conversations", "--json").out)
     assert (record["name"], record["exchanges"], record["problem"]) == (
         "gone", None, f"a link to {conversations_dir() / 'nowhere.json'}, which is not there")
+    said = f"{link} is not a saved conversation (a link to {conversations_dir() / 'nowhere.json'}, which is not there)"
     shown = run_localgen("conversations", "show", "gone")
-    assert shown.returncode == 1 and f"{link} is not a saved conversation (not a file)" in shown.err, shown.err
+    assert shown.returncode == 1 and said in shown.err, shown.err
     assert "(`localgen conversations rm gone`)" in shown.err
     ran = run_localgen("run", "--conversation", "gone", "-n", "1", "hi")
-    assert ran.returncode == 1 and f"{link} is not a saved conversation (not a file)" in ran.err, ran.err
+    assert ran.returncode == 1 and said in ran.err, ran.err
     assert run_localgen("conversations", "rm", "gone", "--yes").returncode == 0
     assert not link.is_symlink()
 

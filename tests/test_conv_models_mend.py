@@ -208,3 +208,19 @@ def test_models_list_warns_of_a_default_that_names_no_model(home: Path, given: s
         assert "\tyes\n" not in listed.out and '"default": true' not in listed.out
     user_registry(home, '[defaults]\nmodel = "smollm2-135m"\n')
     assert run_localgen("models").err == ""
+
+
+def test_a_link_to_nothing_is_said_so_by_show_run_and_chat_as_the_listing_says_it() -> None:
+    """The listing said the link led to a file not there; show, run and chat --resume called it not a file."""
+    conversations_dir().mkdir(parents=True)
+    target = conversations_dir().parent / "unmounted" / "notes.json"
+    (conversations_dir() / "notes.json").symlink_to(target)
+    reason = f"a link to {target}, which is not there"
+    (record,) = json.loads(run_localgen("conversations", "--json").out)
+    assert record["problem"] == reason
+    for args in (("conversations", "show", "notes"), ("run", "--conversation", "notes", "-n", "1", "hi"),
+                 ("chat", "--resume", "notes")):
+        refused = run_localgen(*args)
+        assert refused.returncode == 1 and refused.err.startswith(
+            f"localgen: error: {conversations_dir() / 'notes.json'} is not a saved conversation ({reason}) (hint: it "
+            "was left untouched: move it away or delete it (`localgen conversations rm notes`)"), (args, refused.err)

@@ -1047,7 +1047,7 @@ def test_a_conversation_open_elsewhere_is_not_continued(tmp_path: Path) -> None:
     assert folder.returncode == 1 and "folder.json is not a saved conversation (not a file)" in folder.err
     (path.parent / "dangling.json").symlink_to(path.parent / "gone.json")
     dangling = run_localgen("run", "--conversation", "dangling", "Hello", "-n", "2", *GREEDY, env=env)
-    assert dangling.returncode == 1 and "dangling.json is not a saved conversation (not a file)" in dangling.err
+    assert dangling.returncode == 1 and "dangling.json is not a saved conversation (a link to " in dangling.err
     assert not (path.parent / "dangling-2.json").exists(), "never saved under another name"
     removed = run_localgen("conversations", "rm", "dangling", "-y", env=env)
     assert removed.returncode == 0 and not (path.parent / "dangling.json").is_symlink()
