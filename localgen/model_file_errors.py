@@ -142,17 +142,23 @@ def folder_models(folder: Path) -> list[str]:
     return [name for name in names if not name.lower().startswith("mmproj")] or names
 
 
-def folder_hint(folder: Path, typed: str, *, quoted: bool = False) -> str:
-    """What to pass instead of a folder given as a model file (typed: the folder as given): the model files in it
-    (quoted: as a shell takes them)."""
+def folder_gguf_models(folder: Path) -> list[str]:
+    """folder_models that start as a GGUF model does: never a web page or notes saved under a .gguf name."""
+    return [name for name in folder_models(folder) if _reads_as_gguf(folder / name)]
+
+
+def folder_hint(folder: Path, typed: str, *, quoted: bool = False, verb: str = "pass") -> str:
+    """What to give instead of a folder given as a model file (typed: the folder as given): the GGUF models in it
+    (quoted: as a shell takes them; verb: what to do with one, pass it or, for an entry's path, point it at it)."""
     import shlex
 
-    shown = [shlex.quote(path) if quoted else path for path in (os.path.join(typed, n) for n in folder_models(folder))]
+    shown = [shlex.quote(path) if quoted else path
+             for path in (os.path.join(typed, n) for n in folder_gguf_models(folder))]
     if not shown:
-        return "pass the path of a .gguf file; this folder holds none"
+        return f"{verb} the path of a .gguf model file; this folder holds none"
     if len(shown) == 1:
         return _naming("did you mean ", shown, "?")
-    return _naming(f"pass one of the {len(shown)} models in this folder: ", shown)
+    return _naming(f"{verb} one of the {len(shown)} models in this folder: ", shown)
 
 
 def named_here_hint(typed: str, there: Path) -> str | None:
@@ -176,7 +182,7 @@ def family_here_error(typed: str, entry: str) -> ModelNotFoundError:
         what = "a model file here" if _reads_as_gguf(Path(name)) else "a file here, not a model file,"
         return ModelNotFoundError(f"'{name}' is both {what} and a model family of the registry",
                                   hint=f"{registry}; for the file, use ./{name}")
-    models = [os.path.join(f"./{name}", found) for found in folder_models(Path(name))]
+    models = [os.path.join(f"./{name}", found) for found in folder_gguf_models(Path(name))]
     if not models:
         return ModelNotFoundError(f"'{name}' is both a folder here, which holds no .gguf file, and a model family of "
                                   "the registry", hint=f"{registry}; for a model file, pass its path")

@@ -23,7 +23,7 @@ from localgen.hub_errors import (
 from localgen.hub_lack import known_lack, lacking_refusal, listed_lack, typed_quant_lack
 from localgen.hub_slips import with_known_repo
 from localgen.hub_verify import Pin, check_pinned_file
-from localgen.model_file_errors import folder_hint, folder_models, missing_file_hint
+from localgen.model_file_errors import folder_gguf_models, folder_hint, missing_file_hint
 from localgen.own_files import MISSING, own_file_problem
 from localgen.references import ModelRef, normalize_quant
 from localgen.registry import (
@@ -378,7 +378,8 @@ def local_file(ref: ModelRef, spec: ModelSpec | None) -> Path:
             raise
         there = ", or put the file there" if own_file_problem(ref.path) == MISSING else ""
         unset = unset_variables_hint(str(ref.path))
-        found = f"; {exc.hint}" if ref.path.is_dir() and folder_models(ref.path) else f"; {unset}" if unset else ""
+        found = (f": {folder_hint(ref.path, str(ref.path), verb='point it at')}" if ref.path.is_dir()
+                 and folder_gguf_models(ref.path) else f"; {unset}" if unset else "")
         raise ModelNotFoundError(f"{exc.message} ({spec.origin})",
                                  hint=f"fix that entry's path{there}{found}") from None
 

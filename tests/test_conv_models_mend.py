@@ -224,3 +224,27 @@ def test_a_link_to_nothing_is_said_so_by_show_run_and_chat_as_the_listing_says_i
         assert refused.returncode == 1 and refused.err.startswith(
             f"localgen: error: {conversations_dir() / 'notes.json'} is not a saved conversation ({reason}) (hint: it "
             "was left untouched: move it away or delete it (`localgen conversations rm notes`)"), (args, refused.err)
+
+
+def test_a_folder_given_as_a_model_is_hinted_with_its_gguf_models_alone(home: Path, tmp_path: Path) -> None:
+    """The hint for a folder named every .gguf file in it as a model to pass, a web page saved under that name too,
+    and told an entry whose path is the folder to `pass` one, as -m is given one."""
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    for name in ("a.Q4_K_M.gguf", "b.Q8_0.gguf"):
+        (folder / name).write_bytes(b"GGUF" + bytes(20))
+    (folder / "c.Q6_K.gguf").write_text("<!DOCTYPE html><html>Not found</html>\n")
+    registry = user_registry(home, f'[models.mine]\npath = "{folder}"\n')
+    models = f"{folder}/a.Q4_K_M.gguf, {folder}/b.Q8_0.gguf"
+    for args, hint in (
+            (("fit", str(folder)), f"pass one of the 2 models in this folder: {models}"),
+            (("models", "show", "mine"), f"fix that entry's path: point it at one of the 2 models in this folder: "
+                                         f"{models}")):
+        refused = run_localgen(*args)
+        origin = f" ([models.mine] in {registry})" if "mine" in args else ""
+        assert refused.returncode == 1 and refused.err == (
+            f"localgen: error: {folder} is not a file{origin} (hint: {hint})\n"), refused.err
+    for name in ("a.Q4_K_M.gguf", "b.Q8_0.gguf"):
+        (folder / name).unlink()
+    refused = run_localgen("fit", str(folder))
+    assert refused.err.endswith("(hint: pass the path of a .gguf model file; this folder holds none)\n"), refused.err

@@ -706,7 +706,7 @@ def test_a_folder_given_as_a_model_names_the_model_files_in_it(tmp_path: Path) -
     assert hint("run", "-m", f"{tmp_path}/many", "hi") == (
         f"pass one of the 5 models in this folder: {tmp_path}/many/a.gguf, {tmp_path}/many/b.gguf, "
         f"{tmp_path}/many/c.gguf, {tmp_path}/many/d.gguf and 1 more")
-    assert hint("run", "-m", f"{tmp_path}/none", "hi") == "pass the path of a .gguf file; this folder holds none"
+    assert hint("run", "-m", f"{tmp_path}/none", "hi") == "pass the path of a .gguf model file; this folder holds none"
 
 
 def test_a_model_path_with_a_slip_in_its_name_is_told_the_model_file_spelled_like_it(tmp_path: Path) -> None:

@@ -217,7 +217,7 @@ def test_a_folder_as_an_entry_s_path_is_listed_and_refused_as_not_a_file(tmp_pat
     assert pulled.returncode == 2 and f"(hint: fix that entry's path: {tmp_path} is not a file)" in pulled.err
     (tmp_path / "m.Q8_0.gguf").write_bytes(b"GGUF")
     assert localgen(home, "run", "-m", "folder", "hi").err.endswith(
-        f"(hint: fix that entry's path; did you mean {tmp_path}/m.Q8_0.gguf?)\n")
+        f"(hint: fix that entry's path: did you mean {tmp_path}/m.Q8_0.gguf?)\n")
 
 
 def test_a_loop_of_links_as_an_entry_s_path_is_listed_as_unreadable(tmp_path: Path) -> None:
