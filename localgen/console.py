@@ -363,10 +363,11 @@ def print_lines(text: str) -> None:
 
 
 def confirm(question: str) -> bool:
-    """Ask a yes/no question on the terminal (no means no)."""
+    """Ask a yes/no question on the terminal (no means no), the control characters of what it names (a name copied in
+    with an escape in it) shown there, not obeyed."""
     line = ""
     try:  # a Ctrl-C typed as soon as the question shows may land before the read starts
-        sys.stderr.write(f"{question} [y/N] ")
+        sys.stderr.write(f"{terminal_safe(question) if is_terminal(sys.stderr) else question} [y/N] ")
         sys.stderr.flush()
         line = sys.stdin.readline()
     finally:

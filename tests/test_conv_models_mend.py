@@ -13,13 +13,14 @@ import sys
 import time
 from pathlib import Path
 
+import pexpect
 import pytest
 from hub_server import HubServer, child_env, make_gguf_bytes, run_cli
 
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_store import conversations_dir, let_go, save_conversation
 from localgen.storage import temp_name
-from tests.conftest import REPO_ROOT, run_localgen, user_registry
+from tests.conftest import REPO_ROOT, run_localgen, spawn_localgen, user_registry
 
 pytestmark = pytest.mark.usefixtures("home")  # every test in a localgen home of its own (conftest)
 
@@ -248,3 +249,18 @@ def test_a_folder_given_as_a_model_is_hinted_with_its_gguf_models_alone(home: Pa
         (folder / name).unlink()
     refused = run_localgen("fit", str(folder))
     assert refused.err.endswith("(hint: pass the path of a .gguf model file; this folder holds none)\n"), refused.err
+
+
+def test_rm_asks_on_a_terminal_with_the_escapes_of_a_name_shown_not_obeyed() -> None:
+    """A file copied in under a name with an escape (one that sets the terminal's title), which rm takes as listed,
+    was named raw in rm's question: the terminal obeyed it."""
+    name = "a\x1b]0;pwned\x07b"
+    (conversations_dir() / f"{name}.json").write_bytes(_save("notes", Turn("Hi", "Hello!")).read_bytes())
+    child = spawn_localgen("conversations", "rm", name, env={**os.environ}, encoding="utf-8", timeout=60)
+    child.expect_exact("[y/N] ")
+    assert child.before == "delete 1 conversation (a^[]0;pwned^Gb)? ", repr(child.before)
+    child.sendline("y")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0 and child.before == "y\r\nlocalgen: deleted a^[]0;pwned^Gb\r\n", repr(child.before)
+    assert not (conversations_dir() / f"{name}.json").exists()
