@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -31,15 +31,6 @@ def stat_version(status: os.stat_result) -> StatVersion:
     return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns
 
 
-def file_version(path: Path) -> tuple[str, StatVersion] | None:
-    """A file's version: its path and stat_version; None where it cannot be looked at."""
-    try:
-        status = path.stat()
-    except (OSError, ValueError):
-        return None
-    return str(path), stat_version(status)
-
-
 class ReadOnce(Generic[Value]):
     """Each file's reading, by its version (and a tag): read once a process while the file stays that version; the
     LocalgenErrors keeps_error accepts are kept too, and raised again as copies (a caller adding to a message adds to
@@ -49,16 +40,17 @@ class ReadOnce(Generic[Value]):
         self._kept: dict[Hashable, Value | LocalgenError] = {}
         self._keeps_error = keeps_error or (lambda _exc: False)
 
-    def read(self, path: Path, read: Callable[[], Value], *, tag: Hashable = None) -> Value:
-        """What read() gives for path, as kept for this version of the file; a file that cannot be looked at, or has
-        not settled, is read each time (its reading says why it fails)."""
+    def read(self, path: Path, read: Callable[[], Value], *, tag: Hashable = None, also: Sequence[Path] = ()) -> Value:
+        """What read() gives for path (and the files also, a split model's later shards, that it reads too), as kept
+        for these versions of them; where one cannot be looked at, or has not settled, it is read each time (its
+        reading says why it fails)."""
         try:
-            status = path.stat()
+            statuses = [(str(file), file.stat()) for file in (path, *also)]
         except (OSError, ValueError):
             return read()
-        key = (tag, str(path), stat_version(status))
+        key = (tag, *((name, stat_version(status)) for name, status in statuses))
         if key not in self._kept:
-            keep = settled(status)
+            keep = all(settled(status) for _, status in statuses)
             try:
                 value = read()
             except LocalgenError as exc:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localgen.errors import GGUFError, GGUFUnreadableError, NotGGUFError, is_files_own_refusal, os_reason
-from localgen.file_versions import ReadOnce, file_version
+from localgen.file_versions import ReadOnce
 
 MISSING = "missing"
 UNREADABLE = "unreadable"  # a loop of links, no permission, an I/O error: the file may be fine
@@ -73,9 +73,8 @@ def shards_problem(shards: list[Path]) -> FileProblem | None:
     from localgen.gguf_split import validate_split
 
     first = shards[0]
-    versions = tuple(file_version(shard) for shard in shards[1:])
     try:
-        _SPLITS.read(first, lambda: validate_split(first), tag=versions)
+        _SPLITS.read(first, lambda: validate_split(first), also=shards[1:])
     except GGUFError as exc:
         number, named = next(((number, shard) for number, shard in enumerate(shards, start=1)
                               if exc.message.startswith(f"{shard.name}: ")), (1, first))

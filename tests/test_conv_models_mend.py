@@ -264,3 +264,25 @@ def test_rm_asks_on_a_terminal_with_the_escapes_of_a_name_shown_not_obeyed() -> 
     child.close()
     assert child.exitstatus == 0 and child.before == "y\r\nlocalgen: deleted a^[]0;pwned^Gb\r\n", repr(child.before)
     assert not (conversations_dir() / f"{name}.json").exists()
+
+
+def test_a_split_model_s_check_is_kept_only_once_every_shard_has_settled(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether the shards of a split own file agree was kept by the first shard's settling alone: a later shard
+    changed just now, within its clock tick, would go unseen."""
+    import gguf_builders as gb
+
+    from localgen import file_versions, gguf_split, own_files
+
+    monkeypatch.setattr(file_versions, "SETTLED_S", 1.0, raising=False)
+    shards = gb.write_split(gb.tiny_model(tmp_path / "whole.gguf"), tmp_path, 3, prefix="tiny")
+    checks: list[Path] = []
+    real = gguf_split.validate_split
+    monkeypatch.setattr(gguf_split, "validate_split", lambda path: checks.append(path) or real(path))
+    time.sleep(max(0.0, max(shard.stat().st_ctime for shard in shards) - time.time() + 1.05))
+    shards[2].write_bytes(shards[2].read_bytes())  # the last shard written again just now, as it was
+    assert [own_files.shards_problem(shards) for _ in range(2)] == [None, None]
+    assert checks == [shards[0]] * 2, "checked again: a shard changed just now"
+    time.sleep(max(0.0, shards[2].stat().st_ctime - time.time() + 1.05))
+    assert [own_files.shards_problem(shards) for _ in range(2)] == [None, None]
+    assert checks == [shards[0]] * 3, "kept once all have settled"
