@@ -1,5 +1,7 @@
 """`localgen conversations` and the model commands on what a demanding user does: files copied in by hand, tight
-limits, many entries of one time, local files pulled, quants named as the user named them; in subprocesses."""
+limits, many entries of one time, local files pulled, quants named as the user named them, damaged files and links
+to nothing, in subprocesses (a real terminal where one asks); and the one rule of what a process keeps of a file it
+read, in the process."""
 
 from __future__ import annotations
 
