@@ -288,3 +288,18 @@ def test_a_split_model_s_check_is_kept_only_once_every_shard_has_settled(
     time.sleep(max(0.0, shards[2].stat().st_ctime - time.time() + 1.05))
     assert [own_files.shards_problem(shards) for _ in range(2)] == [None, None]
     assert checks == [shards[0]] * 3, "kept once all have settled"
+
+
+def test_the_rm_hinted_for_a_file_copied_in_that_cannot_be_read_deletes_it_as_typed() -> None:
+    """show of a damaged file or a pipe copied in under a name with a space hinted `conversations rm my notes`,
+    which deletes my and notes."""
+    conversations_dir().mkdir(parents=True)
+    os.mkfifo(conversations_dir() / "my pipe.json")
+    (conversations_dir() / "it's cut.json").write_text('{"turns": [')
+    for name in ("my pipe", "it's cut"):
+        refused = run_localgen("conversations", "show", name, timeout=30)
+        assert refused.returncode == 1, refused.err
+        command = shlex.split(refused.err.rpartition("(`")[2].partition("`)")[0])
+        assert command == ["localgen", "conversations", "rm", name], refused.err
+        deleted = run_localgen(*command[1:], "-y", timeout=30)
+        assert deleted.returncode == 0 and not os.path.lexists(conversations_dir() / f"{name}.json"), deleted.err
