@@ -182,7 +182,22 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
             or _threads_flag_hint(exc, command)
             or number_hint(app, exc, args)
             or _dash_prompt_hint(args, command, text)
+            or _spaced_name_hint(app, args, text)
             or _help_hint(app, exc, args, command))
+
+
+def _spaced_name_hint(app: typer.Typer, args: list[str], text: str) -> str | None:
+    """For `conversations show my notes`: the name a listing gives a file copied in as my notes.json, quoted."""
+    from localgen.conversation_names import listed_entry, typed
+
+    if args[:2] != ["conversations", "show"] or "unexpected extra argument" not in text:
+        return None
+    takes_value = arity(typed_command(app, args[:2])[1].params) | dict.fromkeys(help_option_names(app), False)
+    name = " ".join(words_given(args[2:], takes_value))
+    if listed_entry(name) is None:
+        return None
+    options = "".join(f" {shlex.quote(option)}" for option in options_given(args[2:], takes_value))
+    return f"a name with a space is one word to the shell: `localgen conversations show{options} {typed(name)}`"
 
 
 def _number_slip_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) -> str | None:

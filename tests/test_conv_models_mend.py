@@ -303,3 +303,15 @@ def test_the_rm_hinted_for_a_file_copied_in_that_cannot_be_read_deletes_it_as_ty
         assert command == ["localgen", "conversations", "rm", name], refused.err
         deleted = run_localgen(*command[1:], "-y", timeout=30)
         assert deleted.returncode == 0 and not os.path.lexists(conversations_dir() / f"{name}.json"), deleted.err
+
+
+def test_show_of_a_name_with_a_space_typed_as_two_words_is_hinted_quoted() -> None:
+    """`conversations show my notes` of a file copied in as my notes.json, which show takes now, was told to read the
+    help."""
+    (conversations_dir() / "my notes.json").write_bytes(_save("notes", Turn("Hi", "Hello!")).read_bytes())
+    refused = run_localgen("conversations", "show", "--json", "my", "notes")
+    assert refused.returncode == 2 and refused.err == (
+        "localgen: error: unexpected extra argument(s) (notes) (hint: a name with a space is one word to the shell: "
+        "`localgen conversations show --json 'my notes'`)\n"), refused.err
+    other = run_localgen("conversations", "show", "my", "letters")  # no such file: the help, as before
+    assert other.err.endswith("(hint: see `localgen conversations show --help`)\n"), other.err
