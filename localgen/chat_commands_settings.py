@@ -7,7 +7,8 @@ import shlex
 
 from localgen import console
 from localgen.conversation import asks_for_no_system_prompt  # off, as /wrap off and /stats off switch theirs off
-from localgen.conversation_summary import details_line, saved_figures
+from localgen.conversation_summary import details_line, model_name, saved_figures
+from localgen.conversation_turn import Turn
 from localgen.errors import UnbalancedQuoteError, UsageError
 from localgen.repl_input import history_path, unwrap_block, usage_error
 from localgen.repl_show import EMPTY_SYSTEM, stop_strings_line, system_prompt_line
@@ -113,10 +114,14 @@ def stats_command(state: ChatState, argument: str) -> None:
 
 def say_stats(session: ChatSession) -> None:
     """The last answer's figures, with the context the conversation uses (/stats, and after every answer); those
-    saved with it where it came with the conversation loaded."""
+    saved with it where it came with the conversation loaded; none where another model file than the one in use
+    gave them (the toolbar's rule), that model named."""
+    turns = session.conversation.turns
+    if turns and turns[-1].answer is not None and not session.figures_of_model_in_use():
+        console.say(f"no answer from the model in use yet: {_last_answer_by(turns[-1])}")
+        return
     last = session.last
     if last is None:
-        turns = session.conversation.turns
         answered = any(turn.answer is not None for turn in turns)
         if saved_figures(turns) is not None:
             console.say(f"the saved answer's figures (it came with the conversation loaded): {details_line(turns[-1])}")
@@ -127,6 +132,14 @@ def say_stats(session: ChatSession) -> None:
     used = session.context_used()
     context = None if used is None else (used, session.loaded.engine.n_ctx)
     console.say(console.format_stats(last, context=context))
+
+
+def _last_answer_by(turn: Turn) -> str:
+    """Which model gave an answer, in words, for /stats where it was not the model in use."""
+    details = turn.details
+    if details is None or details.model is None:
+        return "the last answer came from another model"
+    return f"the last answer came from {model_name(details.model)} (/stats shows the figures of this model's answers)"
 
 
 def last_decode_speed(session: ChatSession) -> float | None:
