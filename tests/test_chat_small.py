@@ -73,13 +73,15 @@ def _session(model: Path) -> ChatSession:
 
 def test_a_conversation_loaded_after_model_shows_the_speed_saved_with_it(tmp_path: Path, bundled_model: Path) -> None:
     """/model of another file hides the previous model's speed, whatever the models are named; a conversation loaded
-    then shows the one saved with its last answer (it was hidden where its model's name was not the one in use)."""
+    then shows the one saved with its last answer, and still after /model of the same file by another name (a link:
+    it was hidden after any /model)."""
     from localgen.chat_commands_settings import last_decode_speed
     from localgen.conversation import Conversation, Turn
     from localgen.conversation_turn import AnswerDetails
 
-    other = tmp_path / "other.gguf"
+    other, link = tmp_path / "other.gguf", tmp_path / "link.gguf"
     shutil.copyfile(bundled_model, other)
+    link.symlink_to(other)
     session = _session(bundled_model)
     try:
         for _ in session.ask("Name a fruit.")[1]:
@@ -92,6 +94,8 @@ def test_a_conversation_loaded_after_model_shows_the_speed_saved_with_it(tmp_pat
         loaded.turns.append(Turn("Name a fruit.", "A pear.", details=details))
         session.replace_conversation(loaded)
         assert last_decode_speed(session) == 57.3
+        session.switch_model(str(link))
+        assert last_decode_speed(session) == 57.3, "the same file's speed"
         session.switch_model(str(bundled_model))
         assert last_decode_speed(session) is None, "the speed saved with it came from the model in use then"
     finally:
