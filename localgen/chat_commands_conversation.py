@@ -238,7 +238,7 @@ def list_command(state: ChatState, argument: str) -> None:
     if not entries:
         console.say("no saved conversations")
         return
-    misnamed = sum(1 for name, _ in listing if not NAME_PATTERN.fullmatch(name))  # no command opens them
+    misnamed = _misnamed_files(listing)
     also = f" and {counted(misnamed, 'misnamed file')}" if misnamed else ""
     console.say(f"{counted(len(listing) - misnamed, 'saved conversation')}{also}, newest first:")
     for row in list_rows(entries, current, console.status_width()):
@@ -246,6 +246,15 @@ def list_command(state: ChatState, argument: str) -> None:
     older = len(listing) - len(entries)
     if older > 0:
         console.say(f"{counted(older, 'older one')} not shown (/list all lists every one)")
+
+
+def _misnamed_files(listing: list[tuple[str, float]]) -> int:
+    """How many files of a listing are misnamed, as their summaries judge them: regular files under a name no command
+    opens (a pipe under any name is a damaged conversation, as `conversations list` lists it)."""
+    from localgen.conversation_summary import summaries
+
+    misnamed = [entry for entry in listing if not NAME_PATTERN.fullmatch(entry[0])]
+    return sum(1 for summary in summaries(listing=misnamed) if summary.kept) if misnamed else 0
 
 
 def history_command(state: ChatState, argument: str) -> None:

@@ -3,6 +3,8 @@ misnamed files, the transcript's dim notes, the answer room's hint and the input
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 from pathlib import Path
 
@@ -32,6 +34,26 @@ def test_stats_after_model_names_the_model_that_gave_the_last_answer(tmp_path: P
         assert "tok/s" not in said, said
         chat.ask("Name another.")
         chat.command("/stats", "tok/s")
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
+
+
+def test_list_counts_a_pipe_under_a_misnamed_name_as_conversations_list_lists_it(tmp_path: Path) -> None:
+    """A pipe named `bad name.json` in the conversations folder is a damaged conversation to /list's heading, as its
+    row and `conversations list` say (the heading counted it among the misnamed files); a regular file so named is
+    misnamed."""
+    home = tmp_path / "home"
+    folder = home / "data" / "conversations"
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / "bad name.json")
+    (folder / "other name.json").write_text("{}")
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "5")
+    try:
+        said = chat.command_words("/list", "newest first:")
+        assert re.search(r"1\s+saved\s+conversation\s+and\s+1\s+misnamed\s+file,", said), said
+        rows = chat.transcript.getvalue().rpartition("newest first:")[2]
+        assert re.search(r"bad\s+name.*\(damaged:\s+not\s+a\s+file\)", rows), rows
         assert chat.quit() == 0
     finally:
         _stop(chat)
