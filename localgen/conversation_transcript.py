@@ -9,6 +9,7 @@ from collections.abc import Callable
 from localgen.control_chars import terminal_safe
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_summary import details_line
+from localgen.dim_style import dim_escapes
 from localgen.text_cut import character_count, cut_characters
 from localgen.units import counted, local_minute_of
 
@@ -58,8 +59,11 @@ def exchanges(turns: list[Turn], *, terminal: bool = False, dim: bool = False,
 
 
 def _aside(shown: Callable[[str], str], dim: bool) -> Callable[[str], str]:
-    """How a note about the saved text is set apart from it: dim, or in italics."""
-    return (lambda note: f"\x1b[2m{shown(note)}\x1b[22m") if dim else (lambda note: f"*{shown(note)}*")
+    """How a note about the saved text is set apart from it: dim (between dim_escapes'), or in italics."""
+    if not dim:
+        return lambda note: f"*{shown(note)}*"
+    start, end = dim_escapes()
+    return lambda note: f"{start}{shown(note)}{end}"
 
 
 def blank_answer(answer: str | None) -> str | None:

@@ -8,6 +8,8 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.test_repl import Chat
 
 
@@ -54,6 +56,28 @@ def test_list_counts_a_pipe_under_a_misnamed_name_as_conversations_list_lists_it
         assert re.search(r"1\s+saved\s+conversation\s+and\s+1\s+misnamed\s+file,", said), said
         rows = chat.transcript.getvalue().rpartition("newest first:")[2]
         assert re.search(r"bad\s+name.*\(damaged:\s+not\s+a\s+file\)", rows), rows
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
+
+
+@pytest.mark.parametrize("no_color", ["", "1"])
+def test_history_sets_an_answer_s_details_apart_as_the_one_dim_rule_says(tmp_path: Path, no_color: str,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """/history on a terminal writes an answer's details between the dim escapes the reading line's dim_escapes
+    gives (it ended them with its own escape), and with NO_COLOR in italics as `conversations show` does."""
+    from localgen import config
+    from localgen.dim_style import dim_escapes
+
+    monkeypatch.setenv("NO_COLOR", no_color)
+    monkeypatch.setattr(config, "_settings", None)  # NO_COLOR is read with the settings
+    start, end = dim_escapes() if not no_color else ("*", "*")
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "5")
+    try:
+        chat.ask("Name a fruit.")
+        chat.command("/history", "tok/s")
+        said = chat.transcript.getvalue().rpartition("/history")[2]
+        assert re.search(re.escape(start) + r"[^\x1b*]* tok/s[^\x1b*]*" + re.escape(end), said), repr(said)
         assert chat.quit() == 0
     finally:
         _stop(chat)

@@ -587,7 +587,7 @@ def test_show_on_a_terminal_dims_each_answer_s_details() -> None:
     _save("dim", Turn("Say hi.", "Hi!", details=AnswerDetails(finish_reason="stop", model="smollm2-135m",
                                                               completion_tokens=3, duration_s=0.2,
                                                               decode_tokens_per_s=70.0)))
-    for env, line in (({}, "\x1b[2msmollm2-135m · 3 tokens · 0.2 s · 70 tok/s\x1b[22m"),
+    for env, line in (({}, "\x1b[2msmollm2-135m · 3 tokens · 0.2 s · 70 tok/s\x1b[0m"),
                       ({"NO_COLOR": "1"}, "*smollm2-135m · 3 tokens · 0.2 s · 70 tok/s*")):
         child = spawn_localgen("conversations", "show", "dim", env={**os.environ, **env}, encoding="utf-8",
                                timeout=60)
@@ -611,5 +611,5 @@ def test_show_marks_an_answer_with_no_text_instead_of_leaving_a_blank() -> None:
     child = spawn_localgen("conversations", "show", "blank", env=colour, encoding="utf-8", timeout=60)
     child.expect(pexpect.EOF)
     child.close()
-    assert child.exitstatus == 0 and "## assistant\r\n\r\n\x1b[2m(empty answer)\x1b[22m\r\n" in child.before, \
+    assert child.exitstatus == 0 and "## assistant\r\n\r\n\x1b[2m(empty answer)\x1b[0m\r\n" in child.before, \
         repr(child.before)

@@ -48,7 +48,7 @@ def test_show_with_no_color_set_empty_dims_an_answer_s_details_as_unset() -> Non
     conversation = Conversation(name="dim", turns=[Turn("Say hi.", "Hi!", details=details)], model="smollm2-135m")
     save_conversation(conversation)
     let_go(conversation)
-    for value, line in (("", "\x1b[2msmollm2-135m · 3 tokens · 0.2 s · 70 tok/s\x1b[22m"),
+    for value, line in (("", "\x1b[2msmollm2-135m · 3 tokens · 0.2 s · 70 tok/s\x1b[0m"),
                         ("yes", "*smollm2-135m · 3 tokens · 0.2 s · 70 tok/s*")):
         child = spawn_localgen("conversations", "show", "dim", env={**os.environ, "NO_COLOR": value, "TERM": "xterm"},
                                encoding="utf-8", timeout=60)
