@@ -110,11 +110,12 @@ def check_answer_room(loaded: LoadedModel, tokens: int, answer_tokens: int | Non
 
 
 def answer_room_warning(loaded: LoadedModel, tokens: int, answer_tokens: int | None, *, limit_source: str,
-                        made_of: str = "") -> str | None:
+                        made_of: str = "", restart: Callable[[int], str] | None = None) -> str | None:
     """The warning for a prompt of tokens that leaves the loaded context room for fewer than the answer_tokens asked
     for (limit_source: where that limit came from): the tokens it has room for, and the --ctx-size that holds them
-    all; None where they fit, or no limit was given. A prompt that leaves no room at all is refused, as the answer
-    would be (check_answer_room)."""
+    all (restart, in a chat: the context of that size, and how the chat is started again with it); None where they
+    fit, or no limit was given. A prompt that leaves no room at all is refused, as the answer would be
+    (check_answer_room)."""
     if answer_tokens is None:
         return None
     check_answer_room(loaded, tokens, answer_tokens, limit_source=limit_source, made_of=made_of)
@@ -123,9 +124,12 @@ def answer_room_warning(loaded: LoadedModel, tokens: int, answer_tokens: int | N
         return None
     asked = f"the {counted(answer_tokens, 'token')} asked for ({limit_source})"
     size, room = _larger_context(tokens, answer_tokens, engine.n_ctx_train)
+    context = f"--ctx-size {size}" if restart is None else f"a context of {size:,}"
     larger = "this model takes no larger context" if engine.n_ctx >= size else \
-        f"--ctx-size {size} or more holds them all" if room == answer_tokens else \
-        f"--ctx-size {size}, the most this model takes, leaves room for {room:,}"
+        f"{context} or more holds them all" if room == answer_tokens else \
+        f"{context}, the most this model takes, leaves room for {room:,}"
+    if restart is not None and engine.n_ctx < size:
+        larger += f": {restart(size)}"
     return f"the prompt takes {tokens:,} of the context's {engine.n_ctx:,} tokens, which leaves room for " \
            f"{engine.n_ctx - tokens + 1:,} of {asked}, so the answer may end early: {larger}"
 

@@ -59,7 +59,9 @@ class ContextRoom:
         if limit is None or self._room_warned == (n_ctx, limit):
             return None
         try:
-            warning = answer_room_warning(self.loaded, prompt_tokens, limit, limit_source=self.limit_source())
+            restart = (lambda size: restart_command(self.conversation, size)) if self.in_chat else None
+            warning = answer_room_warning(self.loaded, prompt_tokens, limit, limit_source=self.limit_source(),
+                                          restart=restart)
         except ContextOverflowError:  # no room at all: the answer says so
             return None
         self._room_warning_said = None if warning is None else (n_ctx, limit)
@@ -105,7 +107,8 @@ class ContextRoom:
         if prompt_tokens is not None and counted:
             needed = next(n for n in itertools.count(prompt_tokens) if self._budget_at(n) >= prompt_tokens)
         if self.in_chat:
-            return f"{_restart_command(self.conversation, needed)} ({now})"
+            context = "a larger context" if needed is None else f"a context of {needed:,} or more"
+            return f"{context}: {restart_command(self.conversation, needed)} ({now})"
         return f"a larger --ctx-size ({now})" if needed is None else f"--ctx-size {needed} or more ({now})"
 
     def _system_room(self, text: str | None) -> tuple[str, int | None] | None:
@@ -255,14 +258,14 @@ class ContextRoom:
         conversation.context_start = min(conversation.context_start, held)
 
 
-def _restart_command(conversation: Conversation, needed: int | None) -> str:
-    """A larger context for a chat, which takes one as it starts: the command that goes on with its conversation (as
-    the chat's closing note gives it) with one of needed tokens (None: not counted), or where the conversation is not
-    saved, that starts a chat of its model with one."""
+def restart_command(conversation: Conversation, needed: int | None) -> str:
+    """How a chat, which takes its context as it starts, gets a larger one: /exit, then the command that goes on with
+    its conversation (as the chat's closing note gives it) with one of needed tokens (None: not counted), or where
+    the conversation is not saved, that starts a chat of its model with one."""
     size = "SIZE" if needed is None else str(needed)
     if conversation.on_disk:
         command = f"localgen chat --resume {shlex.quote(conversation.name)} -c {size}"
     else:
         model = f" -m {shlex.quote(conversation.model)}" if conversation.model else ""
         command = f"localgen chat{model} -c {size}"
-    return f"{'a larger context' if needed is None else f'a context of {needed:,} or more'}: /exit, then `{command}`"
+    return f"/exit, then `{command}`"
