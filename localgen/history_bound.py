@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import mmap
 import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from localgen.errors import LocalgenError
 from localgen.file_locks import locked_descriptor
@@ -91,7 +93,8 @@ def check_and_trim_history(path: Path) -> str | None:
     """Check the history file at path (a link's target) under its lock, so that no line another chat is appending is
     seen half-written, and keep it to its newest entries (newest_entries) once it holds TRIM_ABOVE of a bound; where
     it is damaged (history_damage), move it aside (to its name with DAMAGED_SUFFIX) and return why. Only the file's
-    last READ_BYTES are read, whatever its size: what is before them the trim drops. One that cannot be trimmed now
+    last READ_BYTES are read, whatever its size: what is before them the trim drops, but for the newest entry where it
+    is longer (a large paste), kept alone, mapped, not read into memory. One that cannot be trimmed now
     (a full disk, another chat's line appended meanwhile) is left whole, to be trimmed next time."""
     target = Path(os.path.realpath(path))
     remove_leftover_temp_files(target.parent, re.escape(target.name))  # a trim killed part way
@@ -105,17 +108,47 @@ def check_and_trim_history(path: Path) -> str | None:
         if damage is not None:
             os.replace(path, path.with_name(path.name + DAMAGED_SUFFIX))
             return damage if read_whole else f"{damage} (counted in its last {READ_BYTES:,} bytes)"
-        kept = _kept_part(data, read_whole)
-        if kept is None:
+        if read_whole or b"\n#" in data:
+            kept = _kept_part(data, read_whole)
+            if kept is not None:
+                _write_trimmed(target, kept, before)
             return None
-        try:
-            # a line another chat appends meanwhile (without the lock, or past LOCK_WAIT_S) leaves the file as it is;
-            # one it appends between that check and the rename (microseconds) goes into the old file and is lost: only
-            # the lock, which that chat gave up waiting for, closes that window
-            atomic_write_bytes(target, kept, replace_if=lambda: _same_file(target.stat(), before))
-        except (OSError, LocalgenError) as exc:
-            log.debug("the input history %s was not trimmed: %s", target, exc)
+        with open(target, "rb") as file, _newest_entry_mapped(file) as newest_alone:  # longer than what is read
+            if newest_alone is not None:
+                _write_trimmed(target, newest_alone, before)
     return None
+
+
+def _write_trimmed(target: Path, kept: bytes | memoryview, before: os.stat_result) -> None:
+    """Put the trimmed history kept in the place of the file at target, where it is still as it was (before)."""
+    try:
+        # a line another chat appends meanwhile (without the lock, or past LOCK_WAIT_S) leaves the file as it is;
+        # one it appends between that check and the rename (microseconds) goes into the old file and is lost: only
+        # the lock, which that chat gave up waiting for, closes that window
+        atomic_write_bytes(target, kept, replace_if=lambda: _same_file(target.stat(), before))
+    except (OSError, LocalgenError) as exc:
+        log.debug("the input history %s was not trimmed: %s", target, exc)
+
+
+@contextlib.contextmanager
+def _newest_entry_mapped(file: BinaryIO) -> Iterator[memoryview | None]:
+    """The newest entry of the history file open as file, alone, mapped from the file, not read into memory (one
+    pasted in may be of any size), for a trim that drops the entries before it; None where it is the whole file, or
+    the file cannot be mapped."""
+    try:
+        mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError) as exc:  # a file system that maps no files: left whole
+        log.debug("the input history was not mapped to be trimmed: %s", exc)
+        yield None
+        return
+    with mapped, memoryview(mapped) as whole:
+        start = mapped.rfind(b"\n#")  # a header's line: each line of an entry's text starts with '+'
+        newest = whole[start:] if start > 0 else None
+        try:
+            yield newest
+        finally:
+            if newest is not None:
+                newest.release()
 
 
 def _kept_part(data: bytes, read_whole: bool) -> bytes | None:

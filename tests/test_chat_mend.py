@@ -103,3 +103,25 @@ def test_the_answer_room_warning_gives_a_larger_context_as_the_chat_s_other_hint
         assert chat.quit() == 0
     finally:
         _stop(chat)
+
+
+def test_a_history_whose_newest_entry_is_longer_than_a_trim_reads_keeps_that_entry_alone(tmp_path: Path) -> None:
+    """A history whose newest entry alone (a 20 MB paste) is longer than a trim reads keeps that entry alone as a chat
+    starts, the entries before it dropped (it was never trimmed: no entry began in the bytes read), and the line sent
+    then after it."""
+    from localgen.history_bound import READ_BYTES
+
+    home = tmp_path / "home"
+    history = home / "data" / "history"
+    history.parent.mkdir(parents=True)
+    line = "+" + "pasted text " * 8 + "\n"
+    paste = "\n# 2026-01-01 10:00:01\n" + line * (READ_BYTES // len(line) + 10_000)
+    history.write_text("".join(f"\n# 2026-01-01 10:00:00\n+old {i}\n" for i in range(100)) + paste)
+    chat = Chat(home, "--no-markdown")
+    try:
+        chat.command("/wrap", "answers' lines")
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
+    data = history.read_text()
+    assert data.startswith(paste) and data[len(paste):].endswith("\n+/wrap\n"), data[len(paste):]
