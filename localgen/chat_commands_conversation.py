@@ -17,7 +17,7 @@ from localgen.conversation_names import NAME_PATTERN, NEW_NAME_HINT, check_name,
 from localgen.conversation_store import MissingConversationError, let_go, load_conversation, saved_path
 from localgen.conversation_summary import name_like_saved
 from localgen.conversation_transcript import exchanges, shortened
-from localgen.errors import UsageError
+from localgen.errors import ContextSizeError, UsageError
 from localgen.inputs import InputFile, attachment_text, refuse_special_file
 from localgen.model_switch import AlreadyLoaded
 from localgen.registry import reads_as_a_model
@@ -26,6 +26,7 @@ from localgen.repl_state import ChatState
 from localgen.repl_text import brief, exchanges_in_context, gist, list_rows, same_answer_note, what_reset_kept
 from localgen.runner import LoadedModel
 from localgen.session import ChatSession
+from localgen.session_room import restart_command
 from localgen.shell_words import one_argument
 from localgen.stopping import escaped
 from localgen.think_switch import CHAT_HINT, think_problem
@@ -314,6 +315,9 @@ def model_command(state: ChatState, argument: str) -> None:
         console.say(f"{session.loaded.resolved.display_name} is already loaded: nothing changed (/model REF switches "
                     "to another model)")
         return
+    except ContextSizeError as exc:  # the context the chat started with: a chat started again takes another
+        command = restart_command(session.conversation, exc.maximum, model=reference)
+        raise exc.with_hint(f"a context of {exc.maximum:,} or less: {command}") from None
     except KeyboardInterrupt:
         now = session.loaded
         console.say(_switch_interrupted(now) if now.engine.is_open and now.resolved != previous.resolved else

@@ -258,14 +258,15 @@ class ContextRoom:
         conversation.context_start = min(conversation.context_start, held)
 
 
-def restart_command(conversation: Conversation, needed: int | None) -> str:
-    """How a chat, which takes its context as it starts, gets a larger one: /exit, then the command that goes on with
+def restart_command(conversation: Conversation, needed: int | None, *, model: str | None = None) -> str:
+    """How a chat, which takes its context as it starts, gets another one: /exit, then the command that goes on with
     its conversation (as the chat's closing note gives it) with one of needed tokens (None: not counted), or where
-    the conversation is not saved, that starts a chat of its model with one."""
+    the conversation is not saved, that starts a chat of its model with one (model: of that model instead)."""
     size = "SIZE" if needed is None else str(needed)
     if conversation.on_disk:
-        command = f"localgen chat --resume {shlex.quote(conversation.name)} -c {size}"
+        other = f" -m {shlex.quote(model)}" if model else ""
+        command = f"localgen chat --resume {shlex.quote(conversation.name)}{other} -c {size}"
     else:
-        model = f" -m {shlex.quote(conversation.model)}" if conversation.model else ""
-        command = f"localgen chat{model} -c {size}"
+        model = model or conversation.model
+        command = f"localgen chat{f' -m {shlex.quote(model)}' if model else ''} -c {size}"
     return f"/exit, then `{command}`"

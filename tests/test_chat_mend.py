@@ -125,3 +125,24 @@ def test_a_history_whose_newest_entry_is_longer_than_a_trim_reads_keeps_that_ent
         _stop(chat)
     data = history.read_text()
     assert data.startswith(paste) and data[len(paste):].endswith("\n+/wrap\n"), data[len(paste):]
+
+
+def test_model_beyond_the_chat_s_context_is_hinted_the_chat_that_takes_a_smaller_one(tmp_path: Path,
+                                                                                     bundled_model: Path) -> None:
+    """/model of a model whose largest context is smaller than the chat's gives, as the chat's other context hints do,
+    the context that fits and the command that goes on with the conversation on that model with it (it said to use
+    --ctx-size, an option a chat takes only as it starts); the model in use stays."""
+    from tests.gguf_builders import copy_with_metadata
+
+    small = tmp_path / "small.gguf"
+    copy_with_metadata(bundled_model, small, set_values={"llama.context_length": 1024})
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "3", "-c", "4096")
+    try:
+        name = chat.ask("Hi")["name"]
+        said = " ".join(chat.command_words(f"/model {small}", "-c 1024`)").split())
+        assert f"(hint: a context of 1,024 or less: /exit, then `localgen chat --resume {name} -m {small} -c 1024`)" \
+            in said, said
+        chat.command("/model", "using smollm2-135m")
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
