@@ -94,8 +94,8 @@ def check_and_trim_history(path: Path) -> str | None:
     seen half-written, and keep it to its newest entries (newest_entries) once it holds TRIM_ABOVE of a bound; where
     it is damaged (history_damage), move it aside (to its name with DAMAGED_SUFFIX) and return why. Only the file's
     last READ_BYTES are read, whatever its size: what is before them the trim drops, but for the newest entry where it
-    is longer (a large paste), kept alone, mapped, not read into memory. One that cannot be trimmed now
-    (a full disk, another chat's line appended meanwhile) is left whole, to be trimmed next time."""
+    is longer (a large paste), kept alone, mapped, not read into memory. One that cannot be trimmed now (a full disk,
+    another chat's line appended meanwhile) is left whole, to be trimmed next time."""
     target = Path(os.path.realpath(path))
     remove_leftover_temp_files(target.parent, re.escape(target.name))  # a trim killed part way
     with history_lock(target):
