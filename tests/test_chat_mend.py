@@ -1,5 +1,6 @@
 """The chat's small mends, in a real pseudo-terminal on the bundled model: /stats after /model, /list's count of
-misnamed files, the transcript's dim notes, the answer room's hint and the input history's trim of a huge entry."""
+misnamed files, the transcript's dim notes, the context hints of the answer's room and of /model, and the input
+history's trim of a huge entry."""
 
 from __future__ import annotations
 
