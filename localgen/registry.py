@@ -342,13 +342,17 @@ def load_registry(user_file: Path | None = None) -> Registry:
 
 def user_file_text(user_file: Path) -> str | None:
     """The text of the user's models.toml; None when there is none (a link to nothing, or no file, is an error)."""
-    if user_file.is_symlink() and not user_file.exists():
-        raise ConfigError(f"{user_file}: a link to {os.readlink(user_file)}, which is not there",
-                          hint="point the link at your models.toml, or remove it")
-    if user_file.exists() and not user_file.is_file():
-        raise ConfigError(f"{user_file}: not a file", hint="models.toml must be a TOML file; remove or rename this")
-    if not user_file.is_file():
-        return None
+    try:
+        if user_file.is_symlink() and not user_file.exists():
+            raise ConfigError(f"{user_file}: a link to {os.readlink(user_file)}, which is not there",
+                              hint="point the link at your models.toml, or remove it")
+        if user_file.exists() and not user_file.is_file():
+            raise ConfigError(f"{user_file}: not a file", hint="models.toml must be a TOML file; remove or rename this")
+        if not user_file.is_file():
+            return None
+    except OSError as exc:  # a folder above it that may not be entered: whether it is there cannot be told
+        raise ConfigError(f"{user_file}: cannot be read ({os_reason(exc)})",
+                          hint="check the permissions of its folder and those above it") from exc
     try:
         return user_file.read_text(encoding="utf-8-sig")  # a byte order mark, as Windows editors write it
     except UnicodeDecodeError as exc:

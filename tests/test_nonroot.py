@@ -1,0 +1,62 @@
+"""localgen where file permissions bind: folders and files of its own that may not be read, entered or written.
+
+As root, permissions never bind, so the command runs as root without its capabilities (setpriv), which file
+permissions bind as they bind any other user (uid 65534 could not reach an interpreter installed under /root);
+as another user, it runs as that user.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+
+def unprivileged(command: list[str]) -> list[str]:
+    """command, run where file permissions bind: as is for a user other than root, else under setpriv without
+    any capability (skipped where setpriv is not installed)."""
+    if os.geteuid() != 0:
+        return command
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv is not installed: as root, file permissions never bind")
+    return ["setpriv", "--inh-caps=-all", "--bounding-set=-all", *command]
+
+
+def run_unprivileged(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`python -m localgen ARGS` offline with LOCALGEN_HOME home, where file permissions bind."""
+    full_env = {**os.environ, "LOCALGEN_HOME": str(home), "LOCALGEN_OFFLINE": "1", **env}
+    return subprocess.run(unprivileged([sys.executable, "-m", "localgen", *args]), env=full_env, text=True,
+                          capture_output=True, timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+
+
+def test_permissions_bind_on_the_command(tmp_path: Path) -> None:
+    """The commands these tests run cannot read a file its mode forbids them (else no test here could fail)."""
+    secret = tmp_path / "secret"
+    secret.write_text("x")
+    secret.chmod(0)
+    done = subprocess.run(unprivileged([sys.executable, "-c", f"open({str(secret)!r})"]), capture_output=True,
+                          text=True, timeout=60)
+    assert "PermissionError" in done.stderr
+
+
+def test_config_folder_that_cannot_be_entered_is_said_not_an_internal_error(tmp_path: Path) -> None:
+    """A config folder that may not be entered: its models.toml cannot be read, said so, where whether it was there
+    was an internal error (PermissionError)."""
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "models.toml").write_text("")
+    config.chmod(0)
+    try:
+        done = run_unprivileged(tmp_path, "models")
+    finally:
+        config.chmod(0o755)
+    assert done.returncode == 1
+    assert f"{config / 'models.toml'}: cannot be read (Permission denied)" in done.stderr
+    assert "check the permissions of its folder" in done.stderr
+    assert "internal error" not in done.stderr
