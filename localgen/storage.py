@@ -179,10 +179,13 @@ def _remove_if_left(path: Path, *, by_lock: bool = True) -> None:
 def file_in_the_way(folder: Path) -> Path | None:
     """The file (or dangling link) that stands where folder, or a folder above it, should be; None where none does."""
     for candidate in (folder, *folder.parents):
-        if candidate.is_dir():
-            return None
-        if candidate.exists() or candidate.is_symlink():
-            return candidate
+        try:
+            if candidate.is_dir():
+                return None
+            if candidate.exists() or candidate.is_symlink():
+                return candidate
+        except OSError:  # under a folder that may not be entered: the one above says what is there
+            continue
     return None
 
 

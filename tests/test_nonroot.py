@@ -13,9 +13,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pexpect
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tests.test_repl import TIMEOUT, _env
+
+COLUMNS = 400  # a chat's terminal as wide as a path under pytest's temporary folder, and its warning, on a line
 
 
 def unprivileged(command: list[str]) -> list[str]:
@@ -33,6 +37,14 @@ def run_unprivileged(home: Path, *args: str, **env: str) -> subprocess.Completed
     full_env = {**os.environ, "LOCALGEN_HOME": str(home), "LOCALGEN_OFFLINE": "1", **env}
     return subprocess.run(unprivileged([sys.executable, "-m", "localgen", *args]), env=full_env, text=True,
                           capture_output=True, timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+
+
+def spawn_unprivileged_chat(home: Path, *args: str) -> pexpect.spawn:
+    """`localgen chat ARGS` offline in a pty with LOCALGEN_HOME home, where file permissions bind."""
+    command = unprivileged([sys.executable, "-m", "localgen", "chat", *args])
+    env = {**_env(home, columns=COLUMNS), "LOCALGEN_OFFLINE": "1"}
+    return pexpect.spawn(command[0], command[1:], env=env, cwd=str(REPO_ROOT), encoding="utf-8",
+                         codec_errors="replace", timeout=TIMEOUT, dimensions=(30, COLUMNS))
 
 
 def test_permissions_bind_on_the_command(tmp_path: Path) -> None:
@@ -60,3 +72,24 @@ def test_config_folder_that_cannot_be_entered_is_said_not_an_internal_error(tmp_
     assert f"{config / 'models.toml'}: cannot be read (Permission denied)" in done.stderr
     assert "check the permissions of its folder" in done.stderr
     assert "internal error" not in done.stderr
+
+
+def test_chat_whose_data_folder_cannot_be_entered_says_at_its_start_it_cannot_be_saved(tmp_path: Path) -> None:
+    """A data folder that may not be entered: the chat starts, saying it cannot be saved and why, where its start
+    was an internal error (PermissionError) looking for a file in the way of the conversations folder."""
+    data = tmp_path / "data"
+    data.mkdir()
+    data.chmod(0)
+    try:
+        chat = spawn_unprivileged_chat(tmp_path, "-n", "4")
+        said = chat.expect_exact(["this chat cannot be saved", "internal error"])
+        chat.expect_exact("Ctrl-D to quit")
+        warning = chat.before
+        chat.sendcontrol("d")
+        chat.expect(pexpect.EOF)
+        chat.close()
+    finally:
+        data.chmod(0o755)
+    assert said == 0, warning
+    assert f": could not create {data / 'conversations'}: Permission denied" in warning
+    assert chat.exitstatus == 0
