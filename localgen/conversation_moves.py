@@ -17,6 +17,7 @@ from localgen.conversation_store import (
     let_go,
     missing_error,
     read_conversation,
+    saved_file_there,
     saved_path,
     write_conversation,
 )
@@ -112,7 +113,7 @@ def saved_paths(names: list[str]) -> list[Path]:
     other command takes: all can be deleted), or the error for the first name that is none."""
     paths = [listed_entry(name) or saved_path(name) for name in names]
     for name, path in zip(names, paths, strict=True):
-        if not os.path.lexists(path):
+        if not saved_file_there(path):
             raise missing_error(name, True)
         if path.is_dir():
             raise LocalgenError(f"{path} is a folder, not a saved conversation", hint="remove it yourself")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import errno
 import json
 import os
 import stat
@@ -261,7 +262,7 @@ def load_or_start(name: str) -> Conversation:
     (two runs starting the same new conversation: the second is told it is busy, rather than saving elsewhere)."""
     name = given_name(name)
     folder, path = conversations_dir(), saved_path(name)
-    if not os.path.lexists(path):  # a dangling link is there too: never saved over under another name
+    if not saved_file_there(path):  # a dangling link is there too: never saved over under another name
         hold(folder, name, hint="wait for it to finish, or use another name")
         if not os.path.lexists(path):  # (unless the holder before us finished and saved it meanwhile)
             return Conversation(name=name)
@@ -314,6 +315,18 @@ def saved_path(name: str) -> Path:
     return conversations_dir() / f"{check_name(name)}.json"
 
 
+def saved_file_there(path: Path) -> bool:
+    """Whether anything (a dangling link too) is at a saved conversation's path; where the conversations folder may
+    not be entered, an error that says so, not that nothing is saved there."""
+    try:
+        os.lstat(path)
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise read_failure(path, exc, hint="check the permissions of its folder and those above it") from exc
+        return False
+    return True
+
+
 def missing_error(name: str, shell: bool) -> MissingConversationError:
     """The error for a conversation name with nothing saved under it (and why, where a file or a link to something
     not there stands in the place of the conversations folder)."""
@@ -338,7 +351,7 @@ def _close_names(name: str) -> list[str]:
 def _refuse_other_than_a_file(path: Path, name: str, shell: bool) -> None:
     """Refuse a saved conversation's path that holds no file: nothing at all, or a folder, a dangling link, a pipe
     (named the same way wherever a conversation is read)."""
-    if not os.path.lexists(path):
+    if not saved_file_there(path):
         raise missing_error(name, shell)
     if not path.is_file():
         target = missing_target(path)

@@ -93,3 +93,24 @@ def test_chat_whose_data_folder_cannot_be_entered_says_at_its_start_it_cannot_be
     assert said == 0, warning
     assert f": could not create {data / 'conversations'}: Permission denied" in warning
     assert chat.exitstatus == 0
+
+
+def test_conversation_in_a_folder_that_cannot_be_entered_is_said_unreadable_not_missing(tmp_path: Path) -> None:
+    """A conversations folder that may not be entered: show, rm and --conversation say its file cannot be read
+    (Permission denied), where show and rm said no conversation of that name was saved and --conversation went on to
+    start it, failing to make its lock."""
+    folder = tmp_path / "data" / "conversations"
+    folder.mkdir(parents=True)
+    (folder / "notes.json").write_text("{}")
+    folder.chmod(0)
+    try:
+        done = [run_unprivileged(tmp_path, "conversations", "show", "notes"),
+                run_unprivileged(tmp_path, "conversations", "rm", "--yes", "notes"),
+                run_unprivileged(tmp_path, "run", "--conversation", "notes", "-n", "1", "Hi")]
+    finally:
+        folder.chmod(0o700)
+    for command in done:
+        assert command.returncode == 1, command.stderr
+        assert f"cannot read {folder / 'notes.json'}: Permission denied" in command.stderr
+        assert "check the permissions of its folder" in command.stderr
+    assert (folder / "notes.json").read_text() == "{}"
