@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from localgen import console
-from localgen.errors import GGUFError, HubError, LocalgenError
+from localgen.errors import GGUFError, GGUFUnreadableError, HubError, LocalgenError
 from localgen.hub_cache import record_sha256
 from localgen.hub_entry_data import discard_cached_file, linked_file_named
 from localgen.hub_settings import hub_endpoint
@@ -146,6 +146,8 @@ def _check_usable(path: Path, f: HubFile) -> None:
 
     try:
         read_gguf(path, require_architecture=(f.shard_index or 1) == 1)
+    except GGUFUnreadableError:  # (not read, so nothing is known of what it holds: it stays verified)
+        raise
     except GGUFError as exc:
         forget_verified(path)
         raise GGUFError(exc.message, hint=f"the file matches the Hub's checksum, so {HUB_COPY_HINT}") from None

@@ -17,6 +17,7 @@ import pexpect
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tests.hub_server import HubServer, make_gguf_bytes, run_cli
 from tests.test_repl import TIMEOUT, _env
 
 COLUMNS = 400  # a chat's terminal as wide as a path under pytest's temporary folder, and its warning, on a line
@@ -34,8 +35,12 @@ def unprivileged(command: list[str]) -> list[str]:
 
 def run_unprivileged(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """`python -m localgen ARGS` offline with LOCALGEN_HOME home, where file permissions bind."""
-    full_env = {**os.environ, "LOCALGEN_HOME": str(home), "LOCALGEN_OFFLINE": "1", **env}
-    return subprocess.run(unprivileged([sys.executable, "-m", "localgen", *args]), env=full_env, text=True,
+    return run_unprivileged_in({**os.environ, "LOCALGEN_HOME": str(home), "LOCALGEN_OFFLINE": "1", **env}, *args)
+
+
+def run_unprivileged_in(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m localgen ARGS` with env as its whole environment, where file permissions bind."""
+    return subprocess.run(unprivileged([sys.executable, "-m", "localgen", *args]), env=env, text=True,
                           capture_output=True, timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
 
 
@@ -114,3 +119,25 @@ def test_conversation_in_a_folder_that_cannot_be_entered_is_said_unreadable_not_
         assert f"cannot read {folder / 'notes.json'}: Permission denied" in command.stderr
         assert "check the permissions of its folder" in command.stderr
     assert (folder / "notes.json").read_text() == "{}"
+
+
+def test_pull_of_a_download_that_cannot_be_read_says_so_and_keeps_it_verified(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """Pulling again a verified download its mode forbids reading: it cannot be read (Permission denied), where the
+    hint said the Hub's own file is damaged and downloading it again would not help, and the download stays verified
+    for when it can be read again."""
+    server, env = hub
+    server.add_repo("acme/Tiny-GGUF", {"tiny.Q8_0.gguf": make_gguf_bytes("q8")})
+    first = run_cli(env, "pull", "acme/Tiny-GGUF:Q8_0")
+    assert first.returncode == 0, first.stderr
+    blob = Path(first.stdout.strip()).resolve()
+    blob.chmod(0)
+    try:
+        again = run_unprivileged_in(env, "pull", "acme/Tiny-GGUF:Q8_0")
+    finally:
+        blob.chmod(0o644)
+    assert again.returncode == 1
+    assert "tiny.Q8_0.gguf: cannot be read (Permission denied)" in again.stderr
+    assert "Hub's checksum" not in again.stderr
+    listed = run_cli(env, "models")
+    assert "\thub\t" in listed.stdout and "unverified" not in listed.stdout
