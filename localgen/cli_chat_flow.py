@@ -212,11 +212,11 @@ def _resumed(resume: str | None) -> Continued | None:
 
 def _warn_if_unsaveable() -> bool:
     """Say at the start, not at the first save, that the conversations folder cannot be made (a file stands in its
-    way, a read-only or virtual file system); whether it said so."""
+    way, a read-only or virtual file system) or written to (another user's); whether it said so."""
     from localgen import console
     from localgen.conversation_store import conversations_dir
     from localgen.errors import LocalgenError
-    from localgen.storage import file_in_the_way, in_the_way, make_folder
+    from localgen.storage import check_writable, file_in_the_way, in_the_way, make_folder
 
     blocker = file_in_the_way(conversations_dir())
     if blocker is not None:
@@ -225,6 +225,7 @@ def _warn_if_unsaveable() -> bool:
         return True
     try:
         make_folder(conversations_dir(), mode=0o700)  # made now, private, as the first answer would make it
+        check_writable(conversations_dir())  # another user's, or on a file system mounted read-only
     except LocalgenError as exc:
         console.warn(f"this chat cannot be saved: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
         return True

@@ -9,6 +9,7 @@ import os
 import re
 import secrets
 import stat
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -209,6 +210,17 @@ def make_folder(folder: Path, *, mode: int = 0o777) -> None:
             raise LocalgenError(f"could not create {folder}: {what}", hint=hint) from exc
         raise LocalgenError(f"could not create {folder}: {os_reason(exc)}",
                             hint=unwritable_hint(exc, folder)) from exc
+
+
+def check_writable(folder: Path) -> None:
+    """Raise a LocalgenError where no file can be made in folder (its permissions, a read-only file system); the
+    test file made leaves no name behind where the file system allows (O_TMPFILE)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise LocalgenError(f"cannot write to {folder}: {os_reason(exc)}",
+                            hint=unwritable_hint(exc, folder, "check the permissions of that folder")) from exc
 
 
 def unwritable_hint(exc: OSError, folder: Path, otherwise: str = "check free disk space and permissions", *,

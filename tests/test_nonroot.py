@@ -141,3 +141,25 @@ def test_pull_of_a_download_that_cannot_be_read_says_so_and_keeps_it_verified(
     assert "Hub's checksum" not in again.stderr
     listed = run_cli(env, "models")
     assert "\thub\t" in listed.stdout and "unverified" not in listed.stdout
+
+
+def test_chat_whose_conversations_folder_cannot_be_written_to_says_so_at_its_start(tmp_path: Path) -> None:
+    """A conversations folder there but not writable (another user's, say): the chat says at its start that it
+    cannot be saved, and why, where it said nothing until its first answer's save failed."""
+    folder = tmp_path / "data" / "conversations"
+    folder.mkdir(parents=True)
+    folder.chmod(0o555)
+    try:
+        chat = spawn_unprivileged_chat(tmp_path, "-n", "4")
+        said = chat.expect_exact(["this chat cannot be saved", "Ctrl-D to quit"])
+        chat.expect_exact("Ctrl-D to quit" if said == 0 else "\n")
+        warning = chat.before
+        chat.sendcontrol("d")
+        chat.expect(pexpect.EOF)
+        chat.close()
+    finally:
+        folder.chmod(0o700)
+    assert said == 0, "the start said nothing"
+    assert f": cannot write to {folder}: Permission denied (check the permissions of that folder)" in warning
+    assert chat.exitstatus == 0
+    assert not list(folder.iterdir()), "the check left nothing behind"
