@@ -52,9 +52,26 @@ def open_conversation(name: str | None) -> Continued:
         raise _busy_for_a_run(exc) from None
     except DamagedConversationError as exc:
         raise exc.left_untouched("--conversation NAME") from None
+    _check_saveable(conversation)
     if not conversation.on_disk:
         _warn_if_mistyped(conversation.name)
     return Continued(conversation)
+
+
+def _check_saveable(conversation: Conversation) -> None:
+    """Refuse, before the model loads and any input is waited for, a conversation whose folder cannot be written to
+    (another user's, a read-only mount), where its answer could not be saved (one saved through a link of its name
+    is saved where that leads)."""
+    from localgen.conversation_store import conversations_dir, saved_path
+    from localgen.storage import check_writable
+
+    if saved_path(conversation.name).is_symlink():
+        return
+    try:
+        check_writable(conversations_dir())
+    except LocalgenError as exc:
+        raise LocalgenError(f"conversation '{conversation.name}' cannot be saved: {exc.message}",
+                            hint=exc.hint) from exc
 
 
 def _busy_for_a_run(exc: ConversationBusyError) -> ConversationBusyError:

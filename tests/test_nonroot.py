@@ -16,7 +16,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, run_localgen
 from tests.hub_server import HubServer, make_gguf_bytes, run_cli
 from tests.test_repl import TIMEOUT, _env
 
@@ -163,3 +163,22 @@ def test_chat_whose_conversations_folder_cannot_be_written_to_says_so_at_its_sta
     assert f": cannot write to {folder}: Permission denied (check the permissions of that folder)" in warning
     assert chat.exitstatus == 0
     assert not list(folder.iterdir()), "the check left nothing behind"
+
+
+def test_run_continuing_a_conversation_its_folder_cannot_save_is_refused_before_it_answers(tmp_path: Path) -> None:
+    """run --conversation NAME whose folder cannot be written to (another user's, say): refused before the model
+    loads, naming the folder, where it answered and then failed to save the exchange."""
+    env = {"LOCALGEN_HOME": str(tmp_path), "LOCALGEN_OFFLINE": "1"}
+    started = run_localgen("run", "--conversation", "notes", "-n", "2", "--temperature", "0", "Hi", env=env)
+    assert started.returncode == 0, started.err
+    folder = tmp_path / "data" / "conversations"
+    saved = (folder / "notes.json").read_bytes()
+    folder.chmod(0o555)
+    try:
+        again = run_unprivileged(tmp_path, "run", "--conversation", "notes", "-n", "2", "--temperature", "0", "Hi")
+    finally:
+        folder.chmod(0o700)
+    assert again.returncode == 1
+    assert again.stdout == "", "no answer that could not be saved"
+    assert f"conversation 'notes' cannot be saved: cannot write to {folder}: Permission denied" in again.stderr
+    assert (folder / "notes.json").read_bytes() == saved
