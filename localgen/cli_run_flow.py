@@ -317,6 +317,7 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     from localgen.conversation_edits import SavedInPlaceNote
     from localgen.input_text import argument_line_ends
     from localgen.last_run import last_run_keeper
+    from localgen.promptcache_partial import unsaid_warnings
     from localgen.registry import model_defaults
     from localgen.run_conversation import continued_answer
     from localgen.think_switch import refuse_think
@@ -362,6 +363,7 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     finally:  # after the whole answer and its newline, which the writer holds back while it streams
         for note in notes:  # past -q: NAME-2 and an answer not saved, not a save made where asked
             (console.warn if continued is None or isinstance(note, SavedInPlaceNote) else warn_past_quiet)(note)
+        console.warn_each(unsaid_warnings())  # the prompt cache's, which its save amid the answer held
     if late_error is not None:  # the answer is out; now the failure to save it
         raise late_error
     return RunOutcome(completion, exit_code, stops=stops, limit_source=limit_source)

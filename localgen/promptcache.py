@@ -27,7 +27,14 @@ from localgen.promptcache_format import (
     open_entry,
     read_header,
 )
-from localgen.promptcache_partial import WRITING_TEMP_S, PartialWrite, remove_file, sweep_partial_writes, write_entry
+from localgen.promptcache_partial import (
+    WRITING_TEMP_S,
+    PartialWrite,
+    remove_file,
+    sweep_partial_writes,
+    warn_if_unwritable,
+    write_entry,
+)
 from localgen.promptcache_prefixes import redundant_prefixes
 from localgen.storage import check_folder, unwritable_hint
 from localgen.tokens import common_prefix, tokens_array
@@ -217,6 +224,7 @@ class PromptCache:
         try:
             write_entry(target, parts)
         except OSError as exc:
+            warn_if_unwritable(self.directory, exc)
             raise LocalgenError(f"could not write {target}: {os_reason(exc)}") from exc
         if not self._model_unchanged():  # deleted as it was written: models rm missed it
             remove_file(target)

@@ -182,3 +182,28 @@ def test_run_continuing_a_conversation_its_folder_cannot_save_is_refused_before_
     assert again.stdout == "", "no answer that could not be saved"
     assert f"conversation 'notes' cannot be saved: cannot write to {folder}: Permission denied" in again.stderr
     assert (folder / "notes.json").read_bytes() == saved
+
+
+def test_run_whose_prompt_cache_folder_cannot_be_written_to_says_so_after_the_answer(tmp_path: Path) -> None:
+    """A prompt cache folder that cannot be written to (another user's, say): a run of a long prompt warns, once
+    its answer is out, that the prompt cache is not saved and why, where no run ever said so and each read its
+    whole prompt again."""
+    document = tmp_path / "doc.txt"
+    document.write_text("The quick brown fox. " * 200)
+    folder = tmp_path / "cache" / "prompts"
+    folder.mkdir(parents=True)
+    folder.chmod(0o555)
+    env = {**os.environ, "LOCALGEN_HOME": str(tmp_path), "LOCALGEN_OFFLINE": "1"}
+    command = unprivileged([sys.executable, "-m", "localgen", "run", "-f", str(document), "-n", "3",
+                            "--temperature", "0", "Summarize."])
+    try:
+        done = subprocess.run(command, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+    finally:
+        folder.chmod(0o755)
+    assert done.returncode == 0, done.stdout
+    answer, _, warning = done.stdout.partition("\n")  # stdout and stderr in one pipe: the answer's line is whole
+    assert answer and "localgen" not in answer
+    assert warning.startswith(f"localgen: warning: the prompt cache is not saved: {folder} cannot be written to "
+                              "(Permission denied)")
+    assert not list(folder.iterdir())
