@@ -133,8 +133,10 @@ def _open_lock_file(folder: Path, path: Path) -> int:
     try:
         return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
-        raise LocalgenError(f"could not create {path}: {os_reason(exc)}",
-                            hint=unwritable_hint(exc, path.parent)) from exc
+        there = os.path.lexists(path)  # another user's, left by a run under sudo, say
+        raise LocalgenError(f"could not {'open' if there else 'create'} {path}: {os_reason(exc)}",
+                            hint=unwritable_hint(exc, path.parent, "check its permissions" if there else
+                                                 "check free disk space and permissions")) from exc
 
 
 def holds(folder: Path, name: str) -> bool:

@@ -207,3 +207,15 @@ def test_run_whose_prompt_cache_folder_cannot_be_written_to_says_so_after_the_an
     assert warning.startswith(f"localgen: warning: the prompt cache is not saved: {folder} cannot be written to "
                               "(Permission denied)")
     assert not list(folder.iterdir())
+
+
+def test_lock_file_that_cannot_be_opened_is_said_so_not_that_it_could_not_be_made(tmp_path: Path) -> None:
+    """A conversation's lock file there but not to be opened (another user's, left by a run under sudo): the run
+    says it could not open it, where it said it could not create a file that was there."""
+    lock = tmp_path / "data" / "conversations" / ".locks" / "notes.lock"
+    lock.parent.mkdir(parents=True)
+    lock.touch()
+    lock.chmod(0)
+    done = run_unprivileged(tmp_path, "run", "--conversation", "notes", "-n", "1", "Hi")
+    assert done.returncode == 1
+    assert f"could not open {lock}: Permission denied (hint: check its permissions)" in done.stderr
