@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from localgen.conversation import AnswerDetails, ForeignFormatError, Turn
+from localgen.conversation import AnswerDetails, DamagedConversationError, ForeignFormatError, Turn
 from localgen.conversation_glance import glance
 from localgen.conversation_names import NAME_PATTERN, misnamed_file, name_taken
 from localgen.conversation_store import (
@@ -40,7 +40,7 @@ class Summary:
     model: str | None = None
     first_message: str | None = None
     problem: str | None = None
-    kept: bool = False  # not damaged: saved in another localgen version's format, or named against the naming rule
+    kept: bool = False  # not damaged: in another localgen version's format, named against the naming rule, unread
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready record, the time in ISO 8601 (UTC)."""
@@ -83,8 +83,9 @@ def summaries(limit: int | None = None, *, listing: list[tuple[str, float]] | No
             found.append(Summary(name, mtime, problem=f"format {exc.format_version}, from another localgen version",
                                  kept=True))
             continue
-        except LocalgenError as exc:  # damaged, or deleted since the listing
-            found.append(Summary(name, mtime, problem=_reason(exc.message)))
+        except LocalgenError as exc:  # damaged, or deleted since the listing, or not to be read (another user's)
+            found.append(Summary(name, mtime, problem=_reason(exc.message),
+                                 kept=not isinstance(exc, DamagedConversationError)))
             continue
         first = conversation.turns[0].headline() if conversation.turns else None
         found.append(Summary(name, mtime, len(conversation.turns), conversation.model, first))

@@ -219,3 +219,16 @@ def test_lock_file_that_cannot_be_opened_is_said_so_not_that_it_could_not_be_mad
     done = run_unprivileged(tmp_path, "run", "--conversation", "notes", "-n", "1", "Hi")
     assert done.returncode == 1
     assert f"could not open {lock}: Permission denied (hint: check its permissions)" in done.stderr
+
+
+def test_listing_says_a_conversation_that_cannot_be_read_is_unread_not_damaged(tmp_path: Path) -> None:
+    """A saved conversation whose mode forbids reading it is listed as not to be read (Permission denied), where it
+    was listed as damaged."""
+    env = {"LOCALGEN_HOME": str(tmp_path), "LOCALGEN_OFFLINE": "1"}
+    assert run_localgen("run", "--conversation", "notes", "-n", "1", "Hi", env=env).returncode == 0
+    saved = tmp_path / "data" / "conversations" / "notes.json"
+    saved.chmod(0)
+    listed = run_unprivileged(tmp_path, "conversations")
+    assert listed.returncode == 0, listed.stderr
+    line = next(line for line in listed.stdout.splitlines() if line.startswith("notes\t"))
+    assert line.endswith(f"\t(cannot read {saved}: Permission denied)")
