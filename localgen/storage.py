@@ -69,10 +69,10 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
             raise LocalgenError(f"could not write {path}: {what}", hint=hint) from exc
         if isinstance(exc, FileExistsError) and not replace:
             raise
-        if path.is_dir() and not path.is_symlink():
+        if os.path.isdir(path) and not os.path.islink(path):  # (os.path's: False under a folder not to be entered)
             raise LocalgenError(f"could not write {path}: a folder is in its place",
                                 hint="move that folder away") from exc
-        kept = "; the previous file is unchanged" if path.is_file() else ""
+        kept = "; the previous file is unchanged" if os.path.isfile(path) else ""
         raise LocalgenError(f"could not write {path}: {os_reason(exc)}",
                             hint=f"{unwritable_hint(exc, path.parent)}{kept}") from exc
     finally:

@@ -232,3 +232,20 @@ def test_listing_says_a_conversation_that_cannot_be_read_is_unread_not_damaged(t
     assert listed.returncode == 0, listed.stderr
     line = next(line for line in listed.stdout.splitlines() if line.startswith("notes\t"))
     assert line.endswith(f"\t(cannot read {saved}: Permission denied)")
+
+
+def test_run_whose_data_folder_cannot_be_entered_answers_and_warns_its_record_is_not_kept(tmp_path: Path) -> None:
+    """A data folder that may not be entered (XDG_DATA_HOME's, or LOCALGEN_HOME's data): the run answers and warns
+    that it is not kept for --continue, exit 0, where after the answer it failed with an internal error
+    (PermissionError) looking for a folder in the record's place."""
+    data = tmp_path / "data"
+    data.mkdir()
+    data.chmod(0)
+    try:
+        done = run_unprivileged(tmp_path, "run", "-n", "2", "--temperature", "0", "Hi")
+    finally:
+        data.chmod(0o755)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()
+    assert f"not kept for `localgen run --continue`: could not write {data / 'last-run.json'}: Permission denied" \
+        in done.stderr
