@@ -84,11 +84,11 @@ def cached_spelling(repo: str, folders: RepoFolders | None = None) -> str:
     another tool made a second folder in another case, the one localgen downloaded into (and listed) wins. folders:
     the cache's repo folders as a listing read them (repo_folders), else they are read now."""
     exact = repo_folder(repo)
-    if _listing_file(exact).is_file() and (hub_cache_dir() / exact).is_dir():  # localgen's own download, as typed
+    if os.path.isfile(_listing_file(exact)) and os.path.isdir(hub_cache_dir() / exact):  # localgen's download, as typed
         return repo
     wanted = exact.lower()
     spellings = (folders if folders is not None else repo_folders(wanted)).get(wanted, ())
-    listed = [folder for folder in spellings if _listing_file(folder).is_file()]
+    listed = [folder for folder in spellings if os.path.isfile(_listing_file(folder))]  # (False: not to be entered)
     choices = listed or spellings
     if not choices or exact in choices:
         return repo

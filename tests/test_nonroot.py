@@ -249,3 +249,17 @@ def test_run_whose_data_folder_cannot_be_entered_answers_and_warns_its_record_is
     assert done.stdout.strip()
     assert f"not kept for `localgen run --continue`: could not write {data / 'last-run.json'}: Permission denied" \
         in done.stderr
+
+
+def test_run_whose_cache_folder_cannot_be_entered_answers(tmp_path: Path) -> None:
+    """A cache folder that may not be entered (XDG_CACHE_HOME's, or LOCALGEN_HOME's cache): the run of a registry
+    model answers, where looking for the Hub listing it keeps there was an internal error (PermissionError)."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache.chmod(0)
+    try:
+        done = run_unprivileged(tmp_path, "run", "-m", "smollm2-135m", "-n", "2", "--temperature", "0", "Hi")
+    finally:
+        cache.chmod(0o755)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()
