@@ -33,6 +33,7 @@ from localgen.errors import (
     LocalgenError,
     internal_error_text,
     os_reason,
+    permission_failure,
 )
 from localgen.other_tools import check_options, mentions_other_tools_options
 from localgen.signals import ANSWER_ENDING_SIGNALS, QUIT_SIGNALS, SignalExit, signal_exit_code
@@ -175,13 +176,18 @@ def _closed_pipe_handled() -> bool:
 
 
 def _os_error_code(exc: OSError) -> int:
-    """The exit code for an OSError no module mapped: a closed stdout, a full disk, else an internal error."""
+    """The exit code for an OSError no module mapped: a closed stdout, a full disk, a file or folder its permissions
+    keep from use (LOCALGEN_DEBUG=1: its traceback), else an internal error."""
     from localgen import console
 
     closed = _closed_stdout_code(exc)
     if closed is not None:
         return closed
     stdout_read_only = exc.errno == errno.EBADF and exc.filename is None and stdout_open_to_read()
+    denied = None if settings().debug else permission_failure(exc)
+    if denied is not None:
+        console.error(denied.message, denied.hint)
+        return EXIT_RUNTIME
     if exc.errno not in OUTPUT_FULL_ERRNOS and not stdout_read_only:
         return _internal_error(exc)
     if exc.filename is None:  # stdout's errors carry no file name

@@ -19,7 +19,7 @@ from localgen.answer_view import AnswerView
 from localgen.chat_commands import refuse_bang_habit, run_command
 from localgen.chat_commands_conversation import conversation_summary, say_last_exchange
 from localgen.chat_commands_settings import last_decode_speed, say_stats
-from localgen.errors import LocalgenError, internal_error_text
+from localgen.errors import LocalgenError, internal_error_text, permission_failure
 from localgen.events import Event, Finished, TextChunk
 from localgen.output_writes import WholeWrites, end_writes_on
 from localgen.prefill_ahead import PrefillWhileTyping
@@ -217,8 +217,10 @@ class Repl:
         except LocalgenError as exc:
             console.error(exc.message, exc.hint)
         except Exception as exc:  # nothing typed at the prompt may end the session
-            logging.getLogger("localgen").debug("the traceback of the internal error below", exc_info=True)
-            console.error(internal_error_text(exc), hint="the conversation is kept; LOCALGEN_DEBUG=1 shows details")
+            logging.getLogger("localgen").debug("the traceback of the error below", exc_info=True)
+            denied = permission_failure(exc)
+            console.error(*((denied.message, denied.hint) if denied is not None else
+                            (internal_error_text(exc), "the conversation is kept; LOCALGEN_DEBUG=1 shows details")))
 
     def _read_line(self) -> str | None:
         """Read one line, prefilling it while it is typed; None for Ctrl-C (on an empty line, after saying how to

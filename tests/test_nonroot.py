@@ -263,3 +263,59 @@ def test_run_whose_cache_folder_cannot_be_entered_answers(tmp_path: Path) -> Non
         cache.chmod(0o755)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip()
+
+
+def _hub_cache_not_to_be_entered(hub: tuple[HubServer, dict[str, str]]) -> tuple[dict[str, str], Path]:
+    """The loopback Hub's environment once acme/Tiny-GGUF:Q8_0 is pulled, and its cache's repo folder (to take the
+    permissions of the folder holding it away)."""
+    server, env = hub
+    server.add_repo("acme/Tiny-GGUF", {"tiny.Q8_0.gguf": make_gguf_bytes("q8")})
+    pulled = run_cli(env, "pull", "acme/Tiny-GGUF:Q8_0")
+    assert pulled.returncode == 0, pulled.stderr
+    return env, Path(env["HF_HUB_CACHE"]) / "models--acme--Tiny-GGUF"
+
+
+def test_hub_cache_that_cannot_be_entered_is_said_so_not_an_internal_error(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """A Hugging Face cache that may not be entered: run, fit and models rm say which folder cannot be used
+    (Permission denied) and to check its permissions, where each was an internal error asking for a bug report."""
+    env, repo_folder = _hub_cache_not_to_be_entered(hub)
+    repo_folder.parent.chmod(0)
+    try:
+        done = [run_unprivileged_in(env, *args) for args in (("run", "-m", "acme/Tiny-GGUF:Q8_0", "Hi"),
+                                                                ("fit", "acme/Tiny-GGUF"),
+                                                                ("models", "rm", "--yes", "acme/Tiny-GGUF:Q8_0"))]
+    finally:
+        repo_folder.parent.chmod(0o755)
+    for command in done:
+        assert command.returncode == 1
+        assert f"cannot use {repo_folder}" in command.stderr and ": Permission denied (hint: check the permissions" \
+            in command.stderr, command.stderr
+        assert "internal error" not in command.stderr
+    assert run_cli(env, "models", "show", "acme/Tiny-GGUF:Q8_0").returncode == 0, "nothing removed"
+
+
+def test_chat_command_meeting_a_folder_it_cannot_enter_says_so_not_an_internal_error(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """The chat's /model of a model in a Hugging Face cache that may not be entered says which folder cannot be used
+    (Permission denied), where it was an internal error; the chat goes on."""
+    env, repo_folder = _hub_cache_not_to_be_entered(hub)
+    command = unprivileged([sys.executable, "-m", "localgen", "chat", "-n", "4"])
+    chat = pexpect.spawn(command[0], command[1:], env={**env, **_env(Path(env["LOCALGEN_HOME"]), columns=COLUMNS)},
+                         cwd=str(REPO_ROOT), encoding="utf-8", codec_errors="replace", timeout=TIMEOUT,
+                         dimensions=(30, COLUMNS))
+    repo_folder.parent.chmod(0)
+    try:
+        chat.expect_exact("Ctrl-D to quit")
+        chat.sendline("/model acme/Tiny-GGUF:Q8_0")
+        said = chat.expect_exact(["Permission denied", "internal error"])
+        chat.expect_exact("\n")
+        line = chat.before
+        chat.sendcontrol("d")
+        chat.expect(pexpect.EOF)
+        chat.close()
+    finally:
+        repo_folder.parent.chmod(0o755)
+    assert said == 0, line
+    assert "check the permissions of that file or folder" in line
+    assert chat.exitstatus == 0
