@@ -34,7 +34,7 @@ from localgen.registry import (
     own_file_refusal,
 )
 from localgen.typed_paths import short_path, unset_variables_hint
-from localgen.verify import verify_file
+from localgen.verify import unreadable_record, verify_file
 
 
 @dataclass(frozen=True)
@@ -313,6 +313,12 @@ def _refuse_missing(reference: str, repo: str, unverified: Path | None, *, offli
         raise ModelNotFoundError(f"model '{reference}' is {part or 'not downloaded'}{where}", hint=hint)
     if offline:
         _refuse_broken_header(unverified, hint)
+    record = unreadable_record(unverified)
+    if record is not None:  # verified, by another user
+        raise ModelNotFoundError(f"model '{reference}' is in the Hugging Face cache, but localgen's record that it was "
+                                 f"verified cannot be read ({record}){where}",
+                                 hint="check that file's permissions (a pull under sudo leaves root's), or use the "
+                                      f"file as it is: -m {unverified}")
     raise ModelNotFoundError(
         f"model '{reference}' is in the Hugging Face cache but localgen has not verified it{where}",
         hint=f"{hint} to check it against the Hub, or use the file as it is: -m {unverified}"

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from localgen.config import settings
-from localgen.errors import LocalgenError, read_failure
+from localgen.errors import LocalgenError, os_reason, read_failure
 from localgen.storage import atomic_write_text
 
 HASH_CHUNK_BYTES = 8 * 1024 * 1024
@@ -75,6 +75,19 @@ def is_verified(path: Path, sha256: str) -> bool:
         return marker.get("sha256") == sha256.lower() and marker.get("identity") == _identity(path)
     except (OSError, ValueError, AttributeError):
         return False
+
+
+def unreadable_record(path: Path) -> str | None:
+    """Where a file's verification marker is there but cannot be read (another user's: a pull under sudo), that
+    marker and why; None where it can be read or is not there."""
+    marker = _marker_path(path)
+    try:
+        marker.open("rb").close()
+    except PermissionError as exc:
+        return f"{marker}: {os_reason(exc)}"
+    except OSError:
+        return None
+    return None
 
 
 def record_verified(path: Path, sha256: str) -> None:

@@ -319,3 +319,16 @@ def test_chat_command_meeting_a_folder_it_cannot_enter_says_so_not_an_internal_e
     assert said == 0, line
     assert "check the permissions of that file or folder" in line
     assert chat.exitstatus == 0
+
+
+def test_offline_run_says_a_verification_record_it_cannot_read_is_there(hub: tuple[HubServer, dict[str, str]]) -> None:
+    """An offline run of a download whose verification record cannot be read (another user's: a pull under sudo)
+    says the record is there and cannot be read, naming it, where it said localgen had not verified the file."""
+    env, _ = _hub_cache_not_to_be_entered(hub)
+    records = list((Path(env["LOCALGEN_HOME"]) / "cache" / "verified").iterdir())
+    assert len(records) == 1
+    records[0].chmod(0)
+    done = run_unprivileged_in({**env, "LOCALGEN_OFFLINE": "1"}, "run", "-m", "acme/Tiny-GGUF:Q8_0", "Hi")
+    assert done.returncode == 1
+    assert f"localgen's record that it was verified cannot be read ({records[0]}: Permission denied)" in done.stderr
+    assert "not verified" not in done.stderr
