@@ -332,3 +332,19 @@ def test_offline_run_says_a_verification_record_it_cannot_read_is_there(hub: tup
     assert done.returncode == 1
     assert f"localgen's record that it was verified cannot be read ({records[0]}: Permission denied)" in done.stderr
     assert "not verified" not in done.stderr
+
+
+def test_folder_its_parent_refuses_to_hold_names_that_parent_not_free_disk_space(tmp_path: Path) -> None:
+    """A LOCALGEN_HOME to be made in a folder that refuses it (a HOME of /nonexistent, another user's folder): the
+    hint names the folder that refused and LOCALGEN_HOME, where it said to check free disk space and permissions."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    home = locked / "home"
+    try:
+        done = run_unprivileged(home, "run", "--conversation", "notes", "-n", "1", "Hi")
+    finally:
+        locked.chmod(0o755)
+    assert done.returncode == 1
+    assert f"could not create {home / 'data' / 'conversations'}: Permission denied (hint: check the permissions of " \
+        f"{locked}, or set LOCALGEN_HOME to a folder you can write to)" in done.stderr
