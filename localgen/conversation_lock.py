@@ -14,7 +14,7 @@ from pathlib import Path
 from localgen.conversation_names import NAME_RULE
 from localgen.errors import LocalgenError, os_reason
 from localgen.file_locks import HAS_FLOCK, locked_descriptor, still_names, try_flock
-from localgen.storage import make_folder, remove_leftover_temp_files, unwritable_hint
+from localgen.storage import make_folder, remove_leftover_temp_files, unwritable_hint, write_hint
 
 LOCKS_FOLDER = ".locks"
 PIDLESS_TRIES = 5  # a lock held with no holder recorded is tried this many times at most before it is said busy
@@ -136,7 +136,7 @@ def _open_lock_file(folder: Path, path: Path) -> int:
         there = os.path.lexists(path)  # another user's, left by a run under sudo, say
         raise LocalgenError(f"could not {'open' if there else 'create'} {path}: {os_reason(exc)}",
                             hint=unwritable_hint(exc, path.parent, "check its permissions" if there else
-                                                 "check free disk space and permissions")) from exc
+                                                 write_hint(exc, path.parent))) from exc
 
 
 def holds(folder: Path, name: str) -> bool:

@@ -74,7 +74,7 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
                                 hint="move that folder away") from exc
         kept = "; the previous file is unchanged" if os.path.isfile(path) else ""
         raise LocalgenError(f"could not write {path}: {os_reason(exc)}",
-                            hint=f"{unwritable_hint(exc, path.parent, _write_hint(exc, path.parent))}{kept}") from exc
+                            hint=f"{unwritable_hint(exc, path.parent, write_hint(exc, path.parent))}{kept}") from exc
     finally:
         if tmp_name is not None:
             with contextlib.suppress(OSError):
@@ -209,7 +209,7 @@ def make_folder(folder: Path, *, mode: int = 0o777) -> None:
             what, hint = in_the_way(blocker)
             raise LocalgenError(f"could not create {folder}: {what}", hint=hint) from exc
         raise LocalgenError(f"could not create {folder}: {os_reason(exc)}",
-                            hint=unwritable_hint(exc, folder, _write_hint(exc, folder))) from exc
+                            hint=unwritable_hint(exc, folder, write_hint(exc, folder))) from exc
 
 
 def check_writable(folder: Path) -> None:
@@ -223,7 +223,7 @@ def check_writable(folder: Path) -> None:
                             hint=unwritable_hint(exc, folder, "check the permissions of that folder")) from exc
 
 
-def _write_hint(exc: OSError, folder: Path) -> str:
+def write_hint(exc: OSError, folder: Path) -> str:
     """What to do about a file or folder that could not be made in folder, where no more telling hint applies: for
     a permission refused, the folder that refused it (and LOCALGEN_HOME, which moves localgen's own), never the disk's
     free space."""

@@ -348,3 +348,18 @@ def test_folder_its_parent_refuses_to_hold_names_that_parent_not_free_disk_space
     assert done.returncode == 1
     assert f"could not create {home / 'data' / 'conversations'}: Permission denied (hint: check the permissions of " \
         f"{locked}, or set LOCALGEN_HOME to a folder you can write to)" in done.stderr
+
+
+def test_lock_file_its_folder_refuses_names_that_folder_not_free_disk_space(tmp_path: Path) -> None:
+    """A conversation's lock file that its folder refuses to hold (another user's .locks): the hint names that
+    folder, where it said to check free disk space and permissions."""
+    locks = tmp_path / "data" / "conversations" / ".locks"
+    locks.mkdir(parents=True)
+    locks.chmod(0o555)
+    try:
+        done = run_unprivileged(tmp_path, "run", "--conversation", "notes", "-n", "1", "Hi")
+    finally:
+        locks.chmod(0o700)
+    assert done.returncode == 1
+    assert f"could not create {locks / 'notes.lock'}: Permission denied (hint: check the permissions of {locks}, or " \
+        "set LOCALGEN_HOME to a folder you can write to)" in done.stderr
