@@ -7,22 +7,20 @@ import re
 from typing import Any
 
 from localgen.errors import UsageError
-from localgen.json_schema_allof import ALLOF_HINT, Resolver, merged_all_of
+from localgen.json_schema_allof import Resolver
+from localgen.json_schema_beside import all_of_merged, ref_beside_keywords_as_all_of
 from localgen.json_schema_kinds import check_kinds
 from localgen.json_schema_pattern import converter_pattern
 from localgen.json_schema_refs import whole_schema_referred
+from localgen.json_schema_types import ANY_VALUE, check_type, types_apart
 from localgen.json_schema_values import enum_narrowed
 from localgen.json_schema_words import (
-    DEFINITIONS,
-    LIMITING,
     MAX_COUNT,
     MAX_SPAN,
     NOT_IN_JSON_STRING,
-    NOTES,
     SCHEMA_LISTS,
     SCHEMA_MAPS,
     SCHEMA_VALUED,
-    TYPE_KEYWORDS,
     schemas_in,
     short_json,
 )
@@ -32,9 +30,6 @@ CONVERTER_HINT = ("use the common keywords: type, properties, required, items, e
                   "local $ref")
 _STRING_CHAR = re.compile(r'^char ::= \[\^"\\\\\] \|', re.MULTILINE)  # a JSON string's character, as converted
 _DOT = re.compile(r"^dot ::= \[\^\\x0A\\x0D\]$", re.MULTILINE)  # a pattern's `.`, as converted
-_ANY_VALUE = {"type": ["string", "number", "integer", "boolean", "object", "array", "null"]}  # the schema {}
-_OTHER_TYPE_NAMES = {"int": "integer", "float": "number", "double": "number", "str": "string", "text": "string",
-                     "bool": "boolean", "list": "array", "dict": "object", "none": "null"}  # Python's, and others'
 _JSON_KINDS = {list: "an array", str: "a string", bool: "true or false", int: "a number", float: "a number",
                type(None): "null"}
 # Keywords llama-cpp-python's converter does not turn into grammar: the answer may break them.
@@ -129,12 +124,12 @@ def _prepared(node: object, unlisted: list[str], resolve: Resolver, recursive: f
     if not isinstance(node, dict):
         return node
     written = _checked(node)
-    schema = _ref_beside_keywords_as_all_of(written, resolve)
+    schema = ref_beside_keywords_as_all_of(written, resolve)
     if "allOf" in schema:
-        merged = _all_of_merged(schema, written, resolve, seen)
+        merged = all_of_merged(schema, written, resolve, seen)
         seen = (*seen, *sorted(_local_refs(schema["allOf"]) & recursive))
         schema = _checked(merged)
-    schema = _types_apart(schema)
+    schema = types_apart(schema)
     _refuse_forbidden_required(schema)
     for key, value in schema.items():
         if key in SCHEMA_MAPS and isinstance(value, dict):  # a property of false cannot be there: left out
@@ -147,49 +142,6 @@ def _prepared(node: object, unlisted: list[str], resolve: Resolver, recursive: f
     required = schema.get("required") if isinstance(schema.get("required"), list) else []
     unlisted.extend(str(name) for name in required if name not in properties and str(name) not in unlisted)
     return schema
-
-
-def _ref_beside_keywords_as_all_of(schema: dict[str, Any], resolve: Resolver) -> dict[str, Any]:
-    """A $ref beside keywords that limit the value as an allOf of the two (as JSON Schema has it from 2019-09 on),
-    where the converter followed the $ref alone; beside other keywords (OpenAPI's nullable, an x- extension), or a
-    type its target is already of ({"$ref": A, "type": ["object", "null"]} for an object A), a $ref the grammar's one
-    rule for it serves, where each use wrote the target out again."""
-    if not isinstance(schema.get("$ref"), str) or "allOf" in schema:
-        return schema
-    rest = {key: value for key, value in schema.items() if key != "$ref" and key not in DEFINITIONS}
-    if _type_adds_nothing(rest.get("type"), resolve(schema["$ref"])):
-        schema = {key: value for key, value in schema.items() if key != "type"}
-        rest.pop("type")
-    if not any(key in LIMITING for key in rest):  # notes, OpenAPI's nullable and example, x-* extensions
-        return schema
-    definitions = {key: schema[key] for key in DEFINITIONS if key in schema}
-    return {"allOf": [{"$ref": schema["$ref"]}, rest], **definitions}
-
-
-def _type_adds_nothing(types: object, target: object) -> bool:
-    """Whether a type (or type list) beside a $ref allows every type its target (the schema it refers to) may be."""
-    if not isinstance(target, dict) or types is None:
-        return False
-    allowed = {types} if isinstance(types, str) else set(types) if isinstance(types, list) else set()
-    kinds = target.get("type")
-    kinds = [kinds] if isinstance(kinds, str) else kinds if isinstance(kinds, list) else None
-    return kinds is not None and all(isinstance(kind, str) and kind in allowed for kind in kinds)
-
-
-def _all_of_merged(schema: dict[str, Any], written: dict[str, Any], resolve: Resolver,
-                   seen: tuple[str, ...]) -> dict[str, Any]:
-    """schema's allOf merged (merged_all_of); a refusal of one made from a $ref beside keywords names the $ref."""
-    try:
-        return merged_all_of(schema, resolve, seen)
-    except UsageError as exc:
-        if "allOf" in written:
-            raise
-        ref = written["$ref"]
-        message = exc.message.replace("the JSON schema's allOf refers to", "the JSON schema refers to", 1).replace(
-            "the JSON schema's allOf", f"the JSON schema's $ref {ref} with the keywords beside it", 1).replace(
-            "a part's", "one side's")
-        hint = f"make the keywords beside the $ref fit {ref}, or drop them" if exc.hint == ALLOF_HINT else exc.hint
-        raise type(exc)(message, hint=hint) from None
 
 
 def _refuse_forbidden_required(schema: dict[str, Any]) -> None:
@@ -205,14 +157,14 @@ def _as_object(schema: object, key: str) -> object:
     """A schema among key's as the converter reads it: true, any value, as an object; false refused."""
     if schema is False:
         raise UsageError(f"the JSON schema's {key} holds false, a schema no value follows", hint="leave it out")
-    return dict(_ANY_VALUE) if schema is True else schema
+    return dict(ANY_VALUE) if schema is True else schema
 
 
 def _checked(node: dict[str, Any]) -> dict[str, Any]:
     """A schema object as the converter handles it: its type and bounds checked, any items spelled out."""
     schema = dict(node)
     check_kinds(schema)
-    _check_type(schema.get("type"))
+    check_type(schema.get("type"))
     _check_bounds(schema)
     required = schema.get("required", [])
     if not isinstance(required, list) or not all(isinstance(name, str) for name in required):
@@ -225,44 +177,11 @@ def _checked(node: dict[str, Any]) -> dict[str, Any]:
     if schema.get("items") == {} or schema.get("items") is True or (
             schema.get("type") == "array" and "items" not in schema and "prefixItems" not in schema
             and ("minItems" in schema or "maxItems" in schema)):
-        schema["items"] = _ANY_VALUE  # the converter reads an empty or missing items as none: no bounds kept
+        schema["items"] = ANY_VALUE  # the converter reads an empty or missing items as none: no bounds kept
     if schema and not any(key in schema for key in _VALUE_KEYWORDS) and not KNOWN_FORMAT.fullmatch(
             str(schema.get("format"))):
-        schema["type"] = _ANY_VALUE["type"]  # notes or constraints alone ({"title": "Data"}, {"minLength": 2})
+        schema["type"] = ANY_VALUE["type"]  # notes or constraints alone ({"title": "Data"}, {"minLength": 2})
     return enum_narrowed(schema)
-
-
-def _types_apart(schema: dict[str, Any]) -> dict[str, Any]:
-    """A type list beside other keywords as an anyOf of one schema a type, each with the keywords that apply to its
-    type (its definitions kept at the top), where the converter read the types alone: {"type": ["string", "null"],
-    "maxLength": 3} allowed any string, and each type's schema had all the keywords (the null one, properties)."""
-    types = schema.get("type")
-    if not isinstance(types, list) or all(key == "type" or key in NOTES for key in schema):
-        return schema
-    definitions = {key: schema[key] for key in DEFINITIONS if key in schema}
-    return {"anyOf": [{**{key: value for key, value in schema.items()
-                          if key not in definitions and _applies(key, name)}, "type": name} for name in types],
-            **definitions}
-
-
-def _applies(key: str, type_name: str) -> bool:
-    """Whether a keyword limits values of the type: one of its own, or one of no type (enum, anyOf, a note)."""
-    return key in TYPE_KEYWORDS.get(type_name, ()) or not any(key in keys for keys in TYPE_KEYWORDS.values())
-
-
-def _check_type(given: object) -> None:
-    """Refuse a `type` that names no JSON type (int, Object), with the one meant, where the converter said only
-    "Unrecognized schema"."""
-    import difflib
-
-    types = _ANY_VALUE["type"]
-    for name in given if isinstance(given, list) else [] if given is None else [given]:
-        if name in types:
-            continue
-        meant = _OTHER_TYPE_NAMES.get(str(name).lower()) or next(
-            iter(difflib.get_close_matches(str(name).lower(), types, n=1)), None)
-        raise UsageError(f"the JSON schema's type {json.dumps(name)} is not a JSON type",
-                         hint=f'use "{meant}"' if meant else f"use one of {', '.join(types)}")
 
 
 def _check_bounds(schema: dict[str, Any]) -> None:

@@ -1,0 +1,54 @@
+"""A JSON schema's $ref beside keywords that limit the value read as an allOf of the two, as JSON Schema has it from
+2019-09 on, where llama-cpp-python's converter followed the $ref alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from localgen.errors import UsageError
+from localgen.json_schema_allof import ALLOF_HINT, Resolver, merged_all_of
+from localgen.json_schema_words import DEFINITIONS, LIMITING
+
+
+def ref_beside_keywords_as_all_of(schema: dict[str, Any], resolve: Resolver) -> dict[str, Any]:
+    """A $ref beside keywords that limit the value as an allOf of the two (as JSON Schema has it from 2019-09 on),
+    where the converter followed the $ref alone; beside other keywords (OpenAPI's nullable, an x- extension), or a
+    type its target is already of ({"$ref": A, "type": ["object", "null"]} for an object A), a $ref the grammar's one
+    rule for it serves, where each use wrote the target out again."""
+    if not isinstance(schema.get("$ref"), str) or "allOf" in schema:
+        return schema
+    rest = {key: value for key, value in schema.items() if key != "$ref" and key not in DEFINITIONS}
+    if _type_adds_nothing(rest.get("type"), resolve(schema["$ref"])):
+        schema = {key: value for key, value in schema.items() if key != "type"}
+        rest.pop("type")
+    if not any(key in LIMITING for key in rest):  # notes, OpenAPI's nullable and example, x-* extensions
+        return schema
+    definitions = {key: schema[key] for key in DEFINITIONS if key in schema}
+    return {"allOf": [{"$ref": schema["$ref"]}, rest], **definitions}
+
+
+def _type_adds_nothing(types: object, target: object) -> bool:
+    """Whether a type (or type list) beside a $ref allows every type its target (the schema it refers to) may be."""
+    if not isinstance(target, dict) or types is None:
+        return False
+    allowed = {types} if isinstance(types, str) else set(types) if isinstance(types, list) else set()
+    kinds = target.get("type")
+    kinds = [kinds] if isinstance(kinds, str) else kinds if isinstance(kinds, list) else None
+    return kinds is not None and all(isinstance(kind, str) and kind in allowed for kind in kinds)
+
+
+def all_of_merged(schema: dict[str, Any], written: dict[str, Any], resolve: Resolver,
+                  seen: tuple[str, ...]) -> dict[str, Any]:
+    """schema's allOf merged (merged_all_of); a refusal of one made from a $ref beside keywords (written: the schema
+    as given) names the $ref."""
+    try:
+        return merged_all_of(schema, resolve, seen)
+    except UsageError as exc:
+        if "allOf" in written:
+            raise
+        ref = written["$ref"]
+        message = exc.message.replace("the JSON schema's allOf refers to", "the JSON schema refers to", 1).replace(
+            "the JSON schema's allOf", f"the JSON schema's $ref {ref} with the keywords beside it", 1).replace(
+            "a part's", "one side's")
+        hint = f"make the keywords beside the $ref fit {ref}, or drop them" if exc.hint == ALLOF_HINT else exc.hint
+        raise type(exc)(message, hint=hint) from None
