@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from localgen.errors import UsageError
 from localgen.json_schema_allof import Resolver
-from localgen.json_schema_beside import all_of_merged, ref_beside_keywords_as_all_of
+from localgen.json_schema_beside import (
+    all_of_merged,
+    alternatives_beside_keywords_as_all_of,
+    ref_beside_keywords_as_all_of,
+)
 from localgen.json_schema_kinds import check_kinds
 from localgen.json_schema_pattern import converter_pattern
 from localgen.json_schema_refs import whole_schema_referred
@@ -64,16 +69,16 @@ def schema_grammar(text: str, warn: list[str]) -> str:
         warn.append(f"the JSON schema's format {', '.join(map(json.dumps, unknown_formats))} cannot be enforced "
                     f"(llama-cpp-python's converter knows date, time, date-time and uuid, and ignores {them}): "
                     "check the answer, or give a pattern")
-    unlisted: list[str] = []
+    how = _Preparation(lambda ref: _target(schema, ref), _recursive_refs(schema))
     try:
-        prepared = _prepared(schema, unlisted, lambda ref: _target(schema, ref), _recursive_refs(schema))
+        prepared = _prepared(schema, how)
     except RecursionError:
         raise UsageError("the JSON schema's allOf parts and $refs nest too deep to merge",
                          hint="flatten them, or refer to fewer definitions in a chain") from None
-    if unlisted:
-        them = "them" if len(unlisted) > 1 else "it"
-        warn.append(f"the JSON schema requires {', '.join(unlisted)} but does not list {them} in properties, so the "
-                    f"answer may leave {them} out: add {them} to properties")
+    if how.unlisted:
+        them = "them" if len(how.unlisted) > 1 else "it"
+        warn.append(f"the JSON schema requires {', '.join(how.unlisted)} but does not list {them} in properties, so "
+                    f"the answer may leave {them} out: add {them} to properties")
     warn.extend(_shadowed_keywords(prepared))
     _refuse_ref_cycle(prepared, whole_ref)
     return _converted(prepared)
@@ -116,31 +121,47 @@ def _keywords_in(schema: object) -> set[str]:
     return {str(key) for node in schemas_in(schema) for key in node}
 
 
-def _prepared(node: object, unlisted: list[str], resolve: Resolver, recursive: frozenset[str],
-              seen: tuple[str, ...] = ()) -> object:
-    """A schema as the converter handles it, its subschemas too (_checked, an allOf merged); unlisted gets the
-    required names missing from properties; resolve finds a local $ref's target; seen: the recursive $refs (those
-    that lead back to themselves) an allOf above followed, left to the converter below it."""
+@dataclass
+class _Preparation:
+    """What preparing a schema keeps: how a local $ref resolves, the recursive $refs (those that lead back to
+    themselves), the required names missing from properties, and each schema object prepared, by its id and the
+    $refs followed above it (one met again, as an anyOf's keywords spread over its alternatives hold theirs, is
+    prepared once and is one rule of the grammar)."""
+
+    resolve: Resolver
+    recursive: frozenset[str]
+    unlisted: list[str] = field(default_factory=list)
+    done: dict[tuple[int, tuple[str, ...]], tuple[object, object]] = field(default_factory=dict)
+
+
+def _prepared(node: object, how: _Preparation, seen: tuple[str, ...] = ()) -> object:
+    """A schema as the converter handles it, its subschemas too (_checked, an allOf merged), each schema object once
+    (how.done); seen: the recursive $refs an allOf above followed, left to the converter below it; how.unlisted gets
+    the required names missing from properties."""
     if not isinstance(node, dict):
         return node
+    met = (id(node), seen)
+    if met in how.done:
+        return how.done[met][1]
     written = _checked(node)
-    schema = ref_beside_keywords_as_all_of(written, resolve)
+    schema = alternatives_beside_keywords_as_all_of(ref_beside_keywords_as_all_of(written, how.resolve))
     if "allOf" in schema:
-        merged = all_of_merged(schema, written, resolve, seen)
-        seen = (*seen, *sorted(_local_refs(schema["allOf"]) & recursive))
+        merged = all_of_merged(schema, written, how.resolve, seen)
+        seen = (*seen, *sorted(_local_refs(schema["allOf"]) & how.recursive))
         schema = _checked(merged)
     schema = types_apart(schema)
     _refuse_forbidden_required(schema)
     for key, value in schema.items():
         if key in SCHEMA_MAPS and isinstance(value, dict):  # a property of false cannot be there: left out
-            schema[key] = {name: _prepared(_as_object(sub, key), unlisted, resolve, recursive, seen)
+            schema[key] = {name: _prepared(_as_object(sub, key), how, seen)
                            for name, sub in value.items() if not (key == "properties" and sub is False)}
         elif (key in SCHEMA_LISTS and isinstance(value, list)) or key in SCHEMA_VALUED:
-            schema[key] = [_prepared(_as_object(sub, key), unlisted, resolve, recursive, seen) for sub in value] \
-                if isinstance(value, list) else _prepared(value, unlisted, resolve, recursive, seen)
+            schema[key] = [_prepared(_as_object(sub, key), how, seen) for sub in value] \
+                if isinstance(value, list) else _prepared(value, how, seen)
     properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
     required = schema.get("required") if isinstance(schema.get("required"), list) else []
-    unlisted.extend(str(name) for name in required if name not in properties and str(name) not in unlisted)
+    how.unlisted.extend(str(name) for name in required if name not in properties and str(name) not in how.unlisted)
+    how.done[met] = (node, schema)  # node kept: its id stays its own
     return schema
 
 
@@ -290,13 +311,23 @@ def _exact_converter(module: Any) -> Any:
     class ExactConverter(module.SchemaConverter):  # type: ignore[name-defined,misc]
         """The converter escaped only \\r, \\n and " in a literal: a value's backslash escape was read by GBNF."""
 
+        def __init__(self) -> None:
+            """The converter of local $refs alone, and the rules it made for each schema object."""
+            super().__init__(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+            self.made: dict[int, tuple[Any, str]] = {}
+
         def _format_literal(self, literal: str) -> str:
             """literal as a GBNF string literal that matches exactly its text."""
             return '"' + "".join(_gbnf_char(char) for char in literal) + '"'
 
         def visit(self, schema: Any, name: str) -> Any:
-            """The converter's, on the schema checked: each one it meets, wherever a $ref finds it."""
-            return super().visit(_checked(schema) if isinstance(schema, dict) else schema, name)
+            """The converter's, on the schema checked: each one it meets, wherever a $ref finds it; a schema object
+            met again (_prepared shares them) is the rule made for it the first time."""
+            if not isinstance(schema, dict):
+                return super().visit(schema, name)
+            if id(schema) not in self.made:
+                self.made[id(schema)] = (schema, super().visit(_checked(schema), name))  # kept: its id its own
+            return self.made[id(schema)][1]
 
         def _visit_pattern(self, pattern: object, name: str) -> str:
             """The converter's, on the pattern in its terms: each pattern it meets, wherever a $ref finds it."""
@@ -306,13 +337,36 @@ def _exact_converter(module: Any) -> Any:
             return super()._visit_pattern(converter_pattern(pattern), name)
 
         def resolve_refs(self, schema: Any, url: str) -> Any:
-            """The converter's, the root's siblings of a $ref ($defs) included: it left them unresolved."""
-            if isinstance(schema, dict) and "$ref" in schema and len(schema) > 1:
-                rest = super().resolve_refs({k: v for k, v in schema.items() if k != "$ref"}, url)
-                return super().resolve_refs({**rest, "$ref": schema["$ref"]}, url)
-            return super().resolve_refs(schema, url)
+            """The converter's, each schema object once (_prepared shares them, and the converter walked each path
+            to one), and the root's siblings of a $ref ($defs) too: it left them unresolved."""
+            stack, met = [schema], set()
+            while stack:
+                node = stack.pop()
+                if isinstance(node, list):
+                    stack.extend(node)
+                elif isinstance(node, dict) and id(node) not in met:
+                    met.add(id(node))
+                    ref = node.get("$ref")
+                    if ref is None or ref in self._refs or node is schema:
+                        stack.extend(node.values())
+                    if ref is not None and ref not in self._refs:
+                        self._refs[_resolved_here(node, schema, url)] = _target(schema, ref)
+            return schema
 
-    return ExactConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    return ExactConverter()
+
+
+def _resolved_here(node: dict[str, Any], root: dict[str, Any], url: str) -> str:
+    """A schema object's $ref as the converter keeps it, where it points at a schema in root: url before it."""
+    ref = node["$ref"]
+    if isinstance(ref, str) and ref.startswith("https://"):
+        raise AssertionError("Fetching remote schemas is not allowed (use --allow-fetch for force)")
+    if not isinstance(ref, str) or not ref.startswith("#/"):
+        raise ValueError(f"Unsupported ref {ref}")
+    if _target(root, ref) is None:
+        raise AssertionError(f"Error resolving ref {url}{ref}: not in the schema")
+    node["$ref"] = f"{url}{ref}"
+    return node["$ref"]
 
 
 def _gbnf_char(char: str) -> str:

@@ -12,11 +12,11 @@ from localgen.errors import UsageError
 from localgen.json_schema_values import same_value
 from localgen.json_schema_words import DEFINITIONS, NOTES, short_json
 
-MAX_ALTERNATIVES = 64  # anyOf alternatives an allOf's parts multiply out to, at most
+MAXALTERNATIVES = 64  # anyOf alternatives an allOf's parts multiply out to, at most
 _LOWER_BOUNDS = ("minLength", "minItems", "minProperties", "minimum", "exclusiveMinimum")  # the larger one holds
 _UPPER_BOUNDS = ("maxLength", "maxItems", "maxProperties", "maximum", "exclusiveMaximum")  # the smaller one holds
 _MAPS = ("properties", "$defs", "definitions", "patternProperties")
-_ALTERNATIVES = ("anyOf", "oneOf")
+ALTERNATIVES = ("anyOf", "oneOf")
 ALLOF_HINT = "write the combined schema out in one object, or drop the allOf"
 
 Resolver = Callable[[str], object]  # a local $ref's target (None: none)
@@ -61,7 +61,7 @@ def _part(part: object, resolve: Resolver, seen: tuple[str, ...]) -> dict[str, A
                              hint="point the $ref at a schema in $defs")
         rest = _part({key: value for key, value in part.items() if key != "$ref"}, resolve, seen)
         return _merged(_part(target, resolve, (*seen, ref)), rest)
-    for key in _ALTERNATIVES:
+    for key in ALTERNATIVES:
         if isinstance(part.get(key), list):
             part = {**part, key: [_part(item, resolve, seen) for item in part[key]]}
     return merged_all_of(part, resolve, seen)
@@ -70,7 +70,7 @@ def _part(part: object, resolve: Resolver, seen: tuple[str, ...]) -> dict[str, A
 def _merged(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
     """The schema of the values both schemas allow; an anyOf or oneOf of either spread over the other's keywords,
     an alternative no value of the other meets dropped."""
-    for key in _ALTERNATIVES:
+    for key in ALTERNATIVES:
         for one, other in ((first, second), (second, first)):
             alternatives = one.get(key)
             if isinstance(alternatives, list) and alternatives:
@@ -114,15 +114,15 @@ def _spread(alternatives: list[Any], other: dict[str, Any]) -> list[dict[str, An
             clash = clash or exc
     if clash and not spread:
         raise clash
-    if sum(_alternative_count(item) for item in spread) > MAX_ALTERNATIVES:
-        raise UsageError(f"the JSON schema's allOf multiplies out to over {MAX_ALTERNATIVES} alternatives",
+    if sum(_alternative_count(item) for item in spread) > MAXALTERNATIVES:
+        raise UsageError(f"the JSON schema's allOf multiplies out to over {MAXALTERNATIVES} alternatives",
                          hint=ALLOF_HINT)
     return spread
 
 
 def _alternative_count(schema: dict[str, Any]) -> int:
     """How many plain alternatives a schema's anyOf or oneOf, nested ones counted out, comes to (1: none)."""
-    alternatives = next((schema[key] for key in _ALTERNATIVES if isinstance(schema.get(key), list)), None)
+    alternatives = next((schema[key] for key in ALTERNATIVES if isinstance(schema.get(key), list)), None)
     return 1 if not alternatives else sum(_alternative_count(item) if isinstance(item, dict) else 1
                                           for item in alternatives)
 

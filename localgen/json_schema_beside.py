@@ -1,12 +1,13 @@
-"""A JSON schema's $ref beside keywords that limit the value read as an allOf of the two, as JSON Schema has it from
-2019-09 on, where llama-cpp-python's converter followed the $ref alone."""
+"""A JSON schema's $ref, anyOf or oneOf beside keywords that limit the value read as an allOf of the two, as JSON
+Schema has it (a $ref so from 2019-09 on), where llama-cpp-python's converter followed the $ref or the alternatives
+alone."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from localgen.errors import UsageError
-from localgen.json_schema_allof import ALLOF_HINT, Resolver, merged_all_of
+from localgen.json_schema_allof import ALLOF_HINT, ALTERNATIVES, Resolver, merged_all_of
 from localgen.json_schema_words import DEFINITIONS, LIMITING
 
 
@@ -37,15 +38,37 @@ def _type_adds_nothing(types: object, target: object) -> bool:
     return kinds is not None and all(isinstance(kind, str) and kind in allowed for kind in kinds)
 
 
+def alternatives_beside_keywords_as_all_of(schema: dict[str, Any]) -> dict[str, Any]:
+    """An anyOf or oneOf beside keywords that limit the value (a type list, properties, the other of the two) as an
+    allOf of the two, its keywords spread over its alternatives as it is merged, where the converter followed the
+    alternatives alone: {"type": ["string", "integer"], "anyOf": [...]} allowed null, and an object's anyOf of
+    required names any value."""
+    key = next((key for key in ALTERNATIVES if isinstance(schema.get(key), list)), None)
+    if key is None or "allOf" in schema:  # an allOf's merge spreads them already
+        return schema
+    rest = {name: value for name, value in schema.items() if name != key and name not in DEFINITIONS}
+    if not any(name in LIMITING for name in rest):
+        return schema
+    definitions = {name: schema[name] for name in DEFINITIONS if name in schema}
+    return {"allOf": [rest, {key: schema[key]}], **definitions}
+
+
 def all_of_merged(schema: dict[str, Any], written: dict[str, Any], resolve: Resolver,
                   seen: tuple[str, ...]) -> dict[str, Any]:
-    """schema's allOf merged (merged_all_of); a refusal of one made from a $ref beside keywords (written: the schema
-    as given) names the $ref."""
+    """schema's allOf merged (merged_all_of); a refusal of one made from a $ref, anyOf or oneOf beside keywords
+    (written: the schema as given) names that keyword."""
     try:
         return merged_all_of(schema, resolve, seen)
     except UsageError as exc:
         if "allOf" in written:
             raise
+        if "$ref" not in written:
+            beside = next(key for key in ALTERNATIVES if key in written)
+            message = exc.message.replace("the JSON schema's allOf", f"the JSON schema's {beside} with the keywords "
+                                          "beside it", 1).replace("a part's", "one side's")
+            hint = f"make the keywords beside the {beside} fit one of its schemas, or drop them" \
+                if exc.hint == ALLOF_HINT else exc.hint
+            raise type(exc)(message, hint=hint) from None
         ref = written["$ref"]
         message = exc.message.replace("the JSON schema's allOf refers to", "the JSON schema refers to", 1).replace(
             "the JSON schema's allOf", f"the JSON schema's $ref {ref} with the keywords beside it", 1).replace(

@@ -48,10 +48,12 @@ def subschemas(node: dict[Any, Any]) -> Iterator[Any]:
 
 
 def schemas_in(schema: object) -> Iterator[dict[Any, Any]]:
-    """Every schema object within a schema (or a list of them), the schema itself included."""
-    stack = list(schema) if isinstance(schema, list) else [schema]
+    """Every schema object within a schema (or a list of them), the schema itself included, each once (a prepared
+    schema shares some)."""
+    stack, met = list(schema) if isinstance(schema, list) else [schema], set()
     while stack:
         node = stack.pop()
-        if isinstance(node, dict):
+        if isinstance(node, dict) and id(node) not in met:
+            met.add(id(node))
             yield node
             stack.extend(subschemas(node))
