@@ -42,7 +42,25 @@ def enum_narrowed(schema: dict[str, Any]) -> dict[str, Any]:
         raise UsageError(f"the JSON schema's {given} {short_json(schema[given])} holds no value its other keywords "
                          "allow", hint=f"make the {given}'s values of its type and within its bounds")
     narrowed = {key: value for key, value in schema.items() if key not in ("const", "type")}
-    return {**narrowed, "enum": kept}
+    return {**narrowed, "enum": [_integers_as_such(schema, value) for value in kept]}
+
+
+def _integers_as_such(schema: object, value: object) -> object:
+    """value with each number its schema makes an integer written as one (1.0 as 1, which JSON Schema takes for the
+    same value), its items' and properties' too, where the converter wrote 1.0 and an integer's enum allowed no
+    integer."""
+    if not isinstance(schema, dict):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        types = schema.get("type")
+        names = types if isinstance(types, list) else [types]
+        return int(value) if "integer" in names and "number" not in names else value
+    if isinstance(value, list):
+        item_schemas = _item_schemas(schema, len(value))
+        return [_integers_as_such(sub, item) for sub, item in zip(item_schemas, value, strict=True)]
+    if isinstance(value, dict):
+        return {name: _integers_as_such(_property_schema(schema, name), item) for name, item in value.items()}
+    return value
 
 
 def _allowed(schema: dict[str, Any], value: object) -> bool:
@@ -91,6 +109,15 @@ def _property_allowed(schema: dict[str, Any], name: str, value: object) -> bool:
         return True  # one Python's re cannot read (\p{Lu}, a JavaScript named group): which names it takes is unknown
     matched = [sub for pattern, sub in patterns.items() if _matches(pattern, name)]
     return all(_fits(sub, value) for sub in matched) if matched else _fits(schema.get("additionalProperties"), value)
+
+
+def _property_schema(schema: dict[str, Any], name: str) -> object:
+    """The schema of an object's property: its own in properties, else the first patternProperties one it matches,
+    else additionalProperties (None: any)."""
+    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    patterns = schema.get("patternProperties") if isinstance(schema.get("patternProperties"), dict) else {}
+    matched = (sub for pattern, sub in patterns.items() if _readable(pattern) and _matches(pattern, name))
+    return properties[name] if name in properties else next(matched, schema.get("additionalProperties"))
 
 
 def _item_schemas(schema: dict[str, Any], count: int) -> list[object]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_localgen
-from tests.test_gen_hunt import _allowed, _Vocab
+from tests.test_gen_hunt import GREEDY, _allowed, _Vocab
 
 
 @pytest.fixture(scope="module")
@@ -60,3 +60,27 @@ def test_nested_alternatives_beside_keywords_convert_at_once(kind: str) -> None:
     start = time.monotonic()
     grammar = schema_grammar(json.dumps(schema), [])
     assert time.monotonic() - start < 0.5 and len(grammar) < 100_000
+
+
+def test_an_integer_s_enum_value_with_a_zero_fraction_is_written_as_an_integer() -> None:
+    """{"type": "integer", "enum": [1.0]} allowed the text 1.0 alone, which a reader of integers takes for a float."""
+    result = run_localgen("run", "--json-schema", '{"type": "integer", "enum": [1.0]}', "-n", "8", *GREEDY,
+                          "Pick a number.")
+    assert result.returncode == 0 and result.out == "1\n", (result.out, result.err)
+
+
+@pytest.mark.parametrize(("schema", "values", "allowed"), [
+    ({"type": "integer", "const": 2.0}, ["2", "2.0"], ["2"]),
+    ({"type": ["integer", "string"], "enum": [3.0, "a"]}, ["3", "3.0", '"a"'], ["3", '"a"']),
+    ({"type": "number", "enum": [1.0]}, ["1.0", "1"], ["1.0"]),
+    ({"type": "object", "properties": {"n": {"type": "integer"}, "x": {"type": "number"}},
+      "const": {"n": 3.0, "x": 2.0}}, ['{"n": 3, "x": 2.0}', '{"n": 3.0, "x": 2.0}'], ['{"n": 3, "x": 2.0}']),
+    ({"type": "array", "items": {"type": "integer"}, "enum": [[1.0, 2.0]]}, ["[1, 2]", "[1.0, 2.0]"], ["[1, 2]"]),
+], ids=["const", "type-list", "number-kept", "property", "items"])
+def test_an_integer_s_value_with_a_zero_fraction_is_allowed_as_an_integer(vocab: _Vocab, schema: dict[str, object],
+                                                                          values: list[str],
+                                                                          allowed: list[str]) -> None:
+    from localgen.json_schema import schema_grammar
+
+    grammar = schema_grammar(json.dumps(schema), [])
+    assert [text for text in values if vocab.accepts(grammar, text)] == allowed
