@@ -17,7 +17,7 @@ from localgen.json_schema_beside import (
 from localgen.json_schema_kinds import check_kinds
 from localgen.json_schema_pattern import converter_pattern
 from localgen.json_schema_refs import whole_schema_referred
-from localgen.json_schema_types import ANY_VALUE, check_type, types_apart
+from localgen.json_schema_types import ANY_VALUE, check_type, of_several_types, types_apart
 from localgen.json_schema_values import enum_narrowed
 from localgen.json_schema_words import (
     MAX_COUNT,
@@ -202,6 +202,8 @@ def _checked(node: dict[str, Any]) -> dict[str, Any]:
     if schema and not any(key in schema for key in _VALUE_KEYWORDS) and not KNOWN_FORMAT.fullmatch(
             str(schema.get("format"))):
         schema["type"] = ANY_VALUE["type"]  # notes or constraints alone ({"title": "Data"}, {"minLength": 2})
+    elif of_several_types(schema):
+        schema["type"] = ANY_VALUE["type"]  # {"properties": {...}, "minLength": 2}: each type held to its keywords
     return enum_narrowed(schema)
 
 

@@ -27,6 +27,17 @@ def types_apart(schema: dict[str, Any]) -> dict[str, Any]:
             **definitions}
 
 
+def of_several_types(schema: dict[str, Any]) -> bool:
+    """Whether a schema of no type (nor $ref, allOf, anyOf or oneOf, merged before it is read) has keywords of more
+    than one type's ({"properties": {...}, "minLength": 2}): by JSON Schema it allows any value, each type held to
+    its own keywords, where the converter read it as of the first of them alone (an object)."""
+    if any(key in schema for key in ("type", "$ref", "allOf", "anyOf", "oneOf")):
+        return False
+    kinds = {"number" if name == "integer" else name for name, keys in TYPE_KEYWORDS.items()
+             if any(key in schema for key in keys)}
+    return len(kinds) > 1
+
+
 def _applies(key: str, type_name: str) -> bool:
     """Whether a keyword limits values of the type: one of its own, or one of no type (enum, anyOf, a note)."""
     return key in TYPE_KEYWORDS.get(type_name, ()) or not any(key in keys for keys in TYPE_KEYWORDS.values())

@@ -84,3 +84,18 @@ def test_an_integer_s_value_with_a_zero_fraction_is_allowed_as_an_integer(vocab:
 
     grammar = schema_grammar(json.dumps(schema), [])
     assert [text for text in values if vocab.accepts(grammar, text)] == allowed
+
+
+@pytest.mark.parametrize(("schema", "values", "allowed"), [
+    ({"properties": {"a": {"type": "integer"}}, "minLength": 2},
+     [{"a": 1}, "ab", 5, None, [1], {"a": "x"}, "a"], [{"a": 1}, "ab", 5, None, [1]]),
+    ({"items": {"type": "string"}, "maxLength": 1, "required": ["a"]},
+     [["x"], "x", {"a": 1}, True, [1], "xy"], [["x"], "x", {"a": 1}, True]),
+    ({"properties": {"a": {"type": "integer"}}}, [{"a": 1}, "ab"], [{"a": 1}]),
+], ids=["properties-and-min-length", "items-max-length-required", "one-type-s-keywords-alone"])
+def test_a_schema_of_no_type_with_keywords_of_several_types_allows_any_value_each_held_to_its_own(
+        vocab: _Vocab, schema: dict[str, object], values: list[object], allowed: list[object]) -> None:
+    """Such a schema was read as an object (or array) alone, where JSON Schema allows a value of any type, each kept
+    to its own type's keywords (a schema of one type's keywords alone still gives that type, as the converter has
+    it)."""
+    assert _allowed(vocab, schema, values) == allowed
