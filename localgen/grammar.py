@@ -378,11 +378,12 @@ def _is_inline(value: str) -> bool:
 
 def _refuse_misspelled_rule(value: str, option: str) -> None:
     """Refuse --grammar text that names no file and defines its rules with something other than ::= (root := "a",
-    root = "a"), where it was looked for as a file and refused as `no such file`."""
+    root = "a"), where it was looked for as a file and refused as `no such file`; a path (a folder before its =, or
+    .gbnf at its end) is left to the file's own check."""
     if option != "--grammar" or "=" not in value or not ('"' in value or "[" in value or " " in value):
         return
-    rule_text = '"' in value or "[" in value  # a literal or a character class: root = "a/b" is no path
-    if value.lower().endswith(".gbnf") or (("/" in value or os.sep in value) and not rule_text):
+    head = value.split("=", 1)[0]  # a rule's name, or a path's folders: root = "a/b" is no path, out/a="b" one
+    if value.lower().endswith(".gbnf") or "/" in head or os.sep in head:
         return  # a path: its own error says check it
     with contextlib.suppress(OSError, ValueError):
         if Path(value).exists():

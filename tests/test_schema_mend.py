@@ -99,3 +99,11 @@ def test_a_schema_of_no_type_with_keywords_of_several_types_allows_any_value_eac
     to its own type's keywords (a schema of one type's keywords alone still gives that type, as the converter has
     it)."""
     assert _allowed(vocab, schema, values) == allowed
+
+
+@pytest.mark.parametrize("name", ['out/yes="no".txt', "out/a=[1].txt", "out/root = [a-z]+", "out/x = y"])
+def test_a_missing_grammar_file_in_a_folder_is_named_as_no_such_file(tmp_path: Path, name: str) -> None:
+    """A path whose name held = and a quote or [ was taken for grammar text and told it defines no rule with ::=."""
+    path = f"{tmp_path}/{name}"
+    result = run_localgen("run", "--grammar", path, "hi")
+    assert result.returncode == 2 and f"no such file: {path}" in result.err, result.err
