@@ -16,7 +16,7 @@ from localgen.json_schema_beside import (
 )
 from localgen.json_schema_kinds import check_kinds
 from localgen.json_schema_pattern import converter_pattern
-from localgen.json_schema_refs import whole_schema_referred
+from localgen.json_schema_refs import ref_alone_draft, refs_alone_where_declared, whole_schema_referred
 from localgen.json_schema_types import ANY_VALUE, check_type, of_several_types, types_apart
 from localgen.json_schema_values import enum_narrowed
 from localgen.json_schema_words import (
@@ -53,10 +53,16 @@ _BOUNDS = (("minLength", "maxLength"), ("minItems", "maxItems"))
 
 def schema_grammar(text: str, warn: list[str]) -> str:
     """The GBNF grammar of the JSON values the schema in text allows; warn gets what the answer may still break."""
+    beside_refs: list[str] = []  # keywords a declared draft drops beside a $ref
     try:
-        schema, whole_ref = whole_schema_referred(parsed_schema(text))
+        given = parsed_schema(text)
+        schema, whole_ref = whole_schema_referred(refs_alone_where_declared(given, beside_refs))
     except RecursionError:
         raise UsageError("the JSON schema nests too deep to read", hint="flatten it, or use $defs") from None
+    if beside_refs:
+        warn.append(f"the JSON schema declares draft {ref_alone_draft(given)}, which reads a $ref alone: the "
+                    f"{', '.join(beside_refs)} beside a $ref cannot hold (leave out its $schema, or put both in an "
+                    "allOf, to hold them)")
     ignored = sorted(_keywords_in(schema) & set(IGNORED_KEYWORDS))
     if ignored:
         them = "them" if len(ignored) > 1 else "it"

@@ -1,12 +1,16 @@
-"""A JSON schema's $ref to its whole self ("#", a recursive tree's), which llama-cpp-python's converter refused as
-"Unsupported ref #", made one to a copy of the schema in its $defs, which it follows."""
+"""A JSON schema's $refs: one to its whole self ("#", a recursive tree's), which llama-cpp-python's converter refused
+as "Unsupported ref #", made one to a copy of the schema in its $defs, which it follows; one beside other keywords
+read alone where the schema declares a draft that reads it so."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import Any
 
-from localgen.json_schema_words import DEFINITIONS, schemas_in, subschemas
+from localgen.json_schema_words import DEFINITIONS, LIMITING, schemas_in, subschemas
 
+_REF_ALONE = re.compile(r"https?://json-schema\.org/draft-0([3-7])/schema#?")  # the drafts that read a $ref alone
 WHOLE = "whole-schema"  # the $defs entry that holds the schema's copy (the grammar's rule for it takes the name)
 
 
@@ -20,7 +24,7 @@ def whole_schema_referred(schema: dict[str, Any]) -> tuple[dict[str, Any], str]:
     name = next(f"{WHOLE}-{n}" if n else WHOLE for n in range(len(taken) + 1)
                 if (f"{WHOLE}-{n}" if n else WHOLE) not in taken)
     ref = f"#/$defs/{name}"
-    rewritten = _rewritten(schema, ref)
+    rewritten = _rewritten(schema, lambda node: {**node, "$ref": ref} if node.get("$ref") == "#" else node)
     kept = rewritten.get("$defs") if isinstance(rewritten.get("$defs"), dict) else {}
     whole = {key: value for key, value in rewritten.items() if key not in DEFINITIONS}
     return {**rewritten, "$defs": {**kept, name: whole}}, ref
@@ -31,20 +35,44 @@ def _refers_to_whole(node: object) -> bool:
     return any(item.get("$ref") == "#" for item in schemas_in(node))
 
 
-def _rewritten(node: object, ref: str) -> Any:
-    """node with each $ref "#" made ref (in schemas, not in data: a const of {"$ref": "#"} kept)."""
+def ref_alone_draft(schema: dict[str, Any]) -> int | None:
+    """The draft a schema's $schema declares where it is one that reads a $ref alone (4, 6, 7), else None."""
+    declared = schema.get("$schema")
+    found = _REF_ALONE.fullmatch(declared.strip()) if isinstance(declared, str) else None
+    return int(found.group(1)) if found else None
+
+
+def refs_alone_where_declared(schema: dict[str, Any], dropped: list[str]) -> dict[str, Any]:
+    """schema with each $ref's other keywords (but its definitions) left out where its $schema declares draft 4, 6
+    or 7, which read a $ref alone, where they were held beside it as 2019-09 has it; dropped gets those that limit
+    the value."""
+    if ref_alone_draft(schema) is None:
+        return schema
+
+    def alone(node: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(node.get("$ref"), str):
+            return node
+        dropped.extend(key for key in node if key in LIMITING and key not in dropped)
+        return {key: value for key, value in node.items() if key == "$ref" or key in DEFINITIONS}
+
+    return _rewritten(schema, alone)
+
+
+def _rewritten(node: object, change: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
+    """node with change made to each schema object in it (in schemas, not in data: a const of {"$ref": "#"} kept)."""
     if not isinstance(node, dict):
         return node
+    node = change(node)
     inner = {id(item) for item in subschemas(node)}
-    return {key: ref if key == "$ref" and value == "#" else _inner(value, inner, ref) for key, value in node.items()}
+    return {key: _inner(value, inner, change) for key, value in node.items()}
 
 
-def _inner(value: object, inner: set[int], ref: str) -> object:
+def _inner(value: object, inner: set[int], change: Callable[[dict[str, Any]], dict[str, Any]]) -> object:
     """A keyword's value, its subschemas rewritten."""
     if id(value) in inner:
-        return _rewritten(value, ref)
+        return _rewritten(value, change)
     if isinstance(value, list):
-        return [_rewritten(item, ref) if id(item) in inner else item for item in value]
+        return [_rewritten(item, change) if id(item) in inner else item for item in value]
     if isinstance(value, dict):
-        return {key: _rewritten(item, ref) if id(item) in inner else item for key, item in value.items()}
+        return {key: _rewritten(item, change) if id(item) in inner else item for key, item in value.items()}
     return value

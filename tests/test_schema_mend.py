@@ -107,3 +107,32 @@ def test_a_missing_grammar_file_in_a_folder_is_named_as_no_such_file(tmp_path: P
     path = f"{tmp_path}/{name}"
     result = run_localgen("run", "--grammar", path, "hi")
     assert result.returncode == 2 and f"no such file: {path}" in result.err, result.err
+
+
+DRAFT_7 = "http://json-schema.org/draft-07/schema#"
+
+
+def test_a_ref_beside_keywords_under_a_declared_draft_7_is_read_alone() -> None:
+    """Draft 7 ignores the keywords beside a $ref: they were held beside it as 2019-09 has it, and a type beside it
+    that its target is not refused the schema as allowing no value."""
+    schema = {"$schema": DRAFT_7, "definitions": {"N": {"type": "integer"}}, "$ref": "#/definitions/N",
+              "type": "string"}
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "-n", "8", *GREEDY, "Pick a number.")
+    assert result.returncode == 0 and isinstance(json.loads(result.out), int), (result.out, result.err)
+    assert result.err == ("localgen: warning: the JSON schema declares draft 7, which reads a $ref alone: the type "
+                          "beside a $ref cannot hold (leave out its $schema, or put both in an allOf, to hold them)\n")
+
+
+@pytest.mark.parametrize(("declared", "allowed"), [
+    ("http://json-schema.org/draft-04/schema#", [{"a": "abc"}, {"a": "a"}]),
+    ("https://json-schema.org/draft-06/schema", [{"a": "abc"}, {"a": "a"}]),
+    ("https://json-schema.org/draft/2020-12/schema", [{"a": "a"}]),
+    (None, [{"a": "a"}]),
+])
+def test_a_ref_s_neighbours_hold_as_the_declared_draft_has_it(vocab: _Vocab, declared: str | None,
+                                                             allowed: list[object]) -> None:
+    schema: dict[str, object] = {"definitions": {"S": {"type": "string"}}, "type": "object", "required": ["a"],
+                                 "properties": {"a": {"$ref": "#/definitions/S", "maxLength": 2}}}
+    if declared:
+        schema["$schema"] = declared
+    assert _allowed(vocab, schema, [{"a": "abc"}, {"a": "a"}]) == allowed
