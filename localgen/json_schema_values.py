@@ -4,7 +4,9 @@ compares them: llama-cpp-python's converter reads an enum or const alone, so {"t
 
 from __future__ import annotations
 
+import math
 import re
+from fractions import Fraction
 from typing import Any
 
 from localgen.errors import UsageError
@@ -165,11 +167,21 @@ def _of_type(value: object, name: object) -> bool:
 
 
 def _within(schema: dict[str, Any], value: float) -> bool:
-    """Whether a number is within the schema's minimum, maximum and (numeric) exclusive bounds."""
+    """Whether a number is within the schema's minimum, maximum and (numeric) exclusive bounds, and a multiple of its
+    multipleOf."""
     def bound(key: str) -> float | None:
         given = schema.get(key)
         return given if isinstance(given, int | float) and not isinstance(given, bool) else None
 
     low, high, above, below = (bound(key) for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"))
     return ((low is None or value >= low) and (high is None or value <= high)
-            and (above is None or value > above) and (below is None or value < below))
+            and (above is None or value > above) and (below is None or value < below)
+            and _multiple(value, bound("multipleOf")))
+
+
+def _multiple(value: float, step: float | None) -> bool:
+    """Whether a number is a whole multiple of a schema's multipleOf (None, or one not above 0: any is), reckoned on
+    the decimals as written (0.3 is a multiple of 0.1)."""
+    if step is None or step <= 0 or not math.isfinite(step) or not math.isfinite(value):
+        return True
+    return (Fraction(str(value)) / Fraction(str(step))).denominator == 1

@@ -136,3 +136,26 @@ def test_a_ref_s_neighbours_hold_as_the_declared_draft_has_it(vocab: _Vocab, dec
     if declared:
         schema["$schema"] = declared
     assert _allowed(vocab, schema, [{"a": "abc"}, {"a": "a"}]) == allowed
+
+
+def test_an_enum_keeps_only_the_multiples_of_its_multiple_of() -> None:
+    """The converter ignores multipleOf, and an enum beside it kept every value: this answer was 4."""
+    schema = {"type": "integer", "enum": [4, 7], "multipleOf": 7}
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "-n", "8", *GREEDY, "-q", "Pick a number.")
+    assert result.returncode == 0 and result.out == "7\n", (result.out, result.err)
+
+
+@pytest.mark.parametrize(("schema", "values", "allowed"), [
+    ({"enum": [0.3, 0.25, 1, "a"], "multipleOf": 0.1}, [0.3, 0.25, 1, "a"], [0.3, 1, "a"]),
+    ({"type": "array", "items": {"type": "integer", "multipleOf": 2}, "enum": [[2, 4], [2, 3]]},
+     [[2, 4], [2, 3]], [[2, 4]]),
+], ids=["decimals", "items"])
+def test_an_enum_s_numbers_are_kept_to_its_multiple_of(vocab: _Vocab, schema: dict[str, object],
+                                                       values: list[object], allowed: list[object]) -> None:
+    assert _allowed(vocab, schema, values) == allowed
+
+
+def test_an_enum_none_of_whose_numbers_is_a_multiple_of_its_multiple_of_is_one_usage_error() -> None:
+    result = run_localgen("run", "--json-schema", '{"enum": [3, 5], "multipleOf": 2}', "hi")
+    assert result.returncode == 2 and result.err.startswith(
+        "localgen: error: the JSON schema's enum [3, 5] holds no value its other keywords allow"), result.err
