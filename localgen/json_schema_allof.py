@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from localgen.errors import UsageError
-from localgen.json_schema_values import same_value
+from localgen.json_schema_values import NoValueError, enum_narrowed, same_value
 from localgen.json_schema_words import DEFINITIONS, NOTES, short_json
 
 MAXALTERNATIVES = 64  # anyOf alternatives an allOf's parts multiply out to, at most
@@ -20,10 +20,6 @@ ALTERNATIVES = ("anyOf", "oneOf")
 ALLOF_HINT = "write the combined schema out in one object, or drop the allOf"
 
 Resolver = Callable[[str], object]  # a local $ref's target (None: none)
-
-
-class NoValueError(UsageError):
-    """An allOf whose parts no value meets together (an alternative that meets this is dropped, not refused)."""
 
 
 def merged_all_of(schema: dict[str, Any], resolve: Resolver, seen: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -104,12 +100,16 @@ def _close_properties(merged: dict[str, Any], part: dict[str, Any]) -> None:
 
 
 def _spread(alternatives: list[Any], other: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each alternative merged with other, those no value meets dropped (refused only when all of them are)."""
+    """Each alternative merged with other, those no value meets dropped (an enum or const none of whose values it
+    allows too), refused only when all of them are."""
     spread: list[dict[str, Any]] = []
     clash: NoValueError | None = None
     for item in alternatives:
         try:
-            spread.append(_merged(dict(other), item))
+            merged = _merged(dict(other), item)
+            if "enum" in merged or "const" in merged:
+                enum_narrowed(merged)  # refuses one none of whose values the alternative allows
+            spread.append(merged)
         except NoValueError as exc:
             clash = clash or exc
     if clash and not spread:

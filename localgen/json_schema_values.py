@@ -12,6 +12,12 @@ from typing import Any
 from localgen.errors import UsageError
 from localgen.json_schema_words import short_json
 
+
+class NoValueError(UsageError):
+    """A schema no value meets: an allOf's parts together, or an enum or const beside keywords none of its values
+    meets (an anyOf alternative that is such a schema is dropped, not refused)."""
+
+
 _KINDS = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,), "object": (dict,),
           "array": (list,), "null": (type(None),)}
 
@@ -41,7 +47,7 @@ def enum_narrowed(schema: dict[str, Any]) -> dict[str, Any]:
     kept = [value for value in values if _allowed(schema, value)]
     if not kept:
         given = "const" if "const" in schema else "enum"
-        raise UsageError(f"the JSON schema's {given} {short_json(schema[given])} holds no value its other keywords "
+        raise NoValueError(f"the JSON schema's {given} {short_json(schema[given])} holds no value its other keywords "
                          "allow", hint=f"make the {given}'s values of its type and within its bounds")
     narrowed = {key: value for key, value in schema.items() if key not in ("const", "type")}
     return {**narrowed, "enum": [_integers_as_such(schema, value) for value in kept]}

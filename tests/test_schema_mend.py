@@ -159,3 +159,15 @@ def test_an_enum_none_of_whose_numbers_is_a_multiple_of_its_multiple_of_is_one_u
     result = run_localgen("run", "--json-schema", '{"enum": [3, 5], "multipleOf": 2}', "hi")
     assert result.returncode == 2 and result.err.startswith(
         "localgen: error: the JSON schema's enum [3, 5] holds no value its other keywords allow"), result.err
+
+
+@pytest.mark.parametrize(("schema", "values", "allowed"), [
+    ({"allOf": [{"const": {"a": 1}}, {"anyOf": [{"type": "object"}, {"type": "null"}]}]},
+     [{"a": 1}, None, {}], [{"a": 1}]),
+    ({"enum": ["a", 1], "anyOf": [{"type": "string"}, {"type": "boolean"}]}, ["a", 1, True], ["a"]),
+], ids=["all-of", "beside-any-of"])
+def test_an_alternative_none_of_whose_enum_values_it_allows_is_dropped(vocab: _Vocab, schema: dict[str, object],
+                                                                       values: list[object],
+                                                                       allowed: list[object]) -> None:
+    """The null alternative left the const no value, and the whole schema was refused as a const that holds none."""
+    assert _allowed(vocab, schema, values) == allowed
