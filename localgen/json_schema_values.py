@@ -18,6 +18,9 @@ class NoValueError(UsageError):
     meets (an anyOf alternative that is such a schema is dropped, not refused)."""
 
 
+# Keywords the converter ignores that an enum or const beside them holds: its values are narrowed to those they allow.
+ENUM_HOLDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minProperties",
+              "maxProperties")
 _KINDS = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,), "object": (dict,),
           "array": (list,), "null": (type(None),)}
 

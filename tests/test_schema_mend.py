@@ -171,3 +171,18 @@ def test_an_alternative_none_of_whose_enum_values_it_allows_is_dropped(vocab: _V
                                                                        allowed: list[object]) -> None:
     """The null alternative left the const no value, and the whole schema was refused as a const that holds none."""
     assert _allowed(vocab, schema, values) == allowed
+
+
+@pytest.mark.parametrize(("schema", "warned"), [
+    ({"type": "integer", "enum": [2, 4], "multipleOf": 2, "minimum": 1, "exclusiveMaximum": 9}, []),
+    ({"type": "object", "const": {"a": 1}, "maxProperties": 1}, []),
+    ({"type": "integer", "multipleOf": 2, "minimum": 1}, ["minimum", "multipleOf"]),
+], ids=["enum", "const", "no-enum"])
+def test_keywords_an_enum_beside_them_holds_are_not_said_to_be_ignored(schema: dict[str, object],
+                                                                       warned: list[str]) -> None:
+    """The warning named every numeric bound and multipleOf as ignored, beside an enum whose values keep to them."""
+    from tests.test_gen_hunt import _warnings
+
+    expected = [f"the JSON schema's {', '.join(warned)} cannot be enforced (llama-cpp-python's converter ignores "
+                "them): check the answer"] if warned else []
+    assert _warnings(schema) == expected
