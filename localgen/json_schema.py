@@ -15,6 +15,7 @@ from localgen.json_schema_beside import (
     ref_beside_keywords_as_all_of,
 )
 from localgen.json_schema_kinds import check_kinds
+from localgen.json_schema_literals import enum_rule, gbnf_literal
 from localgen.json_schema_pattern import converter_pattern
 from localgen.json_schema_refs import ref_alone_draft, refs_alone_where_declared, whole_schema_referred
 from localgen.json_schema_types import ANY_VALUE, check_type, of_several_types, types_apart
@@ -327,7 +328,7 @@ def _exact_converter(module: Any) -> Any:
 
         def _format_literal(self, literal: str) -> str:
             """literal as a GBNF string literal that matches exactly its text."""
-            return '"' + "".join(_gbnf_char(char) for char in literal) + '"'
+            return gbnf_literal(literal)
 
         def visit(self, schema: Any, name: str) -> Any:
             """The converter's, on the schema checked: each one it meets, wherever a $ref finds it; a schema object
@@ -335,8 +336,16 @@ def _exact_converter(module: Any) -> Any:
             if not isinstance(schema, dict):
                 return super().visit(schema, name)
             if id(schema) not in self.made:
-                self.made[id(schema)] = (schema, super().visit(_checked(schema), name))  # kept: its id its own
+                self.made[id(schema)] = (schema, self._visit_checked(_checked(schema), name))  # its id its own
             return self.made[id(schema)][1]
+
+        def _visit_checked(self, schema: dict[str, Any], name: str) -> str:
+            """The converter's, an enum it reads as such written as a tree of its values' shared beginnings."""
+            if not isinstance(schema.get("enum"), list) or isinstance(schema.get("type"), list) or any(
+                    key in schema for key in ("$ref", "anyOf", "oneOf", "const")):
+                return str(super().visit(schema, name))
+            return str(self._add_rule(f"{name}-" if name in module.RESERVED_NAMES else name or "root",
+                                      enum_rule(schema["enum"])))
 
         def _visit_pattern(self, pattern: object, name: str) -> str:
             """The converter's, on the pattern in its terms: each pattern it meets, wherever a $ref finds it."""
@@ -376,13 +385,6 @@ def _resolved_here(node: dict[str, Any], root: dict[str, Any], url: str) -> str:
         raise AssertionError(f"Error resolving ref {url}{ref}: not in the schema")
     node["$ref"] = f"{url}{ref}"
     return node["$ref"]
-
-
-def _gbnf_char(char: str) -> str:
-    """One character in a GBNF string literal: a quote and a backslash escaped, a control character as \\xNN."""
-    if char in '"\\':
-        return "\\" + char
-    return f"\\x{ord(char):02X}" if ord(char) < 0x20 or ord(char) == 0x7F else char
 
 
 def _converter_problem(exc: Exception) -> str:
