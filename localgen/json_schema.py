@@ -19,7 +19,7 @@ from localgen.json_schema_literals import enum_rule, gbnf_literal
 from localgen.json_schema_pattern import converter_pattern
 from localgen.json_schema_refs import ref_alone_draft, refs_alone_where_declared, whole_schema_referred
 from localgen.json_schema_types import ANY_VALUE, check_type, of_several_types, types_apart
-from localgen.json_schema_values import ENUM_HOLDS, enum_narrowed
+from localgen.json_schema_values import ENUM_HOLDS, enum_narrowed, integers_listed
 from localgen.json_schema_words import (
     MAX_COUNT,
     MAX_SPAN,
@@ -124,9 +124,10 @@ def parsed_schema(text: str) -> dict[str, Any]:
 
 
 def _keywords_in(schema: object) -> set[str]:
-    """Every keyword used anywhere in a schema, but those an enum or const beside them holds (enum_narrowed)."""
+    """Every keyword used anywhere in a schema, but those an enum or const beside them, or an integer's listing,
+    holds (enum_narrowed)."""
     return {str(key) for node in schemas_in(schema) for key in node
-            if not (key in ENUM_HOLDS and ("enum" in node or "const" in node))}
+            if not (key in ENUM_HOLDS and ("enum" in node or "const" in node or integers_listed(node)))}
 
 
 @dataclass

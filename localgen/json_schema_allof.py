@@ -100,15 +100,14 @@ def _close_properties(merged: dict[str, Any], part: dict[str, Any]) -> None:
 
 
 def _spread(alternatives: list[Any], other: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each alternative merged with other, those no value meets dropped (an enum or const none of whose values it
-    allows too), refused only when all of them are."""
+    """Each alternative merged with other, those no value meets dropped (an enum, const or bounded integer none of
+    whose values it allows too), refused only when all of them are."""
     spread: list[dict[str, Any]] = []
     clash: NoValueError | None = None
     for item in alternatives:
         try:
             merged = _merged(dict(other), item)
-            if "enum" in merged or "const" in merged:
-                enum_narrowed(merged)  # refuses one none of whose values the alternative allows
+            enum_narrowed(merged)  # refuses an enum, const or bounded integer none of whose values it allows
             spread.append(merged)
         except NoValueError as exc:
             clash = clash or exc

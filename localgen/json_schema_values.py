@@ -19,6 +19,8 @@ class NoValueError(UsageError):
 
 
 # Keywords the converter ignores that an enum or const beside them holds: its values are narrowed to those they allow.
+_NUMBER_KEYWORDS = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf")
+MAX_LISTED = 256  # the most integers a bounded integer's schema is listed as (listed_range)
 ENUM_HOLDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minProperties",
               "maxProperties")
 _KINDS = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,), "object": (dict,),
@@ -39,11 +41,44 @@ def same_value(first: object, second: object) -> bool:
     return type(first) is type(second) and first == second
 
 
+def listed_range(schema: dict[str, Any]) -> list[int] | None:
+    """The integers an integer's schema allows where its bounds (minimum, maximum, exclusive ones) leave at most
+    MAX_LISTED of them, a multipleOf's multiples alone, for an enum: the converter ignores bounds and allowed any
+    integer (None: not such a schema, or one of more integers, or of draft 4's true or false exclusive bounds)."""
+    if schema.get("type") != "integer" or "enum" in schema or "const" in schema or any(
+            isinstance(schema.get(key), bool) for key in ("exclusiveMinimum", "exclusiveMaximum")):
+        return None
+    lows = [math.ceil(schema[key]) for key in ("minimum", "exclusiveMinimum") if _finite(schema.get(key))]
+    highs = [math.floor(schema[key]) for key in ("maximum", "exclusiveMaximum") if _finite(schema.get(key))]
+    low, high = max(lows, default=None), min(highs, default=None)
+    if low is None or high is None or high - low >= MAX_LISTED:
+        return None
+    return [value for value in range(low, high + 1) if _within(schema, value)]
+
+
+def integers_listed(schema: dict[str, Any]) -> bool:
+    """Whether a schema's type is integer, or a type list holding integer and not number, whose integers its bounds
+    list (listed_range): its bounds then hold."""
+    types = schema.get("type")
+    names = types if isinstance(types, list) else [types]
+    return "integer" in names and "number" not in names and bool(listed_range({**schema, "type": "integer"}))
+
+
+def _finite(value: object) -> bool:
+    """Whether a keyword's value is a finite number (not true or false)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def enum_narrowed(schema: dict[str, Any]) -> dict[str, Any]:
     """schema's enum and const as one enum of the values its type, lengths and bounds allow, the converter's only
-    reading of it (unchanged without an enum or const)."""
+    reading of it, and a bounded integer's as the enum of its integers (listed_range); otherwise unchanged."""
     if "enum" not in schema and "const" not in schema:
-        return schema
+        listed = listed_range(schema)
+        if listed == []:
+            bounds = ", ".join(f"{key} {schema[key]}" for key in _NUMBER_KEYWORDS if _finite(schema.get(key)))
+            raise NoValueError(f"the JSON schema's integer of {bounds} can be no integer",
+                               hint="make its bounds hold an integer (a multiple of its multipleOf)")
+        return schema if listed is None else {**schema, "enum": listed}
     values = [schema["const"]] if "const" in schema else list(schema["enum"])
     if "const" in schema and "enum" in schema:
         values = [value for value in values if any(same_value(value, other) for other in schema["enum"])]

@@ -204,3 +204,42 @@ def test_a_long_enum_s_values_are_one_tree_of_their_shared_beginnings(vocab: _Vo
     assert first_choices == 13, root  # ten digits, a quote, null, {
     texts = [*map(json.dumps, values), "256", "01", '"gre"', '"greenish"', "nul"]
     assert [text for text in texts if vocab.accepts(grammar, text)] == [*map(json.dumps, values)]
+
+
+def test_an_integer_between_bounds_is_one_of_the_integers_they_hold() -> None:
+    """The converter ignores minimum and maximum: this answer was 1, and a warning said the bounds may be broken."""
+    schema = {"type": "object", "required": ["rating"],
+              "properties": {"rating": {"type": "integer", "minimum": 7, "maximum": 9}}}
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "-n", "16", *GREEDY, "Rate this film.")
+    assert result.returncode == 0 and result.err == "", result.err
+    assert json.loads(result.out)["rating"] in (7, 8, 9), result.out
+
+
+@pytest.mark.parametrize(("schema", "values", "allowed"), [
+    ({"type": "integer", "minimum": 1, "maximum": 5, "multipleOf": 2}, [0, 1, 2, 4, 6], [2, 4]),
+    ({"type": ["integer", "null"], "exclusiveMinimum": 0.5, "exclusiveMaximum": 3}, [0, 1, 2, 3, None], [1, 2, None]),
+    ({"allOf": [{"type": "integer", "minimum": 5}, {"anyOf": [{"maximum": 3}, {"maximum": 7}]}]}, [4, 5, 7, 8], [5, 7]),
+    ({"type": "integer", "minimum": 0, "maximum": 1000}, [0, 1000, 1001], [0, 1000, 1001]),
+], ids=["multiple-of", "type-list-exclusive", "empty-alternative-dropped", "too-many-to-list"])
+def test_a_bounded_integer_holds_its_bounds(vocab: _Vocab, schema: dict[str, object], values: list[object],
+                                            allowed: list[object]) -> None:
+    assert _allowed(vocab, schema, values) == allowed
+
+
+def test_an_integer_whose_bounds_hold_none_is_one_usage_error() -> None:
+    result = run_localgen("run", "--json-schema", '{"type": "integer", "minimum": 3, "maximum": 2}', "hi")
+    assert result.returncode == 2 and result.err.strip().splitlines() == [
+        "localgen: error: the JSON schema's integer of minimum 3, maximum 2 can be no integer (hint: make its bounds "
+        "hold an integer (a multiple of its multipleOf))"], result.err
+
+
+@pytest.mark.parametrize(("schema", "warned"), [
+    ({"type": ["integer", "null"], "minimum": 1, "maximum": 5}, False),
+    ({"type": "integer", "minimum": 0, "maximum": 1000}, True),
+    ({"type": "number", "minimum": 1, "maximum": 5}, True),
+], ids=["listed", "too-many-to-list", "number"])
+def test_bounds_an_integer_s_listing_holds_are_not_said_to_be_ignored(schema: dict[str, object],
+                                                                      warned: bool) -> None:
+    from tests.test_gen_hunt import _warnings
+
+    assert bool(_warnings(schema)) is warned
