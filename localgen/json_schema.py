@@ -69,13 +69,16 @@ def schema_grammar(text: str, warn: list[str]) -> str:
         them = "them" if len(ignored) > 1 else "it"
         warn.append(f"the JSON schema's {', '.join(ignored)} cannot be enforced (llama-cpp-python's converter "
                     f"ignores {them}): check the answer")
-    unknown_formats = sorted({node["format"] for node in schemas_in(schema) if isinstance(node.get("format"), str)
-                              and not KNOWN_FORMAT.fullmatch(node["format"])})
+    formatted = [node for node in schemas_in(schema)
+                 if isinstance(node.get("format"), str) and not KNOWN_FORMAT.fullmatch(node["format"])]
+    unknown_formats = sorted({node["format"] for node in formatted})
     if unknown_formats:
         them = "them" if len(unknown_formats) > 1 else "it"
+        of_strings = any(node.get("type", "string") in ("string", ["string"]) or "string" in node["type"]
+                         for node in formatted if isinstance(node.get("type", "string"), str | list))
         warn.append(f"the JSON schema's format {', '.join(map(json.dumps, unknown_formats))} cannot be enforced "
                     f"(llama-cpp-python's converter knows date, time, date-time and uuid, and ignores {them}): "
-                    "check the answer, or give a pattern")
+                    f"check the answer{', or give a pattern' if of_strings else ''}")  # a pattern holds strings alone
     how = _Preparation(lambda ref: _target(schema, ref), _recursive_refs(schema))
     try:
         prepared = _prepared(schema, how)

@@ -243,3 +243,16 @@ def test_bounds_an_integer_s_listing_holds_are_not_said_to_be_ignored(schema: di
     from tests.test_gen_hunt import _warnings
 
     assert bool(_warnings(schema)) is warned
+
+
+@pytest.mark.parametrize(("schema", "hint"), [
+    ({"type": "integer", "format": "int32"}, "check the answer"),
+    ({"type": ["number", "null"], "format": "double"}, "check the answer"),
+    ({"type": "string", "format": "email"}, "check the answer, or give a pattern"),
+    ({"format": "email"}, "check the answer, or give a pattern"),
+], ids=["integer", "number-or-null", "string", "no-type"])
+def test_a_number_s_format_is_not_hinted_to_be_given_as_a_pattern(schema: dict[str, object], hint: str) -> None:
+    """OpenAPI's int32 on an integer was hinted to be given as a pattern, which holds strings alone."""
+    from tests.test_gen_hunt import _warnings
+
+    assert _warnings(schema)[-1].endswith(f"and ignores it): {hint}")
