@@ -74,8 +74,7 @@ def schema_grammar(text: str, warn: list[str]) -> str:
     unknown_formats = sorted({node["format"] for node in formatted})
     if unknown_formats:
         them = "them" if len(unknown_formats) > 1 else "it"
-        of_strings = any(node.get("type", "string") in ("string", ["string"]) or "string" in node["type"]
-                         for node in formatted if isinstance(node.get("type", "string"), str | list))
+        of_strings = any(_may_be_string(node) for node in formatted)
         warn.append(f"the JSON schema's format {', '.join(map(json.dumps, unknown_formats))} cannot be enforced "
                     f"(llama-cpp-python's converter knows date, time, date-time and uuid, and ignores {them}): "
                     f"check the answer{', or give a pattern' if of_strings else ''}")  # a pattern holds strings alone
@@ -92,6 +91,12 @@ def schema_grammar(text: str, warn: list[str]) -> str:
     warn.extend(_shadowed_keywords(prepared))
     _refuse_ref_cycle(prepared, whole_ref)
     return _converted(prepared)
+
+
+def _may_be_string(node: dict[str, Any]) -> bool:
+    """Whether a schema's type allows a string (no type does)."""
+    types = node.get("type", "string")
+    return types == "string" or (isinstance(types, list) and "string" in types)
 
 
 def _shadowed_keywords(schema: object) -> list[str]:

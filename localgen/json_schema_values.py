@@ -18,9 +18,9 @@ class NoValueError(UsageError):
     meets (an anyOf alternative that is such a schema is dropped, not refused)."""
 
 
-# Keywords the converter ignores that an enum or const beside them holds: its values are narrowed to those they allow.
 _NUMBER_KEYWORDS = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf")
 MAX_LISTED = 256  # the most integers a bounded integer's schema is listed as (listed_range)
+# Keywords the converter ignores that an enum or const beside them holds: its values are narrowed to those they allow.
 ENUM_HOLDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minProperties",
               "maxProperties")
 _KINDS = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,), "object": (dict,),
@@ -85,8 +85,8 @@ def enum_narrowed(schema: dict[str, Any]) -> dict[str, Any]:
     kept = [value for value in values if _allowed(schema, value)]
     if not kept:
         given = "const" if "const" in schema else "enum"
-        raise NoValueError(f"the JSON schema's {given} {short_json(schema[given])} holds no value its other keywords "
-                         "allow", hint=f"make the {given}'s values of its type and within its bounds")
+        raise NoValueError(f"the JSON schema's {given} {short_json(schema[given])} holds no value its other "
+                           "keywords allow", hint=f"make the {given}'s values of its type and within its bounds")
     narrowed = {key: value for key, value in schema.items() if key not in ("const", "type")}
     return {**narrowed, "enum": [_integers_as_such(schema, value) for value in kept]}
 
