@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+MAX_DEPTH = 64  # the deepest a tree of values nests (grammar.MAX_NESTING bounds a grammar's parentheses)
+
 
 def gbnf_literal(text: str) -> str:
     """text as a GBNF string literal that matches exactly its text."""
@@ -18,9 +20,11 @@ def enum_rule(values: list[object]) -> str:
     return _tree([json.dumps(value) for value in values])
 
 
-def _tree(texts: list[str]) -> str:
+def _tree(texts: list[str], depth: int = 0) -> str:
     """GBNF that matches each of texts (none empty), grouped by their first character, each group's longest shared
-    beginning written once before the alternatives of its rest."""
+    beginning written once before the alternatives of its rest; at MAX_DEPTH, the texts as alternatives."""
+    if depth >= MAX_DEPTH:  # values each the one before and a character more: their tree nests as deep as they run
+        return " | ".join(map(gbnf_literal, dict.fromkeys(texts)))
     groups: dict[str, list[str]] = {}
     for text in dict.fromkeys(texts):
         groups.setdefault(text[0], []).append(text)
@@ -30,7 +34,7 @@ def _tree(texts: list[str]) -> str:
         rests = [text[len(shared):] for text in group if len(text) > len(shared)]
         piece = gbnf_literal(shared)
         if rests:
-            piece += f" ({_tree(rests)})" + ("?" if len(rests) < len(group) else "")
+            piece += f" ({_tree(rests, depth + 1)})" + ("?" if len(rests) < len(group) else "")
         pieces.append(piece)
     return " | ".join(pieces)
 

@@ -256,3 +256,13 @@ def test_a_number_s_format_is_not_hinted_to_be_given_as_a_pattern(schema: dict[s
     from tests.test_gen_hunt import _warnings
 
     assert _warnings(schema)[-1].endswith(f"and ignores it): {hint}")
+
+
+def test_an_enum_whose_values_each_begin_the_next_is_converted(vocab: _Vocab) -> None:
+    """The tree of 1,499 values, each the one before and one character more, nested 1,499 deep: the schema was refused
+    as nesting too deep to convert."""
+    from localgen.json_schema import schema_grammar
+
+    grammar = schema_grammar(json.dumps({"enum": ["a" * size for size in range(1, 1500)]}), [])
+    texts = [json.dumps("a" * size) for size in (1, 64, 65, 1499, 1500)]
+    assert [text for text in texts if vocab.accepts(grammar, text)] == texts[:4]
