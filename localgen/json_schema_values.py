@@ -82,7 +82,8 @@ def enum_narrowed(schema: dict[str, Any]) -> dict[str, Any]:
     values = [schema["const"]] if "const" in schema else list(schema["enum"])
     if "const" in schema and "enum" in schema:
         values = [value for value in values if any(same_value(value, other) for other in schema["enum"])]
-    kept = [value for value in values if _allowed(schema, value)]
+    others = {key: value for key, value in schema.items() if key not in ("enum", "const")}  # each value is one
+    kept = [value for value in values if _allowed(others, value)]
     if not kept:
         given = "const" if "const" in schema else "enum"
         raise NoValueError(f"the JSON schema's {given} {short_json(schema[given])} holds no value its other "
