@@ -12,6 +12,7 @@ from pathlib import Path
 
 from localgen.errors import UsageError
 from localgen.shorten import shorten_middle
+from localgen.tab_separated import NAMED_ESCAPES, byte_escapes
 
 MAX_NAME_LENGTH = 100
 MAX_NAME_SUFFIX = 1000  # NAME-2 ... NAME-1000 are tried before a first save gives up
@@ -22,7 +23,7 @@ _AUTOMATIC = re.compile(r"chat-\d{8}-\d{6}(?:-\d+)?")  # one, or NAME-2, NAME-3,
 SHOWN_NAME_CHARS = 40  # a name refused is cut in its middle to this many columns
 _EXAMPLE_NAME = "notes"  # the example a name gets when nothing of it makes one
 _CHARACTERS = "start with an ASCII letter or digit, then use ASCII letters, digits, '.', '_' and '-'"
-_ESCAPED = {"\\": "\\\\", "'": "\\'", "\t": "\\t", "\n": "\\n", "\r": "\\r"}  # in a shell's $'...'
+_ESCAPED = {**NAMED_ESCAPES, "'": "\\'"}  # in a shell's $'...'
 NEW_NAME_HINT = f"give one: {_CHARACTERS} (up to {MAX_NAME_LENGTH} characters), e.g. {_EXAMPLE_NAME}"  # for '' given
 
 
@@ -92,10 +93,12 @@ def free_name(stem: str, taken: Callable[[str], bool]) -> str:
 
 
 def typed(name: str) -> str:
-    """A name as a shell takes it: quoted where it must be, a control character in $'...' (tab, newline: \\t, \\n)."""
+    """A name as a shell takes it: quoted where it must be; one with a character that is not printable (a control, a
+    no-break or zero-width space, a byte that was not UTF-8) in $'...', tab, newline and the like as \\t, \\n, any other
+    as \\xHH of each byte its file's name has for it, as a listing on a pipe writes a control character."""
     if name.isprintable():
         return shlex.quote(name)
-    return "$'" + "".join(_ESCAPED.get(char) or (char if char.isprintable() else f"\\x{ord(char):02x}")
+    return "$'" + "".join(_ESCAPED.get(char) or (char if char.isprintable() else byte_escapes(char))
                           for char in name) + "'"
 
 

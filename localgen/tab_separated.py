@@ -23,8 +23,12 @@ def escaped_field(text: str) -> str:
 def _escape(match: re.Match[str]) -> str:
     """The escape of one character that escaped_field escapes."""
     char = match.group()
-    if char in NAMED_ESCAPES:
-        return NAMED_ESCAPES[char]
+    return NAMED_ESCAPES.get(char) or byte_escapes(char)
+
+
+def byte_escapes(char: str) -> str:
+    """A character as the \\xHH of each of its UTF-8 bytes, or of the one byte of a file name that was not UTF-8 (read
+    by Python as a lone surrogate, U+DC80-U+DCFF): what a shell's $'...' reads back as that file name's bytes."""
     try:
         data = char.encode("utf-8", "surrogateescape")  # U+DC80-U+DCFF: the byte Python read as it
     except UnicodeEncodeError:

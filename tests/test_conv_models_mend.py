@@ -315,3 +315,27 @@ def test_show_of_a_name_with_a_space_typed_as_two_words_is_hinted_quoted() -> No
         "`localgen conversations show --json 'my notes'`)\n"), refused.err
     other = run_localgen("conversations", "show", "my", "letters")  # no such file: the help, as before
     assert other.err.endswith("(hint: see `localgen conversations show --help`)\n"), other.err
+
+
+def _hinted_command(refused: str) -> str:
+    """The command a refusal's hint gives between backquotes."""
+    return refused.rpartition("(hint: ")[2].split("`")[1]
+
+
+def _as_bash_reads(command: str) -> list[bytes]:
+    """The words bash gives localgen of a command typed to it."""
+    read = subprocess.run(["bash", "-c", 'localgen() { printf "%s\\0" "$@"; }; ' + command], capture_output=True,
+                          timeout=30, check=True)
+    return read.stdout.split(b"\0")[:-1]
+
+
+@pytest.mark.parametrize("name", ["a\u200bb", "a\u2028b", "a\u00a0b", "caf\udce9", "it's", "two\nlines",
+                                  "a\x1b[31mb", "it's\u00a0\x1b"])
+def test_the_rename_hinted_for_a_name_no_chat_takes_names_its_file_as_bash_reads_it(name: str) -> None:
+    """A character past ASCII was written \\x and its code point ($'a\\x200bb', which bash reads as a, a space and
+    0bb; $'a\\xa0b', a byte that is no UTF-8), and a byte that was not UTF-8 as its surrogate ($'caf\\xdce9')."""
+    (conversations_dir() / f"{name}.json").write_bytes(_save("notes", Turn("Hi", "Hello!")).read_bytes())
+    refused = run_localgen("run", "--conversation", name, "-n", "1", "hi")
+    assert refused.returncode == 2, refused.err
+    words = _as_bash_reads(_hinted_command(refused.err))
+    assert words[:3] == [b"conversations", b"mv", os.fsencode(name)], (refused.err, words)
