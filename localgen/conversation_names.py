@@ -32,7 +32,7 @@ def check_name(name: str) -> str:
     if not name:
         raise empty_name(NEW_NAME_HINT)
     if not NAME_PATTERN.fullmatch(name):
-        if (copied := listed_entry(name)) is not None:  # `chat --resume "my notes"` of a file copied in by hand
+        if (copied := _renamable_entry(name)) is not None:  # `chat --resume "my notes"` of a file copied in by hand
             raise UsageError(f"'{shorten_middle(name, SHOWN_NAME_CHARS)}' is not a valid conversation name",
                              hint=f"{copied} is there: `localgen conversations mv {typed(name)} "
                                   f"{free_name(name, name_taken)}` renames it to a name chat and run take")
@@ -117,6 +117,12 @@ def listed_entry(name: str) -> Path | None:
         return path if path.parent == folder and os.path.lexists(path) else None
     except (OSError, ValueError):  # a name too long for the file system
         return None
+
+
+def _renamable_entry(name: str) -> Path | None:
+    """listed_entry where `conversations mv` takes it (a file, or a link, moved as it is), never a pipe or a folder."""
+    entry = listed_entry(name)
+    return entry if entry is not None and (entry.is_symlink() or entry.is_file()) else None
 
 
 def name_taken(name: str) -> bool:

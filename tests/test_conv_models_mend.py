@@ -339,3 +339,16 @@ def test_the_rename_hinted_for_a_name_no_chat_takes_names_its_file_as_bash_reads
     assert refused.returncode == 2, refused.err
     words = _as_bash_reads(_hinted_command(refused.err))
     assert words[:3] == [b"conversations", b"mv", os.fsencode(name)], (refused.err, words)
+
+
+def test_a_pipe_or_a_folder_under_a_name_no_chat_takes_is_hinted_the_naming_rule_not_a_rename() -> None:
+    """chat and run hinted the `conversations mv` of a pipe or a folder named my pipe.json, which mv then refused."""
+    conversations_dir().mkdir(parents=True)
+    os.mkfifo(conversations_dir() / "my pipe.json")
+    (conversations_dir() / "my dir.json").mkdir()
+    for name in ("my pipe", "my dir"):
+        refused = run_localgen("run", "--conversation", name, "-n", "1", "hi", timeout=30)
+        assert refused.returncode == 2 and refused.err == (
+            f"localgen: error: '{name}' is not a valid conversation name (hint: start with an ASCII letter or digit, "
+            f"then use ASCII letters, digits, '.', '_' and '-' (up to 100 characters), e.g. {name.replace(' ', '-')})"
+            "\n"), refused.err
