@@ -188,7 +188,7 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
 
 def _spaced_name_hint(app: typer.Typer, args: list[str], text: str) -> str | None:
     """For `conversations show my notes`: the name a listing gives a file copied in as my notes.json, quoted."""
-    from localgen.conversation_names import listed_entry, typed
+    from localgen.conversation_names import command_words, listed_entry
 
     if args[:2] != ["conversations", "show"] or "unexpected extra argument" not in text:
         return None
@@ -197,7 +197,8 @@ def _spaced_name_hint(app: typer.Typer, args: list[str], text: str) -> str | Non
     if listed_entry(name) is None:
         return None
     options = "".join(f" {shlex.quote(option)}" for option in options_given(args[2:], takes_value))
-    return f"a name with a space is one word to the shell: `localgen conversations show{options} {typed(name)}`"
+    command = command_words(f"conversations show{options}", name)
+    return f"a name with a space is one word to the shell: `localgen {command}`"
 
 
 def _number_slip_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) -> str | None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from localgen.chat import Message
 from localgen.conversation_json import LONE_SURROGATE, TurnTexts, holds_lone_surrogates, plain, record_bytes
-from localgen.conversation_names import AUTOMATIC_NAME, check_name, typed
+from localgen.conversation_names import AUTOMATIC_NAME, check_name, command_words
 from localgen.conversation_turn import AnswerDetails as AnswerDetails  # (imported from here too)
 from localgen.conversation_turn import Turn, turn_from_json, unknown_fields, with_extra
 from localgen.conversation_turn import checked_details as checked_details
@@ -67,8 +67,8 @@ class DamagedConversationError(LocalgenError):
     def left_untouched(self, other: str | None = None) -> DamagedConversationError:
         """This error with a command line's hint: how to delete what is there, and (other) how to go on with
         another conversation."""
-        remove = f"move it away or delete it (`localgen conversations rm {typed(self.name)}`)" if self.removable else \
-            "move that folder away"
+        remove = f"move it away or delete it (`localgen {command_words('conversations rm', self.name)}`)" \
+            if self.removable else "move that folder away"
         hint = f"it was left untouched: {remove}" + (f", or go on with another: {other}" if other else "")
         return DamagedConversationError(self.message, hint=hint, name=self.name, removable=self.removable)
 

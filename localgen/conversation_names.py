@@ -34,8 +34,9 @@ def check_name(name: str) -> str:
     if not NAME_PATTERN.fullmatch(name):
         if (copied := _renamable_entry(name)) is not None:  # `chat --resume "my notes"` of a file copied in by hand
             raise UsageError(f"'{shorten_middle(name, SHOWN_NAME_CHARS)}' is not a valid conversation name",
-                             hint=f"{copied} is there: `localgen conversations mv {typed(name)} "
-                                  f"{free_name(name, name_taken)}` renames it to a name chat and run take")
+                             hint=f"{copied} is there: `localgen "
+                                  f"{command_words('conversations mv', name, free_name(name, name_taken))}` renames "
+                                  "it to a name chat and run take")
         too_long = len(name) > MAX_NAME_LENGTH  # its example would be the name again, cut: said once, and shortened
         like = None if too_long else suggested_name(name)
         raise UsageError(f"'{shorten_middle(name, SHOWN_NAME_CHARS)}' is not a valid conversation name",
@@ -81,7 +82,10 @@ def suggested_name(name: str) -> str | None:
 def misnamed_file(stem: str, taken: Callable[[str], bool]) -> str:
     """Why a file of the conversations folder named against the rule (my notes.json, copied there by hand) is not
     resumed, as a listing says it (taken: whether a name has a file)."""
-    return f"invalid name: rename it (conversations mv) to {free_name(stem, taken)} to resume it"
+    free = free_name(stem, taken)
+    if stem.startswith("-"):  # typed as the listing names it, it would be read as an option
+        return f"invalid name: rename it ({command_words('conversations mv', stem, free)}) to resume it"
+    return f"invalid name: rename it (conversations mv) to {free} to resume it"
 
 
 def free_name(stem: str, taken: Callable[[str], bool]) -> str:
@@ -100,6 +104,13 @@ def typed(name: str) -> str:
         return shlex.quote(name)
     return "$'" + "".join(_ESCAPED.get(char) or (char if char.isprintable() else byte_escapes(char))
                           for char in name) + "'"
+
+
+def command_words(command: str, *names: str) -> str:
+    """A command a hint gives with names as a shell takes them (conversations mv 'my notes' my-notes), after -- where
+    one starts with '-', which the command would read as an option (conversations rm -- -cut)."""
+    ends_options = ["--"] if any(name.startswith("-") for name in names) else []
+    return " ".join([command, *ends_options, *map(typed, names)])
 
 
 def listed_entry(name: str) -> Path | None:

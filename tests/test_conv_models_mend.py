@@ -352,3 +352,25 @@ def test_a_pipe_or_a_folder_under_a_name_no_chat_takes_is_hinted_the_naming_rule
             f"localgen: error: '{name}' is not a valid conversation name (hint: start with an ASCII letter or digit, "
             f"then use ASCII letters, digits, '.', '_' and '-' (up to 100 characters), e.g. {name.replace(' ', '-')})"
             "\n"), refused.err
+
+
+def test_commands_hinted_for_a_name_starting_with_a_dash_end_the_options_first() -> None:
+    """`localgen conversations mv -x x`, `conversations rm -cut` and the listing's rename named the file as an
+    option, which the command then refused."""
+    (conversations_dir() / "-x.json").write_bytes(_save("notes", Turn("Hi", "Hello!")).read_bytes())
+    (conversations_dir() / "-cut.json").write_text('{"turns": [')
+    (record,) = [row for row in json.loads(run_localgen("conversations", "--json").out) if row["name"] == "-x"]
+    assert record["problem"] == "invalid name: rename it (conversations mv -- -x x) to resume it"
+    refused = run_localgen("run", "--conversation=-x", "-n", "1", "hi")
+    assert refused.returncode == 2, refused.err
+    command = _hinted_command(refused.err)
+    assert command == "localgen conversations mv -- -x x", refused.err
+    renamed = run_localgen(*shlex.split(command)[1:])
+    assert renamed.returncode == 0 and (conversations_dir() / "x.json").is_file(), renamed.err
+    shown = run_localgen("conversations", "show", "--", "-cut")
+    assert shown.returncode == 1, shown.err
+    command = shown.err.rpartition("(`")[2].partition("`)")[0]
+    assert command == "localgen conversations rm -- -cut", shown.err
+    words = shlex.split(command)
+    deleted = run_localgen(*words[1:3], "-y", *words[3:])
+    assert deleted.returncode == 0 and not (conversations_dir() / "-cut.json").exists(), deleted.err
