@@ -93,13 +93,14 @@ def remove_leftovers(folder: Path) -> None:
     under way holds its temp file's lock, which on another machine sharing the folder (over NFS) this one may not
     see, but no save is written for that long. Then the lock files that name no saved conversation, untouched for
     LEFTOVER_LOCK_S, that no process holds: a `conversations mv` or `rm` killed once the file went but before its lock
-    file did leaves one, as does a new chat left before its first save."""
+    file did leaves one, as does a new chat left before its first save, and a refused `mv` of a file copied in under a
+    name against the rule (my notes.json) one that stays once that file is deleted by hand."""
     remove_leftover_temp_files(folder, rf"{NAME_RULE}\.json", by_lock=False)
     if HAS_FLOCK:
         with contextlib.suppress(OSError):  # no locks folder: no lock files left
             for entry in os.scandir(folder / LOCKS_FOLDER):
                 name = entry.name.removesuffix(".lock")
-                if name != entry.name and re.fullmatch(NAME_RULE, name) and not _saved(folder, name):
+                if name != entry.name and not name.startswith(".") and not _saved(folder, name):
                     with contextlib.suppress(OSError):
                         _remove_if_unheld(folder, name)
 

@@ -374,3 +374,19 @@ def test_commands_hinted_for_a_name_starting_with_a_dash_end_the_options_first()
     words = shlex.split(command)
     deleted = run_localgen(*words[1:3], "-y", *words[3:])
     assert deleted.returncode == 0 and not (conversations_dir() / "-cut.json").exists(), deleted.err
+
+
+def test_the_lock_a_refused_rename_of_a_name_no_chat_takes_leaves_goes_once_its_file_is_gone() -> None:
+    """The lock file of my notes, left by a refused `conversations mv "my notes" seed`, was never swept: the sweep
+    took only names of the naming rule."""
+    copied = conversations_dir() / "my notes.json"
+    copied.write_bytes(_save("seed", Turn("Hi", "Hello!")).read_bytes())
+    refused = run_localgen("conversations", "mv", "my notes", "seed")
+    assert refused.returncode == 2 and "a conversation named 'seed' already exists" in refused.err, refused.err
+    lock = conversations_dir() / ".locks" / "my notes.lock"
+    assert lock.is_file()
+    copied.unlink()  # deleted by hand
+    os.utime(lock, (time.time() - 3600, time.time() - 3600))
+    assert run_localgen("conversations").returncode == 0
+    assert not lock.exists(), "swept: its file is gone"
+    assert (conversations_dir() / ".locks" / "seed.lock").exists(), "kept: seed is still saved"
