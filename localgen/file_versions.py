@@ -21,8 +21,12 @@ SETTLED_S = 2.0  # a file changed less than this long ago is not kept: a change 
 
 def settled(status: os.stat_result) -> bool:
     """Whether a file (as status names it) has been left unchanged SETTLED_S, so that what reading it gave may be kept
-    by its version: a write within the clock tick of the last one leaves the version as it was."""
-    return time.time_ns() - max(status.st_mtime_ns, status.st_ctime_ns) >= SETTLED_S * 1e9
+    by its version: a write within the clock tick of the last one leaves the version as it was. A modification time in
+    the future (`touch -d tomorrow`, rsync from a machine whose clock is ahead) says nothing of when it last changed:
+    its change time, which setting that time moves to now, decides (none left to decide: not settled)."""
+    now = time.time_ns()
+    changed = [when for when in (status.st_mtime_ns, status.st_ctime_ns) if when <= now]
+    return bool(changed) and now - max(changed) >= SETTLED_S * 1e9
 
 
 def stat_version(status: os.stat_result) -> StatVersion:

@@ -390,3 +390,26 @@ def test_the_lock_a_refused_rename_of_a_name_no_chat_takes_leaves_goes_once_its_
     assert run_localgen("conversations").returncode == 0
     assert not lock.exists(), "swept: its file is gone"
     assert (conversations_dir() / ".locks" / "seed.lock").exists(), "kept: seed is still saved"
+
+
+def test_a_header_of_a_file_modified_in_the_future_is_kept_once_its_change_has_settled(
+        home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file whose modification time is in the future (touch -d tomorrow, rsync from a machine whose clock is ahead)
+    was never settled: read again each time, and its header never kept on disk."""
+    import gguf_builders as gb
+
+    from localgen import file_versions, gguf_reader
+    from localgen.quant_choice import read_local_header
+
+    monkeypatch.setattr(file_versions, "SETTLED_S", 1.0, raising=False)
+    reads: list[Path] = []
+    real = gguf_reader.read_gguf
+    monkeypatch.setattr(gguf_reader, "read_gguf", lambda path, **kw: reads.append(path) or real(path, **kw))
+    path = gb.tiny_model(tmp_path / "m.gguf")
+    tomorrow = time.time() + 86_400
+    os.utime(path, (tomorrow, tomorrow))
+    time.sleep(max(0.0, path.stat().st_ctime - time.time() + 1.05))
+    first = read_local_header(path)
+    assert [read_local_header(path) for _ in range(3)] == [first] * 3
+    assert reads == [path], "read once: its change has settled"
+    assert len(list((home / "cache" / "headers").glob("*.json"))) == 1, "and kept on disk"
