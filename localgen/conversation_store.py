@@ -387,10 +387,11 @@ def read_conversation(name: str) -> Conversation:
 
 
 def list_conversations(*, unusable: bool = False) -> list[tuple[str, float]]:
-    """Saved conversation names with their modification times, newest first (those of one time by name), once what
-    processes killed part way left is removed (remove_leftovers; unusable: with the files that cannot be opened, for
-    listings that say why: links to a file not there, by the link's own time, pipes and other files that are not
-    regular ones, and files copied in by hand whose names break the naming rule, but for hidden ones)."""
+    """Saved conversation names with their modification times, newest first (those of one time by name, case aside,
+    then as written), once what processes killed part way left is removed (remove_leftovers; unusable: with the files
+    that cannot be opened, for listings that say why: links to a file not there, by the link's own time, pipes and
+    other files that are not regular ones, and files copied in by hand whose names break the naming rule, but for
+    hidden ones)."""
     folder = conversations_dir()
     check_folder(folder, "saved conversations")
     if not folder.is_dir():
@@ -404,7 +405,7 @@ def list_conversations(*, unusable: bool = False) -> list[tuple[str, float]]:
                 if stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode) or (
                         unusable and not stat.S_ISDIR(info.st_mode)):  # a pipe: listed as not a file, never read
                     entries.append((path.stem, info.st_mtime))
-    return sorted(entries, key=lambda e: (-e[1], e[0]))  # one time's by name: the same order each time
+    return sorted(entries, key=lambda e: (-e[1], e[0].casefold(), e[0]))  # one time's by name: the same order each time
 
 
 def latest_conversation(warn: Callable[[str], None], *, newest_only: bool = False,

@@ -413,3 +413,15 @@ def test_a_header_of_a_file_modified_in_the_future_is_kept_once_its_change_has_s
     assert [read_local_header(path) for _ in range(3)] == [first] * 3
     assert reads == [path], "read once: its change has settled"
     assert len(list((home / "cache" / "headers").glob("*.json"))) == 1, "and kept on disk"
+
+
+def test_conversations_of_one_modification_time_are_listed_by_name_whatever_its_case() -> None:
+    """Zebra came before apple: capitals sorted before every small letter."""
+    text = _save("seed", Turn("Hi", "Hello!")).read_text()
+    (conversations_dir() / "seed.json").unlink()
+    for name in ("Zebra", "apple", "Apple", "mango"):
+        path = conversations_dir() / f"{name}.json"
+        path.write_text(text)
+        os.utime(path, (1_700_000_000, 1_700_000_000))
+    table = run_localgen("conversations")
+    assert [line.split("\t")[0] for line in table.out.splitlines()[1:]] == ["Apple", "apple", "mango", "Zebra"]
