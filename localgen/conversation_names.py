@@ -124,10 +124,7 @@ def listed_entry(name: str) -> Path | None:
         return None
     folder = conversations_dir()
     path = folder / f"{name}.json"
-    try:
-        return path if path.parent == folder and os.path.lexists(path) else None
-    except (OSError, ValueError):  # a name too long for the file system
-        return None
+    return path if path.parent == folder and os.path.lexists(path) else None  # a name too long: not there
 
 
 def _renamable_entry(name: str) -> Path | None:

@@ -36,9 +36,9 @@ def stat_version(status: os.stat_result) -> StatVersion:
 
 
 class ReadOnce(Generic[Value]):
-    """Each file's reading, by its version (and a tag): read once a process while the file stays that version; the
-    LocalgenErrors keeps_error accepts are kept too, and raised again as copies (a caller adding to a message adds to
-    its own alone)."""
+    """Each file's reading, by its version (and a tag): read once a process while the file stays that version, once
+    it has settled (settled: unchanged SETTLED_S; read each time until then); the LocalgenErrors keeps_error accepts
+    are kept too, and raised again as copies (a caller adding to a message adds to its own alone)."""
 
     def __init__(self, keeps_error: Callable[[LocalgenError], bool] | None = None) -> None:
         self._kept: dict[Hashable, Value | LocalgenError] = {}
