@@ -1,219 +1,57 @@
 """Hugging Face Hub downloads: list a repo's GGUF files, choose a model, download it into the cache and verify it.
 
-This module, hub_range.py, hub_resume.py and hub_errors.py are the only ones that talk to the Hub; they import
-huggingface_hub inside functions so that importing localgen (and `localgen --help`) stays fast. A file's bytes are
-fetched by hub_resume.py, which resumes a download stopped part way; where files and localgen's records
-of them live, and finding a model there without the network, is hub_cache.py's; choosing a model's files is
-hub_choice.py's; mapping Hub errors to HubError is hub_errors.py's; the progress bar and the summary line a download
-shows are download_progress.py's (a log's lines download_log.py's); checking a downloaded file (checksums, a registry
-entry's pins, the GGUF header) is hub_verify.py's; keeping huggingface_hub's own log lines off stderr is hub_logs.py's.
+This module, hub_listing.py, hub_range.py, hub_resume.py and hub_errors.py are the only ones that talk to the Hub;
+they import huggingface_hub inside functions so that importing localgen (and `localgen --help`) stays fast. Asking
+the Hub for a repo's files is hub_listing.py's; a file's bytes are fetched by hub_resume.py, which resumes a download
+stopped part way; where files and localgen's records of them live, and finding a model there without the network, is
+hub_cache.py's; choosing a model's files is hub_choice.py's; mapping Hub errors to HubError is hub_errors.py's; the
+progress bar and the summary line a download shows are download_progress.py's (a log's lines download_log.py's);
+checking a downloaded file (checksums, a registry entry's pins, the GGUF header) is hub_verify.py's; keeping
+huggingface_hub's own log lines off stderr is hub_logs.py's.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
-import re
 import shutil
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from localgen import console, download_progress
-from localgen.config import settings
 from localgen.errors import HubError, LocalgenError
 from localgen.hub_cache import (
     blobs_dir,
     cached_model,
-    cached_spelling,
     download_may_run,
     hub_cache_dir,
     listed_blobs,
     orphaned_partials,
     partial_size,
     pointer_path,
-    repo_folder,
     save_listing,
 )
-from localgen.hub_choice import choose_model, lookalikes, quant_of, shard_of
+from localgen.hub_choice import choose_model, lookalikes
 from localgen.hub_entry_data import linked_file, linked_file_named, model_blobs, users_file_behind
-from localgen.hub_errors import map_hub_error, offline_error, stalled_message, timed_out
+from localgen.hub_errors import offline_error, stalled_message, timed_out
+from localgen.hub_listing import check_not_stalled, fetch_listing, hub_request_error, is_offline
 from localgen.hub_logs import HubLogNote, quiet_hub_logs
 from localgen.hub_resume import Fetched, PartClaim, fetch_blob, resumable
 from localgen.hub_settings import check_endpoint, hub_endpoint
-from localgen.hub_types import HubFile, HubListing, HubModel
+from localgen.hub_types import HubFile, HubModel
 from localgen.hub_verify import Pin, check_pin, check_pinned_file, check_shards_agree, verify_download
-from localgen.references import check_safe_filename
-from localgen.text_cut import short_repr
 from localgen.units import binary_size
 
 if TYPE_CHECKING:
     from localgen.download_display import Display
 
-_SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
-_SHA1_HEX = re.compile(r"^[0-9a-f]{40}$")
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
-
-
-def is_offline() -> bool:
-    """True when the network is forbidden: HF_HUB_OFFLINE=1, LOCALGEN_OFFLINE=1 or --offline."""
-    return settings().offline
-
-
-# ----------------------------------------------------------------------------- listing
-
 
 def list_gguf_files(repo: str) -> list[HubFile]:
     """The repo's GGUF files with sizes, sha256 and quant tags, in one metadata request."""
-    return list(_fetch_listing(repo).files)
+    return list(fetch_listing(repo).files)
 
 
-@dataclass(frozen=True)
-class Stall:
-    """A request to the Hub that timed out: its error, and the seconds it waited (None: not known here)."""
-
-    error: HubError
-    waited: float | None
-
-
-_listings: dict[str, HubListing | LocalgenError] | None = None  # within one_listing_per_repo(): each repo's listing,
-# or the error asking for it met, which the requests for it after fail with at once
-_stalls: list[Stall] = []  # within it: a request to the Hub that timed out, which the next ones fail with at once
-
-
-@contextlib.contextmanager
-def one_listing_per_repo() -> Iterator[None]:
-    """Within this block, a repo is listed once: choosing a quant and downloading it see the same revision, and a
-    listing that failed fails again at once, not asked for again; and a Hub that did not answer in time is not waited
-    for again (a stalled server fails a pull in one timeout, not in one for each header read and then the download)."""
-    global _listings, _stalls
-    outer = _listings, _stalls
-    if _listings is None:
-        _listings, _stalls = {}, []
-    try:
-        yield
-    finally:
-        _listings, _stalls = outer
-
-
-_answer_within: float | None = None  # within answers_within(): the most seconds a request waits for the Hub
-
-
-@contextlib.contextmanager
-def answers_within(seconds: float) -> Iterator[None]:
-    """Within this block, a request to the Hub waits at most seconds for its answer, whatever HF_HUB_ETAG_TIMEOUT and
-    HF_HUB_DOWNLOAD_TIMEOUT say: for a lookup that is only a hint, not worth a whole timeout."""
-    global _answer_within
-    outer = _answer_within
-    _answer_within = seconds if outer is None else min(outer, seconds)
-    try:
-        yield
-    finally:
-        _answer_within = outer
-
-
-def request_timeout(configured: float) -> float:
-    """The seconds a request waits for the Hub: the setting's, or less within answers_within()."""
-    return configured if _answer_within is None else min(configured, _answer_within)
-
-
-def hub_request_error(exc: BaseException, *, repo: str, filename: str | None = None,
-                      waited: float | None = None) -> LocalgenError:
-    """map_hub_error, a timeout remembered within one_listing_per_repo() for the requests after it (waited: the
-    seconds the request was given, where known)."""
-    error = map_hub_error(exc, repo=repo, filename=filename)
-    if _listings is not None and not _stalls and isinstance(error, HubError) and timed_out(exc):
-        _stalls.append(Stall(error, waited))
-    return error
-
-
-def stall() -> Stall | None:
-    """Within one_listing_per_repo(), the request to the Hub that timed out, if one did."""
-    return _stalls[0] if _stalls else None
-
-
-def check_not_stalled() -> None:
-    """Within one_listing_per_repo(), fail at once where a request before this one timed out."""
-    if _stalls:
-        raise HubError(_stalls[0].error.message, hint=_stalls[0].error.hint)
-
-
-def _fetch_listing(repo: str) -> HubListing:
-    """Ask the Hub for the repo's files (one request) and keep the GGUF ones."""
-    if is_offline():
-        raise offline_error(repo, None, None, None)
-    key = repo.lower()  # one listing (and one request) whatever the case it was typed in: the Hub's ids ignore case
-    kept = _listings.get(key) if _listings is not None else None
-    if isinstance(kept, LocalgenError):
-        raise copy.copy(kept) from kept.__cause__  # its own copy: a handler may add to its words
-    if kept is not None:
-        return kept
-    repo = cached_spelling(repo)
-    check_not_stalled()
-    try:
-        listing = _request_listing(repo)
-    except LocalgenError as exc:
-        if _listings is not None:
-            _listings[key] = exc
-        raise
-    if _listings is not None:
-        _listings[key] = listing
-    return listing
-
-
-def _request_listing(repo: str) -> HubListing:
-    """The repo's GGUF files and revision, from one metadata request."""
-    check_endpoint()
-    timeout: float | None = None
-    try:
-        from huggingface_hub import HfApi, constants  # its HTTP stack reads HF_ENDPOINT as it is imported
-
-        with quiet_hub_logs(repo):  # a listing is metadata: it waits as long as huggingface_hub's HEAD requests
-            timeout = request_timeout(constants.HF_HUB_ETAG_TIMEOUT)
-            info = HfApi().model_info(repo, files_metadata=True, timeout=timeout)
-    except Exception as exc:
-        raise hub_request_error(exc, repo=repo, waited=timeout) from exc
-    hub_id = str(getattr(info, "id", None) or "")
-    if hub_id.lower() == repo.lower() and not (hub_cache_dir() / repo_folder(repo)).is_dir():
-        repo = hub_id  # a first download is kept (and named) as the Hub spells the repo, however it was typed
-    revision = getattr(info, "sha", None)
-    revision = "main" if revision is None else revision  # a listing without one: the branch's files
-    if revision != "main" and not (isinstance(revision, str) and _COMMIT.fullmatch(revision)):
-        shown = repr(revision[:60]) if isinstance(revision, str) else short_repr(revision)  # a number, a list
-        raise HubError(f"the Hub returned an invalid commit id for {repo}: {shown}",
-                       hint=f"check HF_ENDPOINT ({hub_endpoint()})")
-    files = [_hub_file(repo, s) for s in (getattr(info, "siblings", None) or [])
-             if str(getattr(s, "rfilename", "")).lower().endswith(".gguf")]
-    files.sort(key=lambda f: f.filename)
-    return HubListing(repo=repo, revision=revision, files=tuple(files))
-
-
-def _hub_file(repo: str, sibling: Any) -> HubFile:
-    """A HubFile from a repo sibling entry, rejecting unsafe names and malformed metadata."""
-    filename = str(sibling.rfilename)
-    try:
-        check_safe_filename(filename)
-    except LocalgenError as exc:
-        raise HubError(f"{repo}: the Hub listed an unsafe file name {filename!r}; refusing the repo",
-                       hint="file names must be relative paths without '..', absolute parts or "
-                            "backslashes; check HF_ENDPOINT if you use a mirror") from exc
-    lfs = getattr(sibling, "lfs", None)  # a BlobLfsInfo, for a file kept in LFS
-    sha, size = getattr(lfs, "sha256", None), getattr(lfs, "size", None)
-    size = size if size is not None else getattr(sibling, "size", None)
-    blob_id = getattr(sibling, "blob_id", None)
-    if sha is not None and not (isinstance(sha, str) and _SHA256_HEX.fullmatch(sha.lower())):
-        raise HubError(f"{repo}: malformed sha256 for {filename!r} in the Hub's metadata")
-    if blob_id is not None and not (isinstance(blob_id, str) and _SHA1_HEX.fullmatch(blob_id.lower())):
-        blob_id = None
-    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-        raise HubError(f"{repo}: the Hub gave no valid size for {filename!r}",
-                       hint=f"check HF_ENDPOINT ({hub_endpoint()})")
-    index, count = shard_of(filename)
-    return HubFile(repo=repo, filename=filename, size=size, sha256=sha.lower() if sha else None,
-                   quant=quant_of(filename), shard_index=index, shard_count=count,
-                   blob_id=blob_id.lower() if blob_id else None)
 
 
 # ----------------------------------------------------------------------------- downloading
@@ -221,7 +59,7 @@ def _hub_file(repo: str, sibling: Any) -> HubFile:
 
 def find_model(repo: str, *, quant: str | None, filename: str | None) -> HubModel:
     """List the repo (one request) and choose the model's files, without downloading anything."""
-    listing = _fetch_listing(repo)
+    listing = fetch_listing(repo)
     repo = listing.repo  # as the cache spells it
     save_listing(listing)
     files = choose_model(list(listing.files), quant=quant, filename=filename, repo=repo)

@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from localgen.hub import check_not_stalled, hub_request_error, is_offline, request_timeout
 from localgen.hub_errors import offline_error
+from localgen.hub_listing import check_not_stalled, hub_request_error, is_offline, request_timeout
 from localgen.hub_settings import check_endpoint, hub_endpoint
 
 _SHA256 = re.compile(r'(?:w/)?"?([0-9a-f]{64})"?')  # an ETag, lower-cased

@@ -304,8 +304,8 @@ def choose_download(reference: str | None, *, hw: Hardware, request: FitRequest,
     with a note naming the context to run it at, as nothing is loaded now. note hears of header reads that take a
     while (hub_options).
     """
-    from localgen.hub import one_listing_per_repo
     from localgen.hub_errors import blamed_on_entry
+    from localgen.hub_listing import one_listing_per_repo
 
     target = model_target(reference)
     if target.repo is None:

@@ -114,7 +114,7 @@ def fitting_download(found: ResolvedModel, reference: str | None, *, hw: Hardwar
     downloaded that a run will refuse is warned of, offline too, as is the downloaded quant of ORG/REPO offline,
     where the Hub failed to choose, or where it has none that fits."""
     from localgen.estimate import header_shape
-    from localgen.hub import is_offline, one_listing_per_repo
+    from localgen.hub_listing import is_offline, one_listing_per_repo
     from localgen.quant_choice import choose_download, model_target, read_local_header
     from localgen.references import quant_of_filename
     from localgen.resolve import resolve_model
@@ -200,7 +200,8 @@ def naming_the_fitting_quant(refusal: InsufficientMemoryError, reference: str | 
     """A run's refusal of a quant (ORG/REPO:QUANT, a registry name's, or the downloaded one ORG/REPO takes), its hint
     ending with the quant of its repo that fits here, from the Hub's headers of the smaller ones (size: the refused
     quant's files'); the refusal as it was where the Hub is offline or cannot be asked."""
-    from localgen.hub import answers_within, is_offline, list_gguf_files, one_listing_per_repo, stall
+    from localgen.hub import list_gguf_files
+    from localgen.hub_listing import answers_within, is_offline, one_listing_per_repo, stall
     from localgen.hub_settings import hub_endpoint
     from localgen.quant_choice import model_target, quant_groups
 

@@ -146,7 +146,7 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
     force downloads again even when a copy is cached (for `pull --force`); download_only (for `pull`) lets through a
     model that fits only at a smaller context than a run takes by default, noting which.
     """
-    from localgen.hub import is_offline, one_listing_per_repo
+    from localgen.hub_listing import is_offline, one_listing_per_repo
 
     if force:
         kept = _kept_from_force(options)

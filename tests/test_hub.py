@@ -944,8 +944,8 @@ def test_importing_hub_and_catalog_stays_light() -> None:
     assert result.stdout.strip() == "[]", result.stderr
 
 
-HUB_MODULES = ("hub", "hub_types", "hub_cache", "hub_range", "hub_resume", "hub_errors", "hub_choice", "hub_verify",
-               "hub_slips", "download_display", "download_progress", "download_log", "verify")
+HUB_MODULES = ("hub", "hub_listing", "hub_types", "hub_cache", "hub_range", "hub_resume", "hub_errors", "hub_choice",
+               "hub_verify", "hub_slips", "download_display", "download_progress", "download_log", "verify")
 
 
 def _localgen_imports(module: str) -> set[str]:

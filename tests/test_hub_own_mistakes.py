@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 from hub_server import HubEnv, make_gguf_bytes
 
-from localgen import hub, hub_range
+from localgen import hub_listing, hub_range
 from localgen.cli import app
 from localgen.cli_exit import run_app
 from localgen.download_log import LineDisplay
@@ -36,7 +36,7 @@ def _pulled(capfd: pytest.CaptureFixture[str]) -> tuple[int, str]:
 
 @pytest.mark.parametrize(("module", "name"), [
     (LineDisplay, "_maybe_say"),  # in the display's advance, called back by huggingface_hub as bytes arrive
-    (hub, "request_timeout"),  # as the repo's files are listed
+    (hub_listing, "request_timeout"),  # as the repo's files are listed
 ], ids=["download", "listing"])
 def test_a_mistake_in_localgen_s_download_code_is_an_internal_error(hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch,
                                                                     capfd: pytest.CaptureFixture[str], module: object,
