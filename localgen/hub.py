@@ -40,11 +40,21 @@ from localgen.hub_logs import HubLogNote, quiet_hub_logs
 from localgen.hub_resume import Fetched, PartClaim, fetch_blob, resumable
 from localgen.hub_settings import check_endpoint, hub_endpoint
 from localgen.hub_types import HubFile, HubModel
-from localgen.hub_verify import Pin, check_pin, check_pinned_file, check_shards_agree, verify_download
+from localgen.hub_verify import (
+    ChecksumMismatch,
+    Pin,
+    check_pin,
+    check_pinned_file,
+    check_shards_agree,
+    verify_download,
+)
 from localgen.units import binary_size
 
 if TYPE_CHECKING:
     from localgen.download_display import Display
+
+REMOVALS_AT_MOST = 5  # a pull fetches again the files of its model a models rm beside it removes as the pull ends,
+# until they were removed this many times
 
 
 def list_gguf_files(repo: str) -> list[HubFile]:
@@ -104,33 +114,76 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
     _check_free_space(model, force=force)
     display = download_progress.open_display(model, show=show_progress, source=hub_endpoint())
     started = time.monotonic()
-    downloaded = 0
-    fetched_elsewhere = received_before = False
+    tally = _Tally()
     paths: list[Path] = []
     try:
         with display:
             for f in model.files:
-                got = _fetch_file(model, f, force=force, display=display, pin=pin if f is first else None)
-                downloaded += got.received
-                fetched_elsewhere |= got.source == "elsewhere"
-                received_before |= got.source == "received before"
-                paths.append(got.path)
-            for index in [i for i, path in enumerate(paths) if not path.exists()]:  # gone as the next were fetched
-                f = model.files[index]
-                got = _fetch_file(model, f, force=False, display=display, pin=None if index else pin)
-                downloaded, paths[index] = downloaded + got.received, got.path
-                when = "while this pull fetched the model's other shards" if len(paths) > 1 else "as this pull ended"
-                display.notes_after.append(f"localgen: {f.repo}/{f.filename} was removed {when}; it was downloaded "
-                                           "again")
+                paths.append(tally.add(_fetch_file(model, f, force=force, display=display,
+                                                   pin=pin if f is first else None)))
+            _fetch_removed(model, paths, tally, display, pin)
     finally:
         for note in display.notes_after:  # below the bars' last drawing, not above it
             console.say(note)
-    if len(paths) > 1:
-        check_shards_agree(paths)
     if not quiet:
-        download_progress.print_summary(model, downloaded, time.monotonic() - started,
-                                        fetched_elsewhere=fetched_elsewhere, received_before=received_before)
+        download_progress.print_summary(model, tally.received, time.monotonic() - started,
+                                        fetched_elsewhere=tally.elsewhere, received_before=tally.received_before)
     return paths
+
+
+@dataclass
+class _Tally:
+    """What a pull's fetches of a model's files came to: the bytes received now, and whether any file was fetched by
+    another download or received whole by one that stopped before checking it."""
+
+    received: int = 0
+    elsewhere: bool = False
+    received_before: bool = False
+
+    def add(self, got: FetchedFile) -> Path:
+        """Count one fetch; the file's path."""
+        self.received += got.received
+        self.elsewhere |= got.source == "elsewhere"
+        self.received_before |= got.source == "received before"
+        return got.path
+
+
+def _fetch_removed(model: HubModel, paths: list[Path], tally: _Tally, display: Display, pin: Pin | None) -> None:
+    """Fetch again the files of the model a models rm beside this pull removed as it fetched the others or ended (rm
+    removes a model whole, under the locks of all its blobs, which it may take between the pull's), until every file is
+    there (a split model's shards checked to agree) or it was removed REMOVALS_AT_MOST times."""
+    for removals in range(1, REMOVALS_AT_MOST + 1):
+        gone = _gone(paths)
+        checked = not gone  # all there: any gone now went as the shards were read
+        if checked and _shards_agree(paths):
+            return
+        gone = gone or _gone(paths)
+        if removals == REMOVALS_AT_MOST:
+            f = model.files[gone[0] if gone else 0]
+            raise HubError(f"{f.repo}/{f.filename} was removed {REMOVALS_AT_MOST} times as this pull fetched it",
+                           hint="let the `localgen models rm` of its model end, then pull it again")
+        for index in gone:
+            f = model.files[index]
+            paths[index] = tally.add(_fetch_file(model, f, force=False, display=display, pin=None if index else pin))
+            ended = removals > 1 or checked or index == len(paths) - 1  # no other shard fetched after it
+            when = "as this pull ended" if ended else "while this pull fetched the model's other shards"
+            display.notes_after.append(f"localgen: {f.repo}/{f.filename} was removed {when}; it was downloaded again")
+
+
+def _gone(paths: list[Path]) -> list[int]:
+    """The indexes of the files of a model that are not there."""
+    return [index for index, path in enumerate(paths) if not path.exists()]
+
+
+def _shards_agree(paths: list[Path]) -> bool:
+    """Whether a model's files, all there, agree as a split model's shards (check_shards_agree); False where one was
+    removed as they were read."""
+    try:
+        if len(paths) > 1:
+            check_shards_agree(paths)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _check_free_space(model: HubModel, *, force: bool) -> None:
@@ -191,7 +244,7 @@ def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display, p
         display.notes_after.append(f"localgen: {got.path} led to {linked_file_named(mine)}; it leads to the Hub's "
                                    f"{f.repo}/{f.filename} now, and {mine.kept} is left as it was")
     try:
-        verify_download(got.path, f, display, pin, hashed=got.sha256, own_blobs=own)
+        _verified(got, f, display, pin, own)
     except HubError:
         if not cached:
             raise
@@ -202,6 +255,16 @@ def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display, p
                                        f"Hub's {f.repo}/{f.filename}; it leads to the Hub's file now, and {mine.kept} "
                                        "is left as it was")
     return got
+
+
+def _verified(got: FetchedFile, f: HubFile, display: Display, pin: Pin | None, own: list[Path]) -> None:
+    """verify_download, which a file removed as it was checked (by a models rm beside this pull, which fetch_model
+    notices and fetches it again for) passes: only a file there is refused."""
+    try:
+        verify_download(got.path, f, display, pin, hashed=got.sha256, own_blobs=own)
+    except (LocalgenError, OSError) as exc:
+        if isinstance(exc, ChecksumMismatch) or got.path.exists():  # a mismatch deletes the file itself
+            raise
 
 
 def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, cached: bool) -> FetchedFile:

@@ -155,13 +155,16 @@ def _check_usable(path: Path, f: HubFile) -> None:
 
 def check_shards_agree(paths: list[Path]) -> None:
     """The shards of a split model must agree with each other, as llama.cpp needs; shards that do not stay
-    unverified."""
+    unverified. A shard removed as they were read (a models rm beside the pull) raises FileNotFoundError, and the
+    others stay verified."""
     from localgen.gguf_cursor import HUB_COPY_HINT
     from localgen.gguf_split import validate_split
 
     try:
         validate_split(paths[0])
     except GGUFError as exc:
+        if gone := [path for path in paths if not path.exists()]:
+            raise FileNotFoundError(f"{gone[0]} was removed as the shards were read") from exc
         for path in paths:
             forget_verified(path)
         raise GGUFError(exc.message, hint=f"the shards match the Hub's checksums, so {HUB_COPY_HINT}") from None
