@@ -1,6 +1,6 @@
 """huggingface_hub's locks on a repo's blobs (.locks/models--ORG--NAME/ETAG.lock) as `models rm` takes them: held while
-it deletes a model, so that no download writes or links one of its files meanwhile (a download that has renamed its
-finished blob into place holds its lock until the snapshot links it). The lock files and their folder stay, as
+it deletes a model, so that no download writes or links one of its files meanwhile (a pull holds the lock of each
+blob it downloaded or linked until it has checked the model they are of). The lock files and their folder stay, as
 huggingface_hub's own cache deletion (`hf cache rm`) leaves them: filelock 3.x, waiting on a lock, opens a lock file
 it found there without making it again, and fails where it was deleted meanwhile."""
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from localgen import hub_cache
 from localgen.file_locks import HAS_FLOCK, lock_holder, locked_descriptor
 
-HELD_WAIT_S = 2.0  # a lock held with no part written (a download linking its finished blob, or one about to write) is
+HELD_WAIT_S = 2.0  # a lock held with no part written (a pull checking the model it fetched, or one about to write) is
 # waited for this long; a process that holds one longer and writes nothing is no download, and rm goes ahead without it
 LOCK_POLL_S = 0.01
 LOCK_FILE_MODE = 0o664  # huggingface_hub's, so that other users sharing the cache can wait on it too
@@ -23,10 +23,11 @@ LOCK_FILE_MODE = 0o664  # huggingface_hub's, so that other users sharing the cac
 
 @dataclass
 class Waited:
-    """The blobs whose locks another process held as a repo's blob locks were taken (waited for), and the process
-    that held the first where known."""
+    """The blobs whose locks another process held as a repo's blob locks were taken (waited for), those of them still
+    held once the wait ran out (gone ahead without), and the process that held the first where known."""
 
     blobs: list[str] = field(default_factory=list)
+    given_up: list[str] = field(default_factory=list)
     holder: int | None = None
 
     @property
@@ -47,6 +48,8 @@ def holding_blob_locks(repo: str, blobs: Collection[str], *, refuse: Callable[[]
         for blob in sorted(blobs) if HAS_FLOCK else ():
             lock = hub_cache.blob_lock_path(repo, blob)
             fd = _taken(lock, refuse, waited)
+            if fd is None and blob in waited.blobs:
+                waited.given_up.append(blob)
             if fd is not None:
                 held[lock] = fd
                 hub_cache.LOCKS_HELD_HERE.add(lock)  # this process's own checks take it for no download's

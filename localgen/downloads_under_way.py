@@ -96,17 +96,18 @@ def refuse_while_downloading(name: str, repo: str, files: Sequence[HubFile], ref
 
 def refuse_split_model_fetched(registry: Registry, reference: str, cached: list[hub_cache.CachedHubFile],
                                waited: Waited) -> None:
-    """Refuse to remove a split model a download held a shard's lock of as rm waited for it, where that download goes
-    on to a shard after it, which it would leave with none before, or where a shard was not there as rm found the
-    model's files (one the download linked as rm waited would stay)."""
+    """Refuse to remove a split model a download held a shard's lock of past rm's wait for it, where that download may
+    go on to a shard after it, which it would leave with none before, or where a shard was not there as rm found the
+    model's files (one a download linked as rm waited would stay). A lock let go as rm waited was a pull's that ended:
+    a pull holds the lock of each shard it fetched until it has checked the model whole."""
     repo, names = cached[0].repo, model_files(cached)
     if len(names) < 2:
         return
     listing = hub_cache.load_listing(repo)
     files = [f for f in listing.files if f.filename in names] if listing else []
-    held_at = min((f.shard_index or 0 for f in files if f.blob in waited.blobs), default=0)  # 0: not known
+    held = [f.shard_index or 0 for f in files if f.blob in waited.given_up]  # 0: not known
     found = {c.filename for c in cached if c.path.is_file()}  # a shard linked as rm waited is not among its files
-    if any((f.shard_index or 0) > held_at or f.filename not in found for f in files):
+    if any((held and (f.shard_index or 0) > min(held)) or f.filename not in found for f in files):
         name = display_name(registry, repo, quant_of(files[0].filename), files[0].filename)
         raise _refusal(name, repo, files, reference, waited.holder, [])
 

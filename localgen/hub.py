@@ -117,11 +117,11 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
     tally = _Tally()
     paths: list[Path] = []
     try:
-        with display:
+        with display, contextlib.ExitStack() as locks:  # each blob's lock, held until the model is checked whole
             for f in model.files:
                 paths.append(tally.add(_fetch_file(model, f, force=force, display=display,
-                                                   pin=pin if f is first else None)))
-            _fetch_removed(model, paths, tally, display, pin)
+                                                   pin=pin if f is first else None, locks=locks)))
+            _fetch_removed(model, paths, tally, display, pin, locks)
     finally:
         for note in display.notes_after:  # below the bars' last drawing, not above it
             console.say(note)
@@ -148,10 +148,13 @@ class _Tally:
         return got.path
 
 
-def _fetch_removed(model: HubModel, paths: list[Path], tally: _Tally, display: Display, pin: Pin | None) -> None:
-    """Fetch again the files of the model a models rm beside this pull removed as it fetched the others or ended (rm
-    removes a model whole, under the locks of all its blobs, which it may take between the pull's), until every file is
-    there (a split model's shards checked to agree) or it was removed REMOVALS_AT_MOST times."""
+def _fetch_removed(model: HubModel, paths: list[Path], tally: _Tally, display: Display, pin: Pin | None,
+                   locks: contextlib.ExitStack) -> None:
+    """Fetch again the files of the model that a models rm beside this pull removed as it fetched the others or ended,
+    until every file is there (a split model's shards checked to agree) or it was removed REMOVALS_AT_MOST times. rm
+    removes a model whole under the locks of all its blobs, and the pull holds those it fetched (locks) until it has
+    checked them: rm takes one the pull holds only once the pull let go (a split model's shards fetched, it went on to
+    the next, so rm is refused) or gave up waiting on a lock held long with nothing written."""
     for removals in range(1, REMOVALS_AT_MOST + 1):
         gone = _gone(paths)
         checked = not gone  # all there: any gone now went as the shards were read
@@ -161,10 +164,12 @@ def _fetch_removed(model: HubModel, paths: list[Path], tally: _Tally, display: D
         if removals == REMOVALS_AT_MOST:
             f = model.files[gone[0] if gone else 0]
             raise HubError(f"{f.repo}/{f.filename} was removed {REMOVALS_AT_MOST} times as this pull fetched it",
-                           hint="let the `localgen models rm` of its model end, then pull it again")
+                           hint="another command removes it as it is downloaded: let that end, then pull it again")
+        locks.close()  # a lock this process holds would keep its own download of that blob waiting for good
         for index in gone:
             f = model.files[index]
-            paths[index] = tally.add(_fetch_file(model, f, force=False, display=display, pin=None if index else pin))
+            paths[index] = tally.add(_fetch_file(model, f, force=False, display=display, pin=None if index else pin,
+                                                 locks=locks))
             ended = removals > 1 or checked or index == len(paths) - 1  # no other shard fetched after it
             when = "as this pull ended" if ended else "while this pull fetched the model's other shards"
             display.notes_after.append(f"localgen: {f.repo}/{f.filename} was removed {when}; it was downloaded again")
@@ -232,28 +237,32 @@ class FetchedFile:
     sha256: str | None = None
 
 
-def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display, pin: Pin | None) -> FetchedFile:
+def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display, pin: Pin | None,
+                locks: contextlib.ExitStack) -> FetchedFile:
     """One file: download unless cached, then verify; a cached copy that fails is fetched again once (where it was a
     link to a file of the user's outside the cache, or another model's in it, the link alone is replaced, by the blob
-    where that is there, as pull --force replaces it)."""
+    where that is there, as pull --force replaces it). The lock of a blob downloaded or linked goes into locks."""
     cached = not force and is_cached(model, f)
     own = model_blobs(blobs_dir(model.repo), (g.blob for g in model.files))  # as models rm tells them
     mine = linked_file(pointer_path(model.repo, model.revision, f.filename), own)
-    got = _hf_download(model, f, force=force, display=display, cached=cached)
-    if force and mine is not None and users_file_behind(got.path) is None:
-        display.notes_after.append(f"localgen: {got.path} led to {linked_file_named(mine)}; it leads to the Hub's "
-                                   f"{f.repo}/{f.filename} now, and {mine.kept} is left as it was")
-    try:
-        _verified(got, f, display, pin, own)
-    except HubError:
-        if not cached:
-            raise
-        got = _hf_download(model, f, force=False, display=display, cached=is_cached(model, f))
-        verify_download(got.path, f, display, pin, hashed=got.sha256, own_blobs=own)
-        if mine is not None:
-            display.notes_after.append(f"localgen: {got.path} led to {linked_file_named(mine)}, which is not the "
-                                       f"Hub's {f.repo}/{f.filename}; it leads to the Hub's file now, and {mine.kept} "
-                                       "is left as it was")
+    with contextlib.ExitStack() as lock:  # the blob's, let go before it is fetched again, else held in locks
+        got = _hf_download(model, f, force=force, display=display, cached=cached, locks=lock)
+        if force and mine is not None and users_file_behind(got.path) is None:
+            display.notes_after.append(f"localgen: {got.path} led to {linked_file_named(mine)}; it leads to the "
+                                       f"Hub's {f.repo}/{f.filename} now, and {mine.kept} is left as it was")
+        try:
+            _verified(got, f, display, pin, own)
+        except HubError:
+            if not cached:
+                raise
+            lock.close()
+            got = _hf_download(model, f, force=False, display=display, cached=is_cached(model, f), locks=lock)
+            verify_download(got.path, f, display, pin, hashed=got.sha256, own_blobs=own)
+            if mine is not None:
+                display.notes_after.append(f"localgen: {got.path} led to {linked_file_named(mine)}, which is not the "
+                                           f"Hub's {f.repo}/{f.filename}; it leads to the Hub's file now, and "
+                                           f"{mine.kept} is left as it was")
+        locks.enter_context(lock.pop_all())
     return got
 
 
@@ -267,10 +276,12 @@ def _verified(got: FetchedFile, f: HubFile, display: Display, pin: Pin | None, o
             raise
 
 
-def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, cached: bool) -> FetchedFile:
+def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, cached: bool,
+                 locks: contextlib.ExitStack) -> FetchedFile:
     """Download one file at the model's commit and link it into the snapshot (hub_resume.py, which checks it before it
-    replaces a copy and links it with no further request; hf_hub_download, a file over the Hub's plain HTTP limit),
-    with progress (following another download of it while waiting on its lock); errors become HubError."""
+    replaces a copy and links it with no further request, its blob's lock entered into locks; hf_hub_download, a file
+    over the Hub's plain HTTP limit), with progress (following another download of it while waiting on its lock);
+    errors become HubError."""
     check_endpoint()
     check_not_stalled()
     from huggingface_hub import hf_hub_download
@@ -295,7 +306,8 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
                 path = Path(hf_hub_download(**kwargs))
             else:
                 if not (cached and pointer.is_file()):
-                    fetched = fetch_blob(model.repo, model.revision, f, own, force=force, display=display, claim=claim)
+                    fetched = fetch_blob(model.repo, model.revision, f, own, force=force, display=display, claim=claim,
+                                         locks=locks)
                 path = pointer
     except Exception as exc:
         ours = blob if claim.writing else None  # a part another pull is writing is not this one's to speak of

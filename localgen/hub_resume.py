@@ -3,7 +3,8 @@ download (Ctrl-C, a dropped connection, a killed process) leaves behind and the 
 request; complete and checked against the Hub's checksum, it is renamed to blobs/ETAG (replacing the copy a pull
 --force downloads again only then) and linked into the snapshot as huggingface_hub links its own downloads, from the
 commit and file name known already (hf_hub_download would ask the Hub about the file again first). huggingface_hub's
-lock on the blob keeps two downloads from writing one partial file at once.
+lock on the blob keeps two downloads from writing one partial file at once, and is held until the pull has checked
+the model it is of, so that a `models rm` waiting on it removes the model whole, after the pull.
 """
 
 from __future__ import annotations
@@ -70,22 +71,23 @@ class Fetched:
 
 
 def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, display: Display,
-               claim: PartClaim) -> Fetched | None:
+               claim: PartClaim, locks: contextlib.ExitStack) -> Fetched | None:
     """Download a file into blobs/etag unless it is there (force: even so), then link it into the snapshot at the
-    commit, with no request to the Hub beyond the download's. None when the blob was there once the lock was taken
-    (cached, or another download finished it while this one waited). claim.writing says, should it stop, whether the
-    partial copy is this download's; the sha256 checked is given only where the entry is the blob checked."""
+    commit, with no request to the Hub beyond the download's; the blob's lock, entered into locks, is held until they
+    close (the pull has checked its model). None when the blob was there once the lock was taken (cached, or another
+    download finished it while this one waited). claim.writing says, should it stop, whether the partial copy is this
+    download's; the sha256 checked is given only where the entry is the blob checked."""
     from huggingface_hub.utils import WeakFileLock
 
     blobs, lock = blobs_dir(repo), blob_lock_path(repo, etag)
     lock.parent.mkdir(parents=True, exist_ok=True)
-    with WeakFileLock(lock):  # blobs/ is made under it, as the partial copy is opened: see _open_partial
-        fetched = None
-        if force or not (blobs / etag).is_file():
-            claim.writing = True
-            fetched = _download(repo, revision, f, etag, fresh=force, display=display)
-        pointer = pointer_path(repo, revision, f.filename)
-        link_into_snapshot(pointer, blobs / etag, new_blob=fetched is not None)
+    locks.enter_context(WeakFileLock(lock))  # blobs/ is made under it, as the partial copy is opened: _open_partial
+    fetched = None
+    if force or not (blobs / etag).is_file():
+        claim.writing = True
+        fetched = _download(repo, revision, f, etag, fresh=force, display=display)
+    pointer = pointer_path(repo, revision, f.filename)
+    link_into_snapshot(pointer, blobs / etag, new_blob=fetched is not None)
     if fetched is not None and _file_id(pointer) != fetched.file_id:
         return replace(fetched, sha256=None)
     return fetched

@@ -1,40 +1,62 @@
-"""A pull whose model a `models rm` beside it removes as the pull ends (its last file linked, or its files being
-checked): the pull downloads the model again whole and says so, or says that it could not keep it."""
+"""A `models rm` beside a pull that is ending: rm waiting on the pull's locks removes the model once the pull has
+checked it, whole; a model removed all the same as the pull ends (an rm that gave up waiting on a lock held long)
+is downloaded again whole, and the pull says so, or that it could not keep it."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hub_server import HubEnv, make_gguf_bytes
 
-from localgen import gguf_split, hub
+from localgen import blob_locks, gguf_split, hub, hub_cache
 from localgen.cli import app
 from localgen.cli_exit import run_app
 from localgen.model_removal import remove_model
 from localgen.registry import load_registry
+from tests.conftest import REPO_ROOT, popen_localgen
 
 REPO = "org/ends-GGUF"
 S1, S2 = "ends-Q4_K_M-00001-of-00002.gguf", "ends-Q4_K_M-00002-of-00002.gguf"
 ONE = "ends-Q8_0.gguf"
 
 
-def _pulled_split(hubenv: HubEnv) -> None:
-    """REPO's split Q4_K_M, served and downloaded once."""
+def _serve(hubenv: HubEnv) -> None:
+    """REPO's split Q4_K_M and its Q8_0 of one file, on the loopback Hub."""
     hubenv.server.add_repo(REPO, {S1: make_gguf_bytes("a", shard=(1, 2)), S2: make_gguf_bytes("b", shard=(2, 2)),
                                   ONE: make_gguf_bytes("one")})
-    hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
 
 
-def _removed_as_shards_are_read(monkeypatch: pytest.MonkeyPatch, times: int) -> list[str]:
-    """Remove REPO's Q4_K_M (as models rm does) as a pull's check that its shards agree begins, the first times
-    checks: the names removed."""
+def _pulled_first_shard(hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """REPO's split Q4_K_M pulled, its last shard deleted since (a pull checks the first, holding no lock of it, and
+    downloads the last); rm gives up at once on a lock another holds, as it does on one held past its wait."""
+    _serve(hubenv)
+    _first, last = hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    last.resolve().unlink()
+    last.unlink()
+    monkeypatch.setattr(blob_locks, "HELD_WAIT_S", 0.0)
+
+
+def _by_rm() -> str:
+    """Remove REPO's Q4_K_M as models rm does: its name."""
+    return remove_model(load_registry(), f"{REPO}:Q4_K_M").name
+
+
+def _removed_as_shards_are_read(monkeypatch: pytest.MonkeyPatch, times: int,
+                                remove: Callable[[], str] = _by_rm) -> list[str]:
+    """Remove REPO's Q4_K_M (as models rm does, or remove says) as a pull's check that its shards agree begins, the
+    first times checks: what remove said each time."""
     real, removed = gguf_split.validate_split, list[str]()
 
     def removed_first(first_shard: Path) -> Any:
         if len(removed) < times:
-            removed.append(remove_model(load_registry(), f"{REPO}:Q4_K_M").name)
+            removed.append(remove())
         return real(first_shard)
 
     monkeypatch.setattr(gguf_split, "validate_split", removed_first)
@@ -62,13 +84,64 @@ def _whole(hubenv: HubEnv, paths: list[Path], names: list[str]) -> None:
     assert [p.name for p in hubenv.snapshot_files(REPO)] == names
 
 
+class _HeldCheck:
+    """A pull --force in a thread of this process, held as it checks the model it fetched (the last file's header,
+    or a split model's shards agreeing) until released."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *, split: bool) -> None:
+        self.checking, self.released, self.errors = threading.Event(), threading.Event(), list[Exception]()
+        module, name = (gguf_split, "validate_split") if split else (hub, "verify_download")
+        real = getattr(module, name)
+
+        def held(*args: Any, **kwargs: Any) -> Any:
+            self.checking.set()
+            self.released.wait(30)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, held)
+
+    def start(self, quant: str) -> threading.Thread:
+        """Pull REPO:quant again until its check is held."""
+        def pull() -> None:
+            try:
+                hub.download_model(REPO, quant=quant, filename=None, force=True, quiet=True)
+            except Exception as exc:  # what the pull said, for the test to read
+                self.errors.append(exc)
+
+        thread = threading.Thread(target=pull)
+        thread.start()
+        assert self.checking.wait(30)
+        return thread
+
+
+@pytest.mark.parametrize("quant", ["Q4_K_M", "Q8_0"], ids=["split", "single"])
+def test_rm_waiting_on_the_locks_of_a_pull_checking_its_model_removes_it_whole_once_the_pull_ended(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], quant: str) -> None:
+    """The pull let go of a blob's lock once it had linked it, before checking the model: rm took the locks and
+    removed the model as the pull checked it, which then failed ('file not found') or downloaded it again, so that
+    the model rm said it removed was back in the cache."""
+    _serve(hubenv)
+    hub.download_model(REPO, quant=quant, filename=None, quiet=True)
+    held = _HeldCheck(monkeypatch, split=quant == "Q4_K_M")
+    pull = held.start(quant)
+    rm = popen_localgen([sys.executable, "-m", "localgen", "models", "rm", "--yes", f"{REPO}:{quant}"], cwd=REPO_ROOT,
+                        env=hubenv.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(1.0)  # rm waits (up to 2 s) on a lock the pull holds
+    held.released.set()
+    _, err = rm.communicate(timeout=60)
+    pull.join(60)
+    assert held.errors == [] and rm.returncode == 0 and err.decode().startswith(f"localgen: removed {REPO}:{quant}")
+    assert "downloaded again" not in capfd.readouterr().err
+    assert hubenv.snapshot_files(REPO) == [] and hubenv.blobs(REPO) == []
+
+
 def test_a_split_model_removed_as_the_pull_checks_its_shards_is_downloaded_again_whole(
         hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
     """rm removing the model after the pull found every shard there, as it read them to check they agree: the pull
     failed with 'ends-Q4_K_M-00001-of-00002.gguf: file not found' and left nothing."""
-    _pulled_split(hubenv)
+    _pulled_first_shard(hubenv, monkeypatch)
     removed = _removed_as_shards_are_read(monkeypatch, 1)
-    paths = hub.download_model(REPO, quant="Q4_K_M", filename=None, force=True, quiet=True)
+    paths = hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
     assert removed == [f"{REPO}:Q4_K_M"]
     _whole(hubenv, paths, [S1, S2])
     err = capfd.readouterr().err
@@ -78,11 +151,11 @@ def test_a_split_model_removed_as_the_pull_checks_its_shards_is_downloaded_again
 
 def test_a_split_model_removed_once_the_pull_linked_its_last_shard_is_downloaded_again_whole(
         hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
-    """rm waiting on the last shard's lock removed the model as soon as the pull let go of it, before the pull checked
-    that shard: the pull failed with 'ends-Q4_K_M-00002-of-00002.gguf: file not found'."""
-    _pulled_split(hubenv)
+    """rm removed the model as soon as the pull had linked its last shard, before the pull checked that shard: the
+    pull failed with 'ends-Q4_K_M-00002-of-00002.gguf: file not found'."""
+    _pulled_first_shard(hubenv, monkeypatch)
     removed = _removed_once_linked(monkeypatch, S2, f"{REPO}:Q4_K_M")
-    paths = hub.download_model(REPO, quant="Q4_K_M", filename=None, force=True, quiet=True)
+    paths = hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
     assert removed == [f"{REPO}:Q4_K_M"]
     _whole(hubenv, paths, [S1, S2])
     err = capfd.readouterr().err
@@ -95,7 +168,8 @@ def test_a_single_file_removed_once_the_pull_linked_it_is_downloaded_again(
         hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
     """The pull failed with 'ends-Q8_0.gguf: file not found' where rm removed the file between its link and its
     check."""
-    hubenv.server.add_repo(REPO, {ONE: make_gguf_bytes("one")})
+    _serve(hubenv)
+    monkeypatch.setattr(blob_locks, "HELD_WAIT_S", 0.0)
     removed = _removed_once_linked(monkeypatch, ONE, f"{REPO}:Q8_0")
     (path,) = hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
     assert removed == [f"{REPO}:Q8_0"] and path.is_file()
@@ -104,12 +178,21 @@ def test_a_single_file_removed_once_the_pull_linked_it_is_downloaded_again(
 
 def test_a_pull_whose_model_is_removed_each_time_it_is_downloaded_again_gives_up_saying_so(
         hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
-    """Removed again as each download again ended, the model was said to have a shard 'file not found'."""
-    _pulled_split(hubenv)
-    removed = _removed_as_shards_are_read(monkeypatch, hub.REMOVALS_AT_MOST)
+    """Deleted again (by a command that takes no lock) as each download again ended, the model was said to have a
+    shard 'file not found'."""
+    _pulled_first_shard(hubenv, monkeypatch)
+    folder = hubenv.hf_cache / hub_cache.repo_folder(REPO)
+
+    def by_hand() -> str:  # as `rm -r`, or huggingface_hub's cache deletion, which take no lock
+        for path in sorted(folder.glob("*/**/*.gguf")) + sorted((folder / "blobs").iterdir()):
+            path.unlink()
+        return "deleted"
+
+    removed = _removed_as_shards_are_read(monkeypatch, hub.REMOVALS_AT_MOST, by_hand)
     capfd.readouterr()
-    code = run_app(app, ["pull", "--force", f"{REPO}:Q4_K_M"])
+    code = run_app(app, ["pull", f"{REPO}:Q4_K_M"])
     err = capfd.readouterr().err
     assert len(removed) == hub.REMOVALS_AT_MOST and code == 1, err
     assert err.endswith(f"localgen: error: {REPO}/{S1} was removed {hub.REMOVALS_AT_MOST} times as this pull fetched "
-                        "it (hint: let the `localgen models rm` of its model end, then pull it again)\n"), err
+                        "it (hint: another command removes it as it is downloaded: let that end, then pull it "
+                        "again)\n"), err

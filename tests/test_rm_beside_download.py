@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,14 +76,17 @@ class _HeldLink:
         return thread
 
 
-def _rm_beside(held: _HeldLink, env: dict[str, str], *, force: bool) -> tuple[int, str]:
+def _rm_beside(held: _HeldLink, env: dict[str, str], *, force: bool,
+               then: Callable[[], None] = lambda: None) -> tuple[int, str]:
     """`models rm --yes REPO` started while the held pull waits to link, the pull let go a second later (rm waits up
-    to 2 s on the lock the pull holds): rm's exit status and stderr, once both have ended."""
+    to 2 s on the lock the pull holds), then called once rm has ended: rm's exit status and stderr, once both have
+    ended."""
     pull = held.start(force=force)
     rm = _rm(env, REPO)
     time.sleep(1.0)
     held.released.set()
     _, err = rm.communicate(timeout=60)
+    then()
     pull.join(60)
     return rm.returncode, err.decode()
 
@@ -349,11 +353,16 @@ def _shards(first_blob_first: bool) -> dict[str, bytes]:
 def test_rm_of_a_split_model_waiting_for_a_pull_to_link_a_shard_is_refused_and_the_pull_completes_it(
         hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, first_blob_first: bool) -> None:
     """rm waited for a pull --force to link its first shard, then removed the model; the pull went on to the second
-    shard and failed ('...-00001-of-00002.gguf: file not found'), leaving that shard's blob and entry for good."""
+    shard and failed ('...-00001-of-00002.gguf: file not found'), leaving that shard's blob and entry for good. The
+    second shard's body is held until rm has ended: the pull writes it as rm waits."""
     hubenv.server.add_repo(REPO, _shards(first_blob_first))
     hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    hubenv.server.chunk_size, hubenv.server.hold_body_at[(REPO, S2)] = 1024, 1024
     held = _HeldLink(monkeypatch)
-    code, err = _rm_beside(held, hubenv.env, force=True)  # waits to link the first shard
+    try:
+        code, err = _rm_beside(held, hubenv.env, force=True, then=hubenv.server.body_released.set)  # links shard 1
+    finally:
+        hubenv.server.body_released.set()
     holder = f"process {os.getpid()}" if Path("/proc/locks").exists() else "another process"
     assert code == 1 and err.startswith(
         f"localgen: error: {REPO}:Q4_K_M is being downloaded by {holder} ("), err
@@ -444,10 +453,11 @@ def test_a_prompt_cache_entry_of_a_model_rm_deletes_as_it_is_written_is_deleted(
 
 def test_a_pull_of_a_split_model_whose_first_shard_rm_removed_between_two_shards_downloads_it_again(
         hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
-    """rm between a pull's two shards, holding neither's lock, removed the first; the pull fetched the second and
-    failed ('...-00001-of-00002.gguf: file not found'), leaving the second shard's blob and entry for good."""
+    """rm between a pull's two shards, holding neither's lock (the first was there: the pull only checked it),
+    removed the first; the pull fetched the second and failed ('...-00001-of-00002.gguf: file not found'), leaving
+    the second shard's blob and entry for good."""
     hubenv.server.add_repo(REPO, _shards(True))
-    hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    _pulled_first_shard()
     real, removed = hub.verify_download, list[str]()
 
     def removed_once_verified(path: Path, *args: object, **kwargs: object) -> None:
@@ -456,11 +466,18 @@ def test_a_pull_of_a_split_model_whose_first_shard_rm_removed_between_two_shards
             removed.append(remove_model(load_registry(), REPO).name)
 
     monkeypatch.setattr(hub, "verify_download", removed_once_verified)
-    paths = hub.download_model(REPO, quant="Q4_K_M", filename=None, force=True, quiet=True)
+    paths = hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
     assert removed == [f"{REPO}:Q4_K_M"] and [p.name for p in paths] == [S1, S2] and all(p.is_file() for p in paths)
     assert [p.name for p in hubenv.snapshot_files(REPO)] == [S1, S2]
     assert f"localgen: {REPO}/{S1} was removed while this pull fetched the model's other shards; it was downloaded " \
            "again\n" in capfd.readouterr().err
+
+
+def _pulled_first_shard() -> None:
+    """REPO's split Q4_K_M pulled, its last shard deleted since: a pull checks the first and downloads the last."""
+    _first, last = hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    last.resolve().unlink()
+    last.unlink()
 
 
 def _removed_once_fetched(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
@@ -479,7 +496,7 @@ def test_a_pull_whose_download_again_of_a_removed_shard_fails_says_nothing_of_do
         hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
     """The note that the shard was downloaded again came before its download, and was printed as the pull failed."""
     hubenv.server.add_repo(REPO, _shards(True))
-    hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    _pulled_first_shard()
     _removed_once_fetched(monkeypatch, S1)
     real, calls = hub._fetch_file, list[str]()
 
@@ -491,7 +508,7 @@ def test_a_pull_whose_download_again_of_a_removed_shard_fails_says_nothing_of_do
 
     monkeypatch.setattr(hub, "_fetch_file", fetch)
     with pytest.raises(HubError, match="connection reset"):
-        hub.download_model(REPO, quant="Q4_K_M", filename=None, force=True, quiet=True)
+        hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
     assert calls == [S1, S2, S1]
     assert "downloaded again" not in capfd.readouterr().err
 
