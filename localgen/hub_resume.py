@@ -115,6 +115,8 @@ def _download(repo: str, revision: str, f: HubFile, etag: str, *, fresh: bool, d
             received = 0 if received_before else _get(repo, revision, f, handle, display)
             fsync_file(handle)  # the verification marker, written durably next, must not outlive these bytes
         sha256 = _checked(partial, f, display, there=there)
+    except ChecksumMismatch as exc:  # the server sent another size than its listing gives
+        raise _discarded(partial, exc, there=there) from exc.__cause__
     except BaseException:
         with contextlib.suppress(OSError):
             if partial.stat().st_size == 0 or (blobs / etag).is_file():
@@ -145,9 +147,16 @@ def _checked(partial: Path, f: HubFile, display: Display, *, there: bool) -> str
     try:
         return check_checksum(partial, f, display)
     except ChecksumMismatch as exc:
+        raise _discarded(partial, exc, there=there) from exc.__cause__
+
+
+def _discarded(partial: Path, exc: ChecksumMismatch, *, there: bool) -> ChecksumMismatch:
+    """A partial copy that is not the file the Hub lists, deleted: the error, saying so (there: and that the copy
+    there is kept)."""
+    with contextlib.suppress(OSError):
         partial.unlink(missing_ok=True)
-        exc.message += "; the corrupt download was deleted" + ("; the copy that was there is kept" if there else "")
-        raise
+    exc.message += "; the corrupt download was deleted" + ("; the copy that was there is kept" if there else "")
+    return exc
 
 
 @contextlib.contextmanager
@@ -203,9 +212,16 @@ def _get(repo: str, revision: str, f: HubFile, handle: BinaryIO, display: Displa
         console.say(f"localgen: resuming {what} at {binary_size(done)} of {binary_size(f.size)}")
     restarted: list[bool] = []
     url = hf_hub_url(repo, f.filename, revision=revision, endpoint=hub_endpoint())
-    with _read_in_pieces_of(DOWNLOAD_PIECE):
-        http_get(url, handle, resume_size=done, headers=build_hf_headers(), expected_size=f.size,
-                 displayed_filename=f.name, tqdm_class=_bar(display, done, what, restarted))
+    try:
+        with _read_in_pieces_of(DOWNLOAD_PIECE):
+            http_get(url, handle, resume_size=done, headers=build_hf_headers(), expected_size=f.size,
+                     displayed_filename=f.name, tqdm_class=_bar(display, done, what, restarted))
+    except OSError as exc:
+        if "Consistency check failed" not in str(exc):  # the body ended whole, of another size than the listing's
+            raise
+        raise ChecksumMismatch(f"{what}: {hub_endpoint()} sent {handle.tell():,} bytes of it, and its listing says "
+                               f"{f.size:,}", hint=f"run the command again; if it fails again, the Hub mirror or a "
+                                                   f"proxy ({hub_endpoint()}) is serving bad data") from exc
     return f.size if restarted else f.size - done
 
 
