@@ -474,7 +474,7 @@ def test_ctrl_backslash_before_the_answer_ends_the_line_of_its_echo(tmp_path: Pa
 
     child = spawn_localgen("run", "-", env={**os.environ, "LOCALGEN_HOME": str(tmp_path)}, timeout=60)
     child.logfile_read = transcript = io.BytesIO()
-    child.expect("Ctrl-D")  # the note that the prompt is read from the terminal
+    child.expect("ends it\r\n")  # the whole note that the prompt is read from the terminal: the run waits on it now
     child.sendcontrol("\\")
     child.expect(pexpect.EOF)
     child.close()
