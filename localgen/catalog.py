@@ -182,7 +182,7 @@ def _default_path(registry: Registry) -> Path | None:
 
 def list_all_models(registry: Registry) -> list[ListedModel]:
     """The downloaded models (as list_models lists them), then the registry entries that are not downloaded."""
-    folders = hub_cache.repo_folders()
+    folders = hub_cache.repo_folders(refusal_raises=True)
     downloaded = list_models(registry, folders=folders)
     names = {m.name for m in downloaded}
     by_path = {m.path: m for m in downloaded}

@@ -42,6 +42,7 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
     from localgen import console
     from localgen.catalog import SOURCE_HUB, list_models
     from localgen.default_model import default_in_listing, default_refusal
+    from localgen.hub_cache import repo_folders
     from localgen.partial_downloads import partial_downloads
     from localgen.registry import load_registry
 
@@ -52,7 +53,7 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
     if all_models:
         _list_all(registry, default, parts, json_output=json_output)
         return
-    models = list_models(registry)
+    models = list_models(registry, folders=repo_folders(refusal_raises=True))  # a cache not to be read: said
     marked = _default_index(models, default)
     hub_names = {m.name for m in models if m.source == SOURCE_HUB}
     part_of = {p.name: p for p in parts}

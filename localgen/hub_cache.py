@@ -58,14 +58,19 @@ def repo_folder(repo: str) -> str:
 RepoFolders = Mapping[str, Sequence[str]]  # the cache's repo folders: each name in lower case -> its spellings there
 
 
-def repo_folders(lowered: str | None = None) -> dict[str, list[str]]:
+def repo_folders(lowered: str | None = None, *, refusal_raises: bool = False) -> dict[str, list[str]]:
     """The cache's repo folders (models--ORG--NAME) by their names in lower case, each one's spellings sorted, from one
     read of the cache folder (lowered: that name alone): a listing reads it once to spell all its repos, and the next
-    listing reads it afresh, so a pull in between is seen."""
+    listing reads it afresh, so a pull in between is seen. refusal_raises: a cache its permissions keep from being
+    read raises PermissionError (a listing says so), where it is otherwise taken to hold nothing."""
     found: dict[str, list[str]] = {}
     try:
         names = sorted(p.name for p in hub_cache_dir().iterdir() if _repo_folder_named(p.name.lower(), lowered)
                        and p.is_dir())
+    except PermissionError:
+        if refusal_raises:
+            raise
+        return found
     except OSError:
         return found
     for name in names:
@@ -84,7 +89,7 @@ def cached_spelling(repo: str, folders: RepoFolders | None = None) -> str:
     another tool made a second folder in another case, the one localgen downloaded into (and listed) wins. folders:
     the cache's repo folders as a listing read them (repo_folders), else they are read now."""
     exact = repo_folder(repo)
-    if os.path.isfile(_listing_file(exact)) and os.path.isdir(hub_cache_dir() / exact):  # localgen's download, as typed
+    if os.path.isfile(_listing_file(exact)) and (hub_cache_dir() / exact).is_dir():  # localgen's download, as typed
         return repo
     wanted = exact.lower()
     spellings = (folders if folders is not None else repo_folders(wanted)).get(wanted, ())
