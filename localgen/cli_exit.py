@@ -33,9 +33,9 @@ from localgen.errors import (
     LocalgenError,
     internal_error_text,
     os_reason,
-    permission_failure,
 )
 from localgen.other_tools import check_options, mentions_other_tools_options
+from localgen.refusals import permission_failure
 from localgen.signals import ANSWER_ENDING_SIGNALS, QUIT_SIGNALS, SignalExit, signal_exit_code
 
 OUTPUT_FULL_ERRNOS = DISK_FULL_ERRNOS | {errno.EFBIG}

@@ -127,15 +127,6 @@ def internal_error_text(exc: BaseException) -> str:
     return f"internal error: {type(exc).__name__}: {exc}"
 
 
-def permission_failure(exc: BaseException) -> LocalgenError | None:
-    """The error to say for a file or folder its permissions kept from use that no module mapped (another user's, a
-    chmod): no bug of localgen's to report, unlike any other unexpected exception (None for those)."""
-    if not isinstance(exc, PermissionError) or exc.filename is None:
-        return None
-    return LocalgenError(f"cannot use {exc.filename}: {os_reason(exc)}",
-                         hint="check the permissions of that file or folder and of the folders above it")
-
-
 def os_reason(exc: OSError) -> str:
     """Why a file operation failed, as a message says it: the OS's words ("Permission denied"), else the error's."""
     return exc.strerror or str(exc)

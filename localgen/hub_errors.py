@@ -16,6 +16,7 @@ from localgen.errors import DISK_FULL_ERRNOS, HubError, LocalgenError
 from localgen.hub_settings import hub_cache_dir, hub_endpoint
 from localgen.hub_slips import with_known_repo
 from localgen.hub_types import NotInRepoError, RepoNotFoundError
+from localgen.links import refusing_place
 from localgen.storage import unwritable_hint
 
 if TYPE_CHECKING:
@@ -384,11 +385,9 @@ def _filesystem_error(err: BaseException, *, where: str) -> HubError | None:
     if err.errno in DISK_FULL_ERRNOS:
         return HubError(f"no space left on the disk while downloading {where} ({os.strerror(err.errno)})",
                         hint=f"free some space in {hub_cache_dir()} (see `localgen models list`)")
-    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR) and _in_hub_cache(err.filename):
-        return HubError(f"cannot write to the Hugging Face cache ({err.filename}): {os.strerror(err.errno)}",
-                        hint=unwritable_hint(err, Path(err.filename).parent, "set HF_HUB_CACHE (or HF_HOME) to a "
-                                             "folder you can write to, or fix the permissions",
-                                             setting="HF_HUB_CACHE (or HF_HOME)"))
+    refused = hub_cache_refusal(err, doing="write to")
+    if refused is not None:
+        return refused
     if err.errno == errno.EFBIG:
         return HubError(f"{where} is too large for the file system of {hub_cache_dir()}",
                         hint="some file systems (FAT32) hold files of at most 4 GiB; set HF_HUB_CACHE to a "
@@ -397,6 +396,19 @@ def _filesystem_error(err: BaseException, *, where: str) -> HubError | None:
         return HubError(f"the download of {where} was incomplete (the connection dropped)",
                         hint="run the command again")
     return None
+
+
+def hub_cache_refusal(err: BaseException, *, doing: str = "use") -> HubError | None:
+    """The error for a file or folder of the Hugging Face cache that its permissions (or a read-only mount) keep from
+    use, a download's or any other command's, naming the place that refuses (its links followed: a snapshot entry's
+    blobs folder), else None."""
+    if not isinstance(err, OSError) or err.errno not in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR) \
+            or not _in_hub_cache(err.filename):
+        return None
+    place = refusing_place(err.filename) if isinstance(err, PermissionError) else Path(err.filename)
+    return HubError(f"cannot {doing} the Hugging Face cache ({place}): {os.strerror(err.errno)}",
+                    hint=unwritable_hint(err, place.parent, "set HF_HUB_CACHE (or HF_HOME) to a folder you can write "
+                                         "to, or fix its permissions", setting="HF_HUB_CACHE (or HF_HOME)"))
 
 
 def stalled_message(what: str) -> str:

@@ -1,9 +1,10 @@
 """Links that lead to nothing: what is wrong with one, said in words (a target not there, a loop, a path through a
-file)."""
+file); and the place on a path, its links followed, whose permissions refuse it."""
 
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 from pathlib import Path
 
@@ -31,3 +32,17 @@ def broken_link(path: Path) -> str | None:
 def _file_above(path: Path) -> Path:
     """The first of the folders above path that is a file (path's parent where none is found)."""
     return next((p for p in reversed(path.parents) if p.exists() and not p.is_dir()), path.parent)
+
+
+def refusing_place(path: str | os.PathLike[str]) -> Path:
+    """The place whose permissions refuse path: the first folder on its way, its links followed (a cache's snapshot
+    entry leads into its blobs folder), that may not be entered, else path itself, its links followed."""
+    real = Path(os.path.realpath(path))
+    for folder, child in itertools.pairwise([*reversed(real.parents), real]):
+        try:
+            os.lstat(child)
+        except PermissionError:
+            return folder
+        except OSError:
+            break
+    return real

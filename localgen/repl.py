@@ -19,10 +19,11 @@ from localgen.answer_view import AnswerView
 from localgen.chat_commands import refuse_bang_habit, run_command
 from localgen.chat_commands_conversation import conversation_summary, say_last_exchange
 from localgen.chat_commands_settings import last_decode_speed, say_stats
-from localgen.errors import LocalgenError, internal_error_text, permission_failure
+from localgen.errors import LocalgenError, internal_error_text
 from localgen.events import Event, Finished, TextChunk
 from localgen.output_writes import WholeWrites, end_writes_on
 from localgen.prefill_ahead import PrefillWhileTyping
+from localgen.refusals import permission_failure
 from localgen.repl_echo import TallInputEcho
 from localgen.repl_editor import MessageEditor
 from localgen.repl_input import (

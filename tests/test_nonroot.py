@@ -277,8 +277,8 @@ def _hub_cache_not_to_be_entered(hub: tuple[HubServer, dict[str, str]]) -> tuple
 
 def test_hub_cache_that_cannot_be_entered_is_said_so_not_an_internal_error(
         hub: tuple[HubServer, dict[str, str]]) -> None:
-    """A Hugging Face cache that may not be entered: run, fit and models rm say which folder cannot be used
-    (Permission denied) and to check its permissions, where each was an internal error asking for a bug report."""
+    """A Hugging Face cache that may not be entered: run, fit and models rm say the cache cannot be used (Permission
+    denied) and to set HF_HUB_CACHE or fix its permissions, where each was an internal error asking for a bug report."""
     env, repo_folder = _hub_cache_not_to_be_entered(hub)
     repo_folder.parent.chmod(0)
     try:
@@ -289,7 +289,7 @@ def test_hub_cache_that_cannot_be_entered_is_said_so_not_an_internal_error(
         repo_folder.parent.chmod(0o755)
     for command in done:
         assert command.returncode == 1
-        assert f"cannot use {repo_folder}" in command.stderr and ": Permission denied (hint: check the permissions" \
+        assert f"cannot use the Hugging Face cache ({repo_folder.parent}): Permission denied (hint: set HF_HUB_CACHE" \
             in command.stderr, command.stderr
         assert "internal error" not in command.stderr
     assert run_cli(env, "models", "show", "acme/Tiny-GGUF:Q8_0").returncode == 0, "nothing removed"
@@ -297,7 +297,7 @@ def test_hub_cache_that_cannot_be_entered_is_said_so_not_an_internal_error(
 
 def test_chat_command_meeting_a_folder_it_cannot_enter_says_so_not_an_internal_error(
         hub: tuple[HubServer, dict[str, str]]) -> None:
-    """The chat's /model of a model in a Hugging Face cache that may not be entered says which folder cannot be used
+    """The chat's /model of a model in a Hugging Face cache that may not be entered says the cache cannot be used
     (Permission denied), where it was an internal error; the chat goes on."""
     env, repo_folder = _hub_cache_not_to_be_entered(hub)
     command = unprivileged([sys.executable, "-m", "localgen", "chat", "-n", "4"])
@@ -309,15 +309,17 @@ def test_chat_command_meeting_a_folder_it_cannot_enter_says_so_not_an_internal_e
         chat.expect_exact("Ctrl-D to quit")
         chat.sendline("/model acme/Tiny-GGUF:Q8_0")
         said = chat.expect_exact(["Permission denied", "internal error"])
-        chat.expect_exact("\n")
         line = chat.before
+        chat.expect_exact("\n")
+        hint = chat.before
         chat.sendcontrol("d")
         chat.expect(pexpect.EOF)
         chat.close()
     finally:
         repo_folder.parent.chmod(0o755)
     assert said == 0, line
-    assert "check the permissions of that file or folder" in line
+    assert line.endswith(f"cannot use the Hugging Face cache ({repo_folder.parent}): ")
+    assert "set HF_HUB_CACHE (or HF_HOME) to a folder you can write to" in hint
     assert chat.exitstatus == 0
 
 
@@ -381,3 +383,25 @@ def test_hub_cache_that_cannot_be_entered_is_said_so_not_that_the_model_is_not_d
         assert command.returncode == 1, command.stdout + command.stderr
         assert f"{cache}" in command.stderr and "Permission denied" in command.stderr
         assert "not downloaded" not in command.stderr and "internal error" not in command.stderr
+
+
+def test_blobs_folder_that_cannot_be_entered_is_named_not_the_snapshot_link_leading_there(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """A repo's blobs folder that may not be entered: each command names that folder as the Hugging Face cache's that
+    refuses, with the hint to set HF_HUB_CACHE, where it named the snapshot's link, whose folders above it could all
+    be entered, and hinted to check their permissions."""
+    env, repo_folder = _hub_cache_not_to_be_entered(hub)
+    blobs = repo_folder / "blobs"
+    blobs.chmod(0)
+    try:
+        done = [run_unprivileged_in(env, *args) for args in (
+            ("models",), ("models", "show", "acme/Tiny-GGUF:Q8_0"), ("run", "-m", "acme/Tiny-GGUF:Q8_0", "Hi"),
+            ("pull", "acme/Tiny-GGUF:Q8_0"), ("fit", "acme/Tiny-GGUF"),
+            ("models", "rm", "--yes", "acme/Tiny-GGUF:Q8_0"))]
+    finally:
+        blobs.chmod(0o755)
+    for command in done:
+        assert command.returncode == 1, command.args
+        assert command.stderr == f"localgen: error: cannot use the Hugging Face cache ({blobs}): Permission denied " \
+            "(hint: set HF_HUB_CACHE (or HF_HOME) to a folder you can write to, or fix its permissions)\n", command.args
+    assert run_cli(env, "models", "show", "acme/Tiny-GGUF:Q8_0").returncode == 0, "nothing removed"
