@@ -7,6 +7,7 @@ as another user, it runs as that user.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
@@ -405,3 +406,20 @@ def test_blobs_folder_that_cannot_be_entered_is_named_not_the_snapshot_link_lead
         assert command.stderr == f"localgen: error: cannot use the Hugging Face cache ({blobs}): Permission denied " \
             "(hint: set HF_HUB_CACHE (or HF_HOME) to a folder you can write to, or fix its permissions)\n", command.args
     assert run_cli(env, "models", "show", "acme/Tiny-GGUF:Q8_0").returncode == 0, "nothing removed"
+
+
+@pytest.mark.parametrize("filename, filename2, said", [
+    ("/srv/notes", None, "cannot use /srv/notes: Permission denied"),
+    (Path("/srv/a"), "/srv/b", "cannot use /srv/a or /srv/b: Permission denied"),
+    (3, None, None), (b"/srv/notes", None, None), ("/srv/a", 4, None)], ids=["path", "rename", "fd", "bytes", "odd2"])
+def test_permission_error_no_module_foresaw_names_its_paths_and_how_to_tell_where_it_came_from(
+        filename: object, filename2: object, said: str | None) -> None:
+    """A PermissionError no module mapped names its file (both of a rename's) and hints LOCALGEN_DEBUG=1 for one
+    that is not the user's, to report, where the hint never asked for a report; a name that is no path (a
+    descriptor's number, bytes) stays an internal error, where it was said as `cannot use 3`."""
+    from localgen.refusals import permission_failure
+
+    error = permission_failure(PermissionError(errno.EACCES, "Permission denied", filename, None, filename2))
+    assert (error.message if error is not None else None) == said
+    if error is not None:
+        assert "LOCALGEN_DEBUG=1 shows where it came from" in (error.hint or "")
