@@ -314,11 +314,13 @@ def _refuse_missing(reference: str, repo: str, unverified: Path | None, *, offli
     if offline:
         _refuse_broken_header(unverified, hint)
     record = unreadable_record(unverified)
-    if record is not None:  # verified, by another user
-        raise ModelNotFoundError(f"model '{reference}' is in the Hugging Face cache, but localgen's record that it was "
-                                 f"verified cannot be read ({record}){where}",
-                                 hint="check that file's permissions (a pull under sudo leaves root's), or use the "
-                                      f"file as it is: -m {unverified}")
+    if record is not None:  # verified, by another user, or not to be told
+        said = "localgen's record that it was verified cannot be read" if record.there else \
+            "localgen cannot tell whether it was verified"
+        raise ModelNotFoundError(f"model '{reference}' is in the Hugging Face cache, but {said} ({record.place}: "
+                                 f"{record.reason}){where}",
+                                 hint=f"check the permissions of {record.place} (a pull under sudo leaves root's), or "
+                                      f"use the file as it is: -m {unverified}")
     raise ModelNotFoundError(
         f"model '{reference}' is in the Hugging Face cache but localgen has not verified it{where}",
         hint=f"{hint} to check it against the Hub, or use the file as it is: -m {unverified}"

@@ -7,10 +7,12 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from localgen.config import settings
 from localgen.errors import LocalgenError, os_reason, read_failure
+from localgen.links import refusing_place
 from localgen.storage import atomic_write_text
 
 HASH_CHUNK_BYTES = 8 * 1024 * 1024
@@ -77,14 +79,30 @@ def is_verified(path: Path, sha256: str) -> bool:
         return False
 
 
-def unreadable_record(path: Path) -> str | None:
-    """Where a file's verification marker is there but cannot be read (another user's: a pull under sudo), that
-    marker and why; None where it can be read or is not there."""
+@dataclass(frozen=True)
+class UnreadableRecord:
+    """A verification marker that permissions keep from being read: the marker, there (another user's: a pull under
+    sudo), or the folder that may not be entered, where whether one is there cannot be told."""
+
+    place: Path
+    reason: str
+    there: bool
+
+
+def unreadable_record(path: Path) -> UnreadableRecord | None:
+    """Where a file's verification marker, or whether there is one, cannot be read for permissions, which place
+    refuses and why; None where it can be read or is not there."""
     marker = _marker_path(path)
+    try:
+        os.lstat(marker)
+    except PermissionError as exc:
+        return UnreadableRecord(refusing_place(marker), os_reason(exc), there=False)
+    except OSError:
+        return None
     try:
         marker.open("rb").close()
     except PermissionError as exc:
-        return f"{marker}: {os_reason(exc)}"
+        return UnreadableRecord(marker, os_reason(exc), there=True)
     except OSError:
         return None
     return None

@@ -423,3 +423,21 @@ def test_permission_error_no_module_foresaw_names_its_paths_and_how_to_tell_wher
     assert (error.message if error is not None else None) == said
     if error is not None:
         assert "LOCALGEN_DEBUG=1 shows where it came from" in (error.hint or "")
+
+
+def test_offline_run_whose_verification_folder_cannot_be_entered_cannot_tell_not_that_a_record_is_there(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """An offline run of a download whose verification folder may not be entered, its record deleted: it cannot tell
+    whether the file was verified, naming that folder, where it said a record that is not there could not be read."""
+    env, _ = _hub_cache_not_to_be_entered(hub)
+    verified = Path(env["LOCALGEN_HOME"]) / "cache" / "verified"
+    for record in verified.iterdir():
+        record.unlink()
+    verified.chmod(0)
+    try:
+        done = run_unprivileged_in({**env, "LOCALGEN_OFFLINE": "1"}, "run", "-m", "acme/Tiny-GGUF:Q8_0", "Hi")
+    finally:
+        verified.chmod(0o755)
+    assert done.returncode == 1
+    assert f"localgen cannot tell whether it was verified ({verified}: Permission denied)" in done.stderr
+    assert f"check the permissions of {verified} " in done.stderr and "record" not in done.stderr
