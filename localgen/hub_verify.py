@@ -146,9 +146,9 @@ def _check_usable(path: Path, f: HubFile) -> None:
 
     try:
         read_gguf(path, require_architecture=(f.shard_index or 1) == 1)
-    except GGUFUnreadableError:  # (not read, so nothing is known of what it holds: it stays verified)
-        raise
     except GGUFError as exc:
+        if isinstance(exc, GGUFUnreadableError) and isinstance(exc.__context__, PermissionError):
+            raise  # (not to be read, so nothing is known of what it holds: it stays verified)
         forget_verified(path)
         raise GGUFError(exc.message, hint=f"the file matches the Hub's checksum, so {HUB_COPY_HINT}") from None
 

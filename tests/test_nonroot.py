@@ -441,3 +441,30 @@ def test_offline_run_whose_verification_folder_cannot_be_entered_cannot_tell_not
     assert done.returncode == 1
     assert f"localgen cannot tell whether it was verified ({verified}: Permission denied)" in done.stderr
     assert f"check the permissions of {verified} " in done.stderr and "record" not in done.stderr
+
+
+def test_verified_download_whose_header_is_too_large_to_read_is_no_longer_verified(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A verified Hub file whose header is too large to read into memory: its verification is forgotten and the hint
+    says the Hub's own copy is at fault, as for any header llama.cpp cannot load; only one that may not be read (its
+    permissions) stays verified, where any header not read did."""
+    import gguf_builders as gb
+
+    from localgen import gguf_reader
+    from localgen.errors import GGUFError
+    from localgen.hub_types import HubFile
+    from localgen.hub_verify import _check_usable
+    from localgen.verify import is_verified, record_verified, sha256_file
+
+    path = gb.tiny_model(tmp_path / "m.gguf")
+    sha = sha256_file(path)
+    record_verified(path, sha)
+
+    def short_of_memory(*args: object, **kwargs: object) -> object:
+        raise MemoryError
+
+    monkeypatch.setattr(gguf_reader, "_parse", short_of_memory)
+    with pytest.raises(GGUFError, match="header too large to read into memory") as refused:
+        _check_usable(path, HubFile("acme/Tiny-GGUF", "m.gguf", path.stat().st_size, sha, "Q8_0", None, None))
+    assert "matches the Hub's checksum" in (refused.value.hint or "")
+    assert not is_verified(path, sha)
