@@ -220,7 +220,7 @@ def check_writable(folder: Path) -> None:
             pass
     except OSError as exc:
         raise LocalgenError(f"cannot write to {folder}: {os_reason(exc)}",
-                            hint=unwritable_hint(exc, folder, "check the permissions of that folder")) from exc
+                            hint=unwritable_hint(exc, folder, write_hint(exc, folder))) from exc
 
 
 def write_hint(exc: OSError, folder: Path) -> str:

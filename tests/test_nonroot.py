@@ -161,7 +161,8 @@ def test_chat_whose_conversations_folder_cannot_be_written_to_says_so_at_its_sta
     finally:
         folder.chmod(0o700)
     assert said == 0, "the start said nothing"
-    assert f": cannot write to {folder}: Permission denied (check the permissions of that folder)" in warning
+    assert f": cannot write to {folder}: Permission denied (check the permissions of {folder}, or set LOCALGEN_HOME " \
+        "to a folder you can write to)" in warning
     assert chat.exitstatus == 0
     assert not list(folder.iterdir()), "the check left nothing behind"
 
@@ -468,3 +469,26 @@ def test_verified_download_whose_header_is_too_large_to_read_is_no_longer_verifi
         _check_usable(path, HubFile("acme/Tiny-GGUF", "m.gguf", path.stat().st_size, sha, "Q8_0", None, None))
     assert "matches the Hub's checksum" in (refused.value.hint or "")
     assert not is_verified(path, sha)
+
+
+def test_prompt_cache_warning_names_the_folder_that_refuses_and_the_lasting_switch(tmp_path: Path) -> None:
+    """A prompt cache folder to be made in a folder that refuses it (a HOME of /nonexistent, another user's folder):
+    the warning's hint names the folder that refused, LOCALGEN_HOME, and LOCALGEN_PROMPT_CACHE_BYTES=0, which turns
+    the cache off for good, where it named a folder not there and --no-cache, for one run; with the cache off, no
+    warning."""
+    document = tmp_path / "doc.txt"
+    document.write_text("The quick brown fox. " * 200)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    args = ("run", "-f", str(document), "-n", "2", "--temperature", "0", "Summarize.")
+    try:
+        done = run_unprivileged(locked / "home", *args)
+        off = run_unprivileged(locked / "home", *args, LOCALGEN_PROMPT_CACHE_BYTES="0")
+    finally:
+        locked.chmod(0o755)
+    assert done.returncode == 0, done.stderr
+    assert f"the prompt cache is not saved: {locked / 'home' / 'cache' / 'prompts'} cannot be written to (Permission " \
+        f"denied) (check the permissions of {locked}, or set LOCALGEN_HOME to a folder you can write to; " \
+        "LOCALGEN_PROMPT_CACHE_BYTES=0 turns the prompt cache off, and warns no more)" in done.stderr, done.stderr
+    assert off.returncode == 0 and "prompt cache" not in off.stderr, off.stderr
