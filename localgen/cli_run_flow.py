@@ -317,7 +317,7 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     from localgen.conversation_edits import SavedInPlaceNote
     from localgen.input_text import argument_line_ends
     from localgen.last_run import last_run_keeper
-    from localgen.promptcache_partial import unsaid_warnings
+    from localgen.promptcache_unsaved import unsaid_warnings
     from localgen.registry import model_defaults
     from localgen.run_conversation import continued_answer
     from localgen.think_switch import refuse_think

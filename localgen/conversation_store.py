@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import errno
 import json
 import os
 import stat
@@ -321,7 +320,7 @@ def saved_file_there(path: Path) -> bool:
     try:
         os.lstat(path)
     except OSError as exc:
-        if exc.errno in (errno.EACCES, errno.EPERM):
+        if isinstance(exc, PermissionError):
             raise read_failure(path, exc, hint="check the permissions of its folder and those above it") from exc
         return False
     return True

@@ -12,7 +12,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from localgen.config import OFFLINE_ENVS, settings
-from localgen.errors import DISK_FULL_ERRNOS, HubError, LocalgenError
+from localgen.errors import DISK_FULL_ERRNOS, UNWRITABLE_ERRNOS, HubError, LocalgenError
 from localgen.hub_settings import hub_cache_dir, hub_endpoint
 from localgen.hub_slips import with_known_repo
 from localgen.hub_types import NotInRepoError, RepoNotFoundError
@@ -402,7 +402,7 @@ def hub_cache_refusal(err: BaseException, *, doing: str = "use") -> HubError | N
     """The error for a file or folder of the Hugging Face cache that its permissions (or a read-only mount) keep from
     use, a download's or any other command's, naming the place that refuses (its links followed: a snapshot entry's
     blobs folder), else None."""
-    if not isinstance(err, OSError) or err.errno not in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR) \
+    if not isinstance(err, OSError) or err.errno not in {*UNWRITABLE_ERRNOS, errno.ENOTDIR} \
             or not _in_hub_cache(err.filename):
         return None
     place = refusing_place(err.filename) if isinstance(err, PermissionError) else Path(err.filename)

@@ -140,7 +140,7 @@ def _unreadable(name: str, option: str, exc: OSError) -> UsageError:
         hint = f"check the path given to {option}"
     elif exc.errno == errno.ELOOP:  # a link that leads back to itself: no file to pass, nor a pipe
         hint = f"check the symbolic links in the path given to {option}"
-    elif exc.errno in (errno.EACCES, errno.EPERM):
+    elif isinstance(exc, PermissionError):
         hint = "check the file's permissions"
     else:  # a device that cannot be read (/dev/tty without a terminal, /proc/self/mem)
         hint = f"pass a file or a pipe to {option}"

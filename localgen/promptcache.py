@@ -27,15 +27,9 @@ from localgen.promptcache_format import (
     open_entry,
     read_header,
 )
-from localgen.promptcache_partial import (
-    WRITING_TEMP_S,
-    PartialWrite,
-    remove_file,
-    sweep_partial_writes,
-    warn_if_unwritable,
-    write_entry,
-)
+from localgen.promptcache_partial import WRITING_TEMP_S, PartialWrite, remove_file, sweep_partial_writes, write_entry
 from localgen.promptcache_prefixes import redundant_prefixes
+from localgen.promptcache_unsaved import warn_if_unwritable
 from localgen.storage import check_folder, unwritable_hint
 from localgen.tokens import common_prefix, tokens_array
 from localgen.units import binary_size, counted

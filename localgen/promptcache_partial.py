@@ -13,7 +13,6 @@ mounts), a partial write's age decides, as before.
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import hashlib
 import logging
@@ -28,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from localgen.errors import os_reason
 from localgen.file_locks import still_names, try_flock
 from localgen.storage import STALE_TEMP_S, fsync_folder, new_temp_file, regular_file_descriptor, write_synced
 
@@ -37,8 +35,6 @@ log = logging.getLogger("localgen.promptcache")
 PARTIAL_PATTERN = ".*.lgpc.*.tmp"  # every partial write's name, this one's and an older localgen's
 _LOCKED_NAME = re.compile(r"\..+\.lgpc\.([0-9a-f]{12})-pid(\d+)-[0-9a-f]{8}\.tmp")  # one that holds its writer's lock
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")  # Linux: new at each boot, shared by the containers on it
-UNWRITABLE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})  # a folder's permissions, a read-only mount
-_UNSAID: list[str] = []  # warnings held until the answer is out: said amid it, they would break its text
 WRITING_TEMP_S = 300.0  # one touched this recently may be a run's write in progress: `cache clear` keeps it
 
 
@@ -197,26 +193,3 @@ def remove_file(path: Path) -> OSError | None:
         return exc
     return None
 
-
-def warn_if_unwritable(directory: Path, exc: OSError) -> None:
-    """Hold a warning (once a process) where a write failed as the prompt cache folder cannot be written to (its
-    permissions, a read-only mount), so that no run saves a prompt there, to say once the answer is out
-    (unsaid_warnings); a full disk may have room next time: it goes unsaid."""
-    from localgen.config import PROMPT_CACHE_BYTES_ENV
-    from localgen.once import first_time
-    from localgen.storage import unwritable_hint, write_hint
-
-    if exc.errno not in UNWRITABLE_ERRNOS:
-        return
-    hint = unwritable_hint(exc, directory, write_hint(exc, directory))
-    message = first_time(f"the prompt cache is not saved: {directory} cannot be written to ({os_reason(exc)}) "
-                         f"({hint}; {PROMPT_CACHE_BYTES_ENV}=0 turns the prompt cache off, and warns no more)")
-    if message is not None:
-        _UNSAID.append(message)
-
-
-def unsaid_warnings() -> list[str]:
-    """The warnings warn_if_unwritable held since the last call, to say now that the answer is out."""
-    held = list(_UNSAID)
-    _UNSAID.clear()
-    return held
