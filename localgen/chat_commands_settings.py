@@ -118,7 +118,7 @@ def say_stats(session: ChatSession) -> None:
     gave them (the toolbar's rule), that model named."""
     turns = session.conversation.turns
     if turns and turns[-1].answer is not None and not session.figures_of_model_in_use():
-        console.say(f"no answer from the model in use yet: {_last_answer_by(turns[-1])}")
+        console.say(f"no answer from the model in use yet: {_last_answer_by(turns[-1], session.conversation.model)}")
         return
     last = session.last
     if last is None:
@@ -134,12 +134,14 @@ def say_stats(session: ChatSession) -> None:
     console.say(console.format_stats(last, context=context))
 
 
-def _last_answer_by(turn: Turn) -> str:
-    """Which model gave an answer, in words, for /stats where it was not the model in use."""
-    details = turn.details
-    if details is None or details.model is None:
+def _last_answer_by(turn: Turn, in_use: str | None) -> str:
+    """Which model gave an answer, in words, for /stats where it was another file than the model in use (in_use: how
+    the conversation names that one): by its path where its file name is the one in use's too."""
+    given = turn.details.model if turn.details is not None else None
+    if given is None:
         return "the last answer came from another model"
-    return f"the last answer came from {model_name(details.model)} (/stats shows the figures of this model's answers)"
+    named = given if in_use is not None and model_name(given) == model_name(in_use) else model_name(given)
+    return f"the last answer came from {named} (/stats shows the figures of answers from the model in use)"
 
 
 def last_decode_speed(session: ChatSession) -> float | None:

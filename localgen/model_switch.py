@@ -74,7 +74,11 @@ ModelFile = tuple[int, int] | str  # a model file's device and inode, or its rea
 
 def model_file(loaded: LoadedModel) -> ModelFile:
     """The file loaded's model came from, whatever it was named (a link, a models.toml entry or a path to it)."""
-    path = loaded.resolved.path
+    return file_identity(loaded.resolved.path)
+
+
+def file_identity(path: str | os.PathLike[str]) -> ModelFile:
+    """A model file, whatever it is named: its device and inode, or its real path where it cannot be looked at."""
     try:
         found = os.stat(path)
     except OSError:

@@ -34,6 +34,7 @@ from localgen.prompt_tokens import ReusingTokenizer, reusing_tokenizer
 from localgen.registry import model_defaults
 from localgen.resolve import ResolvedModel
 from localgen.runner import LoadedModel, ModelOptions, ignore_note, warn_if_left_out
+from localgen.session_figures import SessionFigures
 from localgen.session_room import ContextRoom
 from localgen.session_settings import SessionSettings
 from localgen.session_think import THINK_SETTING, SessionThink
@@ -43,7 +44,7 @@ from localgen.signals import DeferredSignals, deferred_signals
 RENDERS_KEPT = 3  # rendered prompts kept: the conversation's, the next question's, and one being typed
 
 
-class ChatSession(SessionSettings, SessionThink, ContextRoom):
+class ChatSession(SessionSettings, SessionThink, SessionFigures, ContextRoom):
     """A model and a conversation; each turn prefills only what the KV cache does not hold."""
 
     def __init__(self, loaded: LoadedModel, options: ModelOptions, conversation: Conversation,
@@ -64,8 +65,8 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
         self.model_system = model_system  # the system prompt models.toml gives the loaded model
         self.own_system = own_system  # the system prompt was chosen (-s, /system, a resumed chat's): /model keeps it
         self.attachments: list[str] = []
-        self._figures: list[tuple[Turn, Finished, ModelFile]] = []  # each answer this chat computed, its figures and
-        # the model file that gave them
+        self._figures: list[tuple[Turn, Finished | None, ModelFile]] = []  # each answer this chat computed, its
+        # figures (None: an error cut it short) and the model file that gave it
         self._model_file = model_file(loaded)  # the model in use's
         self._loaded_with = self._model_file  # the model in use as the conversation was loaded (its saved figures')
         self.unanswered = False  # the last question got no answer (an error, or Ctrl-C before any text)
@@ -327,6 +328,7 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
         self.unanswered = self.earlier_kept = False
         held = {id(kept) for kept in conversation.turns}  # the figures of answers gone (/undo, /reset) go too
         self._figures = [figures for figures in self._figures if id(figures[0]) in held]
+        keep, given_by = self._figures.append, self._model_file  # the answer's figures, the turn and model file
         try:
             if question is not None:
                 conversation.turns[:], conversation.context_start = question.turns, question.context_start
@@ -339,7 +341,6 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
             tokens = self._with_held_tokens(tokens)
             stream = self.loaded.engine.generate(tokens, self.sampling, self.limits, draft=self.draft,
                                                  prefix_cache=self.prefix_cache)
-            keep, given_by = self._figures.append, self._model_file  # the answer's figures, the turn and model file
             yield from recorded(stream, turn, conversation.model, answered=lambda done: keep((turn, done, given_by)))
         except BaseException:
             failed = True
@@ -351,6 +352,8 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
             self.earlier_kept = again and (not answered or turn.interrupted)
             if answered and not self.earlier_kept:
                 self.dropped_question = None
+                if not self._figures or self._figures[-1][0] is not turn:  # an error cut it short: no figures
+                    keep((turn, None, given_by))
             if not answered or self.earlier_kept:
                 conversation.turns[:], conversation.context_start, self.attachments = before
                 turn.answer, turn.interrupted, turn.details = previous
@@ -364,19 +367,6 @@ class ChatSession(SessionSettings, SessionThink, ContextRoom):
                 if not failed:
                     raise
                 # the error already on its way out is the one to report; the next change saves again
-
-    @property
-    def last(self) -> Finished | None:
-        """The figures of the conversation's last answer (/stats, the toolbar), where this chat computed it."""
-        turns = self.conversation.turns
-        return next((done for answer, done, _ in reversed(self._figures) if turns and answer is turns[-1]), None)
-
-    def figures_of_model_in_use(self) -> bool:
-        """Whether the model file in use gave the conversation's last answer's figures: this chat's, or those saved
-        with the conversation loaded (by the model in use then, whatever it was named)."""
-        turns = self.conversation.turns
-        given = (model for answer, _, model in reversed(self._figures) if turns and answer is turns[-1])
-        return next(given, self._loaded_with) == self._model_file
 
     def save(self, name: str | None = None, *, stoppable: bool = False) -> Path:
         """Save the conversation with its settings (name: save as), whole (stoppable: see whole_save's command)."""

@@ -147,3 +147,83 @@ def test_model_beyond_the_chat_s_context_is_hinted_the_chat_that_takes_a_smaller
         assert chat.quit() == 0
     finally:
         _stop(chat)
+
+
+def test_stats_of_an_answer_an_error_cut_short_after_model_say_it_has_no_figures(
+        tmp_path: Path, bundled_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """/stats after /model, where the model in use answered but an error cut its answer short (its text kept, no
+    figures), says that answer has no figures, where it said the model in use had not answered yet and that the
+    last answer came from the model before /model."""
+    from localgen.chat_commands_settings import say_stats
+    from localgen.conversation import Conversation
+    from localgen.events import TextChunk
+    from localgen.params import GenerationLimits, SamplingParams
+    from localgen.runner import ModelOptions, load_model
+    from localgen.session import ChatSession
+
+    first, other = tmp_path / "first.gguf", tmp_path / "other.gguf"
+    first.symlink_to(bundled_model)
+    shutil.copyfile(bundled_model, other)
+    options = ModelOptions(model=str(first), ctx_size=1024, threads=1)
+    session = ChatSession(load_model(options), options, Conversation.new(system=None, model=str(first)),
+                          SamplingParams(temperature=0.0), GenerationLimits(max_tokens=8), autosave=False)
+    try:
+        list(session.ask("Name a fruit.")[1])
+        session.switch_model(str(other))
+        events = session.ask("Name another.")[1]
+        chunks = 0
+        with pytest.raises(RuntimeError):
+            for event in events:
+                chunks += isinstance(event, TextChunk)
+                if chunks == 2:  # the text shown before it is kept
+                    events.throw(RuntimeError("the stream broke"))
+        assert session.conversation.turns[-1].interrupted
+        capsys.readouterr()
+        say_stats(session)
+        assert capsys.readouterr().err == ("no figures for the last answer: it came with the conversation loaded, "
+                                           "or an error cut it short\n")
+    finally:
+        session.loaded.close()
+
+
+def test_stats_after_model_of_a_file_of_the_same_name_names_the_last_answer_s_model_by_its_path(
+        tmp_path: Path, bundled_model: Path) -> None:
+    """/stats after /model of another file of the same name (b/other.gguf after a/other.gguf) names the model that
+    gave the last answer by its path, where it said that answer came from other.gguf, the name of the one in use."""
+    first, second = tmp_path / "a" / "other.gguf", tmp_path / "b" / "other.gguf"
+    for path in (first, second):
+        path.parent.mkdir()
+    first.symlink_to(bundled_model)
+    shutil.copyfile(bundled_model, second)
+    chat = Chat(tmp_path / "home", "-m", str(first), "--temperature", "0", "--no-markdown", "-n", "5")
+    try:
+        chat.ask("Name a fruit.")
+        chat.command(f"/model {second}", "now using")
+        said = " ".join(chat.command_words("/stats", "from the model in use)").split())
+        assert f"no answer from the model in use yet: the last answer came from {first} (/stats shows the figures " \
+               "of answers from the model in use)" in said, said
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
+
+
+def test_stats_of_a_loaded_answer_after_model_of_the_file_that_gave_it_are_its_saved_figures(
+        tmp_path: Path, bundled_model: Path) -> None:
+    """A conversation saved on the bundled model, loaded while another file is in use, then /model of the bundled
+    model again: /stats gives the saved answer's figures, from the model in use, where it said the model in use had
+    not answered yet and that the last answer came from it."""
+    other = tmp_path / "other.gguf"
+    shutil.copyfile(bundled_model, other)
+    chat = Chat(tmp_path / "home", "-m", str(bundled_model), "--temperature", "0", "--no-markdown", "-n", "5")
+    try:
+        chat.ask("Name a fruit.")
+        chat.command("/save notes", "notes")
+        chat.command(f"/model {other}", "now using")
+        chat.command("/reset", ">>>")
+        chat.command("/load notes", "notes")
+        chat.command(f"/model {bundled_model}", "now using")
+        said = " ".join(chat.command_words("/stats", "tok/s").split())
+        assert "the saved answer's figures" in said and "no answer from the model in use" not in said, said
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
