@@ -59,7 +59,7 @@ class ContextRoom:
         if limit is None or self._room_warned == (n_ctx, limit):
             return None
         try:
-            restart = (lambda size: restart_command(self.conversation, size)) if self.in_chat else None
+            restart = (lambda size: restart_command(self.conversation, size, asking=True)) if self.in_chat else None
             warning = answer_room_warning(self.loaded, prompt_tokens, limit, limit_source=self.limit_source(),
                                           restart=restart)
         except ContextOverflowError:  # no room at all: the answer says so
@@ -258,14 +258,19 @@ class ContextRoom:
         conversation.context_start = min(conversation.context_start, held)
 
 
-def restart_command(conversation: Conversation, needed: int | None, *, model: str | None = None) -> str:
+def restart_command(conversation: Conversation, needed: int | None, *, model: str | None = None,
+                    asking: bool = False) -> str:
     """How a chat, which takes its context as it starts, gets another one: /exit, then the command that goes on with
-    its conversation (as the chat's closing note gives it) with one of needed tokens (None: not counted), or where
-    the conversation is not saved, that starts a chat of its model with one (model: of that model instead)."""
+    its conversation (as the chat's closing note gives it) with one of needed tokens (None: not counted), by the name
+    the closing note gives where it is saved first as the chat ends (asking: the message about to be answered is
+    its first exchange), or where the conversation is not saved, that starts a chat of its model with one (model:
+    of that model instead)."""
     size = "SIZE" if needed is None else str(needed)
+    other = f" -m {shlex.quote(model)}" if model else ""
     if conversation.on_disk:
-        other = f" -m {shlex.quote(model)}" if model else ""
         command = f"localgen chat --resume {shlex.quote(conversation.name)}{other} -c {size}"
+    elif asking:
+        return f"/exit, then `localgen chat --resume NAME{other} -c {size}` with the NAME the chat says it is saved as"
     else:
         model = model or conversation.model
         command = f"localgen chat{f' -m {shlex.quote(model)}' if model else ''} -c {size}"

@@ -9,6 +9,7 @@ import re
 import shutil
 from pathlib import Path
 
+import pexpect
 import pytest
 
 from tests.test_repl import Chat
@@ -227,3 +228,30 @@ def test_stats_of_a_loaded_answer_after_model_of_the_file_that_gave_it_are_its_s
         assert chat.quit() == 0
     finally:
         _stop(chat)
+
+
+def test_the_answer_room_warning_on_a_chat_s_first_message_hints_the_command_that_resumes_it(tmp_path: Path) -> None:
+    """The answer-room warning on a chat's first message, before the conversation is saved, hints the command that
+    resumes it with a larger context, by the name the chat says it is saved as (it hinted a fresh chat, which drops
+    the exchange about to be saved)."""
+    home = tmp_path / "home"
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "200", "-c", "256", "--stop", ".")
+    try:
+        chat.ask("Tell me a long story about " + " and ".join(f"a cat named Tom{i}" for i in range(20)) + ".")
+        said = " ".join(chat.transcript.getvalue().replace("\r", "").split())
+        hinted = re.search(r"so the answer may end early: a context of [\d,]+ or more[^:]*: /exit, then "
+                           r"`localgen chat --resume NAME -c (\d+)` with the NAME the chat says it is saved as", said)
+        assert hinted, said
+        chat.child.sendcontrol("d")
+        chat.child.expect(r"conversation saved as (\S+);")
+        name = chat.child.match[1]
+        chat.child.expect(pexpect.EOF)
+    finally:
+        _stop(chat)
+    again = Chat(home, "--resume", name, "-c", hinted[1], "--no-markdown")
+    try:
+        started = " ".join(again.transcript.getvalue().split())
+        assert f"resumed {name}: " in started and "1 exchange" in started, started
+        assert again.quit() == 0
+    finally:
+        _stop(again)
