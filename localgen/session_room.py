@@ -262,16 +262,16 @@ def restart_command(conversation: Conversation, needed: int | None, *, model: st
                     asking: bool = False) -> str:
     """How a chat, which takes its context as it starts, gets another one: /exit, then the command that goes on with
     its conversation (as the chat's closing note gives it) with one of needed tokens (None: not counted), by the name
-    the closing note gives where it is saved first as the chat ends (asking: the message about to be answered is
-    its first exchange), or where the conversation is not saved, that starts a chat of its model with one (model:
-    of that model instead)."""
+    the closing note gives where it is saved first as the chat ends (its first exchange unsaved, or asking: the
+    message about to be answered is its first), with another model's -m (model); a chat with no exchange, of which
+    nothing is saved, is told to start again with its own options and these."""
     size = "SIZE" if needed is None else str(needed)
     other = f" -m {shlex.quote(model)}" if model else ""
     if conversation.on_disk:
-        command = f"localgen chat --resume {shlex.quote(conversation.name)}{other} -c {size}"
-    elif asking:
+        return f"/exit, then `localgen chat --resume {shlex.quote(conversation.name)}{other} -c {size}`"
+    if asking or conversation.turns:
         return f"/exit, then `localgen chat --resume NAME{other} -c {size}` with the NAME the chat says it is saved as"
-    else:
-        model = model or conversation.model
-        command = f"localgen chat{f' -m {shlex.quote(model)}' if model else ''} -c {size}"
-    return f"/exit, then `{command}`"
+    model = model or conversation.model
+    options = f"-m {shlex.quote(model)} -c {size}" if model else f"-c {size}"
+    return f"/exit, then start the chat again with the options it started with and `{options}` (it has no exchange yet: nothing of " \
+           "it is saved to resume)"

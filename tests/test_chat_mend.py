@@ -255,3 +255,52 @@ def test_the_answer_room_warning_on_a_chat_s_first_message_hints_the_command_tha
         assert again.quit() == 0
     finally:
         _stop(again)
+
+
+def test_model_beyond_the_context_of_a_chat_with_no_exchange_says_its_options_are_not_saved(
+        tmp_path: Path, bundled_model: Path) -> None:
+    """/model of a model whose largest context is smaller than that of a chat with no exchange yet (-s, --temperature
+    and -n given) says to start the chat again with the options it started with and the model and context, as
+    nothing of it is saved to resume (it gave a bare `localgen chat -m … -c 1024`, which drops those options)."""
+    from tests.gguf_builders import copy_with_metadata
+
+    small = tmp_path / "small.gguf"
+    copy_with_metadata(bundled_model, small, set_values={"llama.context_length": 1024})
+    chat = Chat(tmp_path / "home", "-s", "Be brief.", "--temperature", "0", "--no-markdown", "-n", "3", "-c", "4096")
+    try:
+        said = " ".join(chat.command_words(f"/model {small}", "to resume)").split())
+        assert f"(hint: a context of 1,024 or less: /exit, then start the chat again with the options it started " \
+               f"with and `-m {small} -c 1024` (it has no exchange yet: nothing of it is saved to resume)" in said, said
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
+
+
+def test_model_beyond_the_context_of_a_chat_whose_first_save_failed_hints_resuming_it_once_saved(
+        tmp_path: Path, bundled_model: Path) -> None:
+    """/model of a model whose largest context is smaller than the chat's, where the chat's first exchange could not
+    be saved, hints resuming it by the name the chat says it is saved as (it hinted a fresh chat, which drops the
+    exchange); the chat saves it as it ends, once it can."""
+    from tests.gguf_builders import copy_with_metadata
+
+    small = tmp_path / "small.gguf"
+    copy_with_metadata(bundled_model, small, set_values={"llama.context_length": 1024})
+    home = tmp_path / "home"
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "3", "-c", "4096")
+    folder = home / "data" / "conversations"
+    try:
+        folder.rename(aside := tmp_path / "aside")
+        folder.write_text("in the way")
+        chat.child.sendline("Hi")
+        chat.expect_words("saves it with the next one")
+        chat.sync()
+        said = " ".join(chat.command_words(f"/model {small}", "saved as").split())
+        assert f"(hint: a context of 1,024 or less: /exit, then `localgen chat --resume NAME -m {small} -c 1024` " \
+               "with the NAME the chat says it is saved as" in said, said
+        folder.unlink()
+        aside.rename(folder)
+        chat.child.sendcontrol("d")
+        chat.child.expect(r"conversation saved as (\S+);")
+        chat.child.expect(pexpect.EOF)
+    finally:
+        _stop(chat)
