@@ -273,5 +273,5 @@ def restart_command(conversation: Conversation, needed: int | None, *, model: st
         return f"/exit, then `localgen chat --resume NAME{other} -c {size}` with the NAME the chat says it is saved as"
     model = model or conversation.model
     options = f"-m {shlex.quote(model)} -c {size}" if model else f"-c {size}"
-    return f"/exit, then start the chat again with the options it started with and `{options}` (it has no exchange yet: nothing of " \
-           "it is saved to resume)"
+    return f"/exit, then start the chat again with the options it started with and `{options}` (it has no " \
+           "exchange yet: nothing of it is saved to resume)"
