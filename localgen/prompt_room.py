@@ -126,8 +126,8 @@ def answer_room_warning(loaded: LoadedModel, tokens: int, answer_tokens: int | N
     size, room = _larger_context(tokens, answer_tokens, engine.n_ctx_train)
     context = f"--ctx-size {size}" if restart is None else f"a context of {size:,}"
     larger = "this model takes no larger context" if engine.n_ctx >= size else \
-        f"{context} or more holds them all" if room == answer_tokens else \
-        f"{context}, the most this model takes, leaves room for {room:,}"
+        f"{context}, the most this model takes, leaves room for {room:,}" if room < answer_tokens else \
+        f"{context} or more" if restart is not None else f"{context} or more holds them all"  # a chat: as its hints
     if restart is not None and engine.n_ctx < size:
         larger += f": {restart(size)}"
     return f"the prompt takes {tokens:,} of the context's {engine.n_ctx:,} tokens, which leaves room for " \

@@ -86,18 +86,19 @@ def test_history_sets_an_answer_s_details_apart_as_the_one_dim_rule_says(tmp_pat
 
 
 def test_the_answer_room_warning_gives_a_larger_context_as_the_chat_s_other_hints_do(tmp_path: Path) -> None:
-    """A chat's warning that the context leaves the answer too little room says the context that holds it as the
-    hint to a message too long for the context does: a context of N or more, and the command that starts the chat
-    again with it (it said --ctx-size N, an option the chat takes only as it starts)."""
+    """A chat's warning that the context leaves the answer too little room says the context that holds it in the words
+    of the hint to a message too long for the context: a context of N or more, and the command that starts the chat
+    again with it (it said --ctx-size N, an option the chat takes only as it starts, then "a context of N or more
+    holds them all", where the hint says "a context of N or more")."""
     chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "200", "-c", "256", "--stop", ".")
     try:
         chat.ask("Tell me a long story about " + " and ".join(f"a cat named Tom{i}" for i in range(20)) + ".")
         chat.child.sendline("Tell me a story about " + " and ".join(f"a cat named Tom{i}" for i in range(60)) + ".")
         chat.sync()
         said = " ".join(chat.transcript.getvalue().replace("\r", "").split())
-        larger = r"a context of ([\d,]+) or more%s: /exit, then `localgen chat (?:-m|--resume) \S+ -c (\d+)`"
-        warned = re.search(r"so the answer may end early: " + larger % " holds them all", said)
-        refused = re.search(r"this message needs \d+ tokens .*?\(hint: shorten the message; " + larger % "", said)
+        larger = r"a context of ([\d,]+) or more: /exit, then `localgen chat --resume \S+ -c (\d+)`"  # the same words
+        warned = re.search(r"so the answer may end early: " + larger, said)
+        refused = re.search(r"this message needs \d+ tokens .*?\(hint: shorten the message; " + larger, said)
         assert warned and refused, said
         for found in (warned, refused):
             assert found[1].replace(",", "") == found[2], found[0]

@@ -357,7 +357,7 @@ def test_a_chat_warns_once_where_the_context_leaves_the_answer_fewer_tokens_than
         said = " ".join(chat.transcript.getvalue().replace("\r", "").split())
         warnings = re.findall(r"warning: the prompt takes ([\d,]+) of the context's 256 tokens, which leaves room for "
                               r"([\d,]+) of the 200 tokens asked for \(-n/--max-tokens; /set max_tokens changes it\), "
-                              r"so the answer may end early: a context of ([\d,]+) or more holds them all", said)
+                              r"so the answer may end early: a context of ([\d,]+) or more: /exit, then", said)
         assert len(warnings) == 1, said
         prompt, room, size = (int(number.replace(",", "")) for number in warnings[0])
         assert room == 256 - prompt + 1 and size == prompt + 199, warnings
