@@ -24,6 +24,8 @@ READ_BYTES = int(MAX_HISTORY_BYTES * TRIM_ABOVE) + 1024 * 1024  # a trim reads t
 DAMAGED_SUFFIX = ".damaged"  # a damaged history file is moved aside to its name with this
 LOCK_WAIT_S = 2.0  # another chat's trim or append holds the lock this long at most; then the write goes on without
 _LOCK_RETRY_S = 0.01
+ALONE_MARK = b"# localgen: the newest entry alone below, %d bytes\n"  # a line the trim keeping one entry writes first
+_ALONE_MARKED = re.compile(rb"# localgen: the newest entry alone below, (\d+) bytes\n")
 
 log = logging.getLogger("localgen")
 
@@ -94,13 +96,15 @@ def check_and_trim_history(path: Path) -> str | None:
     seen half-written, and keep it to its newest entries (newest_entries) once it holds TRIM_ABOVE of a bound; where
     it is damaged (history_damage), move it aside (to its name with DAMAGED_SUFFIX) and return why. Only the file's
     last READ_BYTES are read, whatever its size: what is before them the trim drops, but for the newest entry where it
-    is longer (a large paste), kept alone, mapped, not read into memory. One that cannot be trimmed now (a full disk,
+    is longer (a large paste), kept alone, mapped, not read into memory, and marked alone (ALONE_MARK), so that a
+    later start, nothing appended since, looks through it no more. One that cannot be trimmed now (a full disk,
     another chat's line appended meanwhile) is left whole, to be trimmed next time."""
     target = Path(os.path.realpath(path))
     remove_leftover_temp_files(target.parent, re.escape(target.name))  # a trim killed part way
     with history_lock(target):
         before = target.stat()
         with open(target, "rb") as file:
+            head = file.read(len(ALONE_MARK) + 20)
             file.seek(max(0, before.st_size - READ_BYTES))
             data = file.read(READ_BYTES)
         read_whole = before.st_size <= READ_BYTES
@@ -113,13 +117,22 @@ def check_and_trim_history(path: Path) -> str | None:
             if kept is not None:
                 _write_trimmed(target, kept, before)
             return None
+        if _alone_as_marked(head, before.st_size):
+            return None  # as a trim left it, nothing appended since: no need to look through it again
         with open(target, "rb") as file, _newest_entry_mapped(file) as newest_alone:  # longer than what is read
             if newest_alone is not None:
-                _write_trimmed(target, newest_alone, before)
+                _write_trimmed(target, (ALONE_MARK % len(newest_alone), newest_alone), before)
     return None
 
 
-def _write_trimmed(target: Path, kept: bytes | memoryview, before: os.stat_result) -> None:
+def _alone_as_marked(head: bytes, size: int) -> bool:
+    """Whether a history file of size bytes, which begins with head, is one entry as the trim that kept it alone
+    marked it (ALONE_MARK), nothing appended since."""
+    marked = _ALONE_MARKED.match(head)
+    return marked is not None and size == marked.end() + int(marked[1])
+
+
+def _write_trimmed(target: Path, kept: bytes | tuple[bytes, memoryview], before: os.stat_result) -> None:
     """Put the trimmed history kept in the place of the file at target, where it is still as it was (before)."""
     try:
         # a line another chat appends meanwhile (without the lock, or past LOCK_WAIT_S) leaves the file as it is;
@@ -133,8 +146,8 @@ def _write_trimmed(target: Path, kept: bytes | memoryview, before: os.stat_resul
 @contextlib.contextmanager
 def _newest_entry_mapped(file: BinaryIO) -> Iterator[memoryview | None]:
     """The newest entry of the history file open as file, alone, mapped from the file, not read into memory (one
-    pasted in may be of any size), for a trim that drops the entries before it; None where it is the whole file, or
-    the file cannot be mapped."""
+    pasted in may be of any size), for a trim that drops the entries before it and marks it alone (the whole file
+    where it is one entry already); None where the file cannot be mapped."""
     try:
         mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError) as exc:  # a file system that maps no files: left whole
@@ -143,12 +156,8 @@ def _newest_entry_mapped(file: BinaryIO) -> Iterator[memoryview | None]:
         return
     with mapped, memoryview(mapped) as whole:
         start = mapped.rfind(b"\n#")  # a header's line: each line of an entry's text starts with '+'
-        newest = whole[start:] if start > 0 else None
-        try:
+        with whole[max(start, 0):] as newest:
             yield newest
-        finally:
-            if newest is not None:
-                newest.release()
 
 
 def _kept_part(data: bytes, read_whole: bool) -> bytes | None:

@@ -112,7 +112,7 @@ def test_a_history_whose_newest_entry_is_longer_than_a_trim_reads_keeps_that_ent
     """A history whose newest entry alone (a 20 MB paste) is longer than a trim reads keeps that entry alone as a chat
     starts, the entries before it dropped (it was never trimmed: no entry began in the bytes read), and the line sent
     then after it."""
-    from localgen.history_bound import READ_BYTES
+    from localgen.history_bound import ALONE_MARK, READ_BYTES
 
     home = tmp_path / "home"
     history = home / "data" / "history"
@@ -126,8 +126,8 @@ def test_a_history_whose_newest_entry_is_longer_than_a_trim_reads_keeps_that_ent
         assert chat.quit() == 0
     finally:
         _stop(chat)
-    data = history.read_text()
-    assert data.startswith(paste) and data[len(paste):].endswith("\n+/wrap\n"), data[len(paste):]
+    data, kept = history.read_text(), (ALONE_MARK % len(paste)).decode() + paste
+    assert data.startswith(kept) and data[len(kept):].endswith("\n+/wrap\n"), data[len(kept):]
 
 
 def test_model_beyond_the_chat_s_context_is_hinted_the_chat_that_takes_a_smaller_one(tmp_path: Path,
@@ -305,3 +305,41 @@ def test_model_beyond_the_context_of_a_chat_whose_first_save_failed_hints_resumi
         chat.child.expect(pexpect.EOF)
     finally:
         _stop(chat)
+
+
+OLDER = "".join(f"\n# 2026-01-01 10:00:00\n+old {i}\n" for i in range(100))
+
+
+@pytest.mark.parametrize(("older", "header"), [(OLDER, "\n# 2026-01-01 10:00:01\n"), ("", "\n# 2026-01-01 10:00:01\n"),
+                                               ("", "# 2026-01-01 10:00:01\n"), ("", "")])
+def test_a_history_left_as_one_huge_entry_is_not_looked_through_again(tmp_path: Path, older: str, header: str,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A history whose newest entry alone is longer than a trim reads, with older entries before it or none, with
+    prompt-toolkit's header or none: the trim keeps that entry alone, and the next start, nothing appended since,
+    maps nothing (it mapped the whole file and searched it at every start); the entry reads back as it was written,
+    and an entry appended after it is kept."""
+    import mmap
+
+    from prompt_toolkit.history import FileHistory
+
+    from localgen.history_bound import READ_BYTES, check_and_trim_history
+
+    history = tmp_path / "history"
+    line = "+pasted text\n"
+    paste = header + line * (READ_BYTES // len(line) + 1_000)
+    history.write_text(older + paste)
+    check_and_trim_history(history)
+    trimmed = history.read_bytes()
+    assert trimmed.endswith(paste.encode()) and b"+old" not in trimmed
+    mapped: list[int] = []
+    real_mmap = mmap.mmap
+    monkeypatch.setattr(mmap, "mmap", lambda *args, **kwargs: mapped.append(1) or real_mmap(*args, **kwargs))
+    check_and_trim_history(history)
+    assert not mapped, "the file was mapped and searched again"
+    assert history.read_bytes() == trimmed
+    assert list(FileHistory(str(history)).load_history_strings()) == [paste.removeprefix(header)[1:-1]
+                                                                     .replace("\n+", "\n")]
+    with history.open("a") as file:
+        file.write("\n# 2026-01-01 10:00:02\n+later\n")
+    check_and_trim_history(history)
+    assert history.read_text().endswith("\n# 2026-01-01 10:00:02\n+later\n")
