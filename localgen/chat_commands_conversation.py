@@ -14,8 +14,14 @@ from localgen.chat_commands_settings import settings_text
 from localgen.config import settings
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_names import NAME_PATTERN, NEW_NAME_HINT, check_name, empty_name
-from localgen.conversation_store import MissingConversationError, let_go, load_conversation, saved_path
-from localgen.conversation_summary import name_like_saved
+from localgen.conversation_store import (
+    MissingConversationError,
+    let_go,
+    list_conversations,
+    load_conversation,
+    saved_path,
+)
+from localgen.conversation_summary import name_like_saved, not_a_file, summaries
 from localgen.conversation_transcript import exchanges, shortened
 from localgen.errors import ContextSizeError, UsageError
 from localgen.inputs import InputFile, attachment_text, refuse_special_file
@@ -227,9 +233,6 @@ def load_command(state: ChatState, argument: str) -> None:
 def list_command(state: ChatState, argument: str) -> None:
     """/list [all]: list the newest saved conversations (all: every one), marking this chat's, and say how many
     older ones there are."""
-    from localgen.conversation_store import list_conversations
-    from localgen.conversation_summary import summaries
-
     if argument.lower() not in ("", "all"):
         raise usage_error("/list", f"/list takes all or nothing, not {argument!r}")
     listing = list_conversations(unusable=True)  # a stat of each file: summaries reads only the ones it lists
@@ -250,12 +253,9 @@ def list_command(state: ChatState, argument: str) -> None:
 
 
 def _misnamed_files(listing: list[tuple[str, float]]) -> int:
-    """How many files of a listing are misnamed, as their summaries judge them: regular files under a name no command
-    opens (a pipe under any name is a damaged conversation, as `conversations list` lists it)."""
-    from localgen.conversation_summary import summaries
-
-    misnamed = [entry for entry in listing if not NAME_PATTERN.fullmatch(entry[0])]
-    return sum(1 for summary in summaries(listing=misnamed) if summary.kept) if misnamed else 0
+    """How many files of a listing are misnamed: regular files under a name no command opens (my notes.json, copied
+    in by hand); a pipe under such a name is a damaged conversation, as `conversations list` lists it."""
+    return sum(1 for name, _ in listing if not NAME_PATTERN.fullmatch(name) and not not_a_file(name))
 
 
 def history_command(state: ChatState, argument: str) -> None:

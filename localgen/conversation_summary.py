@@ -67,9 +67,9 @@ def summaries(limit: int | None = None, *, listing: list[tuple[str, float]] | No
     found = []
     for name, mtime in chosen:
         if not NAME_PATTERN.fullmatch(name):  # copied in by hand: a name no command takes (a pipe no name opens)
-            not_a_file = _not_a_file(name)
-            problem = "not a file" if not_a_file else misnamed_file(name, name_taken)
-            found.append(Summary(name, mtime, problem=problem, kept=not not_a_file))
+            irregular = not_a_file(name)
+            problem = "not a file" if irregular else misnamed_file(name, name_taken)
+            found.append(Summary(name, mtime, problem=problem, kept=not irregular))
             continue
         if (target := missing_target(saved_path(name))) is not None:  # its file in a folder not mounted now, say
             found.append(Summary(name, mtime, problem=f"a link to {target}, which is not there"))
@@ -92,7 +92,7 @@ def summaries(limit: int | None = None, *, listing: list[tuple[str, float]] | No
     return found
 
 
-def _not_a_file(name: str) -> bool:
+def not_a_file(name: str) -> bool:
     """Whether NAME.json in the conversations folder is there but no regular file (a pipe), whatever its name."""
     try:
         return not stat.S_ISREG((conversations_dir() / f"{name}.json").stat().st_mode)
