@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-import shlex
 import signal
 import sys
 from collections.abc import Callable, Generator
@@ -51,6 +50,7 @@ from localgen.repl_terminal import (
 from localgen.repl_text import answer_note, room_notice, toolbar_line, unanswered_line
 from localgen.repl_unsaved import LeaveGuard
 from localgen.session import ChatSession
+from localgen.session_room import resume_command
 from localgen.session_turns import TurnStart, UnsavedChangeError
 from localgen.signals import ANSWER_ENDING_SIGNALS, SignalExit, StopOnSignal
 from localgen.think_switch import think_values
@@ -195,7 +195,7 @@ class Repl:
         conversation = self.session.conversation
         if self.state.asked_in_current() and conversation.on_disk and conversation.turns and not self.session.unsaved:
             console.say(f"conversation saved as {conversation.name}; "
-                        f"`localgen chat --resume {shlex.quote(conversation.name)}` goes on with it")
+                        f"`{resume_command(conversation.name)}` goes on with it")
 
     def _step(self) -> None:
         """Read one line and act on it."""

@@ -266,12 +266,17 @@ def restart_command(conversation: Conversation, needed: int | None, *, model: st
     message about to be answered is its first), with another model's -m (model); a chat with no exchange, of which
     nothing is saved, is told to start again with its own options and these."""
     size = "SIZE" if needed is None else str(needed)
-    other = f" -m {shlex.quote(model)}" if model else ""
+    options = f" -m {shlex.quote(model)} -c {size}" if model else f" -c {size}"
     if conversation.on_disk:
-        return f"/exit, then `localgen chat --resume {shlex.quote(conversation.name)}{other} -c {size}`"
+        return f"/exit, then `{resume_command(conversation.name, options)}`"
     if asking or conversation.turns:
-        return f"/exit, then `localgen chat --resume NAME{other} -c {size}` with the NAME the chat says it is saved as"
+        return f"/exit, then `{resume_command('NAME', options)}` with the NAME the chat says it is saved as"
     model = model or conversation.model
-    options = f"-m {shlex.quote(model)} -c {size}" if model else f"-c {size}"
-    return f"/exit, then start the chat again with the options it started with and `{options}` (it has no " \
+    started = f"-m {shlex.quote(model)} -c {size}" if model else f"-c {size}"
+    return f"/exit, then start the chat again with the options it started with and `{started}` (it has no " \
            "exchange yet: nothing of it is saved to resume)"
+
+
+def resume_command(name: str, options: str = "") -> str:
+    """The command that goes on with the saved conversation name in a new chat, options (' -c 4096') after it."""
+    return f"localgen chat --resume {shlex.quote(name)}{options}"
