@@ -273,8 +273,8 @@ def restart_command(conversation: Conversation, needed: int | None, *, model: st
         return f"/exit, then `{resume_command('NAME', options)}` with the NAME the chat says it is saved as"
     model = model or conversation.model
     started = f"-m {shlex.quote(model)} -c {size}" if model else f"-c {size}"
-    return f"/exit, then start the chat again with the options it started with and `{started}` (it has no " \
-           "exchange yet: nothing of it is saved to resume)"
+    return f"/exit, then start the chat again with the options it started with and `{started}`, as it has no " \
+           "exchange saved to resume"
 
 
 def resume_command(name: str, options: str = "") -> str:

@@ -269,9 +269,9 @@ def test_model_beyond_the_context_of_a_chat_with_no_exchange_says_its_options_ar
     copy_with_metadata(bundled_model, small, set_values={"llama.context_length": 1024})
     chat = Chat(tmp_path / "home", "-s", "Be brief.", "--temperature", "0", "--no-markdown", "-n", "3", "-c", "4096")
     try:
-        said = " ".join(chat.command_words(f"/model {small}", "to resume)").split())
+        said = " ".join(chat.command_words(f"/model {small}", "saved to resume)").split())
         assert f"(hint: a context of 1,024 or less: /exit, then start the chat again with the options it started " \
-               f"with and `-m {small} -c 1024` (it has no exchange yet: nothing of it is saved to resume)" in said, said
+               f"with and `-m {small} -c 1024`, as it has no exchange saved to resume)" in said, said
         assert chat.quit() == 0
     finally:
         _stop(chat)
