@@ -1,6 +1,7 @@
 """The chat's small mends, in a real pseudo-terminal on the bundled model: /stats after /model, /list's count of
-misnamed files, the transcript's dim notes, the context hints of the answer's room and of /model, and the input
-history's trim of a huge entry."""
+misnamed files, the transcript's dim notes, the context hints of the answer's room and of /model (saved, first
+message, unsaved, no exchange), and the input history's trim of a huge entry; in-process on the real engine where an
+error must cut an answer short, and on the history file itself where what a start reads is the point."""
 
 from __future__ import annotations
 
