@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from localgen.errors import UsageError
+from localgen.json_schema_kinds import check_kinds
 from localgen.json_schema_values import NoValueError, enum_narrowed, same_value
 from localgen.json_schema_words import DEFINITIONS, NOTES, short_json
 
@@ -40,12 +41,15 @@ def merged_all_of(schema: dict[str, Any], resolve: Resolver, seen: tuple[str, ..
 def _part(part: object, resolve: Resolver, seen: tuple[str, ...]) -> dict[str, Any]:
     """One allOf part, or one alternative of a part's anyOf, as a schema object: true as {}, a $ref as its target
     beside the part's other keywords (but a $ref already being followed, left to the converter), each anyOf or oneOf
-    alternative so too (resolved here, on the path that reached it, so that no later merge follows it again)."""
+    alternative so too (resolved here, on the path that reached it, so that no later merge follows it again), the
+    kind of each of its keywords' values checked before any is read."""
     if part is True:
         return {}
     if not isinstance(part, dict):
         raise UsageError(f"the JSON schema's allOf holds {json.dumps(part)}, which allows no value",
                          hint="give each allOf part as a schema object")
+    part = dict(part)
+    check_kinds(part)
     ref = part.get("$ref")
     if isinstance(ref, str) and ref not in seen:
         target = resolve(ref)

@@ -275,3 +275,17 @@ def test_a_long_enum_converts_at_once() -> None:
     start = time.monotonic()
     schema_grammar(json.dumps({"type": "string", "enum": [f"value-{i:05d}" for i in range(5000)]}), [])
     assert time.monotonic() - start < 1
+
+
+@pytest.mark.parametrize(("schema", "given"), [
+    ({"type": "string", "anyOf": [{"enum": 5}]}, "5"),
+    ({"type": ["string", "null"], "oneOf": [{"const": 1, "enum": None}]}, "null"),
+    ({"allOf": [{"enum": [1]}, {"enum": 5}]}, "5"),
+], ids=["any-of", "one-of-beside-a-type-list", "all-of"])
+def test_a_malformed_enum_in_an_alternative_beside_keywords_is_named(schema: dict[str, object], given: str) -> None:
+    """The alternative's enum was read before its kind was checked: an internal error (TypeError: 'int' object is not
+    iterable), or in an allOf an enum said to be one that no value meets beside the other."""
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
+    assert result.returncode == 2 and result.err.strip().splitlines() == [
+        f"localgen: error: the JSON schema's enum is {given}, not a list of values (hint: e.g. \"enum\": [\"red\", "
+        "\"green\"])"], result.err
