@@ -65,8 +65,9 @@ def integers_listed(schema: dict[str, Any]) -> bool:
 
 
 def _finite(value: object) -> bool:
-    """Whether a keyword's value is a finite number (not true or false)."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """Whether a keyword's value is a finite number (not true or false; an integer of any size is)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and (
+        isinstance(value, int) or math.isfinite(value))
 
 
 def enum_narrowed(schema: dict[str, Any]) -> dict[str, Any]:
@@ -75,7 +76,8 @@ def enum_narrowed(schema: dict[str, Any]) -> dict[str, Any]:
     if "enum" not in schema and "const" not in schema:
         listed = listed_range(schema)
         if listed == []:
-            bounds = ", ".join(f"{key} {schema[key]}" for key in _NUMBER_KEYWORDS if _finite(schema.get(key)))
+            bounds = ", ".join(f"{key} {short_json(schema[key])}" for key in _NUMBER_KEYWORDS
+                               if _finite(schema.get(key)))
             raise NoValueError(f"the JSON schema's integer of {bounds} can be no integer",
                                hint="make its bounds hold an integer (a multiple of its multipleOf)")
         return schema if listed is None else {**schema, "enum": listed}
@@ -226,7 +228,14 @@ def _within(schema: dict[str, Any], value: float) -> bool:
 
 def _multiple(value: float, step: float | None) -> bool:
     """Whether a number is a whole multiple of a schema's multipleOf (None, or one not above 0: any is), reckoned on
-    the decimals as written (0.3 is a multiple of 0.1)."""
-    if step is None or step <= 0 or not math.isfinite(step) or not math.isfinite(value):
+    the decimals as written (0.3 is a multiple of 0.1), integers of any size in integers."""
+    if step is None or step <= 0 or not _finite(step) or not _finite(value):
         return True
-    return (Fraction(str(value)) / Fraction(str(step))).denominator == 1
+    if isinstance(value, int) and isinstance(step, int):
+        return value % step == 0
+    return (_exact(value) / _exact(step)).denominator == 1
+
+
+def _exact(number: float) -> Fraction:
+    """A finite number as the fraction it is written as: an integer as itself, a float as its shortest decimal."""
+    return Fraction(number) if isinstance(number, int) else Fraction(repr(number))

@@ -289,3 +289,18 @@ def test_a_malformed_enum_in_an_alternative_beside_keywords_is_named(schema: dic
     assert result.returncode == 2 and result.err.strip().splitlines() == [
         f"localgen: error: the JSON schema's enum is {given}, not a list of values (hint: e.g. \"enum\": [\"red\", "
         "\"green\"])"], result.err
+
+
+HUGE = 10**400  # beyond what a float holds
+
+
+@pytest.mark.parametrize(("schema", "values", "allowed"), [
+    ({"type": "integer", "minimum": HUGE, "maximum": HUGE}, [HUGE, HUGE + 1, 1], [HUGE]),
+    ({"enum": [3, 6, HUGE * 3], "multipleOf": HUGE}, [3, 6, HUGE * 3], [HUGE * 3]),
+    ({"enum": [0.5, 3, HUGE], "multipleOf": 1.5}, [0.5, 3, HUGE], [3]),
+    ({"type": "integer", "minimum": 1, "maximum": HUGE}, [1, HUGE], [1]),  # the converter's integers: 16 digits
+], ids=["listed", "multiple-of", "float-multiple-of", "too-many-to-list"])
+def test_integers_too_big_for_a_float_are_reckoned_as_integers(vocab: _Vocab, schema: dict[str, object],
+                                                                 values: list[object], allowed: list[object]) -> None:
+    """Each was an internal error: OverflowError: int too large to convert to float."""
+    assert _allowed(vocab, schema, values) == allowed
