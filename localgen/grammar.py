@@ -370,6 +370,8 @@ def _is_inline(value: str) -> bool:
     """Whether --grammar's value is GBNF text (a rule, as llama-cli's --grammar takes) rather than a file name."""
     if "::=" not in value:
         return False
+    if _holds_lines(value):
+        return True
     try:
         return not Path(value).is_file()
     except (OSError, ValueError):  # a name too long or with a NUL is no file
@@ -379,8 +381,12 @@ def _is_inline(value: str) -> bool:
 def _refuse_misspelled_rule(value: str, option: str) -> None:
     """Refuse --grammar text that names no file and defines its rules with something other than ::= (root := "a",
     root = "a"), where it was looked for as a file and refused as `no such file`; a path (a folder before its =, or
-    .gbnf at its end) is left to the file's own check."""
-    if option != "--grammar" or "=" not in value or not ('"' in value or "[" in value or " " in value):
+    .gbnf at its end) is left to the file's own check, but text of several lines is never a path."""
+    if option != "--grammar":
+        return
+    if _holds_lines(value):
+        raise UsageError("the --grammar text defines no rule with ::=", hint=GRAMMAR_HINT)
+    if "=" not in value or not ('"' in value or "[" in value or " " in value):
         return
     head = value.split("=", 1)[0]  # a rule's name, or a path's folders: root = "a/b" is no path, out/a="b" one
     if value.lower().endswith(".gbnf") or "/" in head or os.sep in head:
@@ -389,6 +395,11 @@ def _refuse_misspelled_rule(value: str, option: str) -> None:
         if Path(value).exists():
             return
     raise UsageError("the --grammar text defines no rule with ::=, and no file has that name", hint=GRAMMAR_HINT)
+
+
+def _holds_lines(value: str) -> bool:
+    """Whether --grammar's value holds a line break within it: grammar text (a comment, then rules), never a path."""
+    return "\n" in value.strip() or "\r" in value.strip()
 
 
 def _refuse_stdin(value: str, option: str) -> None:

@@ -304,3 +304,12 @@ def test_integers_too_big_for_a_float_are_reckoned_as_integers(vocab: _Vocab, sc
                                                                  values: list[object], allowed: list[object]) -> None:
     """Each was an internal error: OverflowError: int too large to convert to float."""
     assert _allowed(vocab, schema, values) == allowed
+
+
+@pytest.mark.parametrize("text", ['# from https://example.com/g\nroot = "a"', '# a/b\nroot := "yes" | "no"',
+                                  "# a grammar\r\nroot : [a-z]+"], ids=["url-comment", "slash-comment", "crlf"])
+def test_grammar_text_of_several_lines_without_the_rule_sign_is_told_so(text: str) -> None:
+    """A slash in a comment line made the text a path: it was refused as `no such file`."""
+    result = run_localgen("run", "--grammar", text, "hi")
+    assert result.returncode == 2 and result.err.startswith(
+        "localgen: error: the --grammar text defines no rule with ::= (hint:"), result.err
