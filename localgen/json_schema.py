@@ -308,8 +308,7 @@ def _converted(schema: dict[str, Any]) -> str:
                              ) from None
         raise UsageError("the JSON schema nests too deep to convert", hint="flatten it, or use $defs") from None
     except Exception as exc:  # the converter asserts and raises on what it does not support
-        raise UsageError(f"cannot turn the JSON schema into a grammar: {_converter_problem(exc)}",
-                         hint=CONVERTER_HINT) from None
+        raise _unconvertible(_converter_problem(exc)) from None
     # The converter lets a string hold raw control characters (a newline), and a pattern's . a raw quote, which no
     # JSON parser accepts; llama.cpp's own converter excludes them. (No token gives a NUL, so \x01 on is enough.)
     grammar = _STRING_CHAR.sub(lambda _: r'char ::= [^"\\\x01-\x1F] |', grammar)
@@ -387,24 +386,25 @@ def _resolved_here(node: dict[str, Any], root: dict[str, Any], url: str) -> str:
     """A schema object's $ref as the converter keeps it, where it points at a schema in root: url before it."""
     ref = node["$ref"]
     if isinstance(ref, str) and ref.startswith("https://"):
-        raise AssertionError("Fetching remote schemas is not allowed (use --allow-fetch for force)")
+        raise _unconvertible("a $ref to a remote schema (localgen does not fetch schemas)")
     if not isinstance(ref, str) or not ref.startswith("#/"):
-        raise ValueError(f"Unsupported ref {ref}")
+        raise _unconvertible(f"Unsupported ref {ref}")
     if _target(root, ref) is None:
-        raise AssertionError(f"Error resolving ref {url}{ref}: not in the schema")
+        raise _unconvertible(f"a $ref that does not resolve: {ref}")
     node["$ref"] = f"{url}{ref}"
     return node["$ref"]
+
+
+def _unconvertible(problem: str) -> UsageError:
+    """The error for a schema the converter cannot turn into a grammar, problem said in the user's terms."""
+    return UsageError(f"cannot turn the JSON schema into a grammar: {problem}", hint=CONVERTER_HINT)
 
 
 def _converter_problem(exc: Exception) -> str:
     """The converter's complaint in the user's terms."""
     text = str(exc)
-    if "allow-fetch" in text or "allow_fetch" in text:
-        return "a $ref to a remote schema (localgen does not fetch schemas)"
     if isinstance(exc, KeyError) and ("#" in text or "/" in text):  # the converter looks refs up in a dict
         return f"a $ref that does not resolve: {text}"
     if isinstance(exc, KeyError):
         return f"the converter looked for {text} and found none"
-    if text.startswith("Error resolving ref "):  # the converter names the schema "stdin", whatever its source
-        return f"a $ref that does not resolve: {text.split()[3].removeprefix('stdin').rstrip(':')}"
     return text or type(exc).__name__

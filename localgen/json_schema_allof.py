@@ -13,7 +13,7 @@ from localgen.json_schema_kinds import check_kinds
 from localgen.json_schema_values import NoValueError, enum_narrowed, same_value
 from localgen.json_schema_words import DEFINITIONS, NOTES, short_json
 
-MAXALTERNATIVES = 64  # anyOf alternatives an allOf's parts multiply out to, at most
+MAX_ALTERNATIVES = 64  # anyOf alternatives an allOf's parts multiply out to, at most
 _LOWER_BOUNDS = ("minLength", "minItems", "minProperties", "minimum", "exclusiveMinimum")  # the larger one holds
 _UPPER_BOUNDS = ("maxLength", "maxItems", "maxProperties", "maximum", "exclusiveMaximum")  # the smaller one holds
 _MAPS = ("properties", "$defs", "definitions", "patternProperties")
@@ -117,8 +117,8 @@ def _spread(alternatives: list[Any], other: dict[str, Any]) -> list[dict[str, An
             clash = clash or exc
     if clash and not spread:
         raise clash
-    if sum(_alternative_count(item) for item in spread) > MAXALTERNATIVES:
-        raise UsageError(f"the JSON schema's allOf multiplies out to over {MAXALTERNATIVES} alternatives",
+    if sum(_alternative_count(item) for item in spread) > MAX_ALTERNATIVES:
+        raise UsageError(f"the JSON schema's allOf multiplies out to over {MAX_ALTERNATIVES} alternatives",
                          hint=ALLOF_HINT)
     return spread
 

@@ -10,7 +10,7 @@ from fractions import Fraction
 from typing import Any
 
 from localgen.errors import UsageError
-from localgen.json_schema_words import short_json
+from localgen.json_schema_words import NUMBER_KEYWORDS, short_json
 
 
 class NoValueError(UsageError):
@@ -18,11 +18,9 @@ class NoValueError(UsageError):
     meets (an anyOf alternative that is such a schema is dropped, not refused)."""
 
 
-_NUMBER_KEYWORDS = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf")
 MAX_LISTED = 256  # the most integers a bounded integer's schema is listed as (listed_range)
 # Keywords the converter ignores that an enum or const beside them holds: its values are narrowed to those they allow.
-ENUM_HOLDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minProperties",
-              "maxProperties")
+ENUM_HOLDS = (*NUMBER_KEYWORDS, "minProperties", "maxProperties")
 _KINDS = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,), "object": (dict,),
           "array": (list,), "null": (type(None),)}
 
@@ -59,9 +57,14 @@ def listed_range(schema: dict[str, Any]) -> list[int] | None:
 def integers_listed(schema: dict[str, Any]) -> bool:
     """Whether a schema's type is integer, or a type list holding integer and not number, whose integers its bounds
     list (listed_range): its bounds then hold."""
+    return _of_integers_alone(schema) and bool(listed_range({**schema, "type": "integer"}))
+
+
+def _of_integers_alone(schema: dict[str, Any]) -> bool:
+    """Whether a schema's type is integer, or a type list holding integer and not number: its numbers are integers."""
     types = schema.get("type")
     names = types if isinstance(types, list) else [types]
-    return "integer" in names and "number" not in names and bool(listed_range({**schema, "type": "integer"}))
+    return "integer" in names and "number" not in names
 
 
 def _finite(value: object) -> bool:
@@ -76,7 +79,7 @@ def enum_narrowed(schema: dict[str, Any]) -> dict[str, Any]:
     if "enum" not in schema and "const" not in schema:
         listed = listed_range(schema)
         if listed == []:
-            bounds = ", ".join(f"{key} {short_json(schema[key])}" for key in _NUMBER_KEYWORDS
+            bounds = ", ".join(f"{key} {short_json(schema[key])}" for key in NUMBER_KEYWORDS
                                if _finite(schema.get(key)))
             raise NoValueError(f"the JSON schema's integer of {bounds} can be no integer",
                                hint="make its bounds hold an integer (a multiple of its multipleOf)")
@@ -101,9 +104,7 @@ def _integers_as_such(schema: object, value: object) -> object:
     if not isinstance(schema, dict):
         return value
     if isinstance(value, float) and value.is_integer():
-        types = schema.get("type")
-        names = types if isinstance(types, list) else [types]
-        return int(value) if "integer" in names and "number" not in names else value
+        return int(value) if _of_integers_alone(schema) else value
     if isinstance(value, list):
         item_schemas = _item_schemas(schema, len(value))
         return [_integers_as_such(sub, item) for sub, item in zip(item_schemas, value, strict=True)]

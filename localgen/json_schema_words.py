@@ -16,10 +16,10 @@ SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "depen
 DEFINITIONS = ("$defs", "definitions")
 NOTES = ("title", "description", "default", "examples", "$comment", "$id", "$schema", "deprecated", "readOnly",
          "writeOnly")  # keywords that say nothing of the value
-_NUMBER_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+NUMBER_KEYWORDS = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf")  # a number's bounds
 TYPE_KEYWORDS = {  # the keywords that limit values of one type alone
     "string": ("minLength", "maxLength", "pattern", "format", "contentEncoding", "contentMediaType"),
-    "number": _NUMBER_KEYWORDS, "integer": _NUMBER_KEYWORDS,
+    "number": NUMBER_KEYWORDS, "integer": NUMBER_KEYWORDS,
     "object": ("properties", "required", "additionalProperties", "patternProperties", "minProperties",
                "maxProperties", "dependentRequired", "dependentSchemas", "dependencies", "propertyNames",
                "unevaluatedProperties"),
