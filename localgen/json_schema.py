@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from localgen.errors import UsageError
-from localgen.json_schema_allof import Resolver
+from localgen.json_schema_allof import ALTERNATIVES, Resolver, false_alternative
 from localgen.json_schema_beside import (
     all_of_merged,
     alternatives_beside_keywords_as_all_of,
@@ -19,7 +19,7 @@ from localgen.json_schema_literals import enum_rule, gbnf_literal
 from localgen.json_schema_pattern import converter_pattern
 from localgen.json_schema_refs import ref_alone_draft, refs_alone_where_declared, whole_schema_referred
 from localgen.json_schema_types import ANY_VALUE, check_type, of_several_types, types_apart
-from localgen.json_schema_values import ENUM_HOLDS, enum_narrowed, integers_listed
+from localgen.json_schema_values import ENUM_HOLDS, NoValueError, enum_narrowed, integers_listed
 from localgen.json_schema_words import (
     MAX_COUNT,
     MAX_SPAN,
@@ -169,17 +169,45 @@ def _prepared(node: object, how: _Preparation, seen: tuple[str, ...] = ()) -> ob
     schema = types_apart(schema)
     _refuse_forbidden_required(schema)
     for key, value in schema.items():
-        if key in SCHEMA_MAPS and isinstance(value, dict):  # a property of false cannot be there: left out
-            schema[key] = {name: _prepared(_as_object(sub, key), how, seen)
+        if key in ALTERNATIVES and isinstance(value, list):
+            schema[key] = _alternatives_prepared(value, key, how, seen)
+        elif key in SCHEMA_MAPS and isinstance(value, dict):  # a property of false cannot be there: left out
+            schema[key] = {name: _inner_prepared(_as_object(sub, key), how, seen)
                            for name, sub in value.items() if not (key == "properties" and sub is False)}
         elif (key in SCHEMA_LISTS and isinstance(value, list)) or key in SCHEMA_VALUED:
-            schema[key] = [_prepared(_as_object(sub, key), how, seen) for sub in value] \
-                if isinstance(value, list) else _prepared(value, how, seen)
+            schema[key] = [_inner_prepared(_as_object(sub, key), how, seen) for sub in value] \
+                if isinstance(value, list) else _inner_prepared(value, how, seen)
     properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
     required = schema.get("required") if isinstance(schema.get("required"), list) else []
     how.unlisted.extend(str(name) for name in required if name not in properties and str(name) not in how.unlisted)
     how.done[met] = (node, schema)  # node kept: its id stays its own
     return schema
+
+
+def _alternatives_prepared(alternatives: list[Any], key: str, how: _Preparation, seen: tuple[str, ...]) -> list[Any]:
+    """An anyOf's or oneOf's alternatives prepared, one that allows no value (false, an enum or bounded integer none
+    of whose values its keywords allow, an allOf or anyOf of none) dropped: refused only where none is left."""
+    kept, refusal = [], None
+    for item in alternatives:
+        try:
+            if item is False:
+                raise false_alternative(key)
+            kept.append(_prepared(_as_object(item, key), how, seen))
+        except NoValueError as exc:
+            refusal = refusal or exc
+    if refusal and not kept:
+        raise refusal
+    return kept
+
+
+def _inner_prepared(node: object, how: _Preparation, seen: tuple[str, ...]) -> object:
+    """A subschema other than an alternative (a property's, an item's) prepared: one that allows no value is refused
+    as such, not taken for an alternative of the schema holding it that allows none (an optional property's leaves
+    the object others)."""
+    try:
+        return _prepared(node, how, seen)
+    except NoValueError as exc:
+        raise UsageError(exc.message, hint=exc.hint) from None
 
 
 def _refuse_forbidden_required(schema: dict[str, Any]) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from localgen.errors import UsageError
 from localgen.json_schema_kinds import check_kinds
-from localgen.json_schema_values import NoValueError, enum_narrowed, same_value
+from localgen.json_schema_values import NoValueError, same_value
 from localgen.json_schema_words import DEFINITIONS, NOTES, short_json
 
 MAX_ALTERNATIVES = 64  # anyOf alternatives an allOf's parts multiply out to, at most
@@ -62,9 +62,15 @@ def _part(part: object, resolve: Resolver, seen: tuple[str, ...]) -> dict[str, A
         rest = _part({key: value for key, value in part.items() if key != "$ref"}, resolve, seen)
         return _merged(_part(target, resolve, (*seen, ref)), rest)
     for key in ALTERNATIVES:
-        if isinstance(part.get(key), list):
-            part = {**part, key: [_part(item, resolve, seen) for item in part[key]]}
+        if isinstance(part.get(key), list):  # false, which allows no value, kept for _spread to drop
+            part = {**part, key: [item if item is False else _part(item, resolve, seen) for item in part[key]]}
     return merged_all_of(part, resolve, seen)
+
+
+def false_alternative(key: str) -> NoValueError:
+    """The refusal of an anyOf's or oneOf's alternative false, which allows no value (dropped where others are left)."""
+    return NoValueError(f"the JSON schema's {key} holds false, which allows no value",
+                        hint=f"give the {key} a schema some value meets")
 
 
 def _merged(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
@@ -75,7 +81,7 @@ def _merged(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
             alternatives = one.get(key)
             if isinstance(alternatives, list) and alternatives:
                 rest = {name: value for name, value in one.items() if name != key}
-                return {key: _spread(alternatives, _merged(dict(other), rest))}
+                return {key: _spread(alternatives, _merged(dict(other), rest), key)}
     merged = dict(first)
     for key, value in second.items():
         if key not in merged or same_value(merged[key], value) or key in NOTES:
@@ -103,16 +109,17 @@ def _close_properties(merged: dict[str, Any], part: dict[str, Any]) -> None:
                             for name, sub in properties.items() if not (extra is False and name in others)}
 
 
-def _spread(alternatives: list[Any], other: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each alternative merged with other, those no value meets dropped (an enum, const or bounded integer none of
-    whose values it allows too), refused only when all of them are."""
+def _spread(alternatives: list[Any], other: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """Each of key's alternatives merged with other, those no value meets (false, one whose keywords clash with
+    other's) dropped, refused only when all of them are (an enum none of whose values the merged keywords allow is
+    dropped as the alternatives are prepared)."""
     spread: list[dict[str, Any]] = []
     clash: NoValueError | None = None
     for item in alternatives:
         try:
-            merged = _merged(dict(other), item)
-            enum_narrowed(merged)  # refuses an enum, const or bounded integer none of whose values it allows
-            spread.append(merged)
+            if item is False:
+                raise false_alternative(key)
+            spread.append(_merged(dict(other), item))
         except NoValueError as exc:
             clash = clash or exc
     if clash and not spread:

@@ -313,3 +313,30 @@ def test_grammar_text_of_several_lines_without_the_rule_sign_is_told_so(text: st
     result = run_localgen("run", "--grammar", text, "hi")
     assert result.returncode == 2 and result.err.startswith(
         "localgen: error: the --grammar text defines no rule with ::= (hint:"), result.err
+
+
+@pytest.mark.parametrize(("schema", "values", "allowed"), [
+    ({"anyOf": [{"type": "integer", "minimum": 0.1, "maximum": 0.9}, {"type": "null"}]}, [0, 1, None], [None]),
+    ({"anyOf": [False, {"type": "integer"}]}, [1, None], [1]),
+    ({"oneOf": [{"enum": [1, 2], "minimum": 5}, {"type": "string"}]}, [1, "a"], ["a"]),
+    ({"anyOf": [{"allOf": [{"type": "string"}, {"type": "integer"}]}, {"type": "boolean"}]}, [1, "a", True], [True]),
+    ({"anyOf": [{"anyOf": [{"const": 1, "maximum": 0}]}, {"type": "null"}]}, [1, None], [None]),
+    ({"type": "string", "anyOf": [False, {"maxLength": 2}]}, ["ab", "abc"], ["ab"]),
+], ids=["bounded-integer", "false", "one-of-enum", "all-of", "nested-any-of", "false-beside-keywords"])
+def test_an_alternative_that_allows_no_value_is_dropped(vocab: _Vocab, schema: dict[str, object],
+                                                        values: list[object], allowed: list[object]) -> None:
+    """A plain anyOf or oneOf was refused whole where one alternative allowed no value ("can be no integer", "holds
+    false"), while the same alternative was dropped within an allOf or beside other keywords."""
+    assert _allowed(vocab, schema, values) == allowed
+
+
+@pytest.mark.parametrize(("schema", "message"), [
+    ({"anyOf": [{"type": "object", "properties": {"a": {"type": "integer", "minimum": 0.1, "maximum": 0.9}}},
+                {"type": "null"}]}, "the JSON schema's integer of minimum 0.1, maximum 0.9 can be no integer"),
+    ({"anyOf": [{"enum": [1], "minimum": 2}, False]}, "the JSON schema's enum [1] holds no value its other keywords"),
+], ids=["a-property-s", "all-of-them"])
+def test_an_alternative_whose_property_allows_no_value_or_of_none_left_is_refused(schema: dict[str, object],
+                                                                                   message: str) -> None:
+    """An optional property that allows no value leaves its object others: it is refused, not dropped with it."""
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
+    assert result.returncode == 2 and result.err.startswith(f"localgen: error: {message}"), result.err
