@@ -19,7 +19,7 @@ from localgen.json_schema_literals import enum_rule, gbnf_literal
 from localgen.json_schema_pattern import converter_pattern
 from localgen.json_schema_refs import ref_alone_draft, refs_alone_where_declared, whole_schema_referred
 from localgen.json_schema_types import ANY_VALUE, check_type, of_several_types, types_apart
-from localgen.json_schema_values import ENUM_HOLDS, NoValueError, enum_narrowed, integers_listed
+from localgen.json_schema_values import ENUM_HOLDS, NoValueError, enum_narrowed, is_number
 from localgen.json_schema_words import (
     MAX_COUNT,
     MAX_SPAN,
@@ -64,7 +64,13 @@ def schema_grammar(text: str, warn: list[str]) -> str:
         warn.append(f"the JSON schema declares draft {ref_alone_draft(given)}, which reads a $ref alone: the "
                     f"{', '.join(beside_refs)} beside a $ref cannot hold (leave out its $schema, or put both in an "
                     "allOf, to hold them)")
-    ignored = sorted(_keywords_in(schema) & set(IGNORED_KEYWORDS))
+    how = _Preparation(lambda ref: _target(schema, ref), _recursive_refs(schema))
+    try:
+        prepared = _prepared(schema, how)
+    except RecursionError:
+        raise UsageError("the JSON schema's allOf parts and $refs nest too deep to merge",
+                         hint="flatten them, or refer to fewer definitions in a chain") from None
+    ignored = sorted(_keywords_in(prepared) & set(IGNORED_KEYWORDS))
     if ignored:
         them = "them" if len(ignored) > 1 else "it"
         warn.append(f"the JSON schema's {', '.join(ignored)} cannot be enforced (llama-cpp-python's converter "
@@ -78,12 +84,6 @@ def schema_grammar(text: str, warn: list[str]) -> str:
         warn.append(f"the JSON schema's format {', '.join(map(json.dumps, unknown_formats))} cannot be enforced "
                     f"(llama-cpp-python's converter knows date, time, date-time and uuid, and ignores {them}): "
                     f"check the answer{', or give a pattern' if of_strings else ''}")  # a pattern holds strings alone
-    how = _Preparation(lambda ref: _target(schema, ref), _recursive_refs(schema))
-    try:
-        prepared = _prepared(schema, how)
-    except RecursionError:
-        raise UsageError("the JSON schema's allOf parts and $refs nest too deep to merge",
-                         hint="flatten them, or refer to fewer definitions in a chain") from None
     if how.unlisted:
         them = "them" if len(how.unlisted) > 1 else "it"
         warn.append(f"the JSON schema requires {', '.join(how.unlisted)} but does not list {them} in properties, so "
@@ -131,11 +131,12 @@ def parsed_schema(text: str) -> dict[str, Any]:
     return parsed
 
 
-def _keywords_in(schema: object) -> set[str]:
-    """Every keyword used anywhere in a schema, but those an enum or const beside them, or an integer's listing,
-    holds (enum_narrowed)."""
-    return {str(key) for node in schemas_in(schema) for key in node
-            if not (key in ENUM_HOLDS and ("enum" in node or "const" in node or integers_listed(node)))}
+def _keywords_in(prepared: object) -> set[str]:
+    """Every keyword used anywhere in a prepared schema, but the bounds an enum beside them holds (enum_narrowed made
+    each const, and each integer its bounds list, such an enum, and kept its values to each bound that is a
+    number)."""
+    return {str(key) for node in schemas_in(prepared) for key, value in node.items()
+            if not (key in ENUM_HOLDS and "enum" in node and is_number(value))}
 
 
 @dataclass

@@ -10,7 +10,7 @@ from typing import Any
 
 from localgen.errors import UsageError
 from localgen.json_schema_kinds import check_kinds
-from localgen.json_schema_values import NoValueError, same_value
+from localgen.json_schema_values import NoValueError, is_number, same_value
 from localgen.json_schema_words import DEFINITIONS, NOTES, short_json
 
 MAX_ALTERNATIVES = 64  # anyOf alternatives an allOf's parts multiply out to, at most
@@ -170,7 +170,7 @@ def _combined(key: str, first: object, second: object) -> object:
 
 def _numbers(*values: object) -> bool:
     """Whether every value is a number (not true or false)."""
-    return all(isinstance(value, int | float) and not isinstance(value, bool) for value in values)
+    return all(map(is_number, values))
 
 
 def _common_type(first: object, second: object) -> object:

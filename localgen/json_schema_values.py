@@ -54,12 +54,6 @@ def listed_range(schema: dict[str, Any]) -> list[int] | None:
     return [value for value in range(low, high + 1) if _within(schema, value)]
 
 
-def integers_listed(schema: dict[str, Any]) -> bool:
-    """Whether a schema's type is integer, or a type list holding integer and not number, whose integers its bounds
-    list (listed_range): its bounds then hold."""
-    return _of_integers_alone(schema) and bool(listed_range({**schema, "type": "integer"}))
-
-
 def _of_integers_alone(schema: dict[str, Any]) -> bool:
     """Whether a schema's type is integer, or a type list holding integer and not number: its numbers are integers."""
     types = schema.get("type")
@@ -67,10 +61,14 @@ def _of_integers_alone(schema: dict[str, Any]) -> bool:
     return "integer" in names and "number" not in names
 
 
+def is_number(value: object) -> bool:
+    """Whether a JSON value is a number (not true or false)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _finite(value: object) -> bool:
     """Whether a keyword's value is a finite number (not true or false; an integer of any size is)."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and (
-        isinstance(value, int) or math.isfinite(value))
+    return is_number(value) and (isinstance(value, int) or math.isfinite(value))  # type: ignore[arg-type]
 
 
 def enum_narrowed(schema: dict[str, Any]) -> dict[str, Any]:

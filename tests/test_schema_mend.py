@@ -340,3 +340,26 @@ def test_an_alternative_whose_property_allows_no_value_or_of_none_left_is_refuse
     """An optional property that allows no value leaves its object others: it is refused, not dropped with it."""
     result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
     assert result.returncode == 2 and result.err.startswith(f"localgen: error: {message}"), result.err
+
+
+@pytest.mark.parametrize(("schema", "warned"), [
+    ({"allOf": [{"type": "integer"}, {"minimum": 1, "maximum": 5}]}, ""),
+    ({"$defs": {"S": {"type": "integer"}}, "type": "object",
+      "properties": {"a": {"$ref": "#/$defs/S", "minimum": 1, "maximum": 5}}}, ""),
+    ({"type": "integer", "oneOf": [{"minimum": 0, "maximum": 5}, {"minimum": 3, "maximum": 8}]}, ""),
+    ({"type": "integer", "enum": [1, 2, 3, 4, 5], "anyOf": [{"minimum": 4}, {"maximum": 1}]}, ""),
+    ({"anyOf": [{"type": "integer", "minimum": 0.1, "maximum": 0.9}, {"type": "null"}]}, ""),
+    ({"type": "integer", "enum": [1, 2], "minimum": 1, "exclusiveMinimum": True}, "exclusiveMinimum"),
+    ({"allOf": [{"type": "integer"}, {"minimum": 1, "maximum": 5000}]}, "maximum, minimum"),
+], ids=["all-of", "ref-beside", "one-of", "enum-beside-any-of", "dropped-alternative", "draft-4-exclusive",
+        "too-many-to-list"])
+def test_bounds_are_said_to_be_ignored_exactly_where_the_grammar_does_not_hold_them(schema: dict[str, object],
+                                                                                    warned: str) -> None:
+    """The warning read the schema as written: bounds an allOf, a $ref or an alternative gave an integer, which its
+    listing holds, were said to be ignored, and draft 4's true exclusiveMinimum beside an enum, which its values are
+    not kept to, was not."""
+    from tests.test_gen_hunt import _warnings
+
+    them = "them" if "," in warned else "it"
+    assert _warnings(schema) == ([f"the JSON schema's {warned} cannot be enforced (llama-cpp-python's converter "
+                                  f"ignores {them}): check the answer"] if warned else [])
