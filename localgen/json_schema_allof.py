@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from localgen.errors import UsageError
@@ -18,35 +19,64 @@ _LOWER_BOUNDS = ("minLength", "minItems", "minProperties", "minimum", "exclusive
 _UPPER_BOUNDS = ("maxLength", "maxItems", "maxProperties", "maximum", "exclusiveMaximum")  # the smaller one holds
 _MAPS = ("properties", "$defs", "definitions", "patternProperties")
 ALTERNATIVES = ("anyOf", "oneOf")
-ALLOF_HINT = "write the combined schema out in one object, or drop the allOf"
 
 Resolver = Callable[[str], object]  # a local $ref's target (None: none)
 
 
-def merged_all_of(schema: dict[str, Any], resolve: Resolver, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Wording:
+    """How a refused merge names the keywords the user wrote: an allOf, or a $ref, anyOf or oneOf beside others."""
+
+    merged: str  # what merges the schemas: "the JSON schema's allOf"
+    holder: str  # what holds a part that is not a schema, or refers: "the JSON schema's allOf"
+    side: str  # one of the schemas merged: "a part"
+    hint: str  # what to do where they cannot be merged
+
+
+ALL_OF = Wording("the JSON schema's allOf", "the JSON schema's allOf", "a part",
+                 "write the combined schema out in one object, or drop the allOf")
+
+
+def beside_wording(written: dict[str, Any]) -> Wording:
+    """The wording of a merge of the keywords beside a schema's $ref, anyOf or oneOf (written: the schema as given)
+    with it, or of its allOf."""
+    if "allOf" in written:
+        return ALL_OF
+    if "$ref" in written:
+        ref = written["$ref"]
+        return Wording(f"the JSON schema's $ref {ref} with the keywords beside it", "the JSON schema", "one side",
+                       f"make the keywords beside the $ref fit {ref}, or drop them")
+    key = next(key for key in ALTERNATIVES if key in written)
+    return Wording(f"the JSON schema's {key} with the keywords beside it", f"the JSON schema's {key}", "one side",
+                   f"make the keywords beside the {key} fit one of its schemas, or drop them")
+
+
+def merged_all_of(schema: dict[str, Any], resolve: Resolver, seen: tuple[str, ...] = (),
+                  words: Wording = ALL_OF) -> dict[str, Any]:
     """schema with its allOf's parts (a local $ref's target for a part that refers) merged into it: every keyword
     that limits the value kept, a bound the tighter of two, types and enums the values both allow (seen: the $refs
-    being followed, each followed once on a path)."""
+    being followed, each followed once on a path; words: how a refusal names what the user wrote)."""
     parts = schema.get("allOf")
     if not isinstance(parts, list):
         return schema
     definitions = {key: schema[key] for key in DEFINITIONS if key in schema}  # kept where $refs find them
     merged = _part({key: value for key, value in schema.items() if key != "allOf" and key not in definitions},
-                   resolve, seen)
+                   resolve, seen, words, words.holder)
     for part in parts:
-        merged = _merged(merged, _part(part, resolve, seen))
+        merged = _merged(merged, _part(part, resolve, seen, words, words.holder), words)
     return {**merged, **definitions}
 
 
-def _part(part: object, resolve: Resolver, seen: tuple[str, ...]) -> dict[str, Any]:
+def _part(part: object, resolve: Resolver, seen: tuple[str, ...], words: Wording, holder: str) -> dict[str, Any]:
     """One allOf part, or one alternative of a part's anyOf, as a schema object: true as {}, a $ref as its target
     beside the part's other keywords (but a $ref already being followed, left to the converter), each anyOf or oneOf
     alternative so too (resolved here, on the path that reached it, so that no later merge follows it again), the
-    kind of each of its keywords' values checked before any is read."""
+    kind of each of its keywords' values checked before any is read (holder: what holds the part, as a refusal names
+    it)."""
     if part is True:
         return {}
     if not isinstance(part, dict):
-        raise UsageError(f"the JSON schema's allOf holds {json.dumps(part)}, which allows no value",
+        raise UsageError(f"{holder} holds {json.dumps(part)}, which allows no value",
                          hint="give each allOf part as a schema object")
     part = dict(part)
     check_kinds(part)
@@ -54,16 +84,18 @@ def _part(part: object, resolve: Resolver, seen: tuple[str, ...]) -> dict[str, A
     if isinstance(ref, str) and ref not in seen:
         target = resolve(ref)
         if not ref.startswith("#"):
-            raise UsageError(f"the JSON schema's allOf refers to {ref}, a remote schema, which localgen does not "
-                             "fetch", hint="copy that schema into $defs and refer to it there")
+            raise UsageError(f"{holder} refers to {ref}, a remote schema, which localgen does not fetch",
+                             hint="copy that schema into $defs and refer to it there")
         if not isinstance(target, dict):
-            raise UsageError(f"the JSON schema's allOf refers to {ref}, which does not resolve to a schema",
+            raise UsageError(f"{holder} refers to {ref}, which does not resolve to a schema",
                              hint="point the $ref at a schema in $defs")
-        rest = _part({key: value for key, value in part.items() if key != "$ref"}, resolve, seen)
-        return _merged(_part(target, resolve, (*seen, ref)), rest)
+        rest = _part({key: value for key, value in part.items() if key != "$ref"}, resolve, seen, words, holder)
+        return _merged(_part(target, resolve, (*seen, ref), words, holder), rest, words)
     for key in ALTERNATIVES:
         if isinstance(part.get(key), list):  # false, which allows no value, kept for _spread to drop
-            part = {**part, key: [item if item is False else _part(item, resolve, seen) for item in part[key]]}
+            holds = f"the JSON schema's {key}"
+            part = {**part, key: [item if item is False else _part(item, resolve, seen, words, holds)
+                                  for item in part[key]]}
     return merged_all_of(part, resolve, seen)
 
 
@@ -73,7 +105,7 @@ def false_alternative(key: str) -> NoValueError:
                         hint=f"give the {key} a schema some value meets")
 
 
-def _merged(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+def _merged(first: dict[str, Any], second: dict[str, Any], words: Wording) -> dict[str, Any]:
     """The schema of the values both schemas allow; an anyOf or oneOf of either spread over the other's keywords,
     an alternative no value of the other meets dropped."""
     for key in ALTERNATIVES:
@@ -81,19 +113,19 @@ def _merged(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
             alternatives = one.get(key)
             if isinstance(alternatives, list) and alternatives:
                 rest = {name: value for name, value in one.items() if name != key}
-                return {key: _spread(alternatives, _merged(dict(other), rest), key)}
+                return {key: _spread(alternatives, _merged(dict(other), rest, words), key, words)}
     merged = dict(first)
     for key, value in second.items():
         if key not in merged or same_value(merged[key], value) or key in NOTES:
             merged.setdefault(key, value)
             continue
-        merged[key] = _combined(key, merged[key], value)
+        merged[key] = _combined(key, merged[key], value, words)
     for one in (first, second):
-        _close_properties(merged, one)
+        _close_properties(merged, one, words)
     return merged
 
 
-def _close_properties(merged: dict[str, Any], part: dict[str, Any]) -> None:
+def _close_properties(merged: dict[str, Any], part: dict[str, Any], words: Wording) -> None:
     """Hold a part's additionalProperties on the merged properties the part does not list: a property it forbids
     (false) left out, refused where required, and one it limits to a schema given that schema too."""
     extra, listed = part.get("additionalProperties"), part.get("properties")
@@ -103,13 +135,13 @@ def _close_properties(merged: dict[str, Any], part: dict[str, Any]) -> None:
     others = [name for name in properties if not isinstance(listed, dict) or name not in listed]
     required = [name for name in others if name in (merged.get("required") or [])]
     if extra is False and required:
-        raise NoValueError(f"the JSON schema's allOf requires {required[0]}, which a part's additionalProperties "
-                           "false forbids", hint=ALLOF_HINT)
+        raise NoValueError(f"{words.merged} requires {required[0]}, which {words.side}'s additionalProperties false "
+                           "forbids", hint=words.hint)
     merged["properties"] = {name: sub if name not in others else {"allOf": [sub, extra]}
                             for name, sub in properties.items() if not (extra is False and name in others)}
 
 
-def _spread(alternatives: list[Any], other: dict[str, Any], key: str) -> list[dict[str, Any]]:
+def _spread(alternatives: list[Any], other: dict[str, Any], key: str, words: Wording) -> list[dict[str, Any]]:
     """Each of key's alternatives merged with other, those no value meets (false, one whose keywords clash with
     other's) dropped, refused only when all of them are (an enum none of whose values the merged keywords allow is
     dropped as the alternatives are prepared)."""
@@ -119,14 +151,13 @@ def _spread(alternatives: list[Any], other: dict[str, Any], key: str) -> list[di
         try:
             if item is False:
                 raise false_alternative(key)
-            spread.append(_merged(dict(other), item))
+            spread.append(_merged(dict(other), item, words))
         except NoValueError as exc:
             clash = clash or exc
     if clash and not spread:
         raise clash
     if sum(_alternative_count(item) for item in spread) > MAX_ALTERNATIVES:
-        raise UsageError(f"the JSON schema's allOf multiplies out to over {MAX_ALTERNATIVES} alternatives",
-                         hint=ALLOF_HINT)
+        raise UsageError(f"{words.merged} multiplies out to over {MAX_ALTERNATIVES} alternatives", hint=words.hint)
     return spread
 
 
@@ -137,7 +168,7 @@ def _alternative_count(schema: dict[str, Any]) -> int:
                                           for item in alternatives)
 
 
-def _combined(key: str, first: object, second: object) -> object:
+def _combined(key: str, first: object, second: object, words: Wording) -> object:
     """One keyword's value that two schemas give differently, as both hold it (a UsageError where it cannot be)."""
     if key in _LOWER_BOUNDS and _numbers(first, second):
         return max(first, second)  # type: ignore[type-var]
@@ -151,7 +182,7 @@ def _combined(key: str, first: object, second: object) -> object:
     if key == "items" and isinstance(first, dict) and isinstance(second, dict):
         return {"allOf": [first, second]}
     if key == "type":
-        return _common_type(first, second)
+        return _common_type(first, second, words)
     if key == "additionalProperties" and isinstance(first, dict | bool) and isinstance(second, dict | bool):
         return False if False in (first, second) else {"allOf": [first, second]}
     if key == "not":  # neither A nor B: not (A or B); the converter ignores it, and says so, either way
@@ -162,10 +193,10 @@ def _combined(key: str, first: object, second: object) -> object:
         both = [value for value in first if any(same_value(value, other) for other in second)]
         if both:
             return both
-    two = f"the JSON schema's allOf gives {key} two values, {short_json(first)} and {short_json(second)}"
+    two = f"{words.merged} gives {key} two values, {short_json(first)} and {short_json(second)}"
     if key in ("enum", "const"):
-        raise NoValueError(f"{two}, that no value can meet together", hint=ALLOF_HINT)
-    raise UsageError(f"{two}, which localgen cannot combine", hint=ALLOF_HINT)
+        raise NoValueError(f"{two}, that no value can meet together", hint=words.hint)
+    raise UsageError(f"{two}, which localgen cannot combine", hint=words.hint)
 
 
 def _numbers(*values: object) -> bool:
@@ -173,7 +204,7 @@ def _numbers(*values: object) -> bool:
     return all(map(is_number, values))
 
 
-def _common_type(first: object, second: object) -> object:
+def _common_type(first: object, second: object, words: Wording) -> object:
     """The JSON types two `type` keywords both allow (an integer is a number too)."""
     def names(given: object) -> list[object]:
         return given if isinstance(given, list) else [given]
@@ -184,7 +215,7 @@ def _common_type(first: object, second: object) -> object:
     both = [name for name in names(first) if allows(second, name)]
     both += [name for name in names(second) if name == "integer" and allows(first, name) and name not in both]
     if not both:
-        raise NoValueError(f"the JSON schema's allOf asks for a value of type {short_json(first)} and of type "
-                         f"{short_json(second)}, which no value is", hint=ALLOF_HINT)
+        raise NoValueError(f"{words.merged} asks for a value of type {short_json(first)} and of type "
+                           f"{short_json(second)}, which no value is", hint=words.hint)
     return both[0] if len(both) == 1 else both
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from localgen.errors import UsageError
-from localgen.json_schema_allof import ALLOF_HINT, ALTERNATIVES, Resolver, merged_all_of
+from localgen.json_schema_allof import ALTERNATIVES, Resolver, beside_wording, merged_all_of
 from localgen.json_schema_words import DEFINITIONS, LIMITING
 
 
@@ -55,23 +54,6 @@ def alternatives_beside_keywords_as_all_of(schema: dict[str, Any]) -> dict[str, 
 
 def all_of_merged(schema: dict[str, Any], written: dict[str, Any], resolve: Resolver,
                   seen: tuple[str, ...]) -> dict[str, Any]:
-    """schema's allOf merged (merged_all_of); a refusal of one made from a $ref, anyOf or oneOf beside keywords
-    (written: the schema as given) names that keyword."""
-    try:
-        return merged_all_of(schema, resolve, seen)
-    except UsageError as exc:
-        if "allOf" in written:
-            raise
-        if "$ref" not in written:
-            beside = next(key for key in ALTERNATIVES if key in written)
-            message = exc.message.replace("the JSON schema's allOf", f"the JSON schema's {beside} with the keywords "
-                                          "beside it", 1).replace("a part's", "one side's")
-            hint = f"make the keywords beside the {beside} fit one of its schemas, or drop them" \
-                if exc.hint == ALLOF_HINT else exc.hint
-            raise type(exc)(message, hint=hint) from None
-        ref = written["$ref"]
-        message = exc.message.replace("the JSON schema's allOf refers to", "the JSON schema refers to", 1).replace(
-            "the JSON schema's allOf", f"the JSON schema's $ref {ref} with the keywords beside it", 1).replace(
-            "a part's", "one side's")
-        hint = f"make the keywords beside the $ref fit {ref}, or drop them" if exc.hint == ALLOF_HINT else exc.hint
-        raise type(exc)(message, hint=hint) from None
+    """schema's allOf merged (merged_all_of), a refusal naming what the user wrote (written: the schema as given): its
+    allOf, or the $ref, anyOf or oneOf the keywords beside it were merged with."""
+    return merged_all_of(schema, resolve, seen, beside_wording(written))

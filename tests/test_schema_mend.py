@@ -363,3 +363,27 @@ def test_bounds_are_said_to_be_ignored_exactly_where_the_grammar_does_not_hold_t
     them = "them" if "," in warned else "it"
     assert _warnings(schema) == ([f"the JSON schema's {warned} cannot be enforced (llama-cpp-python's converter "
                                   f"ignores {them}): check the answer"] if warned else [])
+
+
+@pytest.mark.parametrize(("schema", "message"), [
+    ({"type": "string", "anyOf": [{"$ref": "https://example.com/s"}]},
+     "the JSON schema's anyOf refers to https://example.com/s, a remote schema, which localgen does not fetch (hint: "
+     "copy that schema into $defs and refer to it there)"),
+    ({"$defs": {"S": {"allOf": [{"type": "integer"}, {"type": "string"}]}}, "type": "string",
+      "anyOf": [{"$ref": "#/$defs/S"}]},
+     "the JSON schema's allOf asks for a value of type \"integer\" and of type \"string\", which no value is (hint: "
+     "write the combined schema out in one object, or drop the allOf)"),
+    ({"$defs": {"S": {"type": "object"}}, "type": "object",
+      "properties": {"a": {"$ref": "#/$defs/S", "anyOf": [{"$ref": "#/$defs/none"}]}}},
+     "the JSON schema's anyOf refers to #/$defs/none, which does not resolve to a schema (hint: point the $ref at a "
+     "schema in $defs)"),
+    ({"type": "integer", "oneOf": [{"allOf": [{"minimum": 1}, {"minimum": "2"}]}]},
+     "the JSON schema's allOf gives minimum two values, 1 and \"2\", which localgen cannot combine (hint: write the "
+     "combined schema out in one object, or drop the allOf)"),
+], ids=["remote-ref-in-any-of", "all-of-in-an-alternative", "ref-in-an-any-of-beside-a-ref", "one-of-s-all-of"])
+def test_a_refused_merge_names_the_keyword_the_user_wrote(schema: dict[str, object], message: str) -> None:
+    """The messages of an allOf were reworded as those of the $ref or anyOf whose neighbours were merged with it, an
+    allOf or $ref within it named as the outer keyword ("the JSON schema refers to #/$defs/none", the $ref beside
+    the anyOf taken for it)."""
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
+    assert result.returncode == 2 and result.err == f"localgen: error: {message}\n", result.err
