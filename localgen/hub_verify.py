@@ -140,15 +140,16 @@ def check_checksum(path: Path, f: HubFile, display: Display) -> str:
 
 
 def _check_usable(path: Path, f: HubFile) -> None:
-    """The file's GGUF header must be one llama.cpp can load; a file whose header is not stays unverified."""
+    """The file's GGUF header must be one llama.cpp can load; a file whose header is not (malformed, too large to read)
+    stays unverified, the Hub's copy blamed; one not read for the file system (gone, refused, EIO) stays verified."""
     from localgen.gguf_cursor import HUB_COPY_HINT
     from localgen.gguf_reader import read_gguf
 
     try:
         read_gguf(path, require_architecture=(f.shard_index or 1) == 1)
     except GGUFError as exc:
-        if isinstance(exc, GGUFUnreadableError) and isinstance(exc.__context__, PermissionError):
-            raise  # (not to be read, so nothing is known of what it holds: it stays verified)
+        if isinstance(exc, GGUFUnreadableError) and isinstance(exc.__context__, OSError):
+            raise  # (not read, so nothing is known of what it holds: it stays verified)
         forget_verified(path)
         raise GGUFError(exc.message, hint=f"the file matches the Hub's checksum, so {HUB_COPY_HINT}") from None
 

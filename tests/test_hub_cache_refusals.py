@@ -1,0 +1,52 @@
+"""The Hugging Face cache where the file system refuses a read: a header not read for the file system is no fault of
+the Hub's, a cache or snapshots folder that may not be entered is said so, and only the cache counts as the cache."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+
+from localgen.errors import GGUFError, GGUFUnreadableError
+from localgen.hub_types import HubFile
+
+
+def _hub_file(path: Path, sha: str) -> HubFile:
+    """The listing's entry of a file of acme/Tiny-GGUF at path."""
+    return HubFile("acme/Tiny-GGUF", path.name, path.stat().st_size if path.exists() else 1, sha, "Q8_0", None, None)
+
+
+def test_verified_download_gone_before_its_header_is_read_is_not_blamed_on_the_hub(tmp_path: Path) -> None:
+    """A verified file gone before its header is read (a models rm beside the pull) is said not found, with no hint
+    that the Hub's copy is damaged, where the hint said downloading it again would not help."""
+    from localgen.hub_verify import _check_usable
+
+    gone = tmp_path / "gone.gguf"
+    with pytest.raises(GGUFUnreadableError, match="file not found") as refused:
+        _check_usable(gone, _hub_file(gone, "0" * 64))
+    assert "Hub's checksum" not in (refused.value.hint or "")
+
+
+def test_verified_download_whose_header_read_fails_for_the_disk_stays_verified(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A verified file whose header read fails for the disk (EIO) stays verified, with no hint blaming the Hub's copy,
+    where its verification was forgotten and the hint said the repository's own file was damaged."""
+    import gguf_builders as gb
+
+    from localgen import gguf_reader
+    from localgen.hub_verify import _check_usable
+    from localgen.verify import is_verified, record_verified, sha256_file
+
+    path = gb.tiny_model(tmp_path / "m.gguf")
+    sha = sha256_file(path)
+    record_verified(path, sha)
+
+    def disk_fails(*args: object, **kwargs: object) -> object:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(gguf_reader, "_parse", disk_fails)
+    with pytest.raises(GGUFError, match="Input/output error") as refused:
+        _check_usable(path, _hub_file(path, sha))
+    assert "Hub's checksum" not in (refused.value.hint or "")
+    assert is_verified(path, sha)
