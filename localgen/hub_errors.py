@@ -184,12 +184,13 @@ def error_chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
-def _in_hub_cache(filename: object) -> bool:
-    """True when an OSError's file name is in the Hugging Face cache or is a folder above it (being created)."""
-    if not isinstance(filename, (str, os.PathLike)):
+def _in_hub_cache(filename: object, *, above: bool = False) -> bool:
+    """True when an OSError's file name is the Hugging Face cache folder or in it (above: or a folder above it, which
+    a download creates); an empty name is none."""
+    if not isinstance(filename, (str, os.PathLike)) or not os.fspath(filename):
         return False
     path, cache = Path(os.path.abspath(filename)), Path(os.path.abspath(hub_cache_dir()))
-    return path == cache or cache in path.parents or path in cache.parents
+    return path == cache or cache in path.parents or (above and path in cache.parents)
 
 
 def _class_names(exc: BaseException) -> set[str]:
@@ -385,7 +386,7 @@ def _filesystem_error(err: BaseException, *, where: str) -> HubError | None:
     if err.errno in DISK_FULL_ERRNOS:
         return HubError(f"no space left on the disk while downloading {where} ({os.strerror(err.errno)})",
                         hint=f"free some space in {hub_cache_dir()} (see `localgen models list`)")
-    refused = hub_cache_refusal(err, doing="write to")
+    refused = hub_cache_refusal(err, doing="write to", above=True)
     if refused is not None:
         return refused
     if err.errno == errno.EFBIG:
@@ -398,14 +399,16 @@ def _filesystem_error(err: BaseException, *, where: str) -> HubError | None:
     return None
 
 
-def hub_cache_refusal(err: BaseException, *, doing: str = "use") -> HubError | None:
-    """The error for a file or folder of the Hugging Face cache that its permissions (or a read-only mount) keep from
-    use, a download's or any other command's, naming the place that refuses (its links followed: a snapshot entry's
-    blobs folder), else None."""
-    if not isinstance(err, OSError) or err.errno not in {*UNWRITABLE_ERRNOS, errno.ENOTDIR} \
-            or not _in_hub_cache(err.filename):
+def hub_cache_refusal(err: BaseException, *, doing: str = "use", above: bool = False) -> HubError | None:
+    """The error for a file or folder of the Hugging Face cache (a rename's either name) that its permissions (or a
+    read-only mount) keep from use, a download's or any other command's, naming the place that refuses (its links
+    followed: a snapshot entry's blobs folder), else None (above: a folder above the cache too, a download's)."""
+    if not isinstance(err, OSError) or err.errno not in {*UNWRITABLE_ERRNOS, errno.ENOTDIR}:
         return None
-    place = refusing_place(err.filename) if isinstance(err, PermissionError) else Path(err.filename)
+    name = next((n for n in (err.filename, err.filename2) if _in_hub_cache(n, above=above)), None)
+    if name is None:
+        return None
+    place = refusing_place(name) if isinstance(err, PermissionError) else Path(name)
     return HubError(f"cannot {doing} the Hugging Face cache ({place}): {os.strerror(err.errno)}",
                     hint=unwritable_hint(err, place.parent, "set HF_HUB_CACHE (or HF_HOME) to a folder you can write "
                                          "to, or fix its permissions", setting="HF_HUB_CACHE (or HF_HOME)"))

@@ -50,3 +50,47 @@ def test_verified_download_whose_header_read_fails_for_the_disk_stays_verified(
         _check_usable(path, _hub_file(path, sha))
     assert "Hub's checksum" not in (refused.value.hint or "")
     assert is_verified(path, sha)
+
+
+def _refused(filename: object, filename2: object = None) -> PermissionError:
+    """A PermissionError (EACCES) on filename (and a rename's filename2)."""
+    return PermissionError(errno.EACCES, "Permission denied", filename, None, filename2)
+
+
+def test_refusal_of_a_folder_above_the_hub_cache_is_not_said_to_be_the_cache() -> None:
+    """A refusal no module foresaw on a folder above the Hugging Face cache (LOCALGEN_HOME's, ~/.cache), or on an
+    empty name, names that folder with the hint to check its permissions, where it was said to be the Hugging Face
+    cache's and hinted HF_HUB_CACHE; the cache folder itself and what is in it still are the cache's."""
+    from localgen.hub_settings import hub_cache_dir
+    from localgen.refusals import permission_failure
+
+    cache = hub_cache_dir()
+    for name in (cache.parent, cache.parent.parent, ""):
+        error = permission_failure(_refused(str(name)))
+        assert error is not None and "Hugging Face cache" not in error.message, name
+        assert "HF_HUB_CACHE" not in (error.hint or ""), name
+    for name in (cache, cache / "models--acme--Tiny-GGUF" / "snapshots"):
+        error = permission_failure(_refused(str(name)))
+        assert error is not None and error.message.startswith("cannot use the Hugging Face cache ("), name
+
+
+def test_download_refused_a_folder_above_the_hub_cache_it_creates_is_said_to_be_the_cache() -> None:
+    """A download refused the folders above the Hugging Face cache it creates says it cannot write to the cache,
+    hinting HF_HUB_CACHE, as before."""
+    from localgen.hub_errors import map_hub_error
+    from localgen.hub_settings import hub_cache_dir
+
+    above = hub_cache_dir().parent
+    error = map_hub_error(_refused(str(above)), repo="acme/Tiny-GGUF", filename="tiny.Q8_0.gguf")
+    assert error.message.startswith("cannot write to the Hugging Face cache (")
+    assert "HF_HUB_CACHE" in (error.hint or "")
+
+
+def test_rename_into_the_hub_cache_refused_names_the_cache(tmp_path: Path) -> None:
+    """A rename refused whose target alone is in the Hugging Face cache is said to be the cache's, naming the cache,
+    where only the rename's first name was looked at and it was said as any other file."""
+    from localgen.hub_settings import hub_cache_dir
+    from localgen.refusals import permission_failure
+
+    error = permission_failure(_refused(str(tmp_path / "part"), str(hub_cache_dir() / "models--acme--Tiny-GGUF")))
+    assert error is not None and error.message.startswith("cannot use the Hugging Face cache (")
