@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from localgen import console, hub, hub_cache
+from localgen import console, hub, hub_cache, hub_unverified
 from localgen.catalog import bundled_file, reference_name
 from localgen.config import settings
 from localgen.errors import GGUFError, HubError, LocalgenError, ModelNotFoundError, UsageError, os_reason
@@ -204,7 +204,7 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
         if refused is not None:  # no intact bundled copy to fall back on
             raise refused
     if offline or not pull:
-        unverified = hub_cache.unverified_file(repo, quant=quant, filename=filename)
+        unverified = hub_unverified.unverified_file(repo, quant=quant, filename=filename)
         if offline and unverified is None:
             _refuse_unlisted(ref, spec, repo, quant, filename, flag=flag)
         _refuse_missing(ref.text, repo, unverified, offline=offline, flag=flag, quant=quant, filename=filename)
@@ -220,7 +220,7 @@ def holds_hub_copy(resolved: ResolvedModel) -> bool:
         return False
     repo, quant, filename = hub_target(resolved.ref, resolved.spec)
     return (hub_cache.cached_model(repo, quant=quant, filename=filename) is not None
-            or hub_cache.unverified_file(repo, quant=quant, filename=filename, incomplete=True) is not None)
+            or hub_unverified.unverified_file(repo, quant=quant, filename=filename, incomplete=True) is not None)
 
 
 def check_reference(text: str) -> None:
@@ -243,7 +243,7 @@ def unverified_copy(text: str) -> ResolvedModel | None:
     if ref.path is not None or (spec is not None and spec.path is not None):
         return None
     repo, quant, filename = hub_target(ref, spec)
-    path = hub_cache.unverified_file(repo, quant=quant, filename=filename, incomplete=True)
+    path = hub_unverified.unverified_file(repo, quant=quant, filename=filename, incomplete=True)
     return None if path is None else ResolvedModel(ref=ref, path=path, spec=spec, source=_copy_source(path))
 
 
@@ -266,7 +266,7 @@ def undownloaded_entry(text: str) -> tuple[ModelSpec, str, Pin | None, str | Non
     if spec is None or spec.path is not None or ref.kind != "name":
         return None
     repo, quant, filename = hub_target(ref, spec)
-    if hub_cache.unverified_file(repo, quant=quant, filename=filename) is not None:
+    if hub_unverified.unverified_file(repo, quant=quant, filename=filename) is not None:
         return None
     if quant and ref.quant is not None and ref.quant != normalize_quant(spec.quant or ""):  # a quant typed: checked
         return spec, normalize_quant(quant), entry_pin(spec, ref), typed_quant_lack(ref, spec, repo, quant)
@@ -282,11 +282,11 @@ def with_unverified_copy(exc: HubError, text: str | None) -> HubError:
     if ref.path is not None:
         return exc
     repo, quant, filename = hub_target(ref, registry.spec_for(ref))
-    unverified = hub_cache.unverified_file(repo, quant=quant, filename=filename)
+    unverified = hub_unverified.unverified_file(repo, quant=quant, filename=filename)
     if unverified is None or _downloaded_part(unverified):
         return exc
     hint = f"{exc.hint}; " if exc.hint else ""
-    others = hub_cache.unverified_lookalikes_note(repo, quant=quant, filename=filename)
+    others = hub_unverified.unverified_lookalikes_note(repo, quant=quant, filename=filename)
     return HubError(exc.message, hint=f"{hint}the Hugging Face cache holds a copy localgen has not verified: "
                                       f"-m {unverified} uses it as it is{others}")
 
@@ -307,7 +307,7 @@ def _refuse_missing(reference: str, repo: str, unverified: Path | None, *, offli
     where = " and localgen is offline" if offline else ""
     hint = offline_hint(reference, flag=flag) if offline else f"run `localgen pull {reference}`"
     hint = with_known_repo(with_alternative(hint, repo) or hint, reference, repo) or hint
-    part = _downloaded_part(unverified or hub_cache.unverified_file(repo, quant=quant, filename=filename,
+    part = _downloaded_part(unverified or hub_unverified.unverified_file(repo, quant=quant, filename=filename,
                                                                      incomplete=True))
     if unverified is None or part:  # a split model's first shard, its others missing, is no copy to use as it is
         raise ModelNotFoundError(f"model '{reference}' is {part or 'not downloaded'}{where}", hint=hint)
@@ -324,7 +324,7 @@ def _refuse_missing(reference: str, repo: str, unverified: Path | None, *, offli
     raise ModelNotFoundError(
         f"model '{reference}' is in the Hugging Face cache but localgen has not verified it{where}",
         hint=f"{hint} to check it against the Hub, or use the file as it is: -m {unverified}"
-             f"{hub_cache.unverified_lookalikes_note(repo, quant=quant, filename=filename)}")
+             f"{hub_unverified.unverified_lookalikes_note(repo, quant=quant, filename=filename)}")
 
 
 def _downloaded_part(first: Path | None) -> str:

@@ -19,7 +19,7 @@ from hub_server import (
     run_cli,
 )
 
-from localgen import hub, hub_cache
+from localgen import hub, hub_cache, hub_unverified
 from localgen.catalog import list_models
 from localgen.errors import ConfigError, GGUFError, LocalgenError, UsageError
 from localgen.references import parse_reference
@@ -466,6 +466,6 @@ def test_of_two_unverified_files_of_a_quant_the_one_a_download_takes_is_named(hu
     for name in names:
         (repo_dir / "blobs" / name).write_bytes(make_gguf_bytes(name))
         (snapshot / name).symlink_to(f"../../blobs/{name}")
-    assert hub_cache.unverified_file(repo, quant="Q4_K_M", filename=None) == snapshot / "M-Q4_K_M.gguf"
+    assert hub_unverified.unverified_file(repo, quant="Q4_K_M", filename=None) == snapshot / "M-Q4_K_M.gguf"
     hubenv.server.add_repo(repo, {name: make_gguf_bytes(name) for name in names})
     assert [p.name for p in hub.download_model(repo, quant="Q4_K_M", filename=None, quiet=True)] == ["M-Q4_K_M.gguf"]
