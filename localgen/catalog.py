@@ -180,9 +180,10 @@ def _default_path(registry: Registry) -> Path | None:
     return ref.path if ref.name is None else None
 
 
-def list_all_models(registry: Registry) -> list[ListedModel]:
-    """The downloaded models (as list_models lists them), then the registry entries that are not downloaded."""
-    folders = hub_cache.repo_folders(refusal_raises=True)
+def list_all_models(registry: Registry, *, refused: list[PermissionError]) -> list[ListedModel]:
+    """The downloaded models (as list_models lists them), then the registry entries that are not downloaded (refused:
+    where the cache's permissions kept it from being read, added to, for a warning)."""
+    folders = hub_cache.repo_folders(refused=refused)
     downloaded = list_models(registry, folders=folders)
     names = {m.name for m in downloaded}
     by_path = {m.path: m for m in downloaded}

@@ -43,6 +43,7 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
     from localgen.catalog import SOURCE_HUB, list_models
     from localgen.default_model import default_in_listing, default_refusal
     from localgen.hub_cache import repo_folders
+    from localgen.hub_errors import unread_cache_warnings
     from localgen.partial_downloads import partial_downloads
     from localgen.registry import load_registry
 
@@ -53,7 +54,9 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
     if all_models:
         _list_all(registry, default, parts, json_output=json_output)
         return
-    models = list_models(registry, folders=repo_folders(refusal_raises=True))  # a cache not to be read: said
+    refused: list[PermissionError] = []  # the cache's places not to be read: warned of, the rest listed
+    models = list_models(registry, folders=repo_folders(refused=refused))
+    console.warn_each(unread_cache_warnings(refused))
     marked = _default_index(models, default)
     hub_names = {m.name for m in models if m.source == SOURCE_HUB}
     part_of = {p.name: p for p in parts}
@@ -147,8 +150,11 @@ def _list_all(registry: Registry, default: DefaultRow, parts: list[PartialDownlo
     and the models a stopped pull kept a part of."""
     from localgen import console
     from localgen.catalog import ListedModel, list_all_models
+    from localgen.hub_errors import unread_cache_warnings
 
-    rows = list_all_models(registry)
+    refused: list[PermissionError] = []
+    rows = list_all_models(registry, refused=refused)
+    console.warn_each(unread_cache_warnings(refused))
     listed = {r.name for r in rows if r.model is None or r.model.source == "hub"}
     rows += [ListedModel(name=p.name, repo=p.repo, quant=p.quant, context=None, description="", downloaded=False)
              for p in parts if p.name not in listed]

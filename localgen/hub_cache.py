@@ -58,18 +58,18 @@ def repo_folder(repo: str) -> str:
 RepoFolders = Mapping[str, Sequence[str]]  # the cache's repo folders: each name in lower case -> its spellings there
 
 
-def repo_folders(lowered: str | None = None, *, refusal_raises: bool = False) -> dict[str, list[str]]:
+def repo_folders(lowered: str | None = None, *, refused: list[PermissionError] | None = None) -> dict[str, list[str]]:
     """The cache's repo folders (models--ORG--NAME) by their names in lower case, each one's spellings sorted, from one
     read of the cache folder (lowered: that name alone): a listing reads it once to spell all its repos, and the next
-    listing reads it afresh, so a pull in between is seen. refusal_raises: a cache its permissions keep from being
-    read raises PermissionError (a listing says so), where it is otherwise taken to hold nothing."""
+    listing reads it afresh, so a pull in between is seen. A cache that is not there, or that its permissions keep
+    from being read, holds nothing (refused: where given, such a refusal is added to it, for a listing to warn of)."""
     found: dict[str, list[str]] = {}
     try:
         names = sorted(p.name for p in hub_cache_dir().iterdir() if _repo_folder_named(p.name.lower(), lowered)
                        and p.is_dir())
-    except PermissionError:
-        if refusal_raises:
-            raise
+    except PermissionError as exc:
+        if refused is not None:
+            refused.append(exc)
         return found
     except OSError:
         return found

@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import inspect
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -412,6 +412,19 @@ def hub_cache_refusal(err: BaseException, *, doing: str = "use", above: bool = F
     return HubError(f"cannot {doing} the Hugging Face cache ({place}): {os.strerror(err.errno)}",
                     hint=unwritable_hint(err, place.parent, "set HF_HUB_CACHE (or HF_HOME) to a folder you can write "
                                          "to, or fix its permissions", setting="HF_HUB_CACHE (or HF_HOME)"))
+
+
+def unread_cache_warnings(refused: Iterable[OSError]) -> list[str]:
+    """A listing's warning for each place of the Hugging Face cache its permissions kept it from reading, once each:
+    the models there are not listed."""
+    said: list[str] = []
+    for err in refused:
+        error = hub_cache_refusal(err, doing="read")
+        text = (f"{error.message}; the models there are not listed (hint: {error.hint})" if error is not None
+                else f"cannot read {err.filename}: {err.strerror}; the models there are not listed")
+        if text not in said:
+            said.append(text)
+    return said
 
 
 def stalled_message(what: str) -> str:

@@ -4,6 +4,7 @@ the Hub's, a cache or snapshots folder that may not be entered is said so, and o
 from __future__ import annotations
 
 import errno
+import os
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,41 @@ def test_rename_into_the_hub_cache_refused_names_the_cache(tmp_path: Path) -> No
 
     error = permission_failure(_refused(str(tmp_path / "part"), str(hub_cache_dir() / "models--acme--Tiny-GGUF")))
     assert error is not None and error.message.startswith("cannot use the Hugging Face cache (")
+
+
+def _listings_where_the_hub_cache_cannot_be_reached(env: dict[str, str], walled: Path) -> list[str]:
+    """The stderr of `models` and `models --all`, walled's permissions taken away as they run, each checked to list
+    the bundled model, exit 0."""
+    from tests.test_nonroot import run_unprivileged_in
+
+    walled.chmod(0)
+    try:
+        done = [run_unprivileged_in(env, "models", *args) for args in ((), ("--all",))]
+    finally:
+        walled.chmod(0o755)
+    for listing in done:
+        assert listing.returncode == 0, listing.stderr
+        assert "smollm2-135m" in listing.stdout
+    return [listing.stderr for listing in done]
+
+
+def _env_of_no_pull(tmp_path: Path, **hf: str) -> dict[str, str]:
+    """The environment of a user who never pulled: HOME and LOCALGEN_HOME under tmp_path, offline, no HF_* setting
+    but those given."""
+    kept = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    return {**kept, "HOME": str(tmp_path / "home"), "LOCALGEN_HOME": str(tmp_path / "lg"), "LOCALGEN_OFFLINE": "1",
+            **hf}
+
+
+@pytest.mark.parametrize("where", ["home_cache", "hf_hub_cache_parent"])
+def test_listing_where_the_hub_cache_cannot_be_reached_lists_the_rest_and_warns(tmp_path: Path, where: str) -> None:
+    """A Hugging Face cache whose place may not be entered (~/.cache of mode 0, HF_HUB_CACHE in a folder of mode 0), no
+    pull ever made: `models` and `models --all` list the bundled model and warn in one line that the cache cannot be
+    read, naming the folder that refuses, with the hint to set HF_HUB_CACHE, exit 0, where both failed, exit 1."""
+    walled = tmp_path / "home" / ".cache" if where == "home_cache" else tmp_path / "walled"
+    walled.mkdir(parents=True)
+    env = _env_of_no_pull(tmp_path, **({} if where == "home_cache" else {"HF_HUB_CACHE": str(walled / "hf" / "hub")}))
+    for stderr in _listings_where_the_hub_cache_cannot_be_reached(env, walled):
+        assert stderr == f"localgen: warning: cannot read the Hugging Face cache ({walled}): Permission denied; the " \
+            "models there are not listed (hint: set HF_HUB_CACHE (or HF_HOME) to a folder you can write to, or fix " \
+            "its permissions)\n"
