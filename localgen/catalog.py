@@ -143,11 +143,12 @@ def builtin_bundled_file() -> Path:
 
 
 def list_models(registry: Registry, *, folders: hub_cache.RepoFolders | None = None,
-                keys: Collection[str] | None = None) -> list[CachedModel]:
+                keys: Collection[str] | None = None, refused: list[PermissionError] | None = None) -> list[CachedModel]:
     """Bundled models first, then the files of the user's own that models.toml names (there or not: its entries', and
     its [defaults] model's where that is a path, named by it: a run takes that file without the settings of an entry
     naming it too), then every GGUF model in the Hugging Face cache, by name (folders: the cache's repo folders as
-    the listing read them, else read now; keys: the identity keys of the only models of the cache to list)."""
+    the listing read them, else read now; keys: the identity keys of the only models of the cache to list; refused:
+    as cached_gguf_files takes it)."""
     specs = sorted(registry.models.values(), key=lambda s: s.name)
     bundled = [_bundled_model(registry, spec) for spec in specs]
     models = [m for m in bundled if m is not None] + [_own_file_model(spec.name, spec.path) for spec in specs
@@ -155,7 +156,7 @@ def list_models(registry: Registry, *, folders: hub_cache.RepoFolders | None = N
     default = _default_path(registry)
     if default is not None:
         models.append(_own_file_model(str(default), default))
-    hub_models = _hub_models(registry, hub_cache.repo_folders() if folders is None else folders, keys)
+    hub_models = _hub_models(registry, hub_cache.repo_folders() if folders is None else folders, keys, refused)
     return models + sorted(hub_models, key=lambda m: m.name.lower())
 
 
@@ -164,7 +165,7 @@ def listed_names(registry: Registry, keys: Collection[str] | None = None) -> dic
     of a split model's first shard): the references -m takes for it, not a [defaults] model's path, which names none
     (keys: those of the only files to name)."""
     names: dict[str, list[str]] = {}
-    for model in list_models(registry, keys=keys):
+    for model in list_models(registry, keys=keys, refused=[]):  # snapshots not to be read: their models unnamed
         if model.size is not None and model.name != str(model.path):
             with contextlib.suppress(OSError):
                 names.setdefault(file_identity_key(model.path), []).append(model.name)
@@ -184,12 +185,12 @@ def list_all_models(registry: Registry, *, refused: list[PermissionError]) -> li
     """The downloaded models (as list_models lists them), then the registry entries that are not downloaded (refused:
     where the cache's permissions kept it from being read, added to, for a warning)."""
     folders = hub_cache.repo_folders(refused=refused)
-    downloaded = list_models(registry, folders=folders)
+    downloaded = list_models(registry, folders=folders, refused=refused)
     names = {m.name for m in downloaded}
     by_path = {m.path: m for m in downloaded}
     rows = [_downloaded_row(registry, m) for m in downloaded]
-    rows += [_registry_row(spec, by_path, folders) for spec in sorted(registry.models.values(), key=lambda s: s.name)
-             if spec.name not in names]
+    rows += [_registry_row(spec, by_path, folders, refused)
+             for spec in sorted(registry.models.values(), key=lambda s: s.name) if spec.name not in names]
     return sorted(rows, key=lambda row: not row.downloaded)  # stable: each group keeps its order
 
 
@@ -203,9 +204,15 @@ def _downloaded_row(registry: Registry, model: CachedModel) -> ListedModel:
                        model=model)
 
 
-def _registry_row(spec: ModelSpec, by_path: dict[Path, CachedModel], folders: hub_cache.RepoFolders) -> ListedModel:
-    """A registry entry not listed by its name: downloaded when its default file is cached under another name."""
-    paths = hub_cache.cached_model(spec.repo, quant=spec.quant, filename=spec.file, folders=folders)
+def _registry_row(spec: ModelSpec, by_path: dict[Path, CachedModel], folders: hub_cache.RepoFolders,
+                  refused: list[PermissionError]) -> ListedModel:
+    """A registry entry not listed by its name: downloaded when its default file is cached under another name (not,
+    where its snapshots may not be read: added to refused)."""
+    try:
+        paths = hub_cache.cached_model(spec.repo, quant=spec.quant, filename=spec.file, folders=folders)
+    except PermissionError as exc:
+        refused.append(exc)
+        paths = None
     return ListedModel(name=spec.name, repo=spec.repo, quant=normalize_quant(spec.quant), context=spec.context,
                        description=spec.description, downloaded=paths is not None,
                        model=by_path.get(paths[0]) if paths else None)
@@ -262,23 +269,25 @@ def _own_file_model(name: str, path: Path) -> CachedModel:
                        problem_detail=problem.detail if problem else None)
 
 
-def hub_groups(*, dangling: bool = False,
-               folders: hub_cache.RepoFolders | None = None) -> dict[tuple[str, str], list[hub_cache.CachedHubFile]]:
-    """Cached GGUF files grouped by (repo, model): one file, or all shards of a split (dangling, folders: as
+def hub_groups(*, dangling: bool = False, folders: hub_cache.RepoFolders | None = None,
+               refused: list[PermissionError] | None = None) -> dict[tuple[str, str], list[hub_cache.CachedHubFile]]:
+    """Cached GGUF files grouped by (repo, model): one file, or all shards of a split (dangling, folders, refused: as
     cached_gguf_files takes them)."""
     groups: dict[tuple[str, str], list[hub_cache.CachedHubFile]] = {}
-    for f in hub_cache.cached_gguf_files(dangling=dangling, folders=folders):
+    for f in hub_cache.cached_gguf_files(dangling=dangling, folders=folders, refused=refused):
         groups.setdefault((f.repo, shard_group_key(f.filename)), []).append(f)
     return groups
 
 
-def _hub_models(registry: Registry, folders: hub_cache.RepoFolders, keys: Collection[str] | None) -> list[CachedModel]:
+def _hub_models(registry: Registry, folders: hub_cache.RepoFolders, keys: Collection[str] | None,
+                refused: list[PermissionError] | None) -> list[CachedModel]:
     """One CachedModel per model in the HF cache (the newest snapshot when several hold it), and per name of it where
     several models.toml entries name its file (keys: the identity keys of the only models to give; folders: the
-    cache's repo folders as the listing read them). Each repo's listing is read once, for all its models."""
+    cache's repo folders as the listing read them; refused: as cached_gguf_files takes it). Each repo's listing is read
+    once, for all its models."""
     models = []
     listings: dict[str, list[HubFile]] = {}
-    for (repo, _key), files in hub_groups(folders=folders).items():
+    for (repo, _key), files in hub_groups(folders=folders, refused=refused).items():
         newest = _newest_copy(files)
         if keys is not None and _identity_key(newest[0].path) not in keys:
             continue

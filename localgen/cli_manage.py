@@ -55,7 +55,7 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
         _list_all(registry, default, parts, json_output=json_output)
         return
     refused: list[PermissionError] = []  # the cache's places not to be read: warned of, the rest listed
-    models = list_models(registry, folders=repo_folders(refused=refused))
+    models = list_models(registry, folders=repo_folders(refused=refused), refused=refused)
     console.warn_each(unread_cache_warnings(refused))
     marked = _default_index(models, default)
     hub_names = {m.name for m in models if m.source == SOURCE_HUB}

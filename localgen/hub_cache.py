@@ -335,11 +335,14 @@ def _verified(path: Path, listed_sha256: str | None, *, listed: bool) -> bool:
 
 
 def _snapshot_with(repo: str, filenames: list[str], preferred: str) -> Path | None:
-    """The snapshot folder holding all filenames: the preferred commit first, then the newest."""
+    """The snapshot folder holding all filenames: the preferred commit first, then the newest (a snapshots folder its
+    permissions keep from being read raises PermissionError: the model may be there)."""
     snapshots = hub_cache_dir() / repo_folder(repo) / "snapshots"
     try:
         others = sorted((p for p in snapshots.iterdir() if p.name != preferred),
                         key=lambda p: p.stat().st_mtime, reverse=True)
+    except PermissionError:
+        raise
     except OSError:
         return None
     for folder in (snapshots / preferred, *others):
@@ -348,10 +351,12 @@ def _snapshot_with(repo: str, filenames: list[str], preferred: str) -> Path | No
     return None
 
 
-def cached_gguf_files(*, dangling: bool = False, folders: RepoFolders | None = None) -> list[CachedHubFile]:
+def cached_gguf_files(*, dangling: bool = False, folders: RepoFolders | None = None,
+                      refused: list[PermissionError] | None = None) -> list[CachedHubFile]:
     """Every GGUF file in the local Hugging Face cache's model snapshots (dangling: also links to data deleted by
     hand, with size 0, which only removal wants; folders: the cache's repo folders as a listing read them, else they
-    are read now)."""
+    are read now). A repo's snapshots folder its permissions keep from being read raises PermissionError, or, where
+    refused is given, is added to it (for a listing to warn of) and passed over."""
     root = hub_cache_dir()
     folders = repo_folders() if folders is None else folders
     found: list[CachedHubFile] = []
@@ -362,7 +367,7 @@ def cached_gguf_files(*, dangling: bool = False, folders: RepoFolders | None = N
         repo = f"{parts[1]}/{parts[2]}"
         listing = load_listing(repo, folders)
         expected = {f.filename: f.sha256 for f in listing.files} if listing else {}
-        for snapshot in sorted((repo_dir / "snapshots").glob("*")):
+        for snapshot in _snapshots(repo_dir, refused):
             listed = listing is not None and snapshot.name == listing.revision
             for path in sorted(snapshot.rglob("*")):
                 if path.suffix.lower() != ".gguf":
@@ -381,6 +386,20 @@ def cached_gguf_files(*, dangling: bool = False, folders: RepoFolders | None = N
     return found
 
 
+
+
+def _snapshots(repo_dir: Path, refused: list[PermissionError] | None) -> list[Path]:
+    """The snapshot folders of the repo whose cache folder is repo_dir, sorted (none where there is no snapshots
+    folder); one its permissions keep from being read raises PermissionError, or is added to refused where given."""
+    try:
+        return sorted((repo_dir / "snapshots").iterdir())
+    except PermissionError as exc:
+        if refused is None:
+            raise
+        refused.append(exc)
+    except OSError:
+        pass
+    return []
 
 
 def blob_of(pointer: Path) -> Path:

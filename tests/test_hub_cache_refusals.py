@@ -11,6 +11,7 @@ import pytest
 
 from localgen.errors import GGUFError, GGUFUnreadableError
 from localgen.hub_types import HubFile
+from tests.hub_server import HubServer, run_cli
 
 
 def _hub_file(path: Path, sha: str) -> HubFile:
@@ -133,3 +134,33 @@ def test_listing_where_the_hub_cache_cannot_be_reached_lists_the_rest_and_warns(
         assert stderr == f"localgen: warning: cannot read the Hugging Face cache ({walled}): Permission denied; the " \
             "models there are not listed (hint: set HF_HUB_CACHE (or HF_HOME) to a folder you can write to, or fix " \
             "its permissions)\n"
+
+
+def test_snapshots_folder_that_cannot_be_entered_is_said_so_not_that_the_model_is_not_there(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """A pulled repo whose snapshots folder may not be entered: models show and models rm say the Hugging Face cache
+    cannot be used, naming that folder, where they said the model was not downloaded (hinting a pull) or not in the
+    cache; models and models --all warn that it cannot be read and list the rest, exit 0, where they dropped the
+    model unsaid."""
+    from tests.test_nonroot import _hub_cache_not_to_be_entered, run_unprivileged_in
+
+    env, repo_folder = _hub_cache_not_to_be_entered(hub)
+    snapshots = repo_folder / "snapshots"
+    snapshots.chmod(0)
+    try:
+        failed = [run_unprivileged_in(env, "models", *args) for args in (("show", "acme/Tiny-GGUF:Q8_0"),
+                                                                          ("rm", "--yes", "acme/Tiny-GGUF:Q8_0"))]
+        listed = [run_unprivileged_in(env, "models", *args) for args in ((), ("--all",))]
+    finally:
+        snapshots.chmod(0o755)
+    for command in failed:
+        assert command.returncode == 1, command.args
+        assert command.stderr == f"localgen: error: cannot use the Hugging Face cache ({snapshots}): Permission " \
+            "denied (hint: set HF_HUB_CACHE (or HF_HOME) to a folder you can write to, or fix its permissions)\n"
+    for listing in listed:
+        assert listing.returncode == 0, listing.stderr
+        assert "smollm2-135m" in listing.stdout
+        assert listing.stderr == f"localgen: warning: cannot read the Hugging Face cache ({snapshots}): Permission " \
+            "denied; the models there are not listed (hint: set HF_HUB_CACHE (or HF_HOME) to a folder you can write " \
+            "to, or fix its permissions)\n"
+    assert run_cli(env, "models", "show", "acme/Tiny-GGUF:Q8_0").returncode == 0, "nothing removed"
