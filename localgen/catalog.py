@@ -181,9 +181,9 @@ def _default_path(registry: Registry) -> Path | None:
     return ref.path if ref.name is None else None
 
 
-def list_all_models(registry: Registry, *, refused: list[PermissionError]) -> list[ListedModel]:
+def list_all_models(registry: Registry, *, refused: list[PermissionError] | None = None) -> list[ListedModel]:
     """The downloaded models (as list_models lists them), then the registry entries that are not downloaded (refused:
-    where the cache's permissions kept it from being read, added to, for a warning)."""
+    as list_models takes it)."""
     folders = hub_cache.repo_folders(refused=refused)
     downloaded = list_models(registry, folders=folders, refused=refused)
     names = {m.name for m in downloaded}
@@ -205,12 +205,14 @@ def _downloaded_row(registry: Registry, model: CachedModel) -> ListedModel:
 
 
 def _registry_row(spec: ModelSpec, by_path: dict[Path, CachedModel], folders: hub_cache.RepoFolders,
-                  refused: list[PermissionError]) -> ListedModel:
+                  refused: list[PermissionError] | None) -> ListedModel:
     """A registry entry not listed by its name: downloaded when its default file is cached under another name (not,
-    where its snapshots may not be read: added to refused)."""
+    where its snapshots may not be read: added to refused where given, else raised)."""
     try:
         paths = hub_cache.cached_model(spec.repo, quant=spec.quant, filename=spec.file, folders=folders)
     except PermissionError as exc:
+        if refused is None:
+            raise
         refused.append(exc)
         paths = None
     return ListedModel(name=spec.name, repo=spec.repo, quant=normalize_quant(spec.quant), context=spec.context,
