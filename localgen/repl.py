@@ -91,6 +91,7 @@ class Repl:
         # completed lines, which its prompt could not show before they were sent (what is sent is still saved)
         self._escapes = console.takes_escapes(sys.stdout)
         leaving = LeaveGuard(session, unsaveable=unsaveable)  # unsaveable: the start said the chat cannot be saved
+        session.cannot_save = lambda: leaving.quiet  # its context hints never resume what is not saved
         self.state = ChatState(session, leaving, self._show_answer, escapes=self._escapes,
                                markdown=markdown and self._escapes, show_thinking=show_thinking, wrap=wrap,
                                stats_after_answers=stats)

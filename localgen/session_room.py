@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import shlex
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from localgen.chat import Message
@@ -32,6 +33,8 @@ class ContextRoom:
     keep_saved_settings: bool  # a run's session: its options hold for that run only
     attachments: list[str]  # the files attached to the next message
     in_chat = False  # the chat's prompt reads its messages (Repl sets it): its context is set until it starts again
+    # whether the chat's start said it cannot be saved, and none of it has been saved since (Repl sets its LeaveGuard's)
+    cannot_save: Callable[[], bool] = staticmethod(lambda: False)
     _room_warned: tuple[int, int] | None = None  # the context and token limit warned of once
     _room_warning_said: tuple[int, int] | None = None  # ... said for the turn under way: once it gets an answer
 
@@ -59,7 +62,8 @@ class ContextRoom:
         if limit is None or self._room_warned == (n_ctx, limit):
             return None
         try:
-            restart = (lambda size: restart_command(self.conversation, size, asking=True)) if self.in_chat else None
+            restart = (lambda size: restart_command(self.conversation, size, asking=True,
+                                                    unsaveable=self.cannot_save())) if self.in_chat else None
             warning = answer_room_warning(self.loaded, prompt_tokens, limit, limit_source=self.limit_source(),
                                           restart=restart)
         except ContextOverflowError:  # no room at all: the answer says so
@@ -108,7 +112,7 @@ class ContextRoom:
             needed = next(n for n in itertools.count(prompt_tokens) if self._budget_at(n) >= prompt_tokens)
         if self.in_chat:
             context = "a larger context" if needed is None else f"a context of {needed:,} or more"
-            return f"{context}: {restart_command(self.conversation, needed)} ({now})"
+            return f"{context}: {restart_command(self.conversation, needed, unsaveable=self.cannot_save())} ({now})"
         return f"a larger --ctx-size ({now})" if needed is None else f"--ctx-size {needed} or more ({now})"
 
     def _system_room(self, text: str | None) -> tuple[str, int | None] | None:
@@ -259,22 +263,24 @@ class ContextRoom:
 
 
 def restart_command(conversation: Conversation, needed: int | None, *, model: str | None = None,
-                    asking: bool = False) -> str:
+                    asking: bool = False, unsaveable: bool = False) -> str:
     """How a chat, which takes its context as it starts, gets another one: /exit, then the command that goes on with
     its conversation (as the chat's closing note gives it) with one of needed tokens (None: not counted), by the name
     the closing note gives where it is saved first as the chat ends (its first exchange unsaved, or asking: the
-    message about to be answered is its first), with another model's -m (model); a chat with no exchange, of which
-    nothing is saved, is told to start again with its own options and these."""
+    message about to be answered is its first), with another model's -m (model); a chat with no exchange, or one
+    whose start said it cannot be saved (unsaveable), of which nothing is saved, is told to start again with its own
+    options and these."""
     size = "SIZE" if needed is None else str(needed)
     options = f" -m {shlex.quote(model)} -c {size}" if model else f" -c {size}"
     if conversation.on_disk:
         return f"/exit, then `{resume_command(conversation.name, options)}`"
-    if asking or conversation.turns:
+    if (asking or conversation.turns) and not unsaveable:
         return f"/exit, then `{resume_command('NAME', options)}` with the NAME the chat says it is saved as"
     model = model or conversation.model
     started = f"-m {shlex.quote(model)} -c {size}" if model else f"-c {size}"
-    return f"/exit, then start the chat again with the options it started with and `{started}`, as it has no " \
-           "exchange saved to resume"
+    why = "this chat cannot be saved, so there is nothing to resume" if unsaveable else \
+        "it has no exchange saved to resume"
+    return f"/exit, then start the chat again with the options it started with and `{started}`, as {why}"
 
 
 def resume_command(name: str, options: str = "") -> str:

@@ -259,6 +259,38 @@ def test_the_answer_room_warning_on_a_chat_s_first_message_hints_the_command_tha
         _stop(again)
 
 
+def test_the_context_hints_of_a_chat_that_cannot_be_saved_say_to_start_it_again(tmp_path: Path) -> None:
+    """A chat whose start said it cannot be saved (a file stands where its conversations go) is told, by the
+    answer-room warning on its first message and by the hint to a message too long, to start again with a larger
+    context, as there is nothing to resume (both hinted `localgen chat --resume NAME` by the name the chat says it is
+    saved as, which it never says); Ctrl-D says no such name."""
+    home = tmp_path / "home"
+    blocker = home / "data" / "conversations"
+    blocker.parent.mkdir(parents=True)
+    blocker.write_text("in the way")
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "200", "-c", "256", "--stop", ".")
+    try:
+        chat.child.sendline("Tell me a long story about " + " and ".join(f"a cat named Tom{i}" for i in range(20)) +
+                            ".")
+        chat.sync()
+        chat.child.sendline("Tell me a story about " + " and ".join(f"a cat named Tom{i}" for i in range(60)) + ".")
+        chat.sync()
+        said = " ".join(chat.transcript.getvalue().replace("\r", "").split())
+        assert f"this chat cannot be saved: {blocker} is a file, where a folder should be" in said, said
+        again = (r"a context of ([\d,]+) or more: /exit, then start the chat again with the options it started with "
+                 r"and `-m smollm2-135m -c (\d+)`, as this chat cannot be saved, so there is nothing to resume")
+        warned = re.search(r"so the answer may end early: " + again, said)
+        refused = re.search(r"this message needs \d+ tokens .*?\(hint: shorten the message; " + again, said)
+        assert warned and refused and "--resume" not in said, said
+        for found in (warned, refused):
+            assert found[1].replace(",", "") == found[2], found[0]
+        chat.child.sendcontrol("d")
+        chat.child.expect(pexpect.EOF)
+        assert "saved as" not in chat.transcript.getvalue(), chat.transcript.getvalue()
+    finally:
+        _stop(chat)
+
+
 def test_model_beyond_the_context_of_a_chat_with_no_exchange_says_its_options_are_not_saved(
         tmp_path: Path, bundled_model: Path) -> None:
     """/model of a model whose largest context is smaller than that of a chat with no exchange yet (-s, --temperature
