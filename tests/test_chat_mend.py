@@ -1,7 +1,8 @@
 """The chat's small mends, in a real pseudo-terminal on the bundled model: /stats after /model, /list's count of
 misnamed files, the transcript's dim notes, the context hints of the answer's room and of /model (saved, first
-message, unsaved, no exchange), and the input history's trim of a huge entry; in-process on the real engine where an
-error must cut an answer short, and on the history file itself where what a start reads is the point."""
+message, unsaved, no exchange, a chat that cannot be saved), and the input history's trim of a huge entry; in-process
+on the real engine where an error must cut an answer short, and on the history file itself where what a start reads
+is the point."""
 
 from __future__ import annotations
 
@@ -339,6 +340,33 @@ def test_model_beyond_the_context_of_a_chat_whose_first_save_failed_hints_resumi
     finally:
         _stop(chat)
 
+
+
+def test_model_beyond_the_context_of_a_chat_that_cannot_be_saved_says_to_start_it_again(
+        tmp_path: Path, bundled_model: Path) -> None:
+    """/model of a model whose largest context is smaller than that of a chat whose start said it cannot be saved,
+    after an exchange, says to start the chat again with its options and the model and context, as there is nothing
+    to resume (it hinted `localgen chat --resume NAME` by the name the chat says it is saved as, which it never
+    says)."""
+    from tests.gguf_builders import copy_with_metadata
+
+    small = tmp_path / "small.gguf"
+    copy_with_metadata(bundled_model, small, set_values={"llama.context_length": 1024})
+    home = tmp_path / "home"
+    (home / "data").mkdir(parents=True)
+    (home / "data" / "conversations").write_text("in the way")
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "3", "-c", "4096")
+    try:
+        chat.child.sendline("Hi")
+        chat.sync()
+        chat.command_words(f"/model {small}", "1,024 or less:")
+        said = " ".join(chat.transcript.getvalue().rpartition("/model")[2].split())
+        assert f"(hint: a context of 1,024 or less: /exit, then start the chat again with the options it started " \
+               f"with and `-m {small} -c 1024`, as this chat cannot be saved, so there is nothing to resume)" in said, \
+            said
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
 
 OLDER = "".join(f"\n# 2026-01-01 10:00:00\n+old {i}\n" for i in range(100))
 
