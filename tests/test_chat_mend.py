@@ -154,26 +154,29 @@ def test_model_beyond_the_chat_s_context_is_hinted_the_chat_that_takes_a_smaller
 
 
 def test_stats_of_an_answer_an_error_cut_short_after_model_say_it_has_no_figures(
-        tmp_path: Path, bundled_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        home: Path, bundled_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """/stats after /model, where the model in use answered but an error cut its answer short (its text kept, no
     figures), says that answer has no figures, where it said the model in use had not answered yet and that the
-    last answer came from the model before /model."""
+    last answer came from the model before /model; so too once /model names that file otherwise (its models.toml
+    entry, then its path), where the answer's saved name is no longer the conversation's."""
     from localgen.chat_commands_settings import say_stats
     from localgen.conversation import Conversation
     from localgen.events import TextChunk
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.runner import ModelOptions, load_model
     from localgen.session import ChatSession
+    from tests.conftest import user_registry
 
-    first, other = tmp_path / "first.gguf", tmp_path / "other.gguf"
+    first, other = home / "first.gguf", home / "other.gguf"
     first.symlink_to(bundled_model)
     shutil.copyfile(bundled_model, other)
+    user_registry(home, f'[models.other]\npath = "{other}"\n')
     options = ModelOptions(model=str(first), ctx_size=1024, threads=1)
     session = ChatSession(load_model(options), options, Conversation.new(system=None, model=str(first)),
                           SamplingParams(temperature=0.0), GenerationLimits(max_tokens=8), autosave=False)
     try:
         list(session.ask("Name a fruit.")[1])
-        session.switch_model(str(other))
+        session.switch_model("other")
         events = session.ask("Name another.")[1]
         chunks = 0
         with pytest.raises(RuntimeError):
@@ -182,10 +185,14 @@ def test_stats_of_an_answer_an_error_cut_short_after_model_say_it_has_no_figures
                 if chunks == 2:  # the text shown before it is kept
                     events.throw(RuntimeError("the stream broke"))
         assert session.conversation.turns[-1].interrupted
+        no_figures = "no figures for the last answer: it came with the conversation loaded, or an error cut it short\n"
         capsys.readouterr()
         say_stats(session)
-        assert capsys.readouterr().err == ("no figures for the last answer: it came with the conversation loaded, "
-                                           "or an error cut it short\n")
+        assert capsys.readouterr().err == no_figures
+        session.switch_model(str(other))  # the same file, by its path: the answer's saved name is not the model's now
+        assert session.conversation.turns[-1].details.model == "other" != session.conversation.model
+        say_stats(session)
+        assert capsys.readouterr().err == no_figures
     finally:
         session.loaded.close()
 
