@@ -27,6 +27,7 @@ from localgen.json_schema_words import (
     SCHEMA_LISTS,
     SCHEMA_MAPS,
     SCHEMA_VALUED,
+    dropped_warning,
     schemas_in,
     short_json,
 )
@@ -89,6 +90,7 @@ def schema_grammar(text: str, warn: list[str]) -> str:
         warn.append(f"the JSON schema requires {', '.join(how.unlisted)} but does not list {them} in properties, so "
                     f"the answer may leave {them} out: add {them} to properties")
     warn.extend(_shadowed_keywords(prepared))
+    warn.extend([dropped_warning(how.dropped)] if how.dropped else [])
     _refuse_ref_cycle(prepared, whole_ref)
     return _converted(prepared)
 
@@ -149,6 +151,7 @@ class _Preparation:
     resolve: Resolver
     recursive: frozenset[str]
     unlisted: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # each alternative left out as allowing no value, and why
     done: dict[tuple[int, tuple[str, ...]], tuple[object, object]] = field(default_factory=dict)
 
 
@@ -188,7 +191,7 @@ def _prepared(node: object, how: _Preparation, seen: tuple[str, ...] = ()) -> ob
 def _alternatives_prepared(alternatives: list[Any], key: str, how: _Preparation, seen: tuple[str, ...]) -> list[Any]:
     """An anyOf's or oneOf's alternatives prepared, one that allows no value (false, an enum or bounded integer none
     of whose values its keywords allow, an allOf or anyOf of none) dropped: refused only where none is left."""
-    kept, refusal = [], None
+    kept, refusal, start = [], None, len(how.dropped)
     for item in alternatives:
         try:
             if item is False:
@@ -196,7 +199,10 @@ def _alternatives_prepared(alternatives: list[Any], key: str, how: _Preparation,
             kept.append(_prepared(_as_object(item, key), how, seen))
         except NoValueError as exc:
             refusal = refusal or exc
+            why = f"{key} alternative {short_json(item)} ({exc.message})"
+            how.dropped.extend([why] if item is not False and why not in how.dropped else [])
     if refusal and not kept:
+        del how.dropped[start:]  # the refusal says it
         raise refusal
     return kept
 

@@ -36,6 +36,13 @@ def short_json(value: object) -> str:
     return text if len(text) <= 60 else text[:59] + "…"
 
 
+def dropped_warning(dropped: list[str]) -> str:
+    """The one-line warning naming each alternative left out as allowing no value, and why (given in dropped)."""
+    them = "them" if len(dropped) > 1 else "it"
+    return (f"the JSON schema's {'; '.join(dropped)} {'allow' if len(dropped) > 1 else 'allows'} no value, so the "
+            f"answer is never {'one of them' if len(dropped) > 1 else 'it'}: fix {them}, or drop {them}")
+
+
 def subschemas(node: dict[Any, Any]) -> Iterator[Any]:
     """The schemas a schema object holds where a schema goes (not in const, enum, default or examples: data)."""
     for key, value in node.items():
