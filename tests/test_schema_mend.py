@@ -416,3 +416,29 @@ def test_a_run_warns_of_a_dropped_alternative() -> None:
     result = run_localgen("run", "--json-schema", json.dumps(schema), "-n", "8", "--temperature", "0", "Say null")
     assert result.returncode == 0 and result.out.strip() == "null", result.err
     assert "allows no value, so the answer is never it" in result.err, result.err
+
+
+_FORBIDS_REQUIRED = {"allOf": [{"properties": {"a": {}}, "additionalProperties": False},
+                               {"properties": {"b": {}}, "required": ["b"]}]}
+
+
+@pytest.mark.parametrize(("schema", "allowed"), [
+    ({"anyOf": [_FORBIDS_REQUIRED, {"type": "null"}]}, ["abc", 5, None, [1]]),
+    (_FORBIDS_REQUIRED, ["abc", 5, None, [1]]),
+    ({**_FORBIDS_REQUIRED, "type": ["object", "string"]}, ["abc"]),
+], ids=["alternative", "top-level", "type-list"])
+def test_an_all_of_no_object_meets_allows_its_other_types(vocab: _Vocab, schema: dict[str, object],
+                                                          allowed: list[object]) -> None:
+    """A part's additionalProperties false forbidding a property another part requires was taken to allow no value
+    where the merged schema allows other types than object: the alternative was dropped unsaid (only null), and the
+    same schema at the top level refused."""
+    values: list[object] = ["abc", 5, None, [1], {"b": 1}, {"a": 1}, {}]
+    assert _allowed(vocab, schema, values) == allowed
+
+
+def test_an_all_of_of_objects_alone_none_meets_is_still_refused() -> None:
+    """Where object is the only type the merged schema allows, no value meets it: refused, naming the property."""
+    result = run_localgen("run", "--json-schema", json.dumps({**_FORBIDS_REQUIRED, "type": "object"}), "hi")
+    assert result.returncode == 2 and result.err.startswith(
+        "localgen: error: the JSON schema's allOf requires b, which a part's additionalProperties false forbids"), \
+        result.err
