@@ -16,6 +16,7 @@ from localgen.json_schema_beside import (
 )
 from localgen.json_schema_kinds import check_kinds
 from localgen.json_schema_literals import enum_rule, gbnf_literal
+from localgen.json_schema_oneof import ONE_OF_WARNING, may_overlap
 from localgen.json_schema_pattern import converter_pattern
 from localgen.json_schema_refs import ref_alone_draft, refs_alone_where_declared, whole_schema_referred
 from localgen.json_schema_types import ANY_VALUE, check_type, of_several_types, types_apart
@@ -91,6 +92,7 @@ def schema_grammar(text: str, warn: list[str]) -> str:
                     f"the answer may leave {them} out: add {them} to properties")
     warn.extend(_shadowed_keywords(prepared))
     warn.extend([dropped_warning(how.dropped)] if how.dropped else [])
+    warn.extend([ONE_OF_WARNING] if how.one_of_overlaps else [])
     _refuse_ref_cycle(prepared, whole_ref)
     return _converted(prepared)
 
@@ -152,6 +154,7 @@ class _Preparation:
     recursive: frozenset[str]
     unlisted: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)  # each alternative left out as allowing no value, and why
+    one_of_overlaps: bool = False  # whether a oneOf's alternatives left may share a value
     done: dict[tuple[int, tuple[str, ...]], tuple[object, object]] = field(default_factory=dict)
 
 
@@ -204,6 +207,7 @@ def _alternatives_prepared(alternatives: list[Any], key: str, how: _Preparation,
     if refusal and not kept:
         del how.dropped[start:]  # the refusal says it
         raise refusal
+    how.one_of_overlaps |= key == "oneOf" and may_overlap(kept, how.resolve)
     return kept
 
 

@@ -361,7 +361,8 @@ def test_bounds_are_said_to_be_ignored_exactly_where_the_grammar_does_not_hold_t
     from tests.test_gen_hunt import _warnings
 
     them = "them" if "," in warned else "it"
-    bounds = [line for line in _warnings(schema) if "no value" not in line]  # a dropped alternative's said apart
+    bounds = [line for line in _warnings(schema) if "cannot be enforced" in line]  # a dropped alternative's, a
+    # oneOf's, said apart
     assert bounds == ([f"the JSON schema's {warned} cannot be enforced (llama-cpp-python's converter "
                        f"ignores {them}): check the answer"] if warned else [])
 
@@ -442,3 +443,33 @@ def test_an_all_of_of_objects_alone_none_meets_is_still_refused() -> None:
     assert result.returncode == 2 and result.err.startswith(
         "localgen: error: the JSON schema's allOf requires b, which a part's additionalProperties false forbids"), \
         result.err
+
+
+_ONE_OF_WARNING = ("the JSON schema's oneOf cannot be held to exactly one of its alternatives (llama-cpp-python's "
+                   "converter reads it as an anyOf, and a value may meet several of them): check the answer")
+_PETS = {"$defs": {"Cat": {"type": "object", "properties": {"pet_type": {"const": "cat", "type": "string"}},
+                           "required": ["pet_type"]},
+                   "Dog": {"type": "object", "properties": {"pet_type": {"const": "dog", "type": "string"}},
+                           "required": ["pet_type"]}},
+         "oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}], "discriminator": {"propertyName": "pet_type"}}
+
+
+@pytest.mark.parametrize(("schema", "warned"), [
+    ({"type": "integer", "oneOf": [{"minimum": 0, "maximum": 5}, {"minimum": 3, "maximum": 8}]}, True),
+    ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, True),
+    ({"oneOf": [{"const": "a"}, {"enum": ["a", "b"]}]}, True),
+    ({"oneOf": [{"type": "object", "properties": {"a": {}}}, {"type": "object", "properties": {"b": {}}}]}, True),
+    ({"oneOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]}, False),
+    ({"oneOf": [{"const": "a"}, {"enum": ["b", "c"]}]}, False),
+    (_PETS, False),
+    ({"oneOf": [{"type": "integer", "minimum": 5, "maximum": 3}, {"type": "integer"}]}, False),
+    ({"anyOf": [{"type": "integer"}, {"type": "number"}]}, False),
+], ids=["bounds", "integer-is-a-number", "shared-const", "objects", "types", "consts", "discriminated",
+        "one-left", "any-of"])
+def test_a_one_of_whose_alternatives_may_overlap_is_warned_of(schema: dict[str, object], warned: bool) -> None:
+    """A oneOf was read as an anyOf unsaid, a value meeting two alternatives allowed ({"minimum": 0, "maximum": 5}
+    and {"minimum": 3, "maximum": 8} let 4 through); alternatives apart by type or listed values, as a discriminated
+    union's, are not warned of."""
+    from tests.test_gen_hunt import _warnings
+
+    assert (_ONE_OF_WARNING in _warnings(schema)) is warned
