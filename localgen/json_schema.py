@@ -18,7 +18,13 @@ from localgen.json_schema_kinds import check_kinds
 from localgen.json_schema_literals import enum_rule, gbnf_literal
 from localgen.json_schema_oneof import ONE_OF_WARNING, may_overlap
 from localgen.json_schema_pattern import converter_pattern
-from localgen.json_schema_refs import ref_alone_draft, refs_alone_where_declared, whole_schema_referred
+from localgen.json_schema_refs import (
+    ref_alone_draft,
+    ref_target,
+    refs_alone_where_declared,
+    schemas_read,
+    whole_schema_referred,
+)
 from localgen.json_schema_types import ANY_VALUE, check_type, of_several_types, types_apart
 from localgen.json_schema_values import ENUM_HOLDS, NoValueError, enum_narrowed, is_number
 from localgen.json_schema_words import (
@@ -66,13 +72,13 @@ def schema_grammar(text: str, warn: list[str]) -> str:
         warn.append(f"the JSON schema declares draft {ref_alone_draft(given)}, which reads a $ref alone: the "
                     f"{', '.join(beside_refs)} beside a $ref cannot hold (leave out its $schema, or put both in an "
                     "allOf, to hold them)")
-    how = _Preparation(lambda ref: _target(schema, ref), _recursive_refs(schema))
+    how = _Preparation(lambda ref: ref_target(schema, ref), _recursive_refs(schema))
     try:
         prepared = _prepared(schema, how)
     except RecursionError:
         raise UsageError("the JSON schema's allOf parts and $refs nest too deep to merge",
                          hint="flatten them, or refer to fewer definitions in a chain") from None
-    ignored = sorted(_keywords_in(prepared) & set(IGNORED_KEYWORDS))
+    ignored = sorted(_keywords_in(schemas_read(prepared)) & set(IGNORED_KEYWORDS))
     if ignored:
         them = "them" if len(ignored) > 1 else "it"
         warn.append(f"the JSON schema's {', '.join(ignored)} cannot be enforced (llama-cpp-python's converter "
@@ -135,11 +141,11 @@ def parsed_schema(text: str) -> dict[str, Any]:
     return parsed
 
 
-def _keywords_in(prepared: object) -> set[str]:
-    """Every keyword used anywhere in a prepared schema, but the bounds an enum beside them holds (enum_narrowed made
-    each const, and each integer its bounds list, such an enum, and kept its values to each bound that is a
+def _keywords_in(nodes: list[dict[str, Any]]) -> set[str]:
+    """Every keyword of a prepared schema's objects (nodes), but the bounds an enum beside them holds (enum_narrowed
+    made each const, and each integer its bounds list, such an enum, and kept its values to each bound that is a
     number)."""
-    return {str(key) for node in schemas_in(prepared) for key, value in node.items()
+    return {str(key) for node in nodes for key, value in node.items()
             if not (key in ENUM_HOLDS and "enum" in node and is_number(value))}
 
 
@@ -287,14 +293,14 @@ def _check_bounds(schema: dict[str, Any]) -> None:
 def _refuse_ref_cycle(schema: dict[str, Any], whole_ref: str) -> None:
     """Refuse local $refs that lead round to themselves through nothing but $refs (no value could ever start)."""
     for ref in _local_refs(schema):
-        seen, target = [ref], _target(schema, ref)
+        seen, target = [ref], ref_target(schema, ref)
         while isinstance(target, dict) and isinstance(target.get("$ref"), str):
             if target["$ref"] in seen:
                 cycle = " -> ".join([*seen, target["$ref"]]).replace(whole_ref, "#")  # as written
                 raise UsageError(f"the JSON schema's $ref {seen[0].replace(whole_ref, '#')} is a cycle: {cycle}",
                                  hint="let one of them describe a value, not only refer on")
             seen.append(target["$ref"])
-            target = _target(schema, target["$ref"])
+            target = ref_target(schema, target["$ref"])
 
 
 def _local_refs(node: object) -> set[str]:
@@ -308,23 +314,12 @@ def _recursive_refs(schema: object) -> frozenset[str]:
     def reached(ref: str) -> set[str]:
         found, stack = set(), [ref]
         while stack:
-            for inner in _local_refs(_target(schema, stack.pop())) - found:
+            for inner in _local_refs(ref_target(schema, stack.pop())) - found:
                 found.add(inner)
                 stack.append(inner)
         return found
 
     return frozenset(ref for ref in _local_refs(schema) if ref in reached(ref))
-
-
-def _target(schema: object, ref: str) -> object:
-    """What a local $ref points at (None: nothing)."""
-    if not ref.startswith("#/"):
-        return None
-    for part in ref[2:].split("/"):
-        if not isinstance(schema, dict) or part not in schema:
-            return None
-        schema = schema[part]
-    return schema
 
 
 def _converted(schema: dict[str, Any]) -> str:
@@ -415,7 +410,7 @@ def _exact_converter(module: Any) -> Any:
                     if ref is None or ref in self._refs or node is schema:
                         stack.extend(node.values())
                     if ref is not None and ref not in self._refs:
-                        self._refs[_resolved_here(node, schema, url)] = _target(schema, ref)
+                        self._refs[_resolved_here(node, schema, url)] = ref_target(schema, ref)
             return schema
 
     return ExactConverter()
@@ -428,7 +423,7 @@ def _resolved_here(node: dict[str, Any], root: dict[str, Any], url: str) -> str:
         raise _unconvertible("a $ref to a remote schema (localgen does not fetch schemas)")
     if not isinstance(ref, str) or not ref.startswith("#/"):
         raise _unconvertible(f"Unsupported ref {ref}")
-    if _target(root, ref) is None:
+    if ref_target(root, ref) is None:
         raise _unconvertible(f"a $ref that does not resolve: {ref}")
     node["$ref"] = f"{url}{ref}"
     return node["$ref"]

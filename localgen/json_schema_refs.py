@@ -76,3 +76,31 @@ def _inner(value: object, inner: set[int], change: Callable[[dict[str, Any]], di
     if isinstance(value, dict):
         return {key: _rewritten(item, change) if id(item) in inner else item for key, item in value.items()}
     return value
+
+
+def ref_target(schema: object, ref: str) -> object:
+    """What a local $ref points at (None: nothing)."""
+    if not ref.startswith("#/"):
+        return None
+    for part in ref[2:].split("/"):
+        if not isinstance(schema, dict) or part not in schema:
+            return None
+        schema = schema[part]
+    return schema
+
+
+def schemas_read(schema: object) -> list[dict[str, Any]]:
+    """Every schema object a value is read by: the schema's own, its definitions only as a local $ref reaches them
+    (an allOf's or a $ref's beside keywords, merged where they stand, leave theirs unread), each once."""
+    found: list[dict[str, Any]] = []
+    stack, met = [schema], set()
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict) or id(node) in met:
+            continue
+        met.add(id(node))
+        found.append(node)
+        if isinstance(node.get("$ref"), str):
+            stack.append(ref_target(schema, node["$ref"]))
+        stack.extend(subschemas({key: value for key, value in node.items() if key not in DEFINITIONS}))
+    return found

@@ -473,3 +473,20 @@ def test_a_one_of_whose_alternatives_may_overlap_is_warned_of(schema: dict[str, 
     from tests.test_gen_hunt import _warnings
 
     assert (_ONE_OF_WARNING in _warnings(schema)) is warned
+
+
+@pytest.mark.parametrize(("schema", "warned"), [
+    ({"$defs": {"n": {"type": "integer", "minimum": 0, "maximum": 100000}},
+      "allOf": [{"$ref": "#/$defs/n"}, {"maximum": 10}]}, ""),
+    ({"$defs": {"n": {"type": "integer", "minimum": 0, "maximum": 100000}}, "type": "string"}, ""),
+    ({"$defs": {"n": {"type": "integer", "minimum": 0, "maximum": 100000}, "m": {"$ref": "#/$defs/n"}},
+      "type": "object", "properties": {"a": {"$ref": "#/$defs/m"}}}, "maximum, minimum"),
+], ids=["merged-by-all-of", "never-referred-to", "reached-through-a-ref"])
+def test_bounds_are_said_to_be_ignored_only_in_definitions_a_ref_reaches(schema: dict[str, object],
+                                                                         warned: str) -> None:
+    """A definition an allOf merged where it stood, left unread in $defs, had its bounds said to be ignored though
+    the listing of 0 to 10 held them."""
+    from tests.test_gen_hunt import _warnings
+
+    assert _warnings(schema) == ([f"the JSON schema's {warned} cannot be enforced (llama-cpp-python's converter "
+                                  "ignores them): check the answer"] if warned else [])
