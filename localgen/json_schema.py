@@ -179,11 +179,13 @@ def _prepared(node: object, how: _Preparation, seen: tuple[str, ...] = ()) -> ob
         merged = all_of_merged(schema, written, how.resolve, seen)
         seen = (*seen, *sorted(_local_refs(schema["allOf"]) & how.recursive))
         schema = _checked(merged)
+    split = isinstance(schema.get("type"), list)
     schema = types_apart(schema)
     _refuse_forbidden_required(schema)
     for key, value in schema.items():
-        if key in ALTERNATIVES and isinstance(value, list):
-            schema[key] = _alternatives_prepared(value, key, how, seen)
+        if key in ALTERNATIVES and isinstance(value, list):  # an anyOf of a type list's types named as that
+            schema[key] = _alternatives_prepared(value, "type list" if split and "type" not in schema else key, how,
+                                                 seen)
         elif key in SCHEMA_MAPS and isinstance(value, dict):  # a property of false cannot be there: left out
             schema[key] = {name: _inner_prepared(_as_object(sub, key), how, seen)
                            for name, sub in value.items() if not (key == "properties" and sub is False)}

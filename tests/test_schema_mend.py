@@ -490,3 +490,15 @@ def test_bounds_are_said_to_be_ignored_only_in_definitions_a_ref_reaches(schema:
 
     assert _warnings(schema) == ([f"the JSON schema's {warned} cannot be enforced (llama-cpp-python's converter "
                                   "ignores them): check the answer"] if warned else [])
+
+
+def test_a_type_list_s_type_that_allows_no_value_is_named_as_the_type_list_s() -> None:
+    """A type of a type list beside keywords that leave it no value was named as an anyOf alternative, an anyOf the
+    schema does not have."""
+    from tests.test_gen_hunt import _warnings
+
+    warned = _warnings({"type": ["integer", "string"], "minimum": 5, "maximum": 3})
+    assert [line for line in warned if "no value" in line] == [
+        "the JSON schema's type list alternative {\"type\": \"integer\", \"minimum\": 5, \"maximum\": 3} (the JSON "
+        "schema's integer of minimum 5, maximum 3 can be no integer) allows no value, so the answer is never it: fix "
+        "it, or drop it"], warned
