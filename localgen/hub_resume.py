@@ -114,8 +114,8 @@ def _download(repo: str, revision: str, f: HubFile, etag: str, *, fresh: bool, d
             received_before = 0 < f.size == handle.tell()  # a download stopped as it checked them: nothing to get
             received = 0 if received_before else _get(repo, revision, f, handle, display)
             fsync_file(handle)  # the verification marker, written durably next, must not outlive these bytes
-        sha256 = _checked(partial, f, display, there=there)
-    except ChecksumMismatch as exc:  # the server sent another size than its listing gives
+        sha256 = check_checksum(partial, f, display)
+    except ChecksumMismatch as exc:  # another checksum than the listing's, or a body longer than the listing says
         raise _discarded(partial, exc, there=there) from exc.__cause__
     except BaseException:
         with contextlib.suppress(OSError):
@@ -139,15 +139,6 @@ def link_into_snapshot(pointer: Path, blob: Path, *, new_blob: bool) -> None:
     in_made_folder(pointer.parent, lambda: _create_symlink(str(blob), str(pointer), new_blob=new_blob),  # replaces
                    source=blob)  # what the entry was: a link, or a copy
     _create_cachedir_tag(hub_cache_dir())  # as hf_hub_download tags the cache for backup tools to skip
-
-
-def _checked(partial: Path, f: HubFile, display: Display, *, there: bool) -> str:
-    """The sha256 of a complete partial copy that matches the Hub's checksum; one that does not is deleted, and the
-    error says so (there: and that the copy there is kept)."""
-    try:
-        return check_checksum(partial, f, display)
-    except ChecksumMismatch as exc:
-        raise _discarded(partial, exc, there=there) from exc.__cause__
 
 
 def _discarded(partial: Path, exc: ChecksumMismatch, *, there: bool) -> ChecksumMismatch:

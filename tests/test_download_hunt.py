@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hub_server import HubEnv, make_gguf_bytes
 
@@ -28,3 +30,17 @@ def test_a_file_served_at_another_size_than_the_listing_gives_is_refused_and_its
     assert error.hint == f"run the command again; if it fails again, the Hub mirror or a proxy ({hubenv.server.url}) " \
                          "is serving bad data"
     assert hubenv.blobs(REPO) == [] and not hub_cache.partial_path(REPO, model.files[0].blob or "").exists()
+
+
+@pytest.mark.parametrize("force", [False, True], ids=["new", "force"])
+def test_a_download_that_fails_its_checksum_says_once_that_it_was_deleted(hubenv: HubEnv, force: bool) -> None:
+    """'the corrupt download was deleted' was said twice (with --force over a copy, both clauses twice each)."""
+    repo = hubenv.server.add_repo(REPO, {NAME: make_gguf_bytes("listed")})
+    if force:
+        hub.download_model(REPO, quant=None, filename=None, quiet=True)
+    hubenv.server.corrupt.add((REPO, NAME))
+    with pytest.raises(ChecksumMismatch) as raised:
+        hub.download_model(REPO, quant=None, filename=None, quiet=True, force=force)
+    kept = "; the copy that was there is kept" if force else ""
+    assert re.fullmatch(rf"{REPO}/{NAME}: sha256 mismatch \(got [0-9a-f]{{12}}…, expected {repo.sha256(NAME)[:12]}…\)"
+                        rf"; the corrupt download was deleted{kept}", raised.value.message), raised.value.message
