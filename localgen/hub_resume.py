@@ -210,10 +210,23 @@ def _get(repo: str, revision: str, f: HubFile, handle: BinaryIO, display: Displa
     except OSError as exc:
         if "Consistency check failed" not in str(exc):  # the body ended whole, of another size than the listing's
             raise
-        raise ChecksumMismatch(f"{what}: {hub_endpoint()} sent {handle.tell():,} bytes of it, and its listing says "
-                               f"{f.size:,}", hint=f"run the command again; if it fails again, the Hub mirror or a "
-                                                   f"proxy ({hub_endpoint()}) is serving bad data") from exc
+        raise _size_error(what, f.size, handle.tell(), 0 if restarted else done) from exc
     return f.size if restarted else f.size - done
+
+
+def _size_error(what: str, size: int, ended_at: int, resumed_at: int) -> HubError:
+    """The error for a body that ended whole at another size than the listing's (at ended_at bytes of the part, whose
+    first resumed_at bytes an earlier download received): one longer than the file is no part of it (a
+    ChecksumMismatch, whose part is deleted); a shorter one is a part to resume, whose sha256 is checked once
+    whole."""
+    sent = f"{hub_endpoint()} sent {ended_at - resumed_at:,} bytes of it" + (
+        f" after the {resumed_at:,} received before" if resumed_at else "")
+    if ended_at > size:
+        return ChecksumMismatch(f"{what}: {sent}, and its listing says {size:,}",
+                                hint=f"run the command again; if it fails again, the Hub mirror or a proxy "
+                                     f"({hub_endpoint()}) is serving bad data")
+    return HubError(f"the download of {what} ended early: {sent}, {ended_at:,} of the {size:,} its listing says",
+                    hint="run the command again")
 
 
 @contextlib.contextmanager
