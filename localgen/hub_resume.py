@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 
 DOWNLOAD_PIECE = 1024 * 1024  # the bytes a download reads, counts on its progress bar and writes at a time
 FOLDER_TRIES = 5  # a folder a download writes into that a models rm beside it prunes (empty) is made again so often
+_HELD_BY_THREAD: dict[Path, int] = {}  # the blob locks this process holds, each with the thread that took it
 
 
 def resumable(f: HubFile) -> bool:
@@ -77,11 +79,9 @@ def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, 
     close (the pull has checked its model). None when the blob was there once the lock was taken (cached, or another
     download finished it while this one waited). claim.writing says, should it stop, whether the partial copy is this
     download's; the sha256 checked is given only where the entry is the blob checked."""
-    from huggingface_hub.utils import WeakFileLock
-
     blobs, lock = blobs_dir(repo), blob_lock_path(repo, etag)
     lock.parent.mkdir(parents=True, exist_ok=True)
-    locks.enter_context(WeakFileLock(lock))  # blobs/ is made under it, as the partial copy is opened: _open_partial
+    locks.enter_context(_blob_lock(lock))  # blobs/ is made under it, as the partial copy is opened: _open_partial
     fetched = None
     if force or not (blobs / etag).is_file():
         claim.writing = True
@@ -91,6 +91,24 @@ def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, 
     if fetched is not None and _file_id(pointer) != fetched.file_id:
         return replace(fetched, sha256=None)
     return fetched
+
+
+@contextlib.contextmanager
+def _blob_lock(lock: Path) -> Iterator[None]:
+    """huggingface_hub's lock on a blob, held while the block runs, unless this thread holds it already (two files of a
+    model with the same bytes, a file fetched again as its pull ends), which flock on a second descriptor would wait
+    on for good."""
+    from huggingface_hub.utils import WeakFileLock
+
+    if _HELD_BY_THREAD.get(lock) == threading.get_ident():
+        yield
+        return
+    with WeakFileLock(lock):
+        _HELD_BY_THREAD[lock] = threading.get_ident()
+        try:
+            yield
+        finally:
+            del _HELD_BY_THREAD[lock]
 
 
 def _file_id(path: Path) -> tuple[int, int] | None:
