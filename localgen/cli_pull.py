@@ -138,12 +138,13 @@ def pull_model(reference: str, *, force: bool, note: Callable[[str], None]) -> P
     its first file's absolute path; note hears what choosing the quant noted or warned of."""
     from localgen.gguf_split import validate_split
     from localgen.hardware import probe_hardware
+    from localgen.hub import locks_held_through
     from localgen.model_file_errors import named_as_typed
     from localgen.resolve import refuse_own_file
     from localgen.runner import ModelOptions, resolve_fitting
 
     refuse_own_file(reference)  # a models.toml entry's file of one's own is not localgen's to download
-    with named_as_typed(reference):
+    with named_as_typed(reference), locks_held_through():  # a models rm waiting on them removes it after this pull
         resolved = resolve_fitting(ModelOptions(model=reference), probe_hardware(), note, force=force,
                                    download_only=True)
         try:
@@ -152,7 +153,7 @@ def pull_model(reference: str, *, force: bool, note: Callable[[str], None]) -> P
             if resolved.hub_check is not None:  # a removal of the copy the new one replaced is said here too
                 exc.message += _removed(resolved.hub_check)
             raise
-    said = already_here(resolved, sum(path.stat().st_size for path in paths), force=force)
+        said = already_here(resolved, sum(path.stat().st_size for path in paths), force=force)
     if said is not None:
         console.say(said)
     return resolved.path.absolute()

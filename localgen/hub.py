@@ -13,8 +13,10 @@ huggingface_hub's own log lines off stderr is hub_logs.py's.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -57,11 +59,25 @@ REMOVALS_AT_MOST = 5  # a pull fetches again the files of its model a models rm 
 # until they were removed this many times
 
 
+_HELD_THROUGH: contextvars.ContextVar[contextlib.ExitStack | None] = contextvars.ContextVar("held_through",
+                                                                                         default=None)
+
+
+@contextlib.contextmanager
+def locks_held_through() -> Iterator[None]:
+    """Hold the blob locks of each model fetched in the block until it ends, not only until fetch_model has checked
+    it: a models rm waiting on them removes the model after what the block does with it (pull's own check)."""
+    with contextlib.ExitStack() as held:
+        token = _HELD_THROUGH.set(held)
+        try:
+            yield
+        finally:
+            _HELD_THROUGH.reset(token)
+
+
 def list_gguf_files(repo: str) -> list[HubFile]:
     """The repo's GGUF files with sizes, sha256 and quant tags, in one metadata request."""
     return list(fetch_listing(repo).files)
-
-
 
 
 # ----------------------------------------------------------------------------- downloading
@@ -122,6 +138,8 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
                 paths.append(tally.add(_fetch_file(model, f, force=force, display=display,
                                                    pin=pin if f is first else None, locks=locks)))
             _fetch_removed(model, paths, tally, display, pin, locks)
+            if (held := _HELD_THROUGH.get()) is not None:
+                held.enter_context(locks.pop_all())
     finally:
         for note in display.notes_after:  # below the bars' last drawing, not above it
             console.say(note)

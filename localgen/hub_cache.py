@@ -180,6 +180,7 @@ def downloads_running(repo_dir: Path) -> bool:
 
 
 LOCKS_HELD_HERE: set[Path] = set()  # the blob locks this process holds as it removes their blobs (blob_locks.py)
+# or until it has checked the model it fetched them for (hub_resume.py)
 
 
 def _lock_state(lock: Path) -> bool | None:

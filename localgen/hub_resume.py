@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 from localgen import console, download_progress
 from localgen.errors import HubError
 from localgen.hub_cache import (
+    LOCKS_HELD_HERE,
     blob_lock_path,
     blob_of,
     blobs_dir,
@@ -105,9 +106,11 @@ def _blob_lock(lock: Path) -> Iterator[None]:
         return
     with WeakFileLock(lock):
         _HELD_BY_THREAD[lock] = threading.get_ident()
+        LOCKS_HELD_HERE.add(lock)  # its own checks (a replaced copy's folder pruned) take it for no download's
         try:
             yield
         finally:
+            LOCKS_HELD_HERE.discard(lock)
             del _HELD_BY_THREAD[lock]
 
 

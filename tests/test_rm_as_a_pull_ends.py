@@ -196,3 +196,58 @@ def test_a_pull_whose_model_is_removed_each_time_it_is_downloaded_again_gives_up
     assert err.endswith(f"localgen: error: {REPO}/{S1} was removed {hub.REMOVALS_AT_MOST} times as this pull fetched "
                         "it (hint: another command removes it as it is downloaded: let that end, then pull it "
                         "again)\n"), err
+
+
+_PULL_HELD_AFTER_FETCH = """
+import os, sys, time
+from pathlib import Path
+from localgen import hub
+real = hub.fetch_model
+def fetched_then_held(*args, **kwargs):
+    paths = real(*args, **kwargs)
+    Path(os.environ["FETCHED_MARK"]).touch()
+    time.sleep(1.0)  # the pull goes on slowly (a loaded machine) after fetching the model, before its own check
+    return paths
+hub.fetch_model = fetched_then_held
+sys.argv = ["localgen", *sys.argv[1:]]
+from localgen.launcher import main
+main()
+"""
+
+
+@pytest.mark.parametrize("quant", ["Q4_K_M", "Q8_0"], ids=["split", "single"])
+def test_rm_waiting_on_a_pull_that_checks_the_model_it_fetched_removes_it_once_the_pull_command_ended(
+        hubenv: HubEnv, tmp_path: Path, quant: str) -> None:
+    """The pull let go of the locks once it had fetched the model, then checked it again: rm removed it in between,
+    and the pull said it was downloaded and verified, then 'error: ends-Q8_0.gguf: file not found'."""
+    _serve(hubenv)
+    hub.download_model(REPO, quant=quant, filename=None, quiet=True)
+    mark = tmp_path / "fetched"
+    pull = subprocess.Popen([sys.executable, "-c", _PULL_HELD_AFTER_FETCH, "pull", "--force", f"{REPO}:{quant}"],
+                            cwd=REPO_ROOT, env={**hubenv.env, "FETCHED_MARK": str(mark)}, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not mark.exists() and pull.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    rm = popen_localgen([sys.executable, "-m", "localgen", "models", "rm", "--yes", f"{REPO}:{quant}"], cwd=REPO_ROOT,
+                        env=hubenv.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, rm_err = rm.communicate(timeout=60)
+    pulled, pull_err = pull.communicate(timeout=60)
+    assert mark.exists() and pull.returncode == 0 and "error" not in pull_err, pull_err
+    assert pulled.endswith(f"{S1 if quant == 'Q4_K_M' else ONE}\n"), pulled
+    assert rm.returncode == 0 and rm_err.decode().startswith(f"localgen: removed {REPO}:{quant}"), rm_err
+    assert hubenv.snapshot_files(REPO) == [] and hubenv.blobs(REPO) == []
+
+
+def test_a_pull_that_replaces_a_copy_with_the_hubs_newer_one_removes_its_snapshot_folder_holding_the_locks(
+        hubenv: HubEnv, capfd: pytest.CaptureFixture[str]) -> None:
+    """The locks the pull holds until it has ended are not taken for another download's by its own removal of the
+    copy it replaced, which would leave that copy's snapshot folder, empty."""
+    hubenv.server.add_repo(REPO, {ONE: make_gguf_bytes("one")})
+    assert run_app(app, ["pull", f"{REPO}:Q8_0"]) == 0
+    hubenv.server.add_repo(REPO, {ONE: make_gguf_bytes("newer")})  # a new commit
+    assert run_app(app, ["pull", f"{REPO}:Q8_0"]) == 0
+    assert "removed the copy it replaces" in capfd.readouterr().err
+    snapshots = hubenv.hf_cache / hub_cache.repo_folder(REPO) / "snapshots"
+    assert [entry.parent.parent for entry in hubenv.snapshot_files(REPO)] == [snapshots]
+    assert len(list(snapshots.iterdir())) == 1
