@@ -378,11 +378,15 @@ def stream_answer(loaded: LoadedModel, messages: Sequence[Message], sampling: Sa
 
 
 def disk_prompt_cache(loaded: LoadedModel) -> PromptCache | None:
-    """The on-disk prompt cache for this model (None when its size bound is 0), whose entries are kept for the
-    context a run gets by default: the model's, or the smaller one loaded (--ctx-size, or memory allowing no more)."""
+    """The on-disk prompt cache for this model (None when its size bound is 0, or its file is gone), whose entries are
+    kept for the context a run gets by default: the model's, or the smaller one loaded (--ctx-size, or memory allowing
+    no more)."""
     from localgen.fit import default_context
     from localgen.promptcache import prompt_cache_for
 
     usual = min(default_context(loaded.engine.n_ctx_train, loaded.resolved.context), loaded.engine.n_ctx)
-    cache = prompt_cache_for(loaded.resolved.path, loaded.engine.state_signature, default_context=usual)
+    try:
+        cache = prompt_cache_for(loaded.resolved.path, loaded.engine.state_signature, default_context=usual)
+    except OSError:  # its file removed (a models rm) since llama.cpp loaded it: the answer goes on, keeping no state
+        return None
     return cache if cache.max_bytes > 0 else None
