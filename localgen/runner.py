@@ -237,26 +237,28 @@ def load_model(options: ModelOptions, *, release: Callable[[], None] | None = No
     """
     from localgen.catalog import touch_last_used
     from localgen.gguf_split import validate_split
+    from localgen.hub import locks_held_through
 
     hw = probe_hardware()
     for warning in (cpu_only_warning_once(hw), threads_warning_once(options)):
         if warning:
             note(f"warning: {warning}")
     freed = hw if held is None else hw.after_freeing(held.private_ram_bytes, held.vram_bytes)
-    with named_as_typed(options.model):
-        resolved = resolve_fitting(options, freed, note)
-        if found is not None:
-            found(resolved)
-        header, _ = validate_split(resolved.path)  # every shard is checked in Python before llama.cpp opens it
-    if release is not None:
-        release()
-        hw = probe_hardware()
-    load_options, plan, shape = plan_load(options, resolved, header, hw)
-    for reason in plan.reasons:
-        note(reason)
-    if opening is not None:
-        opening(resolved)
-    engine, plan = open_engine(resolved.path, load_options, plan, shape, note, retry=options.gpu_layers is None)
+    with locks_held_through():  # a models rm waiting on a model downloaded now removes it once llama.cpp has it open
+        with named_as_typed(options.model):
+            resolved = resolve_fitting(options, freed, note)
+            if found is not None:
+                found(resolved)
+            header, _ = validate_split(resolved.path)  # every shard is checked in Python before llama.cpp opens it
+        if release is not None:
+            release()
+            hw = probe_hardware()
+        load_options, plan, shape = plan_load(options, resolved, header, hw)
+        for reason in plan.reasons:
+            note(reason)
+        if opening is not None:
+            opening(resolved)
+        engine, plan = open_engine(resolved.path, load_options, plan, shape, note, retry=options.gpu_layers is None)
     try:
         control_tokens = header.control_tokens | engine.control_among(header.user_defined_tokens)
         prompt_format = _prompt_format(engine, options, resolved, control_tokens)

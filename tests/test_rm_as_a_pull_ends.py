@@ -198,7 +198,7 @@ def test_a_pull_whose_model_is_removed_each_time_it_is_downloaded_again_gives_up
                         "again)\n"), err
 
 
-_PULL_HELD_AFTER_FETCH = """
+_HELD_AFTER_FETCH = """
 import os, sys, time
 from pathlib import Path
 from localgen import hub
@@ -206,13 +206,32 @@ real = hub.fetch_model
 def fetched_then_held(*args, **kwargs):
     paths = real(*args, **kwargs)
     Path(os.environ["FETCHED_MARK"]).touch()
-    time.sleep(1.0)  # the pull goes on slowly (a loaded machine) after fetching the model, before its own check
+    time.sleep(1.0)  # the command goes on slowly (a loaded machine) after fetching the model, before its own check
     return paths
 hub.fetch_model = fetched_then_held
 sys.argv = ["localgen", *sys.argv[1:]]
 from localgen.launcher import main
 main()
 """
+
+
+def _held_after_fetch(hubenv: HubEnv, tmp_path: Path, command: list[str]) -> subprocess.Popen[str]:
+    """localgen command in a process of its own, going on slowly once it has fetched its model: once it has."""
+    mark = tmp_path / "fetched"
+    started = subprocess.Popen([sys.executable, "-c", _HELD_AFTER_FETCH, *command], cwd=REPO_ROOT,
+                               env={**hubenv.env, "FETCHED_MARK": str(mark)}, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not mark.exists() and started.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert mark.exists(), started.communicate(timeout=60)
+    return started
+
+
+def _rm(reference: str, hubenv: HubEnv) -> subprocess.Popen[bytes]:
+    """`localgen models rm --yes reference`, started."""
+    return popen_localgen([sys.executable, "-m", "localgen", "models", "rm", "--yes", reference], cwd=REPO_ROOT,
+                          env=hubenv.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 @pytest.mark.parametrize("quant", ["Q4_K_M", "Q8_0"], ids=["split", "single"])
@@ -222,18 +241,11 @@ def test_rm_waiting_on_a_pull_that_checks_the_model_it_fetched_removes_it_once_t
     and the pull said it was downloaded and verified, then 'error: ends-Q8_0.gguf: file not found'."""
     _serve(hubenv)
     hub.download_model(REPO, quant=quant, filename=None, quiet=True)
-    mark = tmp_path / "fetched"
-    pull = subprocess.Popen([sys.executable, "-c", _PULL_HELD_AFTER_FETCH, "pull", "--force", f"{REPO}:{quant}"],
-                            cwd=REPO_ROOT, env={**hubenv.env, "FETCHED_MARK": str(mark)}, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while not mark.exists() and pull.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    rm = popen_localgen([sys.executable, "-m", "localgen", "models", "rm", "--yes", f"{REPO}:{quant}"], cwd=REPO_ROOT,
-                        env=hubenv.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pull = _held_after_fetch(hubenv, tmp_path, ["pull", "--force", f"{REPO}:{quant}"])
+    rm = _rm(f"{REPO}:{quant}", hubenv)
     _, rm_err = rm.communicate(timeout=60)
     pulled, pull_err = pull.communicate(timeout=60)
-    assert mark.exists() and pull.returncode == 0 and "error" not in pull_err, pull_err
+    assert pull.returncode == 0 and "error" not in pull_err, pull_err
     assert pulled.endswith(f"{S1 if quant == 'Q4_K_M' else ONE}\n"), pulled
     assert rm.returncode == 0 and rm_err.decode().startswith(f"localgen: removed {REPO}:{quant}"), rm_err
     assert hubenv.snapshot_files(REPO) == [] and hubenv.blobs(REPO) == []
@@ -251,3 +263,19 @@ def test_a_pull_that_replaces_a_copy_with_the_hubs_newer_one_removes_its_snapsho
     snapshots = hubenv.hf_cache / hub_cache.repo_folder(REPO) / "snapshots"
     assert [entry.parent.parent for entry in hubenv.snapshot_files(REPO)] == [snapshots]
     assert len(list(snapshots.iterdir())) == 1
+
+
+def test_rm_waiting_on_a_run_that_downloaded_its_model_removes_it_once_llama_cpp_has_it_open(
+        hubenv: HubEnv, tmp_path: Path) -> None:
+    """The run let go of the locks once it had fetched the model: rm removed it before the run checked its header,
+    and the run said 'error: ends-Q8_0.gguf: file not found (hint: check the path)' after 'sha256 verified'."""
+    from gguf_builders import tiny_model
+
+    hubenv.server.add_repo(REPO, {ONE: tiny_model(tmp_path / "tiny.gguf")})  # a model llama.cpp loads
+    run = _held_after_fetch(hubenv, tmp_path, ["run", "-m", f"{REPO}:Q8_0", "-n", "4", "--temp", "0", "hi"])
+    rm = _rm(f"{REPO}:Q8_0", hubenv)
+    _, rm_err = rm.communicate(timeout=60)
+    _, run_err = run.communicate(timeout=60)
+    assert run.returncode == 0 and "error" not in run_err, run_err
+    assert rm.returncode == 0 and rm_err.decode().startswith(f"localgen: removed {REPO}:Q8_0"), rm_err
+    assert hubenv.snapshot_files(REPO) == [] and hubenv.blobs(REPO) == []
