@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from hub_server import HubEnv, make_gguf_bytes
@@ -78,6 +78,35 @@ def _removed_once_linked(monkeypatch: pytest.MonkeyPatch, name: str, reference: 
     return removed
 
 
+PULL_S = 20  # a pull that fetches again what rm removed and has not ended by then waits on a lock of its own
+T = TypeVar("T")
+
+
+def _ended_within_bound(pull: Callable[[], T]) -> T:
+    """What pull gives, run in a thread of this process, failing where it has not ended within PULL_S (it would wait
+    for good on a lock this process holds, where a daemon thread keeps it from holding up the tests' end)."""
+    ended: list[T | BaseException] = []
+
+    def pulled() -> None:
+        try:
+            ended.append(pull())
+        except BaseException as exc:  # raised in the test's thread below
+            ended.append(exc)
+
+    thread = threading.Thread(target=pulled, daemon=True)
+    thread.start()
+    thread.join(PULL_S)
+    assert ended, f"the pull had not ended after {PULL_S} s"
+    if isinstance(ended[0], BaseException):
+        raise ended[0]
+    return ended[0]
+
+
+def _pulled_within_bound(quant: str) -> list[Path]:
+    """REPO:quant pulled as hub.download_model pulls it, within PULL_S."""
+    return _ended_within_bound(lambda: hub.download_model(REPO, quant=quant, filename=None, quiet=True))
+
+
 def _whole(hubenv: HubEnv, paths: list[Path], names: list[str]) -> None:
     """The pull's paths are the model's files, there, and the only entries of REPO's snapshot."""
     assert [p.name for p in paths] == names and all(p.is_file() for p in paths)
@@ -141,7 +170,7 @@ def test_a_split_model_removed_as_the_pull_checks_its_shards_is_downloaded_again
     failed with 'ends-Q4_K_M-00001-of-00002.gguf: file not found' and left nothing."""
     _pulled_first_shard(hubenv, monkeypatch)
     removed = _removed_as_shards_are_read(monkeypatch, 1)
-    paths = hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    paths = _pulled_within_bound("Q4_K_M")
     assert removed == [f"{REPO}:Q4_K_M"]
     _whole(hubenv, paths, [S1, S2])
     err = capfd.readouterr().err
@@ -155,7 +184,7 @@ def test_a_split_model_removed_once_the_pull_linked_its_last_shard_is_downloaded
     pull failed with 'ends-Q4_K_M-00002-of-00002.gguf: file not found'."""
     _pulled_first_shard(hubenv, monkeypatch)
     removed = _removed_once_linked(monkeypatch, S2, f"{REPO}:Q4_K_M")
-    paths = hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
+    paths = _pulled_within_bound("Q4_K_M")
     assert removed == [f"{REPO}:Q4_K_M"]
     _whole(hubenv, paths, [S1, S2])
     err = capfd.readouterr().err
@@ -171,7 +200,7 @@ def test_a_single_file_removed_once_the_pull_linked_it_is_downloaded_again(
     _serve(hubenv)
     monkeypatch.setattr(blob_locks, "HELD_WAIT_S", 0.0)
     removed = _removed_once_linked(monkeypatch, ONE, f"{REPO}:Q8_0")
-    (path,) = hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
+    (path,) = _pulled_within_bound("Q8_0")
     assert removed == [f"{REPO}:Q8_0"] and path.is_file()
     assert f"localgen: {REPO}/{ONE} was removed as this pull ended; it was downloaded again\n" in capfd.readouterr().err
 
@@ -190,7 +219,7 @@ def test_a_pull_whose_model_is_removed_each_time_it_is_downloaded_again_gives_up
 
     removed = _removed_as_shards_are_read(monkeypatch, hub.REMOVALS_AT_MOST, by_hand)
     capfd.readouterr()
-    code = run_app(app, ["pull", f"{REPO}:Q4_K_M"])
+    code = _ended_within_bound(lambda: run_app(app, ["pull", f"{REPO}:Q4_K_M"]))
     err = capfd.readouterr().err
     assert len(removed) == hub.REMOVALS_AT_MOST and code == 1, err
     assert err.endswith(f"localgen: error: {REPO}/{S1} was removed {hub.REMOVALS_AT_MOST} times as this pull fetched "
