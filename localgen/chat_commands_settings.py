@@ -34,8 +34,9 @@ def system_command(state: ChatState, argument: str) -> None:
         return
     text = _unquoted(unwrap_block(argument))  # a triple-quoted block, as Ollama's /set system takes
     if asks_for_no_system_prompt(argument):  # "none" or "off" quoted is the word itself
+        had_one = session.conversation.system is not None
         session.set_system(None)
-        console.say(system_prompt_line(session, cleared=True))
+        console.say(system_prompt_line(session, cleared=had_one))  # none was set: it says there is none
     elif not text:  # "" or '', as -s "" gives: an empty one, not the template's own
         session.set_system("")
         console.say(f"system prompt set: {EMPTY_SYSTEM}")
