@@ -3,6 +3,7 @@ gives."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 
@@ -57,7 +58,10 @@ class SessionSettings:
             else:
                 self.sampling = self.sampling.with_value(key, value)
         except UsageError as exc:
-            raise UsageError(exc.message, hint=f"{exc.hint or 'see /show'}: /set {key} VALUE") from None
+            message = exc.message
+            if isinstance(value, float) and math.isinf(value):  # 1e400 is read as inf: said as typed
+                message = message.replace(f" {value} ", f" {raw.strip()} ", 1)
+            raise UsageError(message, hint=f"{exc.hint or 'see /show'}: /set {key} VALUE") from None
         return key
 
     def chose_in_chat(self, key: str) -> None:

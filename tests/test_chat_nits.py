@@ -27,3 +27,14 @@ def test_system_none_where_none_was_set_says_there_is_none(tmp_path: Path) -> No
     finally:
         _stop(chat)
 
+
+def test_set_of_a_value_too_large_for_a_float_says_it_as_typed(tmp_path: Path) -> None:
+    """/set temperature 1e400 says 1e400 is out of range, as typed (it said inf, the float it reads as)."""
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "5")
+    try:
+        said = chat.command_words("/set temperature 1e400", "temperature 1e400 is out of range")
+        assert "inf" not in said, said
+        chat.command("/set temperature", "temperature = 0")
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
