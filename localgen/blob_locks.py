@@ -7,6 +7,7 @@ it found there without making it again, and fails where it was deleted meanwhile
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
@@ -24,7 +25,8 @@ LOCK_FILE_MODE = 0o664  # huggingface_hub's, so that other users sharing the cac
 @dataclass
 class Waited:
     """The blobs whose locks another process held as a repo's blob locks were taken (waited for), those of them still
-    held once the wait ran out (gone ahead without), and the process that held the first where known."""
+    held once the wait ran out and when looked at again once the others were taken (gone ahead without), and the
+    process that held the first where known."""
 
     blobs: list[str] = field(default_factory=list)
     given_up: list[str] = field(default_factory=list)
@@ -53,6 +55,13 @@ def holding_blob_locks(repo: str, blobs: Collection[str], *, refuse: Callable[[]
             if fd is not None:
                 held[lock] = fd
                 hub_cache.LOCKS_HELD_HERE.add(lock)  # this process's own checks take it for no download's
+        for blob in list(waited.given_up):  # let go since rm gave up on it (a pull that ended): taken after all
+            lock = hub_cache.blob_lock_path(repo, blob)
+            fd = locked_descriptor(lock, functools.partial(_opened, lock), wait_s=0.0, poll_s=LOCK_POLL_S)
+            if fd is not None:
+                waited.given_up.remove(blob)
+                held[lock] = fd
+                hub_cache.LOCKS_HELD_HERE.add(lock)
         yield waited
     finally:
         for lock, fd in held.items():
