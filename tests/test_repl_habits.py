@@ -205,7 +205,7 @@ def test_other_tools_commands_get_localgen_s_name_and_a_bare_exit_leaves(tmp_pat
         assert f"`ln -sf /dev/null {history}` keeps none" in answer, "the command to type, its path quoted"
         assert "did you mean" not in chat.command("/frobnicate", "/help lists the commands")
         cleared = " ".join(chat.command_words("/system none", '/system "" leaves it out)').split())
-        assert "system prompt cleared; the chat template adds its own: 'You are a helpful AI assistant named " \
+        assert "no system prompt set; the chat template adds its own: 'You are a helpful AI assistant named " \
                "SmolLM" in cleared, "what the model gets now, as /system alone says it"
         shown = chat.command("/show system", "/system TEXT replaces it")  # SmolLM2's template adds one
         assert "the chat template adds its own: 'You are a helpful AI assistant named SmolLM" in shown, shown
