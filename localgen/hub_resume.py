@@ -212,11 +212,9 @@ def in_made_folder(folder: Path, write: Callable[[], T], *, source: Path | None 
 
 def _get(repo: str, revision: str, f: HubFile, handle: BinaryIO, display: Display) -> int:
     """GET the rest of the file (a Range request from handle's position) and append it; huggingface_hub's http_get
-    retries a dropped connection from where it stopped, and starts over where the server sends the whole file. The
-    bytes received."""
+    retries a dropped connection from where it stopped, and starts over where the server sends the whole file, as
+    this does where it refuses the Range (HTTP 416: its file ends at or before the part's end). The bytes received."""
     from huggingface_hub import hf_hub_url
-    from huggingface_hub.file_download import http_get
-    from huggingface_hub.utils import build_hf_headers
 
     done = handle.tell()
     what = f"{repo}/{f.filename}"
@@ -226,8 +224,17 @@ def _get(repo: str, revision: str, f: HubFile, handle: BinaryIO, display: Displa
     url = hf_hub_url(repo, f.filename, revision=revision, endpoint=hub_endpoint())
     try:
         with _read_in_pieces_of(DOWNLOAD_PIECE):
-            http_get(url, handle, resume_size=done, headers=build_hf_headers(), expected_size=f.size,
-                     displayed_filename=f.name, tqdm_class=_bar(display, done, what, restarted))
+            try:
+                _http_get(url, f, handle, done, _bar(display, done, what, restarted))
+            except Exception as exc:
+                if not done or getattr(getattr(exc, "response", None), "status_code", None) != 416:
+                    raise
+                console.say(console.one_line(f"localgen: {hub_endpoint()} refused to resume {what} at "
+                                             f"{binary_size(done)} (HTTP 416); downloading it from the start"))
+                restarted.append(True)
+                handle.seek(0)
+                handle.truncate()
+                _http_get(url, f, handle, 0, _bar(display, 0, what, restarted))
     except OSError as exc:
         if "Consistency check failed" not in str(exc):  # the body ended whole, of another size than the listing's
             raise
@@ -235,19 +242,25 @@ def _get(repo: str, revision: str, f: HubFile, handle: BinaryIO, display: Displa
     return f.size if restarted else f.size - done
 
 
-def _size_error(what: str, size: int, ended_at: int, resumed_at: int) -> HubError:
+def _http_get(url: str, f: HubFile, handle: BinaryIO, done: int, bar: type) -> None:
+    """huggingface_hub's http_get of the file from byte done on (a Range request where done > 0), into handle."""
+    from huggingface_hub.file_download import http_get
+    from huggingface_hub.utils import build_hf_headers
+
+    http_get(url, handle, resume_size=done, headers=build_hf_headers(), expected_size=f.size,
+             displayed_filename=f.name, tqdm_class=bar)
+
+
+def _size_error(what: str, size: int, ended_at: int, resumed_at: int) -> ChecksumMismatch:
     """The error for a body that ended whole at another size than the listing's (at ended_at bytes of the part, whose
-    first resumed_at bytes an earlier download received): one longer than the file is no part of it (a
-    ChecksumMismatch, whose part is deleted); a shorter one is a part to resume, whose sha256 is checked once
-    whole."""
-    sent = f"{hub_endpoint()} sent {ended_at - resumed_at:,} bytes of it" + (
+    first resumed_at bytes an earlier download received): httpx refuses a body cut short of its own Content-Length, so
+    it ended where the server's file does, and the part (deleted, as a ChecksumMismatch's) is none that a pull from
+    that server could complete."""
+    sent = f"it sent {ended_at - resumed_at:,} bytes" + (
         f" after the {resumed_at:,} received before" if resumed_at else "")
-    if ended_at > size:
-        return ChecksumMismatch(f"{what}: {sent}, and its listing says {size:,}",
-                                hint=f"run the command again; if it fails again, the Hub mirror or a proxy "
-                                     f"({hub_endpoint()}) is serving bad data")
-    return HubError(f"the download of {what} ended early: {sent}, {ended_at:,} of the {size:,} its listing says",
-                    hint="run the command again")
+    return ChecksumMismatch(f"{what}: {hub_endpoint()} serves a file of {ended_at:,} bytes ({sent}), and its listing "
+                            f"says {size:,}", hint=f"run the command again; if it fails again, the Hub mirror or a "
+                                                   f"proxy ({hub_endpoint()}) is serving bad data")
 
 
 @contextlib.contextmanager

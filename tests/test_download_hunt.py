@@ -42,29 +42,51 @@ def test_a_file_served_longer_than_the_listing_gives_is_refused_and_its_part_del
         hub.fetch_model(model, quiet=True)
     error = raised.value
     before = f" after the {kept:,} received before" if kept else ""
-    assert error.message == f"{REPO}/{NAME}: {hubenv.server.url} sent {2_500_000 - kept:,} bytes of it{before}, and " \
-                            "its listing says 2,000,000; the corrupt download was deleted", error.message
+    assert error.message == f"{REPO}/{NAME}: {hubenv.server.url} serves a file of 2,500,000 bytes (it sent " \
+                            f"{2_500_000 - kept:,} bytes{before}), and its listing says 2,000,000; the corrupt " \
+                            "download was deleted", error.message
     assert error.hint == f"run the command again; if it fails again, the Hub mirror or a proxy ({hubenv.server.url}) " \
                          "is serving bad data"
     assert hubenv.blobs(REPO) == [] and not part.exists()
 
 
-def test_a_body_that_ends_early_keeps_its_part_for_the_next_pull_to_resume(hubenv: HubEnv) -> None:
-    """A valid part of 1,500,000 bytes, resumed by a body that ended cleanly at 1,800,000 of 2,000,000, was deleted
-    as corrupt ('sent 1,800,000 bytes of it', the whole part), and the next pull fetched all 2,000,000 bytes again."""
-    model, part = _listed_and_served(hubenv, LISTED[:1_800_000], kept=1_500_000)
+@pytest.mark.parametrize("kept", [0, 1_500_000, 1_800_000], ids=["new", "resumed", "all-it-serves"])
+def test_a_file_served_shorter_than_the_listing_gives_is_refused_by_every_pull_and_its_part_deleted(
+        hubenv: HubEnv, kept: int) -> None:
+    """A body that ended whole short of the listing kept its part for the next pull to resume, which the server
+    refused (HTTP 416, its file ending there) with the hint still saying the next pull resumes, pull after pull."""
+    model, part = _listed_and_served(hubenv, LISTED[:1_800_000], kept=kept)
+    refused = kept == 1_800_000  # a part an earlier pull kept: the Range from its end is refused (HTTP 416)
+    kept = 0 if refused else kept
+    for force in (False, False, True):
+        with pytest.raises(ChecksumMismatch) as raised:
+            hub.fetch_model(model, quiet=True, force=force)
+        error = raised.value
+        sent = f"{1_800_000 - kept:,} bytes after the {kept:,} received before" if kept else "1,800,000 bytes"
+        assert error.message == f"{REPO}/{NAME}: {hubenv.server.url} serves a file of 1,800,000 bytes (it sent " \
+                                f"{sent}), and its listing says 2,000,000; the corrupt download was deleted", \
+            error.message
+        assert "resumes" not in (error.hint or "") and not part.exists() and hubenv.blobs(REPO) == []
+        kept = 0
+    assert hubenv.server.count("GET", NAME) == 3 + refused
+
+
+def test_a_body_cut_by_a_dropped_connection_keeps_its_part_for_the_next_pull_to_resume(hubenv: HubEnv) -> None:
+    """A part of 1,500,000 right bytes, resumed by a body that the connection cut at 1,700,000 of 2,000,000 (within a
+    piece, so none of it is written), is kept, and the next pull fetches only the 500,000 bytes left."""
+    model, part = _listed_and_served(hubenv, LISTED, kept=1_500_000)
+    hubenv.server.abort_after[(REPO, NAME)] = 1_700_000
+    hubenv.server.down_after_abort = True
     with pytest.raises(HubError) as raised:
         hub.fetch_model(model, quiet=True)
-    error = raised.value
-    assert not isinstance(error, ChecksumMismatch)
-    assert error.message == f"the download of {REPO}/{NAME} ended early: {hubenv.server.url} sent 300,000 bytes of " \
-                            "it after the 1,500,000 received before, 1,800,000 of the 2,000,000 its listing says"
-    assert error.hint == "run the command again; the 1.7 MiB received are kept: the next pull resumes from there"
-    assert part.stat().st_size == 1_800_000
-    hubenv.server.repos[REPO].files[NAME] = LISTED
+    assert not isinstance(raised.value, ChecksumMismatch)
+    assert (raised.value.hint or "").endswith("the 1.4 MiB received are kept: the next pull resumes from there"), \
+        raised.value.hint
+    assert part.stat().st_size == 1_500_000
+    hubenv.server.down = False
     hubenv.server.bytes_sent.clear()
     (path,) = hub.fetch_model(model, quiet=True)
-    assert path.read_bytes() == LISTED and hubenv.server.bytes_sent == {(REPO, NAME): 200_000}
+    assert path.read_bytes() == LISTED and hubenv.server.bytes_sent == {(REPO, NAME): 500_000}
 
 
 @pytest.mark.parametrize("force", [False, True], ids=["new", "force"])
