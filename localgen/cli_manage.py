@@ -48,13 +48,13 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
     from localgen.registry import load_registry
 
     registry = load_registry(settings().user_registry)
-    default, parts = default_in_listing(registry), partial_downloads(registry)
+    refused: list[PermissionError] = []  # the cache's places not to be read: warned of, the rest listed
+    default, parts = default_in_listing(registry), partial_downloads(registry, refused=refused)
     if default == (None, None) and (refusal := default_refusal(registry)) is not None:  # no row to star: said
         console.warn(refusal)
     if all_models:
-        _list_all(registry, default, parts, json_output=json_output)
+        _list_all(registry, default, parts, refused, json_output=json_output)
         return
-    refused: list[PermissionError] = []  # the cache's places not to be read: warned of, the rest listed
     models = list_models(registry, folders=repo_folders(refused=refused), refused=refused)
     console.warn_each(unread_cache_warnings(refused))
     marked = _default_index(models, default)
@@ -145,14 +145,15 @@ def _source(model: CachedModel) -> str:
     return f"{model.source} (unverified)" if model.source == SOURCE_HUB and not model.verified else model.source
 
 
-def _list_all(registry: Registry, default: DefaultRow, parts: list[PartialDownload], *, json_output: bool) -> None:
+def _list_all(registry: Registry, default: DefaultRow, parts: list[PartialDownload], refused: list[PermissionError],
+              *, json_output: bool) -> None:
     """Print every downloaded model and every registry entry, each marked downloaded or not (the default starred),
-    and the models a stopped pull kept a part of."""
+    and the models a stopped pull kept a part of (refused: the cache's places found not to be read so far, warned of
+    with the others)."""
     from localgen import console
     from localgen.catalog import ListedModel, list_all_models
     from localgen.hub_errors import unread_cache_warnings
 
-    refused: list[PermissionError] = []
     rows = list_all_models(registry, refused=refused)
     console.warn_each(unread_cache_warnings(refused))
     listed = {r.name for r in rows if r.model is None or r.model.source == "hub"}

@@ -17,7 +17,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -356,8 +356,8 @@ def cached_gguf_files(*, dangling: bool = False, folders: RepoFolders | None = N
                       refused: list[PermissionError] | None = None) -> list[CachedHubFile]:
     """Every GGUF file in the local Hugging Face cache's model snapshots (dangling: also links to data deleted by
     hand, with size 0, which only removal wants; folders: the cache's repo folders as a listing read them, else they
-    are read now). A repo's snapshots folder its permissions keep from being read raises PermissionError, or, where
-    refused is given, is added to it (for a listing to warn of) and passed over."""
+    are read now). A place of a repo its permissions keep from being read (its folder, its snapshots, its blobs) raises
+    PermissionError, or, where refused is given, is added to it (for a listing to warn of) and passed over."""
     root = hub_cache_dir()
     folders = repo_folders() if folders is None else folders
     found: list[CachedHubFile] = []
@@ -373,20 +373,33 @@ def cached_gguf_files(*, dangling: bool = False, folders: RepoFolders | None = N
             for path in sorted(snapshot.rglob("*")):
                 if path.suffix.lower() != ".gguf":
                     continue
-                filename = path.relative_to(snapshot).as_posix()
-                if not path.is_file():
-                    if dangling and path.is_symlink() and not path.exists():
-                        found.append(CachedHubFile(repo=repo, filename=filename, revision=snapshot.name, path=path,
-                                                   blob=blob_of(path), size=0, sha256=None, verified=False))
+                try:
+                    cached = _cached_file(repo, snapshot, path, expected.get if listed else None, dangling=dangling)
+                except PermissionError as exc:
+                    if refused is None:
+                        raise
+                    refused.append(exc)
                     continue
-                sha = expected.get(filename) if listed else recorded_sha256(path)
-                found.append(CachedHubFile(
-                    repo=repo, filename=filename, revision=snapshot.name, path=path,
-                    blob=blob_of(path), size=path.stat().st_size, sha256=sha,
-                    verified=_verified(path, sha, listed=True) if listed else sha is not None))
+                if cached is not None:
+                    found.append(cached)
     return found
 
 
+def _cached_file(repo: str, snapshot: Path, path: Path, listed_sha256: Callable[[str], str | None] | None, *,
+                 dangling: bool) -> CachedHubFile | None:
+    """The snapshot entry at path as a CachedHubFile (listed_sha256: the sha256 of a file by name, where the snapshot
+    is the listed commit's), None where it is no file (dangling: a link to data deleted by hand is one, of size 0);
+    PermissionError where its permissions (its blob's folder's) keep it from being looked at."""
+    filename = path.relative_to(snapshot).as_posix()
+    if not path.is_file():
+        if dangling and path.is_symlink() and not path.exists():
+            return CachedHubFile(repo=repo, filename=filename, revision=snapshot.name, path=path, blob=blob_of(path),
+                                 size=0, sha256=None, verified=False)
+        return None
+    sha = listed_sha256(filename) if listed_sha256 is not None else recorded_sha256(path)
+    verified = _verified(path, sha, listed=True) if listed_sha256 is not None else sha is not None
+    return CachedHubFile(repo=repo, filename=filename, revision=snapshot.name, path=path, blob=blob_of(path),
+                         size=path.stat().st_size, sha256=sha, verified=verified)
 
 
 def _snapshots(repo_dir: Path, refused: list[PermissionError] | None) -> list[Path]:

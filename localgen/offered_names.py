@@ -56,14 +56,15 @@ def models_removable(typed: str = "") -> list[str]:
 
 
 def _listed_models() -> tuple[list[ListedModel], Registry | None]:
-    """The rows of `models list --all` and the registry they come of; none where they cannot be listed."""
+    """The rows of `models list --all` and the registry they come of (not those of the places of the Hugging Face
+    cache its permissions keep from being read: the listing warns of them); none where they cannot be listed."""
     from localgen.catalog import list_all_models
     from localgen.config import settings
     from localgen.registry import load_registry
 
     try:
         registry = load_registry(settings().user_registry)
-        return list_all_models(registry), registry
+        return list_all_models(registry, refused=[]), registry
     except Exception:  # a completion offers nothing rather than fail
         return [], None
 

@@ -29,10 +29,12 @@ class PartialDownload:
     running: bool  # a pull is writing a part of it now
 
 
-def partial_downloads(registry: Registry) -> list[PartialDownload]:
-    """Every model of which a pull kept a part to resume, as localgen last listed its repo, by name."""
+def partial_downloads(registry: Registry, *, refused: list[PermissionError] | None = None) -> list[PartialDownload]:
+    """Every model of which a pull kept a part to resume, as localgen last listed its repo, by name (a repo folder its
+    permissions keep from being read holds none: where refused is given, the refusal is added to it, for a listing to
+    warn of)."""
     found = []
-    for repo in _repos_with_parts():
+    for repo in _repos_with_parts(refused):
         listing = hub_cache.load_listing(repo)
         if listing is None:  # no pull of it listed the repo here: not a part localgen resumes
             continue
@@ -47,8 +49,9 @@ def partial_downloads(registry: Registry) -> list[PartialDownload]:
     return sorted(found, key=lambda p: p.name.lower())
 
 
-def _repos_with_parts() -> list[str]:
-    """The repos in the cache whose blobs folder holds a resumable part (ETAG.incomplete)."""
+def _repos_with_parts(refused: list[PermissionError] | None) -> list[str]:
+    """The repos in the cache whose blobs folder holds a resumable part (ETAG.incomplete); a repo folder its
+    permissions keep from being entered is passed over (added to refused where given)."""
     try:
         folders = sorted(p for p in hub_cache.hub_cache_dir().iterdir() if p.name.startswith("models--"))
     except OSError:
@@ -56,8 +59,12 @@ def _repos_with_parts() -> list[str]:
     repos = []
     for folder in folders:
         parts = folder.name.split("--")
-        if len(parts) == 3 and any(p.name.count(".") == 1 for p in (folder / "blobs").glob("*.incomplete")):
-            repos.append(f"{parts[1]}/{parts[2]}")
+        try:
+            if len(parts) == 3 and any(p.name.count(".") == 1 for p in (folder / "blobs").glob("*.incomplete")):
+                repos.append(f"{parts[1]}/{parts[2]}")
+        except PermissionError as exc:
+            if refused is not None:
+                refused.append(exc)
     return repos
 
 

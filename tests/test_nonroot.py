@@ -391,13 +391,13 @@ def test_blobs_folder_that_cannot_be_entered_is_named_not_the_snapshot_link_lead
         hub: tuple[HubServer, dict[str, str]]) -> None:
     """A repo's blobs folder that may not be entered: each command names that folder as the Hugging Face cache's that
     refuses, with the hint to set HF_HUB_CACHE, where it named the snapshot's link, whose folders above it could all
-    be entered, and hinted to check their permissions."""
+    be entered, and hinted to check their permissions (the listing warns of it: test_nonroot_mend)."""
     env, repo_folder = _hub_cache_not_to_be_entered(hub)
     blobs = repo_folder / "blobs"
     blobs.chmod(0)
     try:
         done = [run_unprivileged_in(env, *args) for args in (
-            ("models",), ("models", "show", "acme/Tiny-GGUF:Q8_0"), ("run", "-m", "acme/Tiny-GGUF:Q8_0", "Hi"),
+            ("models", "show", "acme/Tiny-GGUF:Q8_0"), ("run", "-m", "acme/Tiny-GGUF:Q8_0", "Hi"),
             ("pull", "acme/Tiny-GGUF:Q8_0"), ("fit", "acme/Tiny-GGUF"),
             ("models", "rm", "--yes", "acme/Tiny-GGUF:Q8_0"))]
     finally:

@@ -1,0 +1,62 @@
+"""localgen where file permissions bind, more of it: places of the Hugging Face cache a listing cannot read, files
+whose mode a rewrite keeps, a prompt cache folder that cannot be listed, and files in a folder where only their owner
+may replace them (commands run as test_nonroot runs them: as root without capabilities, or as another user)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.hub_server import HubServer, make_gguf_bytes, run_cli
+from tests.test_nonroot import run_unprivileged_in
+
+OTHER = "acme/Other-GGUF"
+
+
+def _two_repos_pulled(hub: tuple[HubServer, dict[str, str]]) -> tuple[dict[str, str], Path]:
+    """The loopback Hub's environment once acme/Tiny-GGUF:Q8_0 and acme/Other-GGUF:Q8_0 are pulled, and the cache's
+    folder of the first (to take the permissions of a place in it away)."""
+    server, env = hub
+    server.add_repo("acme/Tiny-GGUF", {"tiny.Q8_0.gguf": make_gguf_bytes("q8")})
+    server.add_repo(OTHER, {"other.Q8_0.gguf": make_gguf_bytes("q8", 70_000)})
+    for reference in ("acme/Tiny-GGUF:Q8_0", f"{OTHER}:Q8_0"):
+        pulled = run_cli(env, "pull", reference)
+        assert pulled.returncode == 0, pulled.stderr
+    return env, Path(env["HF_HUB_CACHE"]) / "models--acme--Tiny-GGUF"
+
+
+def _unread_warning(place: Path) -> str:
+    """A listing's warning of a place of the Hugging Face cache it cannot read."""
+    return f"localgen: warning: cannot read the Hugging Face cache ({place}): Permission denied; the models there " \
+        "are not listed (hint: set HF_HUB_CACHE (or HF_HOME) to a folder you can write to, or fix its permissions)\n"
+
+
+def _listings_and_completion(env: dict[str, str], walled: Path) -> list[tuple[str, str, int]]:
+    """stdout, stderr and exit code of `models`, `models --all` and the shell's completion of `run -m `, walled's
+    permissions taken away as they run."""
+    completion = {**env, "_LOCALGEN_COMPLETE": "complete_zsh", "_TYPER_COMPLETE_ARGS": "localgen run -m "}
+    walled.chmod(0)
+    try:
+        done = [run_unprivileged_in(env, "models"), run_unprivileged_in(env, "models", "--all"),
+                run_unprivileged_in(completion)]
+    finally:
+        walled.chmod(0o755)
+    return [(command.stdout, command.stderr, command.returncode) for command in done]
+
+
+@pytest.mark.parametrize("place", ["repo", "blobs"])
+def test_listing_where_a_repo_or_its_blobs_cannot_be_entered_warns_and_lists_the_rest(
+        hub: tuple[HubServer, dict[str, str]], place: str) -> None:
+    """A repo folder of the Hugging Face cache (models--ORG--NAME), or its blobs, that may not be entered: `models` and
+    `models --all` warn that it cannot be read, naming it, and list the rest (the bundled model, the other repo's),
+    exit 0, where both failed, exit 1; the completion of -m offers the rest, where it offered nothing."""
+    env, repo_folder = _two_repos_pulled(hub)
+    walled = repo_folder if place == "repo" else repo_folder / "blobs"
+    (listed, listed_warning, listed_code), (every, every_warning, every_code), (offered, _, offered_code) = \
+        _listings_and_completion(env, walled)
+    assert (listed_code, every_code, offered_code) == (0, 0, 0), listed_warning + every_warning
+    assert listed_warning == every_warning == _unread_warning(walled)
+    for stdout in (listed, every, offered):
+        assert "smollm2-135m" in stdout and f"{OTHER}:Q8_0" in stdout, stdout
+        assert "Tiny-GGUF" not in stdout, stdout
