@@ -103,11 +103,12 @@ def blamed_on_default(exc: GGUFError) -> GGUFError:
                      hint=f"{exc.hint}; or {change}" if exc.hint else change, exit_code=exc.exit_code)
 
 
-def default_in_listing(registry: Registry) -> DefaultRow:
+def default_in_listing(registry: Registry, refused: list[PermissionError]) -> DefaultRow:
     """How `models list` finds the model run and chat use without -m among its rows: by the entry's name where the
     default is an entry's name alone, by its path where it is a path (the row of that file named by it, not an
     entry's that names the file too: a run by the path takes none of the entry's settings), else by its file, found
-    without the network ((None, None): not here, or a [defaults] model that names no model)."""
+    without the network ((None, None): not here, or a [defaults] model that names no model, or one in a place of the
+    Hugging Face cache its permissions keep from being read, added to refused for the listing to warn of)."""
     try:
         ref = registry.reference(registry.default_reference())
         if ref.name is not None and ref.quant is None:
@@ -116,6 +117,9 @@ def default_in_listing(registry: Registry) -> DefaultRow:
             return str(ref.path), None
         return None, _here(registry, ref, registry.spec_for(ref))
     except LocalgenError:
+        return None, None
+    except PermissionError as exc:
+        refused.append(exc)
         return None, None
 
 

@@ -60,3 +60,19 @@ def test_listing_where_a_repo_or_its_blobs_cannot_be_entered_warns_and_lists_the
     for stdout in (listed, every, offered):
         assert "smollm2-135m" in stdout and f"{OTHER}:Q8_0" in stdout, stdout
         assert "Tiny-GGUF" not in stdout, stdout
+
+
+def test_listing_where_the_default_models_snapshots_cannot_be_entered_warns_and_lists_the_rest(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """The default model's repo (models default ORG/REPO:QUANT) whose snapshots folder may not be entered: `models`
+    and `models --all` warn that it cannot be read and list the rest, exit 0, where both failed, exit 1."""
+    env, repo_folder = _two_repos_pulled(hub)
+    made_default = run_cli(env, "models", "default", "acme/Tiny-GGUF:Q8_0")
+    assert made_default.returncode == 0, made_default.stderr
+    snapshots = repo_folder / "snapshots"
+    (listed, listed_warning, listed_code), (every, every_warning, every_code), _ = \
+        _listings_and_completion(env, snapshots)
+    assert (listed_code, every_code) == (0, 0), listed_warning + every_warning
+    assert listed_warning == every_warning == _unread_warning(snapshots)
+    for stdout in (listed, every):
+        assert "smollm2-135m" in stdout and f"{OTHER}:Q8_0" in stdout, stdout
