@@ -135,14 +135,14 @@ def default_refusal(registry: Registry) -> str | None:
 
 def default_here(registry: Registry, *, whatever_pin: bool = False) -> Path | None:
     """The file run and chat load without -m where it is here, found without the network (None: not here, or a
-    [defaults] model that names no model); whatever_pin: a download its entry's pin refuses counts too (the copy
-    models rm removes)."""
+    [defaults] model that names no model, or one in a place of the Hugging Face cache its permissions keep from being
+    read); whatever_pin: a download its entry's pin refuses counts too (the copy models rm removes)."""
     try:
         ref = registry.reference(registry.default_reference())
         if ref.path is not None:  # own_file_problem: is_file() raises for a name too long
             return ref.path if own_file_problem(ref.path) is None else None
         return _here(registry, ref, registry.spec_for(ref), whatever_pin=whatever_pin)
-    except LocalgenError:
+    except (LocalgenError, PermissionError):
         return None
 
 

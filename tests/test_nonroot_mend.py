@@ -76,3 +76,23 @@ def test_listing_where_the_default_models_snapshots_cannot_be_entered_warns_and_
     assert listed_warning == every_warning == _unread_warning(snapshots)
     for stdout in (listed, every):
         assert "smollm2-135m" in stdout and f"{OTHER}:Q8_0" in stdout, stdout
+
+
+@pytest.mark.parametrize("default", [False, True], ids=["other", "default"])
+def test_rm_of_a_model_beside_a_repo_whose_snapshots_cannot_be_entered_removes_it(
+        hub: tuple[HubServer, dict[str, str]], default: bool) -> None:
+    """models rm of a model where another repo's snapshots folder may not be entered (that of the default model too)
+    removes it, exit 0, where it failed saying the other repo's folder could not be used, and nothing was removed."""
+    env, repo_folder = _two_repos_pulled(hub)
+    if default:
+        assert run_cli(env, "models", "default", "acme/Tiny-GGUF:Q8_0").returncode == 0
+    snapshots = repo_folder / "snapshots"
+    snapshots.chmod(0)
+    try:
+        removed = run_unprivileged_in(env, "models", "rm", "--yes", f"{OTHER}:Q8_0")
+    finally:
+        snapshots.chmod(0o755)
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stderr.startswith(f"localgen: removed {OTHER}:Q8_0: freed "), removed.stderr
+    listed = run_cli(env, "models")
+    assert "acme/Tiny-GGUF:Q8_0" in listed.stdout and OTHER not in listed.stdout, listed.stdout
