@@ -370,9 +370,7 @@ def cached_gguf_files(*, dangling: bool = False, folders: RepoFolders | None = N
         expected = {f.filename: f.sha256 for f in listing.files} if listing else {}
         for snapshot in _snapshots(repo_dir, refused):
             listed = listing is not None and snapshot.name == listing.revision
-            for path in sorted(snapshot.rglob("*")):
-                if path.suffix.lower() != ".gguf":
-                    continue
+            for path in _gguf_entries(snapshot, refused):
                 try:
                     cached = _cached_file(repo, snapshot, path, expected.get if listed else None, dangling=dangling)
                 except PermissionError as exc:
@@ -383,6 +381,23 @@ def cached_gguf_files(*, dangling: bool = False, folders: RepoFolders | None = N
                 if cached is not None:
                     found.append(cached)
     return found
+
+
+def _gguf_entries(snapshot: Path, refused: list[PermissionError] | None) -> list[Path]:
+    """The entries named *.gguf in a snapshot folder and the folders in it (not through links), sorted; a folder its
+    permissions keep from being read raises PermissionError, or is added to refused where given and passed over."""
+    found: list[Path] = []
+
+    def unread(exc: OSError) -> None:
+        if not isinstance(exc, PermissionError):
+            return  # gone meanwhile: nothing of it to list
+        if refused is None:
+            raise exc
+        refused.append(exc)
+
+    for folder, subfolders, files in os.walk(snapshot, onerror=unread):
+        found += [Path(folder, name) for name in (*subfolders, *files) if Path(name).suffix.lower() == ".gguf"]
+    return sorted(found)
 
 
 def _cached_file(repo: str, snapshot: Path, path: Path, listed_sha256: Callable[[str], str | None] | None, *,

@@ -96,3 +96,26 @@ def test_rm_of_a_model_beside_a_repo_whose_snapshots_cannot_be_entered_removes_i
     assert removed.stderr.startswith(f"localgen: removed {OTHER}:Q8_0: freed "), removed.stderr
     listed = run_cli(env, "models")
     assert "acme/Tiny-GGUF:Q8_0" in listed.stdout and OTHER not in listed.stdout, listed.stdout
+
+
+def test_listing_where_a_commit_folder_cannot_be_read_warns_and_lists_the_rest(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """A snapshot's commit folder (snapshots/COMMIT) that may not be read: `models` and `models --all` warn that it
+    cannot be read, naming it, and list the rest, exit 0, where its models were passed over unsaid; models rm of its
+    model says it cannot be used, where it said the model was not in the cache."""
+    env, repo_folder = _two_repos_pulled(hub)
+    (commit,) = (repo_folder / "snapshots").iterdir()
+    (listed, listed_warning, listed_code), (every, every_warning, every_code), (offered, _, _) = \
+        _listings_and_completion(env, commit)
+    assert (listed_code, every_code) == (0, 0), listed_warning + every_warning
+    assert listed_warning == every_warning == _unread_warning(commit)
+    for stdout in (listed, every, offered):
+        assert "smollm2-135m" in stdout and f"{OTHER}:Q8_0" in stdout, stdout
+    commit.chmod(0)
+    try:
+        removed = run_unprivileged_in(env, "models", "rm", "--yes", "acme/Tiny-GGUF:Q8_0")
+    finally:
+        commit.chmod(0o755)
+    assert removed.returncode == 1
+    assert removed.stderr.startswith(f"localgen: error: cannot use the Hugging Face cache ({commit}): Permission "
+                                     "denied"), removed.stderr
