@@ -119,3 +119,23 @@ def test_listing_where_a_commit_folder_cannot_be_read_warns_and_lists_the_rest(
     assert removed.returncode == 1
     assert removed.stderr.startswith(f"localgen: error: cannot use the Hugging Face cache ({commit}): Permission "
                                      "denied"), removed.stderr
+
+
+def test_model_not_downloaded_beside_a_repo_whose_snapshots_cannot_be_entered_is_said_not_downloaded(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """A quant not downloaded of a repo whose other quant is, where another repo's snapshots folder may not be
+    entered: models show and an offline run say it is not downloaded, with the quants there are, where they said the
+    other repo's folder could not be used."""
+    env, repo_folder = _two_repos_pulled(hub)
+    snapshots = repo_folder / "snapshots"
+    snapshots.chmod(0)
+    try:
+        done = [run_unprivileged_in(env, "models", "show", f"{OTHER}:Q4_K_M"),
+                run_unprivileged_in({**env, "LOCALGEN_OFFLINE": "1"}, "run", "-m", f"{OTHER}:Q4_K_M", "Hi")]
+    finally:
+        snapshots.chmod(0o755)
+    for command in done:
+        assert command.returncode == 1
+        assert command.stderr.startswith(f"localgen: error: model '{OTHER}:Q4_K_M' is not downloaded, and {OTHER} "), \
+            command.stderr
+        assert "quants in this repo: Q8_0" in command.stderr
