@@ -79,8 +79,7 @@ def set_default_model(text: str, user_file: Path) -> tuple[str, bool]:
     target = user_file.resolve()
     if current is not None and b"\r\n" in target.read_bytes():  # read with its line ends made \n: written back
         changed = changed.replace("\n", "\r\n")
-    mode = target.stat().st_mode & 0o777 if current is not None else 0o644
-    atomic_write_text(target, changed, mode=mode)
+    atomic_write_text(target, changed, mode=0o644)  # (a file there keeps its own)
     return setting, here
 
 

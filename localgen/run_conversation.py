@@ -60,15 +60,19 @@ def open_conversation(name: str | None) -> Continued:
 
 def _check_saveable(conversation: Conversation) -> None:
     """Refuse, before the model loads and any input is waited for, a conversation whose folder cannot be written to
-    (another user's, a read-only mount), where its answer could not be saved (one saved through a link of its name
-    is saved where that leads)."""
-    from localgen.conversation_store import conversations_dir, saved_path
-    from localgen.storage import check_writable
+    (another user's, a read-only mount) or whose file cannot be replaced (read-only, another user's in a sticky
+    folder), where its answer could not be saved (one saved through a link of its name is saved where that leads)."""
+    import os
+    from pathlib import Path
 
-    if saved_path(conversation.name).is_symlink():
-        return
+    from localgen.conversation_store import conversations_dir, saved_path
+    from localgen.storage import check_replaceable, check_writable
+
+    path = saved_path(conversation.name)
     try:
-        check_writable(conversations_dir())
+        if not path.is_symlink():
+            check_writable(conversations_dir())
+        check_replaceable(Path(os.path.realpath(path)))
     except LocalgenError as exc:
         raise LocalgenError(f"conversation '{conversation.name}' cannot be saved: {exc.message}",
                             hint=exc.hint) from exc

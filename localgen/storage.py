@@ -8,6 +8,7 @@ import errno
 import os
 import re
 import secrets
+import shlex
 import stat
 import tempfile
 import time
@@ -34,8 +35,9 @@ TEMP_TRIES = 5  # a new temp file a sweep held locked (or deleted) as it was mad
 def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[bytes | bytearray | memoryview, ...],
                        *, mode: int = 0o600, replace: bool = True, replace_if: Callable[[], bool] | None = None
                        ) -> bool:
-    """Write data to path through a temp file, fsync and rename (private to the user unless mode says otherwise);
-    return whether it was written.
+    """Write data to path through a temp file, fsync and rename; return whether it was written. A file there keeps its
+    mode (a user's chmod outlives the rewrite), and one the user may not write (made read-only: mode 444, another
+    user's) is refused, left as it is; a new file gets mode (private to the user unless it says otherwise).
 
     data may be a tuple of parts, written one after the other (no joined copy of a large buffer is made).
     replace=False never overwrites: FileExistsError is raised when path exists, and nothing is written.
@@ -44,6 +46,8 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
     """
     tmp_name: str | None = None
     fd: int | None = None
+    if replace:
+        mode = check_replaceable(path, mode)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name, locked = new_temp_file(path)
@@ -81,6 +85,46 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
                 os.unlink(tmp_name)
         if fd is not None:
             os.close(fd)  # its lock goes once its name is gone: no sweep ever finds a write under way free
+
+
+def check_replaceable(path: Path, mode: int = 0o600) -> int:
+    """The mode a write of path gives it: the file's own where there is one (a regular file, not through a link), else
+    mode; a LocalgenError where the file there is one the user may not write (made read-only, another user's), which
+    a write leaves as it is."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return mode  # none there (or none to be looked at: the write says why it fails)
+    if not stat.S_ISREG(info.st_mode):
+        return mode
+    kept = stat.S_IMODE(info.st_mode)
+    # a file on a read-only mount is not refused here: the write's error says what that is
+    writable = os.access(path, os.W_OK, **_EFFECTIVE_IDS) or _on_read_only_mount(path)
+    if not writable and _euid() in (info.st_uid, None):  # (None: no owners to tell apart)
+        raise LocalgenError(f"could not write {path}: it is read-only (mode {kept:o})",
+                            hint=f"it is kept as it is; `chmod u+w {shlex.quote(str(path))}` lets localgen write it")
+    if not writable:
+        raise LocalgenError(f"could not write {path}: it is another user's (uid {info.st_uid}), which you may not "
+                            f"write (mode {kept:o})",
+                            hint="it is kept as it is; copy it to a name of your own, or set LOCALGEN_HOME to a "
+                                 "folder of your own")
+    return kept
+
+
+def _on_read_only_mount(path: Path) -> bool:
+    """Whether path is on a file system mounted read-only (False where that cannot be told)."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # (AttributeError: no statvfs, Windows)
+        return False
+
+
+def _euid() -> int | None:
+    """This process's effective user id (None where the system has none: Windows)."""
+    return os.geteuid() if hasattr(os, "geteuid") else None
+
+
+_EFFECTIVE_IDS = {"effective_ids": True} if os.access in os.supports_effective_ids else {}
 
 
 def new_temp_file(path: Path, named: Callable[[Path], str] | None = None) -> tuple[int, str, bool]:

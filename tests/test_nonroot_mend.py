@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import run_localgen
 from tests.hub_server import HubServer, make_gguf_bytes, run_cli
-from tests.test_nonroot import run_unprivileged_in
+from tests.test_nonroot import run_unprivileged, run_unprivileged_in
 
 OTHER = "acme/Other-GGUF"
 
@@ -139,3 +140,56 @@ def test_model_not_downloaded_beside_a_repo_whose_snapshots_cannot_be_entered_is
         assert command.stderr.startswith(f"localgen: error: model '{OTHER}:Q4_K_M' is not downloaded, and {OTHER} "), \
             command.stderr
         assert "quants in this repo: Q8_0" in command.stderr
+
+
+def _home_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a localgen whose LOCALGEN_HOME is tmp_path, offline."""
+    return {"LOCALGEN_HOME": str(tmp_path), "LOCALGEN_OFFLINE": "1"}
+
+
+def test_rewritten_conversation_last_run_and_history_keep_the_mode_the_user_gave(tmp_path: Path) -> None:
+    """A conversation, the last run's record and the chat's input history at mode 640 (or any mode the user set)
+    keep it once localgen writes them again, where the rename of the new file made them 600."""
+    from localgen.history_bound import MAX_HISTORY_ENTRIES, check_and_trim_history
+
+    env = _home_env(tmp_path)
+    args = ("-n", "1", "--temperature", "0", "Hi")
+    assert run_localgen("run", "--conversation", "notes", *args, env=env).returncode == 0
+    assert run_localgen("run", *args, env=env).returncode == 0
+    conversation, last_run = tmp_path / "data" / "conversations" / "notes.json", tmp_path / "data" / "last-run.json"
+    history = tmp_path / "history"
+    history.write_bytes(b"".join(b"\n# 2026-01-01 00:00:00\n+entry %d\n" % n for n in range(MAX_HISTORY_ENTRIES * 2)))
+    for path in (conversation, last_run, history):
+        path.chmod(0o640)
+    again = [run_localgen("run", "--conversation", "notes", *args, env=env), run_localgen("run", *args, env=env)]
+    assert [done.returncode for done in again] == [0, 0], [done.err for done in again]
+    check_and_trim_history(history)
+    assert history.read_bytes().count(b"\n+") == MAX_HISTORY_ENTRIES, "trimmed"
+    assert conversation.read_text().count('"user": "Hi"') == 2, "saved again"
+    assert {path.name: oct(path.stat().st_mode & 0o777) for path in (conversation, last_run, history)} == \
+        {"notes.json": "0o640", "last-run.json": "0o640", "history": "0o640"}
+
+
+def test_read_only_conversation_and_last_run_are_kept_as_they_are(tmp_path: Path) -> None:
+    """A conversation made read-only (mode 444) is refused by run --conversation before the model loads, saying so
+    with the chmod that lets it be written, and the last run's record at 444 is not kept (a warning, the answer
+    given), both files left as they were, where the rename replaced each with a file of mode 600."""
+    env = _home_env(tmp_path)
+    args = ("-n", "1", "--temperature", "0", "Hi")
+    assert run_localgen("run", "--conversation", "notes", *args, env=env).returncode == 0
+    assert run_localgen("run", *args, env=env).returncode == 0
+    conversation, last_run = tmp_path / "data" / "conversations" / "notes.json", tmp_path / "data" / "last-run.json"
+    before = {path: path.read_bytes() for path in (conversation, last_run)}
+    for path in before:
+        path.chmod(0o444)
+    continued = run_unprivileged(tmp_path, "run", "--conversation", "notes", *args)
+    plain = run_unprivileged(tmp_path, "run", *args)
+    assert continued.returncode == 1 and continued.stdout == "", continued.stderr
+    assert continued.stderr == f"localgen: error: conversation 'notes' cannot be saved: could not write " \
+        f"{conversation}: it is read-only (mode 444) (hint: it is kept as it is; `chmod u+w {conversation}` lets " \
+        "localgen write it)\n"
+    assert plain.returncode == 0 and plain.stdout.strip(), plain.stderr
+    assert f"this run is not kept for `localgen run --continue`: could not write {last_run}: it is read-only (mode " \
+        "444)" in plain.stderr
+    assert {path: path.read_bytes() for path in before} == before
+    assert {oct(path.stat().st_mode & 0o777) for path in before} == {"0o444"}
