@@ -36,8 +36,9 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
                        *, mode: int = 0o600, replace: bool = True, replace_if: Callable[[], bool] | None = None
                        ) -> bool:
     """Write data to path through a temp file, fsync and rename; return whether it was written. A file there keeps its
-    mode (a user's chmod outlives the rewrite), and one the user may not write (made read-only: mode 444, another
-    user's) is refused, left as it is; a new file gets mode (private to the user unless it says otherwise).
+    mode (a user's chmod outlives the rewrite), and one the user may not write (made read-only: mode 444) or replace
+    (another user's, in a sticky folder as /tmp is) is refused, left as it is; a new file gets mode (private to the
+    user unless it says otherwise).
 
     data may be a tuple of parts, written one after the other (no joined copy of a large buffer is made).
     replace=False never overwrites: FileExistsError is raised when path exists, and nothing is written.
@@ -89,8 +90,8 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
 
 def check_replaceable(path: Path, mode: int = 0o600) -> int:
     """The mode a write of path gives it: the file's own where there is one (a regular file, not through a link), else
-    mode; a LocalgenError where the file there is one the user may not write (made read-only, another user's), which
-    a write leaves as it is."""
+    mode; a LocalgenError where the file there is one the user may not write (made read-only, another user's) or
+    replace (another user's in a sticky folder), which a write leaves as it is."""
     try:
         info = os.lstat(path)
     except OSError:
@@ -103,9 +104,12 @@ def check_replaceable(path: Path, mode: int = 0o600) -> int:
     if not writable and _euid() in (info.st_uid, None):  # (None: no owners to tell apart)
         raise LocalgenError(f"could not write {path}: it is read-only (mode {kept:o})",
                             hint=f"it is kept as it is; `chmod u+w {shlex.quote(str(path))}` lets localgen write it")
-    if not writable:
-        raise LocalgenError(f"could not write {path}: it is another user's (uid {info.st_uid}), which you may not "
-                            f"write (mode {kept:o})",
+    folder = _folder_status(path)
+    sticky = folder is not None and folder.st_mode & stat.S_ISVTX and not _may_replace_in_sticky(info, folder)
+    if not writable or sticky:
+        why = "in a folder where only a file's owner may replace it (sticky, as /tmp is)" if sticky else \
+            f"which you may not write (mode {kept:o})"
+        raise LocalgenError(f"could not write {path}: it is another user's (uid {info.st_uid}), {why}",
                             hint="it is kept as it is; copy it to a name of your own, or set LOCALGEN_HOME to a "
                                  "folder of your own")
     return kept
@@ -125,6 +129,33 @@ def _euid() -> int | None:
 
 
 _EFFECTIVE_IDS = {"effective_ids": True} if os.access in os.supports_effective_ids else {}
+_CAP_FOWNER = 3  # the capability that lets a process replace any file in a sticky folder (root's, unless dropped)
+
+
+def _folder_status(path: Path) -> os.stat_result | None:
+    """The status of the folder holding path; None where it cannot be looked at."""
+    try:
+        return os.stat(path.parent)
+    except OSError:
+        return None
+
+
+def _may_replace_in_sticky(info: os.stat_result, folder: os.stat_result) -> bool:
+    """Whether this process may replace a file (info) in a sticky folder (folder): as the owner of either, or with
+    CAP_FOWNER (root's, unless it was dropped)."""
+    uid = _euid()
+    return uid in (info.st_uid, folder.st_uid) or (uid == 0 and _has_capability(_CAP_FOWNER))
+
+
+def _has_capability(number: int) -> bool:
+    """Whether this process holds the Linux capability number in its effective set (True where that cannot be read:
+    root elsewhere holds every one)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            line = next((line for line in status if line.startswith("CapEff:")), None)
+    except OSError:
+        return True
+    return line is None or bool(int(line.split()[1], 16) >> number & 1)
 
 
 def new_temp_file(path: Path, named: Callable[[Path], str] | None = None) -> tuple[int, str, bool]:

@@ -4,6 +4,7 @@ may replace them (commands run as test_nonroot runs them: as root without capabi
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -193,3 +194,32 @@ def test_read_only_conversation_and_last_run_are_kept_as_they_are(tmp_path: Path
         "444)" in plain.stderr
     assert {path: path.read_bytes() for path in before} == before
     assert {oct(path.stat().st_mode & 0o777) for path in before} == {"0o444"}
+
+
+def test_conversation_of_another_user_in_a_sticky_folder_is_refused_before_it_answers(tmp_path: Path) -> None:
+    """A conversation another user owns (uid 65534), writable by all (mode 666), in a sticky folder (mode 1777, as
+    /tmp is) of another user's: run --conversation refuses it before the model loads, saying only its owner may
+    replace it there, where it answered and then failed to save the exchange (exit 1)."""
+    env = _home_env(tmp_path)
+    args = ("-n", "1", "--temperature", "0", "Hi")
+    assert run_localgen("run", "--conversation", "notes", *args, env=env).returncode == 0
+    folder = tmp_path / "data" / "conversations"
+    conversation = folder / "notes.json"
+    saved = conversation.read_bytes()
+    for path in (conversation, folder):
+        os.chown(path, 65534, 65534)
+    conversation.chmod(0o666)
+    folder.chmod(0o1777)
+    try:
+        continued = run_unprivileged(tmp_path, "run", "--conversation", "notes", *args)
+        kept = conversation.read_bytes()
+        as_root = run_localgen("run", "--conversation", "notes", *args, env=env) if os.geteuid() == 0 else None
+    finally:
+        folder.chmod(0o700)
+    assert as_root is None or as_root.returncode == 0, "root, who may replace any file there, saves it"
+    assert continued.returncode == 1 and continued.stdout == "", continued.stderr
+    assert continued.stderr == f"localgen: error: conversation 'notes' cannot be saved: could not write " \
+        f"{conversation}: it is another user's (uid 65534), in a folder where only a file's owner may replace it " \
+        "(sticky, as /tmp is) (hint: it is kept as it is; copy it to a name of your own, or set LOCALGEN_HOME to a " \
+        "folder of your own)\n"
+    assert kept == saved
