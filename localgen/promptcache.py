@@ -29,7 +29,7 @@ from localgen.promptcache_format import (
 )
 from localgen.promptcache_partial import WRITING_TEMP_S, PartialWrite, remove_file, sweep_partial_writes, write_entry
 from localgen.promptcache_prefixes import redundant_prefixes
-from localgen.promptcache_unsaved import warn_if_unwritable
+from localgen.promptcache_unsaved import listable, warn_if_unlisted, warn_if_unwritable
 from localgen.storage import check_folder, unwritable_hint
 from localgen.tokens import common_prefix, tokens_array
 from localgen.units import binary_size, counted
@@ -214,6 +214,9 @@ class PromptCache:
         if size > self.max_bytes:
             log.debug("prompt cache entry of %d bytes exceeds the %d byte bound; not saved", size, self.max_bytes)
             return
+        if not listable(self.directory):
+            log.debug("the prompt cache folder cannot be listed; prompt cache entry not saved")
+            return
         target = self._entry_path(tokens)
         try:
             write_entry(target, parts)
@@ -281,7 +284,8 @@ def _entry_dir_entries(directory: Path) -> list[os.DirEntry[str]]:
     try:
         with os.scandir(directory) as listing:
             entries = [entry for entry in listing if Path(entry.name).suffix == SUFFIX and _is_file(entry)]
-    except OSError:
+    except OSError as exc:  # (a folder not there yet holds none)
+        warn_if_unlisted(directory, exc)
         return []
     return sorted(entries, key=lambda entry: entry.name)
 

@@ -1,8 +1,9 @@
-"""The prompt cache's warning that it cannot be saved (its folder's permissions, a read-only mount), held until the
-answer is out: said amid it, it would break the answer's text."""
+"""The prompt cache's warnings that it cannot be saved (its folder's permissions, a read-only mount) or listed, held
+until the answer is out: said amid it, they would break the answer's text."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from localgen.errors import UNWRITABLE_ERRNOS, os_reason
@@ -14,15 +15,39 @@ def warn_if_unwritable(directory: Path, exc: OSError) -> None:
     """Hold a warning (once a process) where a write failed as the prompt cache folder cannot be written to (its
     permissions, a read-only mount), so that no run saves a prompt there, to say once the answer is out
     (unsaid_warnings); a full disk may have room next time: it goes unsaid."""
+    if exc.errno in UNWRITABLE_ERRNOS:
+        _hold(f"the prompt cache is not saved: {directory} cannot be written to", directory, exc)
+
+
+def warn_if_unlisted(directory: Path, exc: OSError) -> None:
+    """Hold a warning (once a process) where the prompt cache folder cannot be listed (its permissions: mode 300), so
+    that no run finds a prompt there, nor an entry to evict, to say once the answer is out (unsaid_warnings)."""
+    if isinstance(exc, PermissionError):
+        _hold(f"the prompt cache is not used: {directory} cannot be listed", directory, exc)
+
+
+def listable(directory: Path) -> bool:
+    """Whether the prompt cache folder may be listed, or is not there yet (a write makes it): an entry saved in a
+    folder that may not be listed is never found, nor evicted (warned of, once)."""
+    try:
+        os.scandir(directory).close()
+    except PermissionError as exc:
+        warn_if_unlisted(directory, exc)
+        return False
+    except OSError:
+        pass
+    return True
+
+
+def _hold(what: str, directory: Path, exc: OSError) -> None:
+    """Hold the warning what (once a process), with why (exc) and what to do about it."""
     from localgen.config import PROMPT_CACHE_BYTES_ENV
     from localgen.once import first_time
     from localgen.storage import unwritable_hint, write_hint
 
-    if exc.errno not in UNWRITABLE_ERRNOS:
-        return
     hint = unwritable_hint(exc, directory, write_hint(exc, directory))
-    message = first_time(f"the prompt cache is not saved: {directory} cannot be written to ({os_reason(exc)}) "
-                         f"({hint}; {PROMPT_CACHE_BYTES_ENV}=0 turns the prompt cache off, and warns no more)")
+    message = first_time(f"{what} ({os_reason(exc)}) ({hint}; {PROMPT_CACHE_BYTES_ENV}=0 turns the prompt cache off, "
+                         "and warns no more)")
     if message is not None:
         _UNSAID.append(message)
 

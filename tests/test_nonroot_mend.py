@@ -223,3 +223,27 @@ def test_conversation_of_another_user_in_a_sticky_folder_is_refused_before_it_an
         "(sticky, as /tmp is) (hint: it is kept as it is; copy it to a name of your own, or set LOCALGEN_HOME to a " \
         "folder of your own)\n"
     assert kept == saved
+
+
+def test_prompt_cache_folder_that_cannot_be_listed_is_warned_of_once_and_written_no_more(tmp_path: Path) -> None:
+    """A prompt cache folder that may be written to but not listed (mode 300): a run of a long prompt answers and
+    warns, once its answer is out, that the prompt cache is not used, with the switch that turns it off, and writes no
+    entry it could never find nor evict, where each run wrote its entry again, unwarned."""
+    document = tmp_path / "doc.txt"
+    document.write_text("The quick brown fox. " * 200)
+    folder = tmp_path / "cache" / "prompts"
+    folder.mkdir(parents=True)
+    folder.chmod(0o300)
+    args = ("run", "-f", str(document), "-n", "2", "--temperature", "0", "Summarize.")
+    try:
+        done = [run_unprivileged(tmp_path, *args), run_unprivileged(tmp_path, *args)]
+        off = run_unprivileged(tmp_path, *args, LOCALGEN_PROMPT_CACHE_BYTES="0")
+    finally:
+        folder.chmod(0o755)
+    for run in done:
+        assert run.returncode == 0 and run.stdout.strip(), run.stderr
+        assert run.stderr == f"localgen: warning: the prompt cache is not used: {folder} cannot be listed " \
+            f"(Permission denied) (check the permissions of {folder}, or set LOCALGEN_HOME to a folder you can write " \
+            "to; LOCALGEN_PROMPT_CACHE_BYTES=0 turns the prompt cache off, and warns no more)\n"
+    assert off.returncode == 0 and off.stderr == "", off.stderr
+    assert not list(folder.iterdir()), "no entry written"
