@@ -247,3 +247,15 @@ def test_prompt_cache_folder_that_cannot_be_listed_is_warned_of_once_and_written
             "to; LOCALGEN_PROMPT_CACHE_BYTES=0 turns the prompt cache off, and warns no more)\n"
     assert off.returncode == 0 and off.stderr == "", off.stderr
     assert not list(folder.iterdir()), "no entry written"
+
+
+def test_moved_conversation_keeps_its_mode(tmp_path: Path) -> None:
+    """conversations mv of a conversation at mode 640 (or 444) leaves it at that mode under its new name, where the
+    file written there was made 600."""
+    env = _home_env(tmp_path)
+    for name, mode in (("notes", 0o640), ("kept", 0o444)):
+        assert run_localgen("run", "--conversation", name, "-n", "1", "Hi", env=env).returncode == 0
+        (tmp_path / "data" / "conversations" / f"{name}.json").chmod(mode)
+        moved = run_localgen("conversations", "mv", name, f"{name}-2", env=env)
+        assert moved.returncode == 0, moved.err
+        assert oct((tmp_path / "data" / "conversations" / f"{name}-2.json").stat().st_mode & 0o777) == oct(mode)
