@@ -36,9 +36,9 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
                        *, mode: int = 0o600, replace: bool = True, replace_if: Callable[[], bool] | None = None
                        ) -> bool:
     """Write data to path through a temp file, fsync and rename; return whether it was written. A file there keeps its
-    mode (a user's chmod outlives the rewrite), and one the user may not write (made read-only: mode 444) or replace
-    (another user's, in a sticky folder as /tmp is) is refused, left as it is; a new file gets mode (private to the
-    user unless it says otherwise).
+    mode (a user's chmod outlives the rewrite), and one the user made read-only (mode 444) or may not replace (another
+    user's, in a sticky folder as /tmp is) is refused, left as it is; a new file gets mode (private to the user
+    unless it says otherwise). Another user's file the user may replace (a `sudo localgen` left it) is replaced.
 
     data may be a tuple of parts, written one after the other (no joined copy of a large buffer is made).
     replace=False never overwrites: FileExistsError is raised when path exists, and nothing is written.
@@ -90,8 +90,8 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
 
 def check_replaceable(path: Path, mode: int = 0o600) -> int:
     """The mode a write of path gives it: the file's own where there is one (a regular file, not through a link), else
-    mode; a LocalgenError where the file there is one the user may not write (made read-only, another user's) or
-    replace (another user's in a sticky folder), which a write leaves as it is."""
+    mode; a LocalgenError where the file there is the user's own made read-only, or another user's in a sticky
+    folder, which the rename cannot replace, either of which a write leaves as it is."""
     try:
         info = os.lstat(path)
     except OSError:
@@ -105,11 +105,9 @@ def check_replaceable(path: Path, mode: int = 0o600) -> int:
         raise LocalgenError(f"could not write {path}: it is read-only (mode {kept:o})",
                             hint=f"it is kept as it is; `chmod u+w {shlex.quote(str(path))}` lets localgen write it")
     folder = _folder_status(path)
-    sticky = folder is not None and folder.st_mode & stat.S_ISVTX and not _may_replace_in_sticky(info, folder)
-    if not writable or sticky:
-        why = "in a folder where only a file's owner may replace it (sticky, as /tmp is)" if sticky else \
-            f"which you may not write (mode {kept:o})"
-        raise LocalgenError(f"could not write {path}: it is another user's (uid {info.st_uid}), {why}",
+    if folder is not None and folder.st_mode & stat.S_ISVTX and not _may_replace_in_sticky(info, folder):
+        raise LocalgenError(f"could not write {path}: it is another user's (uid {info.st_uid}), in a folder where only "
+                            "a file's owner may replace it (sticky, as /tmp is)",
                             hint="it is kept as it is; copy it to a name of your own, or set LOCALGEN_HOME to a "
                                  "folder of your own")
     return kept

@@ -259,3 +259,24 @@ def test_moved_conversation_keeps_its_mode(tmp_path: Path) -> None:
         moved = run_localgen("conversations", "mv", name, f"{name}-2", env=env)
         assert moved.returncode == 0, moved.err
         assert oct((tmp_path / "data" / "conversations" / f"{name}-2.json").stat().st_mode & 0o777) == oct(mode)
+
+
+def test_another_users_files_in_a_folder_of_ones_own_are_written_again(tmp_path: Path) -> None:
+    """A conversation and the last run's record another user owns (as `sudo localgen` leaves them: uid 65534 here,
+    mode 644) in a folder of the user's own, which a rename may replace: run --conversation saves the exchange and a
+    plain run keeps its record, each file's mode kept, where both were refused as another user's the user may not
+    write."""
+    env = _home_env(tmp_path)
+    args = ("-n", "1", "--temperature", "0", "Hi")
+    assert run_localgen("run", "--conversation", "notes", *args, env=env).returncode == 0
+    assert run_localgen("run", *args, env=env).returncode == 0
+    conversation, last_run = tmp_path / "data" / "conversations" / "notes.json", tmp_path / "data" / "last-run.json"
+    for path in (conversation, last_run):
+        os.chown(path, 65534, 65534)
+        path.chmod(0o644)
+    done = [run_unprivileged(tmp_path, "run", "--conversation", "notes", *args),
+            run_unprivileged(tmp_path, "run", *args)]
+    assert [(run.returncode, run.stderr) for run in done] == [(0, ""), (0, "")]
+    assert conversation.read_text().count('"user": "Hi"') == 2
+    assert {(path.stat().st_uid, oct(path.stat().st_mode & 0o777)) for path in (conversation, last_run)} == \
+        {(os.geteuid(), "0o644")}
