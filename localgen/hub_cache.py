@@ -78,6 +78,12 @@ def repo_folders(lowered: str | None = None, *, refused: list[PermissionError] |
     return found
 
 
+def folders_of(repo: str) -> dict[str, list[str]]:
+    """The cache's folders of repo alone (in each spelling there), as repo_folders reads them: a command about one repo
+    reads no other's, which its permissions may keep from being read."""
+    return repo_folders(repo_folder(repo).lower())
+
+
 def _repo_folder_named(lowered_name: str, lowered: str | None) -> bool:
     """Whether a folder whose name is lowered_name in lower case is the repo folder named lowered (None: any)."""
     return lowered_name == lowered if lowered is not None else lowered_name.startswith("models--")

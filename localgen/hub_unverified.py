@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from localgen.hub_cache import CachedHubFile, cached_gguf_files, repo_folder, repo_folders
+from localgen.hub_cache import CachedHubFile, cached_gguf_files, folders_of
 from localgen.hub_choice import carries_tag, is_auxiliary_name, pick_order, quant_of, shard_of
 from localgen.hub_types import lookalike_note
 
@@ -28,7 +28,7 @@ def unverified_files(repo: str, *, quant: str | None, filename: str | None,
     a pull that stopped part way leaves it).
     """
     found = []
-    for f in cached_gguf_files(folders=repo_folders(repo_folder(repo).lower())):  # its own: not another's unreadable
+    for f in cached_gguf_files(folders=folders_of(repo)):
         if f.repo.lower() != repo.lower() or (shard_of(f.filename)[0] or 1) != 1:
             continue
         if f.verified and not (incomplete and _shards_missing(f.path)):

@@ -97,9 +97,8 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
     if ref.kind == "path":
         _refuse_path(registry, ref)
     repo, quant, pattern, spec = _target(registry, ref)
-    folders = hub_cache.repo_folders(hub_cache.repo_folder(repo).lower())  # its own: not another repo's it may not read
-    groups = [fs for (r, _k), fs in hub_groups(dangling=True, folders=folders).items()  # data deleted by hand: its
-              if r.lower() == repo.lower()]  # links go too
+    groups = [fs for (r, _k), fs in hub_groups(dangling=True, folders=hub_cache.folders_of(repo)).items()  # data
+              if r.lower() == repo.lower()]  # deleted by hand: its links go too
     matches = _picked([fs for fs in groups if _group_matches(fs, quant, pattern)], repo, quant, pattern)
     if len(matches) < 2:  # one a download is writing now is refused whole: it would put back what went
         refuse_model_while_downloading(registry, reference, matches[0] if matches else None, repo, quant, pattern)
