@@ -413,13 +413,14 @@ def _data_users(going: set[Path]) -> dict[Path, set[Path]]:
 
 
 def _unlink(path: Path) -> None:
-    """Delete one file of a cached model; a file already gone is fine, any other failure is the user's to fix."""
+    """Delete one file of a cached model; a file already gone is fine, any other failure is the user's to fix (a link
+    whose data is deleted already, before it, said so: the model is gone in part)."""
     try:
         path.unlink(missing_ok=True)
     except OSError as exc:
-        raise LocalgenError(f"could not delete {path}: {os_reason(exc)}",
-                            hint=unwritable_hint(exc, path.parent, "check the permissions of the Hugging Face cache "
-                                                 "folder") + ", then run the command again") from exc
+        gone = " (its data is deleted already)" if path.is_symlink() and not path.exists() else ""
+        raise LocalgenError(f"could not delete {path}{gone}: {os_reason(exc)}", hint=unwritable_hint(
+            exc, path.parent, f"check the permissions of {path.parent}") + ", then run the command again") from exc
 
 
 _REPO_RECORDS = ("refs", ".no_exist")  # the cache's notes on a repo's commits and missing files: void once it is empty

@@ -280,3 +280,24 @@ def test_another_users_files_in_a_folder_of_ones_own_are_written_again(tmp_path:
     assert conversation.read_text().count('"user": "Hi"') == 2
     assert {(path.stat().st_uid, oct(path.stat().st_mode & 0o777)) for path in (conversation, last_run)} == \
         {(os.geteuid(), "0o644")}
+
+
+def test_rm_stopped_part_way_by_a_folder_it_cannot_write_says_the_data_is_deleted(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """models rm whose snapshot's commit folder may not be written to (mode 555): it deletes the model's data, then
+    fails on the link to it, saying so, that the data is deleted already, and which folder's permissions to check,
+    where it named the link alone with the Hugging Face cache folder to check, as if nothing had gone; once that
+    folder is writable again, the same command removes the rest."""
+    env, repo_folder = _two_repos_pulled(hub)
+    (commit,) = (repo_folder / "snapshots").iterdir()
+    commit.chmod(0o555)
+    try:
+        stopped = run_unprivileged_in(env, "models", "rm", "--yes", "acme/Tiny-GGUF:Q8_0")
+    finally:
+        commit.chmod(0o755)
+    assert stopped.returncode == 1
+    assert stopped.stderr == f"localgen: error: could not delete {commit / 'tiny.Q8_0.gguf'} (its data is deleted " \
+        f"already): Permission denied (hint: check the permissions of {commit}, then run the command again)\n"
+    again = run_unprivileged_in(env, "models", "rm", "--yes", "acme/Tiny-GGUF:Q8_0")
+    assert again.returncode == 0, again.stderr
+    assert not repo_folder.exists()
