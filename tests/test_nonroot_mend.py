@@ -5,13 +5,15 @@ may replace them (commands run as test_nonroot runs them: as root without capabi
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_localgen
+from tests.conftest import REPO_ROOT, run_localgen
 from tests.hub_server import HubServer, make_gguf_bytes, run_cli
-from tests.test_nonroot import run_unprivileged, run_unprivileged_in
+from tests.test_nonroot import run_unprivileged, run_unprivileged_in, unprivileged
 
 OTHER = "acme/Other-GGUF"
 
@@ -301,3 +303,31 @@ def test_rm_stopped_part_way_by_a_folder_it_cannot_write_says_the_data_is_delete
     again = run_unprivileged_in(env, "models", "rm", "--yes", "acme/Tiny-GGUF:Q8_0")
     assert again.returncode == 0, again.stderr
     assert not repo_folder.exists()
+
+
+def test_read_only_models_toml_and_history_are_kept_as_they_are(tmp_path: Path) -> None:
+    """models default with a models.toml made read-only (mode 444) says so and leaves it as it is, exit 1, and a chat's
+    start does not trim an input history made read-only, where both were replaced (the history by a file of mode
+    600)."""
+    from localgen.history_bound import MAX_HISTORY_ENTRIES
+
+    config = tmp_path / "config"
+    config.mkdir()
+    toml = config / "models.toml"
+    toml.write_text("# mine\n")
+    history = tmp_path / "history"
+    history.write_bytes(b"".join(b"\n# 2026-01-01 00:00:00\n+entry %d\n" % n for n in range(MAX_HISTORY_ENTRIES * 2)))
+    before = {path: path.read_bytes() for path in (toml, history)}
+    for path in before:
+        path.chmod(0o444)
+    made_default = run_unprivileged(tmp_path, "models", "default", "smollm2-135m")
+    trim = f"from localgen.history_bound import check_and_trim_history; check_and_trim_history(__import__('pathlib')" \
+        f".Path({str(history)!r}))"
+    trimmed = subprocess.run(unprivileged([sys.executable, "-c", trim]), capture_output=True, text=True, timeout=60,
+                             cwd=REPO_ROOT)
+    assert made_default.returncode == 1
+    assert made_default.stderr == f"localgen: error: could not write {toml}: it is read-only (mode 444) (hint: it is " \
+        f"kept as it is; `chmod u+w {toml}` lets localgen write it)\n"
+    assert trimmed.returncode == 0, trimmed.stderr
+    assert {path: path.read_bytes() for path in before} == before
+    assert {oct(path.stat().st_mode & 0o777) for path in before} == {"0o444"}
