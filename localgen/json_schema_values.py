@@ -9,16 +9,10 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from localgen.errors import UsageError
-from localgen.json_schema_words import NUMBER_KEYWORDS, short_json
+from localgen.json_schema_ranges import range_rule
+from localgen.json_schema_words import NUMBER_KEYWORDS, NoValueError, short_json
 
-
-class NoValueError(UsageError):
-    """A schema no value meets: an allOf's parts together, or an enum or const beside keywords none of its values
-    meets (an anyOf alternative that is such a schema is dropped, not refused)."""
-
-
-MAX_LISTED = 256  # the most integers a bounded integer's schema is listed as (listed_range)
+MAX_LISTED = 256  # the most integers a bounded integer's schema of a multipleOf is listed as (listed_range)
 # Keywords the converter ignores that an enum or const beside them holds: its values are narrowed to those they allow.
 ENUM_HOLDS = (*NUMBER_KEYWORDS, "minProperties", "maxProperties")
 _KINDS = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,), "object": (dict,),
@@ -81,6 +75,8 @@ def enum_narrowed(schema: dict[str, Any]) -> dict[str, Any]:
                                if _finite(schema.get(key)))
             raise NoValueError(f"the JSON schema's integer of {bounds} can be no integer",
                                hint="make its bounds hold an integer (a multiple of its multipleOf)")
+        if (listed is None or "multipleOf" not in schema) and range_rule(schema) is not None:
+            return schema  # its bounds held as a range of digits, faster to sample than a listing of its integers
         return schema if listed is None else {**schema, "enum": listed}
     values = [schema["const"]] if "const" in schema else list(schema["enum"])
     if "const" in schema and "enum" in schema:

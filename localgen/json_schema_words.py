@@ -7,6 +7,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from localgen.errors import UsageError
+
 MAX_COUNT = 2000  # llama.cpp's MAX_REPETITION_THRESHOLD: a larger count is refused, or (a maximum) silently dropped
 MAX_SPAN = 1000  # the converter nests a maximum's optional items (max - min) deep: grammar.MAX_NESTING
 NOT_IN_JSON_STRING = r"\x22\x5C\x01-\x1F"  # what a JSON string holds only escaped: ", \ and control characters
@@ -28,6 +30,11 @@ TYPE_KEYWORDS = {  # the keywords that limit values of one type alone
 }
 LIMITING = frozenset({"type", "enum", "const", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
                       *(key for keys in TYPE_KEYWORDS.values() for key in keys)})  # the keywords that limit a value
+
+
+class NoValueError(UsageError):
+    """A schema no value meets: an allOf's parts together, an enum or const beside keywords none of its values
+    meets, bounds that leave no number (an anyOf alternative that is such a schema is dropped, not refused)."""
 
 
 def short_json(value: object) -> str:

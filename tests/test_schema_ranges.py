@@ -1,0 +1,161 @@
+"""An integer's or number's bounds held by its grammar as a range of digits, whatever its size: checked with llama.cpp's
+grammar sampler on the bundled model's vocabulary, against the JSON texts near each bound, and by real runs."""
+
+from __future__ import annotations
+
+import json
+import re
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_localgen
+from tests.test_gen_hunt import _Vocab, _warnings
+
+_INTEGER = re.compile(r"-?(0|[1-9][0-9]*)")
+_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")
+
+
+@pytest.fixture(scope="module")
+def vocab(bundled_model: Path) -> _Vocab:
+    """The bundled model's vocabulary, for grammar checks in milliseconds."""
+    return _Vocab(bundled_model)
+
+
+def _grammar(schema: dict[str, object]) -> str:
+    """The grammar of schema, which must hold every keyword it has (no warning)."""
+    from localgen.json_schema import schema_grammar
+
+    warn: list[str] = []
+    grammar = schema_grammar(json.dumps(schema), warn)
+    assert warn == [], warn
+    return grammar
+
+
+def _near(*bounds: int) -> list[str]:
+    """JSON texts of integers near each bound and zero, and ones no reader wants: -0, a leading zero, an exponent."""
+    values = {value + step for value in (*bounds, 0) for step in (-11, -10, -2, -1, 0, 1, 2, 9, 10)}
+    return [*map(str, sorted(values)), "-0", "007", "-01", "1e3", "+1"]
+
+
+def _obeys(schema: dict[str, object], text: str) -> bool:
+    """Whether text is an integer's (or, for a number, a decimal's) canonical JSON text within schema's bounds."""
+    pattern = _INTEGER if schema.get("type") == "integer" else _NUMBER
+    if not pattern.fullmatch(text) or (text.startswith("-") and Fraction(text) == 0):
+        return False
+    value, draft_4 = Fraction(text), {key: schema.get(key) is True for key in ("exclusiveMinimum", "exclusiveMaximum")}
+    checks = {"minimum": lambda bound: value > bound if draft_4["exclusiveMinimum"] else value >= bound,
+              "maximum": lambda bound: value < bound if draft_4["exclusiveMaximum"] else value <= bound,
+              "exclusiveMinimum": lambda bound: value > bound, "exclusiveMaximum": lambda bound: value < bound}
+    return all(check(Fraction(schema[key])) for key, check in checks.items()
+               if key in schema and not isinstance(schema[key], bool))
+
+
+_INTEGER_RANGES = [
+    {"minimum": 0},
+    {"exclusiveMinimum": 0},
+    {"maximum": 0},
+    {"exclusiveMaximum": 0},
+    {"minimum": -5},
+    {"maximum": -3},
+    {"minimum": 1000, "maximum": 100000},
+    {"minimum": -1000, "maximum": 1000},
+    {"minimum": -12345, "maximum": -300},
+    {"exclusiveMinimum": -1, "exclusiveMaximum": 5000},
+    {"minimum": 123456, "maximum": 987654321},
+    {"minimum": 99, "maximum": 10001},
+    {"minimum": 0.5, "maximum": 999.5},
+    {"minimum": 5, "exclusiveMinimum": True, "maximum": 1000, "exclusiveMaximum": True},
+    {"minimum": 2 ** 64},
+    {"maximum": -(2 ** 70), "minimum": -(2 ** 70) - 500},
+    {"minimum": 10 ** 30 - 7, "maximum": 10 ** 30 + 1234},
+]
+
+
+@pytest.mark.parametrize("bounds", _INTEGER_RANGES, ids=json.dumps)
+def test_an_integer_s_bounds_of_any_size_hold_exactly(vocab: _Vocab, bounds: dict[str, object]) -> None:
+    """The converter ignored bounds leaving more than 256 integers (a warning said so): every integer was allowed,
+    -0 and beyond its maximum too."""
+    schema = {"type": "integer", **bounds}
+    grammar = _grammar(schema)
+    numbers = [value for value in bounds.values() if not isinstance(value, bool)]
+    texts = _near(*(int(value) for value in numbers))  # type: ignore[call-overload]
+    assert [text for text in texts if vocab.accepts(grammar, text)] == [text for text in texts if _obeys(schema, text)]
+
+
+_NUMBER_RANGES = [
+    {"minimum": 0},
+    {"exclusiveMinimum": 0},
+    {"maximum": 100},
+    {"minimum": 0, "maximum": 100},
+    {"minimum": -1, "exclusiveMaximum": 1},
+    {"exclusiveMinimum": -20, "maximum": -3},
+    {"minimum": 1.0, "maximum": 5000},
+    {"minimum": 0, "exclusiveMinimum": True, "maximum": 1},
+    {"maximum": 2 ** 64},
+]
+
+
+def _decimals(*bounds: int) -> list[str]:
+    """JSON texts of numbers near each bound: the integers, and fractions just above and below each."""
+    texts = _near(*bounds)
+    for value in sorted({int(text) for text in texts if _INTEGER.fullmatch(text) and text != "-0"}):
+        texts += [f"{value}.0", f"{value}.5", f"{value}.001", f"{value}.000"]
+    return [*texts, "-0.0", "-0.5", "100.5", "1e2", "0.5e1", "1E3", "12.", ".5"]
+
+
+@pytest.mark.parametrize("bounds", _NUMBER_RANGES, ids=json.dumps)
+def test_a_number_s_bounds_at_integers_hold_exactly(vocab: _Vocab, bounds: dict[str, object]) -> None:
+    """The converter ignored a number's bounds: 100.5 passed a maximum of 100, and 1e3 any bound; now the integer part
+    is held to its range, the fraction kept to zero (or above it) at a bound, and no exponent is written."""
+    schema = {"type": "number", **bounds}
+    grammar = _grammar(schema)
+    numbers = [value for value in bounds.values() if not isinstance(value, bool)]
+    texts = _decimals(*(int(value) for value in numbers))  # type: ignore[call-overload]
+    assert [text for text in texts if vocab.accepts(grammar, text)] == [text for text in texts if _obeys(schema, text)]
+
+
+@pytest.mark.parametrize(("schema", "warned"), [
+    ({"type": "number", "minimum": 0.5}, "minimum"),
+    ({"type": "number", "maximum": 1e300}, "maximum"),
+    ({"type": "integer", "minimum": 0, "multipleOf": 7}, "multipleOf"),
+    ({"type": "number", "minimum": 0, "maximum": 10, "multipleOf": 0.5}, "multipleOf"),
+    ({"type": ["integer", "null"], "minimum": 0, "maximum": 100000}, None),
+    ({"minimum": 0}, None),
+    ({"allOf": [{"type": "integer"}, {"minimum": 1, "maximum": 5000}]}, None),
+], ids=["number-off-an-integer", "number-too-long", "multiple-of", "number-multiple-of", "type-list", "no-type",
+        "all-of"])
+def test_bounds_are_warned_of_only_where_the_grammar_cannot_hold_them(schema: dict[str, object],
+                                                                      warned: str | None) -> None:
+    bounds = [line for line in _warnings(schema) if "cannot be enforced" in line]
+    assert bounds == ([f"the JSON schema's {warned} cannot be enforced (llama-cpp-python's converter ignores it): "
+                       "check the answer"] if warned else [])
+
+
+def test_a_number_whose_bounds_hold_none_is_one_usage_error() -> None:
+    result = run_localgen("run", "--json-schema", '{"type": "number", "minimum": 3, "exclusiveMaximum": 3}', "hi")
+    assert result.returncode == 2 and result.err.strip().splitlines() == [
+        "localgen: error: the JSON schema's number of minimum 3, exclusiveMaximum 3 can be no number (hint: make its "
+        "bounds hold a number)"], result.err
+
+
+@pytest.mark.parametrize(("schema", "prompt"), [
+    ({"type": "object", "required": ["year"],
+      "properties": {"year": {"type": "integer", "minimum": 1900, "maximum": 2100}}},
+     "When was the Eiffel Tower built?"),
+    ({"type": "object", "required": ["debt"], "properties": {"debt": {"type": "integer", "maximum": -1000}}},
+     "How much do I owe? Answer as a negative number."),
+    ({"type": "object", "required": ["score"],
+      "properties": {"score": {"type": "number", "minimum": 0, "maximum": 10}}}, "Score this film from 0 to 10."),
+    ({"type": "array", "minItems": 3, "maxItems": 3,
+      "items": {"type": "number", "exclusiveMinimum": 0, "maximum": 100}}, "Give three percentages."),
+], ids=["years", "negative", "score", "percentages"])
+def test_a_run_answers_numbers_within_their_bounds(schema: dict[str, object], prompt: str) -> None:
+    """A real run on the bundled model: each answer parses and every number in it is within its bounds."""
+    from jsonschema import validate
+
+    for seed in ("1", "2", "3"):
+        result = run_localgen("run", "--json-schema", json.dumps(schema), "-n", "160", "--seed", seed, prompt)
+        assert result.returncode == 0 and result.err == "", result.err
+        validate(json.loads(result.out), schema)
