@@ -16,9 +16,9 @@ from localgen.json_schema_beside import (
 )
 from localgen.json_schema_kinds import check_kinds
 from localgen.json_schema_literals import enum_rule, gbnf_literal
+from localgen.json_schema_objects import keywords_held, own_rule
 from localgen.json_schema_oneof import ONE_OF_WARNING, may_overlap
 from localgen.json_schema_pattern import converter_pattern
-from localgen.json_schema_ranges import bounds_held, range_rule
 from localgen.json_schema_refs import (
     ref_alone_draft,
     ref_target,
@@ -147,7 +147,7 @@ def _keywords_in(nodes: list[dict[str, Any]]) -> set[str]:
     made each const, and each integer its bounds list, such an enum, and kept its values to each bound that is a
     number)."""
     return {str(key) for node in nodes for key, value in node.items()
-            if not (key in ENUM_HOLDS and "enum" in node and is_number(value)) and key not in bounds_held(node)}
+            if not (key in ENUM_HOLDS and "enum" in node and is_number(value)) and key not in keywords_held(node)}
 
 
 @dataclass
@@ -386,8 +386,8 @@ def _exact_converter(module: Any) -> Any:
 
         def _visit_checked(self, schema: dict[str, Any], name: str) -> str:
             """The converter's, an enum written as a tree of its values' beginnings, a number's bounds as digits."""
-            if (bounded := range_rule(schema)) is not None:
-                return str(self._add_rule(f"{name}-" if name in module.RESERVED_NAMES else name or "root", bounded))
+            if (own := own_rule(self, schema, name)) is not None:
+                return str(self._add_rule(f"{name}-" if name in module.RESERVED_NAMES else name or "root", own))
             if not isinstance(schema.get("enum"), list) or isinstance(schema.get("type"), list) or any(
                     key in schema for key in ("$ref", "anyOf", "oneOf", "const")):
                 return str(super().visit(schema, name))

@@ -107,6 +107,11 @@ def _integers_as_such(schema: object, value: object) -> object:
     return value
 
 
+def value_allowed(schema: dict[str, Any], value: object) -> bool:
+    """Whether a JSON value meets a schema, as far as its keywords cheap to check show (_allowed)."""
+    return _allowed(schema, value)
+
+
 def _allowed(schema: dict[str, Any], value: object) -> bool:
     """Whether value is of the schema's type and within its lengths, counts, bounds and pattern, and an object's
     properties, patternProperties, additionalProperties and required names or an array's items and prefixItems allow

@@ -159,3 +159,80 @@ def test_a_run_answers_numbers_within_their_bounds(schema: dict[str, object], pr
         result = run_localgen("run", "--json-schema", json.dumps(schema), "-n", "160", "--seed", seed, prompt)
         assert result.returncode == 0 and result.err == "", result.err
         validate(json.loads(result.out), schema)
+
+
+def _objects(vocab: _Vocab, schema: dict[str, object], values: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Those of values (objects) the grammar of schema lets an answer be, written as the converter orders them."""
+    grammar = _grammar(schema)
+    return [value for value in values if vocab.accepts(grammar, json.dumps(value))]
+
+
+_A, _B, _AB, _ABC = {"a": 1}, {"b": "x"}, {"a": 1, "b": "x"}, {"a": 1, "b": "x", "c": True}
+
+
+@pytest.mark.parametrize(("schema", "values", "allowed"), [
+    ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "minProperties": 1},
+     [{}, _A, _B, _AB], [_A, _B, _AB]),
+    ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "maxProperties": 1},
+     [{}, _A, _B, _AB], [{}, _A, _B]),
+    ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["a"],
+      "additionalProperties": True, "minProperties": 2, "maxProperties": 2},
+     [_A, _AB, {"a": 1, "z": 2}, _ABC, _B], [_AB, {"a": 1, "z": 2}]),
+    ({"type": "object", "minProperties": 1, "maxProperties": 2},
+     [{}, {"x": 1}, {"x": 1, "y": [2]}, {"x": 1, "y": 2, "z": 3}], [{"x": 1}, {"x": 1, "y": [2]}]),
+    ({"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 2},
+     [{"x": 1}, {"x": 1, "y": 2}, {"x": 1, "y": 2, "z": 3}, {"x": 1, "y": "2"}],
+     [{"x": 1, "y": 2}, {"x": 1, "y": 2, "z": 3}]),
+], ids=["min", "max", "min-max-with-others", "any-object", "others-only"])
+def test_an_object_s_property_counts_hold(vocab: _Vocab, schema: dict[str, object], values: list[dict[str, object]],
+                                          allowed: list[dict[str, object]]) -> None:
+    """The converter ignored minProperties and maxProperties (a warning said so): {} passed a minProperties of 1."""
+    assert _objects(vocab, schema, values) == allowed
+
+
+@pytest.mark.parametrize(("names", "values", "allowed"), [
+    ({"enum": ["red", "green"]}, [{"red": 1}, {"red": 1, "green": 2}, {"blue": 1}, {}],
+     [{"red": 1}, {"red": 1, "green": 2}, {}]),
+    ({"const": "id"}, [{"id": 1}, {"ID": 1}], [{"id": 1}]),
+    ({"pattern": "^[a-z]+$"}, [{"abc": 1}, {"aBc": 1}, {"a1": 1}], [{"abc": 1}]),
+    ({"maxLength": 3}, [{"abc": 1}, {"abcd": 1}, {"": 1}], [{"abc": 1}, {"": 1}]),
+    ({"minLength": 2, "maxLength": 3}, [{"abc": 1}, {"a": 1}], [{"abc": 1}]),
+], ids=["enum", "const", "pattern", "max-length", "min-max-length"])
+def test_an_object_s_property_names_hold(vocab: _Vocab, names: dict[str, object], values: list[dict[str, object]],
+                                         allowed: list[dict[str, object]]) -> None:
+    """The converter ignored propertyNames: any string was a property's name."""
+    assert _objects(vocab, {"type": "object", "propertyNames": names}, values) == allowed
+
+
+def test_a_listed_property_property_names_refuses_is_left_out(vocab: _Vocab) -> None:
+    schema = {"type": "object", "properties": {"ok": {"type": "integer"}, "Bad": {"type": "integer"}},
+              "propertyNames": {"pattern": "^[a-z]+$"}}
+    assert _objects(vocab, schema, [{"ok": 1}, {"Bad": 1}, {"ok": 1, "Bad": 2}]) == [{"ok": 1}]
+
+
+@pytest.mark.parametrize(("schema", "message"), [
+    ({"type": "object", "properties": {"Bad": {"type": "integer"}}, "required": ["Bad"],
+      "propertyNames": {"pattern": "^[a-z]+$"}},
+     "the JSON schema requires Bad, a name its propertyNames {\"pattern\": \"^[a-z]+$\"} "
+     "refuses (hint: drop Bad from required, or allow it)"),
+    ({"type": "object", "properties": {"a": {"type": "integer"}}, "minProperties": 2},
+     "the JSON schema's object of minProperties 2 can be no object its properties allow (hint: make its "
+     "minProperties and maxProperties fit its properties)"),
+], ids=["required-name-refused", "too-few-properties"])
+def test_an_object_its_counts_or_names_leave_none_is_one_usage_error(schema: dict[str, object],
+                                                                     message: str) -> None:
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
+    assert result.returncode == 2 and result.err == f"localgen: error: {message}\n", result.err
+
+
+def test_a_run_answers_an_object_of_its_counts_and_names() -> None:
+    """A real run on the bundled model: each answer parses, and has 2 or 3 properties of lowercase names."""
+    schema = {"type": "object", "minProperties": 2, "maxProperties": 3, "additionalProperties": {"type": "integer"},
+              "propertyNames": {"pattern": "^[a-z]{1,8}$"}}
+    from jsonschema import validate
+
+    for seed in ("1", "2", "3"):
+        result = run_localgen("run", "--json-schema", json.dumps(schema), "-n", "80", "--seed", seed,
+                              "Give the ages of a few people.")
+        assert result.returncode == 0 and result.err == "", result.err
+        validate(json.loads(result.out), schema)

@@ -1,0 +1,141 @@
+"""An object's minProperties, maxProperties and propertyNames held by its grammar, where llama-cpp-python's converter
+ignored them: the properties it writes counted, rule by rule, and the names of those it does not list held to the
+propertyNames schema (a listed property whose name that schema refuses left out)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from localgen.json_schema_ranges import bounds_held, range_rule
+from localgen.json_schema_types import ANY_VALUE
+from localgen.json_schema_values import NoValueError, value_allowed
+from localgen.json_schema_words import short_json
+
+COUNT_KEYWORDS = ("minProperties", "maxProperties", "propertyNames")
+MAX_COUNT_RULES = 2000  # the most rules an object's count takes (optional properties times counts): more, warned
+_HOLDERS = ("enum", "const", "$ref", "anyOf", "oneOf", "allOf")  # keywords whose own rule the converter writes
+_SEPARATOR = '"," space'
+_RULE_CHARS = re.compile(r"[^a-zA-Z0-9-]+")  # what a GBNF rule's name cannot hold
+
+
+def keywords_held(schema: dict[str, Any]) -> frozenset[str]:
+    """The keywords the converter ignores that own_rule holds for a schema: a number's bounds, an object's counts and
+    property names."""
+    if _counted(schema):
+        return frozenset(key for key in COUNT_KEYWORDS if key in schema)
+    return bounds_held(schema)
+
+
+def own_rule(converter: Any, schema: dict[str, Any], name: str) -> str | None:
+    """The GBNF of a schema the converter would write without its bounds or counts (None: the converter's own)."""
+    bounded = range_rule(schema)
+    if bounded is not None or not _counted(schema):
+        return bounded
+    return _ObjectRule(converter, schema, name).rule()
+
+
+def _counted(schema: dict[str, Any]) -> bool:
+    """Whether a schema is an object's whose counts or property names own_rule holds."""
+    return (schema.get("type") in ("object", None) and not any(key in schema for key in _HOLDERS)
+            and any(key in schema for key in COUNT_KEYWORDS) and _rule_count(schema) <= MAX_COUNT_RULES
+            and _names_schema(schema) is not None)
+
+
+def _names_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
+    """propertyNames as a string's schema (of a type list split apart, its string's; None: it allows no string)."""
+    names = schema.get("propertyNames", {})
+    if not isinstance(names, dict):
+        return None
+    split = names.get("anyOf") if "type" not in names else None
+    if isinstance(split, list) and all(isinstance(part, dict) and "type" in part for part in split):
+        return next((part for part in split if part["type"] == "string"), None)
+    return {**names, "type": "string"}
+
+
+def _rule_count(schema: dict[str, Any]) -> int:
+    """How many rules an object's count takes: one for each optional property and count so far."""
+    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    high = schema.get("maxProperties", schema.get("minProperties", 0))
+    return (len(properties) + 1) * (int(high) + 1) if isinstance(high, int) else MAX_COUNT_RULES + 1
+
+
+class _ObjectRule:
+    """An object's rule: its required properties, then each optional one (in the order listed) and other names, each
+    counted (the count kept to maxProperties, and to minProperties where it ends)."""
+
+    def __init__(self, converter: Any, schema: dict[str, Any], name: str) -> None:
+        """The object's properties, visited as the converter visits them, those whose name propertyNames refuses left
+        out (a required one refused: no object follows the schema)."""
+        self.converter, self.name, self.given = converter, name, schema
+        self.states: dict[str, str | None] = {}  # each count rule's GBNF (None: no way to end the object from it)
+        names = _names_schema(schema) or {}
+        listed = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        required = [key for key in schema.get("required") or () if key in listed]
+        refused = [key for key in listed if not value_allowed(names, key)]
+        if refused and refused[0] in required:
+            raise NoValueError(f"the JSON schema requires {refused[0]}, a name its propertyNames "
+                               f"{short_json(schema['propertyNames'])} refuses",
+                               hint=f"drop {refused[0]} from required, or allow it")
+        kept = {key: sub for key, sub in listed.items() if key not in refused}
+        self.required = [self._pair(key, kept[key]) for key in kept if key in required]
+        self.optional = [self._pair(key, sub) for key, sub in kept.items() if key not in required]
+        self.low, self.high = schema.get("minProperties", 0), schema.get("maxProperties")
+        extra = schema.get("additionalProperties", None if listed else True)
+        self.other = None if extra in (None, False) else self._other_pair(names, ANY_VALUE if extra is True else extra)
+
+    def _pair(self, key: str, schema: object) -> str:
+        """The rule of one listed property: its name, then its value."""
+        prefix = f"{self.name}{'-' if self.name else ''}{key}"
+        value = self.converter.visit(schema, prefix)
+        literal = self.converter._format_literal(json.dumps(key))
+        return str(self.converter._add_rule(f"{prefix}-kv", f'{literal} space ":" space {value}'))
+
+    def _other_pair(self, names: dict[str, Any], schema: object) -> str:
+        """The rule of a property not listed: a name propertyNames allows, then additionalProperties' value."""
+        prefix = f"{self.name}{'-' if self.name else ''}additional"
+        key = self.converter.visit(names, f"{prefix}-name")
+        value = self.converter.visit(schema, f"{prefix}-value")
+        return str(self.converter._add_rule(f"{prefix}-kv", f'{key} ":" space {value}'))
+
+    def rule(self) -> str:
+        """The object's GBNF: braces round its required pairs, then the counted rest."""
+        rest = self._rest(0, len(self.required))
+        if rest is None:
+            counts = ", ".join(f"{key} {self.given[key]}" for key in ("minProperties", "maxProperties")
+                               if key in self.given)
+            raise NoValueError(f"the JSON schema's object of {counts} can be no object its properties allow",
+                               hint="make its minProperties and maxProperties fit its properties")
+        pieces = ['"{" space', f" {_SEPARATOR} ".join(self.required), rest, '"}" space']
+        return " ".join(piece for piece in pieces if piece)
+
+    def _rest(self, index: int, count: int) -> str | None:
+        """The rule name (or GBNF) of what follows once count properties are written, the optional ones from index on
+        left to write (None: no way to end the object)."""
+        if self.high is not None and count > self.high:
+            return None
+        if index == len(self.optional):
+            return self._others(count)
+        state = min(count, max(self.low, 1)) if self.high is None else count  # counts past both alike
+        name = _RULE_CHARS.sub("-", f"{self.name}{'-' if self.name else ''}count-{index}-{state}")
+        if name not in self.states:
+            take = self.optional[index] if count == 0 else f"{_SEPARATOR} {self.optional[index]}"
+            taken = self._rest(index + 1, count + 1) if self.high is None or count < self.high else None
+            choices = [f"{take} {taken}" if taken else None, self._rest(index + 1, count)]
+            self.states[name] = " | ".join(choice for choice in choices if choice) or None
+            if self.states[name]:
+                self.converter._rules[name] = self.states[name]
+        return name if self.states[name] else None
+
+    def _others(self, count: int) -> str | None:
+        """GBNF of the properties not listed that end an object of count properties so far (None: none can)."""
+        fewest = max(self.low - count, 0)
+        most = None if self.high is None else self.high - count
+        if self.other is None or most == 0:
+            return '""' if fewest == 0 else None
+        first = self.other if count == 0 else f"{_SEPARATOR} {self.other}"
+        more = f"({_SEPARATOR} {self.other})"
+        rest = f"{max(fewest - 1, 0)},{'' if most is None else most - 1}"  # how many after the first
+        tail = "" if rest == "0,0" else f" {more}*" if rest == "0," else f" {more}{{{rest}}}"
+        return f"({first}{tail})" if fewest else f"({first}{tail})?"
