@@ -20,9 +20,12 @@ from localgen.json_schema_objects import keywords_held, own_rule
 from localgen.json_schema_oneof import ONE_OF_WARNING, may_overlap
 from localgen.json_schema_pattern import converter_pattern
 from localgen.json_schema_refs import (
+    local_refs,
+    recursive_refs,
     ref_alone_draft,
     ref_target,
     refs_alone_where_declared,
+    refuse_ref_cycle,
     schemas_read,
     whole_schema_referred,
 )
@@ -73,7 +76,7 @@ def schema_grammar(text: str, warn: list[str]) -> str:
         warn.append(f"the JSON schema declares draft {ref_alone_draft(given)}, which reads a $ref alone: the "
                     f"{', '.join(beside_refs)} beside a $ref cannot hold (leave out its $schema, or put both in an "
                     "allOf, to hold them)")
-    how = _Preparation(lambda ref: ref_target(schema, ref), _recursive_refs(schema))
+    how = _Preparation(lambda ref: ref_target(schema, ref), recursive_refs(schema))
     try:
         prepared = _prepared(schema, how)
     except RecursionError:
@@ -100,7 +103,7 @@ def schema_grammar(text: str, warn: list[str]) -> str:
     warn.extend(_shadowed_keywords(prepared))
     warn.extend([dropped_warning(how.dropped)] if how.dropped else [])
     warn.extend([ONE_OF_WARNING] if how.one_of_overlaps else [])
-    _refuse_ref_cycle(prepared, whole_ref)
+    refuse_ref_cycle(prepared, whole_ref)
     return _converted(prepared)
 
 
@@ -177,8 +180,8 @@ def _prepared(node: object, how: _Preparation, seen: tuple[str, ...] = ()) -> ob
     written = _checked(node)
     schema = alternatives_beside_keywords_as_all_of(ref_beside_keywords_as_all_of(written, how.resolve))
     if "allOf" in schema:
-        merged = all_of_merged(schema, written, how.resolve, seen)
-        seen = (*seen, *sorted(_local_refs(schema["allOf"]) & how.recursive))
+        merged = all_of_merged(schema, written, how.resolve, seen, how.dropped)
+        seen = (*seen, *sorted(local_refs(schema["allOf"]) & how.recursive))
         schema = _checked(merged)
     split = isinstance(schema.get("type"), list)
     schema = types_apart(schema)
@@ -291,38 +294,6 @@ def _check_bounds(schema: dict[str, Any]) -> None:
             raise UsageError(f"the JSON schema's {low_key} {low:,} and {high_key} {high:,} are more than "
                              f"{MAX_SPAN:,} apart, which its grammar cannot nest",
                              hint=f"narrow them, or drop {high_key}")
-
-
-def _refuse_ref_cycle(schema: dict[str, Any], whole_ref: str) -> None:
-    """Refuse local $refs that lead round to themselves through nothing but $refs (no value could ever start)."""
-    for ref in _local_refs(schema):
-        seen, target = [ref], ref_target(schema, ref)
-        while isinstance(target, dict) and isinstance(target.get("$ref"), str):
-            if target["$ref"] in seen:
-                cycle = " -> ".join([*seen, target["$ref"]]).replace(whole_ref, "#")  # as written
-                raise UsageError(f"the JSON schema's $ref {seen[0].replace(whole_ref, '#')} is a cycle: {cycle}",
-                                 hint="let one of them describe a value, not only refer on")
-            seen.append(target["$ref"])
-            target = ref_target(schema, target["$ref"])
-
-
-def _local_refs(node: object) -> set[str]:
-    """Every local $ref (#/...) in a schema."""
-    return {item["$ref"] for item in schemas_in(node)
-            if isinstance(item.get("$ref"), str) and item["$ref"].startswith("#/")}
-
-
-def _recursive_refs(schema: object) -> frozenset[str]:
-    """The local $refs whose target leads back to the same $ref, through $refs within it."""
-    def reached(ref: str) -> set[str]:
-        found, stack = set(), [ref]
-        while stack:
-            for inner in _local_refs(ref_target(schema, stack.pop())) - found:
-                found.add(inner)
-                stack.append(inner)
-        return found
-
-    return frozenset(ref for ref in _local_refs(schema) if ref in reached(ref))
 
 
 def _converted(schema: dict[str, Any]) -> str:

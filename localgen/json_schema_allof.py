@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from localgen.errors import UsageError
@@ -32,6 +32,7 @@ class Wording:
     holder: str  # what holds a part that is not a schema, or refers: "the JSON schema's allOf"
     side: str  # one of the schemas merged: "a part"
     hint: str  # what to do where they cannot be merged
+    dropped: list[str] = field(default_factory=list, compare=False)  # each alternative left out, and why
 
 
 ALL_OF = Wording("the JSON schema's allOf", "the JSON schema's allOf", "a part",
@@ -42,7 +43,7 @@ def beside_wording(written: dict[str, Any]) -> Wording:
     """The wording of a merge of the keywords beside a schema's $ref, anyOf or oneOf (written: the schema as given)
     with it, or of its allOf."""
     if "allOf" in written:
-        return ALL_OF
+        return replace(ALL_OF, dropped=[])
     if "$ref" in written:
         ref = written["$ref"]
         return Wording(f"the JSON schema's $ref {ref} with the keywords beside it", "the JSON schema", "one side",
@@ -97,7 +98,7 @@ def _part(part: object, resolve: Resolver, seen: tuple[str, ...], words: Wording
             holds = f"the JSON schema's {key}"
             part = {**part, key: [item if item is False else _part(item, resolve, seen, words, holds)
                                   for item in part[key]]}
-    return merged_all_of(part, resolve, seen)
+    return merged_all_of(part, resolve, seen, replace(ALL_OF, dropped=words.dropped))
 
 
 def false_alternative(key: str) -> NoValueError:
@@ -161,6 +162,7 @@ def _spread(alternatives: list[Any], other: dict[str, Any], key: str, words: Wor
     dropped as the alternatives are prepared)."""
     spread: list[dict[str, Any]] = []
     clash: NoValueError | None = None
+    start = len(words.dropped)
     for item in alternatives:
         try:
             if item is False:
@@ -168,7 +170,10 @@ def _spread(alternatives: list[Any], other: dict[str, Any], key: str, words: Wor
             spread.append(_merged(dict(other), item, words))
         except NoValueError as exc:
             clash = clash or exc
+            why = f"{key} alternative {short_json(item)} ({exc.message})"
+            words.dropped.extend([why] if item is not False and why not in words.dropped else [])
     if clash and not spread:
+        del words.dropped[start:]  # the refusal says it
         raise clash
     if sum(_alternative_count(item) for item in spread) > MAX_ALTERNATIVES:
         raise UsageError(f"{words.merged} multiplies out to over {MAX_ALTERNATIVES} alternatives", hint=words.hint)

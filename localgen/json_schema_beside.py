@@ -52,8 +52,12 @@ def alternatives_beside_keywords_as_all_of(schema: dict[str, Any]) -> dict[str, 
     return {"allOf": [rest, {key: schema[key]}], **definitions}
 
 
-def all_of_merged(schema: dict[str, Any], written: dict[str, Any], resolve: Resolver,
-                  seen: tuple[str, ...]) -> dict[str, Any]:
+def all_of_merged(schema: dict[str, Any], written: dict[str, Any], resolve: Resolver, seen: tuple[str, ...],
+                  dropped: list[str]) -> dict[str, Any]:
     """schema's allOf merged (merged_all_of), a refusal naming what the user wrote (written: the schema as given): its
-    allOf, or the $ref, anyOf or oneOf the keywords beside it were merged with."""
-    return merged_all_of(schema, resolve, seen, beside_wording(written))
+    allOf, or the $ref, anyOf or oneOf the keywords beside it were merged with; dropped gets each alternative the
+    merge left out as allowing no value, and why."""
+    words = beside_wording(written)
+    merged = merged_all_of(schema, resolve, seen, words)
+    dropped.extend(why for why in words.dropped if why not in dropped)
+    return merged

@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from localgen.errors import UsageError
 from localgen.json_schema_words import DEFINITIONS, LIMITING, schemas_in, subschemas
 
 _REF_ALONE = re.compile(r"https?://json-schema\.org/draft-0([3-7])/schema#?")  # the drafts that read a $ref alone
@@ -104,3 +105,35 @@ def schemas_read(schema: object) -> list[dict[str, Any]]:
             stack.append(ref_target(schema, node["$ref"]))
         stack.extend(subschemas({key: value for key, value in node.items() if key not in DEFINITIONS}))
     return found
+
+
+def refuse_ref_cycle(schema: dict[str, Any], whole_ref: str) -> None:
+    """Refuse local $refs that lead round to themselves through nothing but $refs (no value could ever start)."""
+    for ref in local_refs(schema):
+        seen, target = [ref], ref_target(schema, ref)
+        while isinstance(target, dict) and isinstance(target.get("$ref"), str):
+            if target["$ref"] in seen:
+                cycle = " -> ".join([*seen, target["$ref"]]).replace(whole_ref, "#")  # as written
+                raise UsageError(f"the JSON schema's $ref {seen[0].replace(whole_ref, '#')} is a cycle: {cycle}",
+                                 hint="let one of them describe a value, not only refer on")
+            seen.append(target["$ref"])
+            target = ref_target(schema, target["$ref"])
+
+
+def local_refs(node: object) -> set[str]:
+    """Every local $ref (#/...) in a schema."""
+    return {item["$ref"] for item in schemas_in(node)
+            if isinstance(item.get("$ref"), str) and item["$ref"].startswith("#/")}
+
+
+def recursive_refs(schema: object) -> frozenset[str]:
+    """The local $refs whose target leads back to the same $ref, through $refs within it."""
+    def reached(ref: str) -> set[str]:
+        found, stack = set(), [ref]
+        while stack:
+            for inner in local_refs(ref_target(schema, stack.pop())) - found:
+                found.add(inner)
+                stack.append(inner)
+        return found
+
+    return frozenset(ref for ref in local_refs(schema) if ref in reached(ref))

@@ -236,3 +236,17 @@ def test_a_run_answers_an_object_of_its_counts_and_names() -> None:
                               "Give the ages of a few people.")
         assert result.returncode == 0 and result.err == "", result.err
         validate(json.loads(result.out), schema)
+
+
+@pytest.mark.parametrize("schema", [
+    {"allOf": [{"type": "string"}, {"anyOf": [{"type": "integer"}, {"maxLength": 3}]}]},
+    {"type": "string", "anyOf": [{"type": "integer"}, {"maxLength": 3}]},
+], ids=["all-of", "beside-keywords"])
+def test_an_alternative_a_merge_drops_is_named_in_a_warning(schema: dict[str, object]) -> None:
+    """An anyOf alternative of another type than an allOf part (or the keywords beside it) asks for was dropped
+    unsaid."""
+    assert [line for line in _warnings(schema) if "allows no value" in line] == [
+        "the JSON schema's anyOf alternative {\"type\": \"integer\"} (the JSON schema's "
+        + ("allOf" if "allOf" in schema else "anyOf with the keywords beside it")
+        + " asks for a value of type \"string\" and of type \"integer\", which no value is) allows no value, so the "
+        "answer is never it: fix it, or drop it"]
