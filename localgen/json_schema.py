@@ -32,6 +32,7 @@ from localgen.json_schema_refs import (
 from localgen.json_schema_types import ANY_VALUE, check_type, of_several_types, types_apart
 from localgen.json_schema_values import ENUM_HOLDS, NoValueError, enum_narrowed, is_number
 from localgen.json_schema_words import (
+    DEFINITIONS,
     MAX_COUNT,
     MAX_SPAN,
     NOT_IN_JSON_STRING,
@@ -183,6 +184,8 @@ def _prepared(node: object, how: _Preparation, seen: tuple[str, ...] = ()) -> ob
         merged = all_of_merged(schema, written, how.resolve, seen, how.dropped)
         seen = (*seen, *sorted(local_refs(schema["allOf"]) & how.recursive))
         schema = _checked(merged)
+    elif str(schema.get("$ref")).startswith("#/") and schema["$ref"] not in how.recursive:
+        _prepared(how.resolve(schema["$ref"]), how, seen)  # a target that allows no value refused here (or dropped)
     split = isinstance(schema.get("type"), list)
     schema = types_apart(schema)
     _refuse_forbidden_required(schema)
@@ -191,7 +194,7 @@ def _prepared(node: object, how: _Preparation, seen: tuple[str, ...] = ()) -> ob
             schema[key] = _alternatives_prepared(value, "type list" if split and "type" not in schema else key, how,
                                                  seen)
         elif key in SCHEMA_MAPS and isinstance(value, dict):  # a property of false cannot be there: left out
-            schema[key] = {name: _inner_prepared(_as_object(sub, key), how, seen)
+            schema[key] = {name: _inner_prepared(_as_object(sub, key), how, seen, key in DEFINITIONS)
                            for name, sub in value.items() if not (key == "properties" and sub is False)}
         elif (key in SCHEMA_LISTS and isinstance(value, list)) or key in SCHEMA_VALUED:
             schema[key] = [_inner_prepared(_as_object(sub, key), how, seen) for sub in value] \
@@ -223,13 +226,15 @@ def _alternatives_prepared(alternatives: list[Any], key: str, how: _Preparation,
     return kept
 
 
-def _inner_prepared(node: object, how: _Preparation, seen: tuple[str, ...]) -> object:
+def _inner_prepared(node: object, how: _Preparation, seen: tuple[str, ...], definition: bool = False) -> object:
     """A subschema other than an alternative (a property's, an item's) prepared: one that allows no value is refused
     as such, not taken for an alternative of the schema holding it that allows none (an optional property's leaves
-    the object others)."""
+    the object others); a definition that allows none is kept as written, refused (or dropped) where a $ref meets it."""
     try:
         return _prepared(node, how, seen)
     except NoValueError as exc:
+        if definition:
+            return node
         raise UsageError(exc.message, hint=exc.hint) from None
 
 

@@ -250,3 +250,16 @@ def test_an_alternative_a_merge_drops_is_named_in_a_warning(schema: dict[str, ob
         + ("allOf" if "allOf" in schema else "anyOf with the keywords beside it")
         + " asks for a value of type \"string\" and of type \"integer\", which no value is) allows no value, so the "
         "answer is never it: fix it, or drop it"]
+
+
+def test_a_ref_alternative_whose_target_allows_no_value_is_dropped(vocab: _Vocab) -> None:
+    """Its target's refusal refused the whole schema, where any other alternative that allows no value is dropped."""
+    schema = {"$defs": {"M": {"type": "integer", "minimum": 5, "maximum": 1}},
+              "anyOf": [{"$ref": "#/$defs/M"}, {"type": "null"}]}
+    assert _warnings(schema) == [
+        "the JSON schema's anyOf alternative {\"$ref\": \"#/$defs/M\"} (the JSON schema's integer of minimum 5, "
+        "maximum 1 can be no integer) allows no value, so the answer is never it: fix it, or drop it"]
+    from localgen.json_schema import schema_grammar
+
+    grammar = schema_grammar(json.dumps(schema), [])
+    assert [text for text in ("null", "3", "5") if vocab.accepts(grammar, text)] == ["null"]
