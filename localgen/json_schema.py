@@ -88,7 +88,7 @@ def schema_grammar(text: str, warn: list[str]) -> str:
         them = "them" if len(ignored) > 1 else "it"
         warn.append(f"the JSON schema's {', '.join(ignored)} cannot be enforced (llama-cpp-python's converter "
                     f"ignores {them}): check the answer")
-    formatted = [node for node in schemas_in(schema)
+    formatted = [node for node in schemas_read(schema)
                  if isinstance(node.get("format"), str) and not KNOWN_FORMAT.fullmatch(node["format"])]
     unknown_formats = sorted({node["format"] for node in formatted})
     if unknown_formats:
@@ -118,7 +118,7 @@ def _shadowed_keywords(schema: object) -> list[str]:
     """Warnings for keywords the converter drops beside another one it follows alone: a string's length beside its
     pattern or format, prefixItems beside items."""
     dropped: dict[str, list[str]] = {}  # by what the converter follows alone
-    for node in schemas_in(schema):
+    for node in schemas_read(schema):
         follows = "pattern" if isinstance(node.get("pattern"), str) else \
             "format" if KNOWN_FORMAT.fullmatch(str(node.get("format"))) else None
         lengths = [key for key in ("minLength", "maxLength") if key in node] if follows else []

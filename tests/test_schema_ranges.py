@@ -263,3 +263,13 @@ def test_a_ref_alternative_whose_target_allows_no_value_is_dropped(vocab: _Vocab
 
     grammar = schema_grammar(json.dumps(schema), [])
     assert [text for text in ("null", "3", "5") if vocab.accepts(grammar, text)] == ["null"]
+
+
+@pytest.mark.parametrize("unused", [
+    {"type": "string", "format": "email"},
+    {"type": "string", "pattern": "^a+$", "maxLength": 3},
+    {"type": "integer", "minimum": 5, "maximum": 1},
+], ids=["format", "length-beside-pattern", "no-value"])
+def test_an_unused_definition_is_not_warned_of(unused: dict[str, object]) -> None:
+    """The format and string-length warnings read every definition in $defs, one no $ref reaches too."""
+    assert _warnings({"$defs": {"Unused": unused}, "type": "integer"}) == []
