@@ -400,7 +400,7 @@ def _exact_converter(module: Any) -> Any:
 def _resolved_here(node: dict[str, Any], root: dict[str, Any], url: str) -> str:
     """A schema object's $ref as the converter keeps it, where it points at a schema in root: url before it."""
     ref = node["$ref"]
-    if isinstance(ref, str) and ref.startswith("https://"):
+    if isinstance(ref, str) and ref.startswith(("https://", "http://")):
         raise _unconvertible("a $ref to a remote schema (localgen does not fetch schemas)")
     if not isinstance(ref, str) or not ref.startswith("#/"):
         raise _unconvertible(f"Unsupported ref {ref}")

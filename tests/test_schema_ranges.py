@@ -265,6 +265,22 @@ def test_a_ref_alternative_whose_target_allows_no_value_is_dropped(vocab: _Vocab
     assert [text for text in ("null", "3", "5") if vocab.accepts(grammar, text)] == ["null"]
 
 
+@pytest.mark.parametrize(("schema", "message"), [
+    ({"$defs": {"M": {"type": "integer", "minimum": 5, "maximum": 1}}, "anyOf": [{"$ref": "#/$defs/M"}]},
+     "the JSON schema's integer of minimum 5, maximum 1 can be no integer"),
+    ({"$defs": {"M": {"type": "integer", "minimum": 5, "maximum": 1}}, "type": "object",
+      "properties": {"a": {"$ref": "#/$defs/M"}}},
+     "the JSON schema's integer of minimum 5, maximum 1 can be no integer"),
+    ({"$ref": "http://example.com/s"},
+     "cannot turn the JSON schema into a grammar: a $ref to a remote schema (localgen does not fetch schemas)"),
+], ids=["only-alternative", "property", "http-ref"])
+def test_refused_refs_say_why(schema: dict[str, object], message: str) -> None:
+    """A $ref whose target allows no value is refused where nothing else is left; an http:// $ref is named remote as
+    an https:// one is, where it said "Unsupported ref"."""
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
+    assert result.returncode == 2 and result.err.startswith(f"localgen: error: {message} (hint: "), result.err
+
+
 @pytest.mark.parametrize("unused", [
     {"type": "string", "format": "email"},
     {"type": "string", "pattern": "^a+$", "maxLength": 3},
