@@ -5,7 +5,6 @@ propertyNames schema (a listed property whose name that schema refuses left out)
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from localgen.json_schema_ranges import bounds_held, range_rule
@@ -17,7 +16,6 @@ COUNT_KEYWORDS = ("minProperties", "maxProperties", "propertyNames")
 MAX_COUNT_RULES = 2000  # the most rules an object's count takes (optional properties times counts): more, warned
 _HOLDERS = ("enum", "const", "$ref", "anyOf", "oneOf", "allOf")  # keywords whose own rule the converter writes
 _SEPARATOR = '"," space'
-_RULE_CHARS = re.compile(r"[^a-zA-Z0-9-]+")  # what a GBNF rule's name cannot hold
 
 
 def keywords_held(schema: dict[str, Any]) -> frozenset[str]:
@@ -69,7 +67,7 @@ class _ObjectRule:
         """The object's properties, visited as the converter visits them, those whose name propertyNames refuses left
         out (a required one refused: no object follows the schema)."""
         self.converter, self.name, self.given = converter, name, schema
-        self.states: dict[str, str | None] = {}  # each count rule's GBNF (None: no way to end the object from it)
+        self.states: dict[tuple[int, int], str | None] = {}  # each count rule's name (None: the object cannot end)
         names = _names_schema(schema) or {}
         listed = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
         required = [key for key in schema.get("required") or () if key in listed]
@@ -117,16 +115,15 @@ class _ObjectRule:
             return None
         if index == len(self.optional):
             return self._others(count)
-        state = min(count, max(self.low, 1)) if self.high is None else count  # counts past both alike
-        name = _RULE_CHARS.sub("-", f"{self.name}{'-' if self.name else ''}count-{index}-{state}")
-        if name not in self.states:
+        state = (index, min(count, max(self.low, 1)) if self.high is None else count)  # counts past both alike
+        if state not in self.states:
             take = self.optional[index] if count == 0 else f"{_SEPARATOR} {self.optional[index]}"
             taken = self._rest(index + 1, count + 1) if self.high is None or count < self.high else None
             choices = [f"{take} {taken}" if taken else None, self._rest(index + 1, count)]
-            self.states[name] = " | ".join(choice for choice in choices if choice) or None
-            if self.states[name]:
-                self.converter._rules[name] = self.states[name]
-        return name if self.states[name] else None
+            rule = " | ".join(choice for choice in choices if choice)
+            name = f"{self.name}{'-' if self.name else ''}count-{state[0]}-{state[1]}"
+            self.states[state] = str(self.converter._add_rule(name, rule)) if rule else None  # a name of its own
+        return self.states[state]
 
     def _others(self, count: int) -> str | None:
         """GBNF of the properties not listed that end an object of count properties so far (None: none can)."""

@@ -289,3 +289,9 @@ def test_refused_refs_say_why(schema: dict[str, object], message: str) -> None:
 def test_an_unused_definition_is_not_warned_of(unused: dict[str, object]) -> None:
     """The format and string-length warnings read every definition in $defs, one no $ref reaches too."""
     assert _warnings({"$defs": {"Unused": unused}, "type": "integer"}) == []
+
+
+def test_a_count_rule_does_not_take_the_name_of_a_property_s_rule(vocab: _Vocab) -> None:
+    """A property named as a count rule is (count-0-0) had its value's rule written over by the count's."""
+    schema = {"type": "object", "properties": {"count-0-0": {"type": "integer", "minimum": 1}}, "maxProperties": 1}
+    assert _objects(vocab, schema, [{"count-0-0": 5}, {}, {"count-0-0": 0}]) == [{"count-0-0": 5}, {}]
