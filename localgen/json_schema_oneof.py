@@ -8,6 +8,7 @@ from collections.abc import Callable
 from itertools import combinations
 from typing import Any
 
+from localgen.json_schema_ranges import ranges_apart
 from localgen.json_schema_types import ANY_VALUE
 from localgen.json_schema_values import same_value
 
@@ -35,8 +36,8 @@ def _followed(schema: object, resolve: Callable[[str], object]) -> object:
 
 
 def _apart(first: object, second: object, resolve: Callable[[str], object]) -> bool:
-    """Whether no value meets both schemas, as far as their types, listed values and required listed properties
-    show."""
+    """Whether no value meets both schemas, as far as their types, listed values, numeric bounds and required listed
+    properties show."""
     if not (isinstance(first, dict) and isinstance(second, dict)):
         return False
     if not _kinds(first) & _kinds(second):
@@ -44,6 +45,8 @@ def _apart(first: object, second: object, resolve: Callable[[str], object]) -> b
     listed = _listed(first), _listed(second)
     if listed[0] is not None and listed[1] is not None:
         return not any(same_value(one, other) for one in listed[0] for other in listed[1])
+    if ranges_apart(first, second):
+        return True
     if _kinds(first) != {"object"} or _kinds(second) != {"object"}:
         return False
     both = set(_names(first.get("required"))) & set(_names(second.get("required")))

@@ -75,6 +75,25 @@ def range_rule(schema: dict[str, Any]) -> str | None:
     return f"({' | '.join(pieces)}) space"
 
 
+def ranges_apart(first: dict[str, Any], second: dict[str, Any]) -> bool:
+    """Whether no number is within both schemas' bounds, as range_rule holds them (False where either holds none)."""
+    sides = []
+    for schema in (first, second):
+        bounds = _bounds(schema) if range_rule(schema) is not None else None
+        if bounds is None:
+            return False
+        integral = schema.get("type") == "integer"
+        sides.append((_integral(bounds[0], above=True), _integral(bounds[1], above=False)) if integral else bounds)
+    return _below(sides[0][1], sides[1][0]) or _below(sides[1][1], sides[0][0])
+
+
+def _below(high: _Bound | None, low: _Bound | None) -> bool:
+    """Whether every number up to an upper bound is below every number from a lower bound (None: open)."""
+    if high is None or low is None:
+        return False
+    return high.value < low.value or (high.value == low.value and (high.strict or low.strict))
+
+
 def _bounds(schema: dict[str, Any]) -> tuple[_Bound | None, _Bound | None] | None:
     """The tightest lower and upper bound a schema gives (None for a side it leaves open; None for all: a bound of
     another kind than a finite number, or beyond MAX_DIGITS)."""

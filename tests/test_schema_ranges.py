@@ -295,3 +295,16 @@ def test_a_count_rule_does_not_take_the_name_of_a_property_s_rule(vocab: _Vocab)
     """A property named as a count rule is (count-0-0) had its value's rule written over by the count's."""
     schema = {"type": "object", "properties": {"count-0-0": {"type": "integer", "minimum": 1}}, "maxProperties": 1}
     assert _objects(vocab, schema, [{"count-0-0": 5}, {}, {"count-0-0": 0}]) == [{"count-0-0": 5}, {}]
+
+
+@pytest.mark.parametrize(("schema", "warned"), [
+    ({"type": "integer", "oneOf": [{"minimum": 0, "maximum": 5}, {"minimum": 6, "maximum": 8}]}, False),
+    ({"type": "integer", "oneOf": [{"maximum": -1}, {"minimum": 0, "maximum": 1000}, {"minimum": 1001}]}, False),
+    ({"type": "number", "oneOf": [{"minimum": 0, "exclusiveMaximum": 5}, {"minimum": 5}]}, False),
+    ({"oneOf": [{"type": "integer", "exclusiveMaximum": 6}, {"type": "integer", "minimum": 5.5}]}, False),
+    ({"type": "integer", "oneOf": [{"minimum": 0, "maximum": 5}, {"minimum": 5, "maximum": 8}]}, True),
+    ({"type": "number", "oneOf": [{"minimum": 0, "maximum": 5}, {"minimum": 5}]}, True),
+], ids=["listed-apart", "ranges-apart", "number-exclusive", "integers-between", "share-5", "number-share-5"])
+def test_a_one_of_of_bounds_apart_is_not_warned_of(schema: dict[str, object], warned: bool) -> None:
+    """Integers of bounds apart, once listed and told apart by their values, were said to be maybe shared."""
+    assert any("oneOf cannot be held" in line for line in _warnings(schema)) is warned
