@@ -8,7 +8,7 @@ from collections.abc import Callable
 from itertools import combinations
 from typing import Any
 
-from localgen.json_schema_ranges import ranges_apart
+from localgen.json_schema_ranges import may_hold, ranges_apart
 from localgen.json_schema_types import ANY_VALUE
 from localgen.json_schema_values import same_value
 
@@ -45,7 +45,9 @@ def _apart(first: object, second: object, resolve: Callable[[str], object]) -> b
     listed = _listed(first), _listed(second)
     if listed[0] is not None and listed[1] is not None:
         return not any(same_value(one, other) for one in listed[0] for other in listed[1])
-    if ranges_apart(first, second):
+    if ranges_apart(first, second) or any(
+            values is not None and not any(may_hold(other, value) for value in values)
+            for values, other in ((listed[0], second), (listed[1], first))):
         return True
     if _kinds(first) != {"object"} or _kinds(second) != {"object"}:
         return False

@@ -87,6 +87,21 @@ def ranges_apart(first: dict[str, Any], second: dict[str, Any]) -> bool:
     return _below(sides[0][1], sides[1][0]) or _below(sides[1][1], sides[0][0])
 
 
+def may_hold(schema: dict[str, Any], value: object) -> bool:
+    """Whether a JSON value may meet an integer's or number's schema whose bounds range_rule holds (True where it holds
+    none: not known)."""
+    bounds = _bounds(schema) if range_rule(schema) is not None else None
+    if bounds is None:
+        return True
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        return False
+    exact = Fraction(value)
+    if schema.get("type") == "integer" and exact.denominator != 1:
+        return False
+    low, high = bounds
+    return not (_below(_Bound(exact, False), low) or _below(high, _Bound(exact, False)))
+
+
 def _below(high: _Bound | None, low: _Bound | None) -> bool:
     """Whether every number up to an upper bound is below every number from a lower bound (None: open)."""
     if high is None or low is None:

@@ -302,9 +302,14 @@ def test_a_count_rule_does_not_take_the_name_of_a_property_s_rule(vocab: _Vocab)
     ({"type": "integer", "oneOf": [{"maximum": -1}, {"minimum": 0, "maximum": 1000}, {"minimum": 1001}]}, False),
     ({"type": "number", "oneOf": [{"minimum": 0, "exclusiveMaximum": 5}, {"minimum": 5}]}, False),
     ({"oneOf": [{"type": "integer", "exclusiveMaximum": 6}, {"type": "integer", "minimum": 5.5}]}, False),
+    ({"oneOf": [{"const": 3}, {"type": "integer", "minimum": 5, "maximum": 9}]}, False),
+    ({"oneOf": [{"enum": [3, "a"]}, {"type": "number", "exclusiveMinimum": 3}]}, False),
+    ({"oneOf": [{"enum": [2.5]}, {"type": "integer", "minimum": 0, "maximum": 9}]}, False),
+    ({"oneOf": [{"const": 7}, {"type": "integer", "minimum": 5, "maximum": 9}]}, True),
     ({"type": "integer", "oneOf": [{"minimum": 0, "maximum": 5}, {"minimum": 5, "maximum": 8}]}, True),
     ({"type": "number", "oneOf": [{"minimum": 0, "maximum": 5}, {"minimum": 5}]}, True),
-], ids=["listed-apart", "ranges-apart", "number-exclusive", "integers-between", "share-5", "number-share-5"])
+], ids=["listed-apart", "ranges-apart", "number-exclusive", "integers-between", "const-outside", "enum-outside",
+        "enum-no-integer", "const-inside", "share-5", "number-share-5"])
 def test_a_one_of_of_bounds_apart_is_not_warned_of(schema: dict[str, object], warned: bool) -> None:
     """Integers of bounds apart, once listed and told apart by their values, were said to be maybe shared."""
     assert any("oneOf cannot be held" in line for line in _warnings(schema)) is warned
