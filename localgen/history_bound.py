@@ -24,7 +24,9 @@ READ_BYTES = int(MAX_HISTORY_BYTES * TRIM_ABOVE) + 1024 * 1024  # a trim reads t
 DAMAGED_SUFFIX = ".damaged"  # a damaged history file is moved aside to its name with this
 LOCK_WAIT_S = 2.0  # another chat's trim or append holds the lock this long at most; then the write goes on without
 _LOCK_RETRY_S = 0.01
-ALONE_MARK = b"# localgen: the newest entry alone below, %d bytes\n"  # a line the trim keeping one entry writes first
+# the line a trim keeping one entry alone writes in place of its time's header line: no line of a file so kept but the
+# first is a header, so that no version looking for the newest entry's header finds one to keep it from
+ALONE_MARK = b"# localgen: the newest entry alone below, %d bytes\n"
 _ALONE_MARKED = re.compile(rb"# localgen: the newest entry alone below, (\d+) bytes\n")
 
 log = logging.getLogger("localgen")
@@ -145,9 +147,9 @@ def _write_trimmed(target: Path, kept: bytes | tuple[bytes, memoryview], before:
 
 @contextlib.contextmanager
 def _newest_entry_mapped(file: BinaryIO) -> Iterator[memoryview | None]:
-    """The newest entry of the history file open as file, alone, mapped from the file, not read into memory (one
-    pasted in may be of any size), for a trim that drops the entries before it and marks it alone (the whole file
-    where it is one entry already); None where the file cannot be mapped."""
+    """The text of the newest entry of the history file open as file, its lines after its header's, mapped from the
+    file, not read into memory (one pasted in may be of any size), for a trim that drops the entries before it and
+    marks it alone (the whole file's where it is one entry already); None where the file cannot be mapped."""
     try:
         mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError) as exc:  # a file system that maps no files: left whole
@@ -156,7 +158,8 @@ def _newest_entry_mapped(file: BinaryIO) -> Iterator[memoryview | None]:
         return
     with mapped, memoryview(mapped) as whole:
         start = mapped.rfind(b"\n#")  # a header's line: each line of an entry's text starts with '+'
-        with whole[max(start, 0):] as newest:
+        text = mapped.find(b"\n", start + 1) + 1 if start >= 0 or mapped[:1] == b"#" else 0  # after its header
+        with whole[text:] as newest:
             yield newest
 
 

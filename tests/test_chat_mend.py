@@ -128,7 +128,8 @@ def test_a_history_whose_newest_entry_is_longer_than_a_trim_reads_keeps_that_ent
         assert chat.quit() == 0
     finally:
         _stop(chat)
-    data, kept = history.read_text(), (ALONE_MARK % len(paste)).decode() + paste
+    text = paste.removeprefix("\n# 2026-01-01 10:00:01\n")  # the mark takes its header's place
+    data, kept = history.read_text(), (ALONE_MARK % len(text)).decode() + text
     assert data.startswith(kept) and data[len(kept):].endswith("\n+/wrap\n"), data[len(kept):]
 
 
@@ -398,7 +399,7 @@ def test_a_history_left_as_one_huge_entry_is_not_looked_through_again(tmp_path: 
     history.write_text(older + paste)
     check_and_trim_history(history)
     trimmed = history.read_bytes()
-    assert trimmed.endswith(paste.encode()) and b"+old" not in trimmed
+    assert trimmed.endswith(paste.removeprefix(header).encode()) and b"+old" not in trimmed
     mapped: list[int] = []
     real_mmap = mmap.mmap
     monkeypatch.setattr(mmap, "mmap", lambda *args, **kwargs: mapped.append(1) or real_mmap(*args, **kwargs))
