@@ -5,6 +5,7 @@ without the lock, after LOCK_WAIT_S, just as a trim's copy takes the file's plac
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import mmap
 import os
@@ -163,15 +164,46 @@ def _newest_entry_mapped(file: BinaryIO) -> Iterator[memoryview | None]:
             yield newest
 
 
+def recalled_entries(path: Path) -> list[str]:
+    """The entries of the history file at path that Up recalls, newest first, read as prompt-toolkit reads them, but
+    from the file's last READ_BYTES alone and kept as a trim keeps them (newest_entries), so that a start reads and
+    holds a bounded part of a history of any size: an entry longer than that (a huge paste a trim kept alone) stays in
+    the file, not recalled."""
+    with open(path, "rb") as file:
+        offset = file.seek(max(0, os.fstat(file.fileno()).st_size - READ_BYTES))
+        data = file.read(READ_BYTES)
+    if offset:
+        data = _from_first_whole_entry(data)
+    return _entries(newest_entries(data) or data)[::-1]
+
+
+def _entries(data: bytes) -> list[str]:
+    """The entries of a history file's data, oldest first, as prompt-toolkit's FileHistory reads them: each the text
+    of its lines that start with '+', without its last newline, the other lines between entries."""
+    entries, lines = [], []
+    for line in [*io.BytesIO(data), b""]:  # split at newlines alone, each kept
+        if line.startswith(b"+"):
+            lines.append(line[1:])
+        elif lines:
+            entries.append(b"".join(lines)[:-1].decode("utf-8", "replace"))
+            lines = []
+    return entries
+
+
+def _from_first_whole_entry(data: bytes) -> bytes:
+    """data, bytes read from within a history file, from the first entry they hold whole: its header's line."""
+    lines = data.split(b"\n")[1:]  # the first one read may be part of a line
+    whole = next((index for index, line in enumerate(lines) if not line.startswith(b"+")), len(lines))
+    return b"\n".join(lines[whole:])
+
+
 def _kept_part(data: bytes, read_whole: bool) -> bytes | None:
     """The newest entries of a history file, from data, its last READ_BYTES (read_whole: all of it); None where it
     holds less than TRIM_ABOVE of either bound, or its newest entry alone is longer than what is read."""
     if read_whole:
         slack = int(MAX_HISTORY_ENTRIES * TRIM_ABOVE), int(MAX_HISTORY_BYTES * TRIM_ABOVE)
         return None if newest_entries(data, *slack) is None else newest_entries(data)
-    lines = data.split(b"\n")[1:]  # the first one read may be part of a line
-    whole = next((index for index, line in enumerate(lines) if not line.startswith(b"+")), len(lines))
-    data = b"\n".join(lines[whole:])  # from the first entry read whole: its header
+    data = _from_first_whole_entry(data)
     return (newest_entries(data) or data) if b"\n+" in data else None
 
 

@@ -18,7 +18,7 @@ from localgen.chat_settings import SETTING_NAMES
 from localgen.config import settings
 from localgen.control_chars import NOT_TEXT_CONTROLS
 from localgen.errors import UsageError, os_reason
-from localgen.history_bound import DAMAGED_SUFFIX, check_and_trim_history, history_lock
+from localgen.history_bound import DAMAGED_SUFFIX, check_and_trim_history, history_lock, recalled_entries
 from localgen.input_text import argument_text
 from localgen.offered_names import conversations_offered, models_offered, starting_with
 from localgen.repl_show import SHOW_PARTS
@@ -250,9 +250,12 @@ class SafeFileHistory(FileHistory):
         self._unsaved: set[str] = set()  # lines Up finds that the file does not hold
 
     def load_history_strings(self) -> Iterable[str]:
-        """The saved lines, or none (noted once) when the file cannot be read."""
+        """The saved lines Up recalls (recalled_entries: a bounded part of the file), or none (noted once) when the
+        file cannot be read."""
         try:
-            return list(super().load_history_strings())
+            return recalled_entries(Path(self.filename))
+        except FileNotFoundError:  # not made yet: the first line sent makes it
+            return []
         except Exception as exc:  # raised in prompt-toolkit's task, it would put a traceback on the screen
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or repr(exc)
             self._note(f"cannot read the input history {self.filename!s}: {reason}")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+
+from tests.test_repl import Chat
 
 HUGE_HEADER = b"\n# 2026-01-01 10:00:01\n"
 
@@ -54,3 +57,79 @@ def test_a_huge_entry_kept_alone_is_rewritten_once_whatever_an_older_localgen_do
     assert [who for who, rewrote in rewrites if rewrote] in (["this"], ["older", "this"]), rewrites
     assert history.read_bytes() == history_bound.ALONE_MARK % len(text) + text
     assert list(FileHistory(str(history)).load_history_strings()) == ["pasted text\n" * 999 + "pasted text"]
+
+
+def _bytes_read() -> int:
+    """Bytes this process has read from files so far (Linux's count of its read calls)."""
+    text = Path("/proc/self/io").read_text()
+    return int(re.search(r"^rchar: (\d+)", text, re.MULTILINE)[1])  # type: ignore[index]
+
+
+def _entries_text(count: int, text: str = "old {}") -> bytes:
+    """A history file's data of count entries, each one line of text (numbered by {})."""
+    return "".join(f"\n# 2026-01-01 10:00:00\n+{text.format(i)}\n" for i in range(count)).encode()
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="counts reads by Linux's /proc/self/io")
+@pytest.mark.parametrize("huge_last", [False, True])
+def test_up_reads_a_long_history_from_its_last_bytes_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          huge_last: bool) -> None:
+    """The lines Up recalls are read from a history's last bytes, as a trim reads it, whatever its size (the whole
+    file was read and held, 1.7 s and 735 MB at a chat's start for a 200 MB entry a trim had kept alone): those of
+    the whole entries there, newest first; none of an entry longer than them, which stays in the file."""
+    from localgen import history_bound
+    from localgen.repl_input import SafeFileHistory
+
+    monkeypatch.setattr(history_bound, "READ_BYTES", 64 * 1024)
+    history = tmp_path / "history"
+    data = _entries_text(200_000)  # 4.4 MB
+    history.write_bytes(history_bound.ALONE_MARK % len(data) + data.replace(b"\n# 2026-01-01 10:00:00\n", b"")
+                        if huge_last else data)
+    before = _bytes_read()
+    recalled = list(SafeFileHistory(history).load_history_strings())
+    assert _bytes_read() - before < 1024 * 1024, "the whole history was read"
+    if huge_last:
+        assert recalled == []
+    else:
+        assert recalled[0] == "old 199999" and 1000 < len(recalled) < 3000
+        assert recalled == [f"old {i}" for i in range(199_999, 199_999 - len(recalled), -1)]
+
+
+def test_up_reads_entries_as_prompt_toolkit_writes_and_reads_them(tmp_path: Path) -> None:
+    """The entries Up recalls are those prompt-toolkit's FileHistory reads from the same file: lines of several
+    lines, a carriage return, an empty line, bytes that are not UTF-8, headers of any kind, no last newline."""
+    from prompt_toolkit.history import FileHistory
+
+    from localgen.repl_input import SafeFileHistory
+
+    history = tmp_path / "history"
+    writer = FileHistory(str(history))
+    for entry in ("one", "two\nlines", "", "tab\tand\rreturn", "\n", "café"):
+        writer.store_string(entry)
+    with history.open("ab") as file:
+        file.write(b"# another header\n+caf\xe9 \xf0\x9f\n+last, no newline")
+    assert list(SafeFileHistory(history).load_history_strings()) == list(writer.load_history_strings())
+    assert list(SafeFileHistory(tmp_path / "none").load_history_strings()) == []
+
+
+def test_up_in_a_chat_whose_history_is_one_huge_entry_recalls_the_lines_sent_since(tmp_path: Path) -> None:
+    """A chat whose history is an entry longer than a start reads, which the trim keeps alone, starts and recalls
+    with Up the line sent in it (Up went on to the huge entry, read whole as the chat started)."""
+    from localgen.history_bound import ALONE_MARK, READ_BYTES
+
+    history = tmp_path / "home" / "data" / "history"
+    history.parent.mkdir(parents=True)
+    text = b"+pasted text\n" * (READ_BYTES // 13 + 1000)
+    history.write_bytes(ALONE_MARK % len(text) + text)
+    chat = Chat(tmp_path / "home", "--no-markdown")
+    try:
+        chat.command("/wrap", "answers' lines")
+        chat.child.send("\x1b[A\x1b[A\r")  # Up twice: the line sent, and nothing older
+        chat.child.expect_exact("answers' lines")
+        chat.sync()
+        assert "pasted text" not in chat.transcript.getvalue()
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+    assert history.read_bytes().startswith(ALONE_MARK % len(text) + text)

@@ -14,6 +14,7 @@ from prompt_toolkit.history import FileHistory, History
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
+from localgen import repl_input
 from localgen.repl_input import SafeFileHistory, history_path, open_history
 from localgen.repl_terminal import signals_end_the_prompt
 from localgen.signals import SignalExit, exit_on_signals
@@ -124,10 +125,10 @@ def test_a_history_that_fails_to_load_is_one_warning(home: Path, monkeypatch: py
     path.parent.mkdir(parents=True)
     path.write_text("")
 
-    def too_big(_self: FileHistory) -> Iterable[str]:
+    def too_big(_path: Path) -> list[str]:
         raise MemoryError
 
-    monkeypatch.setattr(FileHistory, "load_history_strings", too_big)
+    monkeypatch.setattr(repl_input, "recalled_entries", too_big)
     history = SafeFileHistory(path)
     assert _read_a_line(history) == "hi"
     assert history.problem == f"cannot read the input history {path}: MemoryError()"
