@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 
 from localgen import console
+from localgen.chat_settings import setting_text
 from localgen.conversation import asks_for_no_system_prompt  # off, as /wrap off and /stats off switch theirs off
 from localgen.conversation_summary import details_line, model_name, saved_figures
 from localgen.conversation_turn import Turn
@@ -209,7 +210,7 @@ def wrap_command(state: ChatState, argument: str) -> None:
 
 def settings_text(session: ChatSession) -> str:
     """The sampling settings as 'name=value, ...' (unset ones as none)."""
-    return ", ".join(f"{k}={'none' if v is None else v}" for k, v in session.settings().items())
+    return ", ".join(f"{key}={setting_text(value)}" for key, value in session.settings().items())
 
 
 def _unquoted(text: str) -> str:

@@ -4,7 +4,7 @@ settings' names, the command line's and Ollama's names for them, and their value
 from __future__ import annotations
 
 from localgen.errors import UsageError
-from localgen.params import CHAT_SETTINGS, SETTING_EXAMPLES
+from localgen.params import CHAT_SETTINGS, SETTING_EXAMPLES, number_text
 from localgen.slips import did_you_mean
 
 SETTING_NAMES = tuple(CHAT_SETTINGS)
@@ -55,6 +55,12 @@ def parse_setting(key: str, raw: str) -> int | float | None:
         slip = number_slip_hint(raw, whole=kind is int, example=f"/set {key} {{}}")  # 0,7 as the command line says it
         raise UsageError(f"'{raw}' is not a valid value for {key}",
                          hint=slip or f"e.g. /set {key} {SETTING_EXAMPLES[key]}") from None
+
+
+def setting_text(value: object) -> str:
+    """A setting's value as the chat writes it (/set, /show, a command that starts it again): none where unset, a
+    number in its shortest form (500 for 500.0, 0.1)."""
+    return "none" if value is None else number_text(value)
 
 
 def _unquoted(text: str) -> str:

@@ -34,9 +34,16 @@ def _check(ok: bool, message: str, hint: str) -> None:
         raise UsageError(message, hint=hint)
 
 
+def number_text(value: object) -> str:
+    """A number in its shortest form, as it is typed: 500 for 500.0, 0.1, 1e-05."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
+        return str(int(value))
+    return str(value)
+
+
 def _num(value: object) -> str:
-    """A number for a message: integers with thousands separators."""
-    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+    """A number for a message: integers with thousands separators, others in their shortest form."""
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else number_text(value)
 
 
 def check_context_size(n_ctx: int) -> None:
@@ -88,19 +95,19 @@ class SamplingParams:
     grammar: Grammar | None = None  # what the answer must follow (--grammar, --json-schema); None: free text
 
     def __post_init__(self) -> None:
-        _check(0.0 <= self.temperature <= 100.0, f"temperature {self.temperature} is out of range",
+        _check(0.0 <= self.temperature <= 100.0, f"temperature {_num(self.temperature)} is out of range",
                "use 0 (greedy) to 100; useful values are up to about 2, typical is 0.7")
         _check(self.top_k >= 0, f"top-k {self.top_k} is negative", "use 0 (off) or a positive count, e.g. 40")
         _check(self.top_k <= MAX_TOP_K, f"top-k {_num(self.top_k)} is out of range", "use 0 (off) or a count, e.g. 40")
-        _check(0.0 <= self.top_p <= 1.0, f"top-p {self.top_p} is out of range", "use a value from 0 to 1")
-        _check(0.0 <= self.min_p <= 1.0, f"min-p {self.min_p} is out of range", "use a value from 0 to 1")
-        _check(0.0 < self.repeat_penalty <= 10.0, f"repeat penalty {self.repeat_penalty} is out of range",
+        _check(0.0 <= self.top_p <= 1.0, f"top-p {_num(self.top_p)} is out of range", "use a value from 0 to 1")
+        _check(0.0 <= self.min_p <= 1.0, f"min-p {_num(self.min_p)} is out of range", "use a value from 0 to 1")
+        _check(0.0 < self.repeat_penalty <= 10.0, f"repeat penalty {_num(self.repeat_penalty)} is out of range",
                "use a value above 0 and up to 10; 1 disables it, typical is 1.1")
         _check(-1 <= self.repeat_last_n <= MAX_CONTEXT_LIMIT,
                f"repeat-last-n {_num(self.repeat_last_n)} is out of range",
                f"use 0 (off), -1 (the whole context) or a token count up to {MAX_CONTEXT_LIMIT:,}, e.g. 64")
         for name, value in (("presence", self.presence_penalty), ("frequency", self.frequency_penalty)):
-            _check(-2.0 <= value <= 2.0, f"{name} penalty {value} is out of range",
+            _check(-2.0 <= value <= 2.0, f"{name} penalty {_num(value)} is out of range",
                    "use a value from -2 to 2; 0 disables it, typical is up to 0.5")
         if self.seed == RANDOM_SEED:
             object.__setattr__(self, "seed", None)  # frozen: normalised once, here

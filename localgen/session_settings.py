@@ -7,7 +7,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 
-from localgen.chat_settings import parse_setting, setting_key
+from localgen.chat_settings import parse_setting, setting_key, setting_text
 from localgen.errors import UsageError
 from localgen.params import CHAT_SETTINGS, STOP_SETTING, GenerationLimits, SamplingParams, with_settings
 
@@ -45,8 +45,7 @@ class SessionSettings:
     def value_of(self, name: str) -> tuple[str, str]:
         """A setting's canonical name and its value as text (none when unset)."""
         key = setting_key(name)
-        stored = self.settings()[key]
-        return key, "none" if stored is None else str(stored)
+        return key, setting_text(self.settings()[key])
 
     def _apply_setting(self, name: str, raw: str) -> str:
         """Change one sampling setting from text, without saving; return its canonical name."""

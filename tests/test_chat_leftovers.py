@@ -133,3 +133,27 @@ def test_up_in_a_chat_whose_history_is_one_huge_entry_recalls_the_lines_sent_sin
         if chat.child.isalive():
             chat.child.terminate(force=True)
     assert history.read_bytes().startswith(ALONE_MARK % len(text) + text)
+
+
+def test_set_and_run_write_a_number_in_its_shortest_form(tmp_path: Path) -> None:
+    """/set temperature 500 is refused as 500 out of range (it said 500.0, a float's text), as run --temperature 500
+    is; /set temperature 100 says 100, /set top_p 0.50 says 0.5, and /set NAME alone and /show write them alike."""
+    from tests.conftest import run_localgen
+
+    chat = Chat(tmp_path / "home", "--no-markdown")
+    try:
+        chat.command_words("/set temperature 500", "error: temperature 500 is out of range")
+        chat.command("/set temperature 100", "temperature = 100")
+        chat.command("/set top_p 0.50", "top_p = 0.5")
+        chat.command("/set temp", "(/set temperature VALUE")
+        shown = " ".join(chat.command("/show settings", "max_tokens=").split())
+        said = chat.transcript.getvalue()
+        assert ".0" not in said.replace("0.05", ""), said
+        assert "temperature = 100 (/set temperature VALUE" in said, said
+        assert "temperature=100," in shown and "top_p=0.5," in shown and "presence_penalty=0," in shown, shown
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+    refused = run_localgen("run", "--temperature", "500", "--top-p", "2", "hi", env={"LOCALGEN_HOME": str(tmp_path)})
+    assert refused.returncode == 2 and b"error: temperature 500 is out of range" in refused.stderr, refused.stderr

@@ -251,7 +251,7 @@ def test_help_with_a_word_after_a_command_without_subcommands_names_that_word(wo
 
 @pytest.mark.parametrize(("args", "error", "code"), [
     (("--bogus-option",), "no such option: --bogus-option", 2),
-    (("--temperature", "-5"), "temperature -5.0 is out of range", 2),
+    (("--temperature", "-5"), "temperature -5 is out of range", 2),
     (("--threads", "0"), "--threads", 2),
     (("-f", "no-such-file.txt"), "no such file: no-such-file.txt", 2),
     (("--resume", "no-such-chat"), "no saved conversation named 'no-such-chat'", 1),

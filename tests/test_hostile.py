@@ -75,7 +75,7 @@ CASES: dict[str, Case] = {
     "ctx-beyond-model": Case(("run", "hi", "--ctx-size", "100000"), USAGE, "beyond the model's maximum of 8,192"),
     "ctx-absurd": Case(("run", "hi", "-c", "99999999999999999999999"), USAGE, "beyond the model's maximum"),
     # sampling
-    "temperature-negative": Case(("run", "hi", "--temperature", "-1"), USAGE, "temperature -1.0 is out of range"),
+    "temperature-negative": Case(("run", "hi", "--temperature", "-1"), USAGE, "temperature -1 is out of range"),
     "temperature-huge": Case(("run", "hi", "--temperature", "1000"), USAGE, "is out of range"),
     "temperature-nan": Case(("run", "hi", "--temperature", "nan"), USAGE, "temperature nan is out of range"),
     "temperature-inf": Case(("run", "hi", "--temperature", "inf"), USAGE, "temperature inf is out of range"),
@@ -87,11 +87,11 @@ CASES: dict[str, Case] = {
     "top-p-above-1": Case(("run", "hi", "--top-p", "1.5"), USAGE, "top-p 1.5 is out of range"),
     "top-p-negative": Case(("run", "hi", "--top-p", "-0.1"), USAGE, "top-p -0.1 is out of range"),
     "top-p-nan": Case(("run", "hi", "--top-p", "nan"), USAGE, "top-p nan is out of range"),
-    "min-p-above-1": Case(("run", "hi", "--min-p", "2"), USAGE, "min-p 2.0 is out of range"),
-    "min-p-negative": Case(("run", "hi", "--min-p", "-1"), USAGE, "min-p -1.0 is out of range"),
+    "min-p-above-1": Case(("run", "hi", "--min-p", "2"), USAGE, "min-p 2 is out of range"),
+    "min-p-negative": Case(("run", "hi", "--min-p", "-1"), USAGE, "min-p -1 is out of range"),
     "top-k-negative": Case(("run", "hi", "--top-k", "-1"), USAGE, "top-k -1 is negative"),
     "top-k-beyond-int32": Case(("run", "hi", "--top-k", str(2**32 + 64)), USAGE, "top-k 4,294,967,360 is out of range"),
-    "repeat-penalty-zero": Case(("run", "hi", "--repeat-penalty", "0"), USAGE, "repeat penalty 0.0 is out of range"),
+    "repeat-penalty-zero": Case(("run", "hi", "--repeat-penalty", "0"), USAGE, "repeat penalty 0 is out of range"),
     "seed-negative": Case(("run", "hi", "--seed", "-5"), USAGE, "seed -5 is out of range"),
     "seed-too-big": Case(("run", "hi", "--seed", str(2**32)), USAGE, "is out of range"),
     # threads and batches

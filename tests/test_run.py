@@ -450,7 +450,7 @@ def test_sigint_or_sigterm_prints_partial_output_and_exits_with_its_code(signum:
         (("run", "hi", "--temperature", "-1"), "temperature", 2),
         (("run", "hi", "--top-p", "1.5"), "top-p", 2),
         (("run", "hi", "--min-p", "2"), "min-p", 2),
-        (("run", "hi", "--presence-penalty", "3"), "presence penalty 3.0 is out of range", 2),
+        (("run", "hi", "--presence-penalty", "3"), "presence penalty 3 is out of range", 2),
         (("run", "hi", "--frequency-penalty", "-2.5"), "frequency penalty -2.5 is out of range", 2),
         (("run", "hi", "--repeat-last-n", "-2"), "repeat-last-n -2 is out of range", 2),
         (("run", "hi", "-n", "-3"), "max tokens", 2),
