@@ -316,7 +316,7 @@ def model_command(state: ChatState, argument: str) -> None:
                     "to another model)")
         return
     except ContextSizeError as exc:  # the context the chat started with: a chat started again takes another
-        command = restart_command(session.conversation, exc.maximum, model=reference, unsaveable=state.leaving.quiet)
+        command = restart_command(session, exc.maximum, model=reference, unsaveable=state.leaving.quiet)
         raise exc.with_hint(f"a context of {exc.maximum:,} or less: {command}") from None
     except KeyboardInterrupt:
         now = session.loaded

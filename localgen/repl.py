@@ -121,6 +121,8 @@ class Repl:
         self._echo = (TallInputEcho(self._prompt.app, PROMPT, lambda: self._prompt.default_buffer.text)
                       if self._escapes else None)  # (a dumb terminal's prompt draws every line)
         self._ahead = PrefillWhileTyping(session.prefill_ahead) if prefill_while_typing else None
+        session.display_options = lambda: [*self.state.display_options(),
+                                           *([] if self._ahead is not None else ["--no-prefill-while-typing"])]
         self._prompt.default_buffer.on_text_changed += self._text_changed
 
     def _offline(self) -> bool:

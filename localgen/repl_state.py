@@ -30,6 +30,13 @@ class ChatState:
     typed: str | None = None  # the command as typed (/bye for /exit), for messages
     asked_in: Conversation | None = None  # the conversation this chat last sent a message (or /regen) in
 
+    def display_options(self) -> list[str]:
+        """The chat options that start a chat showing answers as this one does now (/markdown, /wrap, /thinking,
+        /stats as they stand)."""
+        return [option for option, given in (("--no-markdown", self.escapes and not self.markdown),
+                                             ("--no-wrap", not self.wrap), ("--hide-thinking", not self.show_thinking),
+                                             ("--stats", self.stats_after_answers)) if given]
+
     def asked_in_current(self) -> bool:
         """Whether this chat asked something in the conversation it has now (not in one it left since, nor one it
         only reopened with --resume or /load)."""

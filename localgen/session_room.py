@@ -9,18 +9,25 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from localgen.chat import Message
-from localgen.conversation import MessageTooLongError
+from localgen.config import DEFAULT_BATCH_SIZE, DEFAULT_UBATCH_SIZE
+from localgen.conversation import MessageTooLongError, asks_for_no_system_prompt
+from localgen.conversation_names import typed
 from localgen.errors import ContextOverflowError, LocalgenError
 from localgen.fit import fewest_tokens, text_bytes
+from localgen.params import number_text
 from localgen.prompt_room import answer_room_warning
 from localgen.units import counted
 
 if TYPE_CHECKING:
     from localgen.conversation import Conversation
     from localgen.params import GenerationLimits
-    from localgen.runner import LoadedModel
+    from localgen.runner import LoadedModel, ModelOptions
 
 DEFAULT_ANSWER_RESERVE = 512
+SETTING_OPTIONS = {"temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "min_p": "--min-p",
+                   "repeat_penalty": "--repeat-penalty", "repeat_last_n": "--repeat-last-n",
+                   "presence_penalty": "--presence-penalty", "frequency_penalty": "--frequency-penalty",
+                   "max_tokens": "-n", "seed": "--seed"}  # the option of each chat setting (CHAT_SETTINGS)
 SAMPLED_CHARS = 65_536  # a longer attachment's first lines are counted first: one far too long shows it there
 
 
@@ -35,12 +42,21 @@ class ContextRoom:
     in_chat = False  # the chat's prompt reads its messages (Repl sets it): its context is set until it starts again
     # whether the chat's start said it cannot be saved, and none of it has been saved since (Repl sets its LeaveGuard's)
     cannot_save: Callable[[], bool] = staticmethod(lambda: False)
+    # the chat's options that show answers as it does now (--no-markdown, --stats...: Repl sets its state's)
+    display_options: Callable[[], list[str]] = staticmethod(lambda: [])
+    own_system: bool  # the system prompt was chosen (ChatSession's)
+    own_settings: set[str]  # the settings chosen (SessionSettings')
+    own_stop: bool  # the stop strings were chosen (SessionSettings')
+    options: ModelOptions  # how the model was asked for and loaded (ChatSession's)
     _room_warned: tuple[int, int] | None = None  # the context and token limit warned of once
     _room_warning_said: tuple[int, int] | None = None  # ... said for the turn under way: once it gets an answer
 
     if TYPE_CHECKING:
         def limit_source(self) -> str:
             """Where the token limit came from (SessionSettings')."""
+
+        def settings(self) -> dict[str, object]:
+            """The current sampling settings as plain data (SessionSettings')."""
 
     def _count(self, messages: list[Message]) -> int:
         """Tokens a conversation takes once rendered (ChatSession's)."""
@@ -62,8 +78,8 @@ class ContextRoom:
         if limit is None or self._room_warned == (n_ctx, limit):
             return None
         try:
-            restart = (lambda size: restart_command(self.conversation, size, asking=True,
-                                                    unsaveable=self.cannot_save())) if self.in_chat else None
+            restart = (lambda size: restart_command(self, size, asking=True, unsaveable=self.cannot_save())) \
+                if self.in_chat else None
             warning = answer_room_warning(self.loaded, prompt_tokens, limit, limit_source=self.limit_source(),
                                           restart=restart)
         except ContextOverflowError:  # no room at all: the answer says so
@@ -112,7 +128,7 @@ class ContextRoom:
             needed = next(n for n in itertools.count(prompt_tokens) if self._budget_at(n) >= prompt_tokens)
         if self.in_chat:
             context = "a larger context" if needed is None else f"a context of {needed:,} or more"
-            return f"{context}: {restart_command(self.conversation, needed, unsaveable=self.cannot_save())} ({now})"
+            return f"{context}: {restart_command(self, needed, unsaveable=self.cannot_save())} ({now})"
         return f"a larger --ctx-size ({now})" if needed is None else f"--ctx-size {needed} or more ({now})"
 
     def _system_room(self, text: str | None) -> tuple[str, int | None] | None:
@@ -262,25 +278,64 @@ class ContextRoom:
         conversation.context_start = min(conversation.context_start, held)
 
 
-def restart_command(conversation: Conversation, needed: int | None, *, model: str | None = None,
-                    asking: bool = False, unsaveable: bool = False) -> str:
+def restart_command(room: ContextRoom, needed: int | None, *, model: str | None = None, asking: bool = False,
+                    unsaveable: bool = False) -> str:
     """How a chat, which takes its context as it starts, gets another one: /exit, then the command that goes on with
     its conversation (as the chat's closing note gives it) with one of needed tokens (None: not counted), by the name
     the closing note gives where it is saved first as the chat ends (its first exchange unsaved, or asking: the
     message about to be answered is its first), with another model's -m (model); a chat with no exchange, or one
-    whose start said it cannot be saved (unsaveable), of which nothing is saved, is told to start again with its own
-    options and these."""
+    whose start said it cannot be saved (unsaveable), of which nothing is saved, gets the command that starts it
+    again as it stands (start_options) with these."""
+    conversation = room.conversation
     size = "SIZE" if needed is None else str(needed)
     options = f" -m {shlex.quote(model)} -c {size}" if model else f" -c {size}"
     if conversation.on_disk:
         return f"/exit, then `{resume_command(conversation.name, options)}`"
     if (asking or conversation.turns) and not unsaveable:
         return f"/exit, then `{resume_command('NAME', options)}` with the NAME the chat says it is saved as"
-    model = model or conversation.model
-    started = f"-m {shlex.quote(model)} -c {size}" if model else f"-c {size}"
+    started = model or conversation.model
+    words = ["localgen chat", *([f"-m {typed(started)}"] if started else []),
+             *start_options(room, same_model=model is None), f"-c {size}"]
     why = "this chat cannot be saved, so there is nothing to resume" if unsaveable else \
         "it has no exchange saved to resume"
-    return f"/exit, then start the chat again with the options it started with and `{started}`, as {why}"
+    return f"/exit, then start the chat again with `{' '.join(words)}`, as {why}"
+
+
+def start_options(room: ContextRoom, *, same_model: bool = True) -> list[str]:
+    """The options, each as a shell takes it, that start a chat as the one of room stands: the system prompt, settings
+    and stop strings chosen for it (by its options, /system, /set), its thinking switch, its loading options (its
+    --chat-template with the same_model alone, as /model drops it) and how it shows answers (display_options)."""
+    words = [_system_option(room.conversation.system)] if room.own_system else []
+    values = room.settings()
+    for key, option in SETTING_OPTIONS.items():
+        if key in room.own_settings:
+            value = values[key]
+            words.append(f"{option} {'-1' if value is None else number_text(value)}")
+    if room.own_stop:
+        words += [f"--stop {typed(stop)}" for stop in room.limits.stop] or ["--stop ''"]
+    return [*words, *_loading_options(room.options, same_model=same_model), *room.display_options()]
+
+
+def _system_option(system: str | None) -> str:
+    """The option that gives a chat this system prompt (None: none, the chat template's own)."""
+    if system is None:
+        return "-s none"
+    if asks_for_no_system_prompt(system):  # -s none or off would mean none: the word itself comes from a file
+        return f"--system-file <(printf %s {typed(system)})"
+    return f"-s {typed(system)}"
+
+
+def _loading_options(options: ModelOptions, *, same_model: bool) -> list[str]:
+    """The loading options given in options, each as a shell takes it (the context's and model's aside)."""
+    given = {"--threads": options.threads, "--threads-batch": options.threads_batch,
+             "--gpu-layers": options.gpu_layers, "--think": options.think,
+             "--batch-size": options.batch_size if options.batch_size != DEFAULT_BATCH_SIZE else None,
+             "--ubatch-size": options.ubatch_size if options.ubatch_size != DEFAULT_UBATCH_SIZE else None,
+             "--flash-attn": options.flash_attn if options.flash_attn != "auto" else None,
+             "--kv-type": options.kv_type if options.kv_type != "f16" else None,
+             "--chat-template": options.chat_template_file if same_model else None}
+    words = [f"{option} {typed(str(value))}" for option, value in given.items() if value is not None]
+    return words + [flag for flag, on in (("--no-gpu", options.no_gpu), ("--offline", options.offline)) if on]
 
 
 def resume_command(name: str, options: str = "") -> str:

@@ -157,3 +157,56 @@ def test_set_and_run_write_a_number_in_its_shortest_form(tmp_path: Path) -> None
             chat.child.terminate(force=True)
     refused = run_localgen("run", "--temperature", "500", "--top-p", "2", "hi", env={"LOCALGEN_HOME": str(tmp_path)})
     assert refused.returncode == 2 and b"error: temperature 500 is out of range" in refused.stderr, refused.stderr
+
+
+def _said(chat: Chat, command: str) -> str:
+    """What a command says, its lines joined, without the terminal's escapes."""
+    start = len(chat.transcript.getvalue())
+    chat.child.sendline(command)
+    chat.sync()
+    said = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", chat.transcript.getvalue()[start:]).partition("\n")[2]
+    return " ".join(said.replace(">>>", " ").split())
+
+
+SHOWN = ("/show settings", "/show system", "/set stop", "/wrap", "/markdown", "/thinking")
+
+
+def test_a_chat_with_nothing_to_resume_is_given_the_command_that_starts_it_again_as_it_stands(
+        tmp_path: Path, bundled_model: Path) -> None:
+    """/model of a model whose largest context is smaller than that of a chat with no exchange gives the command that
+    starts the chat again with that model and context, its options and the /set, /system, /set stop, /wrap and
+    /stats changes made since (it said to start it again with the options it started with, /set's lost): that
+    command's chat shows the same settings."""
+    import shlex
+    import subprocess
+
+    from tests.gguf_builders import copy_with_metadata
+
+    small = tmp_path / "small model.gguf"
+    copy_with_metadata(bundled_model, small, set_values={"llama.context_length": 1024})
+    chat = Chat(tmp_path / "home", "-s", "Be brief.", "--temperature", "0", "-n", "3", "-c", "4096", "--stop", "x y",
+                "--no-markdown", "--kv-type", "q8_0", "--flash-attn", "on")
+    try:
+        for command in ("/set top_k 7", "/set temperature 0.25", "/system It's 'quoted'.", "/set stop END, \\n",
+                        "/wrap off", "/thinking off"):
+            chat.child.sendline(command)
+            chat.sync()
+        shown = [_said(chat, command) for command in SHOWN]
+        said = _said(chat, f"/model {shlex.quote(str(small))}")
+        assert "as it has no exchange saved to resume" in said, said
+        typed = re.search(r"/exit, then start the chat again with `([^`]*)`", said)[1]  # type: ignore[index]
+        command = subprocess.run(["bash", "-c", f"printf '%s\\0' {typed}"], capture_output=True, text=True,
+                                 check=True).stdout.split("\0")[:-1]  # as a shell reads it
+        assert command[:2] == ["localgen", "chat"] and command[-2:] == ["-c", "1024"], command
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+    again = Chat(tmp_path / "home", *command[2:])
+    try:
+        assert [_said(again, command) for command in SHOWN] == shown
+        assert "small model" in _said(again, "/show info")
+        assert again.quit() == 0
+    finally:
+        if again.child.isalive():
+            again.child.terminate(force=True)

@@ -286,8 +286,9 @@ def test_the_context_hints_of_a_chat_that_cannot_be_saved_say_to_start_it_again(
         chat.sync()
         said = " ".join(chat.transcript.getvalue().replace("\r", "").split())
         assert f"this chat cannot be saved: {blocker} is a file, where a folder should be" in said, said
-        again = (r"a context of ([\d,]+) or more: /exit, then start the chat again with the options it started with "
-                 r"and `-m smollm2-135m -c (\d+)`, as this chat cannot be saved, so there is nothing to resume")
+        again = (r"a context of ([\d,]+) or more: /exit, then start the chat again with `localgen chat -m smollm2-135m "
+                 r"--temperature 0 -n 200 --stop \. --no-markdown -c (\d+)`, as this chat cannot be saved, so there is "
+                 r"nothing to resume")
         warned = re.search(r"so the answer may end early: " + again, said)
         refused = re.search(r"this message needs \d+ tokens .*?\(hint: shorten the message; " + again, said)
         assert warned and refused and "--resume" not in said, said
@@ -312,8 +313,9 @@ def test_model_beyond_the_context_of_a_chat_with_no_exchange_says_its_options_ar
     chat = Chat(tmp_path / "home", "-s", "Be brief.", "--temperature", "0", "--no-markdown", "-n", "3", "-c", "4096")
     try:
         said = " ".join(chat.command_words(f"/model {small}", "saved to resume)").split())
-        assert f"(hint: a context of 1,024 or less: /exit, then start the chat again with the options it started " \
-               f"with and `-m {small} -c 1024`, as it has no exchange saved to resume)" in said, said
+        assert f"(hint: a context of 1,024 or less: /exit, then start the chat again with `localgen chat -m {small} " \
+               f"-s 'Be brief.' --temperature 0 -n 3 --no-markdown -c 1024`, as it has no exchange saved to resume)" \
+            in said, said
         assert chat.quit() == 0
     finally:
         _stop(chat)
@@ -369,9 +371,9 @@ def test_model_beyond_the_context_of_a_chat_that_cannot_be_saved_says_to_start_i
         chat.sync()
         chat.command_words(f"/model {small}", "1,024 or less:")
         said = " ".join(chat.transcript.getvalue().rpartition("/model")[2].split())
-        assert f"(hint: a context of 1,024 or less: /exit, then start the chat again with the options it started " \
-               f"with and `-m {small} -c 1024`, as this chat cannot be saved, so there is nothing to resume)" in said, \
-            said
+        assert f"(hint: a context of 1,024 or less: /exit, then start the chat again with `localgen chat -m {small} " \
+               f"--temperature 0 -n 3 --no-markdown -c 1024`, as this chat cannot be saved, so there is nothing to " \
+               "resume)" in said, said
         assert chat.quit() == 0
     finally:
         _stop(chat)

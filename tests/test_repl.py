@@ -854,8 +854,8 @@ def test_a_context_too_small_for_the_template_s_own_system_prompt_is_said_as_the
         started = " ".join(chat.transcript.getvalue().split())
         assert re.search(r"localgen: warning: the chat template's own system prompt with its markup takes \d+ tokens, "
                          r"and the context leaves 12 for the whole conversation, so no message fits: a context of \d+ "
-                         r"or more: /exit, then start the chat again with the options it started with and `-m "
-                         r"smollm2-135m -c \d+`, as it has no exchange saved to resume \(up to 8,192 for this model; "
+                         r"or more: /exit, then start the chat again with `localgen chat -m smollm2-135m --no-markdown "
+                         r"-c \d+`, as it has no exchange saved to resume \(up to 8,192 for this model; "
                          r"it is 16 now\)", started), started
         said = " ".join(chat.command_words("hi", "16 now))").split())
         assert "error: this message takes 1 token, but the chat template's own system prompt with its markup takes" \
@@ -958,7 +958,8 @@ def test_a_message_too_long_for_the_chat_s_context_is_helped_by_the_command_that
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "8", "--ctx-size", "128")
     long = "Count these words: " + "word " * 150
     said = " ".join(chat.command_words(long, "it is 128 now))").split())
-    assert "/exit, then start the chat again with the options it started with and `-m smollm2-135m -c " in said, \
+    assert "/exit, then start the chat again with `localgen chat -m smollm2-135m --temperature 0 -n 8 --no-markdown " \
+        "-c " in said, \
         said  # nothing saved yet: a new chat of its model, with its options
     name = chat.ask("Say hi.")["name"]
     said = " ".join(chat.command_words(long, "it is 128 now))").split())
