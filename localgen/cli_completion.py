@@ -112,6 +112,8 @@ class Completion:
 
 _MODEL = Completion(model_names, files=True)
 _CONVERSATION = Completion(conversation_names, files=False, identity=offered_names.conversation_identity)
+_LISTED_CONVERSATION = Completion(offered_names.conversations_listed, files=False,
+                                  identity=offered_names.conversation_identity)  # by the name listed (my notes too)
 _OPTIONS: tuple[tuple[str, Completion], ...] = (  # the options whose values are completed, and with what
     ("--model", _MODEL), ("--resume", _CONVERSATION), ("--conversation", _CONVERSATION),
     ("--think", Completion(think_values, files=False)))
@@ -121,11 +123,11 @@ ARGUMENTS: dict[tuple[str, str], Completion] = {  # (command, parameter): what c
     ("models show", "reference"): Completion(listed_model_names, files=True),
     ("models default", "name"): Completion(listed_model_names, files=True),
     ("models rm", "references"): Completion(offered_names.models_removable, files=False),  # never a file of one's own
-    ("conversations show", "name"): _CONVERSATION,
-    ("conversations rm", "names"): _CONVERSATION,
-    ("conversations mv", "old"): _CONVERSATION,
+    ("conversations show", "name"): _LISTED_CONVERSATION,
+    ("conversations rm", "names"): _LISTED_CONVERSATION,
+    ("conversations mv", "old"): _LISTED_CONVERSATION,
     ("conversations mv", "new"): Completion(no_names, files=False),
-    ("conversations rename", "old"): _CONVERSATION,  # mv's other name
+    ("conversations rename", "old"): _LISTED_CONVERSATION,  # mv's other name
     ("conversations rename", "new"): Completion(no_names, files=False),
 }
 

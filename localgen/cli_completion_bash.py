@@ -12,6 +12,7 @@ from typer._click.shell_completion import split_arg_string
 from typer._completion_classes import BashComplete
 
 from localgen.cli_completion_answers import NoFilesLine, completion_answers
+from localgen.conversation_names import typed
 
 SCRIPT = """\
 %(complete_func)s() {
@@ -50,7 +51,30 @@ class BashLine(NoFilesLine, BashComplete):
         """The answers for the line, one a line, each the piece that replaces the end of the word bash replaces."""
         args, incomplete = self.get_completion_args()
         text = os.environ.get(TEXT_VARIABLE, incomplete)
-        return completion_answers(self, args, incomplete).lines(lambda word, _: replacing(word, incomplete, text))
+        quote = _open_quote(os.environ.get(LINE_VARIABLE, ""))
+        return completion_answers(self, args, incomplete).lines(
+            lambda word, _: _as_typed(replacing(word, incomplete, text), quote))
+
+
+def _open_quote(line: str) -> str | None:
+    """The quote the line as typed ends inside (' or "), where bash quotes what it puts there itself, or None."""
+    quote, escaped = None, False
+    for char in line:
+        if escaped:
+            escaped = False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote is None and char in "'\"":
+            quote = char
+        elif char == quote:
+            quote = None
+    return quote
+
+
+def _as_typed(answer: str, quote: str | None) -> str:
+    """An answer as bash must put it in the line, which it does as given: quoted as a shell types it (my notes:
+    'my notes'), but inside a quote opened in the word, where bash quotes it."""
+    return answer if quote is not None else typed(answer)
 
 
 def replacing(answer: str, typed: str, text: str) -> str:

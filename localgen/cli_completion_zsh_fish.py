@@ -11,7 +11,7 @@ import re
 
 from typer._completion_classes import FishComplete, ZshComplete, _sanitize_help_text
 
-from localgen.cli_completion_answers import NoFilesLine, completion_answers
+from localgen.cli_completion_answers import Answers, NoFilesLine, completion_answers
 
 ZSH_SCRIPT = """\
 #compdef %(prog_name)s
@@ -71,7 +71,11 @@ class WholeWordAnswers(NoFilesLine):
     def complete(self) -> str:
         """The answers, one a line (NO_FILES where no file's name is to be offered either)."""
         args, incomplete = self.get_completion_args()  # type: ignore[attr-defined]
-        return completion_answers(self, args, incomplete).lines(_answer_line)
+        answers = completion_answers(self, args, incomplete)
+        # a word with a tab or a newline (a conversation's file copied in so named) cannot be told apart from its help
+        # or the next answer in the script's lines: left out, as the shell could not put it back together
+        words = [(word, help_text) for word, help_text in answers.words if not re.search(r"[\t\n]", word)]
+        return Answers(words, answers.files).lines(_answer_line)
 
 
 class ZshLine(WholeWordAnswers, ZshComplete):

@@ -1,5 +1,6 @@
 """The names Tab offers, one list for the shell's completion and the chat's: the models -m and /model take, those pull
-and `models rm` take, and the saved conversations --resume, --conversation and /load take."""
+and `models rm` take, the saved conversations --resume, --conversation and /load take, and those that
+`conversations show|rm|mv` take as listed."""
 
 from __future__ import annotations
 
@@ -75,6 +76,18 @@ def conversations_offered() -> list[str]:
 
     try:
         return [name for name, _ in list_conversations()]
+    except Exception:  # a completion offers nothing rather than fail
+        return []
+
+
+def conversations_listed(typed: str = "") -> list[str]:
+    """The names `localgen conversations` lists, newest first, those against the naming rule too (my notes, a pipe),
+    which `conversations show|rm|mv` take as listed; one that starts with '-' only where typed does (after `--`, as
+    those commands take it)."""
+    from localgen.conversation_store import list_conversations
+
+    try:
+        return [name for name, _ in list_conversations(unusable=True) if name[:1] != "-" or typed[:1] == "-"]
     except Exception:  # a completion offers nothing rather than fail
         return []
 
