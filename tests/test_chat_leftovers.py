@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import REPO_ROOT
 from tests.test_cli_completion import _env, _folder, _shells, _typed_lines, _zsh_or_fish_lines
 from tests.test_repl import Chat
 
@@ -178,9 +184,6 @@ def test_a_chat_with_nothing_to_resume_is_given_the_command_that_starts_it_again
     starts the chat again with that model and context, its options and the /set, /system, /set stop, /wrap and
     /stats changes made since (it said to start it again with the options it started with, /set's lost): that
     command's chat shows the same settings."""
-    import shlex
-    import subprocess
-
     from tests.gguf_builders import copy_with_metadata
 
     small = tmp_path / "small model.gguf"
@@ -259,3 +262,30 @@ def test_shell_completion_offers_the_odd_names_conversations_lists_as_the_shell_
         assert lines == ["localgen conversations show my\\ notes ", "localgen conversations rm 'my notes' ",
                          "localgen conversations mv it\\'s ", "localgen conversations show ta",
                          "localgen conversations rm -- -dash ", "localgen chat --resume my"], lines
+
+
+def _run_under_address_limit(home: Path, kib: int, *args: str) -> subprocess.CompletedProcess[str]:
+    """`localgen run ARGS` under `ulimit -v KIB` (an address space llama.cpp's allocations may not outgrow)."""
+    command = shlex.join([sys.executable, "-m", "localgen", "run", "--no-cache", "-n", "1", *args, "hi"])
+    return subprocess.run(["bash", "-c", f"ulimit -v {kib} && exec {command} </dev/null"], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "LOCALGEN_HOME": str(home),
+                                                       "PYTHONPATH": str(REPO_ROOT)})
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash's ulimit")
+def test_a_context_llama_cpp_cannot_allocate_is_hinted_options_that_load_it(tmp_path: Path) -> None:
+    """Under an address-space limit that holds a 4,096-token context but not an 8,192 one, run -c 8192 says llama.cpp
+    could not create the context, and each way its hint gives loads the model there: a smaller --ctx-size, and
+    --kv-type q8_0 with --flash-attn on."""
+    low, high = 200 * 1024, 4 * 1024 * 1024  # KiB: the least limit that holds -c 4096 lies between
+    while high - low > 16 * 1024:
+        middle = (low + high) // 2
+        low, high = (low, middle) if _run_under_address_limit(tmp_path, middle, "-c", "4096").returncode == 0 else \
+            (middle, high)
+    limit = high + 16 * 1024
+    refused = _run_under_address_limit(tmp_path, limit, "-c", "8192")
+    assert refused.returncode == 1 and "could not create a context of 8192 tokens" in refused.stderr and \
+        "(hint: try a smaller --ctx-size, or --kv-type q8_0 with --flash-attn on)" in refused.stderr, refused.stderr
+    for helped in (("-c", "4096"), ("-c", "8192", "--kv-type", "q8_0", "--flash-attn", "on")):
+        loaded = _run_under_address_limit(tmp_path, limit, *helped)
+        assert loaded.returncode == 0 and loaded.stdout.strip(), (helped, loaded.stderr)
