@@ -29,6 +29,8 @@ _LOCK_RETRY_S = 0.01
 # first is a header, so that no version looking for the newest entry's header finds one to keep it from
 ALONE_MARK = b"# localgen: the newest entry alone below, %d bytes\n"
 _ALONE_MARKED = re.compile(rb"# localgen: the newest entry alone below, (\d+) bytes\n")
+_FOREIGN_LINE = re.compile(r"^[^+#\n]", re.MULTILINE)  # a line neither an entry's text ('+') nor a header ('#')
+_HEADER_LINE = re.compile(rb"\n(?!\+)")  # the start of a line that is no entry's text
 
 log = logging.getLogger("localgen")
 
@@ -79,19 +81,18 @@ def newest_entries(data: bytes, most: int = MAX_HISTORY_ENTRIES, most_bytes: int
     return data[kept_from:] if kept_from else None
 
 
-def history_damage(data: bytes) -> str | None:
-    """Why a history file's data (from the start of a line) is not what prompt-toolkit writes (NUL bytes, invalid
-    UTF-8, foreign lines), or None."""
-    if b"\0" in data:
+def history_damage(data: bytes, start: int = 0) -> str | None:
+    """Why a history file's data from start (the start of a line) is not what prompt-toolkit writes (NUL bytes,
+    invalid UTF-8, foreign lines), or None."""
+    if data.find(b"\0", start) >= 0:
         return "it contains NUL bytes"
     try:
-        text = data.decode("utf-8")
+        with memoryview(data) as whole, whole[start:] as checked:
+            text = str(checked, "utf-8")  # not copied first: a long history's last bytes are 18.6 MiB
     except UnicodeDecodeError as exc:
         return f"invalid UTF-8 at byte {exc.start}"
-    for number, line in enumerate(text.split("\n"), 1):
-        if line and not line.startswith(("+", "#")):
-            return f"line {number} is not a history entry"
-    return None
+    foreign = _FOREIGN_LINE.search(text)  # found in place: a list of a long history's lines is ten times its size
+    return None if foreign is None else f"line {text.count(chr(10), 0, foreign.start()) + 1} is not a history entry"
 
 
 def check_and_trim_history(path: Path) -> str | None:
@@ -111,7 +112,7 @@ def check_and_trim_history(path: Path) -> str | None:
             file.seek(max(0, before.st_size - READ_BYTES))
             data = file.read(READ_BYTES)
         read_whole = before.st_size <= READ_BYTES
-        damage = history_damage(data if read_whole else data[data.find(b"\n") + 1:])  # from a line's start
+        damage = history_damage(data, 0 if read_whole else data.find(b"\n") + 1)  # from a line's start
         if damage is not None:
             os.replace(path, path.with_name(path.name + DAMAGED_SUFFIX))
             return damage if read_whole else f"{damage} (counted in its last {READ_BYTES:,} bytes)"
@@ -192,9 +193,9 @@ def _entries(data: bytes) -> list[str]:
 
 def _from_first_whole_entry(data: bytes) -> bytes:
     """data, bytes read from within a history file, from the first entry they hold whole: its header's line."""
-    lines = data.split(b"\n")[1:]  # the first one read may be part of a line
-    whole = next((index for index, line in enumerate(lines) if not line.startswith(b"+")), len(lines))
-    return b"\n".join(lines[whole:])
+    first = data.find(b"\n")  # the first line read may be part of one
+    header = _HEADER_LINE.search(data, first) if first >= 0 else None  # a line after it that is not an entry's text
+    return data[header.start() + 1:] if header is not None else b""
 
 
 def _kept_part(data: bytes, read_whole: bool) -> bytes | None:

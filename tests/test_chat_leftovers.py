@@ -289,3 +289,27 @@ def test_a_context_llama_cpp_cannot_allocate_is_hinted_options_that_load_it(tmp_
     for helped in (("-c", "4096"), ("-c", "8192", "--kv-type", "q8_0", "--flash-attn", "on")):
         loaded = _run_under_address_limit(tmp_path, limit, *helped)
         assert loaded.returncode == 0 and loaded.stdout.strip(), (helped, loaded.stderr)
+
+
+def test_a_start_holds_little_more_than_the_history_bytes_it_reads(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A start's check, trim and load of a history far longer than they read (one huge entry kept alone) hold at most
+    about twice the bytes read at once (they held the bytes read three times over, with a list of their lines,
+    seven times: 50 MB more at a chat's start)."""
+    import tracemalloc
+
+    from localgen import history_bound
+    from localgen.repl_input import SafeFileHistory
+
+    monkeypatch.setattr(history_bound, "READ_BYTES", 1024 * 1024)
+    history = tmp_path / "history"
+    text = b"+pasted text\n" * (4 * 1024 * 1024 // 13)
+    history.write_bytes(history_bound.ALONE_MARK % len(text) + text)
+    tracemalloc.start()
+    try:
+        assert history_bound.check_and_trim_history(history) is None
+        assert list(SafeFileHistory(history).load_history_strings()) == []
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2.5 * 1024 * 1024, f"{peak:,} bytes held at once"
