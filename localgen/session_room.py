@@ -281,14 +281,16 @@ class ContextRoom:
 def restart_command(room: ContextRoom, needed: int | None, *, model: str | None = None, asking: bool = False,
                     unsaveable: bool = False) -> str:
     """How a chat, which takes its context as it starts, gets another one: /exit, then the command that goes on with
-    its conversation (as the chat's closing note gives it) with one of needed tokens (None: not counted), by the name
+    its conversation (as the chat's closing note gives it, with the chat's loading options and how it shows answers,
+    which the conversation does not keep) with one of needed tokens (None: not counted), by the name
     the closing note gives where it is saved first as the chat ends (its first exchange unsaved, or asking: the
     message about to be answered is its first), with another model's -m (model); a chat with no exchange, or one
     whose start said it cannot be saved (unsaveable), of which nothing is saved, gets the command that starts it
     again as it stands (start_options) with these."""
     conversation = room.conversation
     size = "SIZE" if needed is None else str(needed)
-    options = f" -m {shlex.quote(model)} -c {size}" if model else f" -c {size}"
+    kept = [*_loading_options(room.options, same_model=model is None), *room.display_options()]  # not saved with it
+    options = "".join(f" {word}" for word in [*([f"-m {typed(model)}"] if model else []), *kept, f"-c {size}"])
     if conversation.on_disk:
         return f"/exit, then `{resume_command(conversation.name, options)}`"
     if (asking or conversation.turns) and not unsaveable:
@@ -313,6 +315,8 @@ def start_options(room: ContextRoom, *, same_model: bool = True) -> list[str]:
             words.append(f"{option} {'-1' if value is None else number_text(value)}")
     if room.own_stop:
         words += [f"--stop {typed(stop)}" for stop in room.limits.stop] or ["--stop ''"]
+    if room.options.think is not None:
+        words.append(f"--think {room.options.think}")
     return [*words, *_loading_options(room.options, same_model=same_model), *room.display_options()]
 
 
@@ -328,7 +332,7 @@ def _system_option(system: str | None) -> str:
 def _loading_options(options: ModelOptions, *, same_model: bool) -> list[str]:
     """The loading options given in options, each as a shell takes it (the context's and model's aside)."""
     given = {"--threads": options.threads, "--threads-batch": options.threads_batch,
-             "--gpu-layers": options.gpu_layers, "--think": options.think,
+             "--gpu-layers": options.gpu_layers,
              "--batch-size": options.batch_size if options.batch_size != DEFAULT_BATCH_SIZE else None,
              "--ubatch-size": options.ubatch_size if options.ubatch_size != DEFAULT_UBATCH_SIZE else None,
              "--flash-attn": options.flash_attn if options.flash_attn != "auto" else None,

@@ -313,3 +313,34 @@ def test_a_start_holds_little_more_than_the_history_bytes_it_reads(tmp_path: Pat
     finally:
         tracemalloc.stop()
     assert peak < 2.5 * 1024 * 1024, f"{peak:,} bytes held at once"
+
+
+def test_the_command_that_resumes_a_chat_with_another_context_keeps_the_options_it_does_not_save(
+        tmp_path: Path) -> None:
+    """The hint to a message too long for a saved chat's context resumes it with the loading options and the way it
+    shows answers that the conversation does not keep (--kv-type, --flash-attn, --threads, /wrap off: it gave
+    --resume NAME -c N alone, and the chat resumed with those lost); that command's chat shows the same."""
+    chat = Chat(tmp_path / "home", "--no-markdown", "-n", "4", "-c", "256", "--kv-type", "q8_0", "--flash-attn", "on",
+                "--threads", "1", "--temperature", "0")
+    try:
+        name = chat.ask("Say hi.")["name"]
+        chat.child.sendline("/wrap off")
+        chat.sync()
+        shown = [_said(chat, command) for command in (*SHOWN, "/show info")]
+        said = _said(chat, "Count these words: " + "word " * 300)
+        typed = re.search(r"/exit, then `([^`]*)`", said)[1]  # type: ignore[index]
+        assert typed.startswith(f"localgen chat --resume {name} --threads 1 --flash-attn on --kv-type q8_0 "
+                                "--no-markdown --no-wrap -c "), typed
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+    again = Chat(tmp_path / "home", *shlex.split(typed)[2:])
+    try:
+        now = [_said(again, command) for command in (*SHOWN, "/show info")]
+        assert now[:-1] == shown[:-1], now
+        assert "threads: 1; KV type: q8_0" in now[-1], now[-1]
+        assert again.quit() == 0
+    finally:
+        if again.child.isalive():
+            again.child.terminate(force=True)

@@ -98,7 +98,8 @@ def test_the_answer_room_warning_gives_a_larger_context_as_the_chat_s_other_hint
         chat.child.sendline("Tell me a story about " + " and ".join(f"a cat named Tom{i}" for i in range(60)) + ".")
         chat.sync()
         said = " ".join(chat.transcript.getvalue().replace("\r", "").split())
-        larger = r"a context of ([\d,]+) or more: /exit, then `localgen chat --resume \S+ -c (\d+)`"  # the same words
+        larger = (r"a context of ([\d,]+) or more: /exit, then `localgen chat --resume \S+ --no-markdown "
+                  r"-c (\d+)`")  # the same words
         warned = re.search(r"so the answer may end early: " + larger, said)
         refused = re.search(r"this message needs \d+ tokens .*?\(hint: shorten the message; " + larger, said)
         assert warned and refused, said
@@ -146,7 +147,8 @@ def test_model_beyond_the_chat_s_context_is_hinted_the_chat_that_takes_a_smaller
     try:
         name = chat.ask("Hi")["name"]
         said = " ".join(chat.command_words(f"/model {small}", "-c 1024`)").split())
-        assert f"(hint: a context of 1,024 or less: /exit, then `localgen chat --resume {name} -m {small} -c 1024`)" \
+        assert f"(hint: a context of 1,024 or less: /exit, then `localgen chat --resume {name} -m {small} " \
+               "--no-markdown -c 1024`)" \
             in said, said
         chat.command("/model", "using smollm2-135m")
         assert chat.quit() == 0
@@ -251,7 +253,8 @@ def test_the_answer_room_warning_on_a_chat_s_first_message_hints_the_command_tha
         chat.ask("Tell me a long story about " + " and ".join(f"a cat named Tom{i}" for i in range(20)) + ".")
         said = " ".join(chat.transcript.getvalue().replace("\r", "").split())
         hinted = re.search(r"so the answer may end early: a context of [\d,]+ or more[^:]*: /exit, then "
-                           r"`localgen chat --resume NAME -c (\d+)` with the NAME the chat says it is saved as", said)
+                           r"`localgen chat --resume NAME --no-markdown -c (\d+)` with the NAME the chat says it is "
+                           r"saved as", said)
         assert hinted, said
         chat.child.sendcontrol("d")
         chat.child.expect(r"conversation saved as (\S+);")
@@ -340,7 +343,8 @@ def test_model_beyond_the_context_of_a_chat_whose_first_save_failed_hints_resumi
         chat.expect_words("saves it with the next one")
         chat.sync()
         said = " ".join(chat.command_words(f"/model {small}", "saved as").split())
-        assert f"(hint: a context of 1,024 or less: /exit, then `localgen chat --resume NAME -m {small} -c 1024` " \
+        assert f"(hint: a context of 1,024 or less: /exit, then `localgen chat --resume NAME -m {small} " \
+               "--no-markdown -c 1024` " \
                "with the NAME the chat says it is saved as" in said, said
         folder.unlink()
         aside.rename(folder)

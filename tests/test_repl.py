@@ -964,7 +964,7 @@ def test_a_message_too_long_for_the_chat_s_context_is_helped_by_the_command_that
     name = chat.ask("Say hi.")["name"]
     said = " ".join(chat.command_words(long, "it is 128 now))").split())
     found = re.search(r"needs ([\d,]+) tokens .*; a context of ([\d,]+) or more: /exit, then `localgen chat --resume "
-                      r"(\S+) -c (\d+)` \(up to 8,192 for this model; it is 128 now\)\)", said)
+                      r"(\S+) --no-markdown -c (\d+)` \(up to 8,192 for this model; it is 128 now\)\)", said)
     assert found and found[3] == name and found[2] == f"{int(found[4]):,}" and "--ctx-size" not in said, said
     assert int(found[4]) > int(found[1].replace(",", "")) > 128
     assert chat.quit() == 0
