@@ -344,3 +344,27 @@ def test_the_command_that_resumes_a_chat_with_another_context_keeps_the_options_
     finally:
         if again.child.isalive():
             again.child.terminate(force=True)
+
+
+def _run_under_data_limit(home: Path, kib: int, *args: str) -> subprocess.CompletedProcess[str]:
+    """`localgen run ARGS hi` under `ulimit -d KIB` (a limit on the private memory Linux lets it map)."""
+    command = shlex.join([sys.executable, "-m", "localgen", "run", "--no-cache", "-n", "1", *args, "hi"])
+    return subprocess.run(["bash", "-c", f"ulimit -d {kib} && exec {command} </dev/null"], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "LOCALGEN_HOME": str(home),
+                                                       "PYTHONPATH": str(REPO_ROOT)})
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or not sys.platform.startswith("linux"),
+                    reason="needs bash's ulimit -d, which Linux holds memory maps to")
+def test_under_a_data_limit_a_context_that_does_not_fit_is_refused_at_load(tmp_path: Path) -> None:
+    """Under `ulimit -d` that holds a 4,096-token context but not an 8,192 one, run -c 8192 is refused as the model
+    loads, with the hint of a smaller --ctx-size, as under `ulimit -v` (it started with a small KV cache, whose growth
+    llama.cpp could then not allocate part way through an answer, or C++'s bad_alloc ended the chat)."""
+    low, high = 100 * 1024, 2 * 1024 * 1024  # KiB: the least limit that holds -c 4096 lies between
+    while high - low > 16 * 1024:
+        middle = (low + high) // 2
+        low, high = (low, middle) if _run_under_data_limit(tmp_path, middle, "-c", "4096").returncode == 0 else \
+            (middle, high)
+    refused = _run_under_data_limit(tmp_path, high + 16 * 1024, "-c", "8192")
+    assert refused.returncode == 1 and "could not create a context of 8192 tokens" in refused.stderr and \
+        "(hint: try a smaller --ctx-size" in refused.stderr, refused.stderr

@@ -8,6 +8,9 @@ from localgen.estimate import allocated_context
 from localgen.params import LoadOptions
 
 FIRST_TOKENS = 2048  # a KV cache starts this large unless more is expected; it takes the whole context when needed
+# the limits on a process's memory that make an allocation fail (`ulimit -v`, and `ulimit -d`, which Linux holds
+# private mappings to, llama.cpp's buffers among them), where growing the cache could fail part way through an answer
+MEMORY_LIMITS = (resource.RLIMIT_AS, resource.RLIMIT_DATA)
 
 
 def first_cells(options: LoadOptions, whole: int) -> int:
@@ -21,6 +24,6 @@ def first_cells(options: LoadOptions, whole: int) -> int:
     first = allocated_context(FIRST_TOKENS, flash_attn=options.flash_attention)
     if options.expected_tokens > FIRST_TOKENS or max(options.n_batch, options.n_ubatch) > first:
         return whole  # llama.cpp caps batches at the context's size
-    if resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY:
-        return whole  # `ulimit -v`: running short shows at load, not part way through an answer
+    if any(resource.getrlimit(limit)[0] != resource.RLIM_INFINITY for limit in MEMORY_LIMITS):
+        return whole  # `ulimit -v` or `-d`: running short shows at load, not part way through an answer
     return min(first, whole)
