@@ -16,7 +16,7 @@ import contextlib
 import contextvars
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -131,12 +131,13 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
     display = download_progress.open_display(model, show=show_progress, source=hub_endpoint())
     started = time.monotonic()
     tally = _Tally()
-    paths: list[Path] = []
+    paths: list[Path] = [Path()] * len(model.files)
     try:
         with display, contextlib.ExitStack() as locks:  # each blob's lock, held until the model is checked whole
-            for f in model.files:
-                paths.append(tally.add(_fetch_file(model, f, force=force, display=display,
-                                                   pin=pin if f is first else None, locks=locks)))
+            for index in in_lock_order(model.files, range(len(model.files))):
+                f = model.files[index]
+                paths[index] = tally.add(_fetch_file(model, f, force=force, display=display,
+                                                     pin=pin if f is first else None, locks=locks))
             _fetch_removed(model, paths, tally, display, pin, locks)
             if (held := _HELD_THROUGH.get()) is not None:
                 held.enter_context(locks.pop_all())
@@ -173,6 +174,7 @@ def _fetch_removed(model: HubModel, paths: list[Path], tally: _Tally, display: D
     removes a model whole under the locks of all its blobs, and the pull holds those it fetched (locks) until it has
     checked them: rm takes one the pull holds only once the pull let go (a split model's shards fetched, it went on to
     the next, so rm is refused) or gave up waiting on a lock held long with nothing written."""
+    last = in_lock_order(model.files, range(len(paths)))[-1]  # the file fetched last
     for removals in range(1, REMOVALS_AT_MOST + 1):
         gone = _gone(paths)
         checked = not gone  # all there: any gone now went as the shards were read
@@ -184,13 +186,21 @@ def _fetch_removed(model: HubModel, paths: list[Path], tally: _Tally, display: D
             raise HubError(f"{f.repo}/{f.filename} was removed {REMOVALS_AT_MOST} times as this pull fetched it",
                            hint="another command removes it as it is downloaded: let that end, then pull it again")
         locks.close()  # a lock this process holds would keep its own download of that blob waiting for good
-        for index in gone:
+        for index in in_lock_order(model.files, gone):
             f = model.files[index]
             paths[index] = tally.add(_fetch_file(model, f, force=False, display=display, pin=None if index else pin,
                                                  locks=locks))
-            ended = removals > 1 or checked or index == len(paths) - 1  # no other shard fetched after it
+            ended = removals > 1 or checked or index == last  # no other shard fetched after it
             when = "as this pull ended" if ended else "while this pull fetched the model's other shards"
             display.notes_after.append(f"localgen: {f.repo}/{f.filename} was removed {when}; it was downloaded again")
+
+
+def in_lock_order(files: list[HubFile], indexes: Iterable[int]) -> list[int]:
+    """The indexes of these files of a model in the order their blobs' locks are taken: by blob name, the one order
+    every pull takes them in. A pull holds the lock of each file it fetched until it has checked its model, so two
+    pulls that took those of two models sharing blobs in shard order (one's shards a, b, the other's b, a) could each
+    hold one and wait on the other's for good; taken in one order, the pull holding the lower waits on no other."""
+    return sorted(indexes, key=lambda index: (files[index].blob or "", index))
 
 
 def _gone(paths: list[Path]) -> list[int]:

@@ -1,0 +1,109 @@
+"""Pulls, runs and `models rm` beside each other on the locks of a model's blobs: two pulls of models sharing blobs
+never wait on each other for good."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from hub_server import HubServer, child_env, file_sha256, make_gguf_bytes
+
+from tests.conftest import REPO_ROOT, popen_localgen
+
+CROSS = "org/cross-GGUF"
+X1, X2 = "m-Q4_K_M-00001-of-00002.gguf", "m-Q4_K_M-00002-of-00002.gguf"
+Y1, Y2 = "m-Q8_0-00001-of-00002.gguf", "m-Q8_0-00002-of-00002.gguf"
+SIZE = 6_000_000
+HELD_AT = 5_500_000  # a held body's part has 5 MiB on disk: it is written in 1 MiB pieces
+ENDED_S = 30  # a pull that has not ended by then waits for good
+
+
+class _Pull:
+    """`localgen pull REFERENCE` in a process of its own, its stderr read as it comes."""
+
+    def __init__(self, env: dict[str, str], reference: str) -> None:
+        self.proc = popen_localgen([sys.executable, "-m", "localgen", "pull", reference], cwd=REPO_ROOT, env=env,
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line.decode())
+
+    def ended(self, timeout: float) -> bool:
+        """Whether the pull ended within timeout seconds (killed where it did not)."""
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return False
+        finally:
+            self.reader.join(10)
+        return True
+
+
+def _until(done: object, what: str, timeout: float = 30) -> None:
+    """Wait (up to timeout seconds) until done() is true."""
+    deadline = time.monotonic() + timeout
+    while not done() and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.02)
+    assert done(), f"not {what} after {timeout} s"  # type: ignore[operator]
+
+
+def _size(path: Path) -> int:
+    """The size of a file, 0 where it is not there."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _shards_in_lock_order() -> tuple[bytes, bytes]:
+    """A split model's two shards whose blob names (their sha256) sort as their numbers do."""
+    for tag in itertools.count():
+        first = make_gguf_bytes(f"first{tag}", SIZE, shard=(1, 2))
+        second = make_gguf_bytes(f"second{tag}", SIZE, shard=(2, 2))
+        if file_sha256(first) < file_sha256(second):
+            return first, second
+    raise AssertionError("unreachable")
+
+
+def test_two_pulls_of_split_models_sharing_blobs_in_opposite_order_both_end(loopback_hub: HubServer,
+                                                                            tmp_path: Path) -> None:
+    """Q4_K_M's shards are blobs a, b and Q8_0's b, a: each pull fetched its first shard and held its lock, then
+    waited for good on the other's for its second shard. Now both take the locks in the blobs' order: the Q8_0 pull
+    waits on a (following its download), and both end, the Q8_0 refused for its shard numbers."""
+    first, second = _shards_in_lock_order()
+    loopback_hub.add_repo(CROSS, {X1: first, X2: second, Y1: second, Y2: first})
+    loopback_hub.hold_body_at[(CROSS, X1)] = loopback_hub.hold_body_at[(CROSS, Y1)] = HELD_AT
+    env = child_env(loopback_hub, tmp_path, HF_HUB_DOWNLOAD_TIMEOUT="60")
+    blobs = tmp_path / "hf" / "hub" / "models--org--cross-GGUF" / "blobs"
+    part_a, part_b = (blobs / f"{file_sha256(data)}.incomplete" for data in (first, second))
+    q4 = _Pull(env, f"{CROSS}:Q4_K_M")
+    q8 = None
+    try:
+        _until(lambda: _size(part_a) >= 5 * 2**20, "downloading a")
+        q8 = _Pull(env, f"{CROSS}:Q8_0")  # fetches b and holds it, or waits on a
+        _until(lambda: _size(part_b) >= 5 * 2**20 or any("waiting for it" in line for line in q8.lines),
+               "downloading b nor waiting on a")
+        loopback_hub.body_released.set()
+        released = time.monotonic()
+        assert q4.ended(ENDED_S) and q8.ended(ENDED_S), f"a pull was still waiting after {ENDED_S} s"
+        took = time.monotonic() - released
+    finally:
+        loopback_hub.body_released.set()
+        for pull in filter(None, (q4, q8)):
+            pull.ended(0)
+    assert q4.proc.returncode == 0, "".join(q4.lines)
+    assert q8.proc.returncode == 1 and q8.lines[-1].startswith(
+        f"localgen: error: {Y1}: metadata says shard 2 of 2, the file name says 1 of 2"), "".join(q8.lines)
+    print(f"both pulls ended {took:.1f} s after their bodies were let go")
+
