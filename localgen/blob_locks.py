@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from localgen import hub_cache
+from localgen import hub_cache, lock_activity
 from localgen.file_locks import HAS_FLOCK, lock_holder, locked_descriptor
 
 HELD_WAIT_S = 2.0  # a lock held with no part written (a pull checking the model it fetched, or one about to write) is
@@ -55,6 +55,7 @@ def holding_blob_locks(repo: str, blobs: Collection[str], *, refuse: Callable[[]
             if fd is not None:
                 held[lock] = fd
                 hub_cache.LOCKS_HELD_HERE.add(lock)  # this process's own checks take it for no download's
+                lock_activity.took(lock, "removing")
         for blob in list(waited.given_up):  # let go since rm gave up on it (a pull that ended): taken after all
             lock = hub_cache.blob_lock_path(repo, blob)
             fd = locked_descriptor(lock, functools.partial(_opened, lock), wait_s=0.0, poll_s=LOCK_POLL_S)
@@ -62,9 +63,11 @@ def holding_blob_locks(repo: str, blobs: Collection[str], *, refuse: Callable[[]
                 waited.given_up.remove(blob)
                 held[lock] = fd
                 hub_cache.LOCKS_HELD_HERE.add(lock)
+                lock_activity.took(lock, "removing")
         yield waited
     finally:
         for lock, fd in held.items():
+            lock_activity.letting_go(lock)
             hub_cache.LOCKS_HELD_HERE.discard(lock)
             os.close(fd)
 

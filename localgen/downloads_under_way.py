@@ -7,7 +7,7 @@ import contextlib
 import shlex
 from collections.abc import Sequence
 
-from localgen import hub_cache
+from localgen import hub_cache, lock_activity
 from localgen.blob_locks import Waited
 from localgen.catalog import display_name
 from localgen.errors import LocalgenError
@@ -94,17 +94,23 @@ def refuse_while_downloading(name: str, repo: str, files: Sequence[HubFile], ref
         raise refusal
 
 
-def refuse_split_model_fetched(registry: Registry, reference: str, cached: list[hub_cache.CachedHubFile],
-                               waited: Waited) -> None:
-    """Refuse to remove a split model a download held a shard's lock of past rm's wait for it, where that download may
-    go on to a shard after it, which it would leave with none before, or where a shard was not there as rm found the
-    model's files (one a download linked as rm waited would stay). A lock let go as rm waited was a pull's that ended:
-    a pull holds the lock of each shard it fetched until it has checked the model whole."""
+def refuse_model_held(registry: Registry, reference: str, cached: list[hub_cache.CachedHubFile],
+                      waited: Waited) -> None:
+    """Refuse to remove a model a process held a lock of past rm's wait for it where it recorded checking, loading or
+    removing the model (rm would pull a file from under the check or the load), and a split model a download held a
+    shard's lock of, where that download may go on to a shard after it, which it would leave with none before, or
+    where a shard was not there as rm found the model's files (one a download linked as rm waited would stay). A lock
+    let go as rm waited was a pull's that ended: a pull holds the lock of each file it fetched until it has checked
+    the model whole (a run, until llama.cpp has opened it)."""
     repo, names = cached[0].repo, model_files(cached)
-    if len(names) < 2:
-        return
     listing = hub_cache.load_listing(repo)
     files = [f for f in listing.files if f.filename in names] if listing else []
+    holders = (lock_activity.holder(hub_cache.blob_lock_path(repo, blob)) for blob in waited.given_up)
+    if (busy := next((h for h in holders if h is not None and h.done_downloading), None)) is not None:
+        shown = files[0].filename if files else cached[0].filename
+        raise _busy_refusal(display_name(registry, repo, quant_of(shown), shown), reference, busy)
+    if len(names) < 2:
+        return
     held = [f.shard_index or 0 for f in files if f.blob in waited.given_up]  # 0: not known
     found = {c.filename for c in cached if c.path.is_file()}  # a shard linked as rm waited is not among its files
     if any((held and (f.shard_index or 0) > min(held)) or f.filename not in found for f in files):
@@ -125,10 +131,28 @@ def _refusal(name: str, repo: str, files: Sequence[HubFile], reference: str, hol
                                       f"`{rerun}` again")
 
 
+def _busy_refusal(name: str, reference: str, busy: lock_activity.Holder) -> ModelDownloadingError:
+    """The refusal of a model a process that downloaded it checks or loads now (or another models rm removes)."""
+    rerun = f"`{shlex.join(['localgen', 'models', 'rm', reference])}`"
+    if busy.doing == "loading":
+        return ModelDownloadingError(f"{name} is being loaded by {busy.who}",
+                                     hint=f"run {rerun} again once it has started (llama.cpp has the model open "
+                                          "then), or stop it with Ctrl-C where it runs")
+    if busy.doing == "removing":
+        return ModelDownloadingError(f"{name} is being removed by {busy.who}",
+                                     hint="see `localgen models list` once that has ended")
+    return ModelDownloadingError(f"{name} is being checked by {busy.who}, which downloaded it",
+                                 hint=f"run {rerun} again once that check has ended")
+
+
 def _being_written(repo: str, blob: str) -> bool:
     """Whether a download is writing a blob now: a part of it is on disk and a process holds its lock (one that
-    cannot be tested is taken as no download's: a complete model is never refused for it)."""
-    return _part_size(repo, blob) is not None and hub_cache.download_running(repo, blob) is True
+    cannot be tested is taken as no download's: a complete model is never refused for it), and has not recorded that
+    it is done downloading (a part a killed download left beside a model a run loads)."""
+    if _part_size(repo, blob) is None or hub_cache.download_running(repo, blob) is not True:
+        return False
+    held = lock_activity.holder(hub_cache.blob_lock_path(repo, blob))
+    return held is None or not held.done_downloading
 
 
 def _part_size(repo: str, blob: str) -> int | None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from localgen import console, download_progress
+from localgen import console, download_progress, lock_activity
 from localgen.errors import HubError, LocalgenError
 from localgen.hub_cache import (
     blobs_dir,
@@ -141,6 +141,7 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
             _fetch_removed(model, paths, tally, display, pin, locks)
             if (held := _HELD_THROUGH.get()) is not None:
                 held.enter_context(locks.pop_all())
+                lock_activity.now_doing("checking")  # what a models rm or a pull finding them held says
     finally:
         for note in display.notes_after:  # below the bars' last drawing, not above it
             console.say(note)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
-from localgen import console, download_progress
+from localgen import console, download_progress, lock_activity
 from localgen.errors import HubError
 from localgen.hub_cache import (
     LOCKS_HELD_HERE,
@@ -107,9 +107,11 @@ def _blob_lock(lock: Path) -> Iterator[None]:
     with WeakFileLock(lock):
         _HELD_BY_THREAD[lock] = threading.get_ident()
         LOCKS_HELD_HERE.add(lock)  # its own checks (a replaced copy's folder pruned) take it for no download's
+        lock_activity.took(lock)
         try:
             yield
         finally:
+            lock_activity.letting_go(lock)
             LOCKS_HELD_HERE.discard(lock)
             del _HELD_BY_THREAD[lock]
 

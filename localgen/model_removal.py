@@ -33,9 +33,9 @@ from localgen.catalog import (
 from localgen.downloads_under_way import (
     listed_model,
     model_files,
+    refuse_model_held,
     refuse_model_while_downloading,
     refuse_repo_while_downloading,
-    refuse_split_model_fetched,
 )
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError, os_reason
 from localgen.file_users import processes_mapping
@@ -131,7 +131,7 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
         if not dry_run:  # as found under the locks
             _refuse_gone(name, files)
         if waited.waited:
-            refuse_split_model_fetched(registry, reference, files, waited)
+            refuse_model_held(registry, reference, files, waited)
         removed = _remove_files(name, files, dry_run=dry_run, others=others)  # planned, as deleted, under the locks
     if not dry_run:
         _prune(hub_cache.hub_cache_dir() / hub_cache.repo_folder(files[0].repo))

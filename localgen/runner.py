@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from localgen import lock_activity
 from localgen.chat import Message, PromptFormat
 from localgen.config import DEFAULT_BATCH_SIZE, DEFAULT_UBATCH_SIZE
 from localgen.engine import Engine
@@ -258,6 +259,7 @@ def load_model(options: ModelOptions, *, release: Callable[[], None] | None = No
             note(reason)
         if opening is not None:
             opening(resolved)
+        lock_activity.now_doing("loading")  # the locks of a model downloaded now, held until llama.cpp has it open
         engine, plan = open_engine(resolved.path, load_options, plan, shape, note, retry=options.gpu_layers is None)
     try:
         control_tokens = header.control_tokens | engine.control_among(header.user_defined_tokens)

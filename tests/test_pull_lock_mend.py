@@ -1,17 +1,21 @@
 """Pulls, runs and `models rm` beside each other on the locks of a model's blobs: two pulls of models sharing blobs
-never wait on each other for good."""
+never wait on each other for good, and a process holding a model's locks past its download says what it does with
+the model (checking it, loading it), which a `models rm` refusing it says."""
 
 from __future__ import annotations
 
 import itertools
+import os
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-from hub_server import HubServer, child_env, file_sha256, make_gguf_bytes
+import pytest
+from hub_server import HubEnv, HubServer, child_env, file_sha256, make_gguf_bytes, run_cli
 
+from localgen import hub, hub_cache, lock_activity
 from tests.conftest import REPO_ROOT, popen_localgen
 
 CROSS = "org/cross-GGUF"
@@ -106,4 +110,85 @@ def test_two_pulls_of_split_models_sharing_blobs_in_opposite_order_both_end(loop
     assert q8.proc.returncode == 1 and q8.lines[-1].startswith(
         f"localgen: error: {Y1}: metadata says shard 2 of 2, the file name says 1 of 2"), "".join(q8.lines)
     print(f"both pulls ended {took:.1f} s after their bodies were let go")
+
+
+SOLO, SOLO_FILE = "org/solo-GGUF", "solo-Q4_K_M.gguf"
+PARTS, P1, P2 = "org/parts-GGUF", "parts-Q4_K_M-00001-of-00002.gguf", "parts-Q4_K_M-00002-of-00002.gguf"
+
+
+def _served(hubenv: HubEnv, split: bool) -> str:
+    """A model of one file, or a split model of two, on the loopback Hub: its repo."""
+    if split:
+        shards = {P1: make_gguf_bytes("p1", shard=(1, 2)), P2: make_gguf_bytes("p2", shard=(2, 2))}
+        hubenv.server.add_repo(PARTS, shards)
+        return PARTS
+    hubenv.server.add_repo(SOLO, {SOLO_FILE: make_gguf_bytes("solo")})
+    return SOLO
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["single", "split"])
+@pytest.mark.parametrize("doing", ["loading", "checking"])
+def test_rm_of_a_model_its_download_checks_or_loads_past_rm_s_wait_is_refused_saying_so(
+        hubenv: HubEnv, split: bool, doing: str) -> None:
+    """A run holds the locks of the model it downloaded until llama.cpp has opened it: rm gave up waiting on them
+    after 2 s and removed a model of one file from under the load, and refused a split model as 'being downloaded by
+    process N (… of … so far)'."""
+    repo = _served(hubenv, split)
+    with hub.locks_held_through():  # as a run, or a pull, holds them
+        paths = hub.download_model(repo, quant="Q4_K_M", filename=None, quiet=True)
+        if doing == "loading":
+            lock_activity.now_doing("loading")  # as load_model records it before llama.cpp opens the model
+        refused = run_cli(hubenv.env, "models", "rm", "--yes", repo)
+        assert all(path.is_file() for path in paths)
+    rerun = f"`localgen models rm {repo}`"
+    said = (f"is being loaded by process {os.getpid()} (hint: run {rerun} again once it has started (llama.cpp has the "
+            "model open then), or stop it with Ctrl-C where it runs)" if doing == "loading" else
+            f"is being checked by process {os.getpid()}, which downloaded it (hint: run {rerun} again once that check "
+            "has ended)")
+    assert refused.returncode == 1 and refused.stderr == f"localgen: error: {repo}:Q4_K_M {said}\n", refused.stderr
+    assert list(hub_cache.lock_folder(repo).glob("*.doing")) == []  # each record went with its lock
+
+
+_SLOW_LOAD = """
+import os, sys, time
+from pathlib import Path
+from localgen import runner
+real = runner.open_engine
+def slow(*args, **kwargs):
+    Path(os.environ["LOADING_MARK"]).touch()
+    time.sleep(float(os.environ["LOAD_S"]))  # a large model's load
+    return real(*args, **kwargs)
+runner.open_engine = slow
+sys.argv = ["localgen", *sys.argv[1:]]
+from localgen.launcher import main
+main()
+"""
+
+
+def _run_loading_slowly(hubenv: HubEnv, tmp_path: Path, repo: str, load_s: float) -> subprocess.Popen[str]:
+    """`localgen run -m repo` in a process of its own, whose load by llama.cpp of the model it downloads takes load_s
+    seconds more: once it has begun it."""
+    mark = tmp_path / "loading"
+    run = subprocess.Popen([sys.executable, "-c", _SLOW_LOAD, "run", "-m", repo, "-n", "2", "--temp", "0", "hi"],
+                           cwd=REPO_ROOT, env={**hubenv.env, "LOADING_MARK": str(mark), "LOAD_S": str(load_s)},
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _until(lambda: mark.exists() or run.poll() is not None, "loading", 60)
+    assert mark.exists(), run.communicate(timeout=60)
+    return run
+
+
+def test_rm_of_a_model_a_run_downloaded_and_loads_is_refused_and_the_run_answers(hubenv: HubEnv,
+                                                                                tmp_path: Path) -> None:
+    """rm waited 2 s on the locks the run held through a longer load, then removed the model's file: the run failed
+    with a hint that the file may be damaged."""
+    from gguf_builders import tiny_model
+
+    hubenv.server.add_repo(SOLO, {SOLO_FILE: tiny_model(tmp_path / "tiny.gguf")})  # a model llama.cpp loads
+    run = _run_loading_slowly(hubenv, tmp_path, SOLO, 4.0)
+    refused = run_cli(hubenv.env, "models", "rm", "--yes", SOLO)
+    answer, err = run.communicate(timeout=120)
+    assert refused.returncode == 1 and refused.stderr.startswith(
+        f"localgen: error: {SOLO}:Q4_K_M is being loaded by process {run.pid} (hint: "), refused.stderr
+    assert run.returncode == 0 and answer, err
+    assert hubenv.snapshot_files(SOLO) and list(hub_cache.lock_folder(SOLO).glob("*.doing")) == []
 
