@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from localgen.hub_types import HubFile, HubModel
+from localgen.lock_activity import Holder
 from localgen.units import binary_size
 from localgen.wordwrap import WordWrap
 
@@ -25,8 +26,9 @@ class Display:
     def __exit__(self, *exc_info: object) -> None:
         return None
 
-    def begin_file(self, file: HubFile, *, cached: bool, waiting: bool = False) -> None:
-        """A file starts (cached: it is already on disk; waiting: another download is fetching it)."""
+    def begin_file(self, file: HubFile, *, cached: bool, waiting: bool = False, holder: Holder | None = None) -> None:
+        """A file starts (cached: it is already on disk; waiting: another process holds its lock, holder: which, and
+        what it does with it, where it recorded that)."""
 
     def transfer_started(self, done: int = 0) -> None:
         """This process started fetching the current file's bytes itself (done: those it resumes after)."""
@@ -53,9 +55,11 @@ class Display:
         """The file matched its checksum (hashed: now, rather than by an earlier record)."""
 
 
-def start_line(model: HubModel, file: HubFile, source: str, *, waiting: bool = False) -> str:
+def start_line(model: HubModel, file: HubFile, source: str, *, waiting: bool = False,
+               holder: Holder | None = None) -> str:
     """The line a file's download starts with: what it is, its size where known (a split model's shard: which, and
-    the whole model's), and where it comes from; or that another download is fetching it, which this one waits for."""
+    the whole model's), and where it comes from; or that another download is fetching it, or that the process that
+    downloaded it checks or loads it (or a models rm removes it), which this one waits for."""
     parts = [binary_size(file.size)] if file.size > 0 else []  # a size the Hub did not give is left out
     if len(model.files) > 1 and file in model.files:
         parts.append(f"file {model.files.index(file) + 1} of {len(model.files)}")
@@ -63,6 +67,11 @@ def start_line(model: HubModel, file: HubFile, source: str, *, waiting: bool = F
             parts.append(f"{binary_size(model.size)} in all")
     size = f" ({', '.join(parts)})" if parts else ""
     where = f" from {source}" if source else ""
+    if waiting and holder is not None and holder.doing == "removing":
+        return f"localgen: {holder.who} is removing {file.repo}/{file.filename}{size}; waiting for it"
+    if waiting and holder is not None and holder.done_downloading:
+        return (f"localgen: {holder.who} downloaded {file.repo}/{file.filename}{size} and is {holder.doing} it; "
+                "waiting for it")
     if waiting:
         return f"localgen: another download is fetching {file.repo}/{file.filename}{size}{where}; waiting for it"
     note = model.lookalike_note if file is model.files[0] else ""

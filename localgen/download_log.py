@@ -9,6 +9,7 @@ import time
 
 from localgen.download_display import Display, say_line, start_line
 from localgen.hub_types import HubFile, HubModel
+from localgen.lock_activity import Holder
 from localgen.units import binary_size
 
 TENTH_GAP_S = 2.0  # a line at each tenth of a file, but no sooner than this after the last one
@@ -31,14 +32,14 @@ class LineDisplay(Display):
         self.since: tuple[float, int] | None = None  # when the speed is counted from, and the bytes there were then
         self.own_transfer = False
 
-    def begin_file(self, file: HubFile, *, cached: bool, waiting: bool = False) -> None:
+    def begin_file(self, file: HubFile, *, cached: bool, waiting: bool = False, holder: Holder | None = None) -> None:
         """Say that the file starts (nothing for a cached one)."""
         with self.lock:
             self.file = None if cached else file
             self.done, self.total, self.tenth = 0, file.size, 0
             self.said_at, self.since, self.own_transfer = time.monotonic(), None, False
         if not cached:
-            say_line(start_line(self.model, file, self.source, waiting=waiting))
+            say_line(start_line(self.model, file, self.source, waiting=waiting, holder=holder))
 
     def transfer_started(self, done: int = 0) -> None:
         """Count from done (a resumed download's part), the speed from the bytes that come from now on."""

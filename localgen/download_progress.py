@@ -21,6 +21,7 @@ from typing import Any
 
 from localgen.download_display import Display, say_line, start_line
 from localgen.hub_types import HubFile, HubModel
+from localgen.lock_activity import Holder
 from localgen.signals import interrupt_line_ended
 from localgen.units import binary_size, counted
 
@@ -180,15 +181,16 @@ class RichDisplay(Display):
         if exc_type is not None and issubclass(exc_type, KeyboardInterrupt) and self.progress.console.is_terminal:
             interrupt_line_ended()
 
-    def begin_file(self, file: HubFile, *, cached: bool, waiting: bool = False) -> None:
+    def begin_file(self, file: HubFile, *, cached: bool, waiting: bool = False, holder: Holder | None = None) -> None:
         """Say that the file starts (above the bars) and add its bar; a cached file's bar is full, and not said."""
         if not cached:
-            say_line(start_line(self.model, file, self.source, waiting=waiting), self.progress.console)
+            say_line(start_line(self.model, file, self.source, waiting=waiting, holder=holder), self.progress.console)
         with self.lock:
             self.file_done = file.size if cached else 0
             self.file_total = file.size
             self.own_transfer = False
-            note = " (another download is fetching it)" if waiting else ""
+            note = (f" ({holder.who} is {holder.doing} it)" if waiting and holder and holder.done_downloading
+                    else " (another download is fetching it)" if waiting else "")
             self.task = self.progress.add_task(file.name, total=file.size, completed=self.file_done, note=note)
             self._sync_overall()
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from localgen import console, download_progress, lock_activity
 from localgen.errors import HubError, LocalgenError
 from localgen.hub_cache import (
+    blob_lock_path,
     blobs_dir,
     cached_model,
     download_may_run,
@@ -129,7 +130,6 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
             partial.unlink()
     _check_free_space(model, force=force)
     display = download_progress.open_display(model, show=show_progress, source=hub_endpoint())
-    started = time.monotonic()
     tally = _Tally()
     paths: list[Path] = [Path()] * len(model.files)
     try:
@@ -146,23 +146,26 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
         for note in display.notes_after:  # below the bars' last drawing, not above it
             console.say(note)
     if not quiet:
-        download_progress.print_summary(model, tally.received, time.monotonic() - started,
+        download_progress.print_summary(model, tally.received, tally.seconds,
                                         fetched_elsewhere=tally.elsewhere, received_before=tally.received_before)
     return paths
 
 
 @dataclass
 class _Tally:
-    """What a pull's fetches of a model's files came to: the bytes received now, and whether any file was fetched by
-    another download or received whole by one that stopped before checking it."""
+    """What a pull's fetches of a model's files came to: the bytes received now and the seconds spent receiving them
+    (not waiting on another process's lock, nor checking), and whether any file was fetched by another download or
+    received whole by one that stopped before checking it."""
 
     received: int = 0
+    seconds: float = 0.0
     elsewhere: bool = False
     received_before: bool = False
 
     def add(self, got: FetchedFile) -> Path:
         """Count one fetch; the file's path."""
         self.received += got.received
+        self.seconds += got.seconds
         self.elsewhere |= got.source == "elsewhere"
         self.received_before |= got.source == "received before"
         return got.path
@@ -257,13 +260,14 @@ Source = Literal["cached", "downloaded", "elsewhere", "received before"]  # wher
 
 @dataclass(frozen=True)
 class FetchedFile:
-    """A file of the model in the cache: its path, where it came from, the bytes received now, and the sha256 its
-    bytes were checked to have as they came (None: not checked yet)."""
+    """A file of the model in the cache: its path, where it came from, the bytes received now, the sha256 its
+    bytes were checked to have as they came (None: not checked yet) and the seconds spent receiving them."""
 
     path: Path
     source: Source
     received: int = 0
     sha256: str | None = None
+    seconds: float = 0.0
 
 
 def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display, pin: Pin | None,
@@ -322,17 +326,21 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
     waiting = not cached and blob is not None and download_may_run(model.repo, blob)
     own = blob if resumable(f) else None  # the blob localgen fetches (where it is not there) and links itself
     kept_whole = own is not None and 0 < f.size == partial_size(model.repo, own)  # a stopped download's: nothing to get
-    display.begin_file(f, cached=cached or (kept_whole and not (force or waiting)), waiting=waiting)
+    holder = lock_activity.holder(blob_lock_path(model.repo, blob)) if waiting and blob else None
+    display.begin_file(f, cached=cached or (kept_whole and not (force or waiting)), waiting=waiting, holder=holder)
     watch = contextlib.nullcontext(download_progress.PartialCopies()) if cached else (
         download_progress.poll_incomplete(blobs_dir(model.repo), blob, display))
     pointer = pointer_path(model.repo, model.revision, f.filename)
     claim = PartClaim()
     fetched: Fetched | None = None  # None: not fetched now (cached, or another download fetched it meanwhile)
     note: HubLogNote | None = None
+    took = 0.0  # the seconds hf_hub_download took
     try:
         with watch as partial, quiet_hub_logs(f"{model.repo}/{f.filename}") as note:
-            if own is None:
+            if own is None:  # a wait on huggingface_hub's own lock counts in took: not told apart there
+                started = time.monotonic()
                 path = Path(hf_hub_download(**kwargs))
+                took = time.monotonic() - started
             else:
                 if not (cached and pointer.is_file()):
                     fetched = fetch_blob(model.repo, model.revision, f, own, force=force, display=display, claim=claim,
@@ -351,12 +359,12 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
     display.end_file()
     if own is not None and fetched is not None:
         source: Source = "received before" if fetched.received_before else "downloaded"
-        return FetchedFile(path, source, fetched.received, fetched.sha256)
+        return FetchedFile(path, source, fetched.received, fetched.sha256, fetched.seconds)
     if own is not None:
         return FetchedFile(path, "cached" if cached else "elsewhere")
     if cached or not (bar.opened or waiting or partial.seen):
         return FetchedFile(path, "cached")  # or linked from huggingface_hub's shared store of blobs
-    return FetchedFile(path, "downloaded", f.size) if bar.opened else FetchedFile(path, "elsewhere")
+    return FetchedFile(path, "downloaded", f.size, seconds=took) if bar.opened else FetchedFile(path, "elsewhere")
 
 
 def _left_after_stop(model: HubModel, f: HubFile, blob: str) -> str:

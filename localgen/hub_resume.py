@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -64,13 +65,14 @@ class PartClaim:
 @dataclass(frozen=True)
 class Fetched:
     """A blob downloaded and checked: the bytes received now, the sha256 they were checked to have (None where the
-    snapshot entry is not the file checked, whose bytes must be hashed), that file's (device, inode), and whether a
-    download that stopped before checking them had received them all."""
+    snapshot entry is not the file checked, whose bytes must be hashed), that file's (device, inode), whether a
+    download that stopped before checking them had received them all, and the seconds spent receiving them."""
 
     received: int
     sha256: str | None
     file_id: tuple[int, int]
     received_before: bool = False
+    seconds: float = 0.0
 
 
 def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, display: Display,
@@ -135,7 +137,9 @@ def _download(repo: str, revision: str, f: HubFile, etag: str, *, fresh: bool, d
     try:
         with _opened(partial, fresh=fresh, size=f.size) as handle:
             received_before = 0 < f.size == handle.tell()  # a download stopped as it checked them: nothing to get
+            started = time.monotonic()
             received = 0 if received_before else _get(repo, revision, f, handle, display)
+            seconds = time.monotonic() - started  # the speed said is of the bytes fetched, never of waits or checks
             fsync_file(handle)  # the verification marker, written durably next, must not outlive these bytes
         sha256 = check_checksum(partial, f, display)
     except ChecksumMismatch as exc:  # another checksum than the listing's, or a body longer than the listing says
@@ -148,7 +152,7 @@ def _download(repo: str, revision: str, f: HubFile, etag: str, *, fresh: bool, d
     os.replace(partial, blobs / etag)
     fsync_folder(blobs)
     status = (blobs / etag).stat()
-    return Fetched(received, sha256, (status.st_dev, status.st_ino), received_before)
+    return Fetched(received, sha256, (status.st_dev, status.st_ino), received_before, seconds)
 
 
 def link_into_snapshot(pointer: Path, blob: Path, *, new_blob: bool) -> None:

@@ -1,6 +1,6 @@
 """Pulls, runs and `models rm` beside each other on the locks of a model's blobs: two pulls of models sharing blobs
 never wait on each other for good, and a process holding a model's locks past its download says what it does with
-the model (checking it, loading it), which a `models rm` refusing it says."""
+the model (checking it, loading it), which a `models rm` refusing it and a pull waiting on it say."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 from hub_server import HubEnv, HubServer, child_env, file_sha256, make_gguf_bytes, run_cli
 
 from localgen import hub, hub_cache, lock_activity
+from localgen.units import binary_size
 from tests.conftest import REPO_ROOT, popen_localgen
 
 CROSS = "org/cross-GGUF"
@@ -192,3 +193,22 @@ def test_rm_of_a_model_a_run_downloaded_and_loads_is_refused_and_the_run_answers
     assert run.returncode == 0 and answer, err
     assert hubenv.snapshot_files(SOLO) and list(hub_cache.lock_folder(SOLO).glob("*.doing")) == []
 
+
+def test_a_pull_force_waiting_on_a_run_loading_the_model_says_so_and_times_its_own_download(
+        hubenv: HubEnv, tmp_path: Path) -> None:
+    """The pull said another download was fetching the model while the run that had downloaded it loaded it, and
+    counted that wait in the time and speed of its own download."""
+    from gguf_builders import tiny_model
+
+    size = binary_size(tiny_model(tmp_path / "tiny.gguf").stat().st_size)
+    hubenv.server.add_repo(SOLO, {SOLO_FILE: tmp_path / "tiny.gguf"})
+    run = _run_loading_slowly(hubenv, tmp_path, SOLO, 3.0)
+    pulled = run_cli(hubenv.env, "pull", "--force", SOLO)
+    _, run_err = run.communicate(timeout=120)
+    assert run.returncode == 0, run_err
+    lines = pulled.stderr.splitlines()
+    assert pulled.returncode == 0 and lines[1] == (
+        f"localgen: process {run.pid} downloaded {SOLO}/{SOLO_FILE} ({size}) and is loading it; waiting for it"), lines
+    took = next(line for line in lines if line.startswith(f"localgen: downloaded {SOLO}/{SOLO_FILE}"))
+    seconds = float(took.split(") in ", 1)[1].split(" s", 1)[0])
+    assert seconds < 1.5, took  # the load it waited on took 3 s
