@@ -30,6 +30,9 @@ class Display:
         """A file starts (cached: it is already on disk; waiting: another process holds its lock, holder: which, and
         what it does with it, where it recorded that)."""
 
+    def holder_now(self, holder: Holder) -> None:
+        """The process holding the current file's lock, which this one waits on, does something else now."""
+
     def transfer_started(self, done: int = 0) -> None:
         """This process started fetching the current file's bytes itself (done: those it resumes after)."""
 
@@ -76,6 +79,13 @@ def start_line(model: HubModel, file: HubFile, source: str, *, waiting: bool = F
         return f"localgen: another download is fetching {file.repo}/{file.filename}{size}{where}; waiting for it"
     note = model.lookalike_note if file is model.files[0] else ""
     return f"localgen: downloading {file.repo}/{file.filename}{size}{where}{note}"
+
+
+def waiting_note(holder: Holder | None) -> str:
+    """The note beside the bar of a file whose lock this download waits on: what the process holding it does."""
+    if holder is not None and holder.done_downloading:
+        return f" ({holder.who} is {holder.doing} it)"
+    return " (another download is fetching it)"
 
 
 def say_line(line: str, console: Any = None) -> None:

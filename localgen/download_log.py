@@ -41,6 +41,13 @@ class LineDisplay(Display):
         if not cached:
             say_line(start_line(self.model, file, self.source, waiting=waiting, holder=holder))
 
+    def holder_now(self, holder: Holder) -> None:
+        """Say what the process holding the file's lock, which this one waits on, does now."""
+        with self.lock:
+            file = None if self.own_transfer else self.file
+        if file is not None:
+            say_line(start_line(self.model, file, self.source, waiting=True, holder=holder))
+
     def transfer_started(self, done: int = 0) -> None:
         """Count from done (a resumed download's part), the speed from the bytes that come from now on."""
         with self.lock:

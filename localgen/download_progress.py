@@ -11,7 +11,9 @@ console.py (DESIGN.md's dependency direction), so the bar stays here until the C
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
+import os
 import sys
 import threading
 from collections.abc import Iterable, Iterator
@@ -19,13 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from localgen.download_display import Display, say_line, start_line
+from localgen import lock_activity
+from localgen.download_display import Display, say_line, start_line, waiting_note
 from localgen.hub_types import HubFile, HubModel
 from localgen.lock_activity import Holder
 from localgen.signals import interrupt_line_ended
 from localgen.units import binary_size, counted
 
 POLL_INTERVAL_S = 0.1
+HOLDER_POLLS = 5  # the holder of a lock waited on is looked at every fifth poll
 SPEED_AFTER_S = 0.5  # a transfer's speed is shown once it has run this long, before rich has two pieces to go by
 
 
@@ -167,6 +171,7 @@ class RichDisplay(Display):
         if len(model.files) > 1:
             self.overall = self.progress.add_task(model.label, total=model.size, note=f" ({len(model.files)} files)")
         self.task: Any = None
+        self.file: HubFile | None = None  # the file of the last bar added
         self.file_done = 0
         self.file_total = 0
         self.own_transfer = False  # this process fetches the current file itself: partial copies are not followed
@@ -186,13 +191,23 @@ class RichDisplay(Display):
         if not cached:
             say_line(start_line(self.model, file, self.source, waiting=waiting, holder=holder), self.progress.console)
         with self.lock:
+            self.file = file
             self.file_done = file.size if cached else 0
             self.file_total = file.size
             self.own_transfer = False
-            note = (f" ({holder.who} is {holder.doing} it)" if waiting and holder and holder.done_downloading
-                    else " (another download is fetching it)" if waiting else "")
+            note = waiting_note(holder) if waiting else ""
             self.task = self.progress.add_task(file.name, total=file.size, completed=self.file_done, note=note)
             self._sync_overall()
+
+    def holder_now(self, holder: Holder) -> None:
+        """Say what the process holding the current file's lock, which this one waits on, does now."""
+        with self.lock:
+            if self.own_transfer or self.task is None:
+                return
+            self.progress.update(self.task, note=waiting_note(holder))
+            file = self.file
+        if file is not None:
+            say_line(start_line(self.model, file, self.source, waiting=True, holder=holder), self.progress.console)
 
     def transfer_started(self, done: int = 0) -> None:
         """Count this process's bytes from done (a resumed download's), without the note that another download was
@@ -366,17 +381,27 @@ class PartialCopies:
 
 
 @contextlib.contextmanager
-def poll_incomplete(blobs: Path, etag: str | None, display: Display) -> Iterator[PartialCopies]:
+def poll_incomplete(blobs: Path, etag: str | None, display: Display, *, lock: Path | None = None,
+                    holder: Holder | None = None) -> Iterator[PartialCopies]:
     """Follow the growing *.incomplete copies of a file on the display until the block ends: another download's
-    while this one waits on its lock (once this one fetches bytes itself, tqdm_adapter's class counts them)."""
+    while this one waits on its lock (once this one fetches bytes itself, tqdm_adapter's class counts them); lock,
+    where given, is that lock, whose holder (said to be holder) is told on the display each time it records doing
+    something else (its download ended: it checks the model, then loads it)."""
     stop = threading.Event()
     found = PartialCopies()
 
     def poll() -> None:
-        while not stop.wait(POLL_INTERVAL_S):
+        said = holder
+        for polls in itertools.count(1):
+            if stop.wait(POLL_INTERVAL_S):
+                return
             if etag and (sizes := _sizes(blobs.glob(f"{etag}*.incomplete"))):
                 found.seen = True
                 display.follow(max(sizes))
+            if lock is not None and polls % HOLDER_POLLS == 0 and (now := lock_activity.holder(lock)) is not None \
+                    and now != said and now.pid != os.getpid():
+                said = now
+                display.holder_now(now)
 
     thread = threading.Thread(target=poll, name="localgen-download-progress", daemon=True)
     thread.start()

@@ -326,10 +326,11 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
     waiting = not cached and blob is not None and download_may_run(model.repo, blob)
     own = blob if resumable(f) else None  # the blob localgen fetches (where it is not there) and links itself
     kept_whole = own is not None and 0 < f.size == partial_size(model.repo, own)  # a stopped download's: nothing to get
-    holder = lock_activity.holder(blob_lock_path(model.repo, blob)) if waiting and blob else None
+    lock = blob_lock_path(model.repo, blob) if waiting and blob else None  # another process holds it: which, doing what
+    holder = lock_activity.holder(lock) if lock else None
     display.begin_file(f, cached=cached or (kept_whole and not (force or waiting)), waiting=waiting, holder=holder)
     watch = contextlib.nullcontext(download_progress.PartialCopies()) if cached else (
-        download_progress.poll_incomplete(blobs_dir(model.repo), blob, display))
+        download_progress.poll_incomplete(blobs_dir(model.repo), blob, display, lock=lock, holder=holder))
     pointer = pointer_path(model.repo, model.revision, f.filename)
     claim = PartClaim()
     fetched: Fetched | None = None  # None: not fetched now (cached, or another download fetched it meanwhile)

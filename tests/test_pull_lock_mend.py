@@ -166,13 +166,20 @@ main()
 """
 
 
-def _run_loading_slowly(hubenv: HubEnv, tmp_path: Path, repo: str, load_s: float) -> subprocess.Popen[str]:
+def _slow_run(hubenv: HubEnv, tmp_path: Path, repo: str, load_s: float) -> subprocess.Popen[str]:
     """`localgen run -m repo` in a process of its own, whose load by llama.cpp of the model it downloads takes load_s
-    seconds more: once it has begun it."""
+    seconds more, started."""
+    env = {**hubenv.env, "LOADING_MARK": str(tmp_path / "loading"), "LOAD_S": str(load_s),
+           "HF_HUB_DOWNLOAD_TIMEOUT": "60"}
+    return subprocess.Popen([sys.executable, "-c", _SLOW_LOAD, "run", "-m", repo, "-n", "2", "--temp", "0", "hi"],
+                            cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _run_loading_slowly(hubenv: HubEnv, tmp_path: Path, repo: str, load_s: float) -> subprocess.Popen[str]:
+    """_slow_run's run, once it has begun its load."""
     mark = tmp_path / "loading"
-    run = subprocess.Popen([sys.executable, "-c", _SLOW_LOAD, "run", "-m", repo, "-n", "2", "--temp", "0", "hi"],
-                           cwd=REPO_ROOT, env={**hubenv.env, "LOADING_MARK": str(mark), "LOAD_S": str(load_s)},
-                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = _slow_run(hubenv, tmp_path, repo, load_s)
     _until(lambda: mark.exists() or run.poll() is not None, "loading", 60)
     assert mark.exists(), run.communicate(timeout=60)
     return run
@@ -212,3 +219,59 @@ def test_a_pull_force_waiting_on_a_run_loading_the_model_says_so_and_times_its_o
     took = next(line for line in lines if line.startswith(f"localgen: downloaded {SOLO}/{SOLO_FILE}"))
     seconds = float(took.split(") in ", 1)[1].split(" s", 1)[0])
     assert seconds < 1.5, took  # the load it waited on took 3 s
+
+
+def _text(path: Path) -> str:
+    """A file's text, "" where it is not there."""
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def test_a_pull_begun_as_a_run_downloads_the_model_says_when_the_run_goes_on_to_load_it(hubenv: HubEnv,
+                                                                                     tmp_path: Path) -> None:
+    """The pull said another download was fetching the model, then nothing more as it waited through the run's load."""
+    from gguf_builders import tiny_model
+
+    model = tiny_model(tmp_path / "tiny.gguf", n_embd=512, n_ff=1024, n_head=8, n_head_kv=4)  # 5.9 MiB
+    hubenv.server.add_repo(SOLO, {SOLO_FILE: model})
+    hubenv.server.hold_body_at[(SOLO, SOLO_FILE)] = HELD_AT  # past the header a run reads first
+    record = lock_activity.record_path(hub_cache.blob_lock_path(SOLO, file_sha256(model)))
+    run = _slow_run(hubenv, tmp_path, SOLO, 3.0)
+    pull = None
+    try:
+        _until(lambda: _text(record) == f"{run.pid} downloading\n", "downloading")
+        pull = _Pull({**hubenv.env, "HF_HUB_DOWNLOAD_TIMEOUT": "60"}, SOLO)
+        _until(lambda: any(line.endswith("; waiting for it\n") for line in pull.lines), "waiting")
+    finally:
+        hubenv.server.body_released.set()
+    assert pull.ended(60) and pull.proc.returncode == 0, "".join(pull.lines)
+    _, run_err = run.communicate(timeout=120)
+    assert run.returncode == 0, run_err
+    what = f"{SOLO}/{SOLO_FILE} ({binary_size(model.stat().st_size)})"
+    assert f"localgen: another download is fetching {what} from {hubenv.server.url}; waiting for it\n" in pull.lines
+    loading = f"localgen: process {run.pid} downloaded {what} and is loading it; waiting for it\n"
+    assert loading in pull.lines, pull.lines
+    assert pull.lines[-1] == f"localgen: {what} downloaded by another process, sha256 verified\n", pull.lines
+
+
+def test_the_bar_of_a_file_waited_on_says_when_the_process_holding_it_goes_on_to_load_it() -> None:
+    """On a terminal, the bar of the file went on saying another download was fetching it through the run's load."""
+    import io
+
+    from rich.console import Console
+
+    from localgen.download_progress import RichDisplay
+    from localgen.hub_types import HubFile, HubModel
+
+    f = HubFile(SOLO, SOLO_FILE, 2**20, "a" * 64, "Q4_K_M", None, None)
+    out = io.StringIO()
+    display = RichDisplay(HubModel(SOLO, "Q4_K_M", (f,), "c" * 40),
+                          console=Console(file=out, force_terminal=True, width=200), source="http://hub")
+    with display:
+        display.begin_file(f, cached=False, waiting=True)
+        display.holder_now(lock_activity.Holder(123, "loading"))
+    said = out.getvalue()
+    assert f"localgen: process 123 downloaded {SOLO}/{SOLO_FILE} (1.0 MiB) and is loading it; waiting for it\n" in said
+    assert f"{SOLO_FILE} (process 123 is loading it)" in said.rsplit("\r", 1)[-1], said
