@@ -100,9 +100,7 @@ def test_two_pulls_of_split_models_sharing_blobs_in_opposite_order_both_end(loop
         _until(lambda: _size(part_b) >= 5 * 2**20 or any("waiting for it" in line for line in q8.lines),
                "downloading b nor waiting on a")
         loopback_hub.body_released.set()
-        released = time.monotonic()
         assert q4.ended(ENDED_S) and q8.ended(ENDED_S), f"a pull was still waiting after {ENDED_S} s"
-        took = time.monotonic() - released
     finally:
         loopback_hub.body_released.set()
         for pull in filter(None, (q4, q8)):
@@ -110,7 +108,6 @@ def test_two_pulls_of_split_models_sharing_blobs_in_opposite_order_both_end(loop
     assert q4.proc.returncode == 0, "".join(q4.lines)
     assert q8.proc.returncode == 1 and q8.lines[-1].startswith(
         f"localgen: error: {Y1}: metadata says shard 2 of 2, the file name says 1 of 2"), "".join(q8.lines)
-    print(f"both pulls ended {took:.1f} s after their bodies were let go")
 
 
 SOLO, SOLO_FILE = "org/solo-GGUF", "solo-Q4_K_M.gguf"
@@ -192,7 +189,7 @@ def test_rm_of_a_model_a_run_downloaded_and_loads_is_refused_and_the_run_answers
     from gguf_builders import tiny_model
 
     hubenv.server.add_repo(SOLO, {SOLO_FILE: tiny_model(tmp_path / "tiny.gguf")})  # a model llama.cpp loads
-    run = _run_loading_slowly(hubenv, tmp_path, SOLO, 4.0)
+    run = _run_loading_slowly(hubenv, tmp_path, SOLO, 6.0)  # rm, started now, waits 2 s
     refused = run_cli(hubenv.env, "models", "rm", "--yes", SOLO)
     answer, err = run.communicate(timeout=120)
     assert refused.returncode == 1 and refused.stderr.startswith(
@@ -209,7 +206,7 @@ def test_a_pull_force_waiting_on_a_run_loading_the_model_says_so_and_times_its_o
 
     size = binary_size(tiny_model(tmp_path / "tiny.gguf").stat().st_size)
     hubenv.server.add_repo(SOLO, {SOLO_FILE: tmp_path / "tiny.gguf"})
-    run = _run_loading_slowly(hubenv, tmp_path, SOLO, 3.0)
+    run = _run_loading_slowly(hubenv, tmp_path, SOLO, 4.0)
     pulled = run_cli(hubenv.env, "pull", "--force", SOLO)
     _, run_err = run.communicate(timeout=120)
     assert run.returncode == 0, run_err
@@ -218,7 +215,7 @@ def test_a_pull_force_waiting_on_a_run_loading_the_model_says_so_and_times_its_o
         f"localgen: process {run.pid} downloaded {SOLO}/{SOLO_FILE} ({size}) and is loading it; waiting for it"), lines
     took = next(line for line in lines if line.startswith(f"localgen: downloaded {SOLO}/{SOLO_FILE}"))
     seconds = float(took.split(") in ", 1)[1].split(" s", 1)[0])
-    assert seconds < 1.5, took  # the load it waited on took 3 s
+    assert seconds < 1.5, took  # the load it waited on took 4 s
 
 
 def _text(path: Path) -> str:
