@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,8 +17,9 @@ from pathlib import Path
 from localgen import hub_cache, lock_activity
 from localgen.file_locks import HAS_FLOCK, lock_holder, locked_descriptor
 
-HELD_WAIT_S = 2.0  # a lock held with no part written (a pull checking the model it fetched, or one about to write) is
-# waited for this long; a process that holds one longer and writes nothing is no download, and rm goes ahead without it
+HELD_WAIT_S = 2.0  # the locks held with no part written (a pull checking the model it fetched, or one about to write)
+# are waited for this long, all together; one still held then is gone ahead without (a process that holds it longer and
+# writes nothing is no download), but where its holder records checking or loading the model: downloads_under_way.py
 LOCK_POLL_S = 0.01
 LOCK_FILE_MODE = 0o664  # huggingface_hub's, so that other users sharing the cache can wait on it too
 
@@ -46,10 +48,11 @@ def holding_blob_locks(repo: str, blobs: Collection[str], *, refuse: Callable[[]
     gets whether any was waited for."""
     held: dict[Path, int] = {}
     waited = Waited()
-    try:
+    deadline = time.monotonic() + HELD_WAIT_S  # one wait for them all: a split model's shards held by a run loading
+    try:  # it are not waited on one after the other
         for blob in sorted(blobs) if HAS_FLOCK else ():
             lock = hub_cache.blob_lock_path(repo, blob)
-            fd = _taken(lock, refuse, waited)
+            fd = _taken(lock, refuse, waited, max(deadline - time.monotonic(), 0.0))
             if fd is None and blob in waited.blobs:
                 waited.given_up.append(blob)
             if fd is not None:
@@ -72,10 +75,10 @@ def holding_blob_locks(repo: str, blobs: Collection[str], *, refuse: Callable[[]
             os.close(fd)
 
 
-def _taken(lock: Path, refuse: Callable[[], None], waited: Waited) -> int | None:
+def _taken(lock: Path, refuse: Callable[[], None], waited: Waited, wait_s: float) -> int | None:
     """The lock file lock, opened (made where missing) and locked by this process: waited for while another process
     holds it (noted in waited), refuse called after each try, the last too; None where it cannot be taken or tested,
-    or is still held after HELD_WAIT_S."""
+    or is still held after wait_s seconds."""
 
     def held() -> None:
         """Note the process holding lock, then refuse (after the last try too: a download that began writing as rm
@@ -86,7 +89,7 @@ def _taken(lock: Path, refuse: Callable[[], None], waited: Waited) -> int | None
             waited.blobs.append(lock.stem)
         refuse()
 
-    return locked_descriptor(lock, lambda: _opened(lock), wait_s=HELD_WAIT_S, poll_s=LOCK_POLL_S, on_held=held)
+    return locked_descriptor(lock, lambda: _opened(lock), wait_s=wait_s, poll_s=LOCK_POLL_S, on_held=held)
 
 
 def _opened(lock: Path) -> int | None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from hub_server import HubEnv, HubServer, child_env, file_sha256, make_gguf_bytes, run_cli
 
-from localgen import hub, hub_cache, lock_activity
+from localgen import blob_locks, hub, hub_cache, lock_activity
 from localgen.units import binary_size
 from tests.conftest import REPO_ROOT, popen_localgen
 
@@ -272,3 +272,18 @@ def test_the_bar_of_a_file_waited_on_says_when_the_process_holding_it_goes_on_to
     said = out.getvalue()
     assert f"localgen: process 123 downloaded {SOLO}/{SOLO_FILE} (1.0 MiB) and is loading it; waiting for it\n" in said
     assert f"{SOLO_FILE} (process 123 is loading it)" in said.rsplit("\r", 1)[-1], said
+
+
+def test_rm_of_a_split_model_a_run_loads_waits_on_all_its_shards_locks_at_once(hubenv: HubEnv) -> None:
+    """rm waited 2 s on each shard's lock in turn: 6 s for a model of three shards before it refused it."""
+    many = "org/many-GGUF"
+    hubenv.server.add_repo(many, {f"many-Q4_K_M-0000{i}-of-00003.gguf": make_gguf_bytes(f"many{i}", shard=(i, 3))
+                                  for i in (1, 2, 3)})
+    with hub.locks_held_through():
+        hub.download_model(many, quant="Q4_K_M", filename=None, quiet=True)
+        lock_activity.now_doing("loading")
+        started = time.monotonic()
+        refused = run_cli(hubenv.env, "models", "rm", "--yes", many)
+        took = time.monotonic() - started
+    assert refused.returncode == 1 and f"is being loaded by process {os.getpid()}" in refused.stderr, refused.stderr
+    assert took < 2 * blob_locks.HELD_WAIT_S, f"rm took {took:.1f} s"
