@@ -16,7 +16,7 @@ import contextlib
 import contextvars
 import shutil
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -40,7 +40,16 @@ from localgen.hub_entry_data import linked_file, linked_file_named, model_blobs,
 from localgen.hub_errors import offline_error, stalled_message, timed_out
 from localgen.hub_listing import check_not_stalled, fetch_listing, hub_request_error, is_offline
 from localgen.hub_logs import HubLogNote, quiet_hub_logs
-from localgen.hub_resume import Fetched, PartClaim, fetch_blob, resumable
+from localgen.hub_resume import (
+    Fetched,
+    LockOutOfOrder,
+    PartClaim,
+    blob_lock,
+    blob_locks_held,
+    fetch_blob,
+    resumable,
+    waits_on_no_pull,
+)
 from localgen.hub_settings import check_endpoint, hub_endpoint
 from localgen.hub_types import HubFile, HubModel
 from localgen.hub_verify import (
@@ -131,13 +140,12 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
     _check_free_space(model, force=force)
     display = download_progress.open_display(model, show=show_progress, source=hub_endpoint())
     tally = _Tally()
-    paths: list[Path] = [Path()] * len(model.files)
+    paths: list[Path] = []
     try:
         with display, contextlib.ExitStack() as locks:  # each blob's lock, held until the model is checked whole
-            for index in in_lock_order(model.files, range(len(model.files))):
-                f = model.files[index]
-                paths[index] = tally.add(_fetch_file(model, f, force=force, display=display,
-                                                     pin=pin if f is first else None, locks=locks))
+            for f in model.files:
+                paths.append(tally.add(_fetch_in_lock_order(model, f, force=force, display=display,
+                                                            pin=pin if f is first else None, locks=locks)))
             _fetch_removed(model, paths, tally, display, pin, locks)
             if (held := _HELD_THROUGH.get()) is not None:
                 held.enter_context(locks.pop_all())
@@ -178,7 +186,6 @@ def _fetch_removed(model: HubModel, paths: list[Path], tally: _Tally, display: D
     removes a model whole under the locks of all its blobs, and the pull holds those it fetched (locks) until it has
     checked them: rm takes one the pull holds only once the pull let go (a split model's shards fetched, it went on to
     the next, so rm is refused) or gave up waiting on a lock held long with nothing written."""
-    last = in_lock_order(model.files, range(len(paths)))[-1]  # the file fetched last
     for removals in range(1, REMOVALS_AT_MOST + 1):
         gone = _gone(paths)
         checked = not gone  # all there: any gone now went as the shards were read
@@ -190,21 +197,34 @@ def _fetch_removed(model: HubModel, paths: list[Path], tally: _Tally, display: D
             raise HubError(f"{f.repo}/{f.filename} was removed {REMOVALS_AT_MOST} times as this pull fetched it",
                            hint="another command removes it as it is downloaded: let that end, then pull it again")
         locks.close()  # a lock this process holds would keep its own download of that blob waiting for good
-        for index in in_lock_order(model.files, gone):
+        for index in gone:
             f = model.files[index]
-            paths[index] = tally.add(_fetch_file(model, f, force=False, display=display, pin=None if index else pin,
-                                                 locks=locks))
-            ended = removals > 1 or checked or index == last  # no other shard fetched after it
+            paths[index] = tally.add(_fetch_in_lock_order(model, f, force=False, display=display,
+                                                          pin=None if index else pin, locks=locks))
+            ended = removals > 1 or checked or index == len(paths) - 1  # no other shard fetched after it
             when = "as this pull ended" if ended else "while this pull fetched the model's other shards"
             display.notes_after.append(f"localgen: {f.repo}/{f.filename} was removed {when}; it was downloaded again")
 
 
-def in_lock_order(files: list[HubFile], indexes: Iterable[int]) -> list[int]:
-    """The indexes of these files of a model in the order their blobs' locks are taken: by blob name, the one order
-    every pull takes them in. A pull holds the lock of each file it fetched until it has checked its model, so two
-    pulls that took those of two models sharing blobs in shard order (one's shards a, b, the other's b, a) could each
-    hold one and wait on the other's for good; taken in one order, the pull holding the lower waits on no other."""
-    return sorted(indexes, key=lambda index: (files[index].blob or "", index))
+def _fetch_in_lock_order(model: HubModel, f: HubFile, *, force: bool, display: Display, pin: Pin | None,
+                         locks: contextlib.ExitStack) -> FetchedFile:
+    """_fetch_file, waiting on no lock that sorts before one this pull holds while another process holds it. A pull
+    holds the lock of each file it fetched until it has checked its model, so two pulls of models sharing blobs in
+    opposite order (shards a, b and b, a) could each hold one and wait on the other's for good: where the file's lock
+    is such a one, those held are let go (their files stay, fetched and checked), those sorting before it taken again,
+    the file fetched (following the other's download), then those after it taken again."""
+    held = blob_locks_held()
+    try:
+        return _fetch_file(model, f, force=force, display=display, pin=pin, locks=locks)
+    except LockOutOfOrder as exc:
+        wanted = exc.lock
+    locks.close()
+    for lock in (lock for lock in held if lock < wanted):
+        locks.enter_context(blob_lock(lock))
+    got = _fetch_file(model, f, force=force, display=display, pin=pin, locks=locks)
+    for lock in (lock for lock in held if lock > wanted):  # a file of them removed meanwhile: _fetch_removed's
+        locks.enter_context(blob_lock(lock))
+    return got
 
 
 def _gone(paths: list[Path]) -> list[int]:
@@ -327,6 +347,9 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
     own = blob if resumable(f) else None  # the blob localgen fetches (where it is not there) and links itself
     kept_whole = own is not None and 0 < f.size == partial_size(model.repo, own)  # a stopped download's: nothing to get
     lock = blob_lock_path(model.repo, blob) if waiting and blob else None  # another process holds it: which, doing what
+    if lock is not None and own is not None and any(held > lock for held in blob_locks_held()) \
+            and not waits_on_no_pull(lock):
+        raise LockOutOfOrder(lock)  # before a word is said: _fetch_in_lock_order lets go of those held first
     holder = lock_activity.holder(lock) if lock else None
     display.begin_file(f, cached=cached or (kept_whole and not (force or waiting)), waiting=waiting, holder=holder)
     watch = contextlib.nullcontext(download_progress.PartialCopies()) if cached else (
@@ -347,6 +370,8 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
                     fetched = fetch_blob(model.repo, model.revision, f, own, force=force, display=display, claim=claim,
                                          locks=locks)
                 path = pointer
+    except LockOutOfOrder:
+        raise  # _fetch_in_lock_order's to handle
     except Exception as exc:
         ours = blob if claim.writing else None  # a part another pull is writing is not this one's to speak of
         error = hub_request_error(exc, repo=model.repo, filename=f.filename)

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 DOWNLOAD_PIECE = 1024 * 1024  # the bytes a download reads, counts on its progress bar and writes at a time
 FOLDER_TRIES = 5  # a folder a download writes into that a models rm beside it prunes (empty) is made again so often
 _HELD_BY_THREAD: dict[Path, int] = {}  # the blob locks this process holds, each with the thread that took it
+OUT_OF_ORDER_WAIT_S = 0.5  # a lock sorting before one held is waited on this long before those held are let go
 
 
 def resumable(f: HubFile) -> bool:
@@ -84,7 +85,7 @@ def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, 
     download's; the sha256 checked is given only where the entry is the blob checked."""
     blobs, lock = blobs_dir(repo), blob_lock_path(repo, etag)
     lock.parent.mkdir(parents=True, exist_ok=True)
-    locks.enter_context(_blob_lock(lock))  # blobs/ is made under it, as the partial copy is opened: _open_partial
+    locks.enter_context(blob_lock(lock))  # blobs/ is made under it, as the partial copy is opened: _open_partial
     fetched = None
     if force or not (blobs / etag).is_file():
         claim.writing = True
@@ -96,17 +97,47 @@ def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, 
     return fetched
 
 
+class LockOutOfOrder(Exception):
+    """Another process holds the lock of a blob that sorts before one this thread holds: waiting on it could wait for
+    good on a pull that waits on this one's (two models sharing blobs, their shards in opposite order)."""
+
+    def __init__(self, lock: Path) -> None:
+        super().__init__(str(lock))
+        self.lock = lock
+
+
+def waits_on_no_pull(lock: Path) -> bool:
+    """Whether the process holding a blob's lock is a models rm removing its model, whose own wait on a lock is
+    bounded: waiting on it, even holding a lock it waits on, waits on no pull."""
+    holder = lock_activity.holder(lock)
+    return holder is not None and holder.doing == "removing"
+
+
+def blob_locks_held() -> list[Path]:
+    """The blob locks this thread holds, in the one order they are waited on in: by path."""
+    return sorted(lock for lock, thread in _HELD_BY_THREAD.items() if thread == threading.get_ident())
+
+
 @contextlib.contextmanager
-def _blob_lock(lock: Path) -> Iterator[None]:
+def blob_lock(lock: Path) -> Iterator[None]:
     """huggingface_hub's lock on a blob, held while the block runs, unless this thread holds it already (two files of a
     model with the same bytes, a file fetched again as its pull ends), which flock on a second descriptor would wait
-    on for good."""
+    on for good. A lock that sorts before one this thread holds is waited on OUT_OF_ORDER_WAIT_S at most, then
+    LockOutOfOrder raised: a thread waits for good only on a lock that sorts after every one it holds."""
+    from filelock import Timeout
     from huggingface_hub.utils import WeakFileLock
 
     if _HELD_BY_THREAD.get(lock) == threading.get_ident():
         yield
         return
-    with WeakFileLock(lock):
+    later = any(held > lock for held in blob_locks_held())
+    with contextlib.ExitStack() as taken:
+        try:
+            taken.enter_context(WeakFileLock(lock, timeout=OUT_OF_ORDER_WAIT_S if later else None))
+        except Timeout as exc:
+            if not waits_on_no_pull(lock):
+                raise LockOutOfOrder(lock) from exc
+            taken.enter_context(WeakFileLock(lock))
         _HELD_BY_THREAD[lock] = threading.get_ident()
         LOCKS_HELD_HERE.add(lock)  # its own checks (a replaced copy's folder pruned) take it for no download's
         lock_activity.took(lock)

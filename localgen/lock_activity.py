@@ -69,7 +69,7 @@ def holder(lock: Path) -> Holder | None:
         pid = int(pid_text)
     except (OSError, ValueError, UnicodeError):
         return None
-    if doing not in get_args(Doing) or not _held_by(lock, pid):
+    if pid <= 0 or doing not in get_args(Doing) or not _held_by(lock, pid):
         return None
     return Holder(pid=pid, doing=doing)  # type: ignore[arg-type]
 
@@ -81,9 +81,14 @@ def _held_by(lock: Path, pid: int) -> bool:
         return known == pid
     try:
         os.kill(pid, 0)
+    except PermissionError:
+        pass  # another user's process, running
+    except (OSError, OverflowError):
+        return False
+    try:
         with open(lock, "rb") as handle:
             return try_flock(handle.fileno()) is False  # released on close
-    except (OSError, ValueError):
+    except OSError:
         return False
 
 

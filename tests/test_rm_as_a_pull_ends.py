@@ -28,9 +28,8 @@ ONE = "ends-Q8_0.gguf"
 
 
 def _serve(hubenv: HubEnv) -> None:
-    """REPO's split Q4_K_M and its Q8_0 of one file, on the loopback Hub; the shards' blob names (their sha256) sort
-    as their numbers do, the order a pull fetches them in."""
-    hubenv.server.add_repo(REPO, {S1: make_gguf_bytes("a", shard=(1, 2)), S2: make_gguf_bytes("c", shard=(2, 2)),
+    """REPO's split Q4_K_M and its Q8_0 of one file, on the loopback Hub."""
+    hubenv.server.add_repo(REPO, {S1: make_gguf_bytes("a", shard=(1, 2)), S2: make_gguf_bytes("b", shard=(2, 2)),
                                   ONE: make_gguf_bytes("one")})
 
 

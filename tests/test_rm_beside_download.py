@@ -341,7 +341,7 @@ S1, S2 = "big-Q4_K_M-00001-of-00002.gguf", "big-Q4_K_M-00002-of-00002.gguf"
 
 def _shards(first_blob_first: bool) -> dict[str, bytes]:
     """A split model's two shards, whose blob names (their sha256) sort the first shard's first or last: rm takes
-    their locks in that order, and a pull fetches them in it."""
+    their locks in that order."""
     for i in range(1000):
         one, two = make_gguf_bytes(f"a{i}", shard=(1, 2)), make_gguf_bytes(f"b{i}", shard=(2, 2))
         if (hashlib.sha256(one).hexdigest() < hashlib.sha256(two).hexdigest()) == first_blob_first:
@@ -352,12 +352,12 @@ def _shards(first_blob_first: bool) -> dict[str, bytes]:
 @pytest.mark.parametrize("first_blob_first", [True, False])
 def test_rm_of_a_split_model_waiting_for_a_pull_to_link_a_shard_is_refused_and_the_pull_completes_it(
         hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, first_blob_first: bool) -> None:
-    """rm waited for a pull --force to link the shard it fetches first, then removed the model; the pull went on to the
-    other shard and failed ('...-00001-of-00002.gguf: file not found'), leaving that shard's blob and entry for good.
-    The other shard's body is held until rm has ended: the pull writes it as rm waits."""
+    """rm waited for a pull --force to link its first shard, then removed the model; the pull went on to the second
+    shard and failed ('...-00001-of-00002.gguf: file not found'), leaving that shard's blob and entry for good. The
+    second shard's body is held until rm has ended: the pull writes it as rm waits."""
     hubenv.server.add_repo(REPO, _shards(first_blob_first))
     hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
-    hubenv.server.chunk_size, hubenv.server.hold_body_at[(REPO, S2 if first_blob_first else S1)] = 1024, 1024
+    hubenv.server.chunk_size, hubenv.server.hold_body_at[(REPO, S2)] = 1024, 1024
     held = _HeldLink(monkeypatch)
     try:
         code, err = _rm_beside(held, hubenv.env, force=True, then=hubenv.server.body_released.set)  # links shard 1
@@ -377,7 +377,7 @@ def test_rm_of_a_split_model_waiting_for_a_pull_to_link_its_last_shard_removes_i
     process N (128.0 KiB of 128.0 KiB so far)' after that download had ended."""
     hubenv.server.add_repo(REPO, _shards(first_blob_first))
     hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
-    held = _HeldLink(monkeypatch, only=S2 if first_blob_first else S1)  # the shard a pull fetches last
+    held = _HeldLink(monkeypatch, only=S2)
     code, err = _rm_beside(held, hubenv.env, force=True)  # waits to link the last shard
     assert held.errors == [] and code == 0, err
     assert err.startswith(f"localgen: removed {REPO}:Q4_K_M"), err
