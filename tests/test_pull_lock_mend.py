@@ -287,3 +287,38 @@ def test_rm_of_a_split_model_a_run_loads_waits_on_all_its_shards_locks_at_once(h
         took = time.monotonic() - started
     assert refused.returncode == 1 and f"is being loaded by process {os.getpid()}" in refused.stderr, refused.stderr
     assert took < 2 * blob_locks.HELD_WAIT_S, f"rm took {took:.1f} s"
+
+
+def test_a_lock_sorting_before_one_held_is_waited_on_for_good_only_where_a_models_rm_holds_it(
+        tmp_path: Path) -> None:
+    """Taken as another process takes it after the pull found it free, a lock sorting before one the pull holds was
+    waited on for good; a models rm's (its own wait bounded) is waited on until rm lets go."""
+    import fcntl
+
+    from localgen import hub_resume
+
+    first, later = tmp_path / "a.lock", tmp_path / "b.lock"
+    first.touch()
+    other = os.open(first, os.O_RDONLY)
+    fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another open file's lock: as another process's
+    outcome: list[object] = []
+
+    def take_both() -> None:
+        try:
+            with hub_resume.blob_lock(later), hub_resume.blob_lock(first):
+                outcome.append("took both")
+        except hub_resume.LockOutOfOrder as exc:
+            outcome.append(exc.lock)
+
+    pull = threading.Thread(target=take_both, daemon=True)
+    pull.start()
+    pull.join(10)
+    assert outcome == [first]
+    lock_activity.record_path(first).write_text(f"{os.getpid()} removing\n")  # as a models rm records it
+    pull = threading.Thread(target=take_both, daemon=True)
+    pull.start()
+    time.sleep(1.0)  # past the wait on a pull's lock
+    assert outcome == [first]
+    os.close(other)
+    pull.join(10)
+    assert outcome == [first, "took both"]
