@@ -22,6 +22,7 @@ from tests.hub_server import HubServer, make_gguf_bytes, run_cli
 from tests.test_repl import TIMEOUT, _env
 
 COLUMNS = 400  # a chat's terminal as wide as a path under pytest's temporary folder, and its warning, on a line
+PROMPT_CACHED = "The quick brown fox. " * 60  # 336 tokens as run here: past the 256 new ones a prompt cache entry takes
 
 
 def unprivileged(command: list[str]) -> list[str]:
@@ -191,7 +192,7 @@ def test_run_whose_prompt_cache_folder_cannot_be_written_to_says_so_after_the_an
     its answer is out, that the prompt cache is not saved and why, where no run ever said so and each read its
     whole prompt again."""
     document = tmp_path / "doc.txt"
-    document.write_text("The quick brown fox. " * 200)
+    document.write_text(PROMPT_CACHED)
     folder = tmp_path / "cache" / "prompts"
     folder.mkdir(parents=True)
     folder.chmod(0o555)
@@ -477,7 +478,7 @@ def test_prompt_cache_warning_names_the_folder_that_refuses_and_the_lasting_swit
     the cache off for good, where it named a folder not there and --no-cache, for one run; with the cache off, no
     warning."""
     document = tmp_path / "doc.txt"
-    document.write_text("The quick brown fox. " * 200)
+    document.write_text(PROMPT_CACHED)
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o555)
