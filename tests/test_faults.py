@@ -618,9 +618,13 @@ def test_atomic_write_is_temp_fsync_rename(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(storage.os, "replace", replace)
     target = tmp_path / "target"
     target.write_bytes(b"old")
+    target.chmod(0o640)
     atomic_write_bytes(target, b"new")
     assert calls == ["fsync-file", "rename", "fsync-dir"]
-    assert target.read_bytes() == b"new" and stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert target.read_bytes() == b"new" and stat.S_IMODE(target.stat().st_mode) == 0o640, "the file's mode is kept"
+    monkeypatch.undo()
+    atomic_write_bytes(tmp_path / "fresh", b"new")
+    assert stat.S_IMODE((tmp_path / "fresh").stat().st_mode) == 0o600, "a new file is the user's alone"
 
 
 @pytest.mark.parametrize("failure", [OSError(errno.EIO, "Input/output error"), KeyboardInterrupt()])
