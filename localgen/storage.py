@@ -33,12 +33,13 @@ TEMP_TRIES = 5  # a new temp file a sweep held locked (or deleted) as it was mad
 
 
 def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[bytes | bytearray | memoryview, ...],
-                       *, mode: int = 0o600, replace: bool = True, replace_if: Callable[[], bool] | None = None
-                       ) -> bool:
+                       *, mode: int = 0o600, replace: bool = True, replace_if: Callable[[], bool] | None = None,
+                       keep_mode: bool = True) -> bool:
     """Write data to path through a temp file, fsync and rename; return whether it was written. A file there keeps its
     mode (a user's chmod outlives the rewrite), and one the user made read-only (mode 444) or may not replace (another
     user's, in a sticky folder as /tmp is) is refused, left as it is; a new file gets mode (private to the user
-    unless it says otherwise). Another user's file the user may replace (a `sudo localgen` left it) is replaced.
+    unless it says otherwise; keep_mode=False: mode over a file there too). Another user's file the user may replace
+    (a `sudo localgen` left it) is replaced.
 
     data may be a tuple of parts, written one after the other (no joined copy of a large buffer is made).
     replace=False never overwrites: FileExistsError is raised when path exists, and nothing is written.
@@ -48,7 +49,8 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
     tmp_name: str | None = None
     fd: int | None = None
     if replace:
-        mode = check_replaceable(path, mode)
+        kept = check_replaceable(path, mode)
+        mode = kept if keep_mode else mode
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name, locked = new_temp_file(path)
@@ -393,10 +395,11 @@ def fsync_folder(directory: Path) -> None:
 
 
 def atomic_write_text(path: Path, text: str, *, mode: int = 0o600, replace: bool = True,
-                      replace_if: Callable[[], bool] | None = None) -> bool:
-    """Write UTF-8 text to path atomically (replace=False: never over an existing file; replace_if: see
+                      replace_if: Callable[[], bool] | None = None, keep_mode: bool = True) -> bool:
+    """Write UTF-8 text to path atomically (replace=False: never over an existing file; replace_if, keep_mode: see
     atomic_write_bytes); return whether it was written."""
-    return atomic_write_bytes(path, text.encode("utf-8"), mode=mode, replace=replace, replace_if=replace_if)
+    return atomic_write_bytes(path, text.encode("utf-8"), mode=mode, replace=replace, replace_if=replace_if,
+                              keep_mode=keep_mode)
 
 
 def check_folder(path: Path, keeps: str) -> None:

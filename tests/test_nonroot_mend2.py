@@ -1,0 +1,34 @@
+"""localgen where file permissions bind, mended further: a moved conversation's own mode, the bits a rewrite keeps,
+the input history's mode at a chat's start, models rm beside a repo it cannot read, and the refusals of files that
+cannot be written (commands run as test_nonroot runs them: as root without capabilities, or as another user)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import run_localgen
+
+ARGS = ("-n", "1", "--temperature", "0", "Hi")
+
+
+def _home_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a localgen whose LOCALGEN_HOME is tmp_path, offline."""
+    return {"LOCALGEN_HOME": str(tmp_path), "LOCALGEN_OFFLINE": "1"}
+
+
+def _conversation(tmp_path: Path, name: str) -> Path:
+    """The file of conversation name under LOCALGEN_HOME tmp_path."""
+    return tmp_path / "data" / "conversations" / f"{name}.json"
+
+
+def test_conversation_moved_over_another_keeps_its_own_mode(tmp_path: Path) -> None:
+    """conversations mv --force of a private conversation (600) over one readable by all (644) leaves the moved one
+    private, where it took the mode of the file it replaced (644: readable by every user)."""
+    env = _home_env(tmp_path)
+    for name, mode in (("secret", 0o600), ("public", 0o644)):
+        assert run_localgen("run", "--conversation", name, *ARGS, env=env).returncode == 0
+        _conversation(tmp_path, name).chmod(mode)
+    moved = run_localgen("conversations", "mv", "--force", "secret", "public", env=env)
+    assert moved.returncode == 0, moved.err
+    assert not _conversation(tmp_path, "secret").exists()
+    assert oct(_conversation(tmp_path, "public").stat().st_mode & 0o777) == "0o600"
