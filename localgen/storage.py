@@ -91,9 +91,9 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
 
 
 def check_replaceable(path: Path, mode: int = 0o600) -> int:
-    """The mode a write of path gives it: the file's own where there is one (a regular file, not through a link), else
-    mode; a LocalgenError where the file there is the user's own made read-only, or another user's in a sticky
-    folder, which the rename cannot replace, either of which a write leaves as it is."""
+    """The mode a write of path gives it: the file's own where there is one (a regular file, not through a link: see
+    _kept_bits), else mode; a LocalgenError where the file there is the user's own made read-only, or another user's
+    in a sticky folder, which the rename cannot replace, either of which a write leaves as it is."""
     try:
         info = os.lstat(path)
     except OSError:
@@ -112,7 +112,15 @@ def check_replaceable(path: Path, mode: int = 0o600) -> int:
                             "a file's owner may replace it (sticky, as /tmp is)",
                             hint="it is kept as it is; copy it to a name of your own, or set LOCALGEN_HOME to a "
                                  "folder of your own")
-    return kept
+    return _kept_bits(info)
+
+
+def _kept_bits(info: os.stat_result) -> int:
+    """The permission bits a file written in place of one (info) takes from it: no set-id or sticky bit, and, from
+    another user's (a `sudo localgen` writing the user's file, or the user's writing one sudo left), no write for
+    its group or others, which the new owner never gave."""
+    bits = stat.S_IMODE(info.st_mode) & 0o777
+    return bits if _euid() in (info.st_uid, None) else bits & ~0o022
 
 
 def _on_read_only_mount(path: Path) -> bool:

@@ -4,7 +4,10 @@ cannot be written (commands run as test_nonroot runs them: as root without capab
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import run_localgen
 
@@ -32,3 +35,21 @@ def test_conversation_moved_over_another_keeps_its_own_mode(tmp_path: Path) -> N
     assert moved.returncode == 0, moved.err
     assert not _conversation(tmp_path, "secret").exists()
     assert oct(_conversation(tmp_path, "public").stat().st_mode & 0o777) == "0o600"
+
+
+def test_sudo_rewrite_of_a_users_set_id_files_keeps_no_set_id_nor_write_for_others(tmp_path: Path) -> None:
+    """A conversation and the last run's record of another user's (uid 65534) at mode 6777, written again by root (as
+    `sudo localgen` is): each new file, root's, gets the permission bits alone, without write for its group or
+    others (755), where it kept all twelve bits (-rwsrwsrwx root root)."""
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    env = _home_env(tmp_path)
+    assert run_localgen("run", "--conversation", "notes", *ARGS, env=env).returncode == 0
+    assert run_localgen("run", *ARGS, env=env).returncode == 0
+    files = (_conversation(tmp_path, "notes"), tmp_path / "data" / "last-run.json")
+    for path in files:
+        os.chown(path, 65534, 65534)
+        path.chmod(0o6777)
+    again = [run_localgen("run", "--conversation", "notes", *ARGS, env=env), run_localgen("run", *ARGS, env=env)]
+    assert [(done.returncode, done.err) for done in again] == [(0, ""), (0, "")]
+    assert {(path.stat().st_uid, oct(path.stat().st_mode & 0o7777)) for path in files} == {(0, "0o755")}
