@@ -324,8 +324,9 @@ def history_path() -> Path:
 
 
 def open_history(*, recall: bool = True) -> tuple[History, str | None]:
-    """The persistent input history (created private), and a warning when the file had to be set aside; without
-    recall (a terminal whose prompt cannot show a recalled line), lines are saved but never offered for Up."""
+    """The persistent input history (created private, 0600; the mode the user gives it kept, as a shell keeps its
+    history's: one made read-only is left as it is, untrimmed), and a warning when the file had to be set aside;
+    without recall (a terminal whose prompt cannot show a recalled line), lines are saved but never offered for Up."""
     path = history_path()
     in_memory: Callable[[], History] = InMemoryHistory if recall else DummyHistory
     warning = None
@@ -340,8 +341,6 @@ def open_history(*, recall: bool = True) -> tuple[History, str | None]:
         if not stat.S_ISREG(mode) and not os.path.samestat(status, os.stat(os.devnull)):  # a FIFO would never end
             return in_memory(), f"{path} is not a regular file; input history is not saved this session"
         if stat.S_ISREG(mode):  # (a symlink to /dev/null, a common way to turn history off, is left alone)
-            if mode & 0o077:
-                os.chmod(path, 0o600)
             damage = check_and_trim_history(path)
             if damage:
                 aside = path.with_name(path.name + DAMAGED_SUFFIX)

@@ -53,3 +53,44 @@ def test_sudo_rewrite_of_a_users_set_id_files_keeps_no_set_id_nor_write_for_othe
     again = [run_localgen("run", "--conversation", "notes", *ARGS, env=env), run_localgen("run", *ARGS, env=env)]
     assert [(done.returncode, done.err) for done in again] == [(0, ""), (0, "")]
     assert {(path.stat().st_uid, oct(path.stat().st_mode & 0o7777)) for path in files} == {(0, "0o755")}
+
+
+def _history_at(path: Path, mode: int) -> bytes:
+    """An input history at path past its bound of entries (a chat's start trims it), at mode; its bytes."""
+    from localgen.history_bound import MAX_HISTORY_ENTRIES
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(b"\n# 2026-01-01 00:00:00\n+entry %d\n" % n for n in range(MAX_HISTORY_ENTRIES * 2)))
+    path.chmod(mode)
+    return path.read_bytes()
+
+
+def _chat_started_and_left(home: Path) -> None:
+    """A chat started in a pseudo-terminal (its prompt drawn: the input history opened), then left with Ctrl-D."""
+    import pexpect
+
+    from tests.test_nonroot import spawn_unprivileged_chat
+    from tests.test_repl import PROMPT
+
+    chat = spawn_unprivileged_chat(home, "-n", "4")
+    chat.expect_exact(PROMPT)
+    chat.sendcontrol("d")
+    chat.expect(pexpect.EOF)
+    chat.close()
+    assert chat.exitstatus == 0, chat.before
+
+
+def test_chat_start_keeps_the_input_historys_mode_and_leaves_a_read_only_one_as_it_is(tmp_path: Path) -> None:
+    """A chat's start trims an input history at mode 640 and leaves it 640, and leaves one made read-only (444) as it
+    is, untrimmed, where it made either 600 first (the read-only one writable, then trimmed)."""
+    from localgen.history_bound import MAX_HISTORY_ENTRIES
+
+    history = tmp_path / "data" / "history"
+    _history_at(history, 0o640)
+    _chat_started_and_left(tmp_path)
+    assert history.read_bytes().count(b"\n+") == MAX_HISTORY_ENTRIES, "trimmed"
+    assert oct(history.stat().st_mode & 0o777) == "0o640"
+    before = _history_at(history, 0o444)
+    _chat_started_and_left(tmp_path)
+    assert history.read_bytes() == before
+    assert oct(history.stat().st_mode & 0o777) == "0o444"
