@@ -15,7 +15,6 @@ import functools
 import os
 import shlex
 import shutil
-from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -40,6 +39,7 @@ from localgen.downloads_under_way import (
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError, os_reason
 from localgen.file_users import processes_mapping
 from localgen.hub_choice import carries_tag, choose_model, quant_of
+from localgen.hub_data_users import data_users
 from localgen.hub_entry_data import blob_data, data_behind, linked_file, model_blobs
 from localgen.hub_slips import with_downloaded_repo
 from localgen.promptcache import CacheEntry, remove_entries
@@ -250,16 +250,6 @@ def _blob_names(files: list[hub_cache.CachedHubFile]) -> set[str]:
     return listed | {hub_cache.blob_of(entry).name for entry in entries if entry.is_symlink()}
 
 
-def _snapshot_entries(root: Path) -> Iterable[Path]:
-    """Every file or link under every repo's snapshots folder in the HF cache."""
-    for repo_dir in root.glob("*--*"):
-        snapshots = repo_dir / "snapshots"
-        if snapshots.is_dir():
-            for dirpath, _dirs, names in os.walk(snapshots):
-                for name in names:
-                    yield Path(dirpath) / name
-
-
 def _remove_files(name: str, files: list[hub_cache.CachedHubFile], *, dry_run: bool,
                   others: Removals) -> RemovedModel:
     """Delete the snapshot entries of these files in every snapshot, then the blobs nobody else uses."""
@@ -317,7 +307,7 @@ def _removal_plan(repo_dir: Path, files: list[hub_cache.CachedHubFile], removals
     plan = _Plan(entries=[repo_dir / "snapshots" / s.name / n
                           for s in sorted((repo_dir / "snapshots").glob("*")) for n in sorted(filenames)
                           if os.path.lexists(repo_dir / "snapshots" / s.name / n)])
-    users = _data_users(set(plan.entries) | removals.gone)
+    users = data_users(set(plan.entries) | removals.gone, repo_dir)
     own = {Path(os.path.realpath(blob)): blob for blob in _own_blobs(repo_dir, files)}
     later = dict(removals.later)
     resumable = hub_cache.listed_blobs(files[0].repo, leaving=model_files(files))  # other files' parts, a pull resumes
@@ -330,7 +320,7 @@ def _removal_plan(repo_dir: Path, files: list[hub_cache.CachedHubFile], removals
         chain = [entry]
         if entry.is_symlink():
             blob = hub_cache.blob_of(entry)
-            sharing = _users_of(users, blob)
+            sharing = users.of(blob)
             if sharing and all(other in later for other in sharing):
                 plan.shared_later += [name for other, name in removals.later if other in sharing]  # in order
             elif sharing:
@@ -345,14 +335,9 @@ def _removal_plan(repo_dir: Path, files: list[hub_cache.CachedHubFile], removals
         _delete(plan, chain, removals)
     for real, blob in own.items():  # left unlinked by an entry that leads elsewhere (the cache's garbage), or linked
         # through a link of the user's; never one kept as another model's or as the user's
-        if blob not in plan.deleted and real not in plan.kept + plan.outside and not _users_of(users, blob):
+        if blob not in plan.deleted and real not in plan.kept + plan.outside and not users.of(blob):
             _delete(plan, blob_data(blob), removals)
     return plan
-
-
-def _users_of(users: dict[Path, set[Path]], blob: Path) -> set[Path]:
-    """The snapshot entries that lead to a blob (of _data_users), by its path or its real path."""
-    return users.get(blob, set()) | users.get(Path(os.path.realpath(blob)), set())
 
 
 def _delete(plan: _Plan, chain: list[Path], removals: Removals) -> None:
@@ -380,13 +365,16 @@ def remove_replaced(old: list[Path], new: list[Path]) -> tuple[int, list[CacheEn
     entries, and the data only they lead to, with that data's prompt cache entries; the bytes freed and the entries
     deleted."""
     going = {p for p in old if p not in new and os.path.lexists(p)}
-    users = _data_users(going)
+    if not going:
+        return 0, []
+    repo_dir = next(p for p in min(going).parents if p.name == "snapshots").parent
+    users = data_users(going, repo_dir)
     freed = 0
     data_keys: dict[str, Path] = {}
     try:
         for entry in sorted(going):
             chain = [entry]
-            if entry.is_symlink() and not _users_of(users, hub_cache.blob_of(entry)):
+            if entry.is_symlink() and not users.of(hub_cache.blob_of(entry)):
                 chain += data_behind(entry)
             data_keys |= identity_keys(path for path in chain if os.path.lexists(path) and not path.is_symlink())
             for path in reversed(chain):  # the data before the links to it, as models rm does
@@ -395,21 +383,8 @@ def remove_replaced(old: list[Path], new: list[Path]) -> tuple[int, list[CacheEn
                     _unlink(path)
     finally:
         states = _forget_states(data_keys)
-    if going:
-        _prune(next(p for p in min(going).parents if p.name == "snapshots").parent)
+    _prune(repo_dir)
     return freed, states
-
-
-def _data_users(going: set[Path]) -> dict[Path, set[Path]]:
-    """The snapshot entries outside going that lead to each blob (and to each real file behind a link)."""
-    users: dict[Path, set[Path]] = {}
-    for entry in _snapshot_entries(hub_cache.hub_cache_dir()):
-        if entry in going:
-            continue
-        if entry.is_symlink():
-            users.setdefault(hub_cache.blob_of(entry), set()).add(entry)
-        users.setdefault(Path(os.path.realpath(entry)), set()).add(entry)
-    return users
 
 
 def _unlink(path: Path) -> None:

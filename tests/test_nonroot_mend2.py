@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_localgen
+from tests.hub_server import HubServer, make_gguf_bytes, run_cli
+from tests.test_nonroot import run_unprivileged_in
 
+OTHER = "acme/Other-GGUF"
 ARGS = ("-n", "1", "--temperature", "0", "Hi")
 
 
@@ -94,3 +97,35 @@ def test_chat_start_keeps_the_input_historys_mode_and_leaves_a_read_only_one_as_
     _chat_started_and_left(tmp_path)
     assert history.read_bytes() == before
     assert oct(history.stat().st_mode & 0o777) == "0o444"
+
+
+def _hub_pulled(hub: tuple[HubServer, dict[str, str]]) -> tuple[dict[str, str], Path, Path]:
+    """The loopback Hub's environment once acme/Tiny-GGUF:Q8_0 and acme/Other-GGUF:Q8_0 are pulled, and the cache's
+    folders of the two."""
+    server, env = hub
+    server.add_repo("acme/Tiny-GGUF", {"tiny.Q8_0.gguf": make_gguf_bytes("q8")})
+    server.add_repo(OTHER, {"other.Q8_0.gguf": make_gguf_bytes("q8", 70_000)})
+    for reference in ("acme/Tiny-GGUF:Q8_0", f"{OTHER}:Q8_0"):
+        pulled = run_cli(env, "pull", reference)
+        assert pulled.returncode == 0, pulled.stderr
+    cache = Path(env["HF_HUB_CACHE"])
+    return env, cache / "models--acme--Tiny-GGUF", cache / "models--acme--Other-GGUF"
+
+
+@pytest.mark.parametrize(("place", "mode"), [("repo", 0), ("repo", 0o644), ("commit", 0o644), ("commit", 0)])
+def test_rm_beside_another_repo_it_cannot_read_removes_the_model(
+        hub: tuple[HubServer, dict[str, str]], place: str, mode: int) -> None:
+    """models rm of a model where another repo's folder, or a commit folder of it, may not be read (mode 0, or 644:
+    listed but not entered) removes the model, exit 0, the other left as it is, where it failed naming the other
+    repo's place (the blobs a model's entries lead to are its own repo's)."""
+    env, tiny, other = _hub_pulled(hub)
+    walled = other if place == "repo" else next((other / "snapshots").iterdir())
+    walled.chmod(mode)
+    try:
+        removed = run_unprivileged_in(env, "models", "rm", "--yes", "acme/Tiny-GGUF:Q8_0")
+    finally:
+        walled.chmod(0o755)
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stderr.startswith("localgen: removed acme/Tiny-GGUF:Q8_0: freed "), removed.stderr
+    assert not tiny.exists()
+    assert f"{OTHER}:Q8_0" in run_cli(env, "models").stdout
