@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_localgen
-from tests.hub_server import HubServer, make_gguf_bytes, run_cli
+from tests.hub_server import HubServer, file_sha256, make_gguf_bytes, run_cli
 from tests.test_nonroot import run_unprivileged_in
 
 OTHER = "acme/Other-GGUF"
@@ -129,3 +129,35 @@ def test_rm_beside_another_repo_it_cannot_read_removes_the_model(
     assert removed.stderr.startswith("localgen: removed acme/Tiny-GGUF:Q8_0: freed "), removed.stderr
     assert not tiny.exists()
     assert f"{OTHER}:Q8_0" in run_cli(env, "models").stdout
+
+
+def test_rm_keeps_shared_store_data_another_repo_it_cannot_read_may_use(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """models rm of a model whose blob links to Xet's cache-wide shared store, where another repo linking to the same
+    data may not be entered: the model's entry goes, the shared data stays (that repo may use it), where rm
+    failed naming that repo (and, passing it over unchecked, would delete data it uses)."""
+    from localgen import hub_cache
+
+    _server, env = hub
+    cache = Path(env["HF_HUB_CACHE"])
+    data = make_gguf_bytes("shared", 30_000)
+    store = cache / "blobs" / "ab" / ("ab" + "0" * 62)
+    store.parent.mkdir(parents=True)
+    store.write_bytes(data)
+    sha = file_sha256(data)
+    for repo in ("a/one", "b/two"):
+        folder = cache / hub_cache.repo_folder(repo)
+        (folder / "blobs").mkdir(parents=True)
+        (folder / "blobs" / sha).symlink_to(os.path.relpath(store, folder / "blobs"))
+        snapshot = folder / "snapshots" / ("1" * 40)
+        snapshot.mkdir(parents=True)
+        (snapshot / "m-Q8_0.gguf").symlink_to(f"../../blobs/{sha}")
+    walled = cache / hub_cache.repo_folder("b/two")
+    walled.chmod(0)
+    try:
+        removed = run_unprivileged_in(env, "models", "rm", "--yes", "a/one:Q8_0")
+    finally:
+        walled.chmod(0o755)
+    assert removed.returncode == 0, removed.stderr
+    assert not os.path.lexists(cache / hub_cache.repo_folder("a/one") / "snapshots" / ("1" * 40) / "m-Q8_0.gguf")
+    assert store.read_bytes() == data
