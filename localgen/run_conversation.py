@@ -66,7 +66,8 @@ def _check_saveable(conversation: Conversation) -> None:
     from pathlib import Path
 
     from localgen.conversation_store import conversations_dir, saved_path
-    from localgen.storage import check_replaceable, check_writable
+    from localgen.replaceable import check_replaceable
+    from localgen.storage import check_writable
 
     path = saved_path(conversation.name)
     try:
