@@ -3,6 +3,7 @@ chmod outlives the rewrite), never a file the user made read-only nor another us
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import stat
@@ -11,16 +12,17 @@ from pathlib import Path
 from localgen.errors import LocalgenError
 
 
-def check_replaceable(path: Path, mode: int = 0o600) -> int:
-    """The mode a write of path gives it: the file's own where there is one (a regular file, not through a link: see
-    _kept_bits), else mode; a LocalgenError where the file there is the user's own made read-only, or another user's
-    in a sticky folder, which the rename cannot replace, either of which a write leaves as it is."""
+def check_replaceable(path: Path, mode: int = 0o600) -> tuple[int, int | None]:
+    """The mode and group a write of path gives it: the file's own where there is one (a regular file, not through a
+    link: see _kept_bits), else mode and the process's (None); a LocalgenError where the file there is the user's own
+    made read-only, or another user's in a sticky folder, which the rename cannot replace, either of which a write
+    leaves as it is."""
     try:
         info = os.lstat(path)
     except OSError:
-        return mode  # none there (or none to be looked at: the write says why it fails)
+        return mode, None  # none there (or none to be looked at: the write says why it fails)
     if not stat.S_ISREG(info.st_mode):
-        return mode
+        return mode, None
     kept = stat.S_IMODE(info.st_mode)
     # a file on a read-only mount is not refused here: the write's error says what that is
     writable = os.access(path, os.W_OK, **_EFFECTIVE_IDS) or _on_read_only_mount(path)
@@ -33,7 +35,7 @@ def check_replaceable(path: Path, mode: int = 0o600) -> int:
                             "a file's owner may replace it (sticky, as /tmp is)",
                             hint="it is kept as it is; copy it to a name of your own, or set LOCALGEN_HOME to a "
                                  "folder of your own")
-    return _kept_bits(info)
+    return _kept_bits(info), info.st_gid
 
 
 def _kept_bits(info: os.stat_result) -> int:
@@ -85,3 +87,11 @@ def _has_capability(number: int) -> bool:
     except OSError:
         return True
     return line is None or bool(int(line.split()[1], 16) >> number & 1)
+
+
+def keep_group(fd: int, group: int | None) -> None:
+    """Give the file open as fd the group of the file it replaces (None: none to keep), where this process may (a
+    group it is in, or as root): where it may not, it keeps the process's."""
+    if group is not None and hasattr(os, "fchown"):
+        with contextlib.suppress(PermissionError):
+            os.fchown(fd, -1, group)

@@ -19,7 +19,7 @@ from localgen.config import settings
 from localgen.errors import DISK_FULL_ERRNOS, LocalgenError, os_reason
 from localgen.file_locks import still_names, try_flock
 from localgen.links import broken_link
-from localgen.replaceable import check_replaceable
+from localgen.replaceable import check_replaceable, keep_group
 
 LINKS_UNSUPPORTED = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK})
 TEMP_SUFFIX = ".tmp"
@@ -36,10 +36,10 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
                        *, mode: int = 0o600, replace: bool = True, replace_if: Callable[[], bool] | None = None,
                        keep_mode: bool = True) -> bool:
     """Write data to path through a temp file, fsync and rename; return whether it was written. A file there keeps its
-    mode (a user's chmod outlives the rewrite), and one the user made read-only (mode 444) or may not replace (another
-    user's, in a sticky folder as /tmp is) is refused, left as it is; a new file gets mode (private to the user
-    unless it says otherwise; keep_mode=False: mode over a file there too). Another user's file the user may replace
-    (a `sudo localgen` left it) is replaced.
+    mode and group (a user's chmod and chgrp outlive the rewrite), and one the user made read-only (mode 444) or may
+    not replace (another user's, in a sticky folder as /tmp is) is refused, left as it is; a new file gets mode
+    (private to the user unless it says otherwise; keep_mode=False: mode over a file there too, and the process's
+    group). Another user's file the user may replace (a `sudo localgen` left it) is replaced.
 
     data may be a tuple of parts, written one after the other (no joined copy of a large buffer is made).
     replace=False never overwrites: FileExistsError is raised when path exists, and nothing is written.
@@ -48,13 +48,15 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
     """
     tmp_name: str | None = None
     fd: int | None = None
+    group = None
     if replace:
-        kept = check_replaceable(path, mode)
-        mode = kept if keep_mode else mode
+        kept, kept_group = check_replaceable(path, mode)
+        mode, group = (kept, kept_group) if keep_mode else (mode, None)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name, locked = new_temp_file(path)
         with os.fdopen(fd, "wb", closefd=False) as tmp:
+            keep_group(tmp.fileno(), group)
             os.fchmod(tmp.fileno(), mode)
             write_synced(tmp, data if isinstance(data, tuple) else (data,))
         if not locked:  # closed before the rename, where an open file cannot be renamed (Windows)

@@ -161,3 +161,19 @@ def test_rm_keeps_shared_store_data_another_repo_it_cannot_read_may_use(
     assert removed.returncode == 0, removed.stderr
     assert not os.path.lexists(cache / hub_cache.repo_folder("a/one") / "snapshots" / ("1" * 40) / "m-Q8_0.gguf")
     assert store.read_bytes() == data
+
+
+def test_rewritten_conversation_keeps_its_group(tmp_path: Path) -> None:
+    """A conversation given another group (65534) at mode 640 keeps that group once a run saves it again (as root,
+    who may give a file any group; a user, any group of theirs), where the new file took the process's (0)."""
+    if os.geteuid() != 0:
+        pytest.skip("giving a file any group needs root")
+    env = _home_env(tmp_path)
+    assert run_localgen("run", "--conversation", "notes", *ARGS, env=env).returncode == 0
+    conversation = _conversation(tmp_path, "notes")
+    os.chown(conversation, -1, 65534)
+    conversation.chmod(0o640)
+    again = run_localgen("run", "--conversation", "notes", *ARGS, env=env)
+    assert again.returncode == 0, again.err
+    assert conversation.read_text().count('"user": "Hi"') == 2
+    assert (conversation.stat().st_gid, oct(conversation.stat().st_mode & 0o777)) == (65534, "0o640")
