@@ -4,12 +4,13 @@ chmod outlives the rewrite), never a file the user made read-only nor another us
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shlex
 import stat
 from pathlib import Path
 
-from localgen.errors import LocalgenError
+from localgen.errors import LocalgenError, os_reason
 
 
 def check_replaceable(path: Path, mode: int = 0o600) -> tuple[int, int | None]:
@@ -26,9 +27,14 @@ def check_replaceable(path: Path, mode: int = 0o600) -> tuple[int, int | None]:
     kept = stat.S_IMODE(info.st_mode)
     # a file on a read-only mount is not refused here: the write's error says what that is
     writable = os.access(path, os.W_OK, **_EFFECTIVE_IDS) or _on_read_only_mount(path)
-    if not writable and _euid() in (info.st_uid, None):  # (None: no owners to tell apart)
-        raise LocalgenError(f"could not write {path}: it is read-only (mode {kept:o})",
-                            hint=f"it is kept as it is; `chmod u+w {shlex.quote(str(path))}` lets localgen write it")
+    if not writable and _euid() in (info.st_uid, None) and _folder_writable(path):  # (None: no owners to tell
+        # apart; a folder that may not be written to is the first thing to mend: the write's error names it)
+        if info.st_mode & stat.S_IWUSR:  # writable by its mode: immutable, append-only, an ACL's or a security rule's
+            _refuse_unwritable(path)
+        else:
+            raise LocalgenError(f"could not write {path}: it is read-only (mode {kept:o})",
+                                hint=f"it is kept as it is; `chmod u+w {shlex.quote(str(path))}` lets localgen write "
+                                     "it")
     folder = _folder_status(path)
     if folder is not None and folder.st_mode & stat.S_ISVTX and not _may_replace_in_sticky(info, folder):
         raise LocalgenError(f"could not write {path}: it is another user's (uid {info.st_uid}), in a folder where only "
@@ -36,6 +42,23 @@ def check_replaceable(path: Path, mode: int = 0o600) -> tuple[int, int | None]:
                             hint="it is kept as it is; copy it to a name of your own, or set LOCALGEN_HOME to a "
                                  "folder of your own")
     return _kept_bits(info), info.st_gid
+
+
+def _folder_writable(path: Path) -> bool:
+    """Whether a file may be made in the folder holding path (which a rename's temp file needs)."""
+    return os.access(path.parent, os.W_OK | os.X_OK, **_EFFECTIVE_IDS)
+
+
+def _refuse_unwritable(path: Path) -> None:
+    """Raise the error opening path to write it meets, where its mode allows it (an immutable file: Operation not
+    permitted), with what lets it be written; nothing where it opens after all."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)))
+    except OSError as exc:
+        quoted = shlex.quote(str(path))
+        how = f"`lsattr {quoted}` shows whether it is immutable or append-only, which `chattr -i -a {quoted}` as " \
+            "root undoes" if exc.errno == errno.EPERM else "check its permissions (`getfacl` shows those of an ACL)"
+        raise LocalgenError(f"could not write {path}: {os_reason(exc)}", hint=f"it is kept as it is; {how}") from None
 
 
 def _kept_bits(info: os.stat_result) -> int:

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import run_localgen
 from tests.hub_server import HubServer, file_sha256, make_gguf_bytes, run_cli
-from tests.test_nonroot import run_unprivileged_in
+from tests.test_nonroot import run_unprivileged, run_unprivileged_in
 
 OTHER = "acme/Other-GGUF"
 ARGS = ("-n", "1", "--temperature", "0", "Hi")
@@ -177,3 +177,53 @@ def test_rewritten_conversation_keeps_its_group(tmp_path: Path) -> None:
     assert again.returncode == 0, again.err
     assert conversation.read_text().count('"user": "Hi"') == 2
     assert (conversation.stat().st_gid, oct(conversation.stat().st_mode & 0o777)) == (65534, "0o640")
+
+
+def test_immutable_conversation_is_refused_with_the_real_error(tmp_path: Path) -> None:
+    """A conversation made immutable (chattr +i) at mode 600: run --conversation refuses it before the model loads
+    with the error writing it meets (Operation not permitted) and how to see and undo the flag, where it said it was
+    read-only (mode 600) with a `chmod u+w` that cannot help."""
+    import shutil
+    import subprocess
+
+    if shutil.which("chattr") is None:
+        pytest.skip("chattr is not installed")
+    env = _home_env(tmp_path)
+    assert run_localgen("run", "--conversation", "notes", *ARGS, env=env).returncode == 0
+    conversation = _conversation(tmp_path, "notes")
+    if subprocess.run(["chattr", "+i", str(conversation)], capture_output=True).returncode != 0:
+        pytest.skip("this file system, or this user, cannot make a file immutable")
+    try:
+        continued = run_unprivileged(tmp_path, "run", "--conversation", "notes", *ARGS)
+    finally:
+        subprocess.run(["chattr", "-i", str(conversation)], check=True)
+    assert continued.returncode == 1 and continued.stdout == "", continued.stderr
+    assert continued.stderr == f"localgen: error: conversation 'notes' cannot be saved: could not write " \
+        f"{conversation}: Operation not permitted (hint: it is kept as it is; `lsattr {conversation}` shows whether " \
+        f"it is immutable or append-only, which `chattr -i -a {conversation}` as root undoes)\n"
+
+
+@pytest.mark.parametrize("file", ["last-run", "models.toml"])
+def test_read_only_file_in_a_folder_that_cannot_be_written_names_the_folder(tmp_path: Path, file: str) -> None:
+    """The last run's record, or models.toml, made read-only (444) in a folder that may not be written to (555): a
+    plain run's warning, and models default's error, name the folder's permissions to check, as that of a
+    conversation does, where they said the file was read-only with a `chmod u+w` that cannot help."""
+    env = _home_env(tmp_path)
+    if file == "last-run":
+        assert run_localgen("run", *ARGS, env=env).returncode == 0
+        path = tmp_path / "data" / "last-run.json"
+    else:
+        path = tmp_path / "config" / "models.toml"
+        path.parent.mkdir()
+        path.write_text("# mine\n")
+    path.chmod(0o444)
+    path.parent.chmod(0o555)
+    try:
+        done = run_unprivileged(tmp_path, *(("run", *ARGS) if file == "last-run" else
+                                            ("models", "default", "smollm2-135m")))
+    finally:
+        path.parent.chmod(0o755)
+    said = f"could not write {path}: Permission denied ("
+    assert said in done.stderr and f"check the permissions of {path.parent}" in done.stderr, done.stderr
+    assert "read-only" not in done.stderr, done.stderr
+    assert done.returncode == (0 if file == "last-run" else 1)
