@@ -77,7 +77,7 @@ def touch_last_used(path: Path) -> None:
         os.utime(marker)
         return
     with contextlib.suppress(LocalgenError):
-        atomic_write_bytes(marker, os.fsencode(path.resolve()))  # the name may not be UTF-8
+        atomic_write_bytes(marker, os.fsencode(path.resolve()), own_record=True)  # the name may not be UTF-8
 
 
 def forget_model_file(path: Path) -> None:

@@ -81,7 +81,7 @@ def keep_header(path: Path, st: os.stat_result, info: GGUFInfo) -> None:
     with contextlib.suppress(LocalgenError, OSError, ValueError):
         entry = {"format": CACHE_FORMAT, "checks": _checks_fingerprint(), "identity": _identity(st),
                  "path": os.path.realpath(path), "info": _facts(info)}
-        atomic_write_text(_entry_path(path), json.dumps(entry, separators=(",", ":")))
+        atomic_write_text(_entry_path(path), json.dumps(entry, separators=(",", ":")), own_record=True)
         _forget_gone_files()
 
 
@@ -116,7 +116,7 @@ def keep_hub_header(sha256: str, info: GGUFInfo) -> None:
         return
     with contextlib.suppress(LocalgenError, OSError, ValueError):
         entry = {"format": CACHE_FORMAT, "checks": _checks_fingerprint(), "info": _facts(info)}
-        atomic_write_text(entry_path, json.dumps(entry, separators=(",", ":")))
+        atomic_write_text(entry_path, json.dumps(entry, separators=(",", ":")), own_record=True)
         _trim_hub_headers(entry_path.parent)
 
 

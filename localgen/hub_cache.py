@@ -228,7 +228,7 @@ def save_listing(listing: HubListing) -> None:
             "files": [{"filename": f.filename, "size": f.size, "sha256": f.sha256, "blob_id": f.blob_id}
                       for f in listing.files]}
     with contextlib.suppress(LocalgenError):
-        atomic_write_text(_listing_path(listing.repo), json.dumps(data, indent=1))
+        atomic_write_text(_listing_path(listing.repo), json.dumps(data, indent=1), own_record=True)
 
 
 _LISTINGS: ReadOnce[HubListing | None] = ReadOnce()

@@ -112,7 +112,7 @@ def record_verified(path: Path, sha256: str) -> None:
     """Remember that path hashed to sha256, for as long as its identity stays the same (a LocalgenError when the
     record cannot be written)."""
     marker = {"path": str(path.resolve()), "sha256": sha256.lower(), "identity": _identity(path)}
-    atomic_write_text(_marker_path(path), json.dumps(marker, indent=1))
+    atomic_write_text(_marker_path(path), json.dumps(marker, indent=1), own_record=True)
 
 
 def forget_verified(path: Path) -> None:

@@ -227,3 +227,19 @@ def test_read_only_file_in_a_folder_that_cannot_be_written_names_the_folder(tmp_
     assert said in done.stderr and f"check the permissions of {path.parent}" in done.stderr, done.stderr
     assert "read-only" not in done.stderr, done.stderr
     assert done.returncode == (0 if file == "last-run" else 1)
+
+
+def test_read_only_verification_record_is_replaced(hub: tuple[HubServer, dict[str, str]]) -> None:
+    """A verification record of localgen's own made read-only (444), its file changed since (checked again): a pull
+    writes the record anew, unwarned, where it kept it and warned that offline runs would refuse the model."""
+    env, tiny, _other = _hub_pulled(hub)
+    markers = list((Path(env["LOCALGEN_HOME"]) / "cache" / "verified").iterdir())
+    assert markers
+    for marker in markers:
+        marker.chmod(0o444)
+    os.utime(next((tiny / "blobs").iterdir()), ns=(1, 1))  # checked again: its identity changed
+    again = run_unprivileged_in(env, "pull", "acme/Tiny-GGUF:Q8_0")
+    assert again.returncode == 0, again.stderr
+    assert "could not be written" not in again.stderr, again.stderr
+    offline = run_unprivileged_in({**env, "LOCALGEN_OFFLINE": "1"}, "models", "show", "acme/Tiny-GGUF:Q8_0")
+    assert offline.returncode == 0, offline.stderr

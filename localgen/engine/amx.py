@@ -172,7 +172,7 @@ def write_verdict(path: Path, verdict: Verdict) -> str | None:
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps(asdict(verdict)) + "\n", mode=0o644)
+        atomic_write_text(path, json.dumps(asdict(verdict)) + "\n", mode=0o644, own_record=True)
     except (OSError, LocalgenError) as error:
         log.debug("the AMX probe's verdict was not kept: %s", error)
         return error.message if isinstance(error, LocalgenError) else f"{path}: {os_reason(error)}"
