@@ -164,7 +164,7 @@ def check_chat(request: ChatRequest) -> CheckedChat:
                                     floor_texts=prompt_parts(files, system=bool(system) or system_input is not None)),
                       think=think)
     _refuse_without_terminal()  # after the command line's own errors, as every command says those first
-    unsaveable = _warn_if_unsaveable()
+    unsaveable = _warn_if_unsaveable(conversation.name if conversation is not None and conversation.on_disk else None)
     if not unsaveable:  # as a listing does: what saves (an hour ago), renames and deletions killed part way left goes
         remove_leftovers(conversations_dir())
     # what loading would refuse is refused before a pipe is waited for too, and a pipe too long for the model as
@@ -210,22 +210,15 @@ def _resumed(resume: str | None) -> Continued | None:
         raise exc.left_untouched("--resume NAME") from None
 
 
-def _warn_if_unsaveable() -> bool:
-    """Say at the start, not at the first save, that the conversations folder cannot be made (a file stands in its
-    way, a read-only or virtual file system) or written to (another user's); whether it said so."""
+def _warn_if_unsaveable(resumed: str | None) -> bool:
+    """Say at the start, not at the first save, that the chat cannot be saved (check_saveable: the conversations
+    folder, and the file of the conversation it resumes, resumed); whether it said so."""
     from localgen import console
-    from localgen.conversation_store import conversations_dir
+    from localgen.conversation_saveable import check_saveable
     from localgen.errors import LocalgenError
-    from localgen.storage import check_writable, file_in_the_way, in_the_way, make_folder
 
-    blocker = file_in_the_way(conversations_dir())
-    if blocker is not None:
-        what, hint = in_the_way(blocker)
-        console.warn(f"this chat cannot be saved: {what} ({hint})")
-        return True
     try:
-        make_folder(conversations_dir(), mode=0o700)  # made now, private, as the first answer would make it
-        check_writable(conversations_dir())  # another user's, or on a file system mounted read-only
+        check_saveable(resumed)
     except LocalgenError as exc:
         console.warn(f"this chat cannot be saved: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
         return True

@@ -59,21 +59,12 @@ def open_conversation(name: str | None) -> Continued:
 
 
 def _check_saveable(conversation: Conversation) -> None:
-    """Refuse, before the model loads and any input is waited for, a conversation whose folder cannot be written to
-    (another user's, a read-only mount) or whose file cannot be replaced (read-only, another user's in a sticky
-    folder), where its answer could not be saved (one saved through a link of its name is saved where that leads)."""
-    import os
-    from pathlib import Path
+    """Refuse, before the model loads and any input is waited for, a conversation that could not be saved
+    (check_saveable), where its answer would be lost."""
+    from localgen.conversation_saveable import check_saveable
 
-    from localgen.conversation_store import conversations_dir, saved_path
-    from localgen.replaceable import check_replaceable
-    from localgen.storage import check_writable
-
-    path = saved_path(conversation.name)
     try:
-        if not path.is_symlink():
-            check_writable(conversations_dir())
-        check_replaceable(Path(os.path.realpath(path)))
+        check_saveable(conversation.name)
     except LocalgenError as exc:
         raise LocalgenError(f"conversation '{conversation.name}' cannot be saved: {exc.message}",
                             hint=exc.hint) from exc

@@ -243,3 +243,27 @@ def test_read_only_verification_record_is_replaced(hub: tuple[HubServer, dict[st
     assert "could not be written" not in again.stderr, again.stderr
     offline = run_unprivileged_in({**env, "LOCALGEN_OFFLINE": "1"}, "models", "show", "acme/Tiny-GGUF:Q8_0")
     assert offline.returncode == 0, offline.stderr
+
+
+def test_chat_resuming_a_read_only_conversation_says_at_its_start_it_cannot_be_saved(tmp_path: Path) -> None:
+    """chat --resume of a conversation made read-only (444) says at its start that it cannot be saved, naming the
+    file and the chmod that lets it be written, as run --conversation does, where it said nothing until its first
+    answer's save failed."""
+    import pexpect
+
+    from tests.test_nonroot import spawn_unprivileged_chat
+
+    assert run_localgen("run", "--conversation", "notes", *ARGS, env=_home_env(tmp_path)).returncode == 0
+    conversation = _conversation(tmp_path, "notes")
+    conversation.chmod(0o444)
+    chat = spawn_unprivileged_chat(tmp_path, "--resume", "notes", "-n", "4")
+    said = chat.expect_exact(["this chat cannot be saved", "Ctrl-D to quit"])
+    chat.expect_exact("Ctrl-D to quit" if said == 0 else "\n")
+    warning = " ".join(chat.before.split())
+    chat.sendcontrol("d")
+    chat.expect(pexpect.EOF)
+    chat.close()
+    assert said == 0, "the start said nothing"
+    assert f": could not write {conversation}: it is read-only (mode 444) (it is kept as it is; `chmod u+w " \
+        f"{conversation}` lets localgen write it)" in warning, warning
+    assert chat.exitstatus == 0
