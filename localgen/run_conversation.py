@@ -164,11 +164,14 @@ def continued_answer(loaded: LoadedModel, options: ModelOptions, continued: Cont
 
 def _unsaved_said(events: Iterator[Event], session: ChatSession, notes: list[str]) -> Iterator[Event]:
     """events; where an error (writing the answer out, say) cuts them short and the answer so far could not be saved
-    either, a note says so: the run's error is the one reported, and no later change saves it, as in a chat."""
+    either, a note says so: the run's error is the one reported, and no later change saves it, as in a chat; where
+    the whole answer's save fails, its error says the exchange is saved nowhere."""
     try:
         yield from events
-    except UnsavedChangeError:  # the answer is whole, and its save failed: that error says so
-        raise
+    except UnsavedChangeError as exc:  # the answer is whole, and its save failed: that error says so, once
+        raise UnsavedChangeError(f"{exc.message}; this exchange is saved nowhere",
+                                 hint=f"{exc.hint + '; ' if exc.hint else ''}the answer printed is its only copy") \
+            from exc
     except BaseException:
         if session.unsaved:
             notes.append(f"the answer so far was not saved in conversation '{session.conversation.name}': "

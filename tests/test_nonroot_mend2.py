@@ -267,3 +267,33 @@ def test_chat_resuming_a_read_only_conversation_says_at_its_start_it_cannot_be_s
     assert f": could not write {conversation}: it is read-only (mode 444) (it is kept as it is; `chmod u+w " \
         f"{conversation}` lets localgen write it)" in warning, warning
     assert chat.exitstatus == 0
+
+
+def test_conversation_made_read_only_while_a_run_answers_says_the_exchange_is_saved_nowhere(tmp_path: Path) -> None:
+    """A conversation made read-only (444) after run --conversation checked it, while the run waits for a pipe it
+    attaches: the answer is printed, then the error says the file is read-only and that the exchange is saved
+    nowhere, the answer printed its only copy, exit 1, where it said only that the file could not be written."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+    from tests.test_nonroot import unprivileged
+
+    assert run_localgen("run", "--conversation", "notes", *ARGS, env=_home_env(tmp_path)).returncode == 0
+    conversation = _conversation(tmp_path, "notes")
+    saved = conversation.read_bytes()
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    env = {**os.environ, **_home_env(tmp_path)}
+    run = subprocess.Popen(unprivileged([sys.executable, "-m", "localgen", "run", "--conversation", "notes", "-f",
+                                         str(pipe), *ARGS]), env=env, cwd=REPO_ROOT, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    with open(pipe, "w") as writer:  # opened once the run reads it: past its check of the conversation
+        conversation.chmod(0o444)
+        writer.write("some notes\n")
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 1 and out.strip(), err
+    assert err == f"localgen: error: could not write {conversation}: it is read-only (mode 444); this exchange is " \
+        f"saved nowhere (hint: it is kept as it is; `chmod u+w {conversation}` lets localgen write it; the answer " \
+        "printed is its only copy)\n"
+    assert conversation.read_bytes() == saved
