@@ -49,7 +49,7 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
 
     registry = load_registry(settings().user_registry)
     refused: list[PermissionError] = []  # the cache's places not to be read: warned of, the rest listed
-    default, parts = default_in_listing(registry, refused), partial_downloads(registry, refused=refused)
+    default, parts = default_in_listing(registry, refused), partial_downloads(registry)
     if default == (None, None) and (refusal := default_refusal(registry)) is not None:  # no row to star: said
         console.warn(refusal)
     if all_models:

@@ -29,12 +29,11 @@ class PartialDownload:
     running: bool  # a pull is writing a part of it now
 
 
-def partial_downloads(registry: Registry, *, refused: list[PermissionError] | None = None) -> list[PartialDownload]:
+def partial_downloads(registry: Registry) -> list[PartialDownload]:
     """Every model of which a pull kept a part to resume, as localgen last listed its repo, by name (a repo folder its
-    permissions keep from being read holds none: where refused is given, the refusal is added to it, for a listing to
-    warn of)."""
+    permissions keep from being read holds none: the listing of models, which reads it too, warns of it)."""
     found = []
-    for repo in _repos_with_parts(refused):
+    for repo in _repos_with_parts():
         listing = hub_cache.load_listing(repo)
         if listing is None:  # no pull of it listed the repo here: not a part localgen resumes
             continue
@@ -49,9 +48,9 @@ def partial_downloads(registry: Registry, *, refused: list[PermissionError] | No
     return sorted(found, key=lambda p: p.name.lower())
 
 
-def _repos_with_parts(refused: list[PermissionError] | None) -> list[str]:
+def _repos_with_parts() -> list[str]:
     """The repos in the cache whose blobs folder holds a resumable part (ETAG.incomplete); a repo folder its
-    permissions keep from being entered is passed over (added to refused where given)."""
+    permissions keep from being entered is passed over."""
     try:
         folders = sorted(p for p in hub_cache.hub_cache_dir().iterdir() if p.name.startswith("models--"))
     except OSError:
@@ -62,9 +61,8 @@ def _repos_with_parts(refused: list[PermissionError] | None) -> list[str]:
         try:
             if len(parts) == 3 and any(p.name.count(".") == 1 for p in (folder / "blobs").glob("*.incomplete")):
                 repos.append(f"{parts[1]}/{parts[2]}")
-        except PermissionError as exc:
-            if refused is not None:
-                refused.append(exc)
+        except PermissionError:
+            continue
     return repos
 
 
