@@ -324,9 +324,10 @@ def history_path() -> Path:
 
 
 def open_history(*, recall: bool = True) -> tuple[History, str | None]:
-    """The persistent input history (created private, 0600; the mode the user gives it kept, as a shell keeps its
-    history's: one made read-only is left as it is, untrimmed), and a warning when the file had to be set aside;
-    without recall (a terminal whose prompt cannot show a recalled line), lines are saved but never offered for Up."""
+    """The persistent input history, kept private (0600: it holds everything typed, as a shell's history does; what
+    its group or others may do with it is taken away) but for one made read-only, left as it is, untrimmed; and a
+    warning when the file had to be set aside; without recall (a terminal whose prompt cannot show a recalled line),
+    lines are saved but never offered for Up."""
     path = history_path()
     in_memory: Callable[[], History] = InMemoryHistory if recall else DummyHistory
     warning = None
@@ -341,6 +342,8 @@ def open_history(*, recall: bool = True) -> tuple[History, str | None]:
         if not stat.S_ISREG(mode) and not os.path.samestat(status, os.stat(os.devnull)):  # a FIFO would never end
             return in_memory(), f"{path} is not a regular file; input history is not saved this session"
         if stat.S_ISREG(mode):  # (a symlink to /dev/null, a common way to turn history off, is left alone)
+            if mode & 0o077 and mode & stat.S_IWUSR:  # one made read-only is the user's to keep as it is: untouched
+                os.chmod(path, stat.S_IMODE(mode) & 0o700)
             damage = check_and_trim_history(path)
             if damage:
                 aside = path.with_name(path.name + DAMAGED_SUFFIX)

@@ -152,7 +152,8 @@ def _home_env(tmp_path: Path) -> dict[str, str]:
 
 def test_rewritten_conversation_last_run_and_history_keep_the_mode_the_user_gave(tmp_path: Path) -> None:
     """A conversation, the last run's record and the chat's input history at mode 640 (or any mode the user set)
-    keep it once localgen writes them again, where the rename of the new file made them 600."""
+    keep it once localgen writes them again (the history's trim; a chat's start makes it private first), where the
+    rename of the new file made them 600."""
     from localgen.history_bound import MAX_HISTORY_ENTRIES, check_and_trim_history
 
     env = _home_env(tmp_path)

@@ -83,16 +83,17 @@ def _chat_started_and_left(home: Path) -> None:
     assert chat.exitstatus == 0, chat.before
 
 
-def test_chat_start_keeps_the_input_historys_mode_and_leaves_a_read_only_one_as_it_is(tmp_path: Path) -> None:
-    """A chat's start trims an input history at mode 640 and leaves it 640, and leaves one made read-only (444) as it
-    is, untrimmed, where it made either 600 first (the read-only one writable, then trimmed)."""
+def test_chat_start_keeps_the_input_history_private_and_leaves_a_read_only_one_as_it_is(tmp_path: Path) -> None:
+    """A chat's start trims an input history at mode 640 and leaves it private (600), as it holds everything typed,
+    and leaves one made read-only (444) as it is, untrimmed, where it made that one 600 (writable), then trimmed
+    it."""
     from localgen.history_bound import MAX_HISTORY_ENTRIES
 
     history = tmp_path / "data" / "history"
     _history_at(history, 0o640)
     _chat_started_and_left(tmp_path)
     assert history.read_bytes().count(b"\n+") == MAX_HISTORY_ENTRIES, "trimmed"
-    assert oct(history.stat().st_mode & 0o777) == "0o640"
+    assert oct(history.stat().st_mode & 0o777) == "0o600"
     before = _history_at(history, 0o444)
     _chat_started_and_left(tmp_path)
     assert history.read_bytes() == before
