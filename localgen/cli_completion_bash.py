@@ -7,6 +7,7 @@ character (as bash-completion's __ltrim_colon_completions cuts them)."""
 from __future__ import annotations
 
 import os
+import re
 
 from typer._click.shell_completion import split_arg_string
 from typer._completion_classes import BashComplete
@@ -32,6 +33,7 @@ complete -o default -F %(complete_func)s %(prog_name)s
 """
 LINE_VARIABLE = "COMP_LINE"  # the command line up to the cursor, as typed
 TEXT_VARIABLE = "COMP_TEXT"  # the end of the word being completed that bash replaces ($2 of a completion function)
+_DOUBLE_QUOTED_SPECIAL = re.compile(r'[$`"\\]')  # what a backslash must keep literal inside "..."
 
 
 class BashLine(NoFilesLine, BashComplete):
@@ -73,8 +75,13 @@ def _open_quote(line: str) -> str | None:
 
 def _as_typed(answer: str, quote: str | None) -> str:
     """An answer as bash must put it in the line, which it does as given: quoted as a shell types it (my notes:
-    'my notes'), but inside a quote opened in the word, where bash quotes it."""
-    return answer if quote is not None else typed(answer)
+    'my notes'), but inside a quote opened in the word, which bash closes after it, as that quote reads it back (it's
+    in '...': it'\\''s; $, `, " and \\ after a backslash in "...")."""
+    if quote == "'":
+        return answer.replace("'", "'\\''")
+    if quote == '"':
+        return _DOUBLE_QUOTED_SPECIAL.sub(r"\\\g<0>", answer)
+    return typed(answer)
 
 
 def replacing(answer: str, typed: str, text: str) -> str:

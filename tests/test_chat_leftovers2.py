@@ -3,9 +3,13 @@ restart command's options as localgen reads them."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.test_chat_leftovers import _bash_lines
 
 
 @pytest.mark.parametrize("entries", [1, 30_000])
@@ -36,3 +40,33 @@ def test_a_start_holds_a_few_times_the_history_of_many_short_lines_it_reads(
     assert peak < 4 * size, f"{peak:,} bytes held at once for a history of {size:,}"
     assert recalled == list(FileHistory(str(history)).load_history_strings())
     assert len(recalled) == min(entries, history_bound.MAX_HISTORY_ENTRIES) and recalled[0] == "\n" * (lines - 1)
+
+
+QUOTED_NAMES = ("it's", "dollar $HOME", "tick `date`", 'dq"x', "back\\slash")
+
+
+def _home_with_names(home: Path, names: tuple[str, ...]) -> None:
+    """A home whose conversations folder holds files copied in under names, against the naming rule."""
+    folder = home / "data" / "conversations"
+    folder.mkdir(parents=True)
+    for name in names:
+        (folder / f"{name}.json").write_text('{"turns": []}')
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_bash_completes_a_name_inside_a_quote_the_user_opened_as_that_quote_reads_it(tmp_path: Path) -> None:
+    """A name completed inside a quote opened in the word is written as that quote reads it back: a ' as '\\'' inside
+    '...', a $, `, " or \\ after a backslash inside "..." (each was put raw: a quote left open, $HOME expanded, date
+    run)."""
+    _home_with_names(tmp_path, QUOTED_NAMES)
+    typed = ("localgen conversations show 'it", 'localgen conversations show "dol', 'localgen conversations show "tick',
+             'localgen conversations show "dq', 'localgen conversations show "back', "localgen conversations show 'ti")
+    lines = _bash_lines(tmp_path, *typed)
+    assert lines == ["localgen conversations show 'it'\\''s' ", 'localgen conversations show "dollar \\$HOME" ',
+                     'localgen conversations show "tick \\`date\\`" ', 'localgen conversations show "dq\\"x" ',
+                     'localgen conversations show "back\\\\slash" ',
+                     "localgen conversations show 'tick `date`' "], lines
+    for line, name in zip(lines, (*QUOTED_NAMES, QUOTED_NAMES[2]), strict=True):  # as bash reads the line back
+        words = subprocess.run(["bash", "-c", 'eval "set -- $1"; printf %s "$4"', "-", line], capture_output=True,
+                               text=True, check=True)
+        assert words.stdout == name, line
