@@ -18,8 +18,9 @@ ZSH_SCRIPT = """\
 
 %(complete_func)s() {
     local -a answers words_offered shown keep
-    local answer
-    answers=("${(@f)$(_TYPER_COMPLETE_ARGS="${words[1,CURRENT-1]} $PREFIX" \\
+    local answer typed=$PREFIX
+    [[ -n $compstate[quote] ]] && typed=${(q)PREFIX}  # in a quote the word comes unquoted: one word again
+    answers=("${(@f)$(_TYPER_COMPLETE_ARGS="${words[1,CURRENT-1]} $typed" \\
         %(autocomplete_var)s=complete_zsh %(prog_name)s </dev/null)}")
     for answer in "${answers[@]}"; do
         [[ $answer == %(no_files)s ]] && return 1

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_chat_leftovers import _bash_lines
+from tests.test_cli_completion import _shells, _zsh_or_fish_lines
 
 
 @pytest.mark.parametrize("entries", [1, 30_000])
@@ -70,3 +71,17 @@ def test_bash_completes_a_name_inside_a_quote_the_user_opened_as_that_quote_read
         words = subprocess.run(["bash", "-c", 'eval "set -- $1"; printf %s "$4"', "-", line], capture_output=True,
                                text=True, check=True)
         assert words.stdout == name, line
+
+
+@pytest.mark.parametrize("shell", _shells("zsh", "fish"))
+def test_zsh_and_fish_complete_a_name_with_a_space_inside_a_quote_the_user_opened(tmp_path: Path, shell: str) -> None:
+    """zsh and fish complete a name with a space inside a quote opened in the word, as bash does (zsh offered nothing:
+    the word, which it gives unquoted in a quote, was sent as two), and a name with special characters in it as that
+    quote reads it back (fish's 'it\\'s' is fish's own)."""
+    _home_with_names(tmp_path, ("my notes", *QUOTED_NAMES))
+    typed = ('localgen conversations show "my n', "localgen conversations rm 'my n", 'localgen conversations show "dol',
+             "localgen conversations show 'it")
+    assert _zsh_or_fish_lines(shell, tmp_path, *typed) == [
+        'localgen conversations show "my notes" ', "localgen conversations rm 'my notes' ",
+        'localgen conversations show "dollar \\$HOME" ',
+        "localgen conversations show 'it'\\''s' " if shell == "zsh" else "localgen conversations show 'it\\'s' "]
