@@ -3,12 +3,16 @@ restart command's options as localgen reads them."""
 
 from __future__ import annotations
 
+import os
+import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import REPO_ROOT
 from tests.test_chat_leftovers import _bash_lines
 from tests.test_cli_completion import _shells, _zsh_or_fish_lines
 
@@ -85,3 +89,25 @@ def test_zsh_and_fish_complete_a_name_with_a_space_inside_a_quote_the_user_opene
         'localgen conversations show "my notes" ', "localgen conversations rm 'my notes' ",
         'localgen conversations show "dollar \\$HOME" ',
         "localgen conversations show 'it'\\''s' " if shell == "zsh" else "localgen conversations show 'it\\'s' "]
+
+
+def _peak_rss_kib(home: Path, limit: str) -> int:
+    """The peak RSS (KiB) of `localgen run -c 8192 -n 1 hi` under `ulimit -d LIMIT`."""
+    command = shlex.join([sys.executable, "-m", "localgen", "run", "--no-cache", "-c", "8192", "-n", "1", "hi"])
+    measured = subprocess.run([sys.executable, "-c", "import resource, subprocess, sys; subprocess.run(sys.argv[1:], "
+                               "check=True, stdout=subprocess.DEVNULL); "
+                               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)",
+                               "bash", "-c", f"ulimit -d {limit} && exec {command} </dev/null"],
+                              capture_output=True, text=True, timeout=120, check=True,
+                              env={**os.environ, "LOCALGEN_HOME": str(home), "PYTHONPATH": str(REPO_ROOT)})
+    return int(measured.stdout)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or not sys.platform.startswith("linux"),
+                    reason="needs bash's ulimit -d, which Linux holds memory maps to")
+def test_a_generous_data_limit_keeps_the_small_start_of_the_kv_cache(tmp_path: Path) -> None:
+    """Under a `ulimit -d` far above what the context needs, a run starts with a small KV cache, as with no limit
+    (any finite limit allocated the whole context: 347 MB at most where it is 209 MB)."""
+    unlimited = _peak_rss_kib(tmp_path, "unlimited")
+    generous = _peak_rss_kib(tmp_path, "64000000")
+    assert generous < unlimited + 40 * 1024, (generous, unlimited)

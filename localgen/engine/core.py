@@ -43,7 +43,7 @@ class Engine(Decoding):
         self._ctx: lc.llama_context_p | None = None
         self._draft_batch: lc.llama_batch | None = None
         self._full_cells = allocated_context(options.n_ctx, flash_attn=options.flash_attention)
-        self._cells = first_cells(options, self._full_cells)
+        self._cells = first_cells(options, self._full_cells, path)
         adapt = options.adapt_threads and options.n_threads > 1
         self._repacked = loading.use_cpu_extra_buffers()  # repacked weights take other kernels: other sums
         before_load = load_started() if adapt else None  # the load's time tells the first prefill how busy CPUs are
