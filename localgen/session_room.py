@@ -314,7 +314,7 @@ def start_options(room: ContextRoom, *, same_model: bool = True) -> list[str]:
             value = values[key]
             words.append(f"{option} {'-1' if value is None else number_text(value)}")
     if room.own_stop:
-        words += [f"--stop {typed(stop)}" for stop in room.limits.stop] or ["--stop ''"]
+        words += [_option_given(stop, "--stop", "--stop") for stop in room.limits.stop] or ["--stop ''"]
     if room.options.think is not None:
         words.append(f"--think {room.options.think}")
     return [*words, *_loading_options(room.options, same_model=same_model), *room.display_options()]
@@ -326,7 +326,14 @@ def _system_option(system: str | None) -> str:
         return "-s none"
     if asks_for_no_system_prompt(system):  # -s none or off would mean none: the word itself comes from a file
         return f"--system-file <(printf %s {typed(system)})"
-    return f"-s {typed(system)}"
+    return _option_given(system, "-s", "--system")
+
+
+def _option_given(value: str, option: str, long: str) -> str:
+    """An option given a free text value, as a shell takes it within a hint's backticks: after its long name's '='
+    where the value reads as an option (--system=-n), which click would take as one, each backtick as $'\\x60'."""
+    word = "$'\\x60'".join(typed(part) if part else "" for part in value.split("`"))
+    return f"{long}={word}" if value.startswith("-") else f"{option} {word}"
 
 
 def _loading_options(options: ModelOptions, *, same_model: bool) -> list[str]:

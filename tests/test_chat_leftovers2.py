@@ -4,6 +4,7 @@ restart command's options as localgen reads them."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -111,3 +112,40 @@ def test_a_generous_data_limit_keeps_the_small_start_of_the_kv_cache(tmp_path: P
     unlimited = _peak_rss_kib(tmp_path, "unlimited")
     generous = _peak_rss_kib(tmp_path, "64000000")
     assert generous < unlimited + 40 * 1024, (generous, unlimited)
+
+
+def test_the_command_that_starts_a_chat_again_gives_values_that_read_as_options_and_backticks_as_its_own(
+        tmp_path: Path, bundled_model: Path) -> None:
+    """The command a chat with nothing to resume is given to start again writes a stop string and a system prompt
+    that read as options after their option's = (--stop=-c, --system=-n), and a backtick of the system prompt so that
+    the backticks around the command hold: the chat it starts has them (--stop -c was refused as a missing value,
+    and the command was cut at the backtick)."""
+    from tests.gguf_builders import copy_with_metadata
+    from tests.test_chat_leftovers import _said
+    from tests.test_repl import Chat
+
+    small = tmp_path / "small.gguf"
+    copy_with_metadata(bundled_model, small, set_values={"llama.context_length": 1024})
+    shown_parts = ("/show system", "/set stop")
+    chat = Chat(tmp_path / "home", "-c", "4096")
+    try:
+        for command in ("/system -n `date` it's", "/set stop -c"):
+            chat.child.sendline(command)
+            chat.sync()
+        shown = [_said(chat, command) for command in shown_parts]
+        said = _said(chat, f"/model {shlex.quote(str(small))}")
+        typed = re.search(r"/exit, then start the chat again with `([^`]*)`, as", said)[1]  # type: ignore[index]
+        command = subprocess.run(["bash", "-c", f"printf '%s\\0' {typed}"], capture_output=True, text=True,
+                                 check=True).stdout.split("\0")[:-1]  # as a shell reads it
+        assert command[:2] == ["localgen", "chat"] and command[-2:] == ["-c", "1024"], command
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+    again = Chat(tmp_path / "home", *command[2:])
+    try:
+        assert [_said(again, command) for command in shown_parts] == shown
+        assert again.quit() == 0
+    finally:
+        if again.child.isalive():
+            again.child.terminate(force=True)
