@@ -179,7 +179,8 @@ def _entries(data: bytes) -> list[str]:
     """The entries of a history file's data, oldest first, as prompt-toolkit's FileHistory reads them: each the text
     of its lines that start with '+', without its last newline, the other lines between entries."""
     # split into entries, not lines: a list of a history's short lines is 70 times its size
-    return [data[start + 1:end].replace(b"\n+", b"\n")[:-1].decode("utf-8", "replace")
+    # its last character dropped once decoded, as prompt-toolkit does: a last line with no newline loses a character
+    return [data[start + 1:end].replace(b"\n+", b"\n").decode("utf-8", "replace")[:-1]
             for start, end in _entry_texts(data)]
 
 

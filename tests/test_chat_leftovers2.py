@@ -149,3 +149,16 @@ def test_the_command_that_starts_a_chat_again_gives_values_that_read_as_options_
     finally:
         if again.child.isalive():
             again.child.terminate(force=True)
+
+
+def test_up_recalls_a_last_line_with_no_newline_as_prompt_toolkit_does(tmp_path: Path) -> None:
+    """An entry whose last line ends the file with no newline on a character of several bytes is recalled as
+    prompt-toolkit's FileHistory reads it, its last character dropped (its last byte was, leaving U+FFFD)."""
+    from prompt_toolkit.history import FileHistory
+
+    from localgen.repl_input import SafeFileHistory
+
+    history = tmp_path / "history"
+    history.write_bytes("\n# 2026-01-01 10:00:00\n+first\n\n# 2026-01-01 10:00:01\n+café".encode())
+    recalled = list(SafeFileHistory(history).load_history_strings())
+    assert recalled == list(FileHistory(str(history)).load_history_strings()) == ["caf", "first"], recalled
