@@ -164,15 +164,14 @@ def _newest_entry_mapped(file: BinaryIO) -> Iterator[memoryview | None]:
 
 def recalled_entries(path: Path) -> list[str]:
     """The entries of the history file at path that Up recalls, newest first, read as prompt-toolkit reads them, but
-    from the file's last READ_BYTES alone and kept as a trim keeps them (newest_entries), so that a start reads and
-    holds a bounded part of a history of any size: an entry longer than that (a huge paste a trim kept alone) stays in
-    the file, not recalled."""
+    from the file's last READ_BYTES alone and kept as a trim keeps them (_kept_part: all of a file within TRIM_ABOVE of
+    its bounds), so that a start reads and holds a bounded part of a history of any size: an entry longer than that (a
+    huge paste a trim kept alone) stays in the file, not recalled."""
     with open(path, "rb") as file:
         offset = file.seek(max(0, os.fstat(file.fileno()).st_size - READ_BYTES))
         data = file.read(READ_BYTES)
-    if offset:
-        data = _from_first_whole_entry(data)
-    return _entries(newest_entries(data) or data)[::-1]
+    kept = _kept_part(data, read_whole=offset == 0)
+    return _entries(data if kept is None and offset == 0 else kept or b"")[::-1]
 
 
 def _entries(data: bytes) -> list[str]:

@@ -162,3 +162,19 @@ def test_up_recalls_a_last_line_with_no_newline_as_prompt_toolkit_does(tmp_path:
     history.write_bytes("\n# 2026-01-01 10:00:00\n+first\n\n# 2026-01-01 10:00:01\n+café".encode())
     recalled = list(SafeFileHistory(history).load_history_strings())
     assert recalled == list(FileHistory(str(history)).load_history_strings()) == ["caf", "first"], recalled
+
+
+def test_up_recalls_every_entry_of_a_history_the_trim_leaves_whole(tmp_path: Path) -> None:
+    """A history of 10,500 entries, below the 11,000 a trim waits for, is left whole by a chat's start, and Up
+    recalls all of them, as prompt-toolkit reads them (it recalled the newest 10,000)."""
+    from prompt_toolkit.history import FileHistory
+
+    from localgen.history_bound import check_and_trim_history
+    from localgen.repl_input import SafeFileHistory
+    from tests.test_chat_leftovers import _entries_text
+
+    history = tmp_path / "history"
+    history.write_bytes(_entries_text(10_500))
+    assert check_and_trim_history(history) is None
+    recalled = list(SafeFileHistory(history).load_history_strings())
+    assert len(recalled) == 10_500 and recalled == list(FileHistory(str(history)).load_history_strings())
