@@ -167,9 +167,9 @@ def recalled_entries(path: Path) -> list[str]:
     from the file's last READ_BYTES alone and kept as a trim keeps them (_kept_part: all of a file within TRIM_ABOVE of
     its bounds), so that a start reads and holds a bounded part of a history of any size: an entry longer than that (a
     huge paste a trim kept alone) stays in the file, not recalled."""
-    with open(path, "rb") as file:
-        offset = file.seek(max(0, os.fstat(file.fileno()).st_size - READ_BYTES))
-        data = file.read(READ_BYTES)
+    with open(path, "rb") as file:  # the byte before the last READ_BYTES too: whether their first line is whole
+        offset = file.seek(max(0, os.fstat(file.fileno()).st_size - READ_BYTES - 1))
+        data = file.read(READ_BYTES + 1)
     kept = _kept_part(data, read_whole=offset == 0)
     return _entries(data if kept is None and offset == 0 else kept or b"")[::-1]
 

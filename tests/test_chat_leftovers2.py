@@ -178,3 +178,21 @@ def test_up_recalls_every_entry_of_a_history_the_trim_leaves_whole(tmp_path: Pat
     assert check_and_trim_history(history) is None
     recalled = list(SafeFileHistory(history).load_history_strings())
     assert len(recalled) == 10_500 and recalled == list(FileHistory(str(history)).load_history_strings())
+
+
+def test_up_recalls_the_entry_whose_header_the_bytes_read_begin_with(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the last bytes a start reads of a long history begin on the first byte of an entry's header, Up recalls
+    that entry, whole there (it was taken for the end of one begun before them and dropped)."""
+    from localgen import history_bound
+    from localgen.repl_input import SafeFileHistory
+    from tests.test_chat_leftovers import _entries_text
+
+    history = tmp_path / "history"
+    data = _entries_text(100)
+    history.write_bytes(data)
+    header = data.index(b"# 2026", len(data) - 200)
+    monkeypatch.setattr(history_bound, "READ_BYTES", len(data) - header)
+    recalled = list(SafeFileHistory(history).load_history_strings())
+    first = 100 - data[header:].count(b"\n+")
+    assert recalled == [f"old {i}" for i in range(99, first - 1, -1)], (first, recalled)
