@@ -128,9 +128,10 @@ def check_and_trim_history(path: Path) -> str | None:
 
 def _alone_as_marked(head: bytes, size: int) -> bool:
     """Whether a history file of size bytes, which begins with head, is one entry as the trim that kept it alone
-    marked it (ALONE_MARK), nothing appended since."""
+    marked it (ALONE_MARK), nothing appended since: its text after the mark, not its header's line, which an older
+    localgen's mark came before (converted once, as an older localgen rewrites a file whose entry has no header)."""
     marked = _ALONE_MARKED.match(head)
-    return marked is not None and size == marked.end() + int(marked[1])
+    return marked is not None and size == marked.end() + int(marked[1]) and head[marked.end():][:1] in (b"+", b"")
 
 
 def _write_trimmed(target: Path, kept: bytes | tuple[bytes, memoryview], before: os.stat_result) -> None:

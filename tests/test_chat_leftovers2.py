@@ -196,3 +196,22 @@ def test_up_recalls_the_entry_whose_header_the_bytes_read_begin_with(tmp_path: P
     recalled = list(SafeFileHistory(history).load_history_strings())
     first = 100 - data[header:].count(b"\n+")
     assert recalled == [f"old {i}" for i in range(99, first - 1, -1)], (first, recalled)
+
+
+def test_a_huge_entry_marked_alone_before_its_header_as_an_older_localgen_did_is_converted_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A history an older localgen's trim kept to one huge entry, its mark before the entry's header line, is
+    rewritten once to the mark in place of the header, then left as it is (it was taken as marked and kept, so that
+    it and an older localgen still rewrote each other)."""
+    from localgen import history_bound
+
+    monkeypatch.setattr(history_bound, "READ_BYTES", 64 * 1024)
+    history = tmp_path / "history"
+    text = b"+pasted text\n" * 20_000
+    entry = b"\n# 2026-01-01 10:00:01\n" + text
+    history.write_bytes(history_bound.ALONE_MARK % len(entry) + entry)
+    assert history_bound.check_and_trim_history(history) is None
+    assert history.read_bytes() == history_bound.ALONE_MARK % len(text) + text
+    converted = history.stat()
+    assert history_bound.check_and_trim_history(history) is None
+    assert (history.stat().st_ino, history.stat().st_mtime_ns) == (converted.st_ino, converted.st_mtime_ns)
