@@ -131,6 +131,7 @@ class SamplingParams:
 
 
 SETTINGS_THAT_MAY_BE_NONE = ("seed", "max_tokens")  # none (or -1) is a random seed, no token limit
+NONE_GIVEN = -1  # what one of them is given as for none, as llama.cpp and Ollama take it
 CHAT_SETTINGS: dict[str, type[int] | type[float]] = {  # what /set changes and a saved conversation keeps
     "temperature": float, "top_k": int, "top_p": float, "min_p": float, "repeat_penalty": float,
     "repeat_last_n": int, "presence_penalty": float, "frequency_penalty": float, "max_tokens": int, "seed": int,
@@ -164,12 +165,17 @@ STOP_SETTING = "stop"  # a saved conversation's stop strings, beside its CHAT_SE
 
 def stored_setting(key: str, value: int | float | None) -> int | float | None:
     """A chat setting as a session keeps it: -1 for seed or max_tokens is none (a random seed, no token limit)."""
-    return None if key in SETTINGS_THAT_MAY_BE_NONE and value == -1 else value
+    return None if key in SETTINGS_THAT_MAY_BE_NONE and value == NONE_GIVEN else value
+
+
+def setting_given(value: int | float | None) -> str:
+    """A chat setting's value as an option gives it: in its shortest form, none (SETTINGS_THAT_MAY_BE_NONE's) as -1."""
+    return number_text(NONE_GIVEN if value is None else value)
 
 
 def token_budget(max_tokens: int | None) -> int | None:
     """An answer's token budget from -n: -1 (as llama.cpp and Ollama take it) means no limit, like leaving it out."""
-    return None if max_tokens == -1 else max_tokens
+    return None if max_tokens == NONE_GIVEN else max_tokens
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from localgen.conversation import MessageTooLongError, asks_for_no_system_prompt
 from localgen.conversation_names import typed
 from localgen.errors import ContextOverflowError, LocalgenError
 from localgen.fit import fewest_tokens, text_bytes
-from localgen.params import number_text
+from localgen.params import CHAT_SETTINGS, setting_given
 from localgen.prompt_room import answer_room_warning
 from localgen.units import counted
 
@@ -24,10 +24,6 @@ if TYPE_CHECKING:
     from localgen.runner import LoadedModel, ModelOptions
 
 DEFAULT_ANSWER_RESERVE = 512
-SETTING_OPTIONS = {"temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "min_p": "--min-p",
-                   "repeat_penalty": "--repeat-penalty", "repeat_last_n": "--repeat-last-n",
-                   "presence_penalty": "--presence-penalty", "frequency_penalty": "--frequency-penalty",
-                   "max_tokens": "-n", "seed": "--seed"}  # the option of each chat setting (CHAT_SETTINGS)
 SAMPLED_CHARS = 65_536  # a longer attachment's first lines are counted first: one far too long shows it there
 
 
@@ -309,15 +305,18 @@ def start_options(room: ContextRoom, *, same_model: bool = True) -> list[str]:
     --chat-template with the same_model alone, as /model drops it) and how it shows answers (display_options)."""
     words = [_system_option(room.conversation.system)] if room.own_system else []
     values = room.settings()
-    for key, option in SETTING_OPTIONS.items():
-        if key in room.own_settings:
-            value = values[key]
-            words.append(f"{option} {'-1' if value is None else number_text(value)}")
+    words += [f"{_setting_option(key)} {setting_given(values[key])}" for key in CHAT_SETTINGS
+              if key in room.own_settings]
     if room.own_stop:
         words += [_option_given(stop, "--stop", "--stop") for stop in room.limits.stop] or ["--stop ''"]
     if room.options.think is not None:
         words.append(f"--think {room.options.think}")
     return [*words, *_loading_options(room.options, same_model=same_model), *room.display_options()]
+
+
+def _setting_option(key: str) -> str:
+    """The option of a chat setting (CHAT_SETTINGS): its name's (--top-k), -n for max_tokens."""
+    return "-n" if key == "max_tokens" else f"--{key.replace('_', '-')}"
 
 
 def _system_option(system: str | None) -> str:
