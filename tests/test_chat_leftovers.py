@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.test_cli_completion import _env, _folder, _shells, _typed_lines, _zsh_or_fish_lines
+from tests.test_cli_completion import _bash_lines, _shells, _zsh_or_fish_lines
 from tests.test_repl import Chat
 
 HUGE_HEADER = b"\n# 2026-01-01 10:00:01\n"
@@ -228,22 +228,6 @@ def _home_with_odd_names(home: Path) -> None:
         (folder / f"{name}.json").write_text('{"turns": []}')
 
 
-def _bash_lines(home: Path, *partial: str) -> list[str]:
-    """The command lines a real bash in a pseudo-terminal shows after each partial line is typed and Tab pressed, with
-    localgen's completion script sourced, printed whole by a key (quotes and all, which an echo of the line would
-    read)."""
-    import pexpect
-
-    prompt = "bash-ready$ "
-    shell = pexpect.spawn("bash", ["--norc", "--noprofile", "-i"], env={**_env(home), "PS1": prompt, "TERM": "dumb",
-                          "INPUTRC": "/dev/null"}, cwd=str(_folder(home)), encoding="utf-8", timeout=120)
-    shell.expect_exact(prompt)
-    shell.sendline("""eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"; """
-                   """bind -x '"\\C-o": printf "\\nLINE[%s]\\n" "$READLINE_LINE"; READLINE_LINE='""")
-    shell.expect_exact(prompt)
-    return _typed_lines(shell, prompt, partial, "\x0f\r")
-
-
 @pytest.mark.parametrize("shell", _shells("bash", "zsh", "fish"))
 def test_shell_completion_offers_the_odd_names_conversations_lists_as_the_shell_types_them(
         tmp_path: Path, shell: str) -> None:
@@ -253,7 +237,8 @@ def test_shell_completion_offers_the_odd_names_conversations_lists_as_the_shell_
     _home_with_odd_names(tmp_path)
     typed = ("localgen conversations show my", "localgen conversations rm 'my", "localgen conversations mv it",
              "localgen conversations show ta", "localgen conversations rm -- -d", "localgen chat --resume my")
-    lines = _bash_lines(tmp_path, *typed) if shell == "bash" else _zsh_or_fish_lines(shell, tmp_path, *typed)
+    lines = _bash_lines(tmp_path, *typed, exact=True) if shell == "bash" else \
+        _zsh_or_fish_lines(shell, tmp_path, *typed)
     if shell == "bash":  # bash puts an answer as given: quoted as a shell types it, but in a quote opened
         assert lines == ["localgen conversations show 'my notes' ", "localgen conversations rm 'my notes' ",
                          "localgen conversations mv 'it'\"'\"'s' ", "localgen conversations show $'tab\\tx' ",

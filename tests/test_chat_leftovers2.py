@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.test_chat_leftovers import _bash_lines
-from tests.test_cli_completion import _shells, _zsh_or_fish_lines
+from tests.test_cli_completion import _bash_lines, _shells, _zsh_or_fish_lines
 
 
 @pytest.mark.parametrize("entries", [1, 30_000])
@@ -67,7 +66,7 @@ def test_bash_completes_a_name_inside_a_quote_the_user_opened_as_that_quote_read
     _home_with_names(tmp_path, QUOTED_NAMES)
     typed = ("localgen conversations show 'it", 'localgen conversations show "dol', 'localgen conversations show "tick',
              'localgen conversations show "dq', 'localgen conversations show "back', "localgen conversations show 'ti")
-    lines = _bash_lines(tmp_path, *typed)
+    lines = _bash_lines(tmp_path, *typed, exact=True)
     assert lines == ["localgen conversations show 'it'\\''s' ", 'localgen conversations show "dollar \\$HOME" ',
                      'localgen conversations show "tick \\`date\\`" ', 'localgen conversations show "dq\\"x" ',
                      'localgen conversations show "back\\\\slash" ',

@@ -32,19 +32,22 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
             "PATH": f"{command.parent}{os.pathsep}{os.environ.get('PATH', '')}", **extra}
 
 
-def _bash_lines(home: Path, *partial: str, offline: str = "", first: str = "") -> list[str]:
+def _bash_lines(home: Path, *partial: str, offline: str = "", first: str = "", exact: bool = False) -> list[str]:
     """The command lines a real bash in a pseudo-terminal shows after each partial line is typed and Tab pressed, with
     localgen's completion script sourced (`-o default`: the files of a folder holding notes.txt, where it offers
-    nothing), offline where LOCALGEN_OFFLINE is given, after the shell runs first (a user's own settings)."""
+    nothing), offline where LOCALGEN_OFFLINE is given, after the shell runs first (a user's own settings); each line
+    in an echo, or (exact) printed whole by a key, quotes and all, which an echo of the line would read."""
     folder = _folder(home)
     prompt = "bash-ready$ "
     shell = pexpect.spawn("bash", ["--norc", "--noprofile", "-i"], env={**_env(home), "PS1": prompt, "TERM": "dumb",
                           "INPUTRC": "/dev/null", "LOCALGEN_OFFLINE": offline}, cwd=str(folder), encoding="utf-8",
                           timeout=120)
     shell.expect_exact(prompt)
-    shell.sendline(f'{first}{"; " if first else ""}eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"')
+    shown_by_key = """; bind -x '"\\C-o": printf "\\nLINE[%s]\\n" "$READLINE_LINE"; READLINE_LINE='""" if exact else ""
+    shell.sendline(f'{first}{"; " if first else ""}eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"{shown_by_key}')
     shell.expect_exact(prompt)
-    return _typed_lines(shell, prompt, partial, '\x01echo "LINE[\x05]"\r')  # Ctrl-A, Ctrl-E: the line in an echo
+    # Ctrl-O: the line printed by the key; Ctrl-A, Ctrl-E: the line in an echo
+    return _typed_lines(shell, prompt, partial, "\x0f\r" if exact else '\x01echo "LINE[\x05]"\r')
 
 
 def _folder(home: Path) -> Path:
