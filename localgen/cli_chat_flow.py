@@ -19,6 +19,7 @@ from localgen.cli_model import (
 )
 from localgen.cli_options import RESUME_LATEST
 from localgen.errors import UsageError
+from localgen.system_file import SystemFile
 
 if TYPE_CHECKING:
     from localgen.conversation import Conversation
@@ -91,6 +92,7 @@ class ChatStart:
     attachments: list[str]
     options: ModelOptions
     texts: tuple[str | None, ...] = ()  # what the context was sized for: the files, the resumed conversation
+    system_file: SystemFile | None = None  # the file the system prompt was read from, where it is a regular one
 
 
 def chat_command(request: ChatRequest) -> None:
@@ -235,10 +237,13 @@ def read_chat_inputs(checked: CheckedChat) -> ChatStart:
     from localgen.inputs import once_each, read_attachments, read_chat_template
     from localgen.runner import check_given_template
 
-    warnings, system = checked.warnings, checked.system
+    warnings, system, system_file = checked.warnings, checked.system, None
     if checked.system_input is not None:
         bound = checked.bound and checked.bound.named(prompt_parts([], system=True))  # read first: it alone
+        path = checked.system_input.path and checked.system_input.path.absolute()
+        identity = SystemFile.before_reading(path)
         system = read_system_file(checked.system_input, None, warnings, bound=bound)
+        system_file = SystemFile(path, identity, system) if path is not None and identity is not None else None
     bound = checked.bound and checked.bound.beside(system)
     read = read_attachments(checked.files, None, warnings, waiting=say_waiting_for, bound=bound,
                             made_of=lambda files, _: prompt_parts(files, system=bool(system)))  # those read by then
@@ -252,7 +257,8 @@ def read_chat_inputs(checked: CheckedChat) -> ChatStart:
     options = replace(checked.options, chat_template=template,
                       min_ctx=prompt_context(text_bytes(*texts), checked.limits.max_tokens),
                       floor_bytes=text_bytes(*attachments, system))  # refused as run refuses it
-    return ChatStart(system=system, attachments=attachments, options=options, texts=texts)
+    return ChatStart(system=system, attachments=attachments, options=options, texts=texts,
+                     system_file=system_file)
 
 
 def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart, views: list[Repl]) -> None:
@@ -291,6 +297,7 @@ def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart, views
                               model_settings=defaults.settings, own_settings=given_settings(ctx),
                               model_system=model_system, own_system=given, model_stop=defaults.stop,
                               own_stop=from_command_line(ctx, "stop"))
+        session.system_file = start.system_file
         if resumed:  # a flag given now wins over the resumed conversation's setting
             session.replace_conversation(conversation, given_settings(ctx), system_given=given)
         for text in start.attachments:  # one the context cannot hold ends the chat, as one too long by its size does

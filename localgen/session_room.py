@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from localgen.conversation import Conversation
     from localgen.params import GenerationLimits
     from localgen.runner import LoadedModel, ModelOptions
+    from localgen.system_file import SystemFile
 
 DEFAULT_ANSWER_RESERVE = 512
 SAMPLED_CHARS = 65_536  # a longer attachment's first lines are counted first: one far too long shows it there
@@ -41,6 +42,7 @@ class ContextRoom:
     # the chat's options that show answers as it does now (--no-markdown, --stats...: Repl sets its state's)
     display_options: Callable[[], list[str]] = staticmethod(lambda: [])
     own_system: bool  # the system prompt was chosen (ChatSession's)
+    system_file: SystemFile | None = None  # the file the chat's start read it from (--system-file)
     own_settings: set[str]  # the settings chosen (SessionSettings')
     own_stop: bool  # the stop strings were chosen (SessionSettings')
     options: ModelOptions  # how the model was asked for and loaded (ChatSession's)
@@ -303,7 +305,7 @@ def start_options(room: ContextRoom, *, same_model: bool = True) -> list[str]:
     """The options, each as a shell takes it, that start a chat as the one of room stands: the system prompt, settings
     and stop strings chosen for it (by its options, /system, /set), its thinking switch, its loading options (its
     --chat-template with the same_model alone, as /model drops it) and how it shows answers (display_options)."""
-    words = [_system_option(room.conversation.system)] if room.own_system else []
+    words = [_system_option(room.conversation.system, room.system_file)] if room.own_system else []
     values = room.settings()
     words += [f"{_setting_option(key)} {setting_given(values[key])}" for key in CHAT_SETTINGS
               if key in room.own_settings]
@@ -319,8 +321,11 @@ def _setting_option(key: str) -> str:
     return "-n" if key == "max_tokens" else f"--{key.replace('_', '-')}"
 
 
-def _system_option(system: str | None) -> str:
-    """The option that gives a chat this system prompt (None: none, the chat template's own)."""
+def _system_option(system: str | None, file: SystemFile | None) -> str:
+    """The option that gives a chat this system prompt (None: none, the chat template's own): the file it was read
+    from where that gives it still (a long one would be too long a command), else the prompt itself."""
+    if file is not None and file.gives(system):
+        return f"--system-file {typed(str(file.path))}"
     if system is None:
         return "-s none"
     if asks_for_no_system_prompt(system):  # -s none or off would mean none: the word itself comes from a file

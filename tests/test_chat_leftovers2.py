@@ -214,3 +214,31 @@ def test_a_huge_entry_marked_alone_before_its_header_as_an_older_localgen_did_is
     converted = history.stat()
     assert history_bound.check_and_trim_history(history) is None
     assert (history.stat().st_ino, history.stat().st_mtime_ns) == (converted.st_ino, converted.st_mtime_ns)
+
+
+def test_the_command_that_starts_a_chat_again_names_the_system_prompt_s_file_while_it_gives_the_prompt(
+        tmp_path: Path, bundled_model: Path) -> None:
+    """The command a chat with nothing to resume is given to start again names the --system-file its system prompt
+    was read from (a long one made too long a command: over 128 KiB bash cannot run it), while the file is as it was
+    and the prompt not changed by /system; then the prompt itself."""
+    from tests.gguf_builders import copy_with_metadata
+    from tests.test_chat_leftovers import _said
+    from tests.test_repl import Chat
+
+    small = tmp_path / "small.gguf"
+    copy_with_metadata(bundled_model, small, set_values={"llama.context_length": 1024})
+    prompt = tmp_path / "my prompt.txt"
+    prompt.write_text("Be brief.\n")
+    chat = Chat(tmp_path / "home", "-c", "4096", "--system-file", str(prompt))
+    try:
+        said = [_said(chat, f"/model {shlex.quote(str(small))}")]
+        prompt.write_text("Be long.\n")
+        said.append(_said(chat, f"/model {shlex.quote(str(small))}"))
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+    commands = [re.search(r"start the chat again with `([^`]*)`, as", one)[1] for one in said]  # type: ignore[index]
+    assert commands[0] == f"localgen chat -m {shlex.quote(str(small))} --system-file {shlex.quote(str(prompt))} " \
+        "-c 1024", commands
+    assert "-s 'Be brief.'" in commands[1] and "--system-file" not in commands[1], commands
