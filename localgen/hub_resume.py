@@ -123,7 +123,9 @@ def blob_lock(lock: Path) -> Iterator[None]:
     """huggingface_hub's lock on a blob, held while the block runs, unless this thread holds it already (two files of a
     model with the same bytes, a file fetched again as its pull ends), which flock on a second descriptor would wait
     on for good. A lock that sorts before one this thread holds is waited on OUT_OF_ORDER_WAIT_S at most, then
-    LockOutOfOrder raised: a thread waits for good only on a lock that sorts after every one it holds."""
+    LockOutOfOrder raised, and one a models rm holds (its own wait bounded) is waited on so long at a time until rm
+    lets go, LockOutOfOrder raised as soon as another holds it: a thread waits for good only on a lock that sorts after
+    every one it holds."""
     from filelock import Timeout
     from huggingface_hub.utils import WeakFileLock
 
@@ -132,12 +134,13 @@ def blob_lock(lock: Path) -> Iterator[None]:
         return
     later = any(held > lock for held in blob_locks_held())
     with contextlib.ExitStack() as taken:
-        try:
-            taken.enter_context(WeakFileLock(lock, timeout=OUT_OF_ORDER_WAIT_S if later else None))
-        except Timeout as exc:
-            if not waits_on_no_pull(lock):
-                raise LockOutOfOrder(lock) from exc
-            taken.enter_context(WeakFileLock(lock))
+        while True:  # a models rm's lock is waited on in bounded waits, its holder looked at again after each
+            try:
+                taken.enter_context(WeakFileLock(lock, timeout=OUT_OF_ORDER_WAIT_S if later else None))
+                break
+            except Timeout as exc:
+                if not waits_on_no_pull(lock):  # rm let go of it and a pull took it: that pull may wait on ours
+                    raise LockOutOfOrder(lock) from exc
         _HELD_BY_THREAD[lock] = threading.get_ident()
         LOCKS_HELD_HERE.add(lock)  # its own checks (a replaced copy's folder pruned) take it for no download's
         lock_activity.took(lock)

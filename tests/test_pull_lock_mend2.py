@@ -1,0 +1,75 @@
+"""Pulls beside a `models rm` and other pulls on the locks of a model's blobs: a pull waiting on a lock rm holds that
+sorts before one it holds looks at the lock's holder again after each bounded wait, backing off once another pull
+holds it, so that the two pulls never wait on each other for good."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from localgen import hub_resume
+from tests.conftest import REPO_ROOT
+
+_RM_THEN_PULL = """
+import sys
+from pathlib import Path
+from localgen import hub_resume, lock_activity
+first, later = Path(sys.argv[1]), Path(sys.argv[2])
+with hub_resume.blob_lock(first):
+    lock_activity.took(first, "removing")  # as a models rm records it
+    print("removing", flush=True)
+    sys.stdin.readline()
+    lock_activity.took(first, "downloading")  # rm let go of it, and a pull took it before the one waiting did
+    print("downloading", flush=True)
+    with hub_resume.blob_lock(later):  # that pull's next file: after first, so waited on for good
+        print("took later", flush=True)
+"""
+
+
+def test_a_pull_waiting_on_a_models_rm_s_lock_backs_off_once_another_pull_takes_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pull holding a later lock waited on rm's for good once it had found rm holding it: where another pull took it
+    as rm let go, and went on to wait on the later one, the two waited on each other for good."""
+    first, later = tmp_path / "a.lock", tmp_path / "b.lock"
+    other = subprocess.Popen([sys.executable, "-c", _RM_THEN_PULL, str(first), str(later)], cwd=REPO_ROOT,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    outcome: list[object] = []
+    found_rm = threading.Event()
+    real = hub_resume.waits_on_no_pull
+
+    def looked_at(lock: Path) -> bool:
+        rm = real(lock)
+        if rm:
+            found_rm.set()
+        return rm
+
+    monkeypatch.setattr(hub_resume, "waits_on_no_pull", looked_at)
+
+    def take_both() -> None:
+        try:
+            with hub_resume.blob_lock(later), hub_resume.blob_lock(first):
+                outcome.append("took both")
+        except hub_resume.LockOutOfOrder as exc:
+            outcome.append(exc.lock)
+
+    pull = threading.Thread(target=take_both, daemon=True)
+    try:
+        assert other.stdout is not None and other.stdin is not None
+        assert other.stdout.readline() == "removing\n"
+        pull.start()
+        assert found_rm.wait(30), "the pull never waited on rm's lock"
+        other.stdin.write("\n")
+        other.stdin.flush()
+        assert other.stdout.readline() == "downloading\n"
+        pull.join(30)
+        assert outcome == [first], "the pull waited on the other pull's lock holding the lock that one waits on"
+        assert other.stdout.readline() == "took later\n"
+        assert other.wait(30) == 0
+    finally:
+        if other.poll() is None:
+            other.kill()
+            other.wait()
