@@ -235,7 +235,12 @@ real = hub.fetch_model
 def fetched_then_held(*args, **kwargs):
     paths = real(*args, **kwargs)
     Path(os.environ["FETCHED_MARK"]).touch()
-    time.sleep(1.0)  # the command goes on slowly (a loaded machine) after fetching the model, before its own check
+    waiting = Path(os.environ["RM_WAITING_MARK"])
+    deadline = time.monotonic() + 60
+    while not waiting.exists():  # the command goes on once rm waits on the locks it holds, before its own check
+        if time.monotonic() > deadline:
+            sys.exit("models rm never waited on the locks held")
+        time.sleep(0.01)
     return paths
 hub.fetch_model = fetched_then_held
 sys.argv = ["localgen", *sys.argv[1:]]
@@ -243,13 +248,32 @@ from localgen.launcher import main
 main()
 """
 
+_RM_WAITING_LONG = """
+import os, sys
+from pathlib import Path
+from localgen import blob_locks
+blob_locks.HELD_WAIT_S = 60.0  # waits on the locks until they are let go, however long the check or load takes
+real = blob_locks.locked_descriptor
+def marked(*args, on_held=None, **kwargs):
+    def held():
+        Path(os.environ["RM_WAITING_MARK"]).touch()
+        if on_held is not None:
+            on_held()
+    return real(*args, on_held=held, **kwargs)
+blob_locks.locked_descriptor = marked
+sys.argv = ["localgen", *sys.argv[1:]]
+from localgen.launcher import main
+main()
+"""
+
 
 def _held_after_fetch(hubenv: HubEnv, tmp_path: Path, command: list[str]) -> subprocess.Popen[str]:
-    """localgen command in a process of its own, going on slowly once it has fetched its model: once it has."""
+    """localgen command in a process of its own, going on once it has fetched its model only when a models rm started
+    by _rm waits on the locks it holds: once it has fetched it."""
     mark = tmp_path / "fetched"
     started = subprocess.Popen([sys.executable, "-c", _HELD_AFTER_FETCH, *command], cwd=REPO_ROOT,
-                               env={**hubenv.env, "FETCHED_MARK": str(mark)}, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               env={**hubenv.env, "FETCHED_MARK": str(mark), "RM_WAITING_MARK": str(tmp_path / "rm")},
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not mark.exists() and started.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -257,10 +281,12 @@ def _held_after_fetch(hubenv: HubEnv, tmp_path: Path, command: list[str]) -> sub
     return started
 
 
-def _rm(reference: str, hubenv: HubEnv) -> subprocess.Popen[bytes]:
-    """`localgen models rm --yes reference`, started."""
-    return popen_localgen([sys.executable, "-m", "localgen", "models", "rm", "--yes", reference], cwd=REPO_ROOT,
-                          env=hubenv.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def _rm(reference: str, hubenv: HubEnv, tmp_path: Path) -> subprocess.Popen[str]:
+    """`localgen models rm --yes reference`, started, waiting 60 s on a lock held (not 2 s), and saying it waits
+    (tmp_path/rm) to a command _held_after_fetch started."""
+    return subprocess.Popen([sys.executable, "-c", _RM_WAITING_LONG, "models", "rm", "--yes", reference],
+                            cwd=REPO_ROOT, env={**hubenv.env, "RM_WAITING_MARK": str(tmp_path / "rm")},
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 @pytest.mark.parametrize("quant", ["Q4_K_M", "Q8_0"], ids=["split", "single"])
@@ -271,12 +297,12 @@ def test_rm_waiting_on_a_pull_that_checks_the_model_it_fetched_removes_it_once_t
     _serve(hubenv)
     hub.download_model(REPO, quant=quant, filename=None, quiet=True)
     pull = _held_after_fetch(hubenv, tmp_path, ["pull", "--force", f"{REPO}:{quant}"])
-    rm = _rm(f"{REPO}:{quant}", hubenv)
+    rm = _rm(f"{REPO}:{quant}", hubenv, tmp_path)
     _, rm_err = rm.communicate(timeout=60)
     pulled, pull_err = pull.communicate(timeout=60)
     assert pull.returncode == 0 and "error" not in pull_err, pull_err
     assert pulled.endswith(f"{S1 if quant == 'Q4_K_M' else ONE}\n"), pulled
-    assert rm.returncode == 0 and rm_err.decode().startswith(f"localgen: removed {REPO}:{quant}"), rm_err
+    assert rm.returncode == 0 and rm_err.startswith(f"localgen: removed {REPO}:{quant}"), rm_err
     assert hubenv.snapshot_files(REPO) == [] and hubenv.blobs(REPO) == []
 
 
@@ -302,9 +328,9 @@ def test_rm_waiting_on_a_run_that_downloaded_its_model_removes_it_once_llama_cpp
 
     hubenv.server.add_repo(REPO, {ONE: tiny_model(tmp_path / "tiny.gguf")})  # a model llama.cpp loads
     run = _held_after_fetch(hubenv, tmp_path, ["run", "-m", f"{REPO}:Q8_0", "-n", "4", "--temp", "0", "hi"])
-    rm = _rm(f"{REPO}:Q8_0", hubenv)
+    rm = _rm(f"{REPO}:Q8_0", hubenv, tmp_path)
     _, rm_err = rm.communicate(timeout=60)
     _, run_err = run.communicate(timeout=60)
     assert run.returncode == 0 and "error" not in run_err, run_err
-    assert rm.returncode == 0 and rm_err.decode().startswith(f"localgen: removed {REPO}:Q8_0"), rm_err
+    assert rm.returncode == 0 and rm_err.startswith(f"localgen: removed {REPO}:Q8_0"), rm_err
     assert hubenv.snapshot_files(REPO) == [] and hubenv.blobs(REPO) == []
