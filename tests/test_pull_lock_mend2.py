@@ -4,6 +4,9 @@ holds it, so that the two pulls never wait on each other for good."""
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
+import re
 import subprocess
 import sys
 import threading
@@ -12,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from localgen import hub_resume
+from localgen.registry_toml import read_toml
 from tests.conftest import REPO_ROOT
 
 _RM_THEN_PULL = """
@@ -73,3 +77,33 @@ def test_a_pull_waiting_on_a_models_rm_s_lock_backs_off_once_another_pull_takes_
         if other.poll() is None:
             other.kill()
             other.wait()
+
+
+def _imported_packages() -> set[str]:
+    """The top-level packages localgen's modules import, other than the standard library's and its own."""
+    names: set[str] = set()
+    for module in (REPO_ROOT / "localgen").rglob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.partition(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.partition(".")[0])
+    return {name for name in names if name not in sys.stdlib_module_names and name != "localgen"}
+
+
+def _normalized(name: str) -> str:
+    """A distribution's name as packaging compares them."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_every_package_localgen_imports_is_a_declared_dependency() -> None:
+    """filelock (whose Timeout a pull waiting on a blob's lock catches), markdown-it-py and MarkupSafe were imported
+    without being declared, installed only as huggingface_hub's, rich's and Jinja2's dependencies."""
+    pyproject = REPO_ROOT / "pyproject.toml"
+    project = read_toml(pyproject.read_text(encoding="utf-8"), pyproject)["project"]
+    declared = {_normalized(re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0])
+                for requirement in project["dependencies"]}
+    distributions = importlib.metadata.packages_distributions()
+    undeclared = {package for package in _imported_packages()
+                  if not {_normalized(d) for d in distributions.get(package, [package])} & declared}
+    assert undeclared == set()
