@@ -47,8 +47,8 @@ from localgen.hub_resume import (
     blob_lock,
     blob_locks_held,
     fetch_blob,
+    must_back_off,
     resumable,
-    waits_on_no_pull,
 )
 from localgen.hub_settings import check_endpoint, hub_endpoint
 from localgen.hub_types import HubFile, HubModel
@@ -347,8 +347,7 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
     own = blob if resumable(f) else None  # the blob localgen fetches (where it is not there) and links itself
     kept_whole = own is not None and 0 < f.size == partial_size(model.repo, own)  # a stopped download's: nothing to get
     lock = blob_lock_path(model.repo, blob) if waiting and blob else None  # another process holds it: which, doing what
-    if lock is not None and own is not None and any(held > lock for held in blob_locks_held()) \
-            and not waits_on_no_pull(lock):
+    if lock is not None and own is not None and must_back_off(lock):
         raise LockOutOfOrder(lock)  # before a word is said: _fetch_in_lock_order lets go of those held first
     holder = lock_activity.holder(lock) if lock else None
     display.begin_file(f, cached=cached or (kept_whole and not (force or waiting)), waiting=waiting, holder=holder)

@@ -113,6 +113,18 @@ def waits_on_no_pull(lock: Path) -> bool:
     return holder is not None and holder.doing == "removing"
 
 
+def must_back_off(lock: Path) -> bool:
+    """Whether this thread, finding another process holding a blob's lock, lets go of the locks it holds rather than
+    wait on it: it sorts before one of them, and its holder is no models rm."""
+    return _sorts_before_held(lock) and not waits_on_no_pull(lock)
+
+
+def _sorts_before_held(lock: Path) -> bool:
+    """Whether a blob's lock sorts before one this thread holds: waiting on it for good could wait on a pull that waits
+    on this one's (two models sharing blobs, their shards in opposite order)."""
+    return any(held > lock for held in blob_locks_held())
+
+
 def blob_locks_held() -> list[Path]:
     """The blob locks this thread holds, in the one order they are waited on in: by path."""
     return sorted(lock for lock, thread in _HELD_BY_THREAD.items() if thread == threading.get_ident())
@@ -132,14 +144,14 @@ def blob_lock(lock: Path) -> Iterator[None]:
     if _HELD_BY_THREAD.get(lock) == threading.get_ident():
         yield
         return
-    later = any(held > lock for held in blob_locks_held())
+    later = _sorts_before_held(lock)
     with contextlib.ExitStack() as taken:
         while True:  # a models rm's lock is waited on in bounded waits, its holder looked at again after each
             try:
                 taken.enter_context(WeakFileLock(lock, timeout=OUT_OF_ORDER_WAIT_S if later else None))
                 break
             except Timeout as exc:
-                if not waits_on_no_pull(lock):  # rm let go of it and a pull took it: that pull may wait on ours
+                if must_back_off(lock):  # rm let go of it and a pull took it: that pull may wait on ours
                     raise LockOutOfOrder(lock) from exc
         _HELD_BY_THREAD[lock] = threading.get_ident()
         LOCKS_HELD_HERE.add(lock)  # its own checks (a replaced copy's folder pruned) take it for no download's

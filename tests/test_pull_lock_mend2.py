@@ -5,16 +5,22 @@ holds it, so that the two pulls never wait on each other for good."""
 from __future__ import annotations
 
 import ast
+import fcntl
 import importlib.metadata
+import itertools
+import os
 import re
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hub_server import HubEnv, file_sha256, make_gguf_bytes
 
-from localgen import hub_resume
+from localgen import hub_cache, hub_resume
 from localgen.registry_toml import read_toml
 from tests.conftest import REPO_ROOT
 
@@ -107,3 +113,131 @@ def test_every_package_localgen_imports_is_a_declared_dependency() -> None:
     undeclared = {package for package in _imported_packages()
                   if not {_normalized(d) for d in distributions.get(package, [package])} & declared}
     assert undeclared == set()
+
+
+BACKS = "org/backs-GGUF"
+B1, B2 = "backs-Q4_K_M-00001-of-00002.gguf", "backs-Q4_K_M-00002-of-00002.gguf"
+
+_PULL = """
+import os, sys, time
+from pathlib import Path
+from localgen import hub, hub_resume
+hub_resume.OUT_OF_ORDER_WAIT_S = float(os.environ.get("OUT_OF_ORDER_WAIT_S", hub_resume.OUT_OF_ORDER_WAIT_S))
+late, reached, taken = os.environ.get("TAKEN_LATE"), Path(os.environ["REACHED_MARK"]), Path(os.environ["TAKEN_MARK"])
+real = hub.fetch_blob
+def taken_meanwhile(repo, revision, f, etag, **kwargs):
+    if etag == late and not taken.exists():  # another process takes its lock as this pull goes to take it
+        reached.touch()
+        deadline = time.monotonic() + 60
+        while not taken.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return real(repo, revision, f, etag, **kwargs)
+hub.fetch_blob = taken_meanwhile
+sys.argv = ["localgen", *sys.argv[1:]]
+from localgen.launcher import main
+main()
+"""
+
+_HOLD = """
+import sys
+from pathlib import Path
+from localgen import hub_resume
+with hub_resume.blob_lock(Path(sys.argv[1])):  # as another pull fetching it records it
+    print("held", flush=True)
+    sys.stdin.readline()
+"""
+
+
+class _Lines:
+    """A process's stderr, read as it comes."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc, self.lines = proc, list[str]()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        self.lines.extend(self.proc.stderr)
+
+
+def _until(done: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    """Wait (up to timeout seconds) until done() is true."""
+    deadline = time.monotonic() + timeout
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert done(), f"not {what} after {timeout} s"
+
+
+def _free(lock: Path) -> bool:
+    """Whether no process holds a lock file's flock."""
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def _shards_in_reverse_lock_order(hubenv: HubEnv) -> tuple[Path, Path]:
+    """BACKS's two shards, served, whose blob names sort the other way round from their numbers: their locks."""
+    for tag in itertools.count():
+        first, second = make_gguf_bytes(f"one{tag}", shard=(1, 2)), make_gguf_bytes(f"two{tag}", shard=(2, 2))
+        if file_sha256(first) > file_sha256(second):
+            hubenv.server.add_repo(BACKS, {B1: first, B2: second})
+            return (hub_cache.blob_lock_path(BACKS, file_sha256(first)),
+                    hub_cache.blob_lock_path(BACKS, file_sha256(second)))
+    raise AssertionError("unreachable")
+
+
+def _started_pull(hubenv: HubEnv, tmp_path: Path, **env: str) -> _Lines:
+    """`localgen pull BACKS`, started, as _PULL runs it."""
+    marks = {"REACHED_MARK": str(tmp_path / "reached"), "TAKEN_MARK": str(tmp_path / "taken")}
+    return _Lines(subprocess.Popen([sys.executable, "-c", _PULL, "pull", BACKS], cwd=REPO_ROOT,
+                                   env={**hubenv.env, **marks, **env}, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+
+
+def _holding(lock: Path) -> subprocess.Popen[str]:
+    """A process holding a blob's lock as a pull fetching it does, until a line comes on its stdin: once it holds it."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    other = subprocess.Popen([sys.executable, "-c", _HOLD, str(lock)], cwd=REPO_ROOT, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    assert other.stdout is not None and other.stdout.readline() == "held\n"
+    return other
+
+
+def _let_go(other: subprocess.Popen[str]) -> None:
+    """End _holding's process."""
+    if other.poll() is None:
+        assert other.stdin is not None
+        other.stdin.write("\n")
+        other.stdin.close()
+    other.wait(30)
+
+
+def _starts_of(lines: list[str], filename: str) -> list[str]:
+    """The lines said as a file's fetch starts (or waits on another's)."""
+    starts = ("localgen: downloading ", "localgen: another download ", "localgen: process ")
+    return [line for line in lines if line.startswith(starts) and f"/{filename} (" in line]
+
+
+def test_a_pull_finding_a_lock_held_that_sorts_before_one_it_holds_lets_go_of_it_before_saying_anything(
+        hubenv: HubEnv, tmp_path: Path) -> None:
+    """The pull said it waited on the other download, then waited on the lock holding its first shard's before
+    letting go of it and saying so again; now it lets go at once (here, with that wait made a minute long)."""
+    later, first = _shards_in_reverse_lock_order(hubenv)
+    other = _holding(first)
+    pull = _started_pull(hubenv, tmp_path, OUT_OF_ORDER_WAIT_S="60")
+    try:
+        _until(lambda: bool(_starts_of(pull.lines, B2)), "waiting", 60)
+        _until(lambda: _free(later), "letting go of the first shard's lock", 10)
+    finally:
+        _let_go(other)
+    assert pull.proc.wait(60) == 0, pull.lines
+    pull.reader.join(10)
+    said = _starts_of(pull.lines, B2)
+    assert len(said) == 1 and said[0].startswith(f"localgen: another download is fetching {BACKS}/{B2} (") and \
+        said[0].endswith("; waiting for it\n"), pull.lines
