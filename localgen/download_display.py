@@ -19,6 +19,7 @@ class Display:
     def __init__(self, model: HubModel) -> None:
         self.model = model
         self.notes_after: list[str] = []  # lines hub.py says once the bars are gone (a Ctrl-C's: what is kept)
+        self.backed_off: HubFile | None = None  # the file whose fetch stopped to begin again: said, its bar kept
 
     def __enter__(self) -> Display:
         return self
@@ -29,6 +30,16 @@ class Display:
     def begin_file(self, file: HubFile, *, cached: bool, waiting: bool = False, holder: Holder | None = None) -> None:
         """A file starts (cached: it is already on disk; waiting: another process holds its lock, holder: which, and
         what it does with it, where it recorded that)."""
+
+    def backing_off(self, file: HubFile) -> None:
+        """The file's fetch stops before any of it came, to begin again once this pull has let go of the locks it
+        holds (another process took the file's lock, which sorts before them): its start is not said again."""
+        self.backed_off = file
+
+    def begun_again(self, file: HubFile) -> bool:
+        """Whether the file begins again after backing off (said already, its bar kept), which it no longer is."""
+        again, self.backed_off = self.backed_off is file, None
+        return again
 
     def holder_now(self, holder: Holder) -> None:
         """The process holding the current file's lock, which this one waits on, does something else now."""

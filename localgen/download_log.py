@@ -33,12 +33,13 @@ class LineDisplay(Display):
         self.own_transfer = False
 
     def begin_file(self, file: HubFile, *, cached: bool, waiting: bool = False, holder: Holder | None = None) -> None:
-        """Say that the file starts (nothing for a cached one)."""
+        """Say that the file starts (nothing for a cached one, nor for one said already that begins again)."""
+        again = self.begun_again(file)
         with self.lock:
             self.file = None if cached else file
             self.done, self.total, self.tenth = 0, file.size, 0
             self.said_at, self.since, self.own_transfer = time.monotonic(), None, False
-        if not cached:
+        if not (cached or again):
             say_line(start_line(self.model, file, self.source, waiting=waiting, holder=holder))
 
     def holder_now(self, holder: Holder) -> None:

@@ -187,8 +187,10 @@ class RichDisplay(Display):
             interrupt_line_ended()
 
     def begin_file(self, file: HubFile, *, cached: bool, waiting: bool = False, holder: Holder | None = None) -> None:
-        """Say that the file starts (above the bars) and add its bar; a cached file's bar is full, and not said."""
-        if not cached:
+        """Say that the file starts (above the bars) and add its bar; a cached file's bar is full, and not said; one
+        said already that begins again keeps its bar."""
+        again = self.begun_again(file) and self.task is not None
+        if not (cached or again):
             say_line(start_line(self.model, file, self.source, waiting=waiting, holder=holder), self.progress.console)
         with self.lock:
             self.file = file
@@ -196,7 +198,10 @@ class RichDisplay(Display):
             self.file_total = file.size
             self.own_transfer = False
             note = waiting_note(holder) if waiting else ""
-            self.task = self.progress.add_task(file.name, total=file.size, completed=self.file_done, note=note)
+            if again:
+                self.progress.update(self.task, total=file.size, completed=self.file_done, note=note)
+            else:
+                self.task = self.progress.add_task(file.name, total=file.size, completed=self.file_done, note=note)
             self._sync_overall()
 
     def holder_now(self, holder: Holder) -> None:

@@ -370,6 +370,7 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
                                          locks=locks)
                 path = pointer
     except LockOutOfOrder:
+        display.backing_off(f)
         raise  # _fetch_in_lock_order's to handle
     except Exception as exc:
         ours = blob if claim.writing else None  # a part another pull is writing is not this one's to speak of

@@ -241,3 +241,47 @@ def test_a_pull_finding_a_lock_held_that_sorts_before_one_it_holds_lets_go_of_it
     said = _starts_of(pull.lines, B2)
     assert len(said) == 1 and said[0].startswith(f"localgen: another download is fetching {BACKS}/{B2} (") and \
         said[0].endswith("; waiting for it\n"), pull.lines
+
+
+def test_a_pull_backing_off_after_saying_a_file_starts_says_it_once(hubenv: HubEnv, tmp_path: Path) -> None:
+    """Another process took the lock of the second shard as the pull, holding the first shard's (sorting after it),
+    went to take it: the pull said the second shard's start a second time as it fetched it again."""
+    later, first = _shards_in_reverse_lock_order(hubenv)
+    pull = _started_pull(hubenv, tmp_path, TAKEN_LATE=first.stem)
+    other = None
+    try:
+        _until(lambda: (tmp_path / "reached").exists(), "going to fetch the second shard", 60)
+        other = _holding(first)
+        (tmp_path / "taken").touch()
+        _until(lambda: _free(later), "letting go of the first shard's lock", 30)
+    finally:
+        (tmp_path / "taken").touch()
+        if other is not None:
+            _let_go(other)
+    assert pull.proc.wait(60) == 0, pull.lines
+    pull.reader.join(10)
+    assert len(_starts_of(pull.lines, B2)) == 1, pull.lines
+    assert _starts_of(pull.lines, B2)[0].startswith(f"localgen: downloading {BACKS}/{B2} ("), pull.lines
+
+
+def test_the_bar_of_a_file_begun_again_after_backing_off_is_the_one_drawn_before() -> None:
+    """On a terminal, a pull backing off said the file's start again and drew a second bar, the first unended."""
+    import io
+
+    from rich.console import Console
+
+    from localgen.download_progress import RichDisplay
+    from localgen.hub_types import HubFile, HubModel
+
+    f = HubFile(BACKS, B2, 2**20, "a" * 64, "Q4_K_M", None, None)
+    out = io.StringIO()
+    display = RichDisplay(HubModel(BACKS, "Q4_K_M", (f,), "c" * 40),
+                          console=Console(file=out, force_terminal=True, width=200), source="http://hub")
+    with display:
+        display.begin_file(f, cached=False)
+        display.backing_off(f)
+        display.begin_file(f, cached=False, waiting=True)
+        display.end_file()
+    assert out.getvalue().count(f"localgen: downloading {BACKS}/{B2}") == 1
+    assert [task.description for task in display.progress.tasks] == [B2]
+    assert display.progress.tasks[0].finished
