@@ -88,6 +88,11 @@ def lock_holder(path: Path) -> int | None:
     return None
 
 
+def holders_told() -> bool:
+    """Whether this system tells which process holds a file's flock (Linux's /proc/locks, as lock_holder reads it)."""
+    return os.path.exists("/proc/locks")
+
+
 def open_files_spare() -> int:
     """The descriptors to leave free beside the locks one command takes: those this process has open now (as
     /proc/self/fd or /dev/fd lists them, less the one its listing opens) and OPEN_FILES_MARGIN more, or

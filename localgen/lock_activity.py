@@ -6,12 +6,13 @@ the process it names holds the lock: one a killed process left is no one's."""
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
 
-from localgen.file_locks import lock_holder, try_flock
+from localgen.file_locks import holders_told, lock_holder, try_flock
 
 Doing = Literal["downloading", "checking", "loading", "removing"]
 _HELD: dict[Path, Doing] = {}  # the blob locks this process holds, each with what it does with them now
@@ -75,10 +76,14 @@ def holder(lock: Path) -> Holder | None:
 
 
 def _held_by(lock: Path, pid: int) -> bool:
-    """Whether process pid holds the lock: as the system tells the holder, else where one does and pid runs."""
+    """Whether process pid holds the lock: as the system tells the holder, else where one does and pid runs (False
+    where the system tells holders but not this one's: none holds it, or one in another pid namespace, whose pid means
+    nothing here; and on Windows, where os.kill(pid, 0) would send pid a Ctrl-C)."""
     known = lock_holder(lock)
     if known is not None:
         return known == pid
+    if os.name == "nt" or holders_told():
+        return False
     try:
         os.kill(pid, 0)
     except PermissionError:
@@ -93,9 +98,14 @@ def _held_by(lock: Path, pid: int) -> bool:
 
 
 def _write(lock: Path, doing: Doing) -> None:
-    """Replace the record of a lock this process holds (best effort: a cache it cannot write keeps none)."""
+    """Replace the record of a lock this process holds (best effort: a cache it cannot write keeps none), deleting the
+    temporary records beside it that holders killed as they wrote them left (only the lock's holder writes one)."""
     record = record_path(lock)
     temporary = record.with_name(f"{record.name}.{os.getpid()}.tmp")
+    for left in record.parent.glob(f"{glob.escape(record.name)}.*.tmp"):
+        if left != temporary:
+            with contextlib.suppress(OSError):
+                left.unlink()
     with contextlib.suppress(OSError):
         temporary.write_text(f"{os.getpid()} {doing}\n", encoding="ascii")
         os.replace(temporary, record)

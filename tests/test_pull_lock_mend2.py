@@ -285,3 +285,50 @@ def test_the_bar_of_a_file_begun_again_after_backing_off_is_the_one_drawn_before
     assert out.getvalue().count(f"localgen: downloading {BACKS}/{B2}") == 1
     assert [task.description for task in display.progress.tasks] == [B2]
     assert display.progress.tasks[0].finished
+
+
+_HOLDER_IN_A_PID_NAMESPACE = """
+import sys
+from pathlib import Path
+from localgen import lock_activity
+print(lock_activity.holder(Path(sys.argv[1])))
+"""
+
+
+def test_the_holder_of_a_lock_held_in_another_pid_namespace_is_not_named_by_the_pid_it_recorded(
+        tmp_path: Path) -> None:
+    """A process of another pid namespace held the lock (its holder unseen in /proc/locks), having recorded its own pid,
+    which here was another process's, running: that process was said to be loading the model."""
+    from localgen import lock_activity
+
+    lock = tmp_path / "a.lock"
+    lock.touch()
+    held = os.open(lock, os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_EX)  # by this process, which a new pid namespace's /proc/locks names as pid 0
+    lock_activity.record_path(lock).write_text("1 loading\n")  # pid 1 there: the process that reads it
+    try:
+        looked = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c",
+                                 _HOLDER_IN_A_PID_NAMESPACE, str(lock)], cwd=REPO_ROOT, capture_output=True,
+                                text=True, timeout=60)
+    except OSError:
+        pytest.skip("no unshare here")
+    finally:
+        os.close(held)
+    if looked.returncode and "unshare" in looked.stderr:
+        pytest.skip(f"unshare cannot make a pid namespace here: {looked.stderr.strip()}")
+    assert looked.returncode == 0 and looked.stdout == "None\n", looked
+
+
+def test_a_temporary_record_a_holder_killed_as_it_wrote_it_left_goes_when_the_next_holder_writes(
+        tmp_path: Path) -> None:
+    """A killed holder's ETAG.lock.doing.PID.tmp stayed beside the lock for good."""
+    from localgen import lock_activity
+
+    lock = tmp_path / "a.lock"
+    left = lock_activity.record_path(lock).with_name("a.lock.doing.99999999.tmp")
+    left.write_text("99999999 loading\n")
+    lock_activity.took(lock)
+    try:
+        assert sorted(path.name for path in tmp_path.iterdir()) == ["a.lock.doing"]
+    finally:
+        lock_activity.letting_go(lock)
