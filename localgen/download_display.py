@@ -83,6 +83,8 @@ def start_line(model: HubModel, file: HubFile, source: str, *, waiting: bool = F
     where = f" from {source}" if source else ""
     if waiting and holder is not None and holder.doing == "removing":
         return f"localgen: {holder.who} is removing {file.repo}/{file.filename}{size}; waiting for it"
+    if waiting and holder is not None and holder.done_downloading and not holder.downloaded:
+        return f"localgen: {holder.who} is {holder.doing} {file.repo}/{file.filename}{size}; waiting for it"
     if waiting and holder is not None and holder.done_downloading:
         return (f"localgen: {holder.who} downloaded {file.repo}/{file.filename}{size} and is {holder.doing} it; "
                 "waiting for it")

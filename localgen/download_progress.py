@@ -396,7 +396,7 @@ def poll_incomplete(blobs: Path, etag: str | None, display: Display, *, lock: Pa
     found = PartialCopies()
 
     def poll() -> None:
-        said = holder
+        said = (holder or Holder(None, "downloading")).told  # waiting on no holder known: another download, it said
         for polls in itertools.count(1):
             if stop.wait(POLL_INTERVAL_S):
                 return
@@ -404,8 +404,8 @@ def poll_incomplete(blobs: Path, etag: str | None, display: Display, *, lock: Pa
                 found.seen = True
                 display.follow(max(sizes))
             if lock is not None and polls % HOLDER_POLLS == 0 and (now := lock_activity.holder(lock)) is not None \
-                    and now != said and now.pid != os.getpid():
-                said = now
+                    and now.told != said and now.pid != os.getpid():
+                said = now.told
                 display.holder_now(now)
 
     thread = threading.Thread(target=poll, name="localgen-download-progress", daemon=True)

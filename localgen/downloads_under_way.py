@@ -141,7 +141,8 @@ def _busy_refusal(name: str, reference: str, busy: lock_activity.Holder) -> Mode
     if busy.doing == "removing":
         return ModelDownloadingError(f"{name} is being removed by {busy.who}",
                                      hint="see `localgen models list` once that has ended")
-    return ModelDownloadingError(f"{name} is being checked by {busy.who}, which downloaded it",
+    which = ", which downloaded it" if busy.downloaded else ""
+    return ModelDownloadingError(f"{name} is being checked by {busy.who}{which}",
                                  hint=f"run {rerun} again once that check has ended")
 
 

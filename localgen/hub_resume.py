@@ -90,6 +90,7 @@ def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, 
     if force or not (blobs / etag).is_file():
         claim.writing = True
         fetched = _download(repo, revision, f, etag, fresh=force, display=display)
+        lock_activity.downloaded(lock)
     pointer = pointer_path(repo, revision, f.filename)
     link_into_snapshot(pointer, blobs / etag, new_blob=fetched is not None)
     if fetched is not None and _file_id(pointer) != fetched.file_id:

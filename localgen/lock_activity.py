@@ -16,14 +16,18 @@ from localgen.file_locks import holders_told, lock_holder, try_flock
 
 Doing = Literal["downloading", "checking", "loading", "removing"]
 _HELD: dict[Path, Doing] = {}  # the blob locks this process holds, each with what it does with them now
+_DOWNLOADED: set[Path] = set()  # the locks of the blobs this process downloaded (not found there and linked)
+LINKED = "linked"  # the word after a record's doing where the process found the blob there, another's download
 
 
 @dataclass(frozen=True)
 class Holder:
-    """The process holding a blob's lock (None where the system does not tell it) and what it does with its model."""
+    """The process holding a blob's lock (None where the system does not tell it), what it does with its model, and
+    whether it downloaded the blob (not found it there, another's download, and linked it)."""
 
     pid: int | None
     doing: Doing
+    downloaded: bool = True
 
     @property
     def who(self) -> str:
@@ -35,6 +39,11 @@ class Holder:
         """Whether its download ended: it checks, loads or removes the model, writing none of it."""
         return self.doing != "downloading"
 
+    @property
+    def told(self) -> tuple[str, int | None, bool]:
+        """What messages say of it: which process, where they name it (not a download's), and what it does."""
+        return self.doing, self.pid if self.done_downloading else None, self.downloaded
+
 
 def record_path(lock: Path) -> Path:
     """Where the holder of a blob's lock file records what it does."""
@@ -45,6 +54,11 @@ def took(lock: Path, doing: Doing = "downloading") -> None:
     """Note that this process took a blob's lock to do this (a download takes it to fetch the blob)."""
     _HELD[lock] = doing
     _write(lock, doing)
+
+
+def downloaded(lock: Path) -> None:
+    """Note that this process downloaded the blob whose lock it holds (rather than finding it there)."""
+    _DOWNLOADED.add(lock)
 
 
 def letting_go(lock: Path) -> None:
@@ -66,13 +80,13 @@ def holder(lock: Path) -> Holder | None:
     """The process holding a blob's lock and what it recorded doing; None where none holds it or none recorded it
     (another program's download, an older localgen) or the record is another process's."""
     try:
-        pid_text, doing = record_path(lock).read_text(encoding="ascii").split()
+        pid_text, doing, *more = record_path(lock).read_text(encoding="ascii").split()
         pid = int(pid_text)
     except (OSError, ValueError, UnicodeError):
         return None
-    if pid <= 0 or doing not in get_args(Doing) or not _held_by(lock, pid):
+    if pid <= 0 or doing not in get_args(Doing) or more not in ([], [LINKED]) or not _held_by(lock, pid):
         return None
-    return Holder(pid=pid, doing=doing)  # type: ignore[arg-type]
+    return Holder(pid=pid, doing=doing, downloaded=not more)  # type: ignore[arg-type]
 
 
 def _held_by(lock: Path, pid: int) -> bool:
@@ -107,5 +121,6 @@ def _write(lock: Path, doing: Doing) -> None:
             with contextlib.suppress(OSError):
                 left.unlink()
     with contextlib.suppress(OSError):
-        temporary.write_text(f"{os.getpid()} {doing}\n", encoding="ascii")
+        linked = f" {LINKED}" if doing in ("checking", "loading") and lock not in _DOWNLOADED else ""
+        temporary.write_text(f"{os.getpid()} {doing}{linked}\n", encoding="ascii")
         os.replace(temporary, record)

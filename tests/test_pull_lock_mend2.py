@@ -332,3 +332,62 @@ def test_a_temporary_record_a_holder_killed_as_it_wrote_it_left_goes_when_the_ne
         assert sorted(path.name for path in tmp_path.iterdir()) == ["a.lock.doing"]
     finally:
         lock_activity.letting_go(lock)
+
+
+def test_a_pull_waiting_on_a_lock_passed_from_one_download_to_another_says_nothing_more(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """The lock passed from one pull fetching the file to another: the pull waiting said again that another download
+    was fetching it."""
+    from localgen import download_progress, lock_activity
+    from localgen.download_log import LineDisplay
+    from localgen.hub_types import HubFile, HubModel
+
+    lock = tmp_path / "locks" / "a.lock"
+    f = HubFile(BACKS, B2, 2**20, "a" * 64, "Q4_K_M", None, None)
+    display = LineDisplay(HubModel(BACKS, "Q4_K_M", (f,), "c" * 40), source="http://hub")
+    first = _holding(lock)
+    looked_at_second: list[lock_activity.Holder] = []
+    second_pid = [0]
+    real = lock_activity.holder
+
+    def looked(path: Path) -> lock_activity.Holder | None:
+        now = real(path)
+        if now is not None and now.pid == second_pid[0]:
+            looked_at_second.append(now)
+        return now
+
+    monkeypatch.setattr(lock_activity, "holder", looked)
+    second = None
+    try:
+        held = real(lock)
+        display.begin_file(f, cached=False, waiting=True, holder=held)
+        with download_progress.poll_incomplete(tmp_path, None, display, lock=lock, holder=held):
+            _let_go(first)
+            second = _holding(lock)
+            second_pid[0] = second.pid
+            _until(lambda: len(looked_at_second) >= 2, "looking at the second download")
+    finally:
+        for other in filter(None, (first, second)):
+            _let_go(other)
+    said = capfd.readouterr().err
+    assert said == f"localgen: another download is fetching {BACKS}/{B2} (1.0 MiB) from http://hub; waiting for it\n"
+
+
+def test_a_process_that_linked_a_file_another_downloaded_is_said_to_check_it_not_to_have_downloaded_it(
+        tmp_path: Path) -> None:
+    """A pull that found the file there (another's download), linked it and checked its model was said to have
+    downloaded it: 'process N downloaded X and is checking it'."""
+    from localgen import download_display, lock_activity
+    from localgen.hub_types import HubFile, HubModel
+
+    f = HubFile(BACKS, B2, 2**20, "a" * 64, "Q4_K_M", None, None)
+    model = HubModel(BACKS, "Q4_K_M", (f,), "c" * 40)
+    linked, fetched = tmp_path / "a.lock", tmp_path / "b.lock"
+    with hub_resume.blob_lock(linked), hub_resume.blob_lock(fetched):
+        lock_activity.downloaded(fetched)
+        lock_activity.now_doing("checking")
+        said = [download_display.start_line(model, f, "", waiting=True, holder=lock_activity.holder(lock))
+                for lock in (linked, fetched)]
+    assert said == [f"localgen: process {os.getpid()} is checking {BACKS}/{B2} (1.0 MiB); waiting for it",
+                    f"localgen: process {os.getpid()} downloaded {BACKS}/{B2} (1.0 MiB) and is checking it; "
+                    "waiting for it"]
