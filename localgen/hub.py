@@ -41,12 +41,14 @@ from localgen.hub_errors import offline_error, stalled_message, timed_out
 from localgen.hub_listing import check_not_stalled, fetch_listing, hub_request_error, is_offline
 from localgen.hub_logs import HubLogNote, quiet_hub_logs
 from localgen.hub_resume import (
+    NO_COPY,
     Fetched,
     LockOutOfOrder,
     PartClaim,
     blob_lock,
     blob_locks_held,
     fetch_blob,
+    file_id,
     must_back_off,
     resumable,
 )
@@ -214,6 +216,8 @@ def _fetch_in_lock_order(model: HubModel, f: HubFile, *, force: bool, display: D
     is such a one, those held are let go (their files stay, fetched and checked), those sorting before it taken again,
     the file fetched (following the other's download), then those after it taken again."""
     held = blob_locks_held()
+    replaced = (file_id(blobs_dir(model.repo) / f.blob) or NO_COPY) if force and f.blob else None  # what --force
+    # replaces: where another process downloads it anew as this pull waits, once is enough
     try:
         return _fetch_file(model, f, force=force, display=display, pin=pin, locks=locks)
     except LockOutOfOrder as exc:
@@ -221,7 +225,7 @@ def _fetch_in_lock_order(model: HubModel, f: HubFile, *, force: bool, display: D
     locks.close()
     for lock in (lock for lock in held if lock < wanted):
         locks.enter_context(blob_lock(lock))
-    got = _fetch_file(model, f, force=force, display=display, pin=pin, locks=locks)
+    got = _fetch_file(model, f, force=force, display=display, pin=pin, locks=locks, replaced=replaced)
     for lock in (lock for lock in held if lock > wanted):  # a file of them removed meanwhile: _fetch_removed's
         locks.enter_context(blob_lock(lock))
     return got
@@ -291,15 +295,16 @@ class FetchedFile:
 
 
 def _fetch_file(model: HubModel, f: HubFile, *, force: bool, display: Display, pin: Pin | None,
-                locks: contextlib.ExitStack) -> FetchedFile:
+                locks: contextlib.ExitStack, replaced: tuple[int, int] | None = None) -> FetchedFile:
     """One file: download unless cached, then verify; a cached copy that fails is fetched again once (where it was a
     link to a file of the user's outside the cache, or another model's in it, the link alone is replaced, by the blob
-    where that is there, as pull --force replaces it). The lock of a blob downloaded or linked goes into locks."""
+    where that is there, as pull --force replaces it). The lock of a blob downloaded or linked goes into locks;
+    replaced: the copy a pull --force replaces, kept where another download replaced it meanwhile."""
     cached = not force and is_cached(model, f)
     own = model_blobs(blobs_dir(model.repo), (g.blob for g in model.files))  # as models rm tells them
     mine = linked_file(pointer_path(model.repo, model.revision, f.filename), own)
     with contextlib.ExitStack() as lock:  # the blob's, let go before it is fetched again, else held in locks
-        got = _hf_download(model, f, force=force, display=display, cached=cached, locks=lock)
+        got = _hf_download(model, f, force=force, display=display, cached=cached, locks=lock, replaced=replaced)
         if force and mine is not None and users_file_behind(got.path) is None:
             display.notes_after.append(f"localgen: {got.path} led to {linked_file_named(mine)}; it leads to the "
                                        f"Hub's {f.repo}/{f.filename} now, and {mine.kept} is left as it was")
@@ -330,7 +335,7 @@ def _verified(got: FetchedFile, f: HubFile, display: Display, pin: Pin | None, o
 
 
 def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, cached: bool,
-                 locks: contextlib.ExitStack) -> FetchedFile:
+                 locks: contextlib.ExitStack, replaced: tuple[int, int] | None = None) -> FetchedFile:
     """Download one file at the model's commit and link it into the snapshot (hub_resume.py, which checks it before it
     replaces a copy and links it with no further request, its blob's lock entered into locks; hf_hub_download, a file
     over the Hub's plain HTTP limit), with progress (following another download of it while waiting on its lock);
@@ -367,7 +372,7 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
             else:
                 if not (cached and pointer.is_file()):
                     fetched = fetch_blob(model.repo, model.revision, f, own, force=force, display=display, claim=claim,
-                                         locks=locks)
+                                         locks=locks, replaced=replaced)
                 path = pointer
     except LockOutOfOrder:
         display.backing_off(f)

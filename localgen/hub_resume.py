@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 DOWNLOAD_PIECE = 1024 * 1024  # the bytes a download reads, counts on its progress bar and writes at a time
 FOLDER_TRIES = 5  # a folder a download writes into that a models rm beside it prunes (empty) is made again so often
 _HELD_BY_THREAD: dict[Path, int] = {}  # the blob locks this process holds, each with the thread that took it
+NO_COPY = (0, 0)  # the (device, inode) a pull --force that found no copy to replace gives as the one it replaces
 OUT_OF_ORDER_WAIT_S = 0.5  # a lock sorting before one held is waited on this long before those held are let go
 
 
@@ -77,23 +78,28 @@ class Fetched:
 
 
 def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, display: Display,
-               claim: PartClaim, locks: contextlib.ExitStack) -> Fetched | None:
+               claim: PartClaim, locks: contextlib.ExitStack,
+               replaced: tuple[int, int] | None = None) -> Fetched | None:
     """Download a file into blobs/etag unless it is there (force: even so), then link it into the snapshot at the
     commit, with no request to the Hub beyond the download's; the blob's lock, entered into locks, is held until they
     close (the pull has checked its model). None when the blob was there once the lock was taken (cached, or another
     download finished it while this one waited). claim.writing says, should it stop, whether the partial copy is this
-    download's; the sha256 checked is given only where the entry is the blob checked."""
+    download's; the sha256 checked is given only where the entry is the blob checked. replaced: the (device, inode)
+    of the copy force replaces (NO_COPY: none was there), which another download, waited on, replacing it meanwhile
+    spares fetching again."""
     blobs, lock = blobs_dir(repo), blob_lock_path(repo, etag)
     lock.parent.mkdir(parents=True, exist_ok=True)
     locks.enter_context(blob_lock(lock))  # blobs/ is made under it, as the partial copy is opened: _open_partial
     fetched = None
+    if force and replaced is not None and file_id(blobs / etag) not in (replaced, None):
+        force = False  # another pull --force's download, waited on, replaced it: once is enough
     if force or not (blobs / etag).is_file():
         claim.writing = True
         fetched = _download(repo, revision, f, etag, fresh=force, display=display)
         lock_activity.downloaded(lock)
     pointer = pointer_path(repo, revision, f.filename)
     link_into_snapshot(pointer, blobs / etag, new_blob=fetched is not None)
-    if fetched is not None and _file_id(pointer) != fetched.file_id:
+    if fetched is not None and file_id(pointer) != fetched.file_id:
         return replace(fetched, sha256=None)
     return fetched
 
@@ -165,7 +171,7 @@ def blob_lock(lock: Path) -> Iterator[None]:
             del _HELD_BY_THREAD[lock]
 
 
-def _file_id(path: Path) -> tuple[int, int] | None:
+def file_id(path: Path) -> tuple[int, int] | None:
     """The (device, inode) of the file a path leads to, or None where it leads to none."""
     try:
         status = path.stat()

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hub_server import HubEnv, file_sha256, make_gguf_bytes
+from hub_server import HubEnv, file_sha256, make_gguf_bytes, run_cli
 
 from localgen import hub_cache, hub_resume
 from localgen.registry_toml import read_toml
@@ -192,10 +192,10 @@ def _shards_in_reverse_lock_order(hubenv: HubEnv) -> tuple[Path, Path]:
     raise AssertionError("unreachable")
 
 
-def _started_pull(hubenv: HubEnv, tmp_path: Path, **env: str) -> _Lines:
-    """`localgen pull BACKS`, started, as _PULL runs it."""
+def _started_pull(hubenv: HubEnv, tmp_path: Path, *options: str, **env: str) -> _Lines:
+    """`localgen pull [OPTIONS] BACKS`, started, as _PULL runs it."""
     marks = {"REACHED_MARK": str(tmp_path / "reached"), "TAKEN_MARK": str(tmp_path / "taken")}
-    return _Lines(subprocess.Popen([sys.executable, "-c", _PULL, "pull", BACKS], cwd=REPO_ROOT,
+    return _Lines(subprocess.Popen([sys.executable, "-c", _PULL, "pull", *options, BACKS], cwd=REPO_ROOT,
                                    env={**hubenv.env, **marks, **env}, stdin=subprocess.DEVNULL,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
 
@@ -391,3 +391,27 @@ def test_a_process_that_linked_a_file_another_downloaded_is_said_to_check_it_not
     assert said == [f"localgen: process {os.getpid()} is checking {BACKS}/{B2} (1.0 MiB); waiting for it",
                     f"localgen: process {os.getpid()} downloaded {BACKS}/{B2} (1.0 MiB) and is checking it; "
                     "waiting for it"]
+
+
+def test_a_pull_force_backing_off_from_a_file_another_pull_force_downloads_does_not_download_it_again(
+        hubenv: HubEnv, tmp_path: Path) -> None:
+    """The pull --force let go of its locks, waited for the other process's download of the file, then downloaded it
+    again."""
+    later, first = _shards_in_reverse_lock_order(hubenv)
+    assert run_cli(hubenv.env, "pull", BACKS).returncode == 0
+    blob = hubenv.hf_cache / hub_cache.repo_folder(BACKS) / "blobs" / first.stem
+    other = _holding(first)  # as another pull --force downloading it
+    fetched_before = hubenv.server.count("GET", B2), hubenv.server.count("GET", B1)
+    pull = _started_pull(hubenv, tmp_path, "--force")
+    try:
+        _until(lambda: bool(_starts_of(pull.lines, B2)), "waiting on the other download", 60)
+        _until(lambda: _free(later), "letting go of the first shard's lock", 10)
+        fresh = blob.with_name("fresh")
+        fresh.write_bytes(blob.read_bytes())
+        os.replace(fresh, blob)  # the other download's copy, checked, replacing the one there
+    finally:
+        _let_go(other)
+    assert pull.proc.wait(60) == 0, pull.lines
+    pull.reader.join(10)
+    assert (hubenv.server.count("GET", B2), hubenv.server.count("GET", B1)) == (fetched_before[0],
+                                                                               fetched_before[1] + 1), pull.lines
