@@ -4,7 +4,6 @@ conversation that /undo left empty."""
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from localgen.conversation_store import (
 )
 from localgen.errors import LocalgenError, UsageError, os_reason
 from localgen.file_locks import room_for_locks
+from localgen.replaceable import kept_mode
 from localgen.signals import deferred_signals
 from localgen.units import counted
 
@@ -83,9 +83,9 @@ def _remove_link(link: Path) -> None:
 
 def _move(path: Path, target: Path, new: str) -> None:
     """Move a conversation's file to target: a link as it is; a file written there under its new name (over what
-    is there, whose mode it does not take), its updated time, the file's times and its mode kept (a rename is no new
-    exchange: `run --continue` still takes the newest), then removed, unless target is that same file (a
-    case-insensitive file system's other case)."""
+    is there, whose mode it does not take), its updated time, the file's times and its mode kept as a rewrite keeps
+    it (kept_mode; a rename is no new exchange: `run --continue` still takes the newest), then removed, unless target
+    is that same file (a case-insensitive file system's other case)."""
     try:
         if path.is_symlink():
             os.replace(path, target)
@@ -93,7 +93,7 @@ def _move(path: Path, target: Path, new: str) -> None:
         times = path.stat()
         conversation = read_conversation(path.stem)
         conversation.name = new
-        write_conversation(target, conversation, touch=False, mode=stat.S_IMODE(times.st_mode), keep_mode=False)
+        write_conversation(target, conversation, touch=False, mode=kept_mode(times), keep_mode=False)
         os.utime(target, ns=(times.st_atime_ns, times.st_mtime_ns))
         if not _same_entry(path, target):
             path.unlink()

@@ -15,7 +15,7 @@ from localgen.errors import LocalgenError, os_reason
 
 def check_replaceable(path: Path, mode: int = 0o600) -> tuple[int, int | None]:
     """The mode and group a write of path gives it: the file's own where there is one (a regular file, not through a
-    link: see _kept_bits), else mode and the process's (None); a LocalgenError where the file there is the user's own
+    link: see kept_mode), else mode and the process's (None); a LocalgenError where the file there is the user's own
     made read-only, or another user's in a sticky folder, which the rename cannot replace, either of which a write
     leaves as it is."""
     try:
@@ -41,7 +41,7 @@ def check_replaceable(path: Path, mode: int = 0o600) -> tuple[int, int | None]:
                             "a file's owner may replace it (sticky, as /tmp is)",
                             hint="it is kept as it is; copy it to a name of your own, or set LOCALGEN_HOME to a "
                                  "folder of your own")
-    return _kept_bits(info), info.st_gid
+    return kept_mode(info), info.st_gid
 
 
 def _folder_writable(path: Path) -> bool:
@@ -61,10 +61,10 @@ def _refuse_unwritable(path: Path) -> None:
         raise LocalgenError(f"could not write {path}: {os_reason(exc)}", hint=f"it is kept as it is; {how}") from None
 
 
-def _kept_bits(info: os.stat_result) -> int:
-    """The permission bits a file written in place of one (info) takes from it: no set-id or sticky bit, and, from
-    another user's (a `sudo localgen` writing the user's file, or the user's writing one sudo left), no write for
-    its group or others, which the new owner never gave."""
+def kept_mode(info: os.stat_result) -> int:
+    """The permission bits a file written in place of one (info), or as its copy (a moved conversation), takes from
+    it: no set-id or sticky bit, and, from another user's (a `sudo localgen` writing the user's file, or the user's
+    writing one sudo left), no write for its group or others, which the new owner never gave."""
     bits = stat.S_IMODE(info.st_mode) & 0o777
     return bits if _euid() in (info.st_uid, None) else bits & ~0o022
 

