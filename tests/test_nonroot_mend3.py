@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_localgen
+from tests.test_nonroot import run_unprivileged
 
 ARGS = ("-n", "1", "--temperature", "0", "Hi")
 
@@ -44,3 +45,27 @@ def test_sudo_move_of_a_users_set_id_conversation_keeps_no_set_id_nor_write_for_
     target = _conversation(tmp_path, "d")
     assert not source.exists()
     assert (target.stat().st_uid, oct(target.stat().st_mode & 0o7777)) == (0, "0o755")
+
+
+def test_conversation_linked_to_a_file_in_a_folder_that_cannot_be_written_is_refused_before_it_answers(
+        tmp_path: Path) -> None:
+    """run --conversation of a conversation whose file is a link to one in a folder that may not be written to
+    (555): refused before the model loads, naming that folder, the file left as it is, where the run answered,
+    then failed saying the exchange was saved nowhere."""
+    assert run_localgen("run", "--conversation", "notes", *ARGS, env=_home_env(tmp_path)).returncode == 0
+    conversation = _conversation(tmp_path, "notes")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    conversation.rename(elsewhere / "notes.json")
+    conversation.symlink_to(elsewhere / "notes.json")
+    saved = conversation.read_bytes()
+    elsewhere.chmod(0o555)
+    try:
+        continued = run_unprivileged(tmp_path, "run", "--conversation", "notes", *ARGS)
+    finally:
+        elsewhere.chmod(0o755)
+    assert continued.returncode == 1 and continued.stdout == "", continued.stderr
+    assert continued.stderr.startswith(f"localgen: error: conversation 'notes' cannot be saved: cannot write to "
+                                       f"{elsewhere}: Permission denied (hint: check the permissions of {elsewhere}"), \
+        continued.stderr
+    assert conversation.read_bytes() == saved
