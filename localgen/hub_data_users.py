@@ -10,6 +10,8 @@ from pathlib import Path
 
 from localgen import hub_cache
 
+SHARED_STORE_NAME = "blobs"  # huggingface_hub's SHARED_BLOBS_DIR_NAME, in the cache folder
+
 
 @dataclass(frozen=True)
 class DataUsers:
@@ -21,12 +23,19 @@ class DataUsers:
     unread: tuple[Path, ...] = ()
 
     def of(self, blob: Path) -> set[Path]:
-        """The entries that lead to a blob of repo_dir, by its path or its real path; where that real path is outside
-        repo_dir (Xet's shared store) and another repo could not be read, the places unread, which may use it."""
+        """The entries that lead to a blob of repo_dir, by its path or its real path; where that real path is in Xet's
+        shared store and another repo could not be read, the places unread, which may use it (any other file is
+        repo_dir's own, wherever its blobs folder really is)."""
         real = Path(os.path.realpath(blob))
         found = self.entries.get(blob, set()) | self.entries.get(real, set())
-        outside = not real.is_relative_to(os.path.realpath(self.repo_dir))
-        return found or (set(self.unread) if outside else set())
+        shared = real.is_relative_to(os.path.realpath(shared_store_dir()))
+        return found or (set(self.unread) if shared else set())
+
+
+def shared_store_dir() -> Path:
+    """huggingface_hub's cache-wide shared store of Xet blobs: the cache's own blobs folder (blobs/XX/HASH), which
+    the blobs of every repo may link to."""
+    return hub_cache.hub_cache_dir() / SHARED_STORE_NAME
 
 
 def data_users(going: set[Path], repo_dir: Path) -> DataUsers:

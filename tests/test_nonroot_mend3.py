@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_localgen
-from tests.test_nonroot import run_unprivileged
+from tests.hub_server import HubServer, run_cli
+from tests.test_nonroot import run_unprivileged, run_unprivileged_in
+from tests.test_nonroot_mend2 import OTHER, _hub_pulled
 
 ARGS = ("-n", "1", "--temperature", "0", "Hi")
 
@@ -69,3 +71,25 @@ def test_conversation_linked_to_a_file_in_a_folder_that_cannot_be_written_is_ref
                                        f"{elsewhere}: Permission denied (hint: check the permissions of {elsewhere}"), \
         continued.stderr
     assert conversation.read_bytes() == saved
+
+
+def test_rm_of_a_model_whose_blobs_folder_links_to_another_disk_beside_a_repo_it_cannot_read_frees_its_data(
+        hub: tuple[HubServer, dict[str, str]], tmp_path: Path) -> None:
+    """models rm of a model whose blobs folder is a link to a folder elsewhere (another disk), beside another repo
+    that may not be entered: its blob is deleted and freed, as only a file of Xet's shared store (the cache's own
+    blobs folder) may be another repo's, where rm took the blob, outside the repo's folder, for that store's, kept
+    it ("freed 0 B, kept 1 file another model uses") and left it with no entry leading to it."""
+    env, tiny, other = _hub_pulled(hub)
+    elsewhere = tmp_path / "other-disk" / "blobs"
+    elsewhere.parent.mkdir()
+    (tiny / "blobs").rename(elsewhere)
+    (tiny / "blobs").symlink_to(elsewhere)
+    other.chmod(0)
+    try:
+        removed = run_unprivileged_in(env, "models", "rm", "--yes", "acme/Tiny-GGUF:Q8_0")
+    finally:
+        other.chmod(0o755)
+    assert removed.returncode == 0, removed.stderr
+    assert "freed 0 B" not in removed.stderr and "another model" not in removed.stderr, removed.stderr
+    assert list(elsewhere.iterdir()) == []
+    assert f"{OTHER}:Q8_0" in run_cli(env, "models").stdout
