@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
 import stat
@@ -282,6 +284,7 @@ class SafeFileHistory(FileHistory):
     def store_string(self, string: str) -> None:
         """Append a line to the file; a failure is noted once and the chat goes on."""
         try:  # bytes a non-UTF-8 terminal sent arrive as lone surrogates, which UTF-8 cannot store
+            _refuse_read_only(Path(self.filename))
             with history_lock(Path(self.filename)):  # written whole, never into a file another chat trims
                 super().store_string(string.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
         except OSError as exc:
@@ -291,6 +294,15 @@ class SafeFileHistory(FileHistory):
         """Keep the first problem for the REPL to print (printing inside prompt-toolkit garbles the screen)."""
         if not self._reported:
             self.problem, self._reported = message, True
+
+
+def _refuse_read_only(path: Path) -> None:
+    """Raise PermissionError where the history file's mode lets no one write it (444): as it refuses a user, it
+    refuses root, whom no mode stops."""
+    with contextlib.suppress(FileNotFoundError):  # (not made yet: the append makes it)
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        if not mode & stat.S_IWUSR:
+            raise PermissionError(errno.EACCES, f"it is read-only (mode {mode:o})", str(path))
 
 
 class UnrecalledFileHistory(SafeFileHistory):
@@ -325,9 +337,10 @@ def history_path() -> Path:
 
 def open_history(*, recall: bool = True) -> tuple[History, str | None]:
     """The persistent input history, kept private (0600: it holds everything typed, as a shell's history does; what
-    its group or others may do with it is taken away) but for one made read-only, left as it is, untrimmed; and a
-    warning when the file had to be set aside; without recall (a terminal whose prompt cannot show a recalled line),
-    lines are saved but never offered for Up."""
+    its group or others may do with it is taken away) but for one made read-only by its mode (for root too), left
+    as it is, unchecked, untrimmed, never set aside, appended to by no chat; and a warning when the file had to be
+    set aside; without recall (a terminal whose prompt cannot show a recalled line), lines are saved but never
+    offered for Up."""
     path = history_path()
     in_memory: Callable[[], History] = InMemoryHistory if recall else DummyHistory
     warning = None
@@ -341,8 +354,10 @@ def open_history(*, recall: bool = True) -> tuple[History, str | None]:
             return in_memory(), f"{path} is a directory; input history is not saved this session"
         if not stat.S_ISREG(mode) and not os.path.samestat(status, os.stat(os.devnull)):  # a FIFO would never end
             return in_memory(), f"{path} is not a regular file; input history is not saved this session"
-        if stat.S_ISREG(mode):  # (a symlink to /dev/null, a common way to turn history off, is left alone)
-            if mode & 0o077 and mode & stat.S_IWUSR:  # one made read-only is the user's to keep as it is: untouched
+        # a link to /dev/null, a common way to turn history off, is left alone, as is one made read-only by its mode
+        # (which binds root too): the user's to keep as it is, damaged or not
+        if stat.S_ISREG(mode) and mode & stat.S_IWUSR:
+            if mode & 0o077:
                 os.chmod(path, stat.S_IMODE(mode) & 0o700)
             damage = check_and_trim_history(path)
             if damage:

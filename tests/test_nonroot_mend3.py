@@ -93,3 +93,68 @@ def test_rm_of_a_model_whose_blobs_folder_links_to_another_disk_beside_a_repo_it
     assert "freed 0 B" not in removed.stderr and "another model" not in removed.stderr, removed.stderr
     assert list(elsewhere.iterdir()) == []
     assert f"{OTHER}:Q8_0" in run_cli(env, "models").stdout
+
+
+def _history_of(path: Path, entries: int, mode: int, damaged: bool = False) -> bytes:
+    """An input history at path of entries (a damaged one: with a NUL byte in its last), at mode; its bytes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(b"\n# 2026-01-01 00:00:00\n+entry %d\n" % n for n in range(entries))
+                     + (b"+a \0 in it\n" if damaged else b""))
+    path.chmod(mode)
+    return path.read_bytes()
+
+
+def _chat_sending_a_line(home: Path, *, as_root: bool) -> str:
+    """A chat started in a pseudo-terminal (as root with every capability, or where permissions bind), sent one line,
+    then left with Ctrl-D; all it wrote, its spacing made single."""
+    import io
+    import sys
+
+    import pexpect
+
+    from tests.conftest import REPO_ROOT
+    from tests.test_nonroot import COLUMNS, unprivileged
+    from tests.test_repl import PROMPT, TIMEOUT, _env
+
+    command = [sys.executable, "-m", "localgen", "chat", "-n", "4"]
+    command = command if as_root else unprivileged(command)
+    chat = pexpect.spawn(command[0], command[1:], env={**_env(home, columns=COLUMNS), "LOCALGEN_OFFLINE": "1"},
+                         cwd=str(REPO_ROOT), encoding="utf-8", codec_errors="replace", timeout=TIMEOUT,
+                         dimensions=(30, COLUMNS))
+    chat.logfile_read = io.StringIO()
+    chat.expect_exact(PROMPT)
+    chat.sendline("hello")
+    chat.expect_exact(PROMPT)
+    chat.sendcontrol("d")
+    chat.expect(pexpect.EOF)
+    chat.close()
+    assert chat.exitstatus == 0, chat.before
+    return " ".join(chat.logfile_read.getvalue().split())
+
+
+def test_read_only_history_is_left_as_it_is_by_root_too(tmp_path: Path) -> None:
+    """An input history made read-only (444) past its bound of entries, and a chat run by root, whose writes no mode
+    refuses: the history is left as it is, untrimmed, the line sent not added, and the chat says it could not save it,
+    as for a user, where root trimmed it and appended to it."""
+    from localgen.history_bound import MAX_HISTORY_ENTRIES
+
+    if os.geteuid() != 0:
+        pytest.skip("root's writes are what this checks")
+    history = tmp_path / "data" / "history"
+    before = _history_of(history, MAX_HISTORY_ENTRIES * 2, 0o444)
+    said = _chat_sending_a_line(tmp_path, as_root=True)
+    assert history.read_bytes() == before
+    assert oct(history.stat().st_mode & 0o777) == "0o444"
+    assert f"could not save input history to {history}: it is read-only (mode 444)" in said, said
+
+
+def test_damaged_read_only_history_is_left_as_it_is(tmp_path: Path) -> None:
+    """A damaged input history (a NUL byte) made read-only (444): a chat's start leaves it as it is, in its place,
+    where it moved it to history.damaged and started a new 600 history the user had not asked for."""
+    history = tmp_path / "data" / "history"
+    before = _history_of(history, 3, 0o444, damaged=True)
+    said = _chat_sending_a_line(tmp_path, as_root=False)
+    assert history.read_bytes() == before
+    assert oct(history.stat().st_mode & 0o777) == "0o444"
+    assert not history.with_name("history.damaged").exists()
+    assert "is damaged" not in said, said
