@@ -335,8 +335,9 @@ def _system_option(system: str | None, file: SystemFile | None) -> str:
 
 def _option_given(value: str, option: str, long: str) -> str:
     """An option given a free text value, as a shell takes it within a hint's backticks: after its long name's '='
-    where the value reads as an option (--system=-n), which click would take as one, each backtick as $'\\x60'."""
-    word = "$'\\x60'".join(typed(part) if part else "" for part in value.split("`"))
+    where the value reads as an option (--system=-n), which click would take as one, each backtick as $'\\x60', an
+    empty value as '' (written as nothing, the next word was taken for it)."""
+    word = "$'\\x60'".join(typed(part) if part else "" for part in value.split("`")) or "''"
     return f"{long}={word}" if value.startswith("-") else f"{option} {word}"
 
 
