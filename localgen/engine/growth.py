@@ -7,6 +7,7 @@ from pathlib import Path
 
 from localgen.errors import LocalgenError
 from localgen.estimate import allocated_context, estimate_memory, kv_cache_bytes, read_shape
+from localgen.hardware import repacked_weight_types
 from localgen.params import LoadOptions
 
 FIRST_TOKENS = 2048  # a KV cache starts this large unless more is expected; it takes the whole context when needed
@@ -34,7 +35,8 @@ def first_cells(options: LoadOptions, whole: int, path: Path) -> int:
 
 def _data_limit_tight(options: LoadOptions, path: Path, first: int) -> bool:
     """Whether `ulimit -d` may not hold the whole context of the model at path on top of what this process has
-    mapped, with a small cache's copy as it grows and DATA_MARGIN_BYTES more (True where that cannot be told)."""
+    mapped, with a small cache's copy as it grows and DATA_MARGIN_BYTES more (True where that cannot be told); the
+    weights llama.cpp repacks into its own buffers count, as the fit counts them."""
     limit = resource.getrlimit(resource.RLIMIT_DATA)[0]
     if limit == resource.RLIM_INFINITY:
         return False
@@ -45,6 +47,7 @@ def _data_limit_tight(options: LoadOptions, path: Path, first: int) -> bool:
     except (OSError, ValueError, StopIteration, LocalgenError):  # no /proc, or a header the load will judge
         return True
     whole = estimate_memory(shape, n_ctx=options.n_ctx, kv_type=options.kv_type, n_gpu_layers=options.n_gpu_layers,
-                            n_ubatch=options.n_ubatch, flash_attn=options.flash_attention)
+                            n_ubatch=options.n_ubatch, flash_attn=options.flash_attention,
+                            repack_types=repacked_weight_types())
     growing = kv_cache_bytes(shape, first, options.kv_type)
     return limit < in_use + whole.private_ram_bytes + growing + DATA_MARGIN_BYTES
