@@ -63,18 +63,18 @@ def _opened_file(path: Path) -> int | None:
 
 def newest_entries(data: bytes, most: int = MAX_HISTORY_ENTRIES, most_bytes: int = MAX_HISTORY_BYTES) -> bytes | None:
     """A history file's data (prompt-toolkit's: each entry a '# time' header, then its lines, each after a '+') kept to
-    its newest most entries within most_bytes (the newest one whatever its size), each whole with its header; None
-    where it holds no more."""
+    its newest most entries within most_bytes (the newest one with text whatever its size, and whatever lines with
+    none follow it), each whole with its header; None where it holds no more."""
     if len(data) <= most_bytes and data.count(b"\n+") + data.startswith(b"+") <= most:
         return None  # fewer lines of text than the entries it may keep
     starts = collections.deque([0], maxlen=most + 2)  # where the newest entries begin: a header after text
     starts.extend(map(re.Match.end, _ENTRY_LAST_LINE.finditer(data)))  # found in C, not line by line
     kept_from, entries = len(data), 0
     for start in reversed(starts):
-        entries += data.startswith(b"+", start) or data.find(b"\n+", start, kept_from) >= 0
-        if kept_from < len(data) and (entries > most or len(data) - start > most_bytes):
-            break
-        kept_from = start
+        text = data.startswith(b"+", start) or data.find(b"\n+", start, kept_from) >= 0
+        if entries and (entries + text > most or len(data) - start > most_bytes):
+            break  # an entry with text is kept already
+        entries, kept_from = entries + text, start
     return data[kept_from:] if kept_from else None
 
 

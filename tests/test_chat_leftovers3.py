@@ -90,3 +90,24 @@ def test_the_data_limit_s_check_counts_the_weights_llama_cpp_repacks_into_its_ow
     assert repacked > 50 * 2**20 and len(used) == 1
     assert used[0].private_ram_bytes == as_stored.private_ram_bytes + (repacked if extra_buffers else 0), (
         used[0].private_ram_bytes >> 20, as_stored.private_ram_bytes >> 20)
+
+
+@pytest.mark.parametrize("tail", [b"\n", b"# note\n", b"\n# 2026-01-01 10:00:02\n"])
+def test_a_start_s_trim_keeps_the_newest_entry_whatever_lines_without_text_follow_it(tmp_path: Path,
+                                                                                     tail: bytes) -> None:
+    """A chat start's trim of a history whose newest entry, past the bound of 16 MiB, has lines with no text after
+    it (an empty line, a comment, a header of none) keeps that entry with them, and Up recalls it (the file was cut
+    to those lines alone, and no entry recalled)."""
+    from prompt_toolkit.history import FileHistory
+
+    from localgen.history_bound import MAX_HISTORY_BYTES, check_and_trim_history
+    from localgen.repl_input import SafeFileHistory
+
+    history = tmp_path / "history"
+    text = "y" * (MAX_HISTORY_BYTES + 1_750_000)
+    newest = b"\n# 2026-01-01 10:00:01\n+" + text.encode() + b"\n" + tail
+    history.write_bytes(b"\n# 2026-01-01 10:00:00\n+small\n" + newest)
+    assert check_and_trim_history(history) is None
+    assert history.read_bytes() == newest
+    recalled = list(SafeFileHistory(history).load_history_strings())
+    assert recalled == list(FileHistory(str(history)).load_history_strings()) == [text], [len(r) for r in recalled]
