@@ -20,9 +20,11 @@ _SEPARATOR = '"," space'
 
 def keywords_held(schema: dict[str, Any]) -> frozenset[str]:
     """The keywords the converter ignores that own_rule holds for a schema: a number's bounds, an object's counts and
-    property names."""
+    property names (but a minProperties that names not listed may meet only by repeating one: free strings, a grammar
+    cannot keep them apart, so past one such name it counts writings, not names)."""
     if _counted(schema):
-        return frozenset(key for key in COUNT_KEYWORDS if key in schema)
+        repeatable = _free_names(schema) and schema.get("minProperties", 0) > len(schema.get("required") or ()) + 1
+        return frozenset(key for key in COUNT_KEYWORDS if key in schema and not (repeatable and key == "minProperties"))
     return bounds_held(schema)
 
 
@@ -52,11 +54,31 @@ def _names_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
     return {**names, "type": "string"}
 
 
+def _finite_names(names: dict[str, Any]) -> list[str] | None:
+    """The names a propertyNames schema lists by enum (or const), each once (None: it lists none)."""
+    if not isinstance(names.get("enum"), list):
+        return None
+    return list(dict.fromkeys(name for name in names["enum"] if isinstance(name, str)))
+
+
+def _other_schema(schema: dict[str, Any]) -> object:
+    """The schema of a property the object does not list (None or False: none allowed)."""
+    return schema.get("additionalProperties", None if schema.get("properties") else True)
+
+
+def _free_names(schema: dict[str, Any]) -> bool:
+    """Whether an object allows properties it does not list whose names are not a finite list: a name may repeat."""
+    names = _names_schema(schema)
+    return _other_schema(schema) not in (None, False) and names is not None and _finite_names(names) is None
+
+
 def _rule_count(schema: dict[str, Any]) -> int:
-    """How many rules an object's count takes: one for each optional property and count so far."""
+    """How many rules an object's count takes: one for each optional property (listed, or named by propertyNames'
+    enum) and count so far."""
     properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    names = _finite_names(_names_schema(schema) or {}) or []
     high = schema.get("maxProperties", schema.get("minProperties", 0))
-    return (len(properties) + 1) * (int(high) + 1) if isinstance(high, int) else MAX_COUNT_RULES + 1
+    return (len(properties) + len(names) + 1) * (int(high) + 1) if isinstance(high, int) else MAX_COUNT_RULES + 1
 
 
 class _ObjectRule:
@@ -80,8 +102,12 @@ class _ObjectRule:
         self.required = [self._pair(key, kept[key]) for key in kept if key in required]
         self.optional = [self._pair(key, sub) for key, sub in kept.items() if key not in required]
         self.low, self.high = schema.get("minProperties", 0), schema.get("maxProperties")
-        extra = schema.get("additionalProperties", None if listed else True)
-        self.other = None if extra in (None, False) else self._other_pair(names, ANY_VALUE if extra is True else extra)
+        extra = _other_schema(schema)
+        extra = None if extra in (None, False) else ANY_VALUE if extra is True else extra
+        finite = _finite_names(names)
+        if extra is not None and finite is not None:  # each name at most once, as an optional property of its own
+            self.optional += [self._pair(key, extra) for key in finite if key not in listed]
+        self.other = None if extra is None or finite is not None else self._other_pair(names, extra)
 
     def _pair(self, key: str, schema: object) -> str:
         """The rule of one listed property: its name, then its value."""

@@ -1,0 +1,90 @@
+"""An object's counts and property names held by its grammar only as far as a grammar can hold them: names a finite
+list gives written at most once each, counts refused where no object meets them, and what cannot be held warned of."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_localgen
+from tests.test_gen_hunt import _Vocab, _warnings
+
+_COLOURS = {"type": "object", "minProperties": 2, "maxProperties": 4,
+            "propertyNames": {"enum": ["red", "green", "blue", "cyan"]},
+            "additionalProperties": {"type": "integer", "minimum": 0, "maximum": 255}}
+
+
+@pytest.fixture(scope="module")
+def vocab(bundled_model: Path) -> _Vocab:
+    """The bundled model's vocabulary, for grammar checks in milliseconds."""
+    return _Vocab(bundled_model)
+
+
+def _accepted(vocab: _Vocab, schema: dict[str, object], texts: list[str]) -> list[str]:
+    """Those of texts the grammar of schema lets an answer be (its warnings aside)."""
+    from localgen.json_schema import schema_grammar
+
+    grammar = schema_grammar(json.dumps(schema), [])
+    return [text for text in texts if vocab.accepts(grammar, text)]
+
+
+def _refusal(schema: dict[str, object]) -> str:
+    """The one line of stderr a run with schema is refused with (exit 2)."""
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
+    assert result.returncode == 2 and result.err.count("\n") == 1, result.err
+    return result.err
+
+
+def test_a_name_of_a_finite_property_names_list_is_written_once(vocab: _Vocab) -> None:
+    """A name could repeat, each repeat counted toward minProperties while the object parsed kept one."""
+    texts = ['{"red": 1, "red": 2}', '{"red": 1, "green": 2}', '{"red": 1, "green": 2, "green": 3}', '{"red": 1}',
+             '{"red": 1, "green": 2, "blue": 3, "cyan": 4}', '{"red": 1, "green": 2, "blue": 3, "blue": 4}']
+    assert _accepted(vocab, _COLOURS, texts) == [texts[1], texts[4]]
+    assert _warnings(_COLOURS) == []
+
+
+def test_counts_a_finite_property_names_list_cannot_meet_are_refused() -> None:
+    """{"propertyNames": {"const": "x"}, "minProperties": 2} was taken, and met by repeating x."""
+    assert _refusal({"type": "object", "propertyNames": {"const": "x"}, "minProperties": 2}) == (
+        "localgen: error: the JSON schema's object of minProperties 2 can be no object its properties allow (hint: "
+        "make its minProperties and maxProperties fit its properties)\n")
+
+
+@pytest.mark.parametrize(("schema", "warned"), [
+    ({"type": "object", "minProperties": 2}, True),
+    ({"type": "object", "minProperties": 1}, False),
+    ({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
+      "additionalProperties": True, "minProperties": 2}, False),
+    ({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": True,
+      "minProperties": 2}, True),
+    ({"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}, "minProperties": 3}, True),
+    ({"type": "object", "maxProperties": 3}, False),
+], ids=["free-names", "one-name", "required-and-one", "optional-and-two", "pattern-names", "max-alone"])
+def test_a_min_properties_repeated_names_may_meet_is_warned_of(schema: dict[str, object], warned: bool) -> None:
+    """A repeated free name met minProperties silently: where more than one name not listed counts toward it, a
+    grammar cannot keep them apart, and a warning says so."""
+    assert ("the JSON schema's minProperties cannot be enforced (llama-cpp-python's converter ignores it): check the "
+            "answer" in _warnings(schema)) is warned
+
+
+def test_a_run_answers_colours_each_named_once() -> None:
+    """A real run on the bundled model repeated a colour's name on every seed."""
+    from jsonschema import validate
+
+    for seed in ("1", "2", "3"):
+        result = run_localgen("run", "--json-schema", json.dumps(_COLOURS), "-n", "80", "--seed", seed,
+                              "Give a colour.")
+        assert result.returncode == 0 and result.err == "", result.err
+        pairs = json.loads(result.out, object_pairs_hook=list)
+        assert len({name for name, _ in pairs}) == len(pairs), result.out
+        validate(json.loads(result.out), _COLOURS)
+
+
+def test_free_names_are_still_counted_as_written(vocab: _Vocab) -> None:
+    """Where a name may repeat, the grammar still writes at least minProperties of them, and maxProperties at most."""
+    schema = {"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 2, "maxProperties": 3}
+    texts = ['{"x": 1}', '{"x": 1, "y": 2}', '{"x": 1, "y": 2, "z": 3}', '{"x": 1, "y": 2, "z": 3, "w": 4}',
+             '{"x": 1, "y": "2"}']
+    assert _accepted(vocab, schema, texts) == texts[1:3]
