@@ -94,10 +94,11 @@ class _ObjectRule:
         listed = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
         required = [key for key in schema.get("required") or () if key in listed]
         refused = [key for key in listed if not value_allowed(names, key)]
-        if refused and refused[0] in required:
-            raise NoValueError(f"the JSON schema requires {refused[0]}, a name its propertyNames "
+        forbidden = next((key for key in refused if key in required), None)
+        if forbidden is not None:
+            raise NoValueError(f"the JSON schema requires {forbidden}, a name its propertyNames "
                                f"{short_json(schema['propertyNames'])} refuses",
-                               hint=f"drop {refused[0]} from required, or allow it")
+                               hint=f"drop {forbidden} from required, or allow it")
         kept = {key: sub for key, sub in listed.items() if key not in refused}
         self.required = [self._pair(key, kept[key]) for key in kept if key in required]
         self.optional = [self._pair(key, sub) for key, sub in kept.items() if key not in required]

@@ -88,3 +88,12 @@ def test_free_names_are_still_counted_as_written(vocab: _Vocab) -> None:
     texts = ['{"x": 1}', '{"x": 1, "y": 2}', '{"x": 1, "y": 2, "z": 3}', '{"x": 1, "y": 2, "z": 3, "w": 4}',
              '{"x": 1, "y": "2"}']
     assert _accepted(vocab, schema, texts) == texts[1:3]
+
+
+def test_a_required_name_property_names_refuses_is_refused_wherever_it_is_listed() -> None:
+    """Only the first name refused was checked: a required one listed after it was left out, and {"ok": 3} answered."""
+    schema = {"type": "object", "properties": {"Opt": {"type": "integer"}, "Req": {"type": "integer"},
+                                               "ok": {"type": "integer"}},
+              "required": ["Req"], "propertyNames": {"pattern": "^[a-z]+$"}}
+    assert _refusal(schema) == ("localgen: error: the JSON schema requires Req, a name its propertyNames "
+                                "{\"pattern\": \"^[a-z]+$\"} refuses (hint: drop Req from required, or allow it)\n")
