@@ -156,6 +156,8 @@ class _ObjectRule:
         """GBNF of the properties not listed that end an object of count properties so far (None: none can)."""
         fewest = max(self.low - count, 0)
         most = None if self.high is None else self.high - count
+        if most is not None and fewest > most:
+            return None
         if self.other is None or most == 0:
             return '""' if fewest == 0 else None
         first = self.other if count == 0 else f"{_SEPARATOR} {self.other}"

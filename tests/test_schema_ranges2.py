@@ -97,3 +97,14 @@ def test_a_required_name_property_names_refuses_is_refused_wherever_it_is_listed
               "required": ["Req"], "propertyNames": {"pattern": "^[a-z]+$"}}
     assert _refusal(schema) == ("localgen: error: the JSON schema requires Req, a name its propertyNames "
                                 "{\"pattern\": \"^[a-z]+$\"} refuses (hint: drop Req from required, or allow it)\n")
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "minProperties": 3, "maxProperties": 2},
+    {"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}, "minProperties": 3, "maxProperties": 2},
+], ids=["any-names", "pattern-names"])
+def test_a_min_properties_above_max_properties_is_one_usage_error(schema: dict[str, object]) -> None:
+    """It failed with an internal grammar error naming a repetition {2,1} the user never wrote."""
+    assert _refusal(schema) == (
+        "localgen: error: the JSON schema's object of minProperties 3, maxProperties 2 can be no object its "
+        "properties allow (hint: make its minProperties and maxProperties fit its properties)\n")
