@@ -62,8 +62,9 @@ def _finite_names(names: dict[str, Any]) -> list[str] | None:
 
 
 def _other_schema(schema: dict[str, Any]) -> object:
-    """The schema of a property the object does not list (None or False: none allowed)."""
-    return schema.get("additionalProperties", None if schema.get("properties") else True)
+    """The schema of a property the object does not list (None or False: none allowed; as the converter reads it, a
+    properties given, even empty, allows no other one unless additionalProperties does)."""
+    return schema.get("additionalProperties", None if "properties" in schema else True)
 
 
 def _free_names(schema: dict[str, Any]) -> bool:

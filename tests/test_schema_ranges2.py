@@ -108,3 +108,10 @@ def test_a_min_properties_above_max_properties_is_one_usage_error(schema: dict[s
     assert _refusal(schema) == (
         "localgen: error: the JSON schema's object of minProperties 3, maxProperties 2 can be no object its "
         "properties allow (hint: make its minProperties and maxProperties fit its properties)\n")
+
+
+@pytest.mark.parametrize("counts", [{}, {"maxProperties": 5}, {"minProperties": 0}], ids=["none", "max", "min-0"])
+def test_counts_do_not_change_which_names_an_empty_properties_allows(vocab: _Vocab, counts: dict[str, int]) -> None:
+    """{"properties": {}} allows only {}, but a maxProperties beside it let any other name in."""
+    schema = {"type": "object", "properties": {}, **counts}
+    assert _accepted(vocab, schema, ['{}', '{"x": 1}']) == ['{}']
