@@ -16,7 +16,7 @@ from localgen.json_schema_beside import (
 )
 from localgen.json_schema_kinds import check_kinds
 from localgen.json_schema_literals import enum_rule, gbnf_literal
-from localgen.json_schema_objects import keywords_held, own_rule
+from localgen.json_schema_objects import keywords_held, own_rule, refuse_refused_required
 from localgen.json_schema_oneof import ONE_OF_WARNING, may_overlap
 from localgen.json_schema_pattern import converter_pattern
 from localgen.json_schema_refs import (
@@ -189,6 +189,7 @@ def _prepared(node: object, how: _Preparation, seen: tuple[str, ...] = ()) -> ob
     split = isinstance(schema.get("type"), list)
     schema = types_apart(schema)
     _refuse_forbidden_required(schema)
+    refuse_refused_required(schema, node.get("propertyNames", schema.get("propertyNames")))
     for key, value in schema.items():
         if key in ALTERNATIVES and isinstance(value, list):  # an anyOf of a type list's types named as that
             schema[key] = _alternatives_prepared(value, "type list" if split and "type" not in schema else key, how,

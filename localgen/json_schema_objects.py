@@ -39,19 +39,42 @@ def own_rule(converter: Any, schema: dict[str, Any], name: str) -> str | None:
 def _counted(schema: dict[str, Any]) -> bool:
     """Whether a schema is an object's whose counts or property names own_rule holds."""
     return (schema.get("type") in ("object", None) and not any(key in schema for key in _HOLDERS)
-            and any(key in schema for key in COUNT_KEYWORDS) and _rule_count(schema) <= MAX_COUNT_RULES
-            and _names_schema(schema) is not None)
+            and any(key in schema for key in COUNT_KEYWORDS) and _rule_count(schema) <= MAX_COUNT_RULES)
 
 
 def _names_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
-    """propertyNames as a string's schema (of a type list split apart, its string's; None: it allows no string)."""
+    """propertyNames as a string's schema: of a type list split apart, its string's; of an enum, its strings alone
+    (None: it allows no string, so no property)."""
     names = schema.get("propertyNames", {})
+    names = {} if names is True else names
     if not isinstance(names, dict):
         return None
     split = names.get("anyOf") if "type" not in names else None
     if isinstance(split, list) and all(isinstance(part, dict) and "type" in part for part in split):
         return next((part for part in split if part["type"] == "string"), None)
+    kinds = names.get("type", "string")
+    if kinds != "string" and not (isinstance(kinds, list) and "string" in kinds):
+        return None
+    if isinstance(names.get("enum"), list):
+        strings = [name for name in names["enum"] if isinstance(name, str)]
+        names = {**names, "enum": strings} if strings else None
+    if names is None or ("const" in names and not isinstance(names["const"], str)):
+        return None
     return {**names, "type": "string"}
+
+
+def refuse_refused_required(schema: dict[str, Any], written: object) -> None:
+    """Refuse an object that requires a property it lists whose name its propertyNames refuses (written: the
+    propertyNames as given, which the refusal quotes)."""
+    if "propertyNames" not in schema or schema.get("type") not in ("object", None):
+        return
+    names = _names_schema(schema)
+    listed = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    required = [key for key in schema.get("required") or () if key in listed]
+    forbidden = next((key for key in required if names is None or not value_allowed(names, key)), None)
+    if forbidden is not None:
+        raise NoValueError(f"the JSON schema requires {forbidden}, a name its propertyNames {short_json(written)} "
+                           "refuses", hint=f"drop {forbidden} from required, or allow it")
 
 
 def _finite_names(names: dict[str, Any]) -> list[str] | None:
@@ -88,28 +111,23 @@ class _ObjectRule:
 
     def __init__(self, converter: Any, schema: dict[str, Any], name: str) -> None:
         """The object's properties, visited as the converter visits them, those whose name propertyNames refuses left
-        out (a required one refused: no object follows the schema)."""
+        out (none required: refuse_refused_required refused the schema as it was prepared)."""
         self.converter, self.name, self.given = converter, name, schema
         self.states: dict[tuple[int, int], str | None] = {}  # each count rule's name (None: the object cannot end)
-        names = _names_schema(schema) or {}
+        names = _names_schema(schema)
         listed = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
         required = [key for key in schema.get("required") or () if key in listed]
-        refused = [key for key in listed if not value_allowed(names, key)]
-        forbidden = next((key for key in refused if key in required), None)
-        if forbidden is not None:
-            raise NoValueError(f"the JSON schema requires {forbidden}, a name its propertyNames "
-                               f"{short_json(schema['propertyNames'])} refuses",
-                               hint=f"drop {forbidden} from required, or allow it")
+        refused = [key for key in listed if names is None or not value_allowed(names, key)]  # none required
         kept = {key: sub for key, sub in listed.items() if key not in refused}
         self.required = [self._pair(key, kept[key]) for key in kept if key in required]
         self.optional = [self._pair(key, sub) for key, sub in kept.items() if key not in required]
         self.low, self.high = schema.get("minProperties", 0), schema.get("maxProperties")
         extra = _other_schema(schema)
         extra = None if extra in (None, False) else ANY_VALUE if extra is True else extra
-        finite = _finite_names(names)
+        finite = None if names is None else _finite_names(names)
         if extra is not None and finite is not None:  # each name at most once, as an optional property of its own
             self.optional += [self._pair(key, extra) for key in finite if key not in listed]
-        self.other = None if extra is None or finite is not None else self._other_pair(names, extra)
+        self.other = None if extra is None or names is None or finite is not None else self._other_pair(names, extra)
 
     def _pair(self, key: str, schema: object) -> str:
         """The rule of one listed property: its name, then its value."""

@@ -115,3 +115,25 @@ def test_counts_do_not_change_which_names_an_empty_properties_allows(vocab: _Voc
     """{"properties": {}} allows only {}, but a maxProperties beside it let any other name in."""
     schema = {"type": "object", "properties": {}, **counts}
     assert _accepted(vocab, schema, ['{}', '{"x": 1}']) == ['{}']
+
+
+@pytest.mark.parametrize("names", [
+    {"type": "integer"}, {"type": ["integer", "null"]}, {"enum": [5]}, {"const": 5}, {"const": None}, False,
+], ids=json.dumps)
+def test_property_names_that_allow_no_string_allow_only_the_empty_object(vocab: _Vocab, names: object) -> None:
+    """A type other than string was written over with string, letting any name in, and an enum or const of no string
+    was refused as an enum that holds no value."""
+    schema = {"type": "object", "propertyNames": names}
+    assert _warnings(schema) == []
+    assert _accepted(vocab, schema, ['{}', '{"a": 1}', '{"5": 1}']) == ['{}']
+
+
+@pytest.mark.parametrize(("names", "quoted"), [
+    ({"minLength": 3}, '{"minLength": 3}'), ({"const": 5}, '{"const": 5}'),
+    ({"type": "integer"}, '{"type": "integer"}'),
+], ids=["min-length", "const", "integer"])
+def test_a_required_name_refusal_quotes_property_names_as_written(names: dict[str, object], quoted: str) -> None:
+    """It quoted the schema as rewritten ({"anyOf": [{"minLength": 3, "type": "string"}, …) or as an enum."""
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], "propertyNames": names}
+    assert _refusal(schema) == (f"localgen: error: the JSON schema requires a, a name its propertyNames {quoted} "
+                                "refuses (hint: drop a from required, or allow it)\n")
