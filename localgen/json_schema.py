@@ -16,7 +16,7 @@ from localgen.json_schema_beside import (
 )
 from localgen.json_schema_kinds import check_kinds
 from localgen.json_schema_literals import enum_rule, gbnf_literal
-from localgen.json_schema_objects import keywords_held, own_rule, refuse_refused_required
+from localgen.json_schema_objects import HELD_KEYWORDS, keywords_held, own_rule, refuse_refused_required
 from localgen.json_schema_oneof import ONE_OF_WARNING, may_overlap
 from localgen.json_schema_pattern import converter_pattern
 from localgen.json_schema_refs import (
@@ -39,6 +39,7 @@ from localgen.json_schema_words import (
     SCHEMA_LISTS,
     SCHEMA_MAPS,
     SCHEMA_VALUED,
+    TYPE_KEYWORDS,
     dropped_warning,
     schemas_in,
     short_json,
@@ -151,7 +152,20 @@ def _keywords_in(nodes: list[dict[str, Any]]) -> set[str]:
     made each const, and each integer its bounds list, such an enum, and kept its values to each bound that is a
     number)."""
     return {str(key) for node in nodes for key, value in node.items()
-            if not (key in ENUM_HOLDS and "enum" in node and is_number(value)) and key not in keywords_held(node)}
+            if not (key in ENUM_HOLDS and "enum" in node and is_number(value)) and key not in keywords_held(node)
+            and not _of_other_types(node, key)}
+
+
+def _of_other_types(node: dict[str, Any], key: str) -> bool:
+    """Whether key is a bound or count the grammar holds on its own type's values, and node's type rules that type out
+    (a string's minimum, as an anyOf's spreads it): it limits nothing there."""
+    if key not in HELD_KEYWORDS:
+        return False
+    given = node.get("type")
+    types = set(given if isinstance(given, list) else [given] if isinstance(given, str) else [])
+    types |= {"number"} if "integer" in types else set()
+    owners = {kind for kind, keys in TYPE_KEYWORDS.items() if key in keys}
+    return bool(types and owners) and not types & owners
 
 
 @dataclass

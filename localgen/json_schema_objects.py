@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from localgen.json_schema_ranges import bounds_held, range_rule
+from localgen.json_schema_ranges import BOUND_KEYWORDS, bounds_held, range_rule
 from localgen.json_schema_types import ANY_VALUE
 from localgen.json_schema_values import NoValueError, value_allowed
 from localgen.json_schema_words import short_json
 
 COUNT_KEYWORDS = ("minProperties", "maxProperties", "propertyNames")
+HELD_KEYWORDS = (*BOUND_KEYWORDS, *COUNT_KEYWORDS)  # the keywords the converter ignores that own_rule may hold
 MAX_COUNT_RULES = 2000  # the most rules an object's count takes (optional properties times counts): more, warned
 _HOLDERS = ("enum", "const", "$ref", "anyOf", "oneOf", "allOf")  # keywords whose own rule the converter writes
 _SEPARATOR = '"," space'

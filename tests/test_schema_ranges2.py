@@ -137,3 +137,17 @@ def test_a_required_name_refusal_quotes_property_names_as_written(names: dict[st
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], "propertyNames": names}
     assert _refusal(schema) == (f"localgen: error: the JSON schema requires a, a name its propertyNames {quoted} "
                                 "refuses (hint: drop a from required, or allow it)\n")
+
+
+@pytest.mark.parametrize("schema", [
+    {"anyOf": [{"type": "number", "maximum": 5}, {"type": "string"}], "minimum": 2},
+    {"anyOf": [{"type": "integer"}, {"type": "object"}], "maximum": 9, "maxProperties": 2},
+], ids=["minimum", "maximum-and-max-properties"])
+def test_a_bound_spread_over_alternatives_of_other_types_is_not_warned_of(vocab: _Vocab,
+                                                                          schema: dict[str, object]) -> None:
+    """A bound beside an anyOf, spread over each alternative, was warned of for a string's, which it does not limit,
+    though the grammar held it for the number's."""
+    assert _warnings(schema) == []
+    texts = ['1', '2', '5', '6', '9', '10', '"a"', '{"a": 1, "b": 2}', '{"a": 1, "b": 2, "c": 3}']
+    allowed = ['2', '5', '"a"'] if "minimum" in schema else ['1', '2', '5', '6', '9', '{"a": 1, "b": 2}']
+    assert _accepted(vocab, schema, texts) == allowed
