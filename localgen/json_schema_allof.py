@@ -35,6 +35,7 @@ class Wording:
     dropped: list[str] = field(default_factory=list, compare=False)  # each alternative left out, and why
 
 
+# An allOf's wording, copied (replace) with a dropped list of its own wherever one is used.
 ALL_OF = Wording("the JSON schema's allOf", "the JSON schema's allOf", "a part",
                  "write the combined schema out in one object, or drop the allOf")
 
@@ -54,13 +55,14 @@ def beside_wording(written: dict[str, Any]) -> Wording:
 
 
 def merged_all_of(schema: dict[str, Any], resolve: Resolver, seen: tuple[str, ...] = (),
-                  words: Wording = ALL_OF) -> dict[str, Any]:
+                  words: Wording | None = None) -> dict[str, Any]:
     """schema with its allOf's parts (a local $ref's target for a part that refers) merged into it: every keyword
     that limits the value kept, a bound the tighter of two, types and enums the values both allow (seen: the $refs
     being followed, each followed once on a path; words: how a refusal names what the user wrote)."""
     parts = schema.get("allOf")
     if not isinstance(parts, list):
         return schema
+    words = words or replace(ALL_OF, dropped=[])  # a list of its own, never ALL_OF's
     definitions = {key: schema[key] for key in DEFINITIONS if key in schema}  # kept where $refs find them
     merged = _part({key: value for key, value in schema.items() if key != "allOf" and key not in definitions},
                    resolve, seen, words, words.holder)

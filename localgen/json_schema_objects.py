@@ -10,12 +10,11 @@ from typing import Any
 from localgen.json_schema_ranges import BOUND_KEYWORDS, bounds_held, range_rule
 from localgen.json_schema_types import ANY_VALUE
 from localgen.json_schema_values import NoValueError, value_allowed
-from localgen.json_schema_words import short_json
+from localgen.json_schema_words import OWN_RULE_KEYWORDS, short_json
 
 COUNT_KEYWORDS = ("minProperties", "maxProperties", "propertyNames")
 HELD_KEYWORDS = (*BOUND_KEYWORDS, *COUNT_KEYWORDS)  # the keywords the converter ignores that own_rule may hold
 MAX_COUNT_RULES = 2000  # the most rules an object's count takes (optional properties times counts): more, warned
-_HOLDERS = ("enum", "const", "$ref", "anyOf", "oneOf", "allOf")  # keywords whose own rule the converter writes
 _SEPARATOR = '"," space'
 
 
@@ -39,7 +38,7 @@ def own_rule(converter: Any, schema: dict[str, Any], name: str) -> str | None:
 
 def _counted(schema: dict[str, Any]) -> bool:
     """Whether a schema is an object's whose counts or property names own_rule holds."""
-    return (schema.get("type") in ("object", None) and not any(key in schema for key in _HOLDERS)
+    return (schema.get("type") in ("object", None) and not any(key in schema for key in OWN_RULE_KEYWORDS)
             and any(key in schema for key in COUNT_KEYWORDS) and _rule_count(schema) <= MAX_COUNT_RULES)
 
 

@@ -11,12 +11,11 @@ from fractions import Fraction
 from typing import Any
 
 from localgen.json_schema_literals import gbnf_literal
-from localgen.json_schema_words import NoValueError, short_json
+from localgen.json_schema_words import OWN_RULE_KEYWORDS, NoValueError, short_json
 
 PLAIN_DIGITS = 16  # the converter's integral-part and decimal-part: at most 16 digits, kept where no bound is larger
 MAX_DIGITS = 100  # the longest bound (in digits) a range is written for (each digit nests it deeper): longer, warned
 BOUND_KEYWORDS = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
-_HOLDERS = ("enum", "const", "$ref", "anyOf", "oneOf", "allOf")  # keywords whose own rule the converter writes
 _ANY, _ZERO, _ABOVE_ZERO, _NONE = "any", "zero", "above zero", "none"  # a region's fraction: any, all zeros (or
 # none), above zero, or none at all (an integer's)
 
@@ -50,7 +49,7 @@ def range_rule(schema: dict[str, Any]) -> str | None:
     """The GBNF of an integer's or number's JSON text within its bounds (None: not such a schema, none given, or one
     the grammar cannot hold exactly: a number's bound off an integer, a bound too long, of another kind)."""
     kind = schema.get("type")
-    if kind not in ("integer", "number") or any(key in schema for key in _HOLDERS):
+    if kind not in ("integer", "number") or any(key in schema for key in OWN_RULE_KEYWORDS):
         return None
     sides = _bounds(schema)
     if sides is None or sides == (None, None):

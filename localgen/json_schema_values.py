@@ -82,7 +82,7 @@ def enum_narrowed(schema: dict[str, Any]) -> dict[str, Any]:
     if "const" in schema and "enum" in schema:
         values = [value for value in values if any(same_value(value, other) for other in schema["enum"])]
     others = {key: value for key, value in schema.items() if key not in ("enum", "const")}  # each value is one
-    kept = [value for value in values if _allowed(others, value)]
+    kept = [value for value in values if value_allowed(others, value)]
     if not kept:
         given = "const" if "const" in schema else "enum"
         raise NoValueError(f"the JSON schema's {given} {short_json(schema[given])} holds no value its other "
@@ -108,11 +108,6 @@ def _integers_as_such(schema: object, value: object) -> object:
 
 
 def value_allowed(schema: dict[str, Any], value: object) -> bool:
-    """Whether a JSON value meets a schema, as far as its keywords cheap to check show (_allowed)."""
-    return _allowed(schema, value)
-
-
-def _allowed(schema: dict[str, Any], value: object) -> bool:
     """Whether value is of the schema's type and within its lengths, counts, bounds and pattern, and an object's
     properties, patternProperties, additionalProperties and required names or an array's items and prefixItems allow
     it (the keywords cheap to check; the others are not, nor a keyword
@@ -144,7 +139,7 @@ def _allowed(schema: dict[str, Any], value: object) -> bool:
 
 def _fits(schema: object, value: object) -> bool:
     """Whether value is allowed by a subschema (true, false or an object; None or one of no other kind: any)."""
-    return _allowed(schema, value) if isinstance(schema, dict) else schema is not False
+    return value_allowed(schema, value) if isinstance(schema, dict) else schema is not False
 
 
 def _property_allowed(schema: dict[str, Any], name: str, value: object) -> bool:

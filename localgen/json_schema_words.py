@@ -28,6 +28,7 @@ TYPE_KEYWORDS = {  # the keywords that limit values of one type alone
     "array": ("items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains",
               "minContains", "maxContains", "unevaluatedItems"),
 }
+OWN_RULE_KEYWORDS = ("enum", "const", "$ref", "anyOf", "oneOf", "allOf")  # the converter writes their own rule
 LIMITING = frozenset({"type", "enum", "const", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
                       *(key for keys in TYPE_KEYWORDS.values() for key in keys)})  # the keywords that limit a value
 

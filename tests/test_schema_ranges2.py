@@ -151,3 +151,13 @@ def test_a_bound_spread_over_alternatives_of_other_types_is_not_warned_of(vocab:
     texts = ['1', '2', '5', '6', '9', '10', '"a"', '{"a": 1, "b": 2}', '{"a": 1, "b": 2, "c": 3}']
     allowed = ['2', '5', '"a"'] if "minimum" in schema else ['1', '2', '5', '6', '9', '{"a": 1, "b": 2}']
     assert _accepted(vocab, schema, texts) == allowed
+
+
+def test_an_all_of_merged_on_its_own_keeps_what_it_drops_to_itself() -> None:
+    """merged_all_of's default wording was one shared object: what one merge dropped stayed in it for every later
+    one."""
+    from localgen.json_schema_allof import ALL_OF, merged_all_of
+
+    schema = {"allOf": [{"type": "string"}, {"anyOf": [{"type": "integer"}, {"maxLength": 3}]}]}
+    merged_all_of(schema, lambda ref: None)
+    assert ALL_OF.dropped == []
