@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ from localgen.json_schema_literals import enum_rule, gbnf_literal
 from localgen.json_schema_objects import HELD_KEYWORDS, keywords_held, own_rule, refuse_refused_required
 from localgen.json_schema_oneof import ONE_OF_WARNING, may_overlap
 from localgen.json_schema_pattern import converter_pattern
+from localgen.json_schema_ranges import MAX_DIGITS
 from localgen.json_schema_refs import (
     local_refs,
     recursive_refs,
@@ -142,6 +144,10 @@ def parsed_schema(text: str) -> dict[str, Any]:
                          hint=SCHEMA_HINT) from None
     except RecursionError:
         raise UsageError("the JSON schema nests too deep to read", hint="flatten it, or use $defs") from None
+    except ValueError:  # Python reads an integer of at most sys.get_int_max_str_digits() digits
+        raise UsageError(f"the JSON schema holds an integer of more than {sys.get_int_max_str_digits():,} digits, "
+                         "more than localgen reads", hint="write it shorter: a bound of over "
+                         f"{MAX_DIGITS} digits cannot be held anyway") from None
     if not isinstance(parsed, dict):
         raise UsageError(f"a JSON schema is an object, not {_JSON_KINDS.get(type(parsed), 'that')}", hint=SCHEMA_HINT)
     return parsed

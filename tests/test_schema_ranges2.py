@@ -161,3 +161,13 @@ def test_an_all_of_merged_on_its_own_keeps_what_it_drops_to_itself() -> None:
     schema = {"allOf": [{"type": "string"}, {"anyOf": [{"type": "integer"}, {"maxLength": 3}]}]}
     merged_all_of(schema, lambda ref: None)
     assert ALL_OF.dropped == []
+
+
+@pytest.mark.parametrize("template", ['{"type": "integer", "maximum": %s}', '{"type": "number", "minimum": -%s}',
+                                      '{"enum": [%s]}'], ids=["maximum", "minimum", "enum"])
+def test_an_integer_of_thousands_of_digits_is_one_usage_error(template: str) -> None:
+    """An integer of 5,000 digits failed as an internal error: Python reads at most 4,300 by default."""
+    result = run_localgen("run", "--json-schema", template % ("9" * 5000), "hi")
+    assert result.returncode == 2 and result.err == (
+        "localgen: error: the JSON schema holds an integer of more than 4,300 digits, more than localgen reads "
+        "(hint: write it shorter: a bound of over 100 digits cannot be held anyway)\n"), result.err
