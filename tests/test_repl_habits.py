@@ -332,13 +332,13 @@ def test_a_chat_says_at_its_start_that_its_conversations_folder_cannot_be_made(
 
     monkeypatch.setenv("LOCALGEN_HOME", "/proc/localgen-home")  # no folder can be made in /proc, even by root
     monkeypatch.setattr(config, "_settings", None)
-    assert _warn_if_unsaveable()
+    assert _warn_if_unsaveable(None)
     assert capsys.readouterr().err == (
         "localgen: warning: this chat cannot be saved: could not create /proc/localgen-home/data/conversations: No "
         "such file or directory (check free disk space and permissions)\n")
     monkeypatch.setenv("LOCALGEN_HOME", str(home))
     monkeypatch.setattr(config, "_settings", None)
-    assert not _warn_if_unsaveable()
+    assert not _warn_if_unsaveable(None)
     assert (home / "data" / "conversations").stat().st_mode & 0o777 == 0o700, "made private, as a first answer would"
 
 
