@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from localgen import console
@@ -18,6 +19,7 @@ from localgen.signals import (
     ENDING_SIGNALS,
     DeferredSignals,
     SignalExit,
+    handled_after_the_c_call,
     interrupt_line_ended,
     restore_handlers,
 )
@@ -258,7 +260,9 @@ def signals_end_the_prompt(app: Application[Any]) -> Iterator[None]:
         if app.future is not None and not app.future.done():
             app.exit(exception=SignalExit(signum))
 
-    def handler(signum: int, _frame: object) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if handled_after_the_c_call(signum, frame):
+            return
         end_writes_on(signum)  # the prompt's closing redraw, and what the chat writes as it ends, wait bounded
         loop = app.loop
         if loop is None or signum in held.received:  # a second one: the prompt may be stuck

@@ -2,19 +2,44 @@
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from types import FrameType
-from typing import NoReturn
+from types import CodeType, FrameType
+from typing import TypeVar
 
 ENDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 QUIT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGQUIT",) if hasattr(signal, name))  # Ctrl-\
 ANSWER_ENDING_SIGNALS = ENDING_SIGNALS + QUIT_SIGNALS  # run and chat end on Ctrl-\ as on SIGTERM: answer kept and saved
 READER_GONE_SIGNAL = signal.SIGURG  # stdout_reader's watch tells the main thread with it: nothing else sends it, and
 # its default is to ignore it
+
+
+_CALLED_FROM_C: set[CodeType] = set()  # functions a C library calls back: an exception raised in them is printed, lost
+Function = TypeVar("Function", bound=Callable[..., object])
+
+
+def called_from_c(function: Function) -> Function:
+    """Mark function as one a C library calls back (llama.cpp's log callback): signals met there wait for its end."""
+    _CALLED_FROM_C.add(function.__code__)
+    return function
+
+
+def handled_after_the_c_call(signum: int, frame: FrameType | None) -> bool:
+    """Whether the signal met Python code a C library called back (ctypes prints an exception raised there and goes
+    on, the signal lost): if so it is sent again 1 ms later, from a thread, for the handler to meet once the C call
+    has returned (tripped at once, the handler would meet it again within itself)."""
+    while frame is not None:
+        if frame.f_code in _CALLED_FROM_C:
+            again = threading.Timer(0.001, _send_again, (signum,))
+            again.daemon = True
+            again.start()
+            return True
+        frame = frame.f_back
+    return False
 
 
 _interrupt_line_ended = False  # the terminal's line a Ctrl-C's ^C echo is on was ended, or no ^C was echoed
@@ -45,9 +70,18 @@ class SignalExit(SystemExit):
         self.signum = signum
 
 
-def raise_signal_exit(signum: int, _frame: FrameType | None) -> NoReturn:
-    """A signal handler that ends the program through SignalExit."""
-    raise SignalExit(signum)
+def _send_again(signum: int) -> None:
+    """Send the main thread the signal (a real one, which cuts a wait short as the first did)."""
+    if hasattr(signal, "pthread_kill"):
+        signal.pthread_kill(threading.main_thread().ident or 0, signum)
+    else:
+        _thread.interrupt_main(signum)
+
+
+def raise_signal_exit(signum: int, frame: FrameType | None) -> None:
+    """A signal handler that ends the program through SignalExit (once out of a call into llama.cpp)."""
+    if not handled_after_the_c_call(signum, frame):
+        raise SignalExit(signum)
 
 
 @contextlib.contextmanager
@@ -168,8 +202,10 @@ class StopOnSignal:
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
-    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         """Record the signal (one that ends the program outranks Ctrl-C), ask the engine to stop, and say it ends."""
+        if handled_after_the_c_call(signum, frame):
+            return
         if self._first is None:
             self._first = (signum, time.monotonic())
         elif self._escalate and not self._repeats_first(signum):

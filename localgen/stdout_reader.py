@@ -16,7 +16,7 @@ from types import FrameType
 from typing import TextIO
 
 from localgen.console import pipe_or_socket
-from localgen.signals import READER_GONE_SIGNAL, SignalExit, restore_handlers
+from localgen.signals import READER_GONE_SIGNAL, SignalExit, handled_after_the_c_call, restore_handlers
 
 _PEER_GONE = {errno.EPIPE, errno.ECONNRESET}  # a socket's errors that say its reader closed it, or reset it
 
@@ -91,9 +91,10 @@ def watching_the_reader(stream: TextIO, stop: Callable[[], None]) -> Iterator[Re
         os.close(wake_write)
 
 
-def _end_as_a_closed_pipe(_signum: int, _frame: FrameType | None) -> None:
+def _end_as_a_closed_pipe(signum: int, frame: FrameType | None) -> None:
     """READER_GONE_SIGNAL's handler: the program ends as SIGPIPE would end it (exit 141), its cleanups run."""
-    raise SignalExit(signal.SIGPIPE)
+    if not handled_after_the_c_call(signum, frame):
+        raise SignalExit(signal.SIGPIPE)
 
 
 @contextlib.contextmanager

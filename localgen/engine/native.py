@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 from localgen.errors import EngineLibraryError
 from localgen.llama_install import installed_version, reinstall_command
+from localgen.signals import called_from_c
 
 
 def load_bindings(submodule: str) -> types.ModuleType:
@@ -110,6 +111,7 @@ _error_collectors: list[list[str]] = []
 
 
 @lc.llama_log_callback
+@called_from_c
 def _route_native_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
     """Send llama.cpp's log lines to localgen's debug log instead of the terminal (errors also to a collector)."""
     if level == GGML_LOG_LEVEL_ERROR and _error_collectors:
