@@ -83,9 +83,10 @@ def _remove_link(link: Path) -> None:
 
 def _move(path: Path, target: Path, new: str) -> None:
     """Move a conversation's file to target: a link as it is; a file written there under its new name (over what
-    is there, whose mode it does not take), its updated time, the file's times and its mode kept as a rewrite keeps
-    it (kept_mode; a rename is no new exchange: `run --continue` still takes the newest), then removed, unless target
-    is that same file (a case-insensitive file system's other case)."""
+    is there, whose mode and group it does not take), its updated time, the file's times, its mode and its group kept
+    as a rewrite keeps them (kept_mode; the group where this process may give it: keep_group; a rename is no new
+    exchange: `run --continue` still takes the newest), then removed, unless target is that same file (a
+    case-insensitive file system's other case)."""
     try:
         if path.is_symlink():
             os.replace(path, target)
@@ -93,7 +94,8 @@ def _move(path: Path, target: Path, new: str) -> None:
         times = path.stat()
         conversation = read_conversation(path.stem)
         conversation.name = new
-        write_conversation(target, conversation, touch=False, mode=kept_mode(times), keep_mode=False)
+        write_conversation(target, conversation, touch=False, mode=kept_mode(times), keep_mode=False,
+                           group=times.st_gid)
         os.utime(target, ns=(times.st_atime_ns, times.st_mtime_ns))
         if not _same_entry(path, target):
             path.unlink()

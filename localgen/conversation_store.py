@@ -112,13 +112,14 @@ def _leave_file(folder: Path, conversation: Conversation, new_name: str, warn: C
 
 def write_conversation(path: Path, conversation: Conversation, *, replace: bool = True,
            replace_if: Callable[[], bool] | None = None, through_link: bool = False, touch: bool = True,
-           mode: int = 0o600, keep_mode: bool = True) -> None:
+           mode: int = 0o600, keep_mode: bool = True, group: int | None = None) -> None:
     """Write a conversation's file (replace=False: never over one there; replace_if: see atomic_write_bytes;
     through_link: path is the file a link in the conversation's place points to; touch=False: its updated time
-    kept), and remember what it holds; a file there keeps its mode (unless not keep_mode), a new one gets mode."""
+    kept), and remember what it holds; a file there keeps its mode and group (unless not keep_mode), a new one gets
+    mode and group (where this process may give it)."""
     data = conversation.json_bytes(touch=touch)
     if atomic_write_text(path, data.decode("utf-8"), mode=mode, replace=replace, replace_if=replace_if,
-                         keep_mode=keep_mode):
+                         keep_mode=keep_mode, group=group):
         remember(conversation, data, path if through_link else None)
 
 

@@ -34,14 +34,14 @@ TEMP_TRIES = 5  # a new temp file a sweep held locked (or deleted) as it was mad
 
 def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[bytes | bytearray | memoryview, ...],
                        *, mode: int = 0o600, replace: bool = True, replace_if: Callable[[], bool] | None = None,
-                       keep_mode: bool = True, own_record: bool = False) -> bool:
+                       keep_mode: bool = True, own_record: bool = False, group: int | None = None) -> bool:
     """Write data to path through a temp file, fsync and rename; return whether it was written. A file there keeps its
     mode and group (a user's chmod and chgrp outlive the rewrite), and one the user made read-only (mode 444) or may
     not replace (another user's, in a sticky folder as /tmp is) is refused, left as it is; a new file gets mode
-    (private to the user unless it says otherwise; keep_mode=False: mode over a file there too, and the process's
-    group). Another user's file the user may replace (a `sudo localgen` left it) is replaced. own_record: a record of
-    localgen's own (a verification marker, a cache entry, a Hub listing), no document of the user's, is replaced
-    whatever its mode, with mode.
+    (private to the user unless it says otherwise; keep_mode=False: mode over a file there too, and group, where this
+    process may give it (keep_group), else the process's). Another user's file the user may replace (a `sudo
+    localgen` left it) is replaced. own_record: a record of localgen's own (a verification marker, a cache entry, a
+    Hub listing), no document of the user's, is replaced whatever its mode, with mode.
 
     data may be a tuple of parts, written one after the other (no joined copy of a large buffer is made).
     replace=False never overwrites: FileExistsError is raised when path exists, and nothing is written.
@@ -50,10 +50,9 @@ def atomic_write_bytes(path: Path, data: bytes | bytearray | memoryview | tuple[
     """
     tmp_name: str | None = None
     fd: int | None = None
-    group = None
     if replace and not own_record:
         kept, kept_group = check_replaceable(path, mode)
-        mode, group = (kept, kept_group) if keep_mode else (mode, None)
+        mode, group = (kept, kept_group) if keep_mode else (mode, group)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name, locked = new_temp_file(path)
@@ -332,11 +331,11 @@ def fsync_folder(directory: Path) -> None:
 
 def atomic_write_text(path: Path, text: str, *, mode: int = 0o600, replace: bool = True,
                       replace_if: Callable[[], bool] | None = None, keep_mode: bool = True,
-                      own_record: bool = False) -> bool:
+                      own_record: bool = False, group: int | None = None) -> bool:
     """Write UTF-8 text to path atomically (replace=False: never over an existing file; replace_if, keep_mode,
-    own_record: see atomic_write_bytes); return whether it was written."""
+    own_record, group: see atomic_write_bytes); return whether it was written."""
     return atomic_write_bytes(path, text.encode("utf-8"), mode=mode, replace=replace, replace_if=replace_if,
-                              keep_mode=keep_mode, own_record=own_record)
+                              keep_mode=keep_mode, own_record=own_record, group=group)
 
 
 def check_folder(path: Path, keeps: str) -> None:

@@ -1,0 +1,59 @@
+"""localgen where file permissions bind, mended a fourth time: a moved conversation's group, and an input history made
+read-only said once, at the chat's start (commands run as test_nonroot runs them: as root without capabilities, or as
+another user)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_localgen
+from tests.test_nonroot import run_unprivileged
+
+ARGS = ("-n", "1", "--temperature", "0", "Hi")
+GROUP = 65534  # a group this process is not in, which only root with its capabilities may give a file
+
+
+def _saved(home: Path, name: str) -> Path:
+    """Conversation name, saved by a run under LOCALGEN_HOME home at group GROUP and mode 640; its file."""
+    assert run_localgen("run", "--conversation", name, *ARGS,
+                        env={"LOCALGEN_HOME": str(home), "LOCALGEN_OFFLINE": "1"}).returncode == 0
+    path = home / "data" / "conversations" / f"{name}.json"
+    os.chown(path, -1, GROUP)
+    path.chmod(0o640)
+    return path
+
+
+def _group_and_mode(path: Path) -> tuple[int, str]:
+    """The group and permission bits of the file at path."""
+    return path.stat().st_gid, oct(path.stat().st_mode & 0o7777)
+
+
+@pytest.mark.parametrize("over", [False, True])
+def test_move_of_a_conversation_keeps_its_group(tmp_path: Path, over: bool) -> None:
+    """conversations mv, to a new name or --force over another, of a conversation at group 65534 and mode 640, by
+    root (who may give any group): the moved file keeps its group, as a rewrite does, where it got the process's (0)
+    and kept the mode alone."""
+    if os.geteuid() != 0:
+        pytest.skip("giving a file a group this process is not in needs root")
+    source = _saved(tmp_path, "c")
+    if over:
+        _saved(tmp_path, "d").chmod(0o600)
+    moved = run_localgen("conversations", "mv", *(("--force",) if over else ()), "c", "d",
+                         env={"LOCALGEN_HOME": str(tmp_path), "LOCALGEN_OFFLINE": "1"})
+    assert moved.returncode == 0, moved.err
+    assert not source.exists()
+    assert _group_and_mode(tmp_path / "data" / "conversations" / "d.json") == (GROUP, "0o640")
+
+
+def test_move_that_may_not_give_the_group_keeps_its_own(tmp_path: Path) -> None:
+    """conversations mv, where file permissions bind, of a conversation at a group the process is not in (65534): the
+    move is done, the file at the process's group with its mode kept, the group it could not give passed over."""
+    if os.geteuid() != 0:
+        pytest.skip("giving a file a group this process is not in needs root")
+    _saved(tmp_path, "c")
+    moved = run_unprivileged(tmp_path, "conversations", "mv", "c", "d")
+    assert moved.returncode == 0 and moved.stderr == "localgen: renamed c to d\n", moved.stderr
+    assert _group_and_mode(tmp_path / "data" / "conversations" / "d.json") == (os.getegid(), "0o640")
