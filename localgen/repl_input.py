@@ -6,6 +6,7 @@ import contextlib
 import errno
 import os
 import re
+import shlex
 import stat
 import textwrap
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
@@ -249,6 +250,7 @@ class SafeFileHistory(FileHistory):
         super().__init__(str(path))
         self.problem: str | None = None  # reported once, between prompts
         self._reported = False
+        self.read_only_said = False  # the chat's start said the file is read-only: an append it refuses is not noted
         self._unsaved: set[str] = set()  # lines Up finds that the file does not hold
 
     def load_history_strings(self) -> Iterable[str]:
@@ -288,12 +290,17 @@ class SafeFileHistory(FileHistory):
             with history_lock(Path(self.filename)):  # written whole, never into a file another chat trims
                 super().store_string(string.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
         except OSError as exc:
-            self._note(f"could not save input history to {self.filename!s}: {os_reason(exc)}")
+            if not (isinstance(exc, _ReadOnly) and self.read_only_said):
+                self._note(f"could not save input history to {self.filename!s}: {os_reason(exc)}")
 
     def _note(self, message: str) -> None:
         """Keep the first problem for the REPL to print (printing inside prompt-toolkit garbles the screen)."""
         if not self._reported:
             self.problem, self._reported = message, True
+
+
+class _ReadOnly(PermissionError):
+    """The refusal of an append to a history file whose mode lets no one write it."""
 
 
 def _refuse_read_only(path: Path) -> None:
@@ -302,7 +309,13 @@ def _refuse_read_only(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):  # (not made yet: the append makes it)
         mode = stat.S_IMODE(os.stat(path).st_mode)
         if not mode & stat.S_IWUSR:
-            raise PermissionError(errno.EACCES, f"it is read-only (mode {mode:o})", str(path))
+            raise _ReadOnly(errno.EACCES, f"it is read-only (mode {mode:o})", str(path))
+
+
+def _read_only_warning(path: Path, mode: int) -> str:
+    """What a chat's start says of a history file made read-only (mode), which it leaves as it is."""
+    return (f"input history is not saved to {path}: it is read-only (mode {stat.S_IMODE(mode):o}) (hint: it is kept "
+            f"as it is; `chmod u+w {shlex.quote(str(path))}` lets a chat save it)")
 
 
 class UnrecalledFileHistory(SafeFileHistory):
@@ -339,11 +352,11 @@ def open_history(*, recall: bool = True) -> tuple[History, str | None]:
     """The persistent input history, kept private (0600: it holds everything typed, as a shell's history does; what
     its group or others may do with it is taken away) but for one made read-only by its mode (for root too), left
     as it is, unchecked, untrimmed, never set aside, appended to by no chat; and a warning when the file had to be
-    set aside; without recall (a terminal whose prompt cannot show a recalled line), lines are saved but never
-    offered for Up."""
+    set aside or is read-only (said here, not at each line sent); without recall (a terminal whose prompt cannot
+    show a recalled line), lines are saved but never offered for Up."""
     path = history_path()
     in_memory: Callable[[], History] = InMemoryHistory if recall else DummyHistory
-    warning = None
+    warning, read_only = None, False
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not path.exists():
@@ -364,11 +377,15 @@ def open_history(*, recall: bool = True) -> tuple[History, str | None]:
                 aside = path.with_name(path.name + DAMAGED_SUFFIX)
                 os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
                 warning = f"the input history {path} is damaged ({damage}); moved it to {aside} and started anew"
+        elif stat.S_ISREG(mode):
+            warning, read_only = _read_only_warning(path, mode), True
     except OSError as exc:
         blocker = file_in_the_way(path.parent)  # a file where the data folder goes: said as the chat's start says it
         reason = in_the_way(blocker)[0] if blocker is not None else os_reason(exc)
         return in_memory(), f"cannot use the input history {path}: {reason}; not saving it"
-    return (SafeFileHistory if recall else UnrecalledFileHistory)(path), warning
+    history = (SafeFileHistory if recall else UnrecalledFileHistory)(path)
+    history.read_only_said = read_only
+    return history, warning
 
 
 def continuation(width: int, _line_number: int, is_soft_wrap: bool) -> str:

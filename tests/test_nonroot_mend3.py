@@ -134,8 +134,8 @@ def _chat_sending_a_line(home: Path, *, as_root: bool) -> str:
 
 def test_read_only_history_is_left_as_it_is_by_root_too(tmp_path: Path) -> None:
     """An input history made read-only (444) past its bound of entries, and a chat run by root, whose writes no mode
-    refuses: the history is left as it is, untrimmed, the line sent not added, and the chat says it could not save it,
-    as for a user, where root trimmed it and appended to it."""
+    refuses: the history is left as it is, untrimmed, the line sent not added, and the chat says it is not saved, as
+    for a user, where root trimmed it and appended to it."""
     from localgen.history_bound import MAX_HISTORY_ENTRIES
 
     if os.geteuid() != 0:
@@ -145,7 +145,7 @@ def test_read_only_history_is_left_as_it_is_by_root_too(tmp_path: Path) -> None:
     said = _chat_sending_a_line(tmp_path, as_root=True)
     assert history.read_bytes() == before
     assert oct(history.stat().st_mode & 0o777) == "0o444"
-    assert f"could not save input history to {history}: it is read-only (mode 444)" in said, said
+    assert f"input history is not saved to {history}: it is read-only (mode 444)" in said, said
 
 
 def test_damaged_read_only_history_is_left_as_it_is(tmp_path: Path) -> None:

@@ -57,3 +57,51 @@ def test_move_that_may_not_give_the_group_keeps_its_own(tmp_path: Path) -> None:
     moved = run_unprivileged(tmp_path, "conversations", "mv", "c", "d")
     assert moved.returncode == 0 and moved.stderr == "localgen: renamed c to d\n", moved.stderr
     assert _group_and_mode(tmp_path / "data" / "conversations" / "d.json") == (os.getegid(), "0o640")
+
+
+def _chat_sending_lines(home: Path, *lines: str, as_root: bool) -> tuple[str, str]:
+    """A chat started in a pseudo-terminal (as root with every capability, or where permissions bind), sent lines,
+    then left with Ctrl-D: what it wrote up to its first prompt, and after it, each with its spacing made single."""
+    import io
+    import sys
+
+    import pexpect
+
+    from tests.conftest import REPO_ROOT
+    from tests.test_nonroot import COLUMNS, unprivileged
+    from tests.test_repl import PROMPT, TIMEOUT, _env
+
+    command = [sys.executable, "-m", "localgen", "chat", "-n", "4"]
+    command = command if as_root else unprivileged(command)
+    chat = pexpect.spawn(command[0], command[1:], env={**_env(home, columns=COLUMNS), "LOCALGEN_OFFLINE": "1"},
+                         cwd=str(REPO_ROOT), encoding="utf-8", codec_errors="replace", timeout=TIMEOUT,
+                         dimensions=(30, COLUMNS))
+    chat.logfile_read = io.StringIO()
+    chat.expect_exact(PROMPT)
+    start = chat.logfile_read.getvalue()
+    for line in lines:
+        chat.sendline(line)
+        chat.expect_exact(PROMPT)
+    chat.sendcontrol("d")
+    chat.expect(pexpect.EOF)
+    chat.close()
+    assert chat.exitstatus == 0, chat.before
+    return " ".join(start.split()), " ".join(chat.logfile_read.getvalue()[len(start):].split())
+
+
+@pytest.mark.parametrize("as_root", [False, True])
+def test_read_only_history_is_said_once_at_the_chats_start(tmp_path: Path, as_root: bool) -> None:
+    """An input history made read-only (444), by a user or root: the chat's start says in one warning that it is not
+    saved, with what lets it be, and the lines sent say nothing of it, where the start said nothing and the first line
+    sent said it could not be saved."""
+    if as_root and os.geteuid() != 0:
+        pytest.skip("root's writes are what this checks")
+    history = tmp_path / "data" / "history"
+    history.parent.mkdir(parents=True)
+    history.write_bytes(b"\n# 2026-01-01 00:00:00\n+entry\n")
+    history.chmod(0o444)
+    start, rest = _chat_sending_lines(tmp_path, "hello", "again", as_root=as_root)
+    assert (f"localgen: warning: input history is not saved to {history}: it is read-only (mode 444) (hint: it is "
+            f"kept as it is; `chmod u+w {history}` lets a chat save it)") in start, start
+    assert "input history" not in rest and "read-only" not in rest, rest
+    assert history.read_bytes() == b"\n# 2026-01-01 00:00:00\n+entry\n"
