@@ -84,6 +84,12 @@ def raise_signal_exit(signum: int, frame: FrameType | None) -> None:
         raise SignalExit(signum)
 
 
+def raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
+    """Python's default SIGINT handler (KeyboardInterrupt), but once out of a call into llama.cpp."""
+    if not handled_after_the_c_call(signum, frame):
+        raise KeyboardInterrupt
+
+
 @contextlib.contextmanager
 def exit_on_signals(signals: tuple[int, ...] = ENDING_SIGNALS) -> Iterator[None]:
     """While active, the signals raise SignalExit (finally blocks and context managers run) instead of killing.
