@@ -166,6 +166,13 @@ def test_set_and_run_write_a_number_in_its_shortest_form(tmp_path: Path) -> None
     assert refused.returncode == 2 and b"error: temperature 500 is out of range" in refused.stderr, refused.stderr
 
 
+def hinted_command(said: str, pattern: str) -> list[str]:
+    """The command a hint in said gives (pattern's first group), word by word as bash reads it back."""
+    typed = re.search(pattern, said)[1]  # type: ignore[index]
+    return subprocess.run(["bash", "-c", f"printf '%s\\0' {typed}"], capture_output=True, text=True,
+                          check=True).stdout.split("\0")[:-1]
+
+
 def _said(chat: Chat, command: str) -> str:
     """What a command says, its lines joined, without the terminal's escapes."""
     start = len(chat.transcript.getvalue())
@@ -198,9 +205,7 @@ def test_a_chat_with_nothing_to_resume_is_given_the_command_that_starts_it_again
         shown = [_said(chat, command) for command in SHOWN]
         said = _said(chat, f"/model {shlex.quote(str(small))}")
         assert "as it has no exchange saved to resume" in said, said
-        typed = re.search(r"/exit, then start the chat again with `([^`]*)`", said)[1]  # type: ignore[index]
-        command = subprocess.run(["bash", "-c", f"printf '%s\\0' {typed}"], capture_output=True, text=True,
-                                 check=True).stdout.split("\0")[:-1]  # as a shell reads it
+        command = hinted_command(said, r"/exit, then start the chat again with `([^`]*)`")
         assert command[:2] == ["localgen", "chat"] and command[-2:] == ["-c", "1024"], command
         assert chat.quit() == 0
     finally:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tests.test_chat_leftovers import hinted_command
 from tests.test_cli_completion import _bash_lines, _shells, _zsh_or_fish_lines
 
 
@@ -133,9 +134,7 @@ def test_the_command_that_starts_a_chat_again_gives_values_that_read_as_options_
             chat.sync()
         shown = [_said(chat, command) for command in shown_parts]
         said = _said(chat, f"/model {shlex.quote(str(small))}")
-        typed = re.search(r"/exit, then start the chat again with `([^`]*)`, as", said)[1]  # type: ignore[index]
-        command = subprocess.run(["bash", "-c", f"printf '%s\\0' {typed}"], capture_output=True, text=True,
-                                 check=True).stdout.split("\0")[:-1]  # as a shell reads it
+        command = hinted_command(said, r"/exit, then start the chat again with `([^`]*)`, as")
         assert command[:2] == ["localgen", "chat"] and command[-2:] == ["-c", "1024"], command
         assert chat.quit() == 0
     finally:

@@ -4,14 +4,14 @@ repacked weights, the history trim keeping its newest entry whatever follows it.
 from __future__ import annotations
 
 import ctypes
-import re
 import resource
 import shlex
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.test_chat_leftovers import hinted_command
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
@@ -33,9 +33,7 @@ def test_the_command_that_starts_a_chat_again_gives_an_empty_system_prompt_as_an
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
-    typed = re.search(r"/exit, then start the chat again with `([^`]*)`, as", said)[1]  # type: ignore[index]
-    command = subprocess.run(["bash", "-c", f"printf '%s\\0' {typed}"], capture_output=True, text=True,
-                             check=True).stdout.split("\0")[:-1]  # as a shell reads it
+    command = hinted_command(said, r"/exit, then start the chat again with `([^`]*)`, as")
     assert command == ["localgen", "chat", "-m", str(small), "-s", "", "-c", "1024"], command
     again = Chat(tmp_path / "home", *command[2:])
     try:

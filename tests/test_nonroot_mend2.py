@@ -12,8 +12,8 @@ import pytest
 from tests.conftest import run_localgen
 from tests.hub_server import HubServer, file_sha256, make_gguf_bytes, run_cli
 from tests.test_nonroot import run_unprivileged, run_unprivileged_in
+from tests.test_nonroot_mend import OTHER, _two_repos_pulled
 
-OTHER = "acme/Other-GGUF"
 ARGS = ("-n", "1", "--temperature", "0", "Hi")
 
 
@@ -103,14 +103,8 @@ def test_chat_start_keeps_the_input_history_private_and_leaves_a_read_only_one_a
 def _hub_pulled(hub: tuple[HubServer, dict[str, str]]) -> tuple[dict[str, str], Path, Path]:
     """The loopback Hub's environment once acme/Tiny-GGUF:Q8_0 and acme/Other-GGUF:Q8_0 are pulled, and the cache's
     folders of the two."""
-    server, env = hub
-    server.add_repo("acme/Tiny-GGUF", {"tiny.Q8_0.gguf": make_gguf_bytes("q8")})
-    server.add_repo(OTHER, {"other.Q8_0.gguf": make_gguf_bytes("q8", 70_000)})
-    for reference in ("acme/Tiny-GGUF:Q8_0", f"{OTHER}:Q8_0"):
-        pulled = run_cli(env, "pull", reference)
-        assert pulled.returncode == 0, pulled.stderr
-    cache = Path(env["HF_HUB_CACHE"])
-    return env, cache / "models--acme--Tiny-GGUF", cache / "models--acme--Other-GGUF"
+    env, tiny = _two_repos_pulled(hub)
+    return env, tiny, tiny.with_name("models--acme--Other-GGUF")
 
 
 @pytest.mark.parametrize(("place", "mode"), [("repo", 0), ("repo", 0o644), ("commit", 0o644), ("commit", 0)])

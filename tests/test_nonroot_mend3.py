@@ -104,9 +104,9 @@ def _history_of(path: Path, entries: int, mode: int, damaged: bool = False) -> b
     return path.read_bytes()
 
 
-def _chat_sending_a_line(home: Path, *, as_root: bool) -> str:
-    """A chat started in a pseudo-terminal (as root with every capability, or where permissions bind), sent one line,
-    then left with Ctrl-D; all it wrote, its spacing made single."""
+def _chat_sending_lines(home: Path, *lines: str, as_root: bool) -> tuple[str, str]:
+    """A chat started in a pseudo-terminal (as root with every capability, or where permissions bind), sent lines,
+    then left with Ctrl-D: what it wrote up to its first prompt, and after it, each with its spacing made single."""
     import io
     import sys
 
@@ -123,13 +123,15 @@ def _chat_sending_a_line(home: Path, *, as_root: bool) -> str:
                          dimensions=(30, COLUMNS))
     chat.logfile_read = io.StringIO()
     chat.expect_exact(PROMPT)
-    chat.sendline("hello")
-    chat.expect_exact(PROMPT)
+    start = chat.logfile_read.getvalue()
+    for line in lines:
+        chat.sendline(line)
+        chat.expect_exact(PROMPT)
     chat.sendcontrol("d")
     chat.expect(pexpect.EOF)
     chat.close()
     assert chat.exitstatus == 0, chat.before
-    return " ".join(chat.logfile_read.getvalue().split())
+    return " ".join(start.split()), " ".join(chat.logfile_read.getvalue()[len(start):].split())
 
 
 def test_read_only_history_is_left_as_it_is_by_root_too(tmp_path: Path) -> None:
@@ -142,7 +144,7 @@ def test_read_only_history_is_left_as_it_is_by_root_too(tmp_path: Path) -> None:
         pytest.skip("root's writes are what this checks")
     history = tmp_path / "data" / "history"
     before = _history_of(history, MAX_HISTORY_ENTRIES * 2, 0o444)
-    said = _chat_sending_a_line(tmp_path, as_root=True)
+    said = " ".join(_chat_sending_lines(tmp_path, "hello", as_root=True))
     assert history.read_bytes() == before
     assert oct(history.stat().st_mode & 0o777) == "0o444"
     assert f"input history is not saved to {history}: it is read-only (mode 444)" in said, said
@@ -153,7 +155,7 @@ def test_damaged_read_only_history_is_left_as_it_is(tmp_path: Path) -> None:
     where it moved it to history.damaged and started a new 600 history the user had not asked for."""
     history = tmp_path / "data" / "history"
     before = _history_of(history, 3, 0o444, damaged=True)
-    said = _chat_sending_a_line(tmp_path, as_root=False)
+    said = " ".join(_chat_sending_lines(tmp_path, "hello", as_root=False))
     assert history.read_bytes() == before
     assert oct(history.stat().st_mode & 0o777) == "0o444"
     assert not history.with_name("history.damaged").exists()

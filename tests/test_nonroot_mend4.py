@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import run_localgen
 from tests.test_nonroot import run_unprivileged
+from tests.test_nonroot_mend3 import _chat_sending_lines
 
 ARGS = ("-n", "1", "--temperature", "0", "Hi")
 GROUP = 65534  # a group this process is not in, which only root with its capabilities may give a file
@@ -57,36 +58,6 @@ def test_move_that_may_not_give_the_group_keeps_its_own(tmp_path: Path) -> None:
     moved = run_unprivileged(tmp_path, "conversations", "mv", "c", "d")
     assert moved.returncode == 0 and moved.stderr == "localgen: renamed c to d\n", moved.stderr
     assert _group_and_mode(tmp_path / "data" / "conversations" / "d.json") == (os.getegid(), "0o640")
-
-
-def _chat_sending_lines(home: Path, *lines: str, as_root: bool) -> tuple[str, str]:
-    """A chat started in a pseudo-terminal (as root with every capability, or where permissions bind), sent lines,
-    then left with Ctrl-D: what it wrote up to its first prompt, and after it, each with its spacing made single."""
-    import io
-    import sys
-
-    import pexpect
-
-    from tests.conftest import REPO_ROOT
-    from tests.test_nonroot import COLUMNS, unprivileged
-    from tests.test_repl import PROMPT, TIMEOUT, _env
-
-    command = [sys.executable, "-m", "localgen", "chat", "-n", "4"]
-    command = command if as_root else unprivileged(command)
-    chat = pexpect.spawn(command[0], command[1:], env={**_env(home, columns=COLUMNS), "LOCALGEN_OFFLINE": "1"},
-                         cwd=str(REPO_ROOT), encoding="utf-8", codec_errors="replace", timeout=TIMEOUT,
-                         dimensions=(30, COLUMNS))
-    chat.logfile_read = io.StringIO()
-    chat.expect_exact(PROMPT)
-    start = chat.logfile_read.getvalue()
-    for line in lines:
-        chat.sendline(line)
-        chat.expect_exact(PROMPT)
-    chat.sendcontrol("d")
-    chat.expect(pexpect.EOF)
-    chat.close()
-    assert chat.exitstatus == 0, chat.before
-    return " ".join(start.split()), " ".join(chat.logfile_read.getvalue()[len(start):].split())
 
 
 @pytest.mark.parametrize("as_root", [False, True])

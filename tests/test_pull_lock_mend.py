@@ -4,6 +4,7 @@ the model (checking it, loading it), which a `models rm` refusing it and a pull 
 
 from __future__ import annotations
 
+import io
 import itertools
 import os
 import subprocess
@@ -12,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hub_server import HubEnv, HubServer, child_env, file_sha256, make_gguf_bytes, run_cli
@@ -273,19 +275,23 @@ def test_a_pull_begun_as_a_run_downloads_the_model_says_when_the_run_goes_on_to_
     assert pull.lines[-1] == f"localgen: {what} downloaded by another process, sha256 verified\n", pull.lines
 
 
-def test_the_bar_of_a_file_waited_on_says_when_the_process_holding_it_goes_on_to_load_it() -> None:
-    """On a terminal, the bar of the file went on saying another download was fetching it through the run's load."""
-    import io
-
+def terminal_display(repo: str, name: str) -> tuple[Any, Any, io.StringIO]:
+    """A pull's display on a terminal (written to the StringIO) of one 1 MiB file of repo, and that file."""
     from rich.console import Console
 
     from localgen.download_progress import RichDisplay
     from localgen.hub_types import HubFile, HubModel
 
-    f = HubFile(SOLO, SOLO_FILE, 2**20, "a" * 64, "Q4_K_M", None, None)
+    f = HubFile(repo, name, 2**20, "a" * 64, "Q4_K_M", None, None)
     out = io.StringIO()
-    display = RichDisplay(HubModel(SOLO, "Q4_K_M", (f,), "c" * 40),
+    display = RichDisplay(HubModel(repo, "Q4_K_M", (f,), "c" * 40),
                           console=Console(file=out, force_terminal=True, width=200), source="http://hub")
+    return display, f, out
+
+
+def test_the_bar_of_a_file_waited_on_says_when_the_process_holding_it_goes_on_to_load_it() -> None:
+    """On a terminal, the bar of the file went on saying another download was fetching it through the run's load."""
+    display, f, out = terminal_display(SOLO, SOLO_FILE)
     with display:
         display.begin_file(f, cached=False, waiting=True)
         display.holder_now(lock_activity.Holder(123, "loading"))

@@ -266,17 +266,9 @@ def test_a_pull_backing_off_after_saying_a_file_starts_says_it_once(hubenv: HubE
 
 def test_the_bar_of_a_file_begun_again_after_backing_off_is_the_one_drawn_before() -> None:
     """On a terminal, a pull backing off said the file's start again and drew a second bar, the first unended."""
-    import io
+    from tests.test_pull_lock_mend import terminal_display
 
-    from rich.console import Console
-
-    from localgen.download_progress import RichDisplay
-    from localgen.hub_types import HubFile, HubModel
-
-    f = HubFile(BACKS, B2, 2**20, "a" * 64, "Q4_K_M", None, None)
-    out = io.StringIO()
-    display = RichDisplay(HubModel(BACKS, "Q4_K_M", (f,), "c" * 40),
-                          console=Console(file=out, force_terminal=True, width=200), source="http://hub")
+    display, f, out = terminal_display(BACKS, B2)
     with display:
         display.begin_file(f, cached=False)
         display.backing_off(f)
