@@ -16,28 +16,31 @@ from pathlib import Path
 
 from localgen import hub_cache, lock_activity
 from localgen.file_locks import HAS_FLOCK, lock_holder, locked_descriptor
+from localgen.load_locks import loading_lock_path, open_lock_file
 
 HELD_WAIT_S = 2.0  # the locks held with no part written (a pull checking the model it fetched, or one about to write)
 # are waited for this long, all together; one still held then is gone ahead without (a process that holds it longer and
 # writes nothing is no download), but where its holder records checking or loading the model: downloads_under_way.py
 LOCK_POLL_S = 0.01
-LOCK_FILE_MODE = 0o664  # huggingface_hub's, so that other users sharing the cache can wait on it too
 
 
 @dataclass
 class Waited:
     """The blobs whose locks another process held as a repo's blob locks were taken (waited for), those of them still
     held once the wait ran out and when looked at again once the others were taken (gone ahead without), and the
-    process that held the first where known."""
+    process that held the first where known; and the blobs a run still loaded once the wait ran out (load_locks.py),
+    with one of those runs where known."""
 
     blobs: list[str] = field(default_factory=list)
     given_up: list[str] = field(default_factory=list)
     holder: int | None = None
+    loading: list[str] = field(default_factory=list)
+    loader: int | None = None
 
     @property
     def waited(self) -> bool:
-        """Whether any lock was waited for."""
-        return bool(self.blobs)
+        """Whether any lock was waited for, or a run loads the model still."""
+        return bool(self.blobs or self.loading)
 
 
 @contextlib.contextmanager
@@ -47,6 +50,7 @@ def holding_blob_locks(repo: str, blobs: Collection[str], *, refuse: Callable[[]
     part now); one that cannot be taken or tested (no flock, an unwritable cache) is gone ahead without. The block
     gets whether any was waited for."""
     held: dict[Path, int] = {}
+    loads: list[int] = []  # the loading locks' descriptors
     waited = Waited()
     deadline = time.monotonic() + HELD_WAIT_S  # one wait for them all: a split model's shards held by a run loading
     try:  # it are not waited on one after the other
@@ -67,12 +71,39 @@ def holding_blob_locks(repo: str, blobs: Collection[str], *, refuse: Callable[[]
                 held[lock] = fd
                 hub_cache.LOCKS_HELD_HERE.add(lock)
                 lock_activity.took(lock, "removing")
+        loads += _loading_locks_taken(repo, blobs, waited, deadline) if HAS_FLOCK else []
         yield waited
     finally:
         for lock, fd in held.items():
             lock_activity.letting_go(lock)
             hub_cache.LOCKS_HELD_HERE.discard(lock)
             os.close(fd)
+        for fd in loads:
+            os.close(fd)
+
+
+def _loading_locks_taken(repo: str, blobs: Collection[str], waited: Waited, deadline: float) -> list[int]:
+    """Take the loading lock (load_locks.py) of each of a repo's blobs, within the wait that ends at deadline: the
+    descriptors holding them. One a run still holds then is noted in waited (with the run, where the system tells it);
+    one that cannot be taken or tested is gone ahead without."""
+    taken: list[int] = []
+    try:
+        for blob in sorted(blobs):
+            lock = loading_lock_path(hub_cache.blob_lock_path(repo, blob))
+            seen: list[bool] = []
+            fd = locked_descriptor(lock, functools.partial(open_lock_file, lock), poll_s=LOCK_POLL_S,
+                                   wait_s=max(deadline - time.monotonic(), 0.0),
+                                   on_held=functools.partial(seen.append, True))
+            if fd is not None:
+                taken.append(fd)
+            elif seen:
+                waited.loading.append(blob)
+                waited.loader = waited.loader or lock_holder(lock)
+    except BaseException:
+        for fd in taken:
+            os.close(fd)
+        raise
+    return taken
 
 
 def _taken(lock: Path, refuse: Callable[[], None], waited: Waited, wait_s: float) -> int | None:
@@ -94,14 +125,4 @@ def _taken(lock: Path, refuse: Callable[[], None], waited: Waited, wait_s: float
 
 def _opened(lock: Path) -> int | None:
     """A descriptor of the lock file, made (with its folder) where missing; None where it cannot be opened."""
-    try:
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, LOCK_FILE_MODE)
-        except FileExistsError:
-            return os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    with contextlib.suppress(OSError):
-        os.fchmod(fd, LOCK_FILE_MODE)  # past the umask, as huggingface_hub makes it
-    return fd
+    return open_lock_file(lock)

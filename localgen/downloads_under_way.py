@@ -101,12 +101,16 @@ def refuse_model_held(registry: Registry, reference: str, cached: list[hub_cache
     shard's lock of, where that download may go on to a shard after it, which it would leave with none before, or
     where a shard was not there as rm found the model's files (one a download linked as rm waited would stay). A lock
     let go as rm waited was a pull's that ended: a pull holds the lock of each file it fetched until it has checked
-    the model whole (a run, until llama.cpp has opened it)."""
+    the model whole (a run, until llama.cpp has opened it); a run loading a model it found here holds its loading
+    locks until then (load_locks.py)."""
     repo, names = cached[0].repo, model_files(cached)
     listing = hub_cache.load_listing(repo)
     files = [f for f in listing.files if f.filename in names] if listing else []
     holders = (lock_activity.holder(hub_cache.blob_lock_path(repo, blob)) for blob in waited.given_up)
-    if (busy := next((h for h in holders if h is not None and h.done_downloading), None)) is not None:
+    busy = next((h for h in holders if h is not None and h.done_downloading), None)
+    if busy is None and waited.loading:  # a run that found the model here and loads it: load_locks.py
+        busy = lock_activity.Holder(waited.loader, "loading")
+    if busy is not None:
         shown = files[0].filename if files else cached[0].filename
         raise _busy_refusal(display_name(registry, repo, quant_of(shown), shown), reference, busy)
     if len(names) < 2:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -237,17 +238,22 @@ def load_model(options: ModelOptions, *, release: Callable[[], None] | None = No
     to load nothing.
     """
     from localgen.catalog import touch_last_used
-    from localgen.gguf_split import validate_split
+    from localgen.gguf_split import split_shard_paths, validate_split
     from localgen.hub import locks_held_through
+    from localgen.load_locks import held_for_loading
 
     hw = probe_hardware()
     for warning in (cpu_only_warning_once(hw), threads_warning_once(options)):
         if warning:
             note(f"warning: {warning}")
     freed = hw if held is None else hw.after_freeing(held.private_ram_bytes, held.vram_bytes)
-    with locks_held_through():  # a models rm waiting on a model downloaded now removes it once llama.cpp has it open
-        with named_as_typed(options.model):
+    with locks_held_through(), contextlib.ExitStack() as loading:  # a models rm removes the model once llama.cpp
+        with named_as_typed(options.model):  # has it open: waiting on a download's locks, refused by a load's
             resolved = resolve_fitting(options, freed, note)
+            if not loading.enter_context(held_for_loading(split_shard_paths(resolved.path))):
+                loading.close()  # removed as it was resolved: resolved again (downloaded, where the Hub is reached)
+                resolved = resolve_fitting(options, freed, note)
+                loading.enter_context(held_for_loading(split_shard_paths(resolved.path)))
             if found is not None:
                 found(resolved)
             header, _ = validate_split(resolved.path)  # every shard is checked in Python before llama.cpp opens it

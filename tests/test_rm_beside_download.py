@@ -148,7 +148,7 @@ def test_rm_leaves_the_lock_files_of_the_blobs_it_deleted_and_their_folder_as_hu
     assert sorted(p.name for p in folder.iterdir()) == locks
     remove_model(load_registry(), f"{REPO}:Q4_K_M")
     remove_model(load_registry(), f"{REPO}:Q8_0")
-    assert sorted(p.name for p in folder.iterdir()) == locks
+    assert sorted(p.name for p in folder.iterdir()) == sorted([*locks, *(f"{lock}.loading" for lock in locks)])
     assert not (hubenv.hf_cache / hub_cache.repo_folder(REPO)).exists()
 
 

@@ -1,0 +1,104 @@
+"""Runs, pulls and `models rm` side by side on a model already downloaded: a run loading it holds a shared lock of each
+of its blobs until llama.cpp has it open, which other runs share and a models rm is refused for."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from hub_server import HubEnv, run_cli
+
+from localgen import load_locks
+from tests.conftest import REPO_ROOT
+from tests.test_pull_lock_mend import SOLO, SOLO_FILE, _loaded, _run_loading_slowly
+
+
+def _pulled_tiny(hubenv: HubEnv, tmp_path: Path) -> None:
+    """SOLO, a model llama.cpp loads, served and pulled."""
+    from gguf_builders import tiny_model
+
+    hubenv.server.add_repo(SOLO, {SOLO_FILE: tiny_model(tmp_path / "tiny.gguf")})
+    pulled = run_cli(hubenv.env, "pull", SOLO)
+    assert pulled.returncode == 0, pulled.stderr
+
+
+def test_rm_of_a_downloaded_model_a_run_loads_is_refused_naming_the_run_and_the_run_answers(
+        hubenv: HubEnv, tmp_path: Path) -> None:
+    """A run of a model found in the cache held no lock: rm removed its file after the run had resolved it and before
+    llama.cpp opened it, and the run failed saying the file may be damaged."""
+    _pulled_tiny(hubenv, tmp_path)
+    run = _run_loading_slowly(hubenv, tmp_path, SOLO)
+    try:
+        refused = run_cli(hubenv.env, "models", "rm", "--yes", SOLO)  # waits 2 s on the run's load
+    finally:
+        _loaded(tmp_path)
+    answer, err = run.communicate(timeout=120)
+    assert refused.returncode == 1 and refused.stderr == (
+        f"localgen: error: {SOLO}:Q4_K_M is being loaded by process {run.pid} (hint: run `localgen models rm {SOLO}` "
+        "again once it has started (llama.cpp has the model open then), or stop it with Ctrl-C where it runs)\n")
+    assert run.returncode == 0 and answer, err
+    assert hubenv.snapshot_files(SOLO) and hubenv.blobs(SOLO)
+    removed = run_cli(hubenv.env, "models", "rm", "--yes", SOLO)  # the run has ended: nothing holds the model now
+    assert removed.returncode == 0 and hubenv.blobs(SOLO) == [], removed.stderr
+
+
+def test_a_run_of_a_model_another_run_loads_does_not_wait_on_it(hubenv: HubEnv, tmp_path: Path) -> None:
+    """Both runs hold the model's loading lock, shared: the second loads and answers while the first still loads."""
+    _pulled_tiny(hubenv, tmp_path)
+    first = _run_loading_slowly(hubenv, tmp_path, SOLO)
+    try:
+        started = time.monotonic()
+        second = run_cli(hubenv.env, "run", "-m", SOLO, "-n", "2", "--temp", "0", "hi")
+        took = time.monotonic() - started
+        assert first.poll() is None  # still loading
+    finally:
+        _loaded(tmp_path)
+    first.communicate(timeout=120)
+    assert second.returncode == 0 and second.stdout, second.stderr
+    assert first.returncode == 0
+    assert took < load_locks.REMOVAL_WAIT_S, f"the second run took {took:.1f} s"
+
+
+_REMOVED_AS_RESOLVED = """
+import subprocess, sys
+from localgen import runner
+real = runner.resolve_fitting
+def removed_once(*args, **kwargs):
+    resolved = real(*args, **kwargs)
+    if runner.resolve_fitting is removed_once:
+        runner.resolve_fitting = real  # once
+        subprocess.run([sys.executable, "-m", "localgen", "models", "rm", "--yes", sys.argv[3]], check=True)
+    return resolved
+runner.resolve_fitting = removed_once
+sys.argv = ["localgen", *sys.argv[1:]]
+from localgen.launcher import main
+main()
+"""
+
+
+def test_a_run_whose_model_rm_removed_as_it_was_resolved_downloads_it_again_and_answers(
+        hubenv: HubEnv, tmp_path: Path) -> None:
+    """rm removed the model between the run's finding it in the cache and its lock: the run went on to load a file
+    that was gone and failed saying it may be damaged."""
+    _pulled_tiny(hubenv, tmp_path)
+    done = subprocess.run([sys.executable, "-c", _REMOVED_AS_RESOLVED, "run", "-m", SOLO, "-n", "2", "--temp", "0",
+                           "hi"], cwd=REPO_ROOT, env=hubenv.env, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout, done.stderr
+    assert done.stderr.startswith(f"localgen: removed {SOLO}:Q4_K_M"), done.stderr
+    assert f"localgen: downloaded {SOLO}/{SOLO_FILE}" in done.stderr, done.stderr
+    assert hubenv.snapshot_files(SOLO)
+
+
+def test_a_run_of_a_file_outside_the_hub_cache_takes_no_lock(bundled_model: Path, tmp_path: Path) -> None:
+    """The bundled model, or a file of the user's, has no blob in the Hub cache that a models rm removes."""
+    link = tmp_path / "models--org--x" / "snapshots" / "c0ffee" / "x.gguf"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(bundled_model)
+    assert load_locks.blob_loading_lock(bundled_model) is None
+    assert load_locks.blob_loading_lock(link) == (tmp_path / ".locks" / "models--org--x" /
+                                                  f"{bundled_model.name}.lock.loading")
+    with load_locks.held_for_loading([bundled_model]) as there:
+        assert there
