@@ -219,7 +219,7 @@ def _fetch_in_lock_order(model: HubModel, f: HubFile, *, force: bool, display: D
     replaced = (file_id(blobs_dir(model.repo) / f.blob) or NO_COPY) if force and f.blob else None  # what --force
     # replaces: where another process downloads it anew as this pull waits, once is enough
     try:
-        return _fetch_file(model, f, force=force, display=display, pin=pin, locks=locks)
+        return _fetch_file(model, f, force=force, display=display, pin=pin, locks=locks, replaced=replaced)
     except LockOutOfOrder as exc:
         wanted = exc.lock
     locks.close()
@@ -372,7 +372,7 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
             else:
                 if not (cached and pointer.is_file()):
                     fetched = fetch_blob(model.repo, model.revision, f, own, force=force, display=display, claim=claim,
-                                         locks=locks, replaced=replaced)
+                                         locks=locks, replaced=replaced, waited_on=holder)
                 path = pointer
     except LockOutOfOrder:
         display.backing_off(f)

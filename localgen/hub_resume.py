@@ -78,30 +78,41 @@ class Fetched:
 
 
 def fetch_blob(repo: str, revision: str, f: HubFile, etag: str, *, force: bool, display: Display,
-               claim: PartClaim, locks: contextlib.ExitStack,
-               replaced: tuple[int, int] | None = None) -> Fetched | None:
+               claim: PartClaim, locks: contextlib.ExitStack, replaced: tuple[int, int] | None = None,
+               waited_on: lock_activity.Holder | None = None) -> Fetched | None:
     """Download a file into blobs/etag unless it is there (force: even so), then link it into the snapshot at the
     commit, with no request to the Hub beyond the download's; the blob's lock, entered into locks, is held until they
     close (the pull has checked its model). None when the blob was there once the lock was taken (cached, or another
     download finished it while this one waited). claim.writing says, should it stop, whether the partial copy is this
     download's; the sha256 checked is given only where the entry is the blob checked. replaced: the (device, inode)
     of the copy force replaces (NO_COPY: none was there), which another download, waited on, replacing it meanwhile
-    spares fetching again."""
+    spares fetching again, as does another pull or run (waited_on: the holder of the lock as the wait began) that
+    found it there, linked it and checked it meanwhile."""
     blobs, lock = blobs_dir(repo), blob_lock_path(repo, etag)
     lock.parent.mkdir(parents=True, exist_ok=True)
     locks.enter_context(blob_lock(lock))  # blobs/ is made under it, as the partial copy is opened: _open_partial
     fetched = None
     if force and replaced is not None and file_id(blobs / etag) not in (replaced, None):
         force = False  # another pull --force's download, waited on, replaced it: once is enough
+    elif force and replaced is not None and _fetched_by(waited_on) and (blobs / etag).is_file():
+        force = False  # another pull or run found it there, linked it and checked it as this one waited
     if force or not (blobs / etag).is_file():
         claim.writing = True
         fetched = _download(repo, revision, f, etag, fresh=force, display=display)
         lock_activity.downloaded(lock)
+    else:
+        lock_activity.took(lock, "checking")  # found there: linked and checked, which a process waiting on it says
     pointer = pointer_path(repo, revision, f.filename)
     link_into_snapshot(pointer, blobs / etag, new_blob=fetched is not None)
     if fetched is not None and file_id(pointer) != fetched.file_id:
         return replace(fetched, sha256=None)
     return fetched
+
+
+def _fetched_by(holder: lock_activity.Holder | None) -> bool:
+    """Whether the holder of a blob's lock waited on fetches the blob for its model (a pull or a run, which holds the
+    lock until the model is checked, and the blob is there then only where it was checked), not removes it."""
+    return holder is not None and holder.doing != "removing"
 
 
 class LockOutOfOrder(Exception):

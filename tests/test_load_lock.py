@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from hub_server import HubEnv, run_cli
+from hub_server import HubEnv, make_gguf_bytes, run_cli
 
 from localgen import load_locks
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, popen_localgen
 from tests.test_pull_lock_mend import SOLO, SOLO_FILE, _loaded, _run_loading_slowly
 
 
@@ -102,3 +104,64 @@ def test_a_run_of_a_file_outside_the_hub_cache_takes_no_lock(bundled_model: Path
                                                   f"{bundled_model.name}.lock.loading")
     with load_locks.held_for_loading([bundled_model]) as there:
         assert there
+
+
+_HELD_CHECK = """
+import os, sys, time
+from pathlib import Path
+from localgen import hub
+real = hub.verify_download
+def held(*args, **kwargs):
+    Path(os.environ["CHECKING_MARK"]).touch()
+    released, deadline = Path(os.environ["CHECKED_MARK"]), time.monotonic() + 60
+    while not released.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return real(*args, **kwargs)
+hub.verify_download = held
+sys.argv = ["localgen", *sys.argv[1:]]
+from localgen.launcher import main
+main()
+"""
+SAME = "org/same-bytes-GGUF"
+
+
+def _lines_of(proc: subprocess.Popen[str]) -> list[str]:
+    """A process's stderr lines, read as they come by a thread of their own."""
+    lines: list[str] = []
+    assert proc.stderr is not None
+    threading.Thread(target=lambda: lines.extend(proc.stderr or ()), daemon=True).start()
+    return lines
+
+
+def _until(done: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    """Wait (up to timeout seconds) until done() is true."""
+    deadline = time.monotonic() + timeout
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert done(), f"not {what} after {timeout} s"
+
+
+def test_a_pull_force_waiting_on_a_pull_that_linked_the_file_keeps_the_copy_it_checked(hubenv: HubEnv,
+                                                                                     tmp_path: Path) -> None:
+    """The pull --force waited on a pull that found the file there (another name's download of the same bytes),
+    linked it and checked it, then downloaded it again, as it does not a file the other pull downloaded."""
+    data = make_gguf_bytes("same")
+    hubenv.server.add_repo(SAME, {"same-Q4_K_M.gguf": data, "same-Q8_0.gguf": data})
+    assert run_cli(hubenv.env, "pull", f"{SAME}:Q4_K_M").returncode == 0
+    marks = {"CHECKING_MARK": str(tmp_path / "checking"), "CHECKED_MARK": str(tmp_path / "checked")}
+    linking = subprocess.Popen([sys.executable, "-c", _HELD_CHECK, "pull", f"{SAME}:Q8_0"], cwd=REPO_ROOT,
+                               env={**hubenv.env, **marks}, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               stdout=subprocess.DEVNULL, text=True)
+    forced = None
+    try:
+        _until(lambda: (tmp_path / "checking").exists() or linking.poll() is not None, "checking")
+        forced = popen_localgen([sys.executable, "-m", "localgen", "pull", "--force", f"{SAME}:Q8_0"], cwd=REPO_ROOT,
+                                env=hubenv.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        lines = _lines_of(forced)
+        _until(lambda: any(line.endswith("; waiting for it\n") for line in lines), "waiting")
+    finally:
+        (tmp_path / "checked").touch()
+    assert linking.wait(60) == 0 and forced is not None and forced.wait(60) == 0, lines
+    assert hubenv.server.count("GET", "same-Q8_0.gguf") == 0
+    assert lines[0] == f"localgen: process {linking.pid} is checking {SAME}/same-Q8_0.gguf (64.0 KiB); waiting for it\n"
