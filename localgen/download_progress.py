@@ -339,25 +339,47 @@ def tqdm_adapter(display: Display) -> type:
     return _Bar
 
 
-def print_summary(model: HubModel, downloaded: int, seconds: float, *, fetched_elsewhere: bool = False,
-                  received_before: bool = False) -> None:
+def print_summary(model: HubModel, downloaded: int, seconds: float, *, elsewhere: int = 0, received_before: int = 0,
+                  checked_elsewhere: bool = False) -> None:
     """One line on stderr: what was downloaded (by this process, by another it waited on, or by one that stopped
-    before it checked what it had received in full), how big, how fast, verified."""
+    before it checked what it had received in full: elsewhere and received_before, the bytes of the files each
+    fetched), how big, how fast, verified; checked_elsewhere: a copy there, which another process checked as this
+    pull --force waited on it, was kept."""
     first = model.files[0].filename
     what = first if len(model.files) == 1 else f"{first} and {counted(len(model.files) - 1, 'more shard')}"
     checks = "sha256 verified" if all(f.sha256 for f in model.files) else "checksums verified"
+    others = _fetched_otherwise(model.size - downloaded, elsewhere, received_before)
     if downloaded and downloaded < model.size:  # the shards an earlier download left out, say
         line = (f"downloaded {model.repo}/{what}: {binary_size(downloaded)} of {binary_size(model.size)} in "
-                f"{took(downloaded, seconds)}, the rest already in the cache, {checks}")
+                f"{took(downloaded, seconds)}, {others}, {checks}")
     elif downloaded:
         line = f"downloaded {model.repo}/{what} ({binary_size(model.size)}) in {took(downloaded, seconds)}, {checks}"
-    elif fetched_elsewhere:
+    elif elsewhere >= model.size:
         line = f"{model.repo}/{what} ({binary_size(model.size)}) downloaded by another process, {checks}"
-    elif received_before:
+    elif received_before >= model.size:
         line = f"{model.repo}/{what} ({binary_size(model.size)}) received in full by the pull that stopped, {checks}"
+    elif elsewhere or received_before:
+        line = f"{model.repo}/{what} ({binary_size(model.size)}): {others}, {checks}"
+    elif checked_elsewhere:
+        line = (f"{model.repo}/{what} ({binary_size(model.size)}) already in the cache, checked by another process as "
+                f"this pull waited on it, {checks}")
     else:
         line = f"{model.repo}/{what} ({binary_size(model.size)}) already in the cache, {checks}"
     print(f"localgen: {line}", file=sys.stderr, flush=True)
+
+
+def _fetched_otherwise(rest: int, elsewhere: int, received_before: int) -> str:
+    """How the bytes of a model this pull did not download (rest of them) came: by another process's download (the
+    bytes of the files it fetched: elsewhere), by a pull that stopped (received_before), the rest already in the
+    cache."""
+    said = []
+    if elsewhere:
+        said.append(f"{binary_size(elsewhere)} downloaded by another process")
+    if received_before:
+        said.append(f"{binary_size(received_before)} received in full by the pull that stopped")
+    if rest > elsewhere + received_before or not said:
+        said.append("the rest already in the cache")
+    return " and ".join(said)
 
 
 def took(downloaded: int, seconds: float) -> str:

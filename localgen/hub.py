@@ -147,7 +147,7 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
         with display, contextlib.ExitStack() as locks:  # each blob's lock, held until the model is checked whole
             for f in model.files:
                 paths.append(tally.add(_fetch_in_lock_order(model, f, force=force, display=display,
-                                                            pin=pin if f is first else None, locks=locks)))
+                                                            pin=pin if f is first else None, locks=locks), f.size))
             _fetch_removed(model, paths, tally, display, pin, locks)
             if (held := _HELD_THROUGH.get()) is not None:
                 held.enter_context(locks.pop_all())
@@ -156,28 +156,31 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
         for note in display.notes_after:  # below the bars' last drawing, not above it
             console.say(note)
     if not quiet:
-        download_progress.print_summary(model, tally.received, tally.seconds,
-                                        fetched_elsewhere=tally.elsewhere, received_before=tally.received_before)
+        download_progress.print_summary(model, tally.received, tally.seconds, elsewhere=tally.elsewhere,
+                                        received_before=tally.received_before, checked_elsewhere=tally.checked)
     return paths
 
 
 @dataclass
 class _Tally:
     """What a pull's fetches of a model's files came to: the bytes received now and the seconds spent receiving them
-    (not waiting on another process's lock, nor checking), and whether any file was fetched by another download or
-    received whole by one that stopped before checking it."""
+    (not waiting on another process's lock, nor checking), the bytes of the files another download fetched and of
+    those one that stopped before checking them had received whole, and whether a copy there that another process
+    checked as this pull --force waited was kept."""
 
     received: int = 0
     seconds: float = 0.0
-    elsewhere: bool = False
-    received_before: bool = False
+    elsewhere: int = 0
+    received_before: int = 0
+    checked: bool = False
 
-    def add(self, got: FetchedFile) -> Path:
-        """Count one fetch; the file's path."""
+    def add(self, got: FetchedFile, size: int) -> Path:
+        """Count one fetch of a file of size bytes; the file's path."""
         self.received += got.received
         self.seconds += got.seconds
-        self.elsewhere |= got.source == "elsewhere"
-        self.received_before |= got.source == "received before"
+        self.elsewhere += size if got.source == "elsewhere" else 0
+        self.received_before += size if got.source == "received before" else 0
+        self.checked |= got.source == "checked elsewhere"
         return got.path
 
 
@@ -202,7 +205,7 @@ def _fetch_removed(model: HubModel, paths: list[Path], tally: _Tally, display: D
         for index in gone:
             f = model.files[index]
             paths[index] = tally.add(_fetch_in_lock_order(model, f, force=False, display=display,
-                                                          pin=None if index else pin, locks=locks))
+                                                          pin=None if index else pin, locks=locks), f.size)
             ended = removals > 1 or checked or index == len(paths) - 1  # no other shard fetched after it
             when = "as this pull ended" if ended else "while this pull fetched the model's other shards"
             display.notes_after.append(f"localgen: {f.repo}/{f.filename} was removed {when}; it was downloaded again")
@@ -278,8 +281,9 @@ def is_cached(model: HubModel, f: HubFile) -> bool:
     return pointer_path(model.repo, model.revision, f.filename).is_file() or (blob is not None and blob.is_file())
 
 
-Source = Literal["cached", "downloaded", "elsewhere", "received before"]  # where a file came from: "elsewhere" is
-# another download, "received before" a download that stopped before it checked the bytes it had received in full
+Source = Literal["cached", "downloaded", "elsewhere", "received before", "checked elsewhere"]  # where a file came
+# from: "elsewhere" is another download, "received before" a download that stopped before it checked the bytes it had
+# received in full, "checked elsewhere" the copy a pull --force found there, which another process checked meanwhile
 
 
 @dataclass(frozen=True)
@@ -391,6 +395,9 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
     if own is not None and fetched is not None:
         source: Source = "received before" if fetched.received_before else "downloaded"
         return FetchedFile(path, source, fetched.received, fetched.sha256, fetched.seconds)
+    kept = own is not None and force and replaced not in (None, NO_COPY)
+    if own is not None and kept and file_id(blobs_dir(model.repo) / own) == replaced:
+        return FetchedFile(path, "checked elsewhere")  # kept as another process checked it: fetch_blob
     if own is not None:
         return FetchedFile(path, "cached" if cached else "elsewhere")
     if cached or not (bar.opened or waiting or partial.seen):

@@ -10,9 +10,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from hub_server import HubEnv, make_gguf_bytes, run_cli
+from hub_server import HubEnv, file_sha256, make_gguf_bytes, run_cli
 
-from localgen import load_locks
+from localgen import hub_cache, load_locks
 from tests.conftest import REPO_ROOT, popen_localgen
 from tests.test_pull_lock_mend import SOLO, SOLO_FILE, _loaded, _run_loading_slowly
 
@@ -165,3 +165,41 @@ def test_a_pull_force_waiting_on_a_pull_that_linked_the_file_keeps_the_copy_it_c
     assert linking.wait(60) == 0 and forced is not None and forced.wait(60) == 0, lines
     assert hubenv.server.count("GET", "same-Q8_0.gguf") == 0
     assert lines[0] == f"localgen: process {linking.pid} is checking {SAME}/same-Q8_0.gguf (64.0 KiB); waiting for it\n"
+    time.sleep(0.1)  # the last line read
+    assert lines[-1] == (f"localgen: {SAME}/same-Q8_0.gguf (64.0 KiB) already in the cache, checked by another "
+                         "process as this pull waited on it, sha256 verified\n"), lines
+
+
+SHARING = "org/sharing-GGUF"
+X1, X2 = "x-Q4_K_M-00001-of-00002.gguf", "x-Q4_K_M-00002-of-00002.gguf"
+Y1, Y2 = "y-Q8_0-00001-of-00002.gguf", "y-Q8_0-00002-of-00002.gguf"
+
+
+def test_a_pull_s_summary_names_the_shard_another_pull_fetched_as_it_waited(hubenv: HubEnv) -> None:
+    """Of a split model whose first shard the pull downloaded and whose second (the same bytes as another model's)
+    another pull downloaded as it waited, the summary said 'the rest already in the cache'."""
+    shared = make_gguf_bytes("shared", 6_000_000, shard=(2, 2))
+    hubenv.server.add_repo(SHARING, {X1: make_gguf_bytes("x", shard=(1, 2)), X2: shared,
+                                     Y1: make_gguf_bytes("y", shard=(1, 2)), Y2: shared})
+    hubenv.server.hold_body_at[(SHARING, Y2)] = 5_500_000
+    part = hub_cache.partial_path(SHARING, file_sha256(shared))
+    env = {**hubenv.env, "HF_HUB_DOWNLOAD_TIMEOUT": "60"}
+    procs: list[subprocess.Popen[str]] = []
+
+    def pull(reference: str) -> list[str]:
+        procs.append(popen_localgen([sys.executable, "-m", "localgen", "pull", reference], cwd=REPO_ROOT, env=env,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    text=True))
+        return _lines_of(procs[-1])
+
+    try:
+        pull(f"{SHARING}:Q8_0")
+        _until(lambda: part.exists() and part.stat().st_size >= 5 * 2**20, "downloading the shared shard")
+        lines = pull(f"{SHARING}:Q4_K_M")
+        _until(lambda: any(X2 in line and "waiting for it" in line for line in lines), "waiting")
+    finally:
+        hubenv.server.body_released.set()
+    assert [proc.wait(60) for proc in procs] == [0, 0], lines
+    time.sleep(0.1)  # the last line read
+    assert lines[-1].startswith(f"localgen: downloaded {SHARING}/{X1} and 1 more shard: 64.0 KiB of 5.8 MiB in "), lines
+    assert lines[-1].endswith(", 5.7 MiB downloaded by another process, sha256 verified\n"), lines
