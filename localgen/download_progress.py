@@ -343,8 +343,8 @@ def print_summary(model: HubModel, downloaded: int, seconds: float, *, elsewhere
                   checked_elsewhere: bool = False) -> None:
     """One line on stderr: what was downloaded (by this process, by another it waited on, or by one that stopped
     before it checked what it had received in full: elsewhere and received_before, the bytes of the files each
-    fetched), how big, how fast, verified; checked_elsewhere: a copy there, which another process checked as this
-    pull --force waited on it, was kept."""
+    fetched), how big, how fast, verified; checked_elsewhere: a copy there, which the process this pull --force
+    waited on checked, was kept."""
     first = model.files[0].filename
     what = first if len(model.files) == 1 else f"{first} and {counted(len(model.files) - 1, 'more shard')}"
     checks = "sha256 verified" if all(f.sha256 for f in model.files) else "checksums verified"
@@ -361,8 +361,8 @@ def print_summary(model: HubModel, downloaded: int, seconds: float, *, elsewhere
     elif elsewhere or received_before:
         line = f"{model.repo}/{what} ({binary_size(model.size)}): {others}, {checks}"
     elif checked_elsewhere:
-        line = (f"{model.repo}/{what} ({binary_size(model.size)}) already in the cache, checked by another process as "
-                f"this pull waited on it, {checks}")
+        line = (f"{model.repo}/{what} ({binary_size(model.size)}) already in the cache, checked by the process this "
+                f"pull waited on, {checks}")
     else:
         line = f"{model.repo}/{what} ({binary_size(model.size)}) already in the cache, {checks}"
     print(f"localgen: {line}", file=sys.stderr, flush=True)

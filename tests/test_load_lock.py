@@ -166,8 +166,8 @@ def test_a_pull_force_waiting_on_a_pull_that_linked_the_file_keeps_the_copy_it_c
     assert hubenv.server.count("GET", "same-Q8_0.gguf") == 0
     assert lines[0] == f"localgen: process {linking.pid} is checking {SAME}/same-Q8_0.gguf (64.0 KiB); waiting for it\n"
     time.sleep(0.1)  # the last line read
-    assert lines[-1] == (f"localgen: {SAME}/same-Q8_0.gguf (64.0 KiB) already in the cache, checked by another "
-                         "process as this pull waited on it, sha256 verified\n"), lines
+    assert lines[-1] == (f"localgen: {SAME}/same-Q8_0.gguf (64.0 KiB) already in the cache, checked by the process "
+                         "this pull waited on, sha256 verified\n"), lines
 
 
 SHARING = "org/sharing-GGUF"
@@ -203,3 +203,4 @@ def test_a_pull_s_summary_names_the_shard_another_pull_fetched_as_it_waited(hube
     time.sleep(0.1)  # the last line read
     assert lines[-1].startswith(f"localgen: downloaded {SHARING}/{X1} and 1 more shard: 64.0 KiB of 5.8 MiB in "), lines
     assert lines[-1].endswith(", 5.7 MiB downloaded by another process, sha256 verified\n"), lines
+

@@ -231,7 +231,8 @@ def test_a_pull_force_waiting_on_a_run_loading_the_model_says_so_and_keeps_the_r
     _, run_err = run.communicate(timeout=120)
     assert run.returncode == 0, run_err
     assert pull.proc.returncode == 0 and pull.lines[1] == waiting, pull.lines
-    assert pull.lines[-1] == f"localgen: {SOLO}/{SOLO_FILE} ({size}) downloaded by another process, sha256 verified\n"
+    assert pull.lines[-1] == (f"localgen: {SOLO}/{SOLO_FILE} ({size}) already in the cache, checked by the process "
+                              "this pull waited on, sha256 verified\n"), pull.lines
     assert hubenv.server.count("GET", SOLO_FILE) == fetched
 
 
