@@ -16,7 +16,7 @@ from pathlib import Path
 
 from localgen import hub_cache, lock_activity
 from localgen.file_locks import HAS_FLOCK, lock_holder, locked_descriptor
-from localgen.load_locks import loading_lock_path, open_lock_file
+from localgen.load_locks import loading_lock_path, open_lock_file, taken_for_removal
 
 HELD_WAIT_S = 2.0  # the locks held with no part written (a pull checking the model it fetched, or one about to write)
 # are waited for this long, all together; one still held then is gone ahead without (a process that holds it longer and
@@ -28,19 +28,19 @@ LOCK_POLL_S = 0.01
 class Waited:
     """The blobs whose locks another process held as a repo's blob locks were taken (waited for), those of them still
     held once the wait ran out and when looked at again once the others were taken (gone ahead without), and the
-    process that held the first where known; and the blobs a run still loaded once the wait ran out (load_locks.py),
-    with one of those runs where known."""
+    process that held the first where known; and whether a run still loaded the model once the wait ran out
+    (load_locks.py), with that run where known."""
 
     blobs: list[str] = field(default_factory=list)
     given_up: list[str] = field(default_factory=list)
     holder: int | None = None
-    loading: list[str] = field(default_factory=list)
+    loading: bool = False
     loader: int | None = None
 
     @property
     def waited(self) -> bool:
         """Whether any lock was waited for, or a run loads the model still."""
-        return bool(self.blobs or self.loading)
+        return bool(self.blobs) or self.loading
 
 
 @contextlib.contextmanager
@@ -83,26 +83,10 @@ def holding_blob_locks(repo: str, blobs: Collection[str], *, refuse: Callable[[]
 
 
 def _loading_locks_taken(repo: str, blobs: Collection[str], waited: Waited, deadline: float) -> list[int]:
-    """Take the loading lock (load_locks.py) of each of a repo's blobs, within the wait that ends at deadline: the
-    descriptors holding them. One a run still holds then is noted in waited (with the run, where the system tells it);
-    one that cannot be taken or tested is gone ahead without."""
-    taken: list[int] = []
-    try:
-        for blob in sorted(blobs):
-            lock = loading_lock_path(hub_cache.blob_lock_path(repo, blob))
-            seen: list[bool] = []
-            fd = locked_descriptor(lock, functools.partial(open_lock_file, lock), poll_s=LOCK_POLL_S,
-                                   wait_s=max(deadline - time.monotonic(), 0.0),
-                                   on_held=functools.partial(seen.append, True))
-            if fd is not None:
-                taken.append(fd)
-            elif seen:
-                waited.loading.append(blob)
-                waited.loader = waited.loader or lock_holder(lock)
-    except BaseException:
-        for fd in taken:
-            os.close(fd)
-        raise
+    """Take the loading lock (load_locks.py) of each of a repo's blobs within the wait that ends at deadline: the
+    descriptors holding them; a run still loading one then is noted in waited."""
+    locks = [loading_lock_path(hub_cache.blob_lock_path(repo, blob)) for blob in blobs]
+    taken, waited.loader, waited.loading = taken_for_removal(locks, deadline)
     return taken
 
 

@@ -7,12 +7,13 @@ llama.cpp has the file open (mapped), a removed file stays readable until the ru
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from localgen.file_locks import HAS_FLOCK, try_flock
+from localgen.file_locks import HAS_FLOCK, lock_holder, locked_descriptor, try_flock
 
 LOADING_SUFFIX = ".loading"
 REMOVAL_WAIT_S = 10.0  # a run waits this long at most on a models rm holding a blob's loading lock (rm's own wait
@@ -92,3 +93,27 @@ def _shared(lock: Path) -> int | None:
         return fd
     os.close(fd)
     return None
+
+
+def taken_for_removal(locks: Iterable[Path], deadline: float) -> tuple[list[int], int | None, bool]:
+    """Take each of these loading locks exclusively (as a models rm, or a pull removing the copy it replaced, does
+    before it deletes their blobs), waiting on runs loading them until deadline (time.monotonic's): the descriptors
+    holding those taken, a run still holding one then (None where the system does not tell it), and whether any run
+    did; a lock that cannot be taken or tested is gone ahead without."""
+    taken: list[int] = []
+    loader, loading = None, False
+    try:
+        for lock in sorted(set(locks)) if HAS_FLOCK else ():
+            seen: list[bool] = []
+            fd = locked_descriptor(lock, functools.partial(open_lock_file, lock), poll_s=POLL_S,
+                                   wait_s=max(deadline - time.monotonic(), 0.0),
+                                   on_held=functools.partial(seen.append, True))
+            if fd is not None:
+                taken.append(fd)
+            elif seen:
+                loading, loader = True, loader or lock_holder(lock)
+    except BaseException:
+        for fd in taken:
+            os.close(fd)
+        raise
+    return taken, loader, loading

@@ -15,11 +15,12 @@ import functools
 import os
 import shlex
 import shutil
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from localgen import hub_cache
-from localgen.blob_locks import Waited, holding_blob_locks
+from localgen.blob_locks import HELD_WAIT_S, Waited, holding_blob_locks
 from localgen.catalog import (
     bundled_file,
     bundled_use,
@@ -42,6 +43,7 @@ from localgen.hub_choice import carries_tag, choose_model, quant_of
 from localgen.hub_data_users import data_users
 from localgen.hub_entry_data import blob_data, data_behind, linked_file, model_blobs
 from localgen.hub_slips import with_downloaded_repo
+from localgen.load_locks import blob_loading_lock, taken_for_removal
 from localgen.promptcache import CacheEntry, remove_entries
 from localgen.promptcache_models import entries_of, identity_keys
 from localgen.references import ModelRef, normalize_quant
@@ -363,7 +365,7 @@ def _own_blobs(repo_dir: Path, files: list[hub_cache.CachedHubFile]) -> list[Pat
 def remove_replaced(old: list[Path], new: list[Path]) -> tuple[int, list[CacheEntry]]:
     """After a pull downloaded a newer copy of a model (new, in another snapshot): delete the old copy's snapshot
     entries, and the data only they lead to, with that data's prompt cache entries; the bytes freed and the entries
-    deleted."""
+    deleted. A run loading the old copy (load_locks.py) is waited on as models rm waits, then refused."""
     going = {p for p in old if p not in new and os.path.lexists(p)}
     if not going:
         return 0, []
@@ -371,7 +373,11 @@ def remove_replaced(old: list[Path], new: list[Path]) -> tuple[int, list[CacheEn
     users = data_users(going, repo_dir)
     freed = 0
     data_keys: dict[str, Path] = {}
+    loads = [lock for entry in going if not users.of(hub_cache.blob_of(entry)) and (lock := blob_loading_lock(entry))]
+    taken, loader, loading = taken_for_removal(loads, time.monotonic() + HELD_WAIT_S)  # a run loading the old copy
     try:
+        if loading:
+            raise LocalgenError(f"{f'process {loader}' if loader else 'another process'} is loading it")
         for entry in sorted(going):
             chain = [entry]
             if entry.is_symlink() and not users.of(hub_cache.blob_of(entry)):
@@ -383,6 +389,8 @@ def remove_replaced(old: list[Path], new: list[Path]) -> tuple[int, list[CacheEn
                     _unlink(path)
     finally:
         states = _forget_states(data_keys)
+        for fd in taken:
+            os.close(fd)
     _prune(repo_dir)
     return freed, states
 

@@ -204,3 +204,24 @@ def test_a_pull_s_summary_names_the_shard_another_pull_fetched_as_it_waited(hube
     assert lines[-1].startswith(f"localgen: downloaded {SHARING}/{X1} and 1 more shard: 64.0 KiB of 5.8 MiB in "), lines
     assert lines[-1].endswith(", 5.7 MiB downloaded by another process, sha256 verified\n"), lines
 
+
+def test_a_pull_replacing_a_copy_a_run_loads_keeps_that_copy_and_the_run_answers(hubenv: HubEnv,
+                                                                                 tmp_path: Path) -> None:
+    """The pull that downloaded the Hub's newer version of the model deleted the copy it replaced as a run of it
+    loaded it: the run failed saying the file may be damaged."""
+    from gguf_builders import tiny_model
+
+    _pulled_tiny(hubenv, tmp_path)
+    old = hubenv.snapshot_files(SOLO)
+    hubenv.server.add_repo(SOLO, {SOLO_FILE: tiny_model(tmp_path / "newer.gguf", seed=1)})  # a new commit
+    run = _run_loading_slowly(hubenv, tmp_path, SOLO)
+    try:
+        pulled = run_cli(hubenv.env, "pull", SOLO)  # waits 2 s on the run's load
+    finally:
+        _loaded(tmp_path)
+    answer, err = run.communicate(timeout=120)
+    assert run.returncode == 0 and answer, err
+    assert pulled.returncode == 0, pulled.stderr
+    assert (f"localgen: warning: the copy the new one replaces is still in the cache: process {run.pid} is loading "
+            "it\n") in pulled.stderr, pulled.stderr
+    assert all(path.is_file() for path in old) and len(hubenv.snapshot_files(SOLO)) == 2
