@@ -2,7 +2,8 @@
 it deletes a model, so that no download writes or links one of its files meanwhile (a pull holds the lock of each
 blob it downloaded or linked until it has checked the model they are of). The lock files and their folder stay, as
 huggingface_hub's own cache deletion (`hf cache rm`) leaves them: filelock 3.x, waiting on a lock, opens a lock file
-it found there without making it again, and fails where it was deleted meanwhile."""
+it found there without making it again, and fails where it was deleted meanwhile. The loading lock beside each
+(load_locks.py), which a run holds shared until llama.cpp has the model open, is taken too, within the same wait."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """The lock a run holds on each blob of the Hub model it loads (.locks/models--ORG--NAME/ETAG.lock.loading, beside
 huggingface_hub's ETAG.lock), from the moment the model is resolved until llama.cpp has opened it: shared, so that runs
-of one model never wait on one another, and taken exclusively by a `models rm` before it deletes the blob, which thus
-refuses a model being loaded (its file removed then would fail the load) and waits for nothing but a load. Once
-llama.cpp has the file open (mapped), a removed file stays readable until the run ends, on Linux and macOS."""
+of one model never wait on one another, and taken exclusively by a `models rm` (or a pull removing the copy the Hub's
+newer one replaced) before it deletes the blob, which thus waits on a load (2 s at most) and then refuses the model
+(its file removed then would fail the load). Once llama.cpp has the file open (mapped), a removed file stays readable
+until the run ends, on Linux and macOS; Windows has no flock, and a file open there cannot be deleted."""
 
 from __future__ import annotations
 
