@@ -5,16 +5,18 @@ from __future__ import annotations
 import resource
 from pathlib import Path
 
-from localgen.errors import LocalgenError
-from localgen.estimate import allocated_context, estimate_memory, kv_cache_bytes, read_shape
+from localgen.errors import LocalgenError, ModelLoadError
+from localgen.estimate import allocated_context, compute_terms, estimate_memory, kv_cache_bytes, read_shape
 from localgen.hardware import repacked_weight_types
+from localgen.memory_limits import data_in_use, data_limit
 from localgen.params import LoadOptions
+from localgen.units import binary_size
 
 FIRST_TOKENS = 2048  # a KV cache starts this large unless more is expected; it takes the whole context when needed
-# the limits on a process's memory that make an allocation fail (`ulimit -v`, and `ulimit -d`, which Linux holds
-# private mappings to, llama.cpp's buffers among them), where growing the cache could fail part way through an answer
-MEMORY_LIMITS = (resource.RLIMIT_AS, resource.RLIMIT_DATA)
 DATA_MARGIN_BYTES = 128 * 1024 * 1024  # what else a chat may map under `ulimit -d` beside the context it planned
+# ggml's backend scheduler's context, allocated as llama.cpp plans the compute graph: a split for each of the graph's
+# nodes (8 for each of the model's tensors, 1,024 at least), each with up to 30 inputs, twice, of 336-byte tensors
+SCHEDULER_BYTES_PER_NODE = 30 * 2 * 336
 
 
 def first_cells(options: LoadOptions, whole: int, path: Path) -> int:
@@ -37,17 +39,43 @@ def _data_limit_tight(options: LoadOptions, path: Path, first: int) -> bool:
     """Whether `ulimit -d` may not hold the whole context of the model at path on top of what this process has
     mapped, with a small cache's copy as it grows and DATA_MARGIN_BYTES more (True where that cannot be told); the
     weights llama.cpp repacks into its own buffers count, as the fit counts them."""
-    limit = resource.getrlimit(resource.RLIMIT_DATA)[0]
-    if limit == resource.RLIM_INFINITY:
+    limit = data_limit()
+    if limit is None:
         return False
     try:
-        status = Path("/proc/self/status").read_text()  # Linux's count of what the limit holds: VmData
-        in_use = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmData:"))) * 1024
+        in_use = data_in_use()
         shape = read_shape(path)
-    except (OSError, ValueError, StopIteration, LocalgenError):  # no /proc, or a header the load will judge
+    except (OSError, ValueError, LocalgenError):  # no /proc, or a header the load will judge
         return True
     whole = estimate_memory(shape, n_ctx=options.n_ctx, kv_type=options.kv_type, n_gpu_layers=options.n_gpu_layers,
                             n_ubatch=options.n_ubatch, flash_attn=options.flash_attention,
                             repack_types=repacked_weight_types())
     growing = kv_cache_bytes(shape, first, options.kv_type)
     return limit < in_use + whole.private_ram_bytes + growing + DATA_MARGIN_BYTES
+
+
+def context_beyond_data_limit(options: LoadOptions, path: Path, cells: int) -> ModelLoadError | None:
+    """The refusal of a context of cells for the model at path (on the CPU) where `ulimit -d` leaves less than its KV
+    cache, scheduler and compute buffer take at the least; None where they may fit, or it cannot be told.
+
+    llama.cpp fails cleanly where the KV cache or the compute buffer cannot be allocated, but aborts the process
+    where the scheduler's context between them cannot (ggml_init's GGML_ASSERT): its refusal must come before.
+    """
+    limit = data_limit()
+    if limit is None or options.n_gpu_layers != 0:  # offloaded, the cache and buffers are the GPU's
+        return None
+    try:
+        free = limit - data_in_use()
+        shape = read_shape(path)
+    except (OSError, ValueError, LocalgenError):  # no /proc, or a header llama.cpp judges
+        return None
+    n_ubatch = min(options.n_ubatch, options.n_batch)
+    scheduler = max(1024, 8 * len(shape.slots)) * SCHEDULER_BYTES_PER_NODE
+    needed = kv_cache_bytes(shape, cells, options.kv_type) + scheduler + max(
+        compute_terms(shape, cells, n_ubatch=n_ubatch, flash_attn=options.flash_attention))
+    if needed <= free:
+        return None
+    return ModelLoadError(f"could not create a context of {options.n_ctx} tokens for {path.name}: its KV cache and "
+                          f"compute buffers take {binary_size(needed)} or more, and `ulimit -d` of "
+                          f"{binary_size(limit)} leaves {binary_size(max(free, 0))}",
+                          hint="try a smaller --ctx-size, or --kv-type q8_0 with --flash-attn on, or raise `ulimit -d`")

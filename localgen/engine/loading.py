@@ -9,6 +9,7 @@ from pathlib import Path
 
 from localgen.engine.amx import AMX_BUFFER_TYPE, amx_works
 from localgen.engine.devices import cpu_extra_buffer_types
+from localgen.engine.growth import context_beyond_data_limit
 from localgen.engine.native import FLASH_ATTN, KV_TYPES, lc
 from localgen.errors import ModelLoadError
 from localgen.params import LoadOptions
@@ -91,6 +92,9 @@ def new_context(model: lc.llama_model_p, options: LoadOptions, path: Path, cells
     params.type_k = KV_TYPES[options.kv_type]
     params.type_v = KV_TYPES[options.kv_type]
     params.no_perf = True
+    refusal = context_beyond_data_limit(options, path, cells)  # llama.cpp would abort the process, not fail
+    if refusal is not None:
+        raise refusal
     ctx = lc.llama_init_from_model(model, params) or None
     if ctx is None:
         raise ModelLoadError(

@@ -1,0 +1,69 @@
+"""The chat where it still fell short: a start under a low `ulimit -d`."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+MIB = 1024 * 1024
+_ESCAPE = re.compile(r"\x1b\[[\d;?]*[A-Za-z]")
+needs_data_limit = pytest.mark.skipif(shutil.which("bash") is None or not sys.platform.startswith("linux"),
+                                      reason="needs bash's ulimit -d, which Linux holds memory maps to")
+
+
+def _chat_under_data_limit(home: Path, limit: int) -> tuple[bool, int | None, str]:
+    """Start `localgen chat` in a pty under `ulimit -d` of limit bytes: whether it reached its prompt (then left with
+    Ctrl-D), its exit status (None: a signal ended it), and what it wrote, less escape sequences."""
+    command = shlex.join([sys.executable, "-m", "localgen", "chat", "-n", "4"])
+    env = {**os.environ, "LOCALGEN_HOME": str(home), "PYTHONPATH": str(REPO_ROOT), "PROMPT_TOOLKIT_NO_CPR": "1",
+           "TERM": "xterm"}
+    child = pexpect.spawn("bash", ["-c", f"ulimit -d {limit // 1024} && exec {command}"], env=env, cwd=str(REPO_ROOT),
+                          encoding="utf-8", codec_errors="replace", timeout=90, dimensions=(30, 200))
+    started = child.expect([pexpect.EOF, ">>>"]) == 1
+    said = child.before
+    if started:
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    child.close()
+    return started, child.exitstatus, _ESCAPE.sub("", said)
+
+
+def _whole_context_kv_bytes() -> int:
+    """The KV cache of the chat's whole context (the model's 8,192 tokens), which a start under a data limit
+    allocates at once."""
+    from localgen.estimate import allocated_context, kv_cache_bytes, read_shape
+    from localgen.params import LoadOptions
+    from tests.conftest import bundled_model_file
+
+    options = LoadOptions(n_ctx=8192, n_threads=1, n_threads_batch=1)
+    return kv_cache_bytes(read_shape(bundled_model_file()),
+                          allocated_context(options.n_ctx, flash_attn=options.flash_attention), options.kv_type)
+
+
+def _one_line_memory_error(said: str) -> bool:
+    """Whether a start ended with one line of error that says what to do: a smaller --ctx-size, or a higher limit."""
+    errors = [line for line in said.splitlines() if line.startswith("localgen: error:")]
+    return len(errors) == 1 and ("--ctx-size" in said or "ulimit -d" in said) and "internal error" not in said and \
+        "Traceback" not in said
+
+
+@needs_data_limit
+def test_a_chat_start_under_a_data_limit_that_holds_the_kv_cache_but_not_what_follows_it_ends_in_one_line(
+        tmp_path: Path) -> None:
+    """Under `ulimit -d` that holds the KV cache of the whole context but not the scheduler's context llama.cpp
+    allocates next (some 42 MiB: ggml_init's GGML_ASSERT aborted the process, an internal error said), a chat's
+    start ends with one line, exit 1, that names --ctx-size and the limit, as it does where the cache itself does
+    not fit."""
+    kv = _whole_context_kv_bytes()
+    for limit in range(kv + 12 * MIB, kv + 145 * MIB, 12 * MIB):  # what Python and the weights map comes first
+        started, status, said = _chat_under_data_limit(tmp_path / "home", limit)
+        assert not started and status == 1 and _one_line_memory_error(said), (limit // MIB, status, said)
