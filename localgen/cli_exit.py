@@ -238,11 +238,17 @@ def _stdout_error_code(exc: OSError) -> int:
 
 
 def _internal_error(exc: Exception) -> int:
-    """An unexpected exception: one line and exit 1, or the traceback with LOCALGEN_DEBUG=1."""
+    """An unexpected exception: one line and exit 1, or the traceback with LOCALGEN_DEBUG=1; where memory ran out
+    (`ulimit -d` reached as the chat starts), what to do about it."""
     from localgen import console
 
     if settings().debug:
         raise exc
+    if isinstance(exc, MemoryError):
+        from localgen.memory_limits import out_of_memory_hint
+
+        console.error("out of memory", hint=out_of_memory_hint())
+        return EXIT_RUNTIME
     console.error(internal_error_text(exc), hint="run again with LOCALGEN_DEBUG=1 and report the traceback")
     return EXIT_RUNTIME
 

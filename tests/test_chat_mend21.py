@@ -67,3 +67,17 @@ def test_a_chat_start_under_a_data_limit_that_holds_the_kv_cache_but_not_what_fo
     for limit in range(kv + 12 * MIB, kv + 145 * MIB, 12 * MIB):  # what Python and the weights map comes first
         started, status, said = _chat_under_data_limit(tmp_path / "home", limit)
         assert not started and status == 1 and _one_line_memory_error(said), (limit // MIB, status, said)
+
+
+@needs_data_limit
+def test_a_chat_start_that_runs_out_of_memory_once_the_model_is_loaded_ends_in_one_line(tmp_path: Path) -> None:
+    """Under `ulimit -d` a little short of what a chat's start takes, the context made (reading the input history
+    ran out), the start ends with one line, exit 1, that names the limit (an internal MemoryError, whose hint asked
+    for a report)."""
+    low, high = _whole_context_kv_bytes(), 2048 * MIB  # the least limit that starts the chat lies between
+    while high - low > 4 * MIB:
+        middle = (low + high) // 2
+        low, high = (low, middle) if _chat_under_data_limit(tmp_path / "home", middle)[0] else (middle, high)
+    for limit in range(high - 4 * MIB, high - 40 * MIB, -4 * MIB):
+        started, status, said = _chat_under_data_limit(tmp_path / "home", limit)
+        assert not started and status == 1 and _one_line_memory_error(said), (limit // MIB, status, said)
