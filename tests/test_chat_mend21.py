@@ -81,3 +81,15 @@ def test_a_chat_start_that_runs_out_of_memory_once_the_model_is_loaded_ends_in_o
     for limit in range(high - 4 * MIB, high - 40 * MIB, -4 * MIB):
         started, status, said = _chat_under_data_limit(tmp_path / "home", limit)
         assert not started and status == 1 and _one_line_memory_error(said), (limit // MIB, status, said)
+
+
+@needs_data_limit
+def test_a_model_whose_load_runs_out_of_memory_under_a_data_limit_is_not_said_to_be_damaged(tmp_path: Path) -> None:
+    """Under `ulimit -d` too low for llama.cpp to read the model's vocabulary (its bad_alloc), the chat's start says
+    llama.cpp ran out of memory loading it, naming the limit, where it said the file may be damaged. (Lower still,
+    Python and the C library themselves fail as they start: what they say is not localgen's.)"""
+    home = tmp_path / "home"
+    assert _chat_under_data_limit(home, 4096 * MIB)[0], "a start with room checks the bundled file once"
+    said = [_chat_under_data_limit(home, limit)[2] for limit in range(32 * MIB, 54 * MIB, 2 * MIB)]
+    assert not any("damaged" in one for one in said), said
+    assert any("llama.cpp ran out of memory loading" in one and "`ulimit -d` of" in one for one in said), said

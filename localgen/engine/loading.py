@@ -10,12 +10,14 @@ from pathlib import Path
 from localgen.engine.amx import AMX_BUFFER_TYPE, amx_works
 from localgen.engine.devices import cpu_extra_buffer_types
 from localgen.engine.growth import context_beyond_data_limit
-from localgen.engine.native import FLASH_ATTN, KV_TYPES, lc
+from localgen.engine.native import FLASH_ATTN, KV_TYPES, lc, native_errors
 from localgen.errors import ModelLoadError
+from localgen.memory_limits import out_of_memory_hint
 from localgen.params import LoadOptions
 from localgen.speculative import DRAFT_MAX
 
 log = logging.getLogger("localgen.engine")
+OUT_OF_MEMORY = "bad_alloc"  # what llama.cpp logs where a C++ allocation of a model's load failed (std::bad_alloc)
 
 
 def use_cpu_extra_buffers() -> bool:
@@ -65,8 +67,11 @@ def load_weights(path: Path, options: LoadOptions, stop: Callable[[], bool], *,
     if not params.use_extra_bufts:
         log.debug("weights stay unpacked: AMX buffers are off (LOCALGEN_AMX=0, or the probe found them failing)")
     params.progress_callback = progress = lc.llama_progress_callback(lambda _done, _data: not stop())
-    model = lc.llama_model_load_from_file(os.fsencode(path), params) or None
+    with native_errors() as errors:
+        model = lc.llama_model_load_from_file(os.fsencode(path), params) or None
     del progress  # kept alive until here: llama.cpp calls it during the load
+    if model is None and any(OUT_OF_MEMORY in line for line in errors):  # a limit (`ulimit -d`) met, no damage
+        raise ModelLoadError(f"llama.cpp ran out of memory loading {path}", hint=out_of_memory_hint())
     if model is None:
         raise ModelLoadError(
             f"llama.cpp could not load {path}",
