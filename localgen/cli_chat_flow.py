@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from localgen.last_run import Continued
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.repl import Repl
+    from localgen.repl_terminal import TypedAhead
     from localgen.runner import ModelOptions
 
 
@@ -115,12 +116,11 @@ def chat_command(request: ChatRequest) -> None:
     typed = reads_a_device(checked.named)
     with contextlib.ExitStack() as terminal:
         terminal.enter_context(exit_on_signals(QUIT_SIGNALS))  # Ctrl-\ ends a chat as SIGTERM does, not with a core
-        if not typed:
-            terminal.enter_context(chat_terminal(before_suspend=pause_views))
+        typed_ahead = None if typed else terminal.enter_context(chat_terminal(before_suspend=pause_views))
         start = read_chat_inputs(checked)
-        if typed:
-            terminal.enter_context(chat_terminal(before_suspend=pause_views))
-        run_chat(request, checked, start, views)
+        if typed_ahead is None:
+            typed_ahead = terminal.enter_context(chat_terminal(before_suspend=pause_views))
+        run_chat(request, checked, start, views, typed_ahead)
 
 
 def check_chat(request: ChatRequest) -> CheckedChat:
@@ -261,9 +261,11 @@ def read_chat_inputs(checked: CheckedChat) -> ChatStart:
                      system_file=system_file)
 
 
-def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart, views: list[Repl]) -> None:
-    """Load the model and chat on it in the REPL (added to views) until the user leaves, freeing the model (the one
-    /model loaded last) at the end, or leaving that to the process's exit (cli_exit.free_or_leave_to_exit)."""
+def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart, views: list[Repl],
+             typed_ahead: TypedAhead) -> None:
+    """Load the model and chat on it in the REPL (added to views, told what was typed ahead) until the user leaves,
+    freeing the model (the one /model loaded last) at the end, or leaving that to the process's exit
+    (cli_exit.free_or_leave_to_exit)."""
     from localgen import console
     from localgen.cli_exit import free_or_leave_to_exit
     from localgen.cli_options import from_command_line, given_settings, with_model_settings
@@ -308,7 +310,7 @@ def run_chat(request: ChatRequest, checked: CheckedChat, start: ChatStart, views
                     resumed=resumed,
                     stats=request.stats, prefill_while_typing=request.prefill_while_typing,
                     system_note=system_note, save_system=system_note is not None and last_run is None,
-                    unsaveable=checked.unsaveable)
+                    unsaveable=checked.unsaveable, typed_ahead=typed_ahead)
         views.append(repl)
         if last_run is not None:  # the chat starts: saved now (with the system prompt -s gave it)
             take_last_run(last_run, console.say, again="start again: --resume", this="chat")

@@ -42,6 +42,7 @@ from localgen.repl_input import (
 from localgen.repl_keys import PasteMark, key_bindings
 from localgen.repl_state import ChatState
 from localgen.repl_terminal import (
+    TypedAhead,
     bracketed_paste,
     cursor_requests_given_up_once_unanswered,
     prompt_output,
@@ -81,7 +82,8 @@ class Repl:
 
     def __init__(self, session: ChatSession, *, markdown: bool, show_thinking: bool, resumed: bool = False,
                  stats: bool = False, prefill_while_typing: bool = True, system_note: str | None = None,
-                 save_system: bool = False, unsaveable: bool = False, wrap: bool = True) -> None:
+                 save_system: bool = False, unsaveable: bool = False, wrap: bool = True,
+                 typed_ahead: TypedAhead | None = None) -> None:
         self.session = session
         session.in_chat = True  # a context too small for a message is helped by a restart with a larger one
         self.resumed = resumed
@@ -107,7 +109,7 @@ class Repl:
             history=self._history,
             completer=SlashCompleter(self._offline, self._think_values) if self._escapes else None,
             complete_while_typing=False,
-            key_bindings=key_bindings(self._paste, self._editor),
+            key_bindings=key_bindings(self._paste, self._editor, typed_ahead or TypedAhead()),
             bottom_toolbar=self._toolbar,
             enable_history_search=False,
             enable_suspend=True,  # Ctrl-Z suspends the chat, as in a shell; fg brings the prompt back

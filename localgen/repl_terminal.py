@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
+import struct
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
@@ -109,13 +112,38 @@ def terminal_modes_kept(fd: int | None = None) -> Iterator[None]:
             termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
+@dataclass
+class TypedAhead:
+    """What was typed before the chat took its terminal out of line mode that reaches the prompt as another key."""
+
+    end_of_input: bool = False  # a Ctrl-D on an empty line, which the prompt reads as a NUL (Ctrl-@) until it comes
+
+
 @contextlib.contextmanager
-def chat_terminal(before_suspend: Callable[[], None]) -> Iterator[None]:
+def chat_terminal(before_suspend: Callable[[], None]) -> Iterator[TypedAhead]:
     """The terminal for a whole chat, its model load included: keys typed ahead wait unechoed for the prompt
-    (Ctrl-D too), and the modes found at start come back at the end, however it ends (main() turns SIGTERM and
-    SIGHUP into SignalExit)."""
-    with terminal_modes_kept(), keys_not_echoed(before_suspend=before_suspend), plain_prompts_on_a_dumb_terminal():
-        yield
+    (Ctrl-D too, even one typed before the chat took the terminal: TypedAhead), and the modes found at start come back
+    at the end, however it ends (main() turns SIGTERM and SIGHUP into SignalExit)."""
+    with terminal_modes_kept(), keys_not_echoed(before_suspend=before_suspend) as typed_ahead, \
+            plain_prompts_on_a_dumb_terminal():
+        yield typed_ahead
+
+
+def end_of_input_typed(fd: int) -> bool:
+    """Whether a terminal in line mode holds an end of input (Ctrl-D on an empty line) with no text before it: ready
+    to be read, with no byte to read (FIONREAD leaves ends of input out). Out of line mode, Linux gives it to a read
+    as a NUL byte, the key Ctrl-@, where it meant Ctrl-D."""
+    try:
+        import fcntl
+        import termios
+
+        if not termios.tcgetattr(fd)[3] & termios.ICANON:
+            return False
+        ready = select.select([fd], [], [], 0)[0]
+        waiting = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+    except (ImportError, OSError, ValueError):  # not a Unix terminal (termios.error is an OSError)
+        return False
+    return bool(ready) and waiting == 0
 
 
 def bracketed_paste(on: bool) -> None:
@@ -127,7 +155,7 @@ def bracketed_paste(on: bool) -> None:
 
 
 @contextlib.contextmanager
-def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterator[None]:
+def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterator[TypedAhead]:
     """Outside the prompt (prompt-toolkit puts back the modes it found), the terminal echoes no keys (nor ^C):
     echoed text would shift an answer's live region, leaving a stale copy of its lines. Keys typed ahead stay
     buffered for the next prompt, Ctrl-C included, and Ctrl-D too: out of line mode, it is a key for the prompt
@@ -140,16 +168,19 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
 
     Ctrl-Z calls before_suspend (to clear what is drawn live), gives the shell its terminal modes back and
     stops; `fg` turns echo off again and the answer goes on (after `bg`, a download or an answer goes on in the
-    background with the shell's modes, and the next prompt waits for `fg`).
+    background with the shell's modes, and the next prompt waits for `fg`). A Ctrl-D typed before, in line mode, is
+    told to the prompt (TypedAhead), which reads it as another key.
     """
+    typed_ahead = TypedAhead()
     try:
         import termios
     except ImportError:  # not a Unix terminal
-        yield
+        yield typed_ahead
         return
     try:
         fd = sys.stdin.fileno()
         saved = termios.tcgetattr(fd)
+        typed_ahead.end_of_input = end_of_input_typed(fd)
         quiet = list(saved)
         quiet[0] &= ~termios.ICRNL  # Enter typed ahead stays CR: Esc then LF would be no Alt-Enter at the prompt
         quiet[3] = (quiet[3] & ~(termios.ECHO | termios.ECHOCTL | termios.ICANON)) | termios.NOFLSH  # keeps keys
@@ -158,7 +189,7 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
         termios.tcsetattr(fd, termios.TCSANOW, quiet)
         bracketed_paste(True)
     except (AttributeError, ValueError, OSError, termios.error):  # stdin is not a terminal
-        yield
+        yield typed_ahead
         return
 
     def suspend(_signum: int, _frame: object) -> None:
@@ -185,7 +216,7 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
     on_main_thread = threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGTSTP")
     previous = signal.signal(signal.SIGTSTP, suspend) if on_main_thread else None
     try:
-        yield
+        yield typed_ahead
     except KeyboardInterrupt:  # one that ends the chat (as its model loads) was not echoed: no ^C line to end
         interrupt_line_ended()
         raise
