@@ -1,13 +1,14 @@
 """An integer's or number's bounds (minimum, maximum, their exclusive forms, draft 4's true or false ones too) held by
 a grammar of the digits they allow, as llama.cpp's own converter writes an integer's range, where llama-cpp-python's
-converter ignored them: the integer part's range, a number's fraction allowed, zero or above zero where a bound
-needs it, and no exponent (1e3 could pass any bound)."""
+converter ignored them: the integer part's range, a number's fraction held digit by digit to a bound's decimal (0.5,
+-2.75, 1e-3) at it, and no exponent (1e3 could pass any bound)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from localgen.json_schema_literals import gbnf_literal
@@ -16,8 +17,6 @@ from localgen.json_schema_words import OWN_RULE_KEYWORDS, NoValueError, short_js
 PLAIN_DIGITS = 16  # the converter's integral-part and decimal-part: at most 16 digits, kept where no bound is larger
 MAX_DIGITS = 100  # the longest bound (in digits) a range is written for (each digit nests it deeper): longer, warned
 BOUND_KEYWORDS = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
-_ANY, _ZERO, _ABOVE_ZERO, _NONE = "any", "zero", "above zero", "none"  # a region's fraction: any, all zeros (or
-# none), above zero, or none at all (an integer's)
 
 
 @dataclass(frozen=True)
@@ -29,13 +28,31 @@ class _Bound:
 
 
 @dataclass(frozen=True)
+class _Span:
+    """The fractions (the digits after the point, read as a number from 0 to 1) a region allows: from lower, up to
+    upper (None: below 1)."""
+
+    lower: _Bound
+    upper: _Bound | None
+
+
+_ANY = _Span(_Bound(Fraction(0), False), None)
+
+
+@dataclass(frozen=True)
 class _Region:
     """Numbers of one sign whose integer part's digits run from low to high (None: as many digits as allowed) and
-    whose fraction is of one kind."""
+    whose fraction is within a span (None: none at all, an integer's)."""
 
     low: int
     high: int | None
-    fraction: str
+    fraction: _Span | None
+
+
+def exact_decimal(number: float) -> Fraction:
+    """A finite number as the decimal it is written as: an integer as itself, a float as its shortest decimal (0.1
+    as 1/10, not the binary fraction nearest it), as a JSON reader's float compares with it."""
+    return Fraction(number) if isinstance(number, int) else Fraction(repr(number))
 
 
 def bounds_held(schema: dict[str, Any]) -> frozenset[str]:
@@ -47,7 +64,8 @@ def bounds_held(schema: dict[str, Any]) -> frozenset[str]:
 
 def range_rule(schema: dict[str, Any]) -> str | None:
     """The GBNF of an integer's or number's JSON text within its bounds (None: not such a schema, none given, or one
-    the grammar cannot hold exactly: a number's bound off an integer, a bound too long, of another kind)."""
+    the grammar cannot hold exactly: a bound of over MAX_DIGITS digits on either side of its point, of another
+    kind)."""
     kind = schema.get("type")
     if kind not in ("integer", "number") or any(key in schema for key in OWN_RULE_KEYWORDS):
         return None
@@ -57,19 +75,19 @@ def range_rule(schema: dict[str, Any]) -> str | None:
     low, high = sides
     if kind == "integer":
         low, high = _integral(low, above=True), _integral(high, above=False)
-    elif any(bound is not None and bound.value.denominator != 1 for bound in (low, high)):
-        return None
-    digits = max(PLAIN_DIGITS, *(len(str(abs(bound.value.numerator))) for bound in (low, high) if bound))
+    given = [bound.value for bound in (low, high) if bound is not None]
+    digits = max(PLAIN_DIGITS, *(len(str(abs(math.trunc(value)))) for value in given))
+    room = max(PLAIN_DIGITS, *(len(_fraction_digits(abs(value) % 1)) + 1 for value in given))
     positive, negative = _regions(low, high, negative=False), _regions(low, high, negative=True)
     if kind == "integer":
         positive, negative = _whole(positive), _whole(negative)
-    pieces = [_region_rule(region, digits) for region in positive]
-    if negative:
-        after = [_region_rule(region, digits) for region in negative]
+    pieces = [rule for region in positive if (rule := _region_rule(region, digits, room))]
+    after = [rule for region in negative if (rule := _region_rule(region, digits, room))]
+    if after:
         pieces.append('"-" ' + (after[0] if len(after) == 1 else f"({' | '.join(after)})"))
     if not pieces:
-        given = ", ".join(f"{key} {short_json(schema[key])}" for key in BOUND_KEYWORDS if key in schema)
-        raise NoValueError(f"the JSON schema's {kind} of {given} can be no {kind}",
+        given_keys = ", ".join(f"{key} {short_json(schema[key])}" for key in BOUND_KEYWORDS if key in schema)
+        raise NoValueError(f"the JSON schema's {kind} of {given_keys} can be no {kind}",
                            hint=f"make its bounds hold {'an integer' if kind == 'integer' else 'a number'}")
     return f"({' | '.join(pieces)}) space"
 
@@ -94,7 +112,7 @@ def may_hold(schema: dict[str, Any], value: object) -> bool:
         return True
     if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
         return False
-    exact = Fraction(value)
+    exact = exact_decimal(value)
     if schema.get("type") == "integer" and exact.denominator != 1:
         return False
     low, high = bounds
@@ -109,8 +127,9 @@ def _below(high: _Bound | None, low: _Bound | None) -> bool:
 
 
 def _bounds(schema: dict[str, Any]) -> tuple[_Bound | None, _Bound | None] | None:
-    """The tightest lower and upper bound a schema gives (None for a side it leaves open; None for all: a bound of
-    another kind than a finite number, or beyond MAX_DIGITS)."""
+    """The tightest lower and upper bound a schema gives, each the decimal it is written as (None for a side it
+    leaves open; None for all: a bound of another kind than a finite number, or of over MAX_DIGITS digits before or
+    after its point)."""
     sides: list[_Bound | None] = []
     for plain, exclusive, tighter in (("minimum", "exclusiveMinimum", max), ("maximum", "exclusiveMaximum", min)):
         found: list[_Bound] = []
@@ -120,8 +139,8 @@ def _bounds(schema: dict[str, Any]) -> tuple[_Bound | None, _Bound | None] | Non
                 continue
             if not isinstance(value, int | float) or not (isinstance(value, int) or math.isfinite(value)):
                 return None
-            exact = Fraction(value)
-            if len(str(abs(math.floor(exact)))) > MAX_DIGITS:
+            exact = exact_decimal(value)
+            if len(str(abs(math.floor(exact)))) > MAX_DIGITS or len(_fraction_digits(exact % 1)) > MAX_DIGITS:
                 return None
             found.append(_Bound(exact, key == exclusive or (schema.get(exclusive) is True)))
         if not isinstance(schema.get(exclusive, False), bool | int | float):
@@ -130,6 +149,17 @@ def _bounds(schema: dict[str, Any]) -> tuple[_Bound | None, _Bound | None] | Non
                          default=None)
         sides.append(chosen)
     return sides[0], sides[1]
+
+
+def _fraction_digits(fraction: Fraction) -> str:
+    """The digits after the point of a decimal from 0 to 1, no trailing zero ("" for 0; one of over MAX_DIGITS
+    digits, or none that ends, cut after MAX_DIGITS + 1)."""
+    digits = ""
+    while fraction and len(digits) <= MAX_DIGITS:
+        fraction *= 10
+        digits += str(math.floor(fraction))
+        fraction %= 1
+    return digits
 
 
 def _integral(bound: _Bound | None, *, above: bool) -> _Bound | None:
@@ -143,31 +173,37 @@ def _integral(bound: _Bound | None, *, above: bool) -> _Bound | None:
     return _Bound(Fraction(value), False)
 
 
-def _at_least(size: int, strict: bool) -> list[_Region]:
+def _at_least(size: Fraction, strict: bool) -> list[_Region]:
     """The magnitudes (integer part and fraction) of at least size (above it, where strict)."""
-    return [_Region(size + 1, None, _ANY), _Region(size, size, _ABOVE_ZERO)] if strict else [_Region(size, None, _ANY)]
+    whole, rest = math.floor(size), size % 1
+    if rest == 0 and not strict:
+        return [_Region(whole, None, _ANY)]
+    return [_Region(whole + 1, None, _ANY), _Region(whole, whole, _Span(_Bound(rest, strict), None))]
 
 
-def _at_most(size: int, strict: bool) -> list[_Region]:
+def _at_most(size: Fraction, strict: bool) -> list[_Region]:
     """The magnitudes (integer part and fraction) of at most size (below it, where strict)."""
-    below = [_Region(0, size - 1, _ANY)] if size >= 1 else []
-    return below if strict else [*below, _Region(size, size, _ZERO)]
+    whole, rest = math.floor(size), size % 1
+    below = [_Region(0, whole - 1, _ANY)] if whole >= 1 else []
+    if rest == 0 and strict:
+        return below
+    return [*below, _Region(whole, whole, _Span(_ANY.lower, _Bound(rest, strict)))]
 
 
 def _regions(low: _Bound | None, high: _Bound | None, *, negative: bool) -> list[_Region]:
     """The magnitudes of the numbers of one sign within the bounds (a negative one's is above zero: no -0)."""
     limits = [[_Region(0, None, _ANY)]]
     if negative:  # x < 0: its magnitude above zero, at most -low, at least -high
-        limits.append(_at_least(0, strict=True))
+        limits.append(_at_least(Fraction(0), strict=True))
         if low is not None:
-            limits.append(_at_most(int(-low.value), low.strict) if low.value <= 0 else [])
+            limits.append(_at_most(-low.value, low.strict) if low.value <= 0 else [])
         if high is not None and high.value < 0:
-            limits.append(_at_least(int(-high.value), high.strict))
+            limits.append(_at_least(-high.value, high.strict))
     else:  # x >= 0: at least low, at most high
         if low is not None and (low.value > 0 or (low.value == 0 and low.strict)):
-            limits.append(_at_least(int(low.value), low.strict))
+            limits.append(_at_least(low.value, low.strict))
         if high is not None:
-            limits.append(_at_most(int(high.value), high.strict) if high.value >= 0 else [])
+            limits.append(_at_most(high.value, high.strict) if high.value >= 0 else [])
     regions = limits[0]
     for limit in limits[1:]:
         regions = [both for one in regions for other in limit if (both := _both(one, other))]
@@ -179,36 +215,83 @@ def _both(first: _Region, second: _Region) -> _Region | None:
     low = max(first.low, second.low)
     highs = [high for high in (first.high, second.high) if high is not None]
     high = min(highs) if highs else None
-    kinds = {first.fraction, second.fraction} - {_ANY}
-    if (high is not None and low > high) or len(kinds) > 1:
+    if (high is not None and low > high) or first.fraction is None or second.fraction is None:
         return None
-    return _Region(low, high, kinds.pop() if kinds else _ANY)
+    lower = max(first.fraction.lower, second.fraction.lower, key=lambda bound: (bound.value, bound.strict))
+    uppers = [bound for bound in (first.fraction.upper, second.fraction.upper) if bound is not None]
+    upper = min(uppers, key=lambda bound: (bound.value, not bound.strict)) if uppers else None
+    return None if _below(upper, lower) else _Region(low, high, _Span(lower, upper))
 
 
 def _whole(regions: list[_Region]) -> list[_Region]:
-    """An integer's regions: a fraction above zero dropped, the others joined where they meet."""
+    """An integer's regions: those whose fraction cannot be zero dropped, the others joined where they meet."""
     joined: list[_Region] = []
     for region in regions:
-        if region.fraction == _ABOVE_ZERO:
+        if region.fraction is None or region.fraction.lower != _ANY.lower:
             continue
         last = joined[-1] if joined else None
         if last is not None and last.high is not None and region.low <= last.high + 1:
             high = None if region.high is None else max(last.high, region.high)
-            joined[-1] = _Region(last.low, high, _NONE)
+            joined[-1] = _Region(last.low, high, None)
         else:
-            joined.append(_Region(region.low, region.high, _NONE))
+            joined.append(_Region(region.low, region.high, None))
     return joined
 
 
-def _region_rule(region: _Region, digits: int) -> str:
-    """GBNF of a region's numbers: its integer part's digits, then its fraction (none for an integer)."""
+def _region_rule(region: _Region, digits: int, room: int) -> str | None:
+    """GBNF of a region's numbers: its integer part's digits, then its fraction of at most room digits (none for an
+    integer; None: no fraction of room digits fits)."""
     high = 10 ** digits - 1 if region.high is None else region.high
     alternatives = naturals(region.low, high)
     whole = alternatives[0] if len(alternatives) == 1 else f"({' | '.join(alternatives)})"
-    fraction = {_ANY: f' ("." [0-9]{{1,{PLAIN_DIGITS}}})?', _ZERO: f' ("." "0"{{1,{PLAIN_DIGITS}}})?',
-                _ABOVE_ZERO: f' "." "0"{{0,{PLAIN_DIGITS - 1}}} [1-9] [0-9]{{0,{PLAIN_DIGITS - 1}}}',
-                _NONE: ""}[region.fraction]
-    return whole + fraction
+    if region.fraction is None:
+        return whole
+    fraction = fraction_rule(region.fraction, room)
+    return None if fraction is None else whole + fraction
+
+
+def fraction_rule(span: _Span, room: int) -> str | None:
+    """GBNF of a fraction within span, of at most room digits after the point, or none where the span holds 0 (None:
+    no fraction fits). At an upper bound's last digit the fraction ends: zeros after it change nothing, and a model
+    that wanted a larger digit wrote them to the end of the room ("1.0000000000000000"); a bound at an integer takes
+    one (".0")."""
+    lower = _fraction_digits(span.lower.value)
+    upper = None if span.upper is None else _fraction_digits(span.upper.value)
+    if span.upper is not None and upper == "" and not span.upper.strict:
+        return ' ("." "0")?' if lower == "" and not span.lower.strict else None
+    digits, empty = _tail(lower, span.lower.strict, upper, span.upper is not None and span.upper.strict, room)
+    if digits is None:
+        return "" if empty else None
+    return f' ("." {digits})?' if empty else f' "." {digits}'
+
+
+@lru_cache(maxsize=4096)
+def _tail(lower: str | None, low_strict: bool, upper: str | None, high_strict: bool,
+          room: int) -> tuple[str | None, bool]:
+    """GBNF of the digit strings of 1 to room digits whose decimal (after a point) is at least lower (above it, where
+    low_strict) and at most upper (below it, where high_strict), each None where met whatever follows; and whether the
+    empty string is (lower and upper: a bound's digits not yet written, no trailing zero)."""
+    lower = None if lower == "" and not low_strict else lower
+    empty = lower is None and (upper is None or upper != "" or not high_strict)
+    if upper == "" or room == 0:  # at the upper bound: no digit more
+        return None, empty
+    if lower is None and upper is None:
+        return _digits(1, room).strip(), empty
+    groups: dict[tuple[str | None, str | None], list[int]] = {}
+    for digit in range(10):
+        if (lower and digit < int(lower[0])) or (upper is not None and digit > int(upper[0])):
+            continue
+        after_low = None if lower is None or digit > int(lower[:1] or "0") or (lower == "" and digit) else lower[1:]
+        after_high = None if upper is None or digit < int(upper[0]) else upper[1:]
+        groups.setdefault((after_low, after_high), []).append(digit)
+    pieces = []
+    for (after_low, after_high), chosen in groups.items():
+        rest, ends = _tail(after_low, low_strict, after_high, high_strict, room - 1)
+        if rest is None and not ends:
+            continue
+        digit = f"[{chosen[0]}]" if len(chosen) == 1 else f"[{chosen[0]}-{chosen[-1]}]"
+        pieces.append(digit if rest is None else f"{digit} ({rest}){'?' if ends else ''}")
+    return (f"({' | '.join(pieces)})" if len(pieces) > 1 else pieces[0]) if pieces else None, empty
 
 
 def naturals(low: int, high: int) -> list[str]:

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import math
 import re
-from fractions import Fraction
 from typing import Any
 
-from localgen.json_schema_ranges import range_rule
+from localgen.json_schema_ranges import exact_decimal, range_rule
 from localgen.json_schema_words import NUMBER_KEYWORDS, NoValueError, short_json
 
 MAX_LISTED = 256  # the most integers a bounded integer's schema of a multipleOf is listed as (listed_range)
@@ -228,9 +227,5 @@ def _multiple(value: float, step: float | None) -> bool:
         return True
     if isinstance(value, int) and isinstance(step, int):
         return value % step == 0
-    return (_exact(value) / _exact(step)).denominator == 1
+    return (exact_decimal(value) / exact_decimal(step)).denominator == 1
 
-
-def _exact(number: float) -> Fraction:
-    """A finite number as the fraction it is written as: an integer as itself, a float as its shortest decimal."""
-    return Fraction(number) if isinstance(number, int) else Fraction(repr(number))

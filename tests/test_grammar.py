@@ -272,7 +272,7 @@ def test_a_bad_json_schema_is_one_usage_error(args: tuple[str, ...], message: st
 
 
 def test_schema_keywords_the_converter_ignores_are_named_in_a_warning() -> None:
-    result = run_localgen("run", "--json-schema", '{"type": "number", "minimum": 5.5, "maximum": 7.5}', "A number.",
+    result = run_localgen("run", "--json-schema", '{"type": "number", "minimum": 1e-150, "maximum": 7.5}', "A number.",
                           "-n", "12", *GREEDY)
     assert result.returncode == 0 and isinstance(json.loads(result.out), int | float)
     assert result.err.startswith("localgen: warning: the JSON schema's maximum, minimum cannot be enforced")

@@ -176,7 +176,7 @@ def test_an_alternative_none_of_whose_enum_values_it_allows_is_dropped(vocab: _V
 @pytest.mark.parametrize(("schema", "warned"), [
     ({"type": "integer", "enum": [2, 4], "multipleOf": 2, "minimum": 1, "exclusiveMaximum": 9}, []),
     ({"type": "object", "const": {"a": 1}, "maxProperties": 1}, []),
-    ({"type": "number", "multipleOf": 2, "minimum": 0.5}, ["minimum", "multipleOf"]),
+    ({"type": "number", "multipleOf": 2, "minimum": 1e-150}, ["minimum", "multipleOf"]),
 ], ids=["enum", "const", "no-enum"])
 def test_keywords_an_enum_beside_them_holds_are_not_said_to_be_ignored(schema: dict[str, object],
                                                                        warned: list[str]) -> None:
@@ -236,7 +236,7 @@ def test_an_integer_whose_bounds_hold_none_is_one_usage_error() -> None:
 @pytest.mark.parametrize(("schema", "warned"), [
     ({"type": ["integer", "null"], "minimum": 1, "maximum": 5}, False),
     ({"type": "integer", "minimum": 0, "maximum": 1000}, False),
-    ({"type": "number", "minimum": 1.5, "maximum": 5}, True),
+    ({"type": "number", "minimum": 1e-150, "maximum": 5}, True),
 ], ids=["listed", "too-many-to-list", "number"])
 def test_bounds_an_integer_s_listing_holds_are_not_said_to_be_ignored(schema: dict[str, object],
                                                                       warned: bool) -> None:
@@ -350,7 +350,7 @@ def test_an_alternative_whose_property_allows_no_value_or_of_none_left_is_refuse
     ({"type": "integer", "enum": [1, 2, 3, 4, 5], "anyOf": [{"minimum": 4}, {"maximum": 1}]}, ""),
     ({"anyOf": [{"type": "integer", "minimum": 0.1, "maximum": 0.9}, {"type": "null"}]}, ""),
     ({"type": "integer", "enum": [1, 2], "minimum": 1, "exclusiveMinimum": True}, "exclusiveMinimum"),
-    ({"allOf": [{"type": "number"}, {"minimum": 1.5, "maximum": 5000.5}]}, "maximum, minimum"),
+    ({"allOf": [{"type": "number"}, {"minimum": 1e-150, "maximum": 5000.5}]}, "maximum, minimum"),
 ], ids=["all-of", "ref-beside", "one-of", "enum-beside-any-of", "dropped-alternative", "draft-4-exclusive",
         "too-many-to-list"])
 def test_bounds_are_said_to_be_ignored_exactly_where_the_grammar_does_not_hold_them(schema: dict[str, object],
@@ -479,7 +479,7 @@ def test_a_one_of_whose_alternatives_may_overlap_is_warned_of(schema: dict[str, 
     ({"$defs": {"n": {"type": "integer", "minimum": 0, "maximum": 100000}},
       "allOf": [{"$ref": "#/$defs/n"}, {"maximum": 10}]}, ""),
     ({"$defs": {"n": {"type": "integer", "minimum": 0, "maximum": 100000}}, "type": "string"}, ""),
-    ({"$defs": {"n": {"type": "number", "minimum": 0.5, "maximum": 100000.5}, "m": {"$ref": "#/$defs/n"}},
+    ({"$defs": {"n": {"type": "number", "minimum": 1e-150, "maximum": 100000.5}, "m": {"$ref": "#/$defs/n"}},
       "type": "object", "properties": {"a": {"$ref": "#/$defs/m"}}}, "maximum, minimum"),
 ], ids=["merged-by-all-of", "never-referred-to", "reached-through-a-ref"])
 def test_bounds_are_said_to_be_ignored_only_in_definitions_a_ref_reaches(schema: dict[str, object],

@@ -1,0 +1,165 @@
+"""A number's bounds off an integer (0.5, -2.75, 1e-3) held by its grammar over the decimal digits, exactly, as its
+integer bounds are: checked with llama.cpp's grammar sampler on the bundled model's vocabulary against the JSON texts
+near each bound, and by real runs whose answers jsonschema validates."""
+
+from __future__ import annotations
+
+import json
+import re
+from decimal import Decimal
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_localgen
+from tests.test_gen_hunt import _Vocab, _warnings
+
+_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]{1,16})?")
+
+
+@pytest.fixture(scope="module")
+def vocab(bundled_model: Path) -> _Vocab:
+    """The bundled model's vocabulary, for grammar checks in milliseconds."""
+    return _Vocab(bundled_model)
+
+
+def _grammar(text: str) -> str:
+    """The grammar of the schema in text, which must hold every keyword it has (no warning)."""
+    from localgen.json_schema import schema_grammar
+
+    warn: list[str] = []
+    grammar = schema_grammar(text, warn)
+    assert warn == [], warn
+    return grammar
+
+
+def _decimal(value: object) -> Fraction:
+    """A bound as the decimal it is written as."""
+    return Fraction(repr(value)) if isinstance(value, float) else Fraction(str(value))
+
+
+def _obeys(schema: dict[str, object], text: str) -> bool:
+    """Whether text is a number's plain JSON text (no exponent, no -0, at most 16 decimals) within schema's bounds,
+    written without zeros after the digits of the bound it meets on the side away from zero (but one: "1.0")."""
+    if not _NUMBER.fullmatch(text) or (text.startswith("-") and Fraction(text) == 0):
+        return False
+    value = Fraction(text)
+    checks = {"minimum": value.__ge__, "maximum": value.__le__, "exclusiveMinimum": value.__gt__,
+              "exclusiveMaximum": value.__lt__}
+    if not all(check(_decimal(schema[key])) for key, check in checks.items() if key in schema):
+        return False
+    outer = "maximum" if value >= 0 else "minimum"
+    fraction = text.partition(".")[2]
+    padded = fraction.endswith("0") and fraction != "0"
+    return not (padded and outer in schema and value == _decimal(schema[outer]))
+
+
+def _texts(*bounds: object) -> list[str]:
+    """JSON texts of numbers at, above and below each bound by a few decimals, padded ones, and ones no reader wants
+    (an exponent, -0, a leading zero or point)."""
+    values = {Decimal(repr(bound) if isinstance(bound, float) else str(bound)) for bound in bounds} | {Decimal(0)}
+    steps = [Decimal(0), *(Decimal(10) ** -places * sign for places in range(1, 5) for sign in (1, -1)),
+             Decimal("0.5"), Decimal("-0.5"), Decimal(1), Decimal(-1)]
+    texts = {format(value + step, "f") for value in values for step in steps}
+    texts |= {format(-Decimal(text), "f") for text in texts}
+    texts |= {f"{text}0" if "." in text else f"{text}.0" for text in list(texts)}
+    texts |= {f"{text}00" if "." in text else f"{text}.00" for text in list(texts)}
+    return [*sorted(texts), "-0", "-0.0", "5e-1", "1E-3", "-2.75e0", "00.5", ".5", "0.", "+0.5"]
+
+
+_NUMBER_RANGES = [
+    {"maximum": 0.5},
+    {"minimum": -2.75},
+    {"exclusiveMinimum": 0.1},
+    {"exclusiveMaximum": -1.5},
+    {"minimum": -2.75, "maximum": 0.5},
+    {"exclusiveMinimum": 0.1, "exclusiveMaximum": 0.25},
+    {"exclusiveMinimum": -0.5, "exclusiveMaximum": 0},
+    {"minimum": 0.25, "maximum": 0.25},
+    {"minimum": 12.345, "maximum": 12.35},
+    {"minimum": -100.5, "exclusiveMaximum": -99.99},
+    {"minimum": 0.001, "maximum": 15},
+]
+
+
+@pytest.mark.parametrize("bounds", _NUMBER_RANGES, ids=json.dumps)
+def test_a_number_s_bounds_off_integers_hold_exactly(vocab: _Vocab, bounds: dict[str, object]) -> None:
+    """A bound off an integer was warned of and not held: 0.7 passed a maximum of 0.5, -3 a minimum of -2.75."""
+    schema = {"type": "number", **bounds}
+    grammar = _grammar(json.dumps(schema))
+    texts = _texts(*bounds.values())
+    assert [text for text in texts if vocab.accepts(grammar, text)] == [text for text in texts if _obeys(schema, text)]
+
+
+def test_bounds_written_with_exponents_are_read_as_their_decimals(vocab: _Vocab) -> None:
+    """1e-3 and 2.5E0 are the decimals 0.001 and 2.5: held as such, the answer's own exponent still never written."""
+    grammar = _grammar('{"type": "number", "exclusiveMinimum": 1e-3, "maximum": 2.5E0}')
+    texts = ["0.001", "0.0011", "0.002", "0.0009", "1", "2.5", "2.50", "2.51", "1e-3", "2e0", "0"]
+    assert [text for text in texts if vocab.accepts(grammar, text)] == ["0.0011", "0.002", "1", "2.5"]
+
+
+@pytest.mark.parametrize(("bounds", "texts", "allowed"), [
+    ({"minimum": 1, "maximum": 1}, ["1", "1.0", "1.00", "1.0000000000000000"], ["1", "1.0"]),
+    ({"maximum": 0.5}, ["0.5", "0.50", "0.5000000000000000", "0.4000000000000000"], ["0.5", "0.4000000000000000"]),
+    ({"minimum": -2.75}, ["-2.75", "-2.750", "-2.7500", "2.7500"], ["-2.75", "2.7500"]),
+    ({"exclusiveMinimum": 1}, ["1.0000000000000001", "1.00000000000000001", "1.0000000000000001111111"],
+     ["1.0000000000000001"]),
+], ids=["at-one", "at-a-half", "at-a-negative-minimum", "above-one"])
+def test_a_bound_s_number_is_not_padded_with_zeros(vocab: _Vocab, bounds: dict[str, object], texts: list[str],
+                                                   allowed: list[str]) -> None:
+    """At a maximum (a negative number's minimum) only zeros could follow, and a model that wanted a larger digit
+    wrote them to the end ("1.0000000000000000"); above an exclusive bound the fraction ran to 31 digits."""
+    grammar = _grammar(json.dumps({"type": "number", **bounds}))
+    assert [text for text in texts if vocab.accepts(grammar, text)] == allowed
+
+
+@pytest.mark.parametrize(("schema", "warned"), [
+    ({"type": "number", "minimum": 0.5}, None),
+    ({"type": "number", "exclusiveMaximum": -0.125, "minimum": -3.5}, None),
+    ({"type": ["number", "null"], "maximum": 0.5}, None),
+    ({"type": "number", "maximum": 1e-150}, "maximum"),
+], ids=["minimum", "both", "type-list", "too-long"])
+def test_bounds_off_integers_are_warned_of_only_past_100_decimals(schema: dict[str, object],
+                                                                  warned: str | None) -> None:
+    bounds = [line for line in _warnings(schema) if "cannot be enforced" in line]
+    assert bounds == ([f"the JSON schema's {warned} cannot be enforced (llama-cpp-python's converter ignores it): "
+                       "check the answer"] if warned else [])
+
+
+def test_a_number_whose_decimal_bounds_hold_none_is_one_usage_error() -> None:
+    schema = {"type": "number", "exclusiveMinimum": 0.5, "maximum": 0.5}
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
+    assert result.returncode == 2 and result.err == (
+        "localgen: error: the JSON schema's number of exclusiveMinimum 0.5, maximum 0.5 can be no number (hint: make "
+        "its bounds hold a number)\n"), result.err
+
+
+def test_a_one_of_of_decimal_ranges_apart_is_not_warned_of() -> None:
+    """Bounds off integers were not read, so two ranges apart were said to maybe share a value."""
+    schema = {"type": "number", "oneOf": [{"maximum": 0.5}, {"exclusiveMinimum": 0.5}]}
+    assert _warnings(schema) == []
+
+
+_RUN_SCHEMA = {"type": "object", "required": ["chance", "change"], "properties": {
+    "chance": {"type": "number", "minimum": 0, "maximum": 0.5},
+    "change": {"type": "number", "minimum": -2.75, "exclusiveMaximum": -0.1}}}
+
+
+def test_a_run_answers_numbers_within_decimal_bounds() -> None:
+    """A real run on the bundled model: each answer parses, and jsonschema finds every number within its bounds."""
+    from jsonschema import validate
+
+    for seed in ("1", "2", "3"):
+        result = run_localgen("run", "--json-schema", json.dumps(_RUN_SCHEMA), "-n", "120", "--seed", seed,
+                              "Give the chance of rain tomorrow and the change in temperature.")
+        assert result.returncode == 0 and result.err == "", result.err
+        validate(json.loads(result.out), _RUN_SCHEMA)
+
+
+def test_a_greedy_run_at_a_bound_ends_its_number() -> None:
+    """A greedy run on the bundled model wrote 1.0000000000000000 for a number from 1 to 1."""
+    schema = {"type": "number", "minimum": 1, "maximum": 1}
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "--temperature", "0", "-n", "40",
+                          "Pick a number.")
+    assert result.returncode == 0 and result.out.strip() in ("1", "1.0"), result.out
