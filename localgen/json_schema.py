@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from localgen.errors import UsageError
-from localgen.json_schema_allof import ALTERNATIVES, Resolver, false_alternative
+from localgen.json_schema_allof import ALTERNATIVES, KeptAlternatives, Resolver
 from localgen.json_schema_beside import (
     all_of_merged,
     alternatives_beside_keywords_as_all_of,
@@ -212,8 +212,12 @@ def _prepared(node: object, how: _Preparation, seen: tuple[str, ...] = ()) -> ob
     refuse_refused_required(schema, node.get("propertyNames", schema.get("propertyNames")))
     for key, value in schema.items():
         if key in ALTERNATIVES and isinstance(value, list):  # an anyOf of a type list's types named as that
-            schema[key] = _alternatives_prepared(value, "type list" if split and "type" not in schema else key, how,
-                                                 seen)
+            kept = KeptAlternatives("type list" if split and "type" not in schema else key, how.dropped)
+            for item in value:
+                with kept.trying(item):
+                    kept.add(_prepared(_as_object(kept.schema(item), kept.key), how, seen))
+            schema[key] = kept.result()
+            how.one_of_overlaps |= kept.key == "oneOf" and may_overlap(schema[key], how.resolve)
         elif key in SCHEMA_MAPS and isinstance(value, dict):  # a property of false cannot be there: left out
             schema[key] = {name: _inner_prepared(_as_object(sub, key), how, seen, key in DEFINITIONS)
                            for name, sub in value.items() if not (key == "properties" and sub is False)}
@@ -225,26 +229,6 @@ def _prepared(node: object, how: _Preparation, seen: tuple[str, ...] = ()) -> ob
     how.unlisted.extend(str(name) for name in required if name not in properties and str(name) not in how.unlisted)
     how.done[met] = (node, schema)  # node kept: its id stays its own
     return schema
-
-
-def _alternatives_prepared(alternatives: list[Any], key: str, how: _Preparation, seen: tuple[str, ...]) -> list[Any]:
-    """An anyOf's or oneOf's alternatives prepared, one that allows no value (false, an enum or bounded integer none
-    of whose values its keywords allow, an allOf or anyOf of none) dropped: refused only where none is left."""
-    kept, refusal, start = [], None, len(how.dropped)
-    for item in alternatives:
-        try:
-            if item is False:
-                raise false_alternative(key)
-            kept.append(_prepared(_as_object(item, key), how, seen))
-        except NoValueError as exc:
-            refusal = refusal or exc
-            why = f"{key} alternative {short_json(item)} ({exc.message})"
-            how.dropped.extend([why] if item is not False and why not in how.dropped else [])
-    if refusal and not kept:
-        del how.dropped[start:]  # the refusal says it
-        raise refusal
-    how.one_of_overlaps |= key == "oneOf" and may_overlap(kept, how.resolve)
-    return kept
 
 
 def _inner_prepared(node: object, how: _Preparation, seen: tuple[str, ...], definition: bool = False) -> object:

@@ -96,17 +96,60 @@ def _part(part: object, resolve: Resolver, seen: tuple[str, ...], words: Wording
         rest = _part({key: value for key, value in part.items() if key != "$ref"}, resolve, seen, words, holder)
         return _merged(_part(target, resolve, (*seen, ref), words, holder), rest, words)
     for key in ALTERNATIVES:
-        if isinstance(part.get(key), list):  # false, which allows no value, kept for _spread to drop
+        if isinstance(part.get(key), list):  # false, which allows no value, kept for KeptAlternatives to drop
             holds = f"the JSON schema's {key}"
             part = {**part, key: [item if item is False else _part(item, resolve, seen, words, holds)
                                   for item in part[key]]}
     return merged_all_of(part, resolve, seen, replace(ALL_OF, dropped=words.dropped))
 
 
-def false_alternative(key: str) -> NoValueError:
-    """The refusal of an anyOf's or oneOf's alternative false, which allows no value (dropped where others are left)."""
-    return NoValueError(f"the JSON schema's {key} holds false, which allows no value",
-                        hint=f"give the {key} a schema some value meets")
+class KeptAlternatives:
+    """An anyOf's or oneOf's alternatives as they are made, one that allows no value (false, one refused as such) left
+    out and said, with why, in dropped: refused only where none is left, its refusal saying it. Each is made as
+    `with kept.trying(item): kept.add(made(kept.schema(item)))`, in the frame of the loop over them, so that
+    alternatives nest as deep as other subschemas do before a refusal says the schema nests too deep."""
+
+    def __init__(self, key: str, dropped: list[str]) -> None:
+        """No alternative made yet of key's (as a refusal names it); dropped gets those left out."""
+        self.key, self.dropped, self.start = key, dropped, len(dropped)
+        self.kept: list[Any] = []
+        self.refusal: NoValueError | None = None
+        self.item: object = None
+
+    def trying(self, item: object) -> KeptAlternatives:
+        """This, to make item within (a NoValueError leaves it out)."""
+        self.item = item
+        return self
+
+    def schema(self, item: object) -> Any:
+        """item, the alternative being made; false refused as allowing no value."""
+        if item is False:
+            raise NoValueError(f"the JSON schema's {self.key} holds false, which allows no value",
+                               hint=f"give the {self.key} a schema some value meets")
+        return item
+
+    def add(self, made: object) -> None:
+        """Keep what the alternative was made into."""
+        self.kept.append(made)
+
+    def __enter__(self) -> None:
+        """Nothing to set up: trying named the alternative."""
+
+    def __exit__(self, kind: object, error: BaseException | None, trace: object) -> bool:
+        """Leave out an alternative that allows no value, saying why (false alone unsaid: it says it)."""
+        if not isinstance(error, NoValueError):
+            return False
+        self.refusal = self.refusal or error
+        why = f"{self.key} alternative {short_json(self.item)} ({error.message})"
+        self.dropped.extend([why] if self.item is not False and why not in self.dropped else [])
+        return True
+
+    def result(self) -> list[Any]:
+        """The alternatives kept; the first refusal where none is."""
+        if self.refusal and not self.kept:
+            del self.dropped[self.start:]  # the refusal says it
+            raise self.refusal
+        return self.kept
 
 
 def _merged(first: dict[str, Any], second: dict[str, Any], words: Wording) -> dict[str, Any]:
@@ -116,8 +159,12 @@ def _merged(first: dict[str, Any], second: dict[str, Any], words: Wording) -> di
         for one, other in ((first, second), (second, first)):
             alternatives = one.get(key)
             if isinstance(alternatives, list) and alternatives:
-                rest = {name: value for name, value in one.items() if name != key}
-                return {key: _spread(alternatives, _merged(dict(other), rest, words), key, words)}
+                rest = _merged(other, {name: value for name, value in one.items() if name != key}, words)
+                kept = KeptAlternatives(key, words.dropped)
+                for item in alternatives:
+                    with kept.trying(item):
+                        kept.add(_merged(rest, kept.schema(item), words))
+                return {key: _within_alternatives(kept.result(), words)}
     merged = dict(first)
     for key, value in second.items():
         if key not in merged or same_value(merged[key], value) or key in NOTES:
@@ -158,25 +205,9 @@ def _objects_excluded(merged: dict[str, Any], refusal: NoValueError) -> None:
     merged["type"] = kept[0] if len(kept) == 1 else kept
 
 
-def _spread(alternatives: list[Any], other: dict[str, Any], key: str, words: Wording) -> list[dict[str, Any]]:
-    """Each of key's alternatives merged with other, those no value meets (false, one whose keywords clash with
-    other's) dropped, refused only when all of them are (an enum none of whose values the merged keywords allow is
-    dropped as the alternatives are prepared)."""
-    spread: list[dict[str, Any]] = []
-    clash: NoValueError | None = None
-    start = len(words.dropped)
-    for item in alternatives:
-        try:
-            if item is False:
-                raise false_alternative(key)
-            spread.append(_merged(dict(other), item, words))
-        except NoValueError as exc:
-            clash = clash or exc
-            why = f"{key} alternative {short_json(item)} ({exc.message})"
-            words.dropped.extend([why] if item is not False and why not in words.dropped else [])
-    if clash and not spread:
-        del words.dropped[start:]  # the refusal says it
-        raise clash
+def _within_alternatives(spread: list[dict[str, Any]], words: Wording) -> list[dict[str, Any]]:
+    """An allOf's alternatives spread over its other parts, refused where they multiply out to over
+    MAX_ALTERNATIVES."""
     if sum(_alternative_count(item) for item in spread) > MAX_ALTERNATIVES:
         raise UsageError(f"{words.merged} multiplies out to over {MAX_ALTERNATIVES} alternatives", hint=words.hint)
     return spread

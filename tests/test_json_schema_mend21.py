@@ -163,3 +163,14 @@ def test_a_greedy_run_at_a_bound_ends_its_number() -> None:
     result = run_localgen("run", "--json-schema", json.dumps(schema), "--temperature", "0", "-n", "40",
                           "Pick a number.")
     assert result.returncode == 0 and result.out.strip() in ("1", "1.0"), result.out
+
+
+def test_alternatives_nested_deep_without_all_of_are_not_said_to_be_all_of_parts() -> None:
+    """Each anyOf or oneOf level took a frame more as it was prepared than its subschemas did: 215 levels of a property
+    holding a oneOf were refused as "allOf parts and $refs" nesting too deep to merge, where the schema has neither."""
+    schema: object = {"type": "integer"}
+    for _ in range(215):
+        schema = {"type": "object", "properties": {"a": {"oneOf": [schema, False, {"type": "null"}]}}}
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
+    assert result.returncode == 2 and result.err == (
+        "localgen: error: the JSON schema nests too deep to convert (hint: flatten it, or use $defs)\n"), result.err
