@@ -1,7 +1,8 @@
 """An integer's or number's bounds (minimum, maximum, their exclusive forms, draft 4's true or false ones too) held by
 a grammar of the digits they allow, as llama.cpp's own converter writes an integer's range, where llama-cpp-python's
 converter ignored them: the integer part's range, a number's fraction held digit by digit to a bound's decimal (0.5,
--2.75, 1e-3) at it, and no exponent (1e3 could pass any bound)."""
+-2.75, 1e-3) at it, a multipleOf of 1, 0.1, 0.01, ... as that many decimals at most, and no exponent (1e3 could pass
+any bound)."""
 
 from __future__ import annotations
 
@@ -56,10 +57,13 @@ def exact_decimal(number: float) -> Fraction:
 
 
 def bounds_held(schema: dict[str, Any]) -> frozenset[str]:
-    """The bound keywords of a schema that range_rule holds (none where it writes no rule)."""
+    """The bound keywords of a schema that range_rule holds (none where it writes no rule), a number's multipleOf
+    too."""
     if range_rule(schema) is None:
         return frozenset()
-    return frozenset(key for key in BOUND_KEYWORDS if key in schema)
+    stepped = schema.get("type") == "number" and _step_places(schema.get("multipleOf")) is not None
+    held = (*BOUND_KEYWORDS, "multipleOf") if stepped else BOUND_KEYWORDS
+    return frozenset(key for key in held if key in schema)
 
 
 def range_rule(schema: dict[str, Any]) -> str | None:
@@ -69,15 +73,18 @@ def range_rule(schema: dict[str, Any]) -> str | None:
     kind = schema.get("type")
     if kind not in ("integer", "number") or any(key in schema for key in OWN_RULE_KEYWORDS):
         return None
+    places = _step_places(schema["multipleOf"]) if kind == "number" and "multipleOf" in schema else None
+    stepped = places is not None  # another multipleOf is left to a warning, the bounds held alone
     sides = _bounds(schema)
-    if sides is None or sides == (None, None):
+    if sides is None or (sides == (None, None) and not stepped):
         return None
     low, high = sides
     if kind == "integer":
         low, high = _integral(low, above=True), _integral(high, above=False)
     given = [bound.value for bound in (low, high) if bound is not None]
-    digits = max(PLAIN_DIGITS, *(len(str(abs(math.trunc(value)))) for value in given))
-    room = max(PLAIN_DIGITS, *(len(_fraction_digits(abs(value) % 1)) + 1 for value in given))
+    digits = max([PLAIN_DIGITS, *(len(str(abs(math.trunc(value)))) for value in given)])
+    room = places if places is not None else max([PLAIN_DIGITS, *(len(_fraction_digits(abs(value) % 1)) + 1
+                                                                   for value in given)])
     positive, negative = _regions(low, high, negative=False), _regions(low, high, negative=True)
     if kind == "integer":
         positive, negative = _whole(positive), _whole(negative)
@@ -86,9 +93,11 @@ def range_rule(schema: dict[str, Any]) -> str | None:
     if after:
         pieces.append('"-" ' + (after[0] if len(after) == 1 else f"({' | '.join(after)})"))
     if not pieces:
-        given_keys = ", ".join(f"{key} {short_json(schema[key])}" for key in BOUND_KEYWORDS if key in schema)
+        given_keys = ", ".join(f"{key} {short_json(schema[key])}" for key in (*BOUND_KEYWORDS, "multipleOf")
+                               if key in schema and (key != "multipleOf" or stepped))
         raise NoValueError(f"the JSON schema's {kind} of {given_keys} can be no {kind}",
-                           hint=f"make its bounds hold {'an integer' if kind == 'integer' else 'a number'}")
+                           hint=f"make its bounds hold {'an integer' if kind == 'integer' else 'a number'}"
+                                f"{' (a multiple of its multipleOf)' if stepped else ''}")
     return f"({' | '.join(pieces)}) space"
 
 
@@ -149,6 +158,17 @@ def _bounds(schema: dict[str, Any]) -> tuple[_Bound | None, _Bound | None] | Non
                          default=None)
         sides.append(chosen)
     return sides[0], sides[1]
+
+
+def _step_places(step: object) -> int | None:
+    """The decimals a number's multipleOf of 1, 0.1, 0.01 (1e-3, ...) leaves it, at most MAX_DIGITS (None: another
+    step, which a grammar of the digits alone cannot hold)."""
+    if not isinstance(step, int | float) or isinstance(step, bool) or (isinstance(step, float) and not
+                                                                         math.isfinite(step)) or step <= 0:
+        return None
+    exact = exact_decimal(step)
+    places = len(str(exact.denominator)) - 1
+    return places if exact.numerator == 1 and exact.denominator == 10 ** places <= 10 ** MAX_DIGITS else None
 
 
 def _fraction_digits(fraction: Fraction) -> str:

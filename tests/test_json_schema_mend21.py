@@ -174,3 +174,55 @@ def test_alternatives_nested_deep_without_all_of_are_not_said_to_be_all_of_parts
     result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
     assert result.returncode == 2 and result.err == (
         "localgen: error: the JSON schema nests too deep to convert (hint: flatten it, or use $defs)\n"), result.err
+
+
+@pytest.mark.parametrize(("schema", "texts", "allowed"), [
+    ('{"type": "number", "multipleOf": 0.01}', ["1", "1.5", "1.25", "1.250", "1.255", "-0.07", "-0.001", "1e-2"],
+     ["1", "1.5", "1.25", "-0.07"]),
+    ('{"type": "number", "multipleOf": 1e-1, "minimum": 0, "maximum": 1}', ["0", "0.1", "0.15", "1", "1.0", "1.1"],
+     ["0", "0.1", "1", "1.0"]),
+    ('{"type": "number", "multipleOf": 0.001, "exclusiveMinimum": 0.0005, "maximum": 0.5}',
+     ["0", "0.0005", "0.001", "0.25", "0.499", "0.4995", "0.5", "0.501"], ["0.001", "0.25", "0.499", "0.5"]),
+    ('{"type": "number", "multipleOf": 1}', ["3", "3.5", "-3", "3e0"], ["3", "-3"]),
+], ids=["hundredths", "tenths-bounded", "thousandths-bounded", "ones"])
+def test_a_number_s_multiple_of_a_power_of_ten_holds_its_decimals(vocab: _Vocab, schema: str, texts: list[str],
+                                                                  allowed: list[str]) -> None:
+    """A number's multipleOf was warned of and not held: 1.255 passed a multipleOf of 0.01."""
+    grammar = _grammar(schema)
+    assert [text for text in texts if vocab.accepts(grammar, text)] == allowed
+
+
+@pytest.mark.parametrize(("schema", "warned"), [
+    ({"type": "number", "multipleOf": 0.25}, True),
+    ({"type": "number", "multipleOf": 0.5, "minimum": 0}, True),
+    ({"type": "number", "multipleOf": 3}, True),
+    ({"type": "number", "multipleOf": 0.01, "maximum": 1}, False),
+    ({"type": ["number", "null"], "multipleOf": 0.1}, False),
+], ids=["quarter", "half", "three", "hundredths", "type-list"])
+def test_a_multiple_of_is_warned_of_only_where_digits_cannot_hold_it(schema: dict[str, object], warned: bool) -> None:
+    assert ("the JSON schema's multipleOf cannot be enforced (llama-cpp-python's converter ignores it): check the "
+            "answer" in _warnings(schema)) is warned
+
+
+def test_a_number_whose_multiple_of_its_bounds_leave_none_is_one_usage_error() -> None:
+    schema = {"type": "number", "minimum": 0.001, "maximum": 0.009, "multipleOf": 0.01}
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
+    assert result.returncode == 2 and result.err == (
+        "localgen: error: the JSON schema's number of minimum 0.001, maximum 0.009, multipleOf 0.01 can be no number "
+        "(hint: make its bounds hold a number (a multiple of its multipleOf))\n"), result.err
+
+
+def test_a_run_answers_prices_of_at_most_two_decimals() -> None:
+    """A real run on the bundled model: each price has at most two decimals, and jsonschema finds it within its bounds
+    (it divides floats, 69.79 / 0.01 = 6978.999..., so the decimals are counted here)."""
+    from jsonschema import validate
+
+    schema = {"type": "array", "minItems": 3, "maxItems": 3,
+              "items": {"type": "number", "multipleOf": 0.01, "exclusiveMinimum": 0, "maximum": 99.99}}
+    for seed in ("1", "2", "3"):
+        result = run_localgen("run", "--json-schema", json.dumps(schema), "-n", "60", "--seed", seed,
+                              "Give the prices of three fruits in dollars.")
+        assert result.returncode == 0 and result.err == "", result.err
+        bounds = {key: value for key, value in schema["items"].items() if key != "multipleOf"}  # type: ignore[union-attr]
+        validate(json.loads(result.out), {**schema, "items": bounds})
+        assert all(len(text.partition(".")[2]) <= 2 for text in re.findall(r"[0-9.]+", result.out)), result.out
