@@ -266,11 +266,11 @@ def _region_rule(region: _Region, digits: int, room: int) -> str | None:
     whole = alternatives[0] if len(alternatives) == 1 else f"({' | '.join(alternatives)})"
     if region.fraction is None:
         return whole
-    fraction = fraction_rule(region.fraction, room)
+    fraction = _fraction_rule(region.fraction, room)
     return None if fraction is None else whole + fraction
 
 
-def fraction_rule(span: _Span, room: int) -> str | None:
+def _fraction_rule(span: _Span, room: int) -> str | None:
     """GBNF of a fraction within span, of at most room digits after the point, or none where the span holds 0 (None:
     no fraction fits). At an upper bound's last digit the fraction ends: zeros after it change nothing, and a model
     that wanted a larger digit wrote them to the end of the room ("1.0000000000000000"); a bound at an integer takes
