@@ -65,7 +65,7 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
             _close(events)  # not once the frames the exception keeps are freed, which os._exit may never let come
             raise
     if pipe_closed or reader.gone:  # the reader left: as the model wrote, or while the prompt was read or JSON kept
-        raise _closed_exit(closed_by)
+        raise _closed_exit(closed_by, signals.exit_code, line_ended=status.erased and not texted)
     assert completion is not None
     if echo_held and output is not None and signals.signal in ECHOES:  # the key's echo, after the text saved
         output.write(ECHOES[signals.signal])
@@ -90,9 +90,10 @@ def _end_before_error(output: TextOutput) -> None:
 
 
 def finish_output(loaded: LoadedModel, completion: Finished, output: TextOutput | None,
-                  conversation: str | None = None) -> None:
+                  conversation: str | None = None, *, signal_code: int | None = None) -> None:
     """End the streamed text (output), or print the whole result as one JSON object (output None), naming the saved
-    conversation the exchange went into, if any."""
+    conversation the exchange went into, if any (signal_code: the exit code of the signal that stopped the answer,
+    which a reader gone by then leaves as it is)."""
     try:
         if output is None:
             record = completion.to_dict() | {"model": loaded.resolved.display_name,
@@ -105,23 +106,22 @@ def finish_output(loaded: LoadedModel, completion: Finished, output: TextOutput 
         else:
             output.finish()
     except BrokenPipeError as exc:
-        raise _closed_exit(exc) from None
+        raise _closed_exit(exc, signal_code) from None
 
 
-def _closed_exit(closed_by: BrokenPipeError | None) -> typer.Exit:
+def _closed_exit(closed_by: BrokenPipeError | None, signal_code: int | None, *, line_ended: bool = False
+                 ) -> typer.Exit:
     """The exit of a run whose output's reader left, or kept it waiting past the bound as a signal ended the run: no
     more is written to stdout, and a Ctrl-C's ^C echo on the terminal has its line ended, as the answer's end given
-    up would have."""
+    up would have (not where erasing the reading the prompt line ended it: line_ended). A signal that stopped the
+    answer gives the exit code (signal_code: Ctrl-C's 130, where the reader of `localgen run ... | cat` died of the
+    same Ctrl-C), else the reader's leaving (141)."""
     silence_stdout()
-    if isinstance(closed_by, WriteGivenUp) and closed_by.signum == signal.SIGINT:
+    if isinstance(closed_by, WriteGivenUp):
+        signal_code = signal_exit_code(closed_by.signum)
+    if signal_code == EXIT_INTERRUPTED and not line_ended:
         line_ends.end_interrupted_line()
-    return typer.Exit(_closed_exit_code(closed_by))
-
-
-def _closed_exit_code(closed_by: BrokenPipeError | None) -> int:
-    """The exit code of a run whose output's reader left (141), or kept it waiting past the bound as a signal ended
-    the run (that signal's: 143 for SIGTERM)."""
-    return signal_exit_code(closed_by.signum) if isinstance(closed_by, WriteGivenUp) else EXIT_BROKEN_PIPE
+    return typer.Exit(EXIT_BROKEN_PIPE if signal_code is None else signal_code)
 
 
 @contextlib.contextmanager

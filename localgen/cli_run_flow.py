@@ -359,7 +359,7 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
         conversation = checked.conversation  # --json names it once the exchange is saved in it (no answer: never)
         saved_in = conversation.name if conversation is not None and late_error is None \
             and gave_an_answer(completion) else None
-        finish_output(loaded, completion, output, saved_in)
+        finish_output(loaded, completion, output, saved_in, signal_code=exit_code)
     finally:  # after the whole answer and its newline, which the writer holds back while it streams
         for note in notes:  # past -q: NAME-2 and an answer not saved, not a save made where asked
             (console.warn if continued is None or isinstance(note, SavedInPlaceNote) else warn_past_quiet)(note)
