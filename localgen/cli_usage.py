@@ -179,7 +179,7 @@ def _usage_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str:
             or extra_argument_hint(app, args, command, text)
             or _file_argument_hint(app, args, command, text)
             or _ctx_flag_hint(app, exc, args, command)
-            or _threads_flag_hint(exc, command)
+            or _threads_flag_hint(app, exc, args, command)
             or number_hint(app, exc, args)
             or _dash_prompt_hint(args, command, text)
             or _spaced_name_hint(app, args, text)
@@ -336,11 +336,13 @@ def _continued(app: typer.Typer, args: list[str]) -> str:
     return continue_hint(typed_command(app, args)[1], apart, at)
 
 
-def _threads_flag_hint(exc: Exception, command: str) -> str | None:
-    """For `-t NAME` in `run` or `chat` (llm's template option): it is --threads here."""
+def _threads_flag_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) -> str | None:
+    """For `-t NAME` in `run` or `chat` (llm's template option): it is --threads here (not for --threads NAME,
+    which names the option it gives a value)."""
     message = _usage_error_text(exc)
     if command not in ("run", "chat") or "'--threads' / '-t'" not in message or "integer" not in message \
-            or (isinstance(exc, NumberSlip) and exc.text.lstrip("+-.")[:1].isdigit()):  # -t 2.5: no template's name
+            or (isinstance(exc, NumberSlip) and exc.text.lstrip("+-.")[:1].isdigit()) \
+            or option_typed(args[1:], ("-t", "--threads"), option_arity(app, command)) != "-t":  # -t 2.5: no name
         return None
     return "-t is --threads N; llm's templates are models.toml entries here, each with a system prompt and settings"
 

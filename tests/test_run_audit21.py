@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT, popen_localgen
+from tests.conftest import REPO_ROOT, popen_localgen, run_localgen
 
 LONG_ANSWER = ("--temperature", "0", "-n", "2000", "Write a long essay about the history of Rome.")
 
@@ -39,3 +39,16 @@ def test_ctrl_c_on_a_pipeline_exits_130_where_the_reader_died_of_it_too(tmp_path
         reader.wait()
     err = proc.stderr.read().decode()
     assert (code, err) == (130, ""), err
+
+
+def test_threads_spelt_out_with_a_word_is_hinted_a_number_not_llm_s_template_option(tmp_path: Path) -> None:
+    """`localgen run --threads x hi` (or --threads=x): the hint says --threads takes a whole number, with the command
+    that gives one, where it said -t is --threads and spoke of llm's templates, which the -t typed alone may mean."""
+    env = {"LOCALGEN_HOME": str(tmp_path)}
+    for typed in (["--threads", "x"], ["--threads=x"]):
+        result = run_localgen("run", *typed, "hi", env=env)
+        assert result.returncode == 2, result.err
+        assert "templates" not in result.err and "--threads takes a whole number: `localgen run --threads " \
+            in result.err, result.err
+    result = run_localgen("run", "-t", "x", "hi", env=env)  # llm's -t NAME still told what -t is here
+    assert "-t is --threads N; llm's templates" in result.err, result.err
