@@ -130,7 +130,11 @@ def without_traceback(work: Callable[[], int]) -> int:
         line_ends.end_interrupted_line()
         return EXIT_INTERRUPTED
     except SignalExit as exc:  # SIGTERM or SIGHUP, after the cleanups ran
-        return signal_exit_code(exc.signum)
+        behind = _signal_the_reader_died_of(exc)
+        if isinstance(behind, KeyboardInterrupt):
+            line_ends.end_interrupted_line()
+            return EXIT_INTERRUPTED
+        return signal_exit_code(exc.signum if behind is None else behind.signum)
     except SystemExit:
         if not _closed_pipe_handled():
             raise
@@ -162,6 +166,16 @@ def interrupt_behind(exc: BaseException) -> BaseException | None:
         seen.add(id(current))
         current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
     return None
+
+
+def _signal_the_reader_died_of(exc: SignalExit) -> KeyboardInterrupt | SignalExit | None:
+    """For a closed pipe's exit (SIGPIPE's, as the reader went) that came as a Ctrl-C or an ending signal was ended
+    on: that signal, which the reader died of too (`localgen run ... | cat` and Ctrl-C, at the terminal's whole
+    pipeline), and not its leaving, ends the program; else None."""
+    if exc.signum != signal.SIGPIPE or exc.__context__ is None or exc.__suppress_context__:
+        return None
+    behind = interrupt_behind(exc.__context__)
+    return behind if isinstance(behind, (KeyboardInterrupt, SignalExit)) else None
 
 
 def _closed_pipe_handled() -> bool:

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.conftest import REPO_ROOT, popen_localgen, run_localgen
@@ -39,6 +42,28 @@ def test_ctrl_c_on_a_pipeline_exits_130_where_the_reader_died_of_it_too(tmp_path
         reader.wait()
     err = proc.stderr.read().decode()
     assert (code, err) == (130, ""), err
+
+
+def test_ctrl_c_on_a_pipeline_waiting_for_stdin_exits_130(tmp_path: Path) -> None:
+    """`sleep 100 | localgen run x | cat` and Ctrl-C while the run waits for stdin, sent to the whole pipeline as a
+    terminal sends it: cat dies of it too, and the run, told of its reader's going as the Ctrl-C ends it, exits 130,
+    where it mostly exited 141 as if the reader had left on its own."""
+    pipeline = f"trap : INT; {shlex.quote(sys.executable)} -m localgen run Summarize. | cat; echo \"$PIPESTATUS\" >&2"
+    shell = subprocess.Popen(["bash", "-c", pipeline], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, cwd=REPO_ROOT, start_new_session=True,
+                             env={**os.environ, "LOCALGEN_HOME": str(tmp_path)})
+    assert shell.stdin is not None and shell.stderr is not None
+    try:
+        time.sleep(4)  # started, and waiting for stdin, which stays open
+        os.killpg(shell.pid, signal.SIGINT)  # the terminal's Ctrl-C
+        shell.wait(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(shell.pid, signal.SIGKILL)
+        shell.stdin.close()
+    err = shell.stderr.read().decode()
+    assert err.splitlines()[-1:] == ["130"], err
+    assert "Traceback" not in err, err
 
 
 def test_threads_spelt_out_with_a_word_is_hinted_a_number_not_llm_s_template_option(tmp_path: Path) -> None:
