@@ -68,8 +68,9 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     if sent_whole and piped is not None and not piped.strip() and (attached or (prompt and prompt.strip())):
         warnings.append(f"stdin {emptiness(piped)}")  # as -f - is (`cat missing.txt | localgen run "summarize"`)
     console.warn_each(warnings)
-    if not attached and not (prompt and prompt.strip()):
-        raise nothing_to_send(stdin_read=len(names) > len(files), model=model_given)
+    if not attached and not (prompt and prompt.strip()):  # </dev/null, as README tells loops, is no stdin read
+        raise nothing_to_send(stdin_read=len(names) > len(files) and (stdin_asked or sent_whole or _piped(stdin)),
+                              model=model_given)
     if prompt and names_a_file(prompt) and not reads_as_a_model(prompt, settings().user_registry):
         console.warn(file_name_warning("the prompt", prompt, "-f"))
     return attachments, made_of

@@ -77,3 +77,16 @@ def test_threads_spelt_out_with_a_word_is_hinted_a_number_not_llm_s_template_opt
             in result.err, result.err
     result = run_localgen("run", "-t", "x", "hi", env=env)  # llm's -t NAME still told what -t is here
     assert "-t is --threads N; llm's templates" in result.err, result.err
+
+
+def test_an_empty_prompt_with_stdin_from_dev_null_is_not_said_to_have_read_stdin(tmp_path: Path) -> None:
+    """`localgen run "$q" </dev/null`, as README tells a `while read` loop, with an empty $q: the prompt is empty,
+    and the hint says to give one, where it said stdin was empty too and to check what feeds it, which nothing
+    does; an empty pipe is still said to be empty."""
+    env = {"LOCALGEN_HOME": str(tmp_path)}
+    result = run_localgen("run", "", env=env)  # stdin: /dev/null
+    assert result.returncode == 2
+    assert result.err == ('localgen: error: nothing to send: the prompt is empty (hint: give a prompt, e.g. localgen '
+                          'run "Why is the sky blue?", or pipe text in)\n')
+    result = run_localgen("run", "", stdin=b"", env=env)
+    assert (result.returncode, "the prompt is empty, and so is stdin" in result.err) == (2, True), result.err
