@@ -150,7 +150,7 @@ def deferred_signals(*, dropped: tuple[int, ...] = ()) -> Iterator[DeferredSigna
     For native allocations: a KeyboardInterrupt raised as a C call returns would lose the pointer it returned, so
     the memory behind it could never be freed. A signal ending the program is delivered before Ctrl-C. An ignored
     signal (SIGHUP under nohup) stays ignored. The news that stdout's reader has gone (READER_GONE_SIGNAL) is
-    deferred too where a handler waits for it.
+    deferred too where a handler waits for it, and delivered last.
     """
     deferred = DeferredSignals()
     if threading.current_thread() is not threading.main_thread():  # only the main thread gets Python's handlers
@@ -168,8 +168,14 @@ def deferred_signals(*, dropped: tuple[int, ...] = ()) -> Iterator[DeferredSigna
         try:
             restore_handlers(previous)
         finally:
-            for sig in sorted(set(deferred.received) - set(dropped), key=lambda s: s == signal.SIGINT):
+            for sig in sorted(set(deferred.received) - set(dropped), key=_delivery_order):
                 signal.raise_signal(sig)
+
+
+def _delivery_order(signum: int) -> tuple[bool, bool]:
+    """The order deferred signals are delivered in: those that end the program, then Ctrl-C, then the news that
+    stdout's reader has gone, which a Ctrl-C at a pipeline (`localgen run ... | cat`) may have caused."""
+    return signum == READER_GONE_SIGNAL, signum == signal.SIGINT
 
 
 REPEAT_S = 0.05  # the first signal again this soon is the same request delivered twice: a closed terminal's SIGHUP

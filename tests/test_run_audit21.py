@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO_ROOT, popen_localgen, run_localgen
 
 LONG_ANSWER = ("--temperature", "0", "-n", "2000", "Write a long essay about the history of Rome.")
@@ -90,3 +92,30 @@ def test_an_empty_prompt_with_stdin_from_dev_null_is_not_said_to_have_read_stdin
                           'run "Why is the sky blue?", or pipe text in)\n')
     result = run_localgen("run", "", stdin=b"", env=env)
     assert (result.returncode, "the prompt is empty, and so is stdin" in result.err) == (2, True), result.err
+
+
+def test_ctrl_c_on_a_pipeline_as_the_model_loads_is_a_ctrl_c(bundled_model: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C at `localgen run ... | cat` as llama.cpp loads the model: the load notes both the Ctrl-C and the news
+    that cat, dying of it, has gone, and ends as a Ctrl-C (KeyboardInterrupt, exit 130), where the closed pipe was
+    raised first (exit 141) and the Ctrl-C never."""
+    from localgen.engine import Engine, loading
+    from localgen.params import LoadOptions
+    from localgen.stdout_reader import ending_when_the_reader_goes
+
+    stdout_reader, stdout_writer = os.pipe()
+    real_load = loading.lc.llama_model_load_from_file
+
+    def load_as_ctrl_c_ends_the_pipeline(path: bytes, params: object) -> object:
+        signal.raise_signal(signal.SIGINT)
+        os.close(stdout_reader)
+        deadline = time.monotonic() + 10
+        while params.progress_callback(0.0, None) and time.monotonic() < deadline:  # type: ignore[attr-defined]
+            time.sleep(0.01)
+        time.sleep(0.2)  # the watch's news of the reader's going noted too
+        return real_load(path, params)
+
+    monkeypatch.setattr(loading.lc, "llama_model_load_from_file", load_as_ctrl_c_ends_the_pipeline)
+    with os.fdopen(stdout_writer, "w") as stdout, pytest.raises(KeyboardInterrupt), \
+            ending_when_the_reader_goes(stdout):
+        Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=1, n_threads_batch=1))
