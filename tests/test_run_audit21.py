@@ -16,9 +16,12 @@ import pytest
 
 from tests.conftest import REPO_ROOT, popen_localgen, run_localgen
 
+SERIAL = pytest.mark.serial  # Ctrl-Cs timed against a run's progress and a pipeline's reader (conftest: serial)
+
 LONG_ANSWER = ("--temperature", "0", "-n", "2000", "Write a long essay about the history of Rome.")
 
 
+@SERIAL
 def test_ctrl_c_on_a_pipeline_exits_130_where_the_reader_died_of_it_too(tmp_path: Path) -> None:
     """`localgen run ... | cat` and Ctrl-C, which the terminal sends to both: cat dies of it, so the run's last
     writes find no reader, yet the run was interrupted (exit 130, as without the pipe), where it exited 141 as if
@@ -46,6 +49,7 @@ def test_ctrl_c_on_a_pipeline_exits_130_where_the_reader_died_of_it_too(tmp_path
     assert (code, err) == (130, ""), err
 
 
+@SERIAL
 def test_ctrl_c_on_a_pipeline_waiting_for_stdin_exits_130(tmp_path: Path) -> None:
     """`sleep 100 | localgen run x | cat` and Ctrl-C while the run waits for stdin, sent to the whole pipeline as a
     terminal sends it: cat dies of it too, and the run, told of its reader's going as the Ctrl-C ends it, exits 130,
@@ -94,6 +98,7 @@ def test_an_empty_prompt_with_stdin_from_dev_null_is_not_said_to_have_read_stdin
     assert (result.returncode, "the prompt is empty, and so is stdin" in result.err) == (2, True), result.err
 
 
+@SERIAL
 def test_ctrl_c_on_a_pipeline_as_the_model_loads_is_a_ctrl_c(bundled_model: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C at `localgen run ... | cat` as llama.cpp loads the model: the load notes both the Ctrl-C and the news
