@@ -230,7 +230,7 @@ def local_option(path: Path, hw: Hardware, request: FitRequest, *, label: str | 
 class Target:
     """Where a reference points: a local path, or a Hub repo with the quant or file named (if any)."""
 
-    text: str  # the reference as given, or the default model's name
+    text: str  # the reference as every command names it (a registry entry by its name), or the default model's
     path: Path | None
     repo: str | None
     quant: str | None
@@ -250,12 +250,15 @@ def model_target(reference: str | None) -> Target:
     registry = load_registry(settings().user_registry)
     ref = registry.reference(reference if reference is not None else registry.default_reference())
     spec = registry.spec_for(ref)
+    text = None  # SmolLM2, smollm2:latest, qwen2.5:0.5b: named by the entry's name, as models list names it
+    if ref.name is not None and spec is not None:
+        text = f"{spec.name}:{ref.quant}" if ref.quant else spec.name
     if ref.path is not None:  # a path, or an entry's own file (spec)
-        return Target(text=ref.text, path=ref.path, repo=None, quant=None, filename=None,
+        return Target(text=text or ref.text, path=ref.path, repo=None, quant=None, filename=None,
                        default_ctx=spec.context if spec is not None else None, ref=ref, spec=spec)
     repo, quant, filename = hub_target(ref, spec)
-    return Target(text=reference_name(ref), path=None, repo=cached_spelling(repo), quant=quant, filename=filename,
-                   default_ctx=spec.context if spec is not None else None, ref=ref, spec=spec)
+    return Target(text=text or reference_name(ref), path=None, repo=cached_spelling(repo), quant=quant,
+                  filename=filename, default_ctx=spec.context if spec is not None else None, ref=ref, spec=spec)
 
 
 def smaller_quants(sizes: Sequence[tuple[str, int]], size: int) -> tuple[str, ...]:
