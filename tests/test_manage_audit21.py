@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import run_localgen
+from hub_server import HubServer, make_gguf_bytes, run_cli
+
+from tests.conftest import bundled_model_file, run_localgen
 
 
 def test_fit_names_a_registry_model_as_models_list_does(home: Path) -> None:
@@ -20,3 +22,20 @@ def test_fit_names_a_registry_model_as_models_list_does(home: Path) -> None:
     table = run_localgen("fit", "-m", "SmolLM2", "--offline")
     assert table.returncode == 0, table.err
     assert table.err.startswith("smollm2-135m: RAM "), table.err
+
+
+def test_a_quant_hint_after_an_ollama_tag_names_the_entry_it_means(hub: tuple[HubServer, dict[str, str]]) -> None:
+    """A run of an Ollama tag (mix:1b, the entry mix-1b) whose quant does not fit here names the quant that fits as
+    mix-1b:Q4_K_M, a reference -m takes, where it gave mix:Q4_K_M, which names no model; fit names it mix-1b."""
+    server, env = hub
+    server.add_repo("acme/Mix-GGUF", {"mix-Q8_0.gguf": bundled_model_file(),
+                                      "mix-Q4_K_M.gguf": make_gguf_bytes("mix", 2**19)})
+    registry = Path(env["LOCALGEN_HOME"]) / "config" / "models.toml"
+    registry.parent.mkdir(parents=True)
+    registry.write_text('[models.mix-1b]\nrepo = "acme/Mix-GGUF"\nquant = "Q8_0"\n')
+    small = {**env, "LOCALGEN_MEMORY_LIMIT": "150MiB"}
+    refused = run_cli(small, "run", "-m", "mix:1b", "hi")
+    assert refused.returncode == 1, refused.stderr
+    assert refused.stderr.rstrip().endswith("; mix-1b:Q4_K_M fits here)"), refused.stderr
+    report = run_cli(small, "fit", "mix:1b", "--json")
+    assert report.returncode == 0 and json.loads(report.stdout)["model"] == "mix-1b", report.stderr
