@@ -39,3 +39,17 @@ def test_a_quant_hint_after_an_ollama_tag_names_the_entry_it_means(hub: tuple[Hu
     assert refused.stderr.rstrip().endswith("; mix-1b:Q4_K_M fits here)"), refused.stderr
     report = run_cli(small, "fit", "mix:1b", "--json")
     assert report.returncode == 0 and json.loads(report.stdout)["model"] == "mix-1b", report.stderr
+
+
+def test_bench_given_its_model_as_an_argument_names_the_option_that_takes_it(home: Path) -> None:
+    """`bench MODEL`, as fit, pull and models show take a model, is refused with the command that gives it to -m,
+    the options kept; a second word, or -m given too, gets the help's hint."""
+    alone = run_localgen("bench", "smollm2-135m")
+    assert alone.returncode == 2
+    assert "(hint: the model goes after -m: `localgen bench -m smollm2-135m`)" in alone.err, alone.err
+    with_options = run_localgen("bench", "-p", "64", "./my model.gguf", "--json")
+    assert with_options.returncode == 2
+    assert "`localgen bench -m './my model.gguf' -p 64 --json`" in with_options.err, with_options.err
+    for args in (("smollm2", "extra"), ("-m", "smollm2", "other")):
+        other = run_localgen("bench", *args)
+        assert other.returncode == 2 and "(hint: see `localgen bench --help`)" in other.err, other.err
