@@ -32,7 +32,7 @@ def cache_list(json_output: JsonOpt = False) -> None:
     for line in summary:
         console.say(f"localgen: {line}")
     if rows:
-        console.print_table(["TOKENS", "SIZE", "LAST USED", "MODEL", "FILE"], rows)
+        console.print_table(["TOKENS", "SIZE", "LAST USED", "MODEL", "FILE"], rows, heading=4)  # blocks by entry
 
 
 @cache_app.command("clear")

@@ -270,13 +270,14 @@ MIN_WRAP_WIDTH = 20  # free text in a block wraps at the terminal's edge, but ne
 
 
 def print_table(headers: list[str], rows: list[list[str]], *, title: str | None = None,
-                squeeze: tuple[str, ...] = (), marked: int | None = None) -> None:
+                squeeze: tuple[str, ...] = (), marked: int | None = None, heading: int = 0) -> None:
     """A table on stdout: rich on a terminal, its cells one line of plain text (file headers are untrusted);
     tab-separated columns on a pipe, each cell escaped as tab_separated.py does.
 
     A table wider than the terminal folds its squeeze columns that hold free text (descriptions, plans) at spaces
-    while the others fit whole; when that is not enough, each row becomes a block of 'name: value' lines, so no
-    path or name is ever broken across lines. The row at index marked is starred and bold on a terminal; a pipe
+    while the others fit whole; when that is not enough, each row becomes a block of 'name: value' lines under its
+    heading column's cell (the first, or the one that names the row), so no path or name is ever broken across
+    lines. The row at index marked is starred and bold on a terminal; a pipe
     gets the cells alone.
     """
     if sys.stdout.isatty():
@@ -288,7 +289,7 @@ def print_table(headers: list[str], rows: list[list[str]], *, title: str | None 
         console = Console(highlight=False)
         unbroken = _unbroken_columns(headers, rows, console.width, squeeze)
         if unbroken is None:
-            _print_records(console, headers, rows, title=title)
+            _print_records(console, headers, rows, title=title, heading=heading)
         else:
             console.print(_rich_table(headers, rows, title=title, unbroken=unbroken))
         return
@@ -324,20 +325,22 @@ def _unbroken_columns(headers: list[str], rows: list[list[str]], width: int,
     return [not f for f in folding] if needed + 2 * (len(widths) - 1) <= width else None
 
 
-def _print_records(console: Any, headers: list[str], rows: list[list[str]], *, title: str | None) -> None:
-    """Each row as its first cell, then its other cells as aligned 'name: value' lines: free text wraps between
+def _print_records(console: Any, headers: list[str], rows: list[list[str]], *, title: str | None,
+                   heading: int = 0) -> None:
+    """Each row as its heading cell, then its other cells as aligned 'name: value' lines: free text wraps between
     words, and a value without spaces (a path) is one line however long (the terminal wraps it; it copies whole)."""
     from rich.text import Text
 
-    names = [f"{header.lower()}:" for header in headers[1:]]
+    fields = [index for index in range(len(headers)) if index != heading]
+    names = [f"{headers[index].lower()}:" for index in fields]
     width = max(map(len, names), default=0)
     if title:
         console.print(Text(title), soft_wrap=True)
     for index, row in enumerate(rows):
         if index or title:
             console.print()
-        console.print(Text(row[0], style="bold"), soft_wrap=True)
-        for name, cell in zip(names, row[1:], strict=True):  # free text wraps at spaces; a path stays one line
+        console.print(Text(row[heading], style="bold"), soft_wrap=True)
+        for name, cell in zip(names, [row[field] for field in fields], strict=True):  # a path stays one line
             lead = f"  {name:<{width}} "
             if " " not in cell:
                 console.print(Text(lead + cell), soft_wrap=True)

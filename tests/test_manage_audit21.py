@@ -4,11 +4,14 @@ model, bench given its model as an argument, the prompt cache's listing on an 80
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 
+import pexpect
 from hub_server import HubServer, make_gguf_bytes, run_cli
 
-from tests.conftest import bundled_model_file, run_localgen
+from tests.conftest import bundled_model_file, run_localgen, spawn_localgen
 
 
 def test_fit_names_a_registry_model_as_models_list_does(home: Path) -> None:
@@ -53,3 +56,21 @@ def test_bench_given_its_model_as_an_argument_names_the_option_that_takes_it(hom
     for args in (("smollm2", "extra"), ("-m", "smollm2", "other")):
         other = run_localgen("bench", *args)
         assert other.returncode == 2 and "(hint: see `localgen bench --help`)" in other.err, other.err
+
+
+def test_cache_listing_on_a_narrow_terminal_heads_each_entry_by_its_file(home: Path, tmp_path: Path) -> None:
+    """`localgen cache` on an 80-column terminal, too narrow for its table, shows each entry as a block headed by its
+    file (what tells one entry from another), its tokens a field, not a bare token count over the rest."""
+    document = tmp_path / "doc.txt"
+    document.write_text(" ".join(["The quick brown fox jumps over the lazy dog."] * 80))
+    saved = run_localgen("run", "-f", str(document), "-n", "1", "--temperature", "0", "Summarize.")
+    assert saved.returncode == 0, saved.err
+    (entry,) = (home / "cache" / "prompts").glob("*.lgpc")
+    child = spawn_localgen("cache", env={**os.environ}, encoding="utf-8", timeout=60, dimensions=(24, 80))
+    child.expect(pexpect.EOF)
+    child.close()
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", child.before).replace("\r\n", "\n")
+    assert child.exitstatus == 0, shown
+    block = shown[shown.index(entry.name):].splitlines()
+    assert block[0] == entry.name and re.fullmatch(r"  tokens: +\d[\d,]*", block[1]), shown
+    assert not any(line.lstrip().startswith("file:") for line in block), shown
