@@ -35,7 +35,7 @@ def cache_list(json_output: JsonOpt = False) -> None:
         console.print_table(["TOKENS", "SIZE", "LAST USED", "MODEL", "FILE"], rows, heading=4)  # blocks by entry
 
 
-@cache_app.command("clear")
+@cache_app.command("clear", short_help="Delete every prompt cache entry, and stopped runs' partial writes.")
 def cache_clear() -> None:
     """Delete every prompt cache entry, and the partial writes of runs that stopped mid-save."""
     from localgen import console

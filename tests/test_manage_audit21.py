@@ -74,3 +74,12 @@ def test_cache_listing_on_a_narrow_terminal_heads_each_entry_by_its_file(home: P
     block = shown[shown.index(entry.name):].splitlines()
     assert block[0] == entry.name and re.fullmatch(r"  tokens: +\d[\d,]*", block[1]), shown
     assert not any(line.lstrip().startswith("file:") for line in block), shown
+
+
+def test_cache_help_lists_clear_in_words_not_cut_short(home: Path) -> None:
+    """`localgen cache --help` says what clear does in a sentence of its own, not one cut off with '...'."""
+    shown = run_localgen("cache", "--help")
+    assert shown.returncode == 0
+    (line,) = [line for line in shown.out.splitlines() if line.strip().startswith("clear ")]
+    assert not line.endswith("..."), shown.out
+    assert "partial writes" in line, shown.out
