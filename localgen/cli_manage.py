@@ -41,7 +41,7 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
     a last DEFAULT column says yes on the default's row."""
     from localgen import console
     from localgen.catalog import SOURCE_HUB, list_models
-    from localgen.default_model import default_in_listing, default_refusal
+    from localgen.default_model import default_in_listing, default_missing_note, default_refusal
     from localgen.hub_cache import repo_folders
     from localgen.hub_errors import unread_cache_warnings
     from localgen.partial_downloads import partial_downloads
@@ -50,7 +50,8 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
     registry = load_registry(settings().user_registry)
     refused: list[PermissionError] = []  # the cache's places not to be read: warned of, the rest listed
     default, parts = default_in_listing(registry, refused), partial_downloads(registry)
-    if default == (None, None) and (refusal := default_refusal(registry)) is not None:  # no row to star: said
+    refusal = default_refusal(registry) if default == (None, None) else None
+    if refusal is not None:  # no row to star: said
         console.warn(refusal)
     if all_models:
         _list_all(registry, default, parts, refused, json_output=json_output)
@@ -72,6 +73,9 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
     _print_listing(["NAME", "QUANT", "SIZE", "LAST USED", "SOURCE", "PATH"], rows, squeeze=("PATH",), marked=marked)
     for part in parts:
         console.say(_part_note(part))
+    listed = [*(m.name for m in models), *(p.name for p in parts)]  # no row starred: the default may not be here
+    if marked is None and refusal is None and not refused and (note := default_missing_note(registry, listed)):
+        console.say(note)
 
 
 def _print_listing(headers: list[str], rows: list[list[str]], *, squeeze: tuple[str, ...], marked: int | None) -> None:
@@ -377,7 +381,7 @@ def models_rm(
 ) -> None:
     """Remove downloaded models' files (never files another cached model still uses)."""
     from localgen import console
-    from localgen.default_model import default_here
+    from localgen.default_model import default_gone_note, default_here
     from localgen.model_removal import remove_model
     from localgen.registry import load_registry
 
@@ -402,16 +406,7 @@ def models_rm(
     for reference, others in ordered:
         console.say(_removed_line(remove_model(registry, reference, others=others)))
     if default_before is not None and default_here(registry, whatever_pin=True) is None:  # the default was removed
-        console.say(_default_gone(registry))
-
-
-def _default_gone(registry: Registry) -> str:
-    """What models rm says when it removed the default model's file: run and chat without -m download it again (or,
-    for a default given as a path, find no file)."""
-    default = registry.default_reference()
-    then = "find no model file" if registry.reference(default).path is not None else "download it again"
-    return (f"localgen: {default} is still the default model, so run and chat without -m {then} (`localgen models "
-            "default REF` sets another)")
+        console.say(default_gone_note(registry))
 
 
 def _removals(plans: list[tuple[str, RemovedModel]], index: int) -> Removals:

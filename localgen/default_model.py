@@ -171,3 +171,25 @@ def _here(registry: Registry, ref: ModelRef, spec: ModelSpec | None, *, whatever
         paths = None
     used = bundled_use(registry, ref, spec) if not paths else None
     return paths[0] if paths else used[1] if used is not None else None
+
+
+def default_gone_note(registry: Registry) -> str:
+    """What models rm says when it removed the default model's file: run and chat without -m download it again (or,
+    for a default given as a path, find no file)."""
+    default = registry.default_reference()
+    then = "find no model file" if registry.reference(default).path is not None else "download it again"
+    return (f"localgen: {default} is still the default model, so run and chat without -m {then} (`localgen models "
+            "default REF` sets another)")
+
+
+def default_missing_note(registry: Registry, listed: list[str]) -> str | None:
+    """What `models list` says where no row is the default's: the default model is not downloaded, and the pull that
+    downloads it, as `models default` says it when setting one (None where a row of it is listed, a copy a run
+    passes over or a part a stopped pull kept, whose note says what to do)."""
+    import shlex
+
+    default = registry.default_reference()
+    if any(name == default or name.startswith(f"{default}:") for name in listed):
+        return None
+    return (f"localgen: the default model, {default}, is not downloaded: `localgen pull {shlex.quote(default)}` "
+            "downloads it now, else the first run or chat does")
