@@ -245,10 +245,11 @@ def bundled_use(registry: Registry, ref: ModelRef, spec: ModelSpec | None) -> tu
     if entry is None or path is None:
         return None
     pin = entry_pin(spec, ref)
-    if pin is None or (pin.sha256, pin.size) == (entry.sha256, entry.size):
+    shipped = load_registry().models.get(entry.name, entry)  # the built-in entry: the file as its package ships it
+    if pin is None or (pin.sha256, pin.size) == (shipped.sha256, shipped.size):
         return entry, path
-    try:  # the sha256 a check recorded, else the one its package ships it with
-        check_pin(str(path), recorded_sha256(path) or entry.sha256, path.stat().st_size, pin)
+    try:  # the sha256 a check recorded, else the one its package ships it with (not one a user's entry pins)
+        check_pin(str(path), recorded_sha256(path) or shipped.sha256, path.stat().st_size, pin)
     except (LocalgenError, OSError):
         return None
     return entry, path

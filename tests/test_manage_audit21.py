@@ -11,7 +11,7 @@ from pathlib import Path
 import pexpect
 from hub_server import HubServer, make_gguf_bytes, run_cli
 
-from tests.conftest import bundled_model_file, run_localgen, spawn_localgen
+from tests.conftest import bundled_model_file, run_localgen, spawn_localgen, user_registry
 
 
 def test_fit_names_a_registry_model_as_models_list_does(home: Path) -> None:
@@ -99,3 +99,19 @@ def test_models_says_when_the_default_model_is_not_downloaded(home: Path) -> Non
     starred = run_localgen("models", env={"LOCALGEN_OFFLINE": "1"})
     assert starred.returncode == 0 and starred.err == "", starred.err
     assert starred.out.splitlines()[1].endswith("\tyes"), starred.out
+
+
+def test_a_bundled_model_its_own_entry_pins_otherwise_is_not_listed_as_there(home: Path) -> None:
+    """The bundled smollm2-135m, where your models.toml's [models.smollm2-135m] pins another sha256 (so a run passes
+    it over, and downloads the pinned file), is not listed as a bundled copy starred as the default, nor as
+    downloaded by --all, where models listed it as the file run and chat use."""
+    user_registry(home, f'[models.smollm2-135m]\nsha256 = "{"0" * 64}"\n')
+    listed = run_localgen("models", "--json", env={"LOCALGEN_OFFLINE": "1"})
+    assert listed.returncode == 0, listed.err
+    assert json.loads(listed.out) == [], listed.out
+    (entry,) = [row for row in json.loads(run_localgen("models", "list", "--all", "--json").out)
+                if row["name"] == "smollm2-135m"]
+    assert entry["downloaded"] is False and entry["source"] is None, entry
+    ran = run_localgen("run", "-n", "1", "hi", env={"LOCALGEN_OFFLINE": "1"})
+    assert ran.returncode == 1 and "not using it" in ran.err and "is not downloaded" in ran.err, ran.err
+
