@@ -545,8 +545,7 @@ def test_a_default_given_as_a_hub_model_is_starred_by_its_file(hubenv: HubEnv,
     hubenv.server.add_repo("org/tiny-GGUF", {"tiny-Q4_0.gguf": make_gguf_bytes("a"),
                                              "tiny-Q8_0.gguf": make_gguf_bytes("b")})
     models_default("hf.co/org/tiny-GGUF:q8_0")
-    assert "org/tiny-GGUF:q8_0 is not downloaded yet: `localgen pull hf.co/org/tiny-GGUF:q8_0`" in \
-           capsys.readouterr().err
+    assert "org/tiny-GGUF:Q8_0 is not downloaded yet: `localgen pull org/tiny-GGUF:Q8_0`" in capsys.readouterr().err
     for quant in ("Q4_0", "Q8_0"):
         hub.download_model("org/tiny-GGUF", quant=quant, filename=None, quiet=True)
     models_list(json_output=True)

@@ -115,3 +115,19 @@ def test_a_bundled_model_its_own_entry_pins_otherwise_is_not_listed_as_there(hom
     ran = run_localgen("run", "-n", "1", "hi", env={"LOCALGEN_OFFLINE": "1"})
     assert ran.returncode == 1 and "not using it" in ran.err and "is not downloaded" in ran.err, ran.err
 
+
+def test_models_default_keeps_a_hub_model_as_models_list_names_it(hub: tuple[HubServer, dict[str, str]]) -> None:
+    """`models default` of a downloaded Hub model typed in another case, or as its address, keeps and names it as the
+    Hub spells it, the row models list stars (acme/Tiny-GGUF:Q8_0), where it kept the text as typed."""
+    server, env = hub
+    server.add_repo("acme/Tiny-GGUF", {"tiny-Q8_0.gguf": make_gguf_bytes("q8")})
+    assert run_cli(env, "pull", "acme/Tiny-GGUF:Q8_0").returncode == 0
+    for typed, kept in (("acme/tiny-gguf:q8_0", "acme/Tiny-GGUF:Q8_0"),
+                        ("https://huggingface.co/ACME/tiny-gguf", "acme/Tiny-GGUF")):
+        made = run_cli(env, "models", "default", typed)
+        assert made.returncode == 0, made.stderr
+        assert made.stderr.startswith(f"localgen: the default model is now {kept} ([defaults] model in "), made.stderr
+        assert run_cli(env, "models", "default").stdout == f"{kept}\n"
+        listed = run_cli(env, "models").stdout.splitlines()
+        assert [row.split("\t")[0] for row in listed if row.endswith("\tyes")] == ["acme/Tiny-GGUF:Q8_0"], listed
+

@@ -186,7 +186,7 @@ def test_models_default_refuses_what_m_refuses_and_leaves_the_file(tmp_path: Pat
 
 
 @pytest.mark.parametrize(("name", "written"), [
-    ("org/M-GGUF:q4_k_m", "org/M-GGUF:q4_k_m"),  # as -m takes it: the Hub's repo ids ignore case
+    ("org/M-GGUF:q4_k_m", "org/M-GGUF:Q4_K_M"),  # as every command names it (the repo as typed: not downloaded)
     ("hf.co/org/M-GGUF/m.Q4_0.gguf", "hf.co/org/M-GGUF/m.Q4_0.gguf"),
     ("qwen2.5-0.5b:q8_0", "qwen2.5-0.5b:Q8_0"),
     ("Qwen2.5:0.5B", "qwen2.5-0.5b"),
