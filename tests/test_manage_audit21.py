@@ -1,5 +1,7 @@
 """The management commands as a user coming from Ollama, llama.cpp and llm meets them: fit's name for a registry
-model, bench given its model as an argument, the prompt cache's listing on an 80-column terminal, cache's help."""
+model and its quant hints, bench given its model as an argument, the prompt cache's listing on an 80-column terminal,
+cache's help, models and the default model (not downloaded, a bundled file its entry pins otherwise, a Hub model typed
+in another case)."""
 
 from __future__ import annotations
 
