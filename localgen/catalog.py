@@ -9,13 +9,13 @@ import contextlib
 import importlib.util
 import os
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from localgen import hub_cache
 from localgen.config import settings
 from localgen.errors import LocalgenError, ModelNotFoundError
-from localgen.hub_choice import choose_model, listed_filename, named_tag, quant_of, shard_group_key, shard_of
+from localgen.hub_choice import choose_model, named_tag, quant_of, shard_group_key, shard_of
 from localgen.hub_types import HubFile
 from localgen.own_files import FileProblem, own_file_header, own_file_problem, own_file_status
 from localgen.references import ModelRef, normalize_quant, quant_of_filename
@@ -354,24 +354,6 @@ def _missing_shards(files: list[hub_cache.CachedHubFile]) -> int:
     """How many shards of a split model are not there (0 for a whole one)."""
     count = shard_of(files[0].filename)[1]
     return 0 if count is None else max(0, count - len(files))
-
-
-def reference_name(ref: ModelRef) -> str:
-    """A reference as every command names it: a Hub model as ORG/REPO[:QUANT] or ORG/REPO/FILE, its repo spelled as
-    its folder in the cache spells it (the Hub's own spelling, where localgen downloaded it) however it was typed, and
-    a file typed in another case as the repo's listing spells it (the file -m takes); a registry name or a path as
-    typed."""
-    if ref.repo is None or ref.path is not None:
-        return ref.text
-    repo = hub_cache.cached_spelling(ref.repo)
-    return replace(ref, repo=repo, filename=_listed_spelling(repo, ref.filename)).canonical
-
-
-def _listed_spelling(repo: str, filename: str | None) -> str | None:
-    """A file name as localgen last listed the repo spelling it (the file -m takes for it); else as typed."""
-    if filename is None:
-        return None
-    return listed_filename(hub_cache.cached_listing(repo) or (), filename) or filename
 
 
 def display_name(registry: Registry, repo: str, quant: str | None, filename: str) -> str:

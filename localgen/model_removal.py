@@ -28,7 +28,6 @@ from localgen.catalog import (
     display_names,
     forget_model_file,
     hub_groups,
-    reference_name,
 )
 from localgen.downloads_under_way import (
     listed_model,
@@ -42,6 +41,7 @@ from localgen.file_users import processes_mapping
 from localgen.hub_choice import carries_tag, choose_model, quant_of
 from localgen.hub_data_users import data_users
 from localgen.hub_entry_data import blob_data, data_behind, linked_file, model_blobs
+from localgen.hub_names import reference_name
 from localgen.hub_slips import with_downloaded_repo
 from localgen.load_locks import blob_loading_lock, taken_for_removal
 from localgen.promptcache import CacheEntry, remove_entries

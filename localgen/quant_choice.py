@@ -242,9 +242,9 @@ class Target:
 
 def model_target(reference: str | None) -> Target:
     """Parse a reference the way resolve_model does."""
-    from localgen.catalog import reference_name
     from localgen.config import settings
     from localgen.hub_cache import cached_spelling
+    from localgen.hub_names import reference_name
     from localgen.registry import hub_target, load_registry
 
     registry = load_registry(settings().user_registry)

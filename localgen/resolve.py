@@ -10,7 +10,7 @@ from functools import cached_property
 from pathlib import Path
 
 from localgen import console, hub, hub_cache, hub_unverified
-from localgen.catalog import bundled_file, reference_name
+from localgen.catalog import bundled_file
 from localgen.config import settings
 from localgen.errors import GGUFError, HubError, LocalgenError, ModelNotFoundError, UsageError, os_reason
 from localgen.hub_check import HubCheck
@@ -21,6 +21,7 @@ from localgen.hub_errors import (
     with_alternative,
 )
 from localgen.hub_lack import known_lack, lacking_refusal, listed_lack, typed_quant_lack
+from localgen.hub_names import reference_name
 from localgen.hub_slips import with_known_repo
 from localgen.hub_verify import Pin, check_pinned_file
 from localgen.model_file_errors import folder_gguf_models, folder_hint, missing_file_hint
