@@ -48,7 +48,7 @@ def _hub_setting(ref: ModelRef) -> str:
     spells it, however it was typed: an address, hf://, another case), but as hf.co/ORG/REPO... where it was an
     address of the HF_ENDPOINT mirror, where -m would read it as a file here, and for ORG/REPO/FILE typed as an
     address (which a path relative to the models.toml's folder could otherwise be)."""
-    from localgen.catalog import reference_name
+    from localgen.hub_names import reference_name
     from localgen.references import hub_prefixes, looks_like_path
 
     named = reference_name(ref)
