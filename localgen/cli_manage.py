@@ -353,7 +353,7 @@ def models_default(
     import shlex
 
     from localgen import console
-    from localgen.default_model import entries_naming, set_default_model
+    from localgen.default_model import entries_naming, not_downloaded_note, set_default_model
     from localgen.registry import load_registry
 
     user_file = settings().user_registry
@@ -368,8 +368,7 @@ def models_default(
                     f"run and chat without -m take it without {whose} settings (`localgen models default "
                     f"{shlex.quote(named[0])}` makes {named[0]} the default, with them)")
     if not here:
-        console.say(f"localgen: {chosen} is not downloaded yet: `localgen pull {shlex.quote(chosen)}` downloads it "
-                    "now, else the first run or chat does")
+        console.say(not_downloaded_note(chosen))
 
 
 @models_app.command("rm", short_help="Remove downloaded models.", cls=PlainUsage)

@@ -196,13 +196,18 @@ def default_gone_note(registry: Registry) -> str:
 
 
 def default_missing_note(registry: Registry, listed: list[str]) -> str | None:
-    """What `models list` says where no row is the default's: the default model is not downloaded, and the pull that
-    downloads it, as `models default` says it when setting one (None where a row of it is listed, a copy a run
-    passes over or a part a stopped pull kept, whose note says what to do)."""
-    import shlex
-
+    """What `models list` says where no row is the default's: the note models default gives (None where a row of it
+    is listed, a copy a run passes over or a part a stopped pull kept, whose note says what to do)."""
     default = registry.default_reference()
     if any(name == default or name.startswith(f"{default}:") for name in listed):
         return None
-    return (f"localgen: the default model, {default}, is not downloaded: `localgen pull {shlex.quote(default)}` "
+    return not_downloaded_note(default)
+
+
+def not_downloaded_note(default: str) -> str:
+    """What models default and models list say of a default model that is not downloaded: the pull that downloads
+    it."""
+    import shlex
+
+    return (f"localgen: the default model, {default}, is not downloaded yet: `localgen pull {shlex.quote(default)}` "
             "downloads it now, else the first run or chat does")

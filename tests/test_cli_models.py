@@ -545,7 +545,7 @@ def test_a_default_given_as_a_hub_model_is_starred_by_its_file(hubenv: HubEnv,
     hubenv.server.add_repo("org/tiny-GGUF", {"tiny-Q4_0.gguf": make_gguf_bytes("a"),
                                              "tiny-Q8_0.gguf": make_gguf_bytes("b")})
     models_default("hf.co/org/tiny-GGUF:q8_0")
-    assert "org/tiny-GGUF:Q8_0 is not downloaded yet: `localgen pull org/tiny-GGUF:Q8_0`" in capsys.readouterr().err
+    assert "org/tiny-GGUF:Q8_0, is not downloaded yet: `localgen pull org/tiny-GGUF:Q8_0`" in capsys.readouterr().err
     for quant in ("Q4_0", "Q8_0"):
         hub.download_model("org/tiny-GGUF", quant=quant, filename=None, quiet=True)
     models_list(json_output=True)
@@ -563,7 +563,7 @@ def test_a_default_at_the_bundled_model_s_quant_is_here_and_starred_on_the_bundl
         models_list(json_output=True)
         assert [(m["source"], m["default"]) for m in json.loads(capsys.readouterr().out)] == [("bundled", True)]
     models_default(f"{REPO}:Q8_0")
-    assert f"{REPO}:Q8_0 is not downloaded yet" in capsys.readouterr().err
+    assert f"{REPO}:Q8_0, is not downloaded yet" in capsys.readouterr().err
     models_list(json_output=True)
     assert [m["default"] for m in json.loads(capsys.readouterr().out)] == [False]
 

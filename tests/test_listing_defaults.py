@@ -64,7 +64,7 @@ def test_an_entry_at_the_bundled_model_s_repo_pinning_another_file_is_not_downlo
     """A run passes the bundled file over (it is not the file the entry pins): the listing does too."""
     user_registry(home, f"{TINY}{pin}")
     set_ = localgen(home, "models", "default", "tiny")
-    assert set_.returncode == 0 and "tiny is not downloaded yet" in set_.err, set_.err
+    assert set_.returncode == 0 and "model, tiny, is not downloaded yet" in set_.err, set_.err
     assert [m["name"] for m in listing(home)] == ["smollm2-135m"]
     tiny = next(m for m in listing(home, "list", "--all") if m["name"] == "tiny")
     assert (tiny["downloaded"], tiny["path"], tiny["default"]) == (False, None, True)

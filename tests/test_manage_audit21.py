@@ -89,14 +89,16 @@ def test_cache_help_lists_clear_in_words_not_cut_short(home: Path) -> None:
 
 def test_models_says_when_the_default_model_is_not_downloaded(home: Path) -> None:
     """`localgen models`, where the default model is not downloaded and so no row is starred, says so with the pull
-    that downloads it, as `models default` said when it was set; once a row is the default's, it says nothing."""
+    that downloads it, in the words `models default` said it in when it was set; once a row is the default's, it
+    says nothing."""
+    note = ("localgen: the default model, qwen2.5-1.5b, is not downloaded yet: `localgen pull qwen2.5-1.5b` downloads "
+            "it now, else the first run or chat does\n")
     set_default = run_localgen("models", "default", "qwen2.5-1.5b", env={"LOCALGEN_OFFLINE": "1"})
-    assert set_default.returncode == 0, set_default.err
+    assert set_default.returncode == 0 and set_default.err.endswith(f")\n{note}"), set_default.err
     listed = run_localgen("models", env={"LOCALGEN_OFFLINE": "1"})
     assert listed.returncode == 0, listed.err
     assert all(line.endswith("\tno") for line in listed.out.splitlines()[1:]), listed.out
-    assert listed.err == ("localgen: the default model, qwen2.5-1.5b, is not downloaded: `localgen pull qwen2.5-1.5b` "
-                          "downloads it now, else the first run or chat does\n"), listed.err
+    assert listed.err == note, listed.err
     assert run_localgen("models", "default", "smollm2-135m").returncode == 0
     starred = run_localgen("models", env={"LOCALGEN_OFFLINE": "1"})
     assert starred.returncode == 0 and starred.err == "", starred.err
