@@ -73,8 +73,7 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
     _print_listing(["NAME", "QUANT", "SIZE", "LAST USED", "SOURCE", "PATH"], rows, squeeze=("PATH",), marked=marked)
     for part in parts:
         console.say(_part_note(part))
-    listed = [*(m.name for m in models), *(p.name for p in parts)]  # no row starred: the default may not be here
-    if marked is None and refusal is None and not refused and (note := default_missing_note(registry, listed)):
+    if marked is None and refusal is None and not refused and (note := default_missing_note(registry, parts)):
         console.say(note)
 
 

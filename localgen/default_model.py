@@ -14,6 +14,7 @@ from localgen.registry import Registry, hub_target, kept_hub_reference, load_reg
 from localgen.typed_paths import short_path
 
 if TYPE_CHECKING:
+    from localgen.partial_downloads import PartialDownload
     from localgen.references import ModelRef
     from localgen.registry import ModelSpec
 
@@ -195,11 +196,22 @@ def default_gone_note(registry: Registry) -> str:
             "default REF` sets another)")
 
 
-def default_missing_note(registry: Registry, listed: list[str]) -> str | None:
-    """What `models list` says where no row is the default's: the note models default gives (None where a row of it
-    is listed, a copy a run passes over or a part a stopped pull kept, whose note says what to do)."""
-    default = registry.default_reference()
-    if any(name == default or name.startswith(f"{default}:") for name in listed):
+def default_missing_note(registry: Registry, parts: list[PartialDownload]) -> str | None:
+    """What `models list` says where no row is the default's and no file of it is here (not even one a run passes
+    over, whose row says so): the note models default gives (None for a file's path, which no pull downloads, or
+    where a stopped pull kept a part of it, whose note gives the pull that resumes it)."""
+    from localgen.hub_choice import quant_of
+
+    try:
+        default = registry.default_reference()
+        ref = registry.reference(default)
+        if ref.path is not None or default_here(registry, whatever_pin=True) is not None:
+            return None
+        repo, quant, filename = hub_target(ref, registry.spec_for(ref))
+    except (LocalgenError, PermissionError):
+        return None
+    wanted = quant or (quant_of(filename) if filename else None)
+    if any(p.repo.lower() == repo.lower() and wanted in (None, p.quant) for p in parts):
         return None
     return not_downloaded_note(default)
 

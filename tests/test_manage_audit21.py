@@ -135,3 +135,40 @@ def test_models_default_keeps_a_hub_model_as_models_list_names_it(hub: tuple[Hub
         listed = run_cli(env, "models").stdout.splitlines()
         assert [row.split("\t")[0] for row in listed if row.endswith("\tyes")] == ["acme/Tiny-GGUF:Q8_0"], listed
 
+
+def _starred(env: dict[str, str]) -> tuple[list[str], str]:
+    """The names of the rows `localgen models` stars on a pipe, and what it says on stderr."""
+    listed = run_cli(env, "models")
+    assert listed.returncode == 0, listed.stderr
+    return [row.split("\t")[0] for row in listed.stdout.splitlines() if row.endswith("\tyes")], listed.stderr
+
+
+def test_models_says_an_entry_s_default_quant_is_not_downloaded_beside_another_quant(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """`localgen models`, where the default is an entry (tiny, its quant Q4_0) of which only another quant is
+    downloaded (tiny:Q8_0), stars no row and says the default is not downloaded, as models default said, where the
+    row tiny:Q8_0 was taken for the default's and nothing was said; a part of it a stopped pull kept is said alone,
+    with the pull that resumes it."""
+    server, env = hub
+    server.add_repo("acme/Tiny-GGUF", {"tiny-Q4_0.gguf": make_gguf_bytes("q4", 8 * 2**20),
+                                       "tiny-Q8_0.gguf": make_gguf_bytes("q8")})
+    registry = Path(env["LOCALGEN_HOME"]) / "config" / "models.toml"
+    registry.parent.mkdir(parents=True)
+    registry.write_text('[models.tiny]\nrepo = "acme/Tiny-GGUF"\nquant = "Q4_0"\n')
+    assert run_cli(env, "pull", "tiny:Q8_0").returncode == 0
+    made = run_cli(env, "models", "default", "tiny")
+    note = ("localgen: the default model, tiny, is not downloaded yet: `localgen pull tiny` downloads it now, else "
+            "the first run or chat does\n")
+    assert made.returncode == 0 and made.stderr.endswith(note), made.stderr
+    assert _starred(env) == ([], note)
+    server.abort_after[("acme/Tiny-GGUF", "tiny-Q4_0.gguf")] = 6 * 2**20  # past the header read
+    server.down_after_abort = True  # the pull stops, its part kept
+    stopped = run_cli(env, "pull", "tiny")
+    assert stopped.returncode == 1, stopped.stderr
+    starred, said = _starred(env)
+    assert not starred and said.count("\n") == 1, said
+    assert said.startswith("localgen: a pull of tiny stopped part way: "), said
+    server.abort_after.clear()
+    server.down_after_abort = server.down = False
+    assert run_cli(env, "pull", "tiny").returncode == 0
+    assert _starred(env) == (["tiny"], "")
