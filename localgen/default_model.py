@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from localgen.errors import GGUFError, LocalgenError, UsageError
 from localgen.own_files import own_file_problem
-from localgen.registry import Registry, hub_target, kept_hub_reference, load_registry, user_file_text
+from localgen.registry import Registry, hub_target, load_registry, user_file_text
 from localgen.typed_paths import short_path
 
 if TYPE_CHECKING:
@@ -21,12 +21,14 @@ if TYPE_CHECKING:
 DefaultRow = tuple[str | None, Path | None]  # how `models list` finds the default: an entry's name, or its file
 
 
-def default_setting(text: str, registry: Registry) -> tuple[str, bool]:
+def default_setting(text: str, registry: Registry, base: Path) -> tuple[str, bool]:
     """What `[defaults] model` says for a model as -m names it, and whether its file is here: an entry by its name
-    (NAME:QUANT for a quant of it), a file by its absolute path, a Hub model as every command names it; what -m
-    refuses before anything slow (a malformed reference, an unknown name, a file that is not there or is no GGUF
-    model) is refused with -m's error."""
+    (NAME:QUANT for a quant of it), a file by its absolute path, a Hub model as every command names it (as its reader,
+    Registry.default_reference, shows it, hf.co/... where it would name a file in base, the models.toml's folder);
+    what -m refuses before anything slow (a malformed reference, an unknown name, a file that is not there or is no
+    GGUF model) is refused with -m's error."""
     from localgen.gguf_split import validate_split
+    from localgen.hub_names import kept_hub_reference
     from localgen.model_file_errors import named_as_typed
     from localgen.resolve import local_file
 
@@ -40,21 +42,8 @@ def default_setting(text: str, registry: Registry) -> tuple[str, bool]:
         with named_as_typed(text):
             validate_split(path)  # the header check -m makes: a file that is no GGUF model is no default
         return (spec.name if spec is not None else str(path)), True
-    setting = _hub_setting(ref) if spec is None else f"{spec.name}:{ref.quant}" if ref.quant else spec.name
+    setting = kept_hub_reference(ref, base) if spec is None else f"{spec.name}:{ref.quant}" if ref.quant else spec.name
     return setting, _here(registry, ref, spec) is not None
-
-
-def _hub_setting(ref: ModelRef) -> str:
-    """A Hub model as `[defaults] model` keeps it: as every command names it (ORG/REPO:QUANT, the repo as the cache
-    spells it, however it was typed: an address, hf://, another case), but as hf.co/ORG/REPO... where it was an
-    address of the HF_ENDPOINT mirror, where -m would read it as a file here, and for ORG/REPO/FILE typed as an
-    address (which a path relative to the models.toml's folder could otherwise be)."""
-    from localgen.hub_names import reference_name
-    from localgen.references import hub_prefixes, looks_like_path
-
-    named = reference_name(ref)
-    addressed = ref.filename is not None and ref.text.lower().startswith(hub_prefixes())
-    return f"hf.co/{named}" if kept_hub_reference(ref) != ref.text or looks_like_path(named) or addressed else named
 
 
 def entries_naming(setting: str, registry: Registry) -> list[str]:
@@ -87,7 +76,7 @@ def set_default_model(text: str, user_file: Path) -> tuple[str, bool]:
     from localgen.registry_toml import with_default_model
     from localgen.storage import atomic_write_text
 
-    setting, here = default_setting(text, load_registry(user_file))
+    setting, here = default_setting(text, load_registry(user_file), user_file.parent)
     current = user_file_text(user_file)
     changed = with_default_model(current or "", setting, user_file)
     target = user_file.resolve()

@@ -16,12 +16,10 @@ from localgen.errors import ConfigError, LocalgenError, ModelNotFoundError, Usag
 from localgen.own_files import own_file_problem
 from localgen.params import CHAT_SETTINGS, stored_setting
 from localgen.references import (
-    HUB_PREFIXES,
     OLLAMA_HUB_HINT,
     ModelRef,
     OllamaAddressError,
     hub_prefixes,
-    looks_like_path,
     ollama_model,
     parse_reference,
     quant_of_filename,
@@ -67,9 +65,10 @@ class Registry:
     default_stop: tuple[str, ...] = ()  # [defaults] stop = ["###"]: for any model whose entry gives none
 
     def default_reference(self) -> str:
-        """The default model as -m takes it: an entry's name (NAME:QUANT for a quant of it), a Hub reference, or a
-        file's path (a relative one taken from the folder of the models.toml that gives it); a user default that
-        names no model is an error naming its file."""
+        """The default model as -m takes it: an entry's name (NAME:QUANT for a quant of it), a Hub model as every
+        command names it however it was written (hub_names.kept_hub_reference: acme/Tiny-GGUF:Q8_0), or a file's
+        path (a relative one taken from the folder of the models.toml that gives it); a user default that names no
+        model is an error naming its file."""
         source, text = self.default_source, self.default_model
         if source is None:
             return text
@@ -84,7 +83,9 @@ class Registry:
                 raise ConfigError(f"{source}: [defaults] model '{text}' is not in the registry",
                                   hint=f"name a model from `localgen models list --all` {fix}")
             return f"{ref.name}:{ref.quant}" if ref.quant else ref.name
-        if ref.path is None:  # a Hub reference, as an address where a file of its text is here (-m's reading)
+        if ref.path is None:  # a Hub reference, as every command names it (hf.co/... where -m would read a file here)
+            from localgen.hub_names import kept_hub_reference
+
             return kept_hub_reference(ref)
         return str(in_real_folder(source.parent / ref.path))  # as an entry's path =
 
@@ -244,15 +245,6 @@ def _own_file(ref: ModelRef, spec: ModelSpec) -> ModelRef:
                          "no quants to choose from", hint=f"name it without a quant, {spec.name}; for another quant's "
                                                           "file, add an entry with its path")
     return replace(ref, path=spec.path)
-
-
-def kept_hub_reference(ref: ModelRef) -> str:
-    """A Hub model as `[defaults] model` keeps and gives it: as typed, but hf.co/ORG/REPO[:QUANT] or hf.co/ORG/REPO/FILE
-    (read with any endpoint) for an address of the HF_ENDPOINT mirror, which names no model once HF_ENDPOINT changes,
-    and for text that -m would read as a file here."""
-    typed = ref.text.lower()
-    mirrored = typed.startswith(hub_prefixes()) and not typed.startswith(HUB_PREFIXES)
-    return f"hf.co/{ref.canonical}" if mirrored or looks_like_path(ref.text) else ref.text
 
 
 def own_file_entry_for(text: str | None) -> ModelSpec | None:

@@ -136,6 +136,14 @@ def test_models_default_keeps_a_hub_model_as_models_list_names_it(hub: tuple[Hub
         assert [row.split("\t")[0] for row in listed if row.endswith("\tyes")] == ["acme/Tiny-GGUF:Q8_0"], listed
 
 
+def _hand_set_default(env: dict[str, str], setting: str) -> Path:
+    """A models.toml whose [defaults] model is setting, written by hand; the file."""
+    registry = Path(env["LOCALGEN_HOME"]) / "config" / "models.toml"
+    registry.parent.mkdir(parents=True, exist_ok=True)
+    registry.write_text(f'[defaults]\nmodel = "{setting}"\n')
+    return registry
+
+
 def _starred(env: dict[str, str]) -> tuple[list[str], str]:
     """The names of the rows `localgen models` stars on a pipe, and what it says on stderr."""
     listed = run_cli(env, "models")
@@ -172,3 +180,65 @@ def test_models_says_an_entry_s_default_quant_is_not_downloaded_beside_another_q
     server.down_after_abort = server.down = False
     assert run_cli(env, "pull", "tiny").returncode == 0
     assert _starred(env) == (["tiny"], "")
+
+def test_a_default_set_before_its_pull_is_named_as_the_hub_spells_it_after(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """A Hub model made the default before it is downloaded (acme/other-gguf:q8_0) is named, once pulled, as the Hub
+    spells it (acme/Other-GGUF:Q8_0), the row models stars, where models default printed it as typed."""
+    server, env = hub
+    server.add_repo("acme/Other-GGUF", {"other-Q8_0.gguf": make_gguf_bytes("q8")})
+    made = run_cli(env, "models", "default", "acme/other-gguf:q8_0")
+    assert made.returncode == 0 and "acme/other-gguf:Q8_0 ([defaults] model in " in made.stderr, made.stderr
+    assert run_cli(env, "pull", "acme/other-gguf:q8_0").returncode == 0
+    assert run_cli(env, "models", "default").stdout == "acme/Other-GGUF:Q8_0\n"
+    assert _starred(env) == (["acme/Other-GGUF:Q8_0"], "")
+
+
+def test_a_hand_written_default_is_named_as_every_command_names_it(hub: tuple[HubServer, dict[str, str]]) -> None:
+    """A [defaults] model written by hand in another case, or as an address, is printed and hinted as every command
+    names the model (acme/Tiny-GGUF:Q8_0), where it was printed as written and its pull hinted by its address."""
+    server, env = hub
+    server.add_repo("acme/Tiny-GGUF", {"tiny-Q4_0.gguf": make_gguf_bytes("q4"),
+                                       "tiny-Q8_0.gguf": make_gguf_bytes("q8")})
+    assert run_cli(env, "pull", "acme/Tiny-GGUF:Q8_0").returncode == 0
+    _hand_set_default(env, "acme/tiny-gguf:q8_0")
+    assert run_cli(env, "models", "default").stdout == "acme/Tiny-GGUF:Q8_0\n"
+    assert _starred(env) == (["acme/Tiny-GGUF:Q8_0"], "")
+    _hand_set_default(env, "https://huggingface.co/ACME/tiny-gguf:q4_0")
+    assert run_cli(env, "models", "default").stdout == "acme/Tiny-GGUF:Q4_0\n"
+    assert _starred(env) == ([], "localgen: the default model, acme/Tiny-GGUF:Q4_0, is not downloaded yet: `localgen "
+                                 "pull acme/Tiny-GGUF:Q4_0` downloads it now, else the first run or chat does\n")
+
+
+def test_a_mirror_s_address_is_kept_as_huggingface_co_s_is(hub: tuple[HubServer, dict[str, str]]) -> None:
+    """`models default` of an address of the HF_ENDPOINT mirror keeps the model as that of huggingface.co is kept
+    (a repo as acme/Tiny-GGUF, a file as hf.co/acme/Tiny-GGUF/FILE), where a repo of the mirror's was kept as
+    hf.co/acme/Tiny-GGUF and huggingface.co's as acme/Tiny-GGUF."""
+    server, env = hub
+    server.add_repo("acme/Tiny-GGUF", {"tiny-Q8_0.gguf": make_gguf_bytes("q8")})
+    assert run_cli(env, "pull", "acme/Tiny-GGUF:Q8_0").returncode == 0
+    for host in (server.url, "https://huggingface.co"):
+        for typed, kept in (("acme/tiny-gguf", "acme/Tiny-GGUF"),
+                            ("acme/tiny-gguf/blob/main/tiny-Q8_0.gguf", "hf.co/acme/Tiny-GGUF/tiny-Q8_0.gguf")):
+            made = run_cli(env, "models", "default", f"{host}/{typed}")
+            assert made.returncode == 0, made.stderr
+            assert made.stderr.startswith(f"localgen: the default model is now {kept} ("), made.stderr
+            assert run_cli(env, "models", "default").stdout == f"{kept}\n"
+            assert _starred(env) == (["acme/Tiny-GGUF:Q8_0"], "")
+
+
+def test_a_hub_file_named_as_a_file_beside_models_toml_is_kept_as_an_address(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """`models default ORG/REPO/FILE.gguf` of a Hub file, where the models.toml's folder (from which its setting is
+    read) has a file of that name, keeps it as hf.co/ORG/REPO/FILE.gguf, the Hub's file, where it was kept as typed
+    and so named the file beside models.toml, which the current folder lacks."""
+    server, env = hub
+    server.add_repo("acme/Tiny-GGUF", {"tiny-Q8_0.gguf": make_gguf_bytes("q8")})
+    assert run_cli(env, "pull", "acme/Tiny-GGUF:Q8_0").returncode == 0
+    beside = Path(env["LOCALGEN_HOME"]) / "config" / "acme" / "Tiny-GGUF" / "tiny-Q8_0.gguf"
+    beside.parent.mkdir(parents=True)
+    beside.write_bytes(make_gguf_bytes("beside"))
+    made = run_cli(env, "models", "default", "acme/tiny-gguf/tiny-Q8_0.gguf")
+    assert made.returncode == 0, made.stderr
+    assert run_cli(env, "models", "default").stdout == "hf.co/acme/Tiny-GGUF/tiny-Q8_0.gguf\n"
+    assert _starred(env) == (["acme/Tiny-GGUF:Q8_0"], "")
