@@ -16,17 +16,16 @@ from localgen.stdin_names import STDIN_NAME
 
 
 def extra_argument_hint(app: typer.Typer, args: list[str], command: str, text: str) -> str | None:
-    """For words left over by `run`, `chat` or `bench`: a model named before the prompt (bench's: its one word, as
-    fit and pull take it), else (run) how to fix the prompt."""
+    """For words left over by `run`, `chat` or `bench`: a model named before the prompt (bench's: its one word where
+    it names a model, as fit and pull take one), else (run) how to fix the prompt."""
     if command not in ("run", "chat", "bench") or "unexpected extra argument" not in text:
         return None
     takes_value = option_arity(app, command)
     options, words = options_given(args[1:], takes_value), words_given(args[1:], takes_value)
-    if command == "bench":  # it takes no argument: a word alone is the model, as `fit MODEL` takes it
+    if command == "bench":  # it takes no argument: a word alone naming a model is one, as `fit MODEL` takes it
         given = any(word.partition("=")[0] in ("-m", "--model") for word in options)
-        if given or len(words) != 1 or words[0].startswith("-"):
-            return None
-        return _model_first_hint(command, words[0], options, [], takes_value)
+        model = _model_name_given(words) if len(words) == 1 and not given else None
+        return _model_first_hint(command, model, options, [], takes_value) if model is not None else None
     model, last = _model_name_given(words), _model_name_last(words)
     if not any(word.partition("=")[0] in ("-m", "--model") for word in options):
         if model is not None:

@@ -48,14 +48,15 @@ def test_a_quant_hint_after_an_ollama_tag_names_the_entry_it_means(hub: tuple[Hu
 
 def test_bench_given_its_model_as_an_argument_names_the_option_that_takes_it(home: Path) -> None:
     """`bench MODEL`, as fit, pull and models show take a model, is refused with the command that gives it to -m,
-    the options kept; a second word, or -m given too, gets the help's hint."""
+    the options kept; a second word, -m given too, or a word naming no model (`bench 512`, a count where -p was
+    meant) gets the help's hint, where the word was given to -m all the same."""
     alone = run_localgen("bench", "smollm2-135m")
     assert alone.returncode == 2
     assert "(hint: the model goes after -m: `localgen bench -m smollm2-135m`)" in alone.err, alone.err
     with_options = run_localgen("bench", "-p", "64", "./my model.gguf", "--json")
     assert with_options.returncode == 2
     assert "`localgen bench -m './my model.gguf' -p 64 --json`" in with_options.err, with_options.err
-    for args in (("smollm2", "extra"), ("-m", "smollm2", "other")):
+    for args in (("smollm2", "extra"), ("-m", "smollm2", "other"), ("512",), ("-n", "64", "hello")):
         other = run_localgen("bench", *args)
         assert other.returncode == 2 and "(hint: see `localgen bench --help`)" in other.err, other.err
 
