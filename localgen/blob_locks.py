@@ -3,7 +3,8 @@ it deletes a model, so that no download writes or links one of its files meanwhi
 blob it downloaded or linked until it has checked the model they are of). The lock files and their folder stay, as
 huggingface_hub's own cache deletion (`hf cache rm`) leaves them: filelock 3.x, waiting on a lock, opens a lock file
 it found there without making it again, and fails where it was deleted meanwhile. The loading lock beside each
-(load_locks.py), which a run holds shared until llama.cpp has the model open, is taken too, within the same wait."""
+(load_locks.py), which a run holds shared until llama.cpp has the model open, is taken too for each link that goes
+(load_locks.loading_locks_of_links), within the same wait."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from localgen import hub_cache, lock_activity
 from localgen.file_locks import HAS_FLOCK, lock_holder, locked_descriptor
-from localgen.load_locks import loading_lock_path, open_lock_file, taken_for_removal
+from localgen.load_locks import open_lock_file, taken_for_removal
 
 HELD_WAIT_S = 2.0  # the locks held with no part written (a pull checking the model it fetched, or one about to write)
 # are waited for this long, all together; one still held then is gone ahead without (a process that holds it longer and
@@ -45,11 +46,12 @@ class Waited:
 
 
 @contextlib.contextmanager
-def holding_blob_locks(repo: str, blobs: Collection[str], *, refuse: Callable[[], None]) -> Iterator[Waited]:
-    """Hold the lock of each of a repo's blobs (as the cache spells the repo) while the block runs; the lock files
-    stay. A lock another process holds is waited for (refuse, called after each try, raises where a download writes a
-    part now); one that cannot be taken or tested (no flock, an unwritable cache) is gone ahead without. The block
-    gets whether any was waited for."""
+def holding_blob_locks(repo: str, blobs: Collection[str], *, refuse: Callable[[], None],
+                       loading: Collection[Path] = ()) -> Iterator[Waited]:
+    """Hold the lock of each of a repo's blobs (as the cache spells the repo), and these loading locks (runs loading the
+    model are waited on within the same wait), while the block runs; the lock files stay. A lock another process holds
+    is waited for (refuse, called after each try, raises where a download writes a part now); one that cannot be taken
+    or tested (no flock, an unwritable cache) is gone ahead without. The block gets whether any was waited for."""
     held: dict[Path, int] = {}
     loads: list[int] = []  # the loading locks' descriptors
     waited = Waited()
@@ -72,7 +74,7 @@ def holding_blob_locks(repo: str, blobs: Collection[str], *, refuse: Callable[[]
                 held[lock] = fd
                 hub_cache.LOCKS_HELD_HERE.add(lock)
                 lock_activity.took(lock, "removing")
-        loads += _loading_locks_taken(repo, blobs, waited, deadline) if HAS_FLOCK else []
+        loads += _loading_locks_taken(loading, waited, deadline) if HAS_FLOCK else []
         yield waited
     finally:
         for lock, fd in held.items():
@@ -83,10 +85,9 @@ def holding_blob_locks(repo: str, blobs: Collection[str], *, refuse: Callable[[]
             os.close(fd)
 
 
-def _loading_locks_taken(repo: str, blobs: Collection[str], waited: Waited, deadline: float) -> list[int]:
-    """Take the loading lock (load_locks.py) of each of a repo's blobs within the wait that ends at deadline: the
-    descriptors holding them; a run still loading one then is noted in waited."""
-    locks = [loading_lock_path(hub_cache.blob_lock_path(repo, blob)) for blob in blobs]
+def _loading_locks_taken(locks: Collection[Path], waited: Waited, deadline: float) -> list[int]:
+    """Take these loading locks (load_locks.py) within the wait that ends at deadline: the descriptors holding them;
+    a run still loading one then is noted in waited."""
     taken, waited.loader, waited.loading = taken_for_removal(locks, deadline)
     return taken
 

@@ -1,9 +1,9 @@
 """The lock a run holds on each blob of the Hub model it loads (.locks/models--ORG--NAME/ETAG.lock.loading, beside
 huggingface_hub's ETAG.lock), from the moment the model is resolved until llama.cpp has opened it: shared, so that runs
 of one model never wait on one another, and taken exclusively by a `models rm` (or a pull removing the copy the Hub's
-newer one replaced) before it deletes the blob, which thus waits on a load (2 s at most) and then refuses the model
-(its file removed then would fail the load). Once llama.cpp has the file open (mapped), a removed file stays readable
-until the run ends, on Linux and macOS; Windows has no flock, and a file open there cannot be deleted."""
+newer one replaced) before it deletes any link to the blob, which thus waits on a load (2 s at most) and then refuses
+the model (its file removed then would fail the load). Once llama.cpp has the file open (mapped), a removed file stays
+readable until the run ends, on Linux and macOS; Windows has no flock, and a file open there cannot be deleted."""
 
 from __future__ import annotations
 
@@ -14,18 +14,41 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+from localgen import hub_cache
 from localgen.file_locks import HAS_FLOCK, lock_holder, locked_descriptor, try_flock
+from localgen.hub_settings import hub_cache_dir
 
 LOADING_SUFFIX = ".loading"
 REMOVAL_WAIT_S = 10.0  # a run waits this long at most on a models rm holding a blob's loading lock (rm's own wait
 # is 2 s, then it deletes); past it (an rm stopped with Ctrl-Z), it goes on without the lock
 POLL_S = 0.01
 LOCK_FILE_MODE = 0o664  # as huggingface_hub makes its lock files: other users sharing the cache take them too
+LINK_HOPS = 40  # links followed at most from a model file to the cache blob it leads to (the system's own limit)
 
 
 def loading_lock_path(blob_lock: Path) -> Path:
     """The loading lock beside a blob's huggingface_hub lock file (ETAG.lock -> ETAG.lock.loading)."""
     return blob_lock.with_name(blob_lock.name + LOADING_SUFFIX)
+
+
+def blob_loading_lock(repo: str, blob: str) -> Path:
+    """The loading lock of one of a repo's blobs (the repo as the cache spells it): the one path runs, rm and pull
+    all take it by."""
+    return loading_lock_path(hub_cache.blob_lock_path(repo, blob))
+
+
+def repo_of(folder: Path) -> str:
+    """The repo whose cache folder this is (models--ORG--NAME: ORG/NAME, spelt as the folder is)."""
+    return folder.name.removeprefix("models--").replace("--", "/", 1)  # its repo_folder is the folder's name
+
+
+def loading_locks_of_links(repo: str, links: Iterable[Path]) -> list[Path]:
+    """The loading locks that removing these snapshot entries of a repo takes first: that of the blob each link leads
+    to, whether the blob goes with it or another entry keeps it. A run locks the blob whichever link it came through
+    and loads the very link it resolved, which must not go as it loads; so a run of another model whose link leads to
+    the same blob (two quants of the same bytes) is waited on and refused for too, as a lock per blob cannot tell
+    them apart."""
+    return sorted({blob_loading_lock(repo, hub_cache.blob_of(link).name) for link in links if link.is_symlink()})
 
 
 def open_lock_file(lock: Path) -> int | None:
@@ -48,37 +71,48 @@ def open_lock_file(lock: Path) -> int | None:
     return fd
 
 
-def blob_loading_lock(entry: Path) -> Path | None:
-    """The loading lock of the blob a Hub cache snapshot entry (models--ORG--NAME/snapshots/COMMIT/FILE) links to;
-    None for any other file (a file of the user's, the bundled model) or an entry that is no link."""
-    repo_dir = _repo_folder(entry)
-    if repo_dir is None:
-        return None
+def run_loading_lock(model_file: Path) -> Path | None:
+    """The loading lock a run of this model file takes: that of the blob of this Hub cache (the one rm removes from)
+    it is or leads to, through a snapshot entry, a repo folder moved to another disk and linked back, or a link of the
+    user's; None for any other file (the bundled model, a file of the user's, another cache's)."""
+    path = Path(os.path.abspath(model_file))
+    for _ in range(LINK_HOPS):
+        folder = path.parent.parent
+        if path.parent.name == "blobs" and folder.name.startswith("models--") and _in_this_cache(folder):
+            return blob_loading_lock(repo_of(folder), path.name)
+        try:
+            path = Path(os.path.normpath(path.parent / os.readlink(path)))
+        except OSError:  # no link: a file outside the cache's blobs
+            return None
+    return None
+
+
+def _snapshot_entry(path: Path) -> bool:
+    """Whether a path names a Hub cache snapshot entry (models--ORG--NAME/snapshots/COMMIT/FILE), there or not."""
+    return any(folder.name == "snapshots" and folder.parent.name.startswith("models--") for folder in path.parents)
+
+
+def _in_this_cache(folder: Path) -> bool:
+    """Whether a repo folder is the one of that name in the Hub cache localgen uses."""
     try:
-        blob = os.path.basename(os.readlink(entry))
+        return os.path.samefile(hub_cache_dir() / folder.name, folder)
     except OSError:
-        return None
-    return loading_lock_path(repo_dir.parent / ".locks" / repo_dir.name / f"{blob}.lock")
-
-
-def _repo_folder(entry: Path) -> Path | None:
-    """The Hub cache repo folder (models--ORG--NAME) of a snapshot entry; None for a file outside one."""
-    repo_dir = next((folder.parent for folder in entry.parents if folder.name == "snapshots"), None)
-    return repo_dir if repo_dir is not None and repo_dir.name.startswith("models--") else None
+        return False
 
 
 @contextlib.contextmanager
 def held_for_loading(files: Sequence[Path]) -> Iterator[bool]:
-    """Hold the loading lock of the blob of each of a model's files that is a Hub cache entry while the block runs
-    (shared; a models rm holding one is waited on up to REMOVAL_WAIT_S); the block gets whether each of those files
-    is still there once they are held (False: a models rm removed it after the model was resolved)."""
-    entries = [entry for entry in files if _repo_folder(entry) is not None]
+    """Hold the loading lock of the blob of each of a model's files that is in the Hub cache while the block runs
+    (shared; a models rm holding one is waited on up to REMOVAL_WAIT_S); the block gets whether each of those files,
+    and each Hub cache snapshot entry, is still there once they are held (False: a models rm removed it after the
+    model was resolved)."""
+    locked = {entry: lock for entry in files if (lock := run_loading_lock(entry)) is not None}
     with contextlib.ExitStack() as held:
-        for lock in sorted({lock for entry in entries if (lock := blob_loading_lock(entry))}) if HAS_FLOCK else ():
+        for lock in sorted(set(locked.values())) if HAS_FLOCK else ():
             fd = _shared(lock)
             if fd is not None:
                 held.callback(os.close, fd)
-        yield all(os.path.exists(entry) for entry in entries)
+        yield all(os.path.exists(entry) for entry in files if entry in locked or _snapshot_entry(entry))
 
 
 def _shared(lock: Path) -> int | None:

@@ -43,7 +43,7 @@ from localgen.hub_data_users import data_users
 from localgen.hub_entry_data import blob_data, data_behind, linked_file, model_blobs
 from localgen.hub_names import reference_name
 from localgen.hub_slips import with_downloaded_repo
-from localgen.load_locks import blob_loading_lock, taken_for_removal
+from localgen.load_locks import loading_locks_of_links, repo_of, taken_for_removal
 from localgen.promptcache import CacheEntry, remove_entries
 from localgen.promptcache_models import entries_of, identity_keys
 from localgen.references import ModelRef, normalize_quant
@@ -129,7 +129,8 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
     name = spec.name if spec is not None and spec.name in names else names[0]  # the entry named, of several
     refuse = functools.partial(refuse_model_while_downloading, registry, reference, files, repo, quant, pattern)
     with contextlib.nullcontext(Waited()) if dry_run else \
-            holding_blob_locks(files[0].repo, _blob_names(files), refuse=refuse) as waited:
+            holding_blob_locks(files[0].repo, _blob_names(files), refuse=refuse,
+                               loading=loading_locks_of_links(files[0].repo, _entries(files))) as waited:
         if not dry_run:  # as found under the locks
             _refuse_gone(name, files)
         if waited.waited:
@@ -247,9 +248,14 @@ def _blob_names(files: list[hub_cache.CachedHubFile]) -> set[str]:
     names = model_files(files)
     listing = hub_cache.load_listing(files[0].repo)
     listed = {etag for f in listing.files if f.filename in names and (etag := f.blob)} if listing else set()
+    return listed | {hub_cache.blob_of(entry).name for entry in _entries(files) if entry.is_symlink()}
+
+
+def _entries(files: list[hub_cache.CachedHubFile]) -> list[Path]:
+    """The entries of every file of the model these cached files are of, in every snapshot."""
+    names = model_files(files)
     snapshots = hub_cache.hub_cache_dir() / hub_cache.repo_folder(files[0].repo) / "snapshots"
-    entries = (snapshot / name for snapshot in snapshots.glob("*") for name in names)
-    return listed | {hub_cache.blob_of(entry).name for entry in entries if entry.is_symlink()}
+    return [snapshot / name for snapshot in sorted(snapshots.glob("*")) for name in sorted(names)]
 
 
 def _remove_files(name: str, files: list[hub_cache.CachedHubFile], *, dry_run: bool,
@@ -365,7 +371,8 @@ def _own_blobs(repo_dir: Path, files: list[hub_cache.CachedHubFile]) -> list[Pat
 def remove_replaced(old: list[Path], new: list[Path]) -> tuple[int, list[CacheEntry]]:
     """After a pull downloaded a newer copy of a model (new, in another snapshot): delete the old copy's snapshot
     entries, and the data only they lead to, with that data's prompt cache entries; the bytes freed and the entries
-    deleted. A run loading the old copy (load_locks.py) is waited on as models rm waits, then refused."""
+    deleted. A run loading the old copy (load_locks.py) is waited on as models rm waits, then refused, whether its
+    data goes or the new copy's entries keep it (a commit that changed other files)."""
     going = {p for p in old if p not in new and os.path.lexists(p)}
     if not going:
         return 0, []
@@ -373,8 +380,8 @@ def remove_replaced(old: list[Path], new: list[Path]) -> tuple[int, list[CacheEn
     users = data_users(going, repo_dir)
     freed = 0
     data_keys: dict[str, Path] = {}
-    loads = [lock for entry in going if not users.of(hub_cache.blob_of(entry)) and (lock := blob_loading_lock(entry))]
-    taken, loader, loading = taken_for_removal(loads, time.monotonic() + HELD_WAIT_S)  # a run loading the old copy
+    locks = loading_locks_of_links(repo_of(repo_dir), going)  # a run loading the old copy, its data kept or not
+    taken, loader, loading = taken_for_removal(locks, time.monotonic() + HELD_WAIT_S)
     try:
         if loading:
             raise LocalgenError(f"{f'process {loader}' if loader else 'another process'} is loading it")

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from hub_server import HubEnv, file_sha256, make_gguf_bytes, run_cli
 
 from localgen import hub_cache, load_locks
@@ -95,15 +96,67 @@ def test_a_run_whose_model_rm_removed_as_it_was_resolved_downloads_it_again_and_
 
 
 def test_a_run_of_a_file_outside_the_hub_cache_takes_no_lock(bundled_model: Path, tmp_path: Path) -> None:
-    """The bundled model, or a file of the user's, has no blob in the Hub cache that a models rm removes."""
-    link = tmp_path / "models--org--x" / "snapshots" / "c0ffee" / "x.gguf"
+    """The bundled model, a file of the user's, or a file of another Hub cache has no blob that a models rm removes."""
+    other = tmp_path / "other" / "models--org--x"
+    (other / "blobs").mkdir(parents=True)
+    (other / "blobs" / "e1").write_bytes(b"x")
+    link = other / "snapshots" / "c0ffee" / "x.gguf"
     link.parent.mkdir(parents=True)
-    link.symlink_to(bundled_model)
-    assert load_locks.blob_loading_lock(bundled_model) is None
-    assert load_locks.blob_loading_lock(link) == (tmp_path / ".locks" / "models--org--x" /
-                                                  f"{bundled_model.name}.lock.loading")
+    link.symlink_to("../../blobs/e1")
+    assert load_locks.run_loading_lock(bundled_model) is None
+    assert load_locks.run_loading_lock(link) is None
     with load_locks.held_for_loading([bundled_model]) as there:
         assert there
+
+
+def test_a_run_of_a_model_s_file_by_its_moved_folder_s_path_is_waited_on_by_rm(hubenv: HubEnv, tmp_path: Path) -> None:
+    """The repo folder moved to another disk and linked back, a run of -m DISK/snapshots/C/FILE locked
+    DISK/../.locks/..., which rm never looks at: rm removed the file as the run loaded it."""
+    _pulled_tiny(hubenv, tmp_path)
+    folder = hubenv.hf_cache / hub_cache.repo_folder(SOLO)
+    moved = tmp_path / "disk" / folder.name
+    moved.parent.mkdir()
+    folder.rename(moved)
+    folder.symlink_to(moved)
+    entry = moved / hubenv.snapshot_files(SOLO)[0].relative_to(folder)
+    run = _run_loading_slowly(hubenv, tmp_path, str(entry))
+    try:
+        refused = run_cli(hubenv.env, "models", "rm", "--yes", SOLO)
+    finally:
+        _loaded(tmp_path)
+    answer, err = run.communicate(timeout=120)
+    assert refused.returncode == 1 and f"is being loaded by process {run.pid}" in refused.stderr, refused.stderr
+    assert run.returncode == 0 and answer, err
+
+
+def _locked_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, count: int) -> tuple[list[Path], list[Path]]:
+    """A Hub cache of count blobs linked from a snapshot, made the one localgen uses: the entries and their loading
+    locks."""
+    cache = tmp_path / "hub"
+    monkeypatch.setattr(load_locks, "hub_cache_dir", lambda: cache)
+    monkeypatch.setattr(hub_cache, "hub_cache_dir", lambda: cache)
+    entries = []
+    for index in range(count):
+        blob = cache / "models--org--x" / "blobs" / f"e{index}"
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        blob.write_bytes(b"x")
+        entry = cache / "models--org--x" / "snapshots" / "c0ffee" / f"x-0000{index + 1}-of-0000{count}.gguf"
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        entry.symlink_to(f"../../blobs/e{index}")
+        entries.append(entry)
+    locks = [load_locks.run_loading_lock(entry) for entry in entries]
+    assert all(lock is not None for lock in locks)
+    return entries, [lock for lock in locks if lock is not None]
+
+
+def test_a_run_of_a_link_of_the_user_s_into_the_cache_locks_the_blob_rm_takes(monkeypatch: pytest.MonkeyPatch,
+                                                                               tmp_path: Path) -> None:
+    """A run locks the file behind the path it names, by the one path rm takes it by, however it reaches it."""
+    entries, locks = _locked_cache(monkeypatch, tmp_path, 1)
+    mine = tmp_path / "mine.gguf"
+    mine.symlink_to(entries[0])
+    assert load_locks.run_loading_lock(mine) == locks[0] == load_locks.blob_loading_lock("org/x", "e0")
+    assert locks[0] == tmp_path / "hub" / ".locks" / "models--org--x" / "e0.lock.loading"
 
 
 _HELD_CHECK = """
@@ -225,3 +278,24 @@ def test_a_pull_replacing_a_copy_a_run_loads_keeps_that_copy_and_the_run_answers
     assert (f"localgen: warning: the copy the new one replaces is still in the cache: process {run.pid} is loading "
             "it\n") in pulled.stderr, pulled.stderr
     assert all(path.is_file() for path in old) and len(hubenv.snapshot_files(SOLO)) == 2
+
+
+def test_a_pull_of_a_new_commit_with_the_same_file_keeps_the_link_a_run_loads(hubenv: HubEnv, tmp_path: Path) -> None:
+    """A commit that changed another file (the README): the pull linked the same blob into the new snapshot and
+    deleted the old snapshot's link, which the run had resolved, with no wait: the run failed saying the file may be
+    damaged."""
+    from gguf_builders import tiny_model
+
+    _pulled_tiny(hubenv, tmp_path)
+    old = hubenv.snapshot_files(SOLO)
+    hubenv.server.add_repo(SOLO, {SOLO_FILE: tiny_model(tmp_path / "tiny.gguf")})  # a new commit, the same bytes
+    run = _run_loading_slowly(hubenv, tmp_path, SOLO)
+    try:
+        pulled = run_cli(hubenv.env, "pull", SOLO)  # waits 2 s on the run's load
+    finally:
+        _loaded(tmp_path)
+    answer, err = run.communicate(timeout=120)
+    assert run.returncode == 0 and answer, err
+    assert pulled.returncode == 0 and f"process {run.pid} is loading it" in pulled.stderr, pulled.stderr
+    assert all(path.is_file() for path in old)
+
