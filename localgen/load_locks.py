@@ -11,7 +11,7 @@ import contextlib
 import functools
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from localgen import hub_cache
@@ -19,8 +19,9 @@ from localgen.file_locks import HAS_FLOCK, lock_holder, locked_descriptor, try_f
 from localgen.hub_settings import hub_cache_dir
 
 LOADING_SUFFIX = ".loading"
-REMOVAL_WAIT_S = 10.0  # a run waits this long at most on a models rm holding a blob's loading lock (rm's own wait
-# is 2 s, then it deletes); past it (an rm stopped with Ctrl-Z), it goes on without the lock
+REMOVAL_WAIT_S = 10.0  # a run waits this long at most, all its model's locks together, on a models rm holding them
+# (rm's own wait is 2 s, then it deletes); past it (an rm stopped with Ctrl-Z), it goes on without the locks
+WAIT_SAID_S = 0.5  # a run waiting on a models rm longer than this says so, once
 POLL_S = 0.01
 LOCK_FILE_MODE = 0o664  # as huggingface_hub makes its lock files: other users sharing the cache take them too
 LINK_HOPS = 40  # links followed at most from a model file to the cache blob it leads to (the system's own limit)
@@ -101,28 +102,33 @@ def _in_this_cache(folder: Path) -> bool:
 
 
 @contextlib.contextmanager
-def held_for_loading(files: Sequence[Path]) -> Iterator[bool]:
+def held_for_loading(files: Sequence[Path], *, waiting: Callable[[], None] | None = None) -> Iterator[bool]:
     """Hold the loading lock of the blob of each of a model's files that is in the Hub cache while the block runs
-    (shared; a models rm holding one is waited on up to REMOVAL_WAIT_S); the block gets whether each of those files,
-    and each Hub cache snapshot entry, is still there once they are held (False: a models rm removed it after the
-    model was resolved)."""
+    (shared; a models rm holding them is waited on up to REMOVAL_WAIT_S, all together, waiting called once where that
+    lasts past WAIT_SAID_S); the block gets whether each of those files, and each Hub cache snapshot entry, is still
+    there once they are held (False: a models rm removed it after the model was resolved)."""
     locked = {entry: lock for entry in files if (lock := run_loading_lock(entry)) is not None}
+    started = time.monotonic()
+    said = [] if waiting is not None else [True]
     with contextlib.ExitStack() as held:
         for lock in sorted(set(locked.values())) if HAS_FLOCK else ():
-            fd = _shared(lock)
+            fd = _shared(lock, started, said, waiting)
             if fd is not None:
                 held.callback(os.close, fd)
         yield all(os.path.exists(entry) for entry in files if entry in locked or _snapshot_entry(entry))
 
 
-def _shared(lock: Path) -> int | None:
-    """A descriptor of the lock file with this process's shared lock on it, once no models rm holds it (waited on up
-    to REMOVAL_WAIT_S); None where it cannot be taken."""
+def _shared(lock: Path, started: float, said: list[bool], waiting: Callable[[], None] | None) -> int | None:
+    """A descriptor of the lock file with this process's shared lock on it, once no models rm holds it (waited on
+    until REMOVAL_WAIT_S past started; waiting called where the wait lasts past WAIT_SAID_S and said is empty, which
+    it then is no more); None where it cannot be taken."""
     fd = open_lock_file(lock)
     if fd is None:
         return None
-    deadline = time.monotonic() + REMOVAL_WAIT_S
-    while (taken := try_flock(fd, exclusive=False)) is False and time.monotonic() < deadline:
+    while (taken := try_flock(fd, exclusive=False)) is False and time.monotonic() < started + REMOVAL_WAIT_S:
+        if not said and time.monotonic() >= started + WAIT_SAID_S and waiting is not None:
+            said.append(True)
+            waiting()
         time.sleep(POLL_S)
     if taken:
         return fd

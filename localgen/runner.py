@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -224,6 +225,24 @@ def open_engine(path: Path, load_options: LoadOptions, plan: LoadPlan, shape: Mo
             plan = replan_gpu_layers(plan, shape, fewer, reason, flash_attn=load_options.flash_attention)
 
 
+def _resolved_held(options: ModelOptions, freed: Hardware, note: Callable[[str], None],
+                   loading: contextlib.ExitStack) -> ResolvedModel:
+    """The model resolved, its loading locks held in loading (load_locks.py): one a models rm removed as it was
+    resolved is resolved again (downloaded, where the Hub is reached)."""
+    from localgen import console
+    from localgen.gguf_split import split_shard_paths
+    from localgen.load_locks import REMOVAL_WAIT_S, held_for_loading
+
+    said = f"waiting for a `localgen models rm` of this model to end (at most {REMOVAL_WAIT_S:g} s)"
+    waiting = functools.partial(console.say, f"localgen: {said}")
+    resolved = resolve_fitting(options, freed, note)
+    if not loading.enter_context(held_for_loading(split_shard_paths(resolved.path), waiting=waiting)):
+        loading.close()  # removed as it was resolved: resolved again
+        resolved = resolve_fitting(options, freed, note)
+        loading.enter_context(held_for_loading(split_shard_paths(resolved.path), waiting=waiting))
+    return resolved
+
+
 def load_model(options: ModelOptions, *, release: Callable[[], None] | None = None,
                held: MemoryEstimate | None = None, note: Callable[[str], None] = ignore_note,
                opening: Callable[[ResolvedModel], None] | None = None,
@@ -238,9 +257,8 @@ def load_model(options: ModelOptions, *, release: Callable[[], None] | None = No
     to load nothing.
     """
     from localgen.catalog import touch_last_used
-    from localgen.gguf_split import split_shard_paths, validate_split
+    from localgen.gguf_split import validate_split
     from localgen.hub import locks_held_through
-    from localgen.load_locks import held_for_loading
 
     hw = probe_hardware()
     for warning in (cpu_only_warning_once(hw), threads_warning_once(options)):
@@ -249,11 +267,7 @@ def load_model(options: ModelOptions, *, release: Callable[[], None] | None = No
     freed = hw if held is None else hw.after_freeing(held.private_ram_bytes, held.vram_bytes)
     with locks_held_through(), contextlib.ExitStack() as loading:  # a models rm removes the model once llama.cpp
         with named_as_typed(options.model):  # has it open: waiting on a download's locks, refused by a load's
-            resolved = resolve_fitting(options, freed, note)
-            if not loading.enter_context(held_for_loading(split_shard_paths(resolved.path))):
-                loading.close()  # removed as it was resolved: resolved again (downloaded, where the Hub is reached)
-                resolved = resolve_fitting(options, freed, note)
-                loading.enter_context(held_for_loading(split_shard_paths(resolved.path)))
+            resolved = _resolved_held(options, freed, note, loading)
             if found is not None:
                 found(resolved)
             header, _ = validate_split(resolved.path)  # every shard is checked in Python before llama.cpp opens it

@@ -3,6 +3,8 @@ of its blobs until llama.cpp has it open, which other runs share and a models rm
 
 from __future__ import annotations
 
+import fcntl
+import os
 import subprocess
 import sys
 import threading
@@ -149,6 +151,49 @@ def _locked_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, count: int) -
     return entries, [lock for lock in locks if lock is not None]
 
 
+def test_a_run_waits_on_an_rm_holding_all_its_shards_once_and_says_so_once(monkeypatch: pytest.MonkeyPatch,
+                                                                            tmp_path: Path) -> None:
+    """Each shard's lock was waited on with a deadline of its own (3 shards: three times the wait), and nothing said
+    what the run waited on."""
+    entries, locks = _locked_cache(monkeypatch, tmp_path, 3)
+    monkeypatch.setattr(load_locks, "REMOVAL_WAIT_S", 1.0)
+    held = [load_locks.open_lock_file(lock) for lock in locks]  # as a models rm holds them
+    said: list[str] = []
+    try:
+        for fd in held:
+            assert fd is not None and fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB) is None
+        started = time.monotonic()
+        with load_locks.held_for_loading(entries, waiting=lambda: said.append("waiting")) as there:
+            took = time.monotonic() - started
+            assert there
+    finally:
+        for fd in held:
+            if fd is not None:
+                os.close(fd)
+    assert 1.0 <= took < 1.5, f"waited {took:.1f} s"
+    assert said == ["waiting"]
+
+
+def test_a_run_waiting_on_a_models_rm_says_so_on_stderr_and_answers_once_it_ends(hubenv: HubEnv,
+                                                                                    tmp_path: Path) -> None:
+    """The run waited up to 10 s saying nothing of why."""
+    _pulled_tiny(hubenv, tmp_path)
+    lock = hubenv.hf_cache / ".locks" / hub_cache.repo_folder(SOLO) / f"{hubenv.blobs(SOLO)[0].name}.lock.loading"
+    fd = load_locks.open_lock_file(lock)
+    assert fd is not None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a models rm holds it
+        run = popen_localgen([sys.executable, "-m", "localgen", "run", "-m", SOLO, "-n", "2", "--temp", "0", "hi"],
+                             cwd=REPO_ROOT, env=hubenv.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(2)
+    finally:
+        os.close(fd)
+    answer, err = run.communicate(timeout=120)
+    assert run.returncode == 0 and answer, err
+    assert err.count("localgen: waiting for a `localgen models rm` of this model to end (at most 10 s)\n") == 1, err
+
+
 def test_a_run_of_a_link_of_the_user_s_into_the_cache_locks_the_blob_rm_takes(monkeypatch: pytest.MonkeyPatch,
                                                                                tmp_path: Path) -> None:
     """A run locks the file behind the path it names, by the one path rm takes it by, however it reaches it."""
@@ -157,6 +202,14 @@ def test_a_run_of_a_link_of_the_user_s_into_the_cache_locks_the_blob_rm_takes(mo
     mine.symlink_to(entries[0])
     assert load_locks.run_loading_lock(mine) == locks[0] == load_locks.blob_loading_lock("org/x", "e0")
     assert locks[0] == tmp_path / "hub" / ".locks" / "models--org--x" / "e0.lock.loading"
+
+
+def test_a_run_that_waits_on_no_rm_says_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The wait is said only where it lasts."""
+    entries, _locks = _locked_cache(monkeypatch, tmp_path, 2)
+    said: list[str] = []
+    with load_locks.held_for_loading(entries, waiting=lambda: said.append("waiting")) as there:
+        assert there and said == []
 
 
 _HELD_CHECK = """
