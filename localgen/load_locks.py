@@ -8,6 +8,7 @@ readable until the run ends, on Linux and macOS; Windows has no flock, and a fil
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import time
@@ -25,6 +26,7 @@ WAIT_SAID_S = 0.5  # a run waiting on a models rm longer than this says so, once
 POLL_S = 0.01
 LOCK_FILE_MODE = 0o664  # as huggingface_hub makes its lock files: other users sharing the cache take them too
 LINK_HOPS = 40  # links followed at most from a model file to the cache blob it leads to (the system's own limit)
+_READ_ONLY_CACHE = (errno.EACCES, errno.EPERM, errno.EROFS)  # a lock file that cannot be opened for writing
 
 
 def loading_lock_path(blob_lock: Path) -> Path:
@@ -53,7 +55,9 @@ def loading_locks_of_links(repo: str, links: Iterable[Path]) -> list[Path]:
 
 
 def open_lock_file(lock: Path) -> int | None:
-    """A descriptor of a lock file, made (with its folder) where missing; None where it cannot be opened."""
+    """A descriptor of a lock file, made (with its folder) where missing, open for writing where it may be (an
+    exclusive lock needs it on NFS, where flock is fcntl's), else read-only (a read-only cache); None where it cannot
+    be opened."""
     try:
         try:
             fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, LOCK_FILE_MODE)
@@ -61,15 +65,25 @@ def open_lock_file(lock: Path) -> int | None:
             lock.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, LOCK_FILE_MODE)
     except FileExistsError:
-        try:
-            return os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError:
-            return None
+        return _existing(lock)
     except OSError:
         return None
     with contextlib.suppress(OSError):
         os.fchmod(fd, LOCK_FILE_MODE)  # past the umask
     return fd
+
+
+def _existing(lock: Path) -> int | None:
+    """A descriptor of a lock file there, read-write, or read-only where writing it is refused; None where neither."""
+    try:
+        return os.open(lock, os.O_RDWR | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno not in _READ_ONLY_CACHE:
+            return None
+    try:
+        return os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
 
 
 def run_loading_lock(model_file: Path) -> Path | None:

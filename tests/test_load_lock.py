@@ -212,6 +212,18 @@ def test_a_run_that_waits_on_no_rm_says_nothing(monkeypatch: pytest.MonkeyPatch,
         assert there and said == []
 
 
+def test_an_existing_lock_file_is_opened_for_writing(tmp_path: Path) -> None:
+    """On NFS flock is fcntl's, whose exclusive lock needs the file open for writing: one there was opened read-only."""
+    lock = tmp_path / "e.lock.loading"
+    lock.touch()
+    fd = load_locks.open_lock_file(lock)
+    assert fd is not None
+    try:
+        assert fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDWR
+    finally:
+        os.close(fd)
+
+
 _HELD_CHECK = """
 import os, sys, time
 from pathlib import Path
