@@ -37,6 +37,8 @@ from localgen.resolve import ResolvedModel, holds_hub_copy, resolve_model, with_
 from localgen.template_sandbox import TEMPLATE_HINT, check_template
 from localgen.units import counted
 
+RESOLVE_TRIES = 3  # a model a models rm removes each time the run finds it is given up after this many lookups
+
 if TYPE_CHECKING:
     from localgen.gguf_info import GGUFInfo
     from localgen.promptcache import PromptCache
@@ -227,20 +229,22 @@ def open_engine(path: Path, load_options: LoadOptions, plan: LoadPlan, shape: Mo
 
 def _resolved_held(options: ModelOptions, freed: Hardware, note: Callable[[str], None],
                    loading: contextlib.ExitStack) -> ResolvedModel:
-    """The model resolved, its loading locks held in loading (load_locks.py): one a models rm removed as it was
-    resolved is resolved again (downloaded, where the Hub is reached)."""
+    """The model resolved, its loading locks held in loading (load_locks.py) with each of its files still there: one a
+    models rm removed as it was resolved is resolved again (downloaded, where the Hub is reached), up to
+    RESOLVE_TRIES times."""
     from localgen import console
     from localgen.gguf_split import split_shard_paths
     from localgen.load_locks import REMOVAL_WAIT_S, held_for_loading
 
     said = f"waiting for a `localgen models rm` of this model to end (at most {REMOVAL_WAIT_S:g} s)"
-    waiting = functools.partial(console.say, f"localgen: {said}")
-    resolved = resolve_fitting(options, freed, note)
-    if not loading.enter_context(held_for_loading(split_shard_paths(resolved.path), waiting=waiting)):
-        loading.close()  # removed as it was resolved: resolved again
+    for _ in range(RESOLVE_TRIES):
         resolved = resolve_fitting(options, freed, note)
-        loading.enter_context(held_for_loading(split_shard_paths(resolved.path), waiting=waiting))
-    return resolved
+        waiting = functools.partial(console.say, f"localgen: {said}")
+        if loading.enter_context(held_for_loading(split_shard_paths(resolved.path), waiting=waiting)):
+            return resolved
+        loading.close()  # removed as it was resolved: resolved again
+    raise ModelNotFoundError(f"{resolved.display_name} was removed from the cache each time this run found it",
+                             hint="another command removes it: run this command again once it has ended")
 
 
 def load_model(options: ModelOptions, *, release: Callable[[], None] | None = None,

@@ -364,3 +364,33 @@ def test_a_pull_of_a_new_commit_with_the_same_file_keeps_the_link_a_run_loads(hu
     assert pulled.returncode == 0 and f"process {run.pid} is loading it" in pulled.stderr, pulled.stderr
     assert all(path.is_file() for path in old)
 
+
+_REMOVED_EACH_TIME = """
+import os, sys
+from localgen import runner
+real = runner.resolve_fitting
+def removed(*args, **kwargs):
+    resolved = real(*args, **kwargs)
+    os.unlink(resolved.path)  # as by another command, between the lookup and the lock
+    print("removed", file=sys.stderr)
+    return resolved
+runner.resolve_fitting = removed
+sys.argv = ["localgen", *sys.argv[1:]]
+from localgen.launcher import main
+main()
+"""
+
+
+def test_a_run_whose_model_rm_removes_each_time_it_is_resolved_gives_up_saying_so(hubenv: HubEnv) -> None:
+    """The model removed again after the second lookup: the run went on to load a file that was gone."""
+    from localgen.runner import RESOLVE_TRIES
+
+    hubenv.server.add_repo(SOLO, {SOLO_FILE: make_gguf_bytes("solo")})
+    assert run_cli(hubenv.env, "pull", SOLO).returncode == 0
+    done = subprocess.run([sys.executable, "-c", _REMOVED_EACH_TIME, "run", "-m", SOLO, "-n", "2", "hi"],
+                          cwd=REPO_ROOT, env=hubenv.env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode != 0 and done.stderr.count("removed\n") == RESOLVE_TRIES, done.stderr
+    assert done.stderr.endswith(f"localgen: error: {SOLO}:Q4_K_M was removed from the cache each time this run found "
+                                "it (hint: another command removes it: run this command again once it has ended)\n"), \
+        done.stderr
