@@ -4,6 +4,7 @@ checked, and the copy it replaces removed), or none that can be asked about."""
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -80,7 +81,7 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
     if gone:
         console.say(f"localgen: {pulled_name(found)} was removed after this pull found it; it was downloaded again")
         return ResolvedModel(ref=found.ref, path=paths[0], spec=found.spec, source="hub")
-    replaced = _remove_replaced(found.path, paths)
+    replaced = _remove_replaced(found, paths)
     if not newer:
         return replace(found, path=paths[0], hub_check=replace(replaced, outcome=HubOutcome.UP_TO_DATE))
     return ResolvedModel(ref=found.ref, path=paths[0], spec=found.spec, source="hub",
@@ -115,23 +116,36 @@ def _refuse_unloadable(paths: list[Path]) -> None:
         raise
 
 
-def _remove_replaced(first: Path, paths: list[Path]) -> HubCheck:
-    """Delete the copy of a model (first: its first file) that a pull replaced with paths, at a newer commit; a check
-    (its outcome to be set) that names its commit, the bytes that freed and the prompt cache entries deleted with
-    it (nothing where nothing was removed)."""
+def _remove_replaced(found: ResolvedModel, paths: list[Path]) -> HubCheck:
+    """Delete the copy of a model (found) that a pull replaced with paths, at a newer commit, or one an earlier pull
+    kept as a run loaded it; a check (its outcome to be set) that names its commit, the bytes that freed and the
+    prompt cache entries deleted with it (nothing where nothing was removed)."""
     from localgen.model_removal import remove_replaced
 
     nothing = HubCheck(HubOutcome.UP_TO_DATE)
-    old, new = _snapshot_of(first), _snapshot_of(paths[0])
+    old, new = _snapshot_of(found.path), _snapshot_of(paths[0])
+    if old == new and new is not None:
+        old = _kept_copy(new, paths)
     if old is None or new is None or old == new:
         return nothing
     try:
         freed, states = remove_replaced([old / p.relative_to(new) for p in paths], paths)
     except LocalgenError as exc:
-        console.warn(f"the copy the new one replaces is still in the cache: {exc.message}")
+        console.warn(f"the copy the new one replaces is still in the cache: {exc.message}; `localgen pull "
+                     f"{pulled_name(found)}` removes it once that process has loaded it")
         return nothing
     return HubCheck(HubOutcome.UP_TO_DATE, replaced_commit=old.name[:12], freed=freed, prompt_states=len(states),
                     prompt_states_bytes=sum(entry.size for entry in states))
+
+
+def _kept_copy(new: Path, paths: list[Path]) -> Path | None:
+    """The snapshot of an older copy of the model whose files are paths in snapshot new, which a pull that replaced it
+    kept as a run loaded it (every one of its files there); None where there is none."""
+    try:
+        others = sorted(snapshot for snapshot in new.parent.iterdir() if snapshot != new)
+    except OSError:
+        return None
+    return next((old for old in others if all(os.path.lexists(old / p.relative_to(new)) for p in paths)), None)
 
 
 def _snapshot_of(path: Path) -> Path | None:

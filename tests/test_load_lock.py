@@ -341,8 +341,12 @@ def test_a_pull_replacing_a_copy_a_run_loads_keeps_that_copy_and_the_run_answers
     assert run.returncode == 0 and answer, err
     assert pulled.returncode == 0, pulled.stderr
     assert (f"localgen: warning: the copy the new one replaces is still in the cache: process {run.pid} is loading "
-            "it\n") in pulled.stderr, pulled.stderr
+            f"it; `localgen pull {SOLO}:Q4_K_M` removes it once that process has loaded it\n") in pulled.stderr, \
+        pulled.stderr
     assert all(path.is_file() for path in old) and len(hubenv.snapshot_files(SOLO)) == 2
+    again = run_cli(hubenv.env, "pull", SOLO)  # the run has ended: the copy kept goes
+    assert again.returncode == 0 and "freed" in again.stderr, again.stderr
+    assert not any(os.path.lexists(path) for path in old) and len(hubenv.snapshot_files(SOLO)) == 1
 
 
 def test_a_pull_of_a_new_commit_with_the_same_file_keeps_the_link_a_run_loads(hubenv: HubEnv, tmp_path: Path) -> None:
