@@ -100,6 +100,7 @@ class Repl:
         self._history, self._history_warning = open_history(recall=self._escapes)
         self._paste = PasteMark()
         self._editor = MessageEditor()
+        self._typed_ahead = typed_ahead or TypedAhead()
         self._view: AnswerView | None = None  # the answer being shown, if any
         self._prefill_status: console.PrefillStatus | None = None  # the long prompt's progress line, if any
         self._prompt = PromptSession(
@@ -109,7 +110,7 @@ class Repl:
             history=self._history,
             completer=SlashCompleter(self._offline, self._think_values) if self._escapes else None,
             complete_while_typing=False,
-            key_bindings=key_bindings(self._paste, self._editor, typed_ahead or TypedAhead()),
+            key_bindings=key_bindings(self._paste, self._editor, self._typed_ahead),
             bottom_toolbar=self._toolbar,
             enable_history_search=False,
             enable_suspend=True,  # Ctrl-Z suspends the chat, as in a shell; fg brings the prompt back
@@ -126,6 +127,8 @@ class Repl:
         session.display_options = lambda: [*self.state.display_options(),
                                            *([] if self._ahead is not None else ["--no-prefill-while-typing"])]
         self._prompt.default_buffer.on_text_changed += self._text_changed
+        # a NUL typed ahead is a Ctrl-D only as the first key the first prompt reads: any key read makes it Ctrl-@
+        self._prompt.app.key_processor.after_key_press += lambda _keys: self._typed_ahead.forget()
 
     def _offline(self) -> bool:
         """Whether the network is off for this chat (chat --offline, LOCALGEN_OFFLINE=1, HF_HUB_OFFLINE=1)."""
@@ -252,6 +255,7 @@ class Repl:
         except EOFError:
             self.state.running = not self.state.leaving.may_leave("Ctrl-D")
         finally:
+            self._typed_ahead.forget()  # only the first prompt may read a Ctrl-D typed before the chat began
             bracketed_paste(True)  # prompt-toolkit turned it off: a paste typed ahead must stay one paste
             cursor_requests_given_up_once_unanswered(self._prompt.app)
             settled = self._ahead is None or self._ahead.settle(self._message_sent(line))

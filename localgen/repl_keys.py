@@ -68,7 +68,8 @@ def key_bindings(paste: PasteMark, editor: MessageEditor, typed_ahead: TypedAhea
     puts back the line as it was before it, as readline's does, Ctrl-C, which then clears that line, and the keys that
     move the cursor (Left, Right, Home, End, Ctrl-A, Ctrl-E), which end the search on the line found and move in it,
     as readline's do, where prompt-toolkit moved in the text searched for. A Ctrl-D typed before the chat took its
-    terminal, which comes as a NUL (Ctrl-@), ends the chat as a Ctrl-D on an empty line does.
+    terminal, which comes as a NUL (Ctrl-@), ends the chat as a Ctrl-D on an empty line does where it is the first key
+    the first prompt reads.
     """
     bindings = KeyBindings()
     before_search: list[tuple[int, int]] = []  # the line's place in the history, and the cursor's, as a search began
@@ -166,7 +167,7 @@ def key_bindings(paste: PasteMark, editor: MessageEditor, typed_ahead: TypedAhea
 
     @bindings.add("c-@", filter=Condition(lambda: typed_ahead.end_of_input))
     def _end_of_input_typed_ahead(event: KeyPressEvent) -> None:
-        typed_ahead.end_of_input = False  # the first NUL read is it: any later one is Ctrl-@ (Ctrl-Space)
+        typed_ahead.forget()  # the first key read is it: any later NUL is Ctrl-@ (Ctrl-Space)
         if not event.current_buffer.text:
             event.app.exit(exception=EOFError)
 

@@ -116,7 +116,12 @@ def terminal_modes_kept(fd: int | None = None) -> Iterator[None]:
 class TypedAhead:
     """What was typed before the chat took its terminal out of line mode that reaches the prompt as another key."""
 
-    end_of_input: bool = False  # a Ctrl-D on an empty line, which the prompt reads as a NUL (Ctrl-@) until it comes
+    end_of_input: bool = False  # a Ctrl-D on an empty line, which the first prompt reads as a NUL (Ctrl-@) first
+
+    def forget(self) -> None:
+        """Take any NUL read from now on as the Ctrl-@ it is (a key was read, the first prompt ended, or the shell
+        had the terminal, and may have read the end of input)."""
+        self.end_of_input = False
 
 
 @contextlib.contextmanager
@@ -193,6 +198,7 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
         return
 
     def suspend(_signum: int, _frame: object) -> None:
+        typed_ahead.forget()  # the shell reads the terminal while it is stopped: the end of input may be gone
         with contextlib.suppress(Exception):  # drawing may fail; stopping must not
             before_suspend()
         bracketed_paste(False)
