@@ -6,6 +6,7 @@ import os
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -84,16 +85,36 @@ def test_a_chat_start_that_runs_out_of_memory_once_the_model_is_loaded_ends_in_o
         assert not started and status == 1 and _one_line_memory_error(said), (limit // MIB, status, said)
 
 
+def _least_data_limit_starting_python() -> int:
+    """The least `ulimit -d` (in whole MiB) under which Python starts and imports localgen on this machine."""
+    low, high = 1 * MIB, 256 * MIB
+    while high - low > MIB:
+        middle = (low + high) // 2
+        started = subprocess.run(["bash", "-c", f"ulimit -d {middle // 1024} && exec {sys.executable} -m localgen "
+                                  "--version"], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                                 capture_output=True, timeout=60).returncode == 0
+        low, high = (low, middle) if started else (middle, high)
+    return high
+
+
 @needs_data_limit
 def test_a_model_whose_load_runs_out_of_memory_under_a_data_limit_is_not_said_to_be_damaged(tmp_path: Path) -> None:
-    """Under `ulimit -d` too low for llama.cpp to read the model's vocabulary (its bad_alloc), the chat's start says
-    llama.cpp ran out of memory loading it, naming the limit, where it said the file may be damaged. (Lower still,
-    Python and the C library themselves fail as they start: what they say is not localgen's.)"""
+    """Under `ulimit -d` too low for llama.cpp to read the model (its bad_alloc: just short of the least limit that
+    gets the load as far as the context), the chat's start says llama.cpp ran out of memory loading it, naming the
+    limit, where it said the file may be damaged; lower, down to where Python itself starts on this machine (below,
+    what fails is not localgen's), no start says so either (the header read: a MemoryError)."""
     home = tmp_path / "home"
     assert _chat_under_data_limit(home, 4096 * MIB)[0], "a start with room checks the bundled file once"
-    said = [_chat_under_data_limit(home, limit)[2] for limit in range(32 * MIB, 54 * MIB, 2 * MIB)]
-    assert not any("damaged" in one for one in said), said
-    assert any("llama.cpp ran out of memory loading" in one and "`ulimit -d` of" in one for one in said), said
+    least = _least_data_limit_starting_python()
+    low, high = least, 1024 * MIB
+    while high - low > MIB // 2:
+        middle = (low + high) // 2
+        started, _status, said = _chat_under_data_limit(home, middle)
+        low, high = (low, middle) if started or "could not create a context" in said else (middle, high)
+    loading = _chat_under_data_limit(home, low)[2]
+    assert "llama.cpp ran out of memory loading" in loading and "`ulimit -d` of" in loading, (low // MIB, loading)
+    said = [_chat_under_data_limit(home, limit)[2] for limit in range(least + 4 * MIB, low, 4 * MIB)]
+    assert not any("damaged" in one or "internal error" in one for one in said), said
 
 
 def test_a_ctrl_d_typed_before_the_chat_takes_its_terminal_ends_the_chat_as_one_typed_later_does(
