@@ -253,12 +253,12 @@ def _stdout_error_code(exc: OSError) -> int:
 
 def _internal_error(exc: Exception) -> int:
     """An unexpected exception: one line and exit 1, or the traceback with LOCALGEN_DEBUG=1; where memory ran out
-    (`ulimit -d` reached as the chat starts), what to do about it."""
+    (`ulimit -d` reached as the chat starts: a MemoryError, or an OSError of ENOMEM), what to do about it."""
     from localgen import console
 
     if settings().debug:
         raise exc
-    if isinstance(exc, MemoryError):
+    if isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM):
         from localgen.memory_limits import out_of_memory_hint
 
         console.error("out of memory", hint=out_of_memory_hint())

@@ -44,6 +44,7 @@ from localgen.gguf_format import (
     value_type_name,
 )
 from localgen.gguf_info import ArraySummary, GGUFInfo, TensorInfo
+from localgen.memory_limits import memory_limit_words, out_of_memory_hint
 from localgen.units import counted
 
 CONTROL_TOKEN_TYPES = (2, 3)  # llama.cpp's token types UNKNOWN and CONTROL: special only when parsed as such
@@ -123,6 +124,9 @@ def _only_gguf_errors(label: str) -> Iterator[None]:
     except OSError as exc:
         raise GGUFUnreadableError(f"{label}: cannot be read ({os_reason(exc)})", hint=HINT) from None
     except MemoryError:
+        if memory_limit_words() is not None:  # `ulimit -d` reached as a sound header is read
+            raise GGUFUnreadableError(f"{label}: ran out of memory reading its header",
+                                      hint=out_of_memory_hint()) from None
         raise GGUFUnreadableError(f"{label}: header too large to read into memory", hint=HINT) from None
     except Exception as exc:
         raise GGUFError(f"{label}: malformed GGUF ({type(exc).__name__}: {exc})", hint=HINT) from None

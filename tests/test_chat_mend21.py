@@ -114,7 +114,31 @@ def test_a_model_whose_load_runs_out_of_memory_under_a_data_limit_is_not_said_to
     loading = _chat_under_data_limit(home, low)[2]
     assert "llama.cpp ran out of memory loading" in loading and "`ulimit -d` of" in loading, (low // MIB, loading)
     said = [_chat_under_data_limit(home, limit)[2] for limit in range(least + 4 * MIB, low, 4 * MIB)]
-    assert not any("damaged" in one or "internal error" in one for one in said), said
+    wrong = [one for one in said if "damaged" in one or "internal error" in one]
+    assert not wrong, wrong
+
+
+def test_a_header_read_that_runs_out_of_memory_under_a_data_limit_is_not_said_to_be_damaged(tmp_path: Path) -> None:
+    """Reading the bundled model's header under `ulimit -d` 2 MiB above what the process holds (its vocabulary does
+    not fit: a MemoryError) says it ran out of memory, naming the limit, where it said the header was too large and
+    the file perhaps damaged."""
+    from tests.conftest import bundled_model_file
+
+    script = ("import resource, sys\n"
+              "from pathlib import Path\n"
+              "from localgen.errors import LocalgenError\n"
+              "from localgen.gguf_reader import read_gguf\n"
+              "from localgen.memory_limits import data_in_use\n"
+              "resource.setrlimit(resource.RLIMIT_DATA, (data_in_use() + 2 * 1024 * 1024, resource.RLIM_INFINITY))\n"
+              "try:\n"
+              "    read_gguf(Path(sys.argv[1]))\n"
+              "except LocalgenError as exc:\n"
+              "    print(exc.message, '|', exc.hint)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(bundled_model_file())], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "LOCALGEN_HOME": str(tmp_path / "home")},
+                          timeout=60)
+    assert "ran out of memory reading its header | `ulimit -d` of" in done.stdout, (done.stdout, done.stderr)
+    assert "damaged" not in done.stdout
 
 
 def test_a_ctrl_d_typed_before_the_chat_takes_its_terminal_ends_the_chat_as_one_typed_later_does(
