@@ -38,6 +38,12 @@ if TYPE_CHECKING:
 
 CONTEXT_PAD = 256  # llama.cpp rounds n_ctx up to a multiple of this
 FLOAT_BYTES = 4
+# ggml's backend scheduler's context, allocated (not touched) as llama.cpp plans the compute graph: a split for each of
+# the graph's nodes (8 for each of the model's tensors, 1,024 at least), each with up to GGML_SCHED_MAX_SPLIT_INPUTS
+# inputs, twice, of sizeof(struct ggml_tensor) bytes (llama_cpp's bindings do not bind ggml_tensor_overhead())
+GGML_SCHED_MAX_SPLIT_INPUTS = 30
+GGML_TENSOR_BYTES = 336  # sizeof(struct ggml_tensor) in this build
+SCHEDULER_BYTES_PER_NODE = GGML_SCHED_MAX_SPLIT_INPUTS * 2 * GGML_TENSOR_BYTES
 KV_ELEMENT_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
 # Calibrated against measured RSS (scripts/fit_measure.py; numbers in the issue note).
 OVERHEAD_FIXED_BYTES = 11 * 2**20
@@ -243,12 +249,26 @@ class MemoryEstimate:
     vram_bytes: int
     reclaimable_bytes: int = 0  # file pages of repacked or offloaded weights left mapped (RSS counts them)
     mapped_bytes: int = 0  # weights used in place from the file's mapping (page cache, which counts as available)
+    scheduler_bytes: int = 0  # ggml's scheduler's context: allocated, barely touched (RSS leaves it out)
+    work_bytes: int = 0  # ggml-cpu's work buffer of a full batch (without flash attention the scores' f16 copy)
 
     @property
     def private_ram_bytes(self) -> int:
         """The RAM the system does not count as available while the model is loaded (KV cache, buffers, repacked
         weights): what freeing it gives back."""
         return self.ram_bytes - self.mapped_bytes
+
+    @property
+    def context_bytes(self) -> int:
+        """What making the context and its first full batch allocate, touched or not (what a memory limit counts):
+        the KV cache, the whole compute buffer, the scheduler's context and the work buffer."""
+        return self.kv_bytes + self.compute_bytes + self.scheduler_bytes + self.work_bytes
+
+    @property
+    def limited_bytes(self) -> int:
+        """What a memory limit counts of the private RAM: the compute buffer, scheduler and work buffer whole."""
+        return self.private_ram_bytes - self.compute_resident_bytes + self.compute_bytes + self.scheduler_bytes + \
+            self.work_bytes
 
     @property
     def rss_bytes(self) -> int:
@@ -300,6 +320,11 @@ def compute_terms(shape: ModelShape, n_ctx: int, *, n_ubatch: int = 512,
     return logits, ffn, attention
 
 
+def scheduler_bytes(shape: ModelShape) -> int:
+    """ggml's backend scheduler's context for the model's compute graph (SCHEDULER_BYTES_PER_NODE per node)."""
+    return max(1024, 8 * len(shape.slots)) * SCHEDULER_BYTES_PER_NODE
+
+
 def _mask_count(shape: ModelShape) -> int:
     """Attention masks in the graph: one, or two (full and sliding-window) for models with window layers."""
     return 2 if any(shape.swa_layers) else 1
@@ -346,7 +371,8 @@ def estimate_memory(shape: ModelShape, *, n_ctx: int, kv_type: str = "f16", n_gp
     return MemoryEstimate(n_ctx=n_ctx, kv_type=kv_type, n_gpu_layers=gpu_count, weights_bytes=shape.weights_bytes,
                           kv_bytes=kv_gpu + kv_cpu, compute_bytes=compute, compute_resident_bytes=resident,
                           overhead_bytes=overhead, ram_bytes=ram, vram_bytes=vram, reclaimable_bytes=stale,
-                          mapped_bytes=mapped)
+                          mapped_bytes=mapped, scheduler_bytes=scheduler_bytes(shape),
+                          work_bytes=0 if flash_attn else conversion)
 
 
 def stale_mapped_bytes(shape: ModelShape, gpu_layers: set[int], output_on_gpu: bool,

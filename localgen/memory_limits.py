@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import resource
+from dataclasses import dataclass
 from pathlib import Path
 
 from localgen.units import binary_size
 
-# `ulimit -v`, and `ulimit -d`, which Linux holds private writable mappings to (llama.cpp's buffers among them)
-MEMORY_LIMITS = {resource.RLIMIT_DATA: "ulimit -d", resource.RLIMIT_AS: "ulimit -v"}
+# `ulimit -d`, which Linux holds private writable mappings to (llama.cpp's buffers, thread stacks), and `ulimit -v`,
+# which holds every mapping (the model's mapped file too); each with Linux's count of what it holds
+MEMORY_LIMITS = {resource.RLIMIT_DATA: ("ulimit -d", "VmData:"), resource.RLIMIT_AS: ("ulimit -v", "VmSize:")}
+THREAD_STACK_BYTES = 8 * 1024 * 1024  # a thread's stack where `ulimit -s` sets none (glibc's default)
+
+
+@dataclass(frozen=True)
+class MemoryRoom:
+    """A memory limit set on this process and what it leaves."""
+
+    name: str  # as a shell sets it: ulimit -d
+    limit: int
+    free: int
 
 
 def data_limit() -> int | None:
@@ -20,16 +32,35 @@ def data_limit() -> int | None:
 def data_in_use() -> int:
     """The bytes `ulimit -d` counts as mapped by this process (Linux's VmData); OSError or ValueError where /proc does
     not tell."""
+    return _in_use("VmData:")
+
+
+def _in_use(field: str) -> int:
+    """A size in /proc/self/status, in bytes; OSError or ValueError where /proc does not tell."""
     status = Path("/proc/self/status").read_text()
-    fields = next((line.split() for line in status.splitlines() if line.startswith("VmData:")), None)
+    fields = next((line.split() for line in status.splitlines() if line.startswith(field)), None)
     if fields is None or len(fields) < 2:
-        raise ValueError("no VmData in /proc/self/status")
+        raise ValueError(f"no {field} in /proc/self/status")
     return int(fields[1]) * 1024
+
+
+def least_room() -> MemoryRoom | None:
+    """The memory limit set on this process that leaves the least room; None where none is set; OSError or
+    ValueError where /proc does not tell what is in use."""
+    rooms = [MemoryRoom(name, limit, limit - _in_use(field)) for which, (name, field) in MEMORY_LIMITS.items()
+             if (limit := resource.getrlimit(which)[0]) != resource.RLIM_INFINITY]
+    return min(rooms, key=lambda room: room.free, default=None)
+
+
+def thread_stacks_bytes(threads: int) -> int:
+    """What the stacks of threads more than the main one map (`ulimit -s` sets their size)."""
+    size = resource.getrlimit(resource.RLIMIT_STACK)[0]
+    return max(threads - 1, 0) * (THREAD_STACK_BYTES if size == resource.RLIM_INFINITY else size)
 
 
 def memory_limit_words() -> str | None:
     """The memory limits set on this process, as a hint names them (`ulimit -d` of 254.0 MiB); None where none is."""
-    words = [f"`{name}` of {binary_size(limit)}" for which, name in MEMORY_LIMITS.items()
+    words = [f"`{name}` of {binary_size(limit)}" for which, (name, _field) in MEMORY_LIMITS.items()
              if (limit := resource.getrlimit(which)[0]) != resource.RLIM_INFINITY]
     return " and ".join(words) or None
 
@@ -38,5 +69,6 @@ def out_of_memory_hint() -> str:
     """What to do where an allocation failed: raise the limit set on this process, or ask for less memory."""
     limits = memory_limit_words()
     if limits:
-        return f"{limits} holds this process: raise it, or try a smaller --ctx-size or model"
+        verb, it = ("hold", "them") if " and " in limits else ("holds", "it")
+        return f"{limits} {verb} this process: raise {it}, or try a smaller --ctx-size or model"
     return "free some memory, or try a smaller --ctx-size or model"

@@ -141,6 +141,67 @@ def test_a_header_read_that_runs_out_of_memory_under_a_data_limit_is_not_said_to
     assert "damaged" not in done.stdout
 
 
+def _run_under_limit(home: Path, flag: str, limit: int, *args: str) -> tuple[int, str]:
+    """`localgen run -n 1 hi` on the bundled model under `ulimit -<flag>` of limit bytes: its exit status (128 and
+    more for a signal) and what it wrote to stderr."""
+    from tests.conftest import bundled_model_file
+
+    command = shlex.join([sys.executable, "-m", "localgen", "run", "-m", str(bundled_model_file()), "-n", "1",
+                          "--temp", "0", *args, "hi"])
+    env = {**os.environ, "LOCALGEN_HOME": str(home), "PYTHONPATH": str(REPO_ROOT), "LOCALGEN_OFFLINE": "1"}
+    done = subprocess.run(["bash", "-c", f"ulimit -{flag} {limit // 1024}; {command}"], env=env, cwd=str(REPO_ROOT),
+                          capture_output=True, text=True, timeout=120)
+    return done.returncode, done.stderr
+
+
+def _said_as_out_of_memory(status: int, said: str) -> bool:
+    """Whether a run ended with exit 1 and one line of error that says memory ran short, naming what to do."""
+    return status == 1 and _one_line_memory_error(said) and "terminate called" not in said and (
+        "out of memory" in said or "could not create a context" in said)
+
+
+@needs_data_limit
+def test_a_run_under_an_address_space_limit_too_low_for_its_context_ends_in_one_line(tmp_path: Path) -> None:
+    """Under `ulimit -v` that holds the model and its KV cache but not the scheduler's context llama.cpp allocates
+    next (340 to 400 MiB here: ggml_init's GGML_ASSERT aborted the process, exit 134, said as an internal error), the
+    context is refused before it is made, in one line naming `ulimit -v` and --ctx-size, exit 1."""
+    for limit in range(340 * MIB, 401 * MIB, 12 * MIB):
+        status, said = _run_under_limit(tmp_path / "home", "v", limit)
+        assert _said_as_out_of_memory(status, said) and "`ulimit -v`" in said, (limit // MIB, status, said)
+
+
+@needs_data_limit
+@pytest.mark.parametrize("args", [(), ("--kv-type", "q8_0")])
+def test_a_run_under_a_data_limit_just_short_of_its_first_batch_ends_in_one_line(tmp_path: Path,
+                                                                               args: tuple[str, ...]) -> None:
+    """Under `ulimit -d` just short of the least that runs (where the context was made, and the first prefill's
+    thread stack or ggml-cpu's work buffer threw a bad_alloc: `terminate called`, exit 134), the run ends in one line
+    saying memory ran short, exit 1, or runs."""
+    low, high = 64 * MIB, 1024 * MIB
+    while high - low > MIB:
+        middle = (low + high) // 2 // MIB * MIB
+        low, high = (low, middle) if _run_under_limit(tmp_path / "home", "d", middle, *args)[0] == 0 else \
+            (middle, high)
+    for limit in range(high - MIB, high - 9 * MIB, -MIB):  # (what the process maps varies a little from run to run)
+        status, said = _run_under_limit(tmp_path / "home", "d", limit, *args)
+        assert status == 0 or _said_as_out_of_memory(status, said), (limit // MIB, status, said)
+
+
+@needs_data_limit
+def test_a_refused_context_s_hint_names_only_what_would_change_something(tmp_path: Path) -> None:
+    """A context refused under a memory limit with --kv-type q8_0 already set is not told to set it (it was told
+    --kv-type q8_0 with --flash-attn on); with both `ulimit -d` and `ulimit -v` set, running out of memory says
+    they hold the process ("holds" it said)."""
+    status, said = _run_under_limit(tmp_path / "home", "d", 200 * MIB, "--kv-type", "q8_0")
+    assert status == 1 and "could not create a context" in said and "--kv-type" not in said, said
+    status, said = _run_under_limit(tmp_path / "home", "d", 200 * MIB, "--flash-attn", "on")
+    assert status == 1 and "try a smaller --ctx-size, or --kv-type q8_0, or raise `ulimit -d`" in said, said
+    done = subprocess.run(["bash", "-c", f"ulimit -v 4000000; ulimit -d 30000; {sys.executable} -c "
+                           "'from localgen.memory_limits import out_of_memory_hint as h; print(h())'"],
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, capture_output=True, text=True, timeout=60)
+    assert "`ulimit -d` of 29.3 MiB and `ulimit -v` of 3.8 GiB hold this process: raise them" in done.stdout, done
+
+
 def test_a_ctrl_d_typed_before_the_chat_takes_its_terminal_ends_the_chat_as_one_typed_later_does(
         tmp_path: Path) -> None:
     """A Ctrl-D typed while the terminal is still in line mode (before localgen runs: bash sleeps first), which Linux

@@ -6,17 +6,17 @@ import resource
 from pathlib import Path
 
 from localgen.errors import LocalgenError, ModelLoadError
-from localgen.estimate import allocated_context, compute_terms, estimate_memory, kv_cache_bytes, read_shape
+from localgen.estimate import allocated_context, estimate_memory, kv_cache_bytes, read_shape
 from localgen.hardware import repacked_weight_types
-from localgen.memory_limits import data_in_use, data_limit
+from localgen.memory_limits import data_in_use, data_limit, least_room, thread_stacks_bytes
 from localgen.params import LoadOptions
 from localgen.units import binary_size
 
 FIRST_TOKENS = 2048  # a KV cache starts this large unless more is expected; it takes the whole context when needed
 DATA_MARGIN_BYTES = 128 * 1024 * 1024  # what else a chat may map under `ulimit -d` beside the context it planned
-# ggml's backend scheduler's context, allocated as llama.cpp plans the compute graph: a split for each of the graph's
-# nodes (8 for each of the model's tensors, 1,024 at least), each with up to 30 inputs, twice, of 336-byte tensors
-SCHEDULER_BYTES_PER_NODE = 30 * 2 * 336
+# what the process maps between making the context and its first batch (the prompt's template and tokens, the
+# sampler): a context that leaves less is refused, where the first batch's bad_alloc aborted the process
+FIRST_BATCH_MARGIN_BYTES = 16 * 1024 * 1024
 
 
 def first_cells(options: LoadOptions, whole: int, path: Path) -> int:
@@ -51,31 +51,44 @@ def _data_limit_tight(options: LoadOptions, path: Path, first: int) -> bool:
                             n_ubatch=options.n_ubatch, flash_attn=options.flash_attention,
                             repack_types=repacked_weight_types())
     growing = kv_cache_bytes(shape, first, options.kv_type)
-    return limit < in_use + whole.private_ram_bytes + growing + DATA_MARGIN_BYTES
+    return limit < in_use + whole.limited_bytes + growing + DATA_MARGIN_BYTES
 
 
-def context_beyond_data_limit(options: LoadOptions, path: Path, cells: int) -> ModelLoadError | None:
-    """The refusal of a context of cells for the model at path (on the CPU) where `ulimit -d` leaves less than its KV
-    cache, scheduler and compute buffer take at the least; None where they may fit, or it cannot be told.
+def context_beyond_memory_limit(options: LoadOptions, path: Path, cells: int) -> ModelLoadError | None:
+    """The refusal of a context of cells for the model at path (on the CPU) where `ulimit -d` or `ulimit -v` leaves
+    less than its KV cache, scheduler, compute buffer and first batch take; None where they may fit, or it cannot be
+    told.
 
     llama.cpp fails cleanly where the KV cache or the compute buffer cannot be allocated, but aborts the process
-    where the scheduler's context between them cannot (ggml_init's GGML_ASSERT): its refusal must come before.
+    where the scheduler's context between them cannot (ggml_init's GGML_ASSERT), or ggml-cpu's work buffer or a
+    thread's stack in the first batch (a bad_alloc): its refusal must come before.
     """
-    limit = data_limit()
-    if limit is None or options.n_gpu_layers != 0:  # offloaded, the cache and buffers are the GPU's
+    if options.n_gpu_layers != 0:  # offloaded, the cache and buffers are the GPU's
         return None
     try:
-        free = limit - data_in_use()
+        room = least_room()
         shape = read_shape(path)
     except (OSError, ValueError, LocalgenError):  # no /proc, or a header llama.cpp judges
         return None
+    if room is None:
+        return None
     n_ubatch = min(options.n_ubatch, options.n_batch)
-    scheduler = max(1024, 8 * len(shape.slots)) * SCHEDULER_BYTES_PER_NODE
-    needed = kv_cache_bytes(shape, cells, options.kv_type) + scheduler + max(
-        compute_terms(shape, cells, n_ubatch=n_ubatch, flash_attn=options.flash_attention))
-    if needed <= free:
+    context = estimate_memory(shape, n_ctx=cells, kv_type=options.kv_type, n_ubatch=n_ubatch,
+                              flash_attn=options.flash_attention)
+    needed = context.context_bytes + thread_stacks_bytes(max(options.n_threads, options.n_threads_batch)) + \
+        FIRST_BATCH_MARGIN_BYTES
+    if needed <= room.free:
         return None
     return ModelLoadError(f"could not create a context of {options.n_ctx} tokens for {path.name}: its KV cache and "
-                          f"compute buffers take {binary_size(needed)} or more, and `ulimit -d` of "
-                          f"{binary_size(limit)} leaves {binary_size(max(free, 0))}",
-                          hint="try a smaller --ctx-size, or --kv-type q8_0 with --flash-attn on, or raise `ulimit -d`")
+                          f"compute buffers take {binary_size(needed)} or more, and `{room.name}` of "
+                          f"{binary_size(room.limit)} leaves {binary_size(max(room.free, 0))}",
+                          hint=smaller_context_hint(options, room.name))
+
+
+def smaller_context_hint(options: LoadOptions, limit: str | None = None) -> str:
+    """What would make a context fit: a smaller one, a smaller KV cache where it is not already, or more room under
+    the limit (`ulimit -d`) that stopped it."""
+    ways = ["a smaller --ctx-size"]
+    if options.kv_type == "f16":
+        ways.append("--kv-type q8_0" + ("" if options.flash_attn != "off" else " with --flash-attn on"))
+    return f"try {', or '.join(ways)}" + (f", or raise `{limit}`" if limit else "")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from localgen.engine.amx import AMX_BUFFER_TYPE, amx_works
 from localgen.engine.devices import cpu_extra_buffer_types
-from localgen.engine.growth import context_beyond_data_limit
+from localgen.engine.growth import context_beyond_memory_limit, smaller_context_hint
 from localgen.engine.native import FLASH_ATTN, KV_TYPES, lc, native_errors
 from localgen.errors import ModelLoadError
 from localgen.memory_limits import out_of_memory_hint
@@ -97,14 +97,14 @@ def new_context(model: lc.llama_model_p, options: LoadOptions, path: Path, cells
     params.type_k = KV_TYPES[options.kv_type]
     params.type_v = KV_TYPES[options.kv_type]
     params.no_perf = True
-    refusal = context_beyond_data_limit(options, path, cells)  # llama.cpp would abort the process, not fail
+    refusal = context_beyond_memory_limit(options, path, cells)  # llama.cpp would abort the process, not fail
     if refusal is not None:
         raise refusal
     ctx = lc.llama_init_from_model(model, params) or None
     if ctx is None:
         raise ModelLoadError(
             f"could not create a context of {options.n_ctx} tokens for {path.name}",
-            hint="try a smaller --ctx-size, or --kv-type q8_0 with --flash-attn on",
+            hint=smaller_context_hint(options),
         )
     log.debug("context: %d tokens (%d cells), batch %d, ubatch %d, threads %d, threads for batches %d, "
               "flash attention %s, KV type %s", options.n_ctx, lc.llama_n_ctx(ctx), lc.llama_n_batch(ctx),
