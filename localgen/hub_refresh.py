@@ -4,7 +4,6 @@ checked, and the copy it replaces removed), or none that can be asked about."""
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -118,34 +117,31 @@ def _refuse_unloadable(paths: list[Path]) -> None:
 
 def _remove_replaced(found: ResolvedModel, paths: list[Path]) -> HubCheck:
     """Delete the copy of a model (found) that a pull replaced with paths, at a newer commit, or one an earlier pull
-    kept as a run loaded it; a check (its outcome to be set) that names its commit, the bytes that freed and the
-    prompt cache entries deleted with it (nothing where nothing was removed)."""
+    kept as a run loaded it (and recorded: kept_copies.py); a check (its outcome to be set) that names its commit, the
+    bytes that freed and the prompt cache entries deleted with it (nothing where nothing was removed)."""
+    from localgen import kept_copies
     from localgen.model_removal import remove_replaced
 
     nothing = HubCheck(HubOutcome.UP_TO_DATE)
     old, new = _snapshot_of(found.path), _snapshot_of(paths[0])
-    if old == new and new is not None:
-        old = _kept_copy(new, paths)
-    if old is None or new is None or old == new:
+    if new is None or old is None:
         return nothing
+    going = [old / p.relative_to(new) for p in paths]
+    if old == new:
+        kept = kept_copies.recorded(new)
+        if kept is None:
+            return nothing
+        old, going = kept.snapshot, list(kept.entries)
     try:
-        freed, states = remove_replaced([old / p.relative_to(new) for p in paths], paths)
+        freed, states = remove_replaced(going, paths)
     except LocalgenError as exc:
+        kept_copies.record(old, going)
         console.warn(f"the copy the new one replaces is still in the cache: {exc.message}; `localgen pull "
                      f"{pulled_name(found)}` removes it once that process has loaded it")
         return nothing
+    kept_copies.drop(old)
     return HubCheck(HubOutcome.UP_TO_DATE, replaced_commit=old.name[:12], freed=freed, prompt_states=len(states),
                     prompt_states_bytes=sum(entry.size for entry in states))
-
-
-def _kept_copy(new: Path, paths: list[Path]) -> Path | None:
-    """The snapshot of an older copy of the model whose files are paths in snapshot new, which a pull that replaced it
-    kept as a run loaded it (every one of its files there); None where there is none."""
-    try:
-        others = sorted(snapshot for snapshot in new.parent.iterdir() if snapshot != new)
-    except OSError:
-        return None
-    return next((old for old in others if all(os.path.lexists(old / p.relative_to(new)) for p in paths)), None)
 
 
 def _snapshot_of(path: Path) -> Path | None:

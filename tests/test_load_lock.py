@@ -349,6 +349,34 @@ def test_a_pull_replacing_a_copy_a_run_loads_keeps_that_copy_and_the_run_answers
     assert not any(os.path.lexists(path) for path in old) and len(hubenv.snapshot_files(SOLO)) == 1
 
 
+def _pinned_snapshot(hubenv: HubEnv, data: bytes, commit: str, ref: str | None) -> Path:
+    """A snapshot of SOLO as `hf download ORG/REPO FILE --revision COMMIT` leaves it: blob, link, refs/REF."""
+    repo_dir = hubenv.hf_cache / hub_cache.repo_folder(SOLO)
+    sha = file_sha256(data)
+    (repo_dir / "blobs" / sha).write_bytes(data)
+    snapshot = repo_dir / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (snapshot / SOLO_FILE).symlink_to(f"../../blobs/{sha}")
+    if ref is not None:
+        (repo_dir / "refs").mkdir(exist_ok=True)
+        (repo_dir / "refs" / ref).write_text(commit)
+    return snapshot
+
+
+@pytest.mark.parametrize("ref", ["v0.9", None])
+def test_a_pull_finding_its_model_up_to_date_keeps_another_snapshot_it_did_not_keep(hubenv: HubEnv,
+                                                                                      ref: str | None) -> None:
+    """The pull took the first other snapshot holding the model's file names (a revision pinned with `hf download
+    --revision`, another tool's) for a copy an earlier pull kept, and deleted it."""
+    hubenv.server.add_repo(SOLO, {SOLO_FILE: make_gguf_bytes("v1")})
+    assert run_cli(hubenv.env, "pull", SOLO).returncode == 0
+    snapshot = _pinned_snapshot(hubenv, make_gguf_bytes("v0"), "a" * 40, ref)
+    blob = Path(os.path.realpath(snapshot / SOLO_FILE))
+    again = run_cli(hubenv.env, "pull", SOLO)  # the Hub has not changed
+    assert again.returncode == 0 and "freed" not in again.stderr, again.stderr
+    assert (snapshot / SOLO_FILE).is_file() and blob.is_file(), again.stderr
+
+
 def test_a_pull_of_a_new_commit_with_the_same_file_keeps_the_link_a_run_loads(hubenv: HubEnv, tmp_path: Path) -> None:
     """A commit that changed another file (the README): the pull linked the same blob into the new snapshot and
     deleted the old snapshot's link, which the run had resolved, with no wait: the run failed saying the file may be
