@@ -55,6 +55,11 @@ def repo_folder(repo: str) -> str:
     return "models--" + repo.replace("/", "--")
 
 
+def repo_named(folder: str) -> str:
+    """The repo whose cache folder has this name (models--ORG--NAME: ORG/NAME, spelt as the folder is)."""
+    return folder.removeprefix("models--").replace("--", "/", 1)
+
+
 RepoFolders = Mapping[str, Sequence[str]]  # the cache's repo folders: each name in lower case -> its spellings there
 
 
@@ -103,8 +108,7 @@ def cached_spelling(repo: str, folders: RepoFolders | None = None) -> str:
     choices = listed or spellings
     if not choices or exact in choices:
         return repo
-    org, name = choices[0].removeprefix("models--").split("--", 1)
-    return f"{org}/{name}"
+    return repo_named(choices[0])
 
 
 def orphaned_partials(repo: str, keep: Collection[str] = ()) -> list[Path]:

@@ -40,11 +40,6 @@ def blob_loading_lock(repo: str, blob: str) -> Path:
     return loading_lock_path(hub_cache.blob_lock_path(repo, blob))
 
 
-def repo_of(folder: Path) -> str:
-    """The repo whose cache folder this is (models--ORG--NAME: ORG/NAME, spelt as the folder is)."""
-    return folder.name.removeprefix("models--").replace("--", "/", 1)  # its repo_folder is the folder's name
-
-
 def loading_locks_of_links(repo: str, links: Iterable[Path]) -> list[Path]:
     """The loading locks that removing these snapshot entries of a repo takes first: that of the blob each link leads
     to, whether the blob goes with it or another entry keeps it. A run locks the blob whichever link it came through
@@ -94,7 +89,7 @@ def run_loading_lock(model_file: Path) -> Path | None:
     for _ in range(LINK_HOPS):
         folder = path.parent.parent
         if path.parent.name == "blobs" and folder.name.startswith("models--") and _in_this_cache(folder):
-            return blob_loading_lock(repo_of(folder), path.name)
+            return blob_loading_lock(hub_cache.repo_named(folder.name), path.name)
         try:
             path = Path(os.path.normpath(path.parent / os.readlink(path)))
         except OSError:  # no link: a file outside the cache's blobs

@@ -43,7 +43,7 @@ from localgen.hub_data_users import data_users
 from localgen.hub_entry_data import blob_data, data_behind, linked_file, model_blobs
 from localgen.hub_names import reference_name
 from localgen.hub_slips import with_downloaded_repo
-from localgen.load_locks import loading_locks_of_links, repo_of, taken_for_removal
+from localgen.load_locks import loading_locks_of_links, taken_for_removal
 from localgen.promptcache import CacheEntry, remove_entries
 from localgen.promptcache_models import entries_of, identity_keys
 from localgen.references import ModelRef, normalize_quant
@@ -380,7 +380,7 @@ def remove_replaced(old: list[Path], new: list[Path]) -> tuple[int, list[CacheEn
     users = data_users(going, repo_dir)
     freed = 0
     data_keys: dict[str, Path] = {}
-    locks = loading_locks_of_links(repo_of(repo_dir), going)  # a run loading the old copy, its data kept or not
+    locks = loading_locks_of_links(hub_cache.repo_named(repo_dir.name), going)  # a run loading the old copy
     taken, loader, loading = taken_for_removal(locks, time.monotonic() + HELD_WAIT_S)
     try:
         if loading:
