@@ -40,13 +40,20 @@ def blob_loading_lock(repo: str, blob: str) -> Path:
     return loading_lock_path(hub_cache.blob_lock_path(repo, blob))
 
 
+def link_loading_lock(repo: str, link: Path) -> Path:
+    """The loading lock of a repo's snapshot entry that is a link: that of the file it links to, by its name (a blob,
+    or a file of the user's the cache links to): the one lock a run through the entry and an rm or pull deleting it
+    both take."""
+    return blob_loading_lock(repo, hub_cache.blob_of(link).name)
+
+
 def loading_locks_of_links(repo: str, links: Iterable[Path]) -> list[Path]:
     """The loading locks that removing these snapshot entries of a repo takes first: that of the blob each link leads
     to, whether the blob goes with it or another entry keeps it. A run locks the blob whichever link it came through
     and loads the very link it resolved, which must not go as it loads; so a run of another model whose link leads to
     the same blob (two quants of the same bytes) is waited on and refused for too, as a lock per blob cannot tell
     them apart."""
-    return sorted({blob_loading_lock(repo, hub_cache.blob_of(link).name) for link in links if link.is_symlink()})
+    return sorted({link_loading_lock(repo, link) for link in links if link.is_symlink()})
 
 
 def open_lock_file(lock: Path) -> int | None:
@@ -82,19 +89,37 @@ def _existing(lock: Path) -> int | None:
 
 
 def run_loading_lock(model_file: Path) -> Path | None:
-    """The loading lock a run of this model file takes: that of the blob of this Hub cache (the one rm removes from)
-    it is or leads to, through a snapshot entry, a repo folder moved to another disk and linked back, or a link of the
-    user's; None for any other file (the bundled model, a file of the user's, another cache's)."""
+    """The loading lock a run of this model file takes: that of the first snapshot entry or blob of this Hub cache
+    (the one rm removes from) it is or leads to, through a repo folder moved to another disk and linked back, or a
+    link of the user's (to a file or a folder); None for any other file (the bundled model, a file of the user's,
+    another cache's)."""
     path = Path(os.path.abspath(model_file))
     for _ in range(LINK_HOPS):
+        repo_dir = next((p.parent for p in path.parents if p.name == "snapshots"), None)
+        if path.is_symlink() and repo_dir is not None and repo_dir.name.startswith("models--") and \
+                _in_this_cache(repo_dir):
+            return link_loading_lock(hub_cache.repo_named(repo_dir.name), path)
         folder = path.parent.parent
         if path.parent.name == "blobs" and folder.name.startswith("models--") and _in_this_cache(folder):
             return blob_loading_lock(hub_cache.repo_named(folder.name), path.name)
         try:
-            path = Path(os.path.normpath(path.parent / os.readlink(path)))
+            path = _link_step(path)
         except OSError:  # no link: a file outside the cache's blobs
             return None
     return None
+
+
+def _link_step(link: Path) -> Path:
+    """Where a link leads, one hop: its target taken from the link's folder's real place, as the system takes it (a
+    `..` climbs out of the folder a link of the user's leads to, not out of the link's own folder), spelt through the
+    folder as named where that is the same file (a repo folder moved to another disk and linked back)."""
+    target = os.readlink(link)
+    real = Path(os.path.normpath(Path(os.path.realpath(link.parent)) / target))
+    named = Path(os.path.normpath(link.parent / target))
+    with contextlib.suppress(OSError):
+        if named != real and os.path.lexists(named) and os.path.samefile(named, real):
+            return named
+    return real
 
 
 def _snapshot_entry(path: Path) -> bool:

@@ -131,6 +131,40 @@ def test_a_run_of_a_model_s_file_by_its_moved_folder_s_path_is_waited_on_by_rm(h
     assert run.returncode == 0 and answer, err
 
 
+def test_a_run_through_a_link_of_the_user_s_to_a_snapshot_folder_is_waited_on_by_rm(hubenv: HubEnv,
+                                                                                   tmp_path: Path) -> None:
+    """The entry's `../../blobs/E` was taken from the path as named (MODELS/x/FILE: MODELS/../blobs/E), not from the
+    folder the link leads to: the run took no lock, and rm removed the file as the run loaded it."""
+    _pulled_tiny(hubenv, tmp_path)
+    entry = hubenv.snapshot_files(SOLO)[0]
+    mine = tmp_path / "models" / "x"
+    mine.parent.mkdir()
+    mine.symlink_to(entry.parent)
+    (tmp_path / "mine.gguf").symlink_to(mine / entry.name)  # a file link to that path leads to the same lock
+    assert load_locks.run_loading_lock(mine / entry.name) == load_locks.run_loading_lock(tmp_path / "mine.gguf") == \
+        load_locks.run_loading_lock(entry) is not None
+    run = _run_loading_slowly(hubenv, tmp_path, str(mine / entry.name))
+    try:
+        refused = run_cli(hubenv.env, "models", "rm", "--yes", SOLO)
+    finally:
+        _loaded(tmp_path)
+    answer, err = run.communicate(timeout=120)
+    assert refused.returncode == 1 and f"is being loaded by process {run.pid}" in refused.stderr, refused.stderr
+    assert run.returncode == 0 and answer, err
+
+
+def test_a_run_of_a_cache_entry_linking_to_a_file_of_the_user_s_takes_the_lock_rm_takes(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """rm took .locks/models--org--x/mine.gguf.lock.loading for such an entry, and the run took no lock."""
+    entries, _locks = _locked_cache(monkeypatch, tmp_path, 1)
+    mine = tmp_path / "mine.gguf"
+    mine.write_bytes(b"x")
+    entry = entries[0].with_name("mine.gguf")
+    entry.symlink_to(mine)
+    assert load_locks.run_loading_lock(entry) == load_locks.loading_locks_of_links("org/x", [entry])[0] == \
+        tmp_path / "hub" / ".locks" / "models--org--x" / "mine.gguf.lock.loading"
+
+
 def _locked_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, count: int) -> tuple[list[Path], list[Path]]:
     """A Hub cache of count blobs linked from a snapshot, made the one localgen uses: the entries and their loading
     locks."""
