@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
-from localgen import hub_cache
+from localgen import hub_cache, lock_activity
 from localgen.file_locks import HAS_FLOCK, lock_holder, locked_descriptor, try_flock
 from localgen.hub_settings import hub_cache_dir
 
@@ -122,6 +122,16 @@ def _link_step(link: Path) -> Path:
     return real
 
 
+def removal_holder(lock: Path) -> str:
+    """Who holds a loading lock a run waits on, as the run names it: the process a `models rm` is, where the record
+    beside the blob's own lock says it removes it (lock_activity.py), else another localgen process, unnamed (a pull
+    removing the copy it replaced, which records nothing)."""
+    found = lock_activity.holder(lock.with_name(lock.name.removesuffix(LOADING_SUFFIX)))
+    if found is not None and found.doing == "removing" and lock_holder(lock) in (None, found.pid):
+        return f"{found.who} (a `localgen models rm` of a model with this file)"
+    return "another localgen process (removing or replacing this model's file)"
+
+
 def _snapshot_entry(path: Path) -> bool:
     """Whether a path names a Hub cache snapshot entry (models--ORG--NAME/snapshots/COMMIT/FILE), there or not."""
     return any(folder.name == "snapshots" and folder.parent.name.startswith("models--") for folder in path.parents)
@@ -136,11 +146,11 @@ def _in_this_cache(folder: Path) -> bool:
 
 
 @contextlib.contextmanager
-def held_for_loading(files: Sequence[Path], *, waiting: Callable[[], None] | None = None) -> Iterator[bool]:
+def held_for_loading(files: Sequence[Path], *, waiting: Callable[[Path], None] | None = None) -> Iterator[bool]:
     """Hold the loading lock of the blob of each of a model's files that is in the Hub cache while the block runs
-    (shared; a models rm holding them is waited on up to REMOVAL_WAIT_S, all together, waiting called once where that
-    lasts past WAIT_SAID_S); the block gets whether each of those files, and each Hub cache snapshot entry, is still
-    there once they are held (False: a models rm removed it after the model was resolved)."""
+    (shared; a models rm holding them is waited on up to REMOVAL_WAIT_S, all together, waiting called once, with the
+    lock waited on, where that lasts past WAIT_SAID_S); the block gets whether each of those files, and each Hub cache
+    snapshot entry, is still there once they are held (False: a models rm removed it after the model was resolved)."""
     locked = {entry: lock for entry in files if (lock := run_loading_lock(entry)) is not None}
     started = time.monotonic()
     said = [] if waiting is not None else [True]
@@ -152,7 +162,7 @@ def held_for_loading(files: Sequence[Path], *, waiting: Callable[[], None] | Non
         yield all(os.path.exists(entry) for entry in files if entry in locked or _snapshot_entry(entry))
 
 
-def _shared(lock: Path, started: float, said: list[bool], waiting: Callable[[], None] | None) -> int | None:
+def _shared(lock: Path, started: float, said: list[bool], waiting: Callable[[Path], None] | None) -> int | None:
     """A descriptor of the lock file with this process's shared lock on it, once no models rm holds it (waited on
     until REMOVAL_WAIT_S past started; waiting called where the wait lasts past WAIT_SAID_S and said is empty, which
     it then is no more); None where it cannot be taken."""
@@ -162,7 +172,7 @@ def _shared(lock: Path, started: float, said: list[bool], waiting: Callable[[], 
     while (taken := try_flock(fd, exclusive=False)) is False and time.monotonic() < started + REMOVAL_WAIT_S:
         if not said and time.monotonic() >= started + WAIT_SAID_S and waiting is not None:
             said.append(True)
-            waiting()
+            waiting(lock)
         time.sleep(POLL_S)
     if taken:
         return fd

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -234,12 +233,14 @@ def _resolved_held(options: ModelOptions, freed: Hardware, note: Callable[[str],
     RESOLVE_TRIES times."""
     from localgen import console
     from localgen.gguf_split import split_shard_paths
-    from localgen.load_locks import REMOVAL_WAIT_S, held_for_loading
+    from localgen.load_locks import REMOVAL_WAIT_S, held_for_loading, removal_holder
 
-    said = f"waiting for a `localgen models rm` of this model to end (at most {REMOVAL_WAIT_S:g} s)"
+    def waiting(lock: Path) -> None:
+        """Say once that the run waits on the process holding this loading lock."""
+        console.say(f"localgen: waiting for {removal_holder(lock)} to end (at most {REMOVAL_WAIT_S:g} s)")
+
     for _ in range(RESOLVE_TRIES):
         resolved = resolve_fitting(options, freed, note)
-        waiting = functools.partial(console.say, f"localgen: {said}")
         if loading.enter_context(held_for_loading(split_shard_paths(resolved.path), waiting=waiting)):
             return resolved
         loading.close()  # removed as it was resolved: resolved again

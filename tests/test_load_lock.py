@@ -197,7 +197,7 @@ def test_a_run_waits_on_an_rm_holding_all_its_shards_once_and_says_so_once(monke
         for fd in held:
             assert fd is not None and fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB) is None
         started = time.monotonic()
-        with load_locks.held_for_loading(entries, waiting=lambda: said.append("waiting")) as there:
+        with load_locks.held_for_loading(entries, waiting=lambda _lock: said.append("waiting")) as there:
             took = time.monotonic() - started
             assert there
     finally:
@@ -208,24 +208,53 @@ def test_a_run_waits_on_an_rm_holding_all_its_shards_once_and_says_so_once(monke
     assert said == ["waiting"]
 
 
-def test_a_run_waiting_on_a_models_rm_says_so_on_stderr_and_answers_once_it_ends(hubenv: HubEnv,
-                                                                                    tmp_path: Path) -> None:
-    """The run waited up to 10 s saying nothing of why."""
+def test_a_run_waiting_on_another_process_s_removal_says_so_on_stderr_and_answers_once_it_ends(hubenv: HubEnv,
+                                                                                                tmp_path: Path) -> None:
+    """The run waited up to 10 s saying nothing of why; then it said it waited for a models rm of its model, where the
+    holder may be a pull removing the copy it replaced (this lock is held as such a pull holds it, recording
+    nothing)."""
     _pulled_tiny(hubenv, tmp_path)
     lock = hubenv.hf_cache / ".locks" / hub_cache.repo_folder(SOLO) / f"{hubenv.blobs(SOLO)[0].name}.lock.loading"
     fd = load_locks.open_lock_file(lock)
     assert fd is not None
+    said = "localgen: waiting for another localgen process (removing or replacing this model's file) to end (at most " \
+           "10 s)\n"
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a models rm holds it
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         run = popen_localgen([sys.executable, "-m", "localgen", "run", "-m", SOLO, "-n", "2", "--temp", "0", "hi"],
                              cwd=REPO_ROOT, env=hubenv.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
-        time.sleep(2)
+        lines = _lines_of(run)
+        _until(lambda: said in lines or run.poll() is not None, "waiting", 120)  # held until the run says it waits
     finally:
         os.close(fd)
-    answer, err = run.communicate(timeout=120)
-    assert run.returncode == 0 and answer, err
-    assert err.count("localgen: waiting for a `localgen models rm` of this model to end (at most 10 s)\n") == 1, err
+    assert run.stdout is not None
+    answer = run.stdout.read()
+    assert run.wait(120) == 0 and answer, lines
+    time.sleep(0.1)  # the last line read
+    assert lines.count(said) == 1, lines
+
+
+def test_a_run_waiting_on_a_models_rm_names_its_process(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """It said it waited for a models rm of its model, where the rm may remove another model sharing its file."""
+    from localgen import lock_activity
+
+    _entries, locks = _locked_cache(monkeypatch, tmp_path, 1)
+    blob_lock = locks[0].with_name("e0.lock")
+    held = [load_locks.open_lock_file(lock) for lock in (blob_lock, locks[0])]  # as a models rm holds them
+    try:
+        for fd in held:
+            assert fd is not None and fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB) is None
+        assert load_locks.removal_holder(locks[0]) == \
+            "another localgen process (removing or replacing this model's file)"
+        lock_activity.took(blob_lock, "removing")
+        assert load_locks.removal_holder(locks[0]) == \
+            f"process {os.getpid()} (a `localgen models rm` of a model with this file)"
+    finally:
+        lock_activity.letting_go(blob_lock)
+        for fd in held:
+            if fd is not None:
+                os.close(fd)
 
 
 def test_a_run_of_a_link_of_the_user_s_into_the_cache_locks_the_blob_rm_takes(monkeypatch: pytest.MonkeyPatch,
@@ -242,7 +271,7 @@ def test_a_run_that_waits_on_no_rm_says_nothing(monkeypatch: pytest.MonkeyPatch,
     """The wait is said only where it lasts."""
     entries, _locks = _locked_cache(monkeypatch, tmp_path, 2)
     said: list[str] = []
-    with load_locks.held_for_loading(entries, waiting=lambda: said.append("waiting")) as there:
+    with load_locks.held_for_loading(entries, waiting=lambda _lock: said.append("waiting")) as there:
         assert there and said == []
 
 
