@@ -124,7 +124,7 @@ def _remove_replaced(found: ResolvedModel, paths: list[Path]) -> HubCheck:
 
     nothing = HubCheck(HubOutcome.UP_TO_DATE)
     old, new = _snapshot_of(found.path), _snapshot_of(paths[0])
-    if new is None or old is None:
+    if new is None or old is None or (old != new and kept_copies.named_by_ref(old)):
         return nothing
     going = [old / p.relative_to(new) for p in paths]
     if old == new:

@@ -74,6 +74,12 @@ def recorded(new: Path) -> KeptCopy | None:
     return None
 
 
+def named_by_ref(snapshot: Path) -> bool:
+    """Whether a refs/* file of the snapshot's repo names its commit (a tag, a branch, a revision pinned with `hf
+    download --revision`): no copy for a pull to remove."""
+    return snapshot.name in _ref_commits(snapshot.parent.parent)
+
+
 def _read(path: Path, repo_folder: str) -> dict[str, str] | None:
     """The files (name -> blob) a record holds, where it is one of this repo folder's; None where it cannot be read."""
     try:

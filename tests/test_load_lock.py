@@ -440,6 +440,20 @@ def test_a_pull_finding_its_model_up_to_date_keeps_another_snapshot_it_did_not_k
     assert (snapshot / SOLO_FILE).is_file() and blob.is_file(), again.stderr
 
 
+def test_a_pull_of_a_newer_commit_keeps_the_copy_it_replaces_where_a_ref_names_it(hubenv: HubEnv) -> None:
+    """A revision pinned with `hf download --revision v0.9` at the commit the pull replaced was deleted with it."""
+    hubenv.server.add_repo(SOLO, {SOLO_FILE: make_gguf_bytes("v1")})
+    assert run_cli(hubenv.env, "pull", SOLO).returncode == 0
+    old = hubenv.snapshot_files(SOLO)
+    refs = hubenv.hf_cache / hub_cache.repo_folder(SOLO) / "refs"
+    refs.mkdir(exist_ok=True)
+    (refs / "v0.9").write_text(old[0].parent.name)
+    hubenv.server.add_repo(SOLO, {SOLO_FILE: make_gguf_bytes("v2")})  # a new commit
+    pulled = run_cli(hubenv.env, "pull", SOLO)
+    assert pulled.returncode == 0 and "freed" not in pulled.stderr, pulled.stderr
+    assert all(path.is_file() for path in old) and len(hubenv.snapshot_files(SOLO)) == 2
+
+
 def test_a_pull_of_a_new_commit_with_the_same_file_keeps_the_link_a_run_loads(hubenv: HubEnv, tmp_path: Path) -> None:
     """A commit that changed another file (the README): the pull linked the same blob into the new snapshot and
     deleted the old snapshot's link, which the run had resolved, with no wait: the run failed saying the file may be
