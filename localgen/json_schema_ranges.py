@@ -274,11 +274,13 @@ def _fraction_rule(span: _Span, room: int) -> str | None:
     """GBNF of a fraction within span, of at most room digits after the point, or none where the span holds 0 (None:
     no fraction fits). At an upper bound's last digit the fraction ends: zeros after it change nothing, and a model
     that wanted a larger digit wrote them to the end of the room ("1.0000000000000000"); a bound at an integer takes
-    one (".0")."""
+    one (".0") where other numbers may take decimals, none where room is 0 (a multipleOf of 1) as no other does."""
     lower = _fraction_digits(span.lower.value)
     upper = None if span.upper is None else _fraction_digits(span.upper.value)
     if span.upper is not None and upper == "" and not span.upper.strict:
-        return ' ("." "0")?' if lower == "" and not span.lower.strict else None
+        if lower != "" or span.lower.strict:
+            return None
+        return ' ("." "0")?' if room else ""
     digits, empty = _tail(lower, span.lower.strict, upper, span.upper is not None and span.upper.strict, room)
     if digits is None:
         return "" if empty else None

@@ -226,3 +226,17 @@ def test_a_run_answers_prices_of_at_most_two_decimals() -> None:
         bounds = {key: value for key, value in schema["items"].items() if key != "multipleOf"}  # type: ignore[union-attr]
         validate(json.loads(result.out), {**schema, "items": bounds})
         assert all(len(text.partition(".")[2]) <= 2 for text in re.findall(r"[0-9.]+", result.out)), result.out
+
+
+@pytest.mark.parametrize(("schema", "texts", "allowed"), [
+    ('{"type": "number", "multipleOf": 1, "minimum": 0, "maximum": 5}', ["4", "4.0", "5", "5.0", "0", "0.0"],
+     ["4", "5", "0"]),
+    ('{"type": "number", "multipleOf": 1.0, "minimum": -26}', ["-26", "-26.0", "-25", "-25.0", "3"],
+     ["-26", "-25", "3"]),
+], ids=["top-bound", "bottom-bound"])
+def test_a_multiple_of_one_lets_no_number_end_in_point_zero(vocab: _Vocab, schema: str, texts: list[str],
+                                                           allowed: list[str]) -> None:
+    """A number's multipleOf of 1 let only its bound away from zero take ".0": 5.0 passed, 4.0 did not."""
+    grammar = _grammar(schema)
+    assert [text for text in texts if vocab.accepts(grammar, text)] == allowed
+
