@@ -73,7 +73,8 @@ def enum_narrowed(schema: dict[str, Any]) -> dict[str, Any]:
             bounds = ", ".join(f"{key} {short_json(schema[key])}" for key in NUMBER_KEYWORDS
                                if _finite(schema.get(key)))
             raise NoValueError(f"the JSON schema's integer of {bounds} can be no integer",
-                               hint="make its bounds hold an integer (a multiple of its multipleOf)")
+                               hint="make its bounds hold an integer"
+                                    f"{' (a multiple of its multipleOf)' if 'multipleOf' in schema else ''}")
         if (listed is None or "multipleOf" not in schema) and range_rule(schema) is not None:
             return schema  # its bounds held as a range of digits, faster to sample than a listing of its integers
         return schema if listed is None else {**schema, "enum": listed}

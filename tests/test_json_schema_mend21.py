@@ -240,3 +240,17 @@ def test_a_multiple_of_one_lets_no_number_end_in_point_zero(vocab: _Vocab, schem
     grammar = _grammar(schema)
     assert [text for text in texts if vocab.accepts(grammar, text)] == allowed
 
+
+@pytest.mark.parametrize(("schema", "given", "hint"), [
+    ({"type": "integer", "minimum": 0.1, "maximum": 0.9}, "minimum 0.1, maximum 0.9", "an integer"),
+    ({"type": "integer", "minimum": 1, "maximum": 4, "multipleOf": 5}, "minimum 1, maximum 4, multipleOf 5",
+     "an integer (a multiple of its multipleOf)"),
+], ids=["no-multiple-of", "multiple-of"])
+def test_an_integer_whose_bounds_hold_none_is_hinted_of_a_multiple_of_only_where_it_has_one(
+        schema: dict[str, object], given: str, hint: str) -> None:
+    """An integer with no multipleOf was hinted to make its bounds hold "a multiple of its multipleOf"."""
+    result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
+    assert result.returncode == 2 and result.err == (
+        f"localgen: error: the JSON schema's integer of {given} can be no integer (hint: make its bounds hold "
+        f"{hint})\n"), result.err
+

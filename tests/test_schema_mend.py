@@ -230,7 +230,7 @@ def test_an_integer_whose_bounds_hold_none_is_one_usage_error() -> None:
     result = run_localgen("run", "--json-schema", '{"type": "integer", "minimum": 3, "maximum": 2}', "hi")
     assert result.returncode == 2 and result.err.strip().splitlines() == [
         "localgen: error: the JSON schema's integer of minimum 3, maximum 2 can be no integer (hint: make its bounds "
-        "hold an integer (a multiple of its multipleOf))"], result.err
+        "hold an integer)"], result.err
 
 
 @pytest.mark.parametrize(("schema", "warned"), [
