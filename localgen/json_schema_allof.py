@@ -115,10 +115,11 @@ class KeptAlternatives:
         self.kept: list[Any] = []
         self.refusal: NoValueError | None = None
         self.item: object = None
+        self.checked = False
 
     def trying(self, item: object) -> KeptAlternatives:
         """This, to make item within (a NoValueError leaves it out)."""
-        self.item = item
+        self.item, self.checked = item, False
         return self
 
     def schema(self, item: object) -> Any:
@@ -126,10 +127,13 @@ class KeptAlternatives:
         if item is False:
             raise NoValueError(f"the JSON schema's {self.key} holds false, which allows no value",
                                hint=f"give the {self.key} a schema some value meets")
+        self.checked = True
         return item
 
     def add(self, made: object) -> None:
-        """Keep what the alternative was made into."""
+        """Keep what the alternative was made into; a RuntimeError where schema did not first check it."""
+        if not self.checked:
+            raise RuntimeError(f"a {self.key} alternative kept unchecked: make it of kept.schema(item)")
         self.kept.append(made)
 
     def __enter__(self) -> None:

@@ -254,3 +254,14 @@ def test_an_integer_whose_bounds_hold_none_is_hinted_of_a_multiple_of_only_where
         f"localgen: error: the JSON schema's integer of {given} can be no integer (hint: make its bounds hold "
         f"{hint})\n"), result.err
 
+
+def test_an_alternative_kept_without_its_check_fails_loudly() -> None:
+    """Leaving out schema(item) passed a false alternative on as if it allowed values."""
+    from localgen.json_schema_allof import KeptAlternatives
+
+    kept = KeptAlternatives("anyOf", [])
+    with pytest.raises(RuntimeError, match="unchecked"), kept.trying(False):
+        kept.add(False)
+    with kept.trying({"type": "null"}):
+        kept.add(kept.schema({"type": "null"}))
+    assert kept.result() == [{"type": "null"}]
