@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from localgen.output_writes import write_whole
-from localgen.signals import SignalExit, interrupt_line_ended, interrupt_line_is_ended
+from localgen.signals import SignalExit, interrupt_line_ended, interrupt_line_is_ended, reader_went_with_the_interrupt
 
 LINE_END_WAIT_S = 0.5  # a status message's line a signal cut is ended where stderr takes it within this (not held)
 
@@ -20,7 +20,10 @@ def end_interrupted_line() -> None:
     """After a Ctrl-C that nothing followed on the terminal: end the line its ^C echo is on, once, so that the
     shell's prompt starts a line of its own (not on a pipe or a file, which saw no ^C); on the process's own stderr
     where run -q has set sys.stderr aside, as it ends no line of its own, or on stdout where only it is the
-    terminal. Nothing where what the Ctrl-C stopped ended the line itself (signals.interrupt_line_ended)."""
+    terminal. Nothing where what the Ctrl-C stopped ended the line itself (signals.interrupt_line_ended), nor where
+    stdout's reader died of it too (`localgen run ... | cat`), as the shell then ends the line."""
+    if reader_went_with_the_interrupt():
+        interrupt_line_ended()
     if interrupt_line_is_ended():
         return
     from localgen.console import is_terminal  # (console says status messages through this module)

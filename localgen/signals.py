@@ -57,6 +57,34 @@ def interrupt_line_is_ended() -> bool:
     return _interrupt_line_ended
 
 
+READER_DIED_WITHIN_S = 0.5  # stdout's reader seen gone this soon before a Ctrl-C met its handler went with it: the
+# handler waits for a call into llama.cpp to return, where the reader (cat) dies at once
+
+
+_interrupted_at: float | None = None  # when the first Ctrl-C met a handler (time.monotonic())
+_reader_gone_at: float | None = None  # when stdout's reader was first seen gone
+
+
+def note_interrupt(signum: int) -> None:
+    """Note the time of the first Ctrl-C (signum SIGINT)."""
+    global _interrupted_at
+    if signum == signal.SIGINT and _interrupted_at is None:
+        _interrupted_at = time.monotonic()
+
+
+def note_reader_gone() -> None:
+    """Note the time stdout's reader was first seen gone."""
+    global _reader_gone_at
+    if _reader_gone_at is None:
+        _reader_gone_at = time.monotonic()
+
+
+def reader_went_with_the_interrupt() -> bool:
+    """True when stdout's reader went at the Ctrl-C or after it (`localgen run ... | cat`: it died of it too)."""
+    return _interrupted_at is not None and _reader_gone_at is not None \
+        and _reader_gone_at >= _interrupted_at - READER_DIED_WITHIN_S
+
+
 def signal_exit_code(signum: int) -> int:
     """The exit code of a process ended by a signal: 128 + its number (130 for SIGINT, 143 for SIGTERM)."""
     return 128 + signum
@@ -86,6 +114,7 @@ def raise_signal_exit(signum: int, frame: FrameType | None) -> None:
 
 def raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
     """Python's default SIGINT handler (KeyboardInterrupt), but once out of a call into llama.cpp."""
+    note_interrupt(signum)
     if not handled_after_the_c_call(signum, frame):
         raise KeyboardInterrupt
 
@@ -129,6 +158,7 @@ class DeferredSignals:
 
     def record(self, signum: int, _frame: FrameType | None) -> None:
         """A signal handler that only notes the signal."""
+        note_interrupt(signum)
         if signum not in self.received:
             self.received.append(signum)
 
@@ -216,6 +246,7 @@ class StopOnSignal:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         """Record the signal (one that ends the program outranks Ctrl-C), ask the engine to stop, and say it ends."""
+        note_interrupt(signum)
         if handled_after_the_c_call(signum, frame):
             return
         if self._first is None:

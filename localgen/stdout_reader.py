@@ -16,7 +16,13 @@ from types import FrameType
 from typing import TextIO
 
 from localgen.console import pipe_or_socket
-from localgen.signals import READER_GONE_SIGNAL, SignalExit, handled_after_the_c_call, restore_handlers
+from localgen.signals import (
+    READER_GONE_SIGNAL,
+    SignalExit,
+    handled_after_the_c_call,
+    note_reader_gone,
+    restore_handlers,
+)
 
 _PEER_GONE = {errno.EPIPE, errno.ECONNRESET}  # a socket's errors that say its reader closed it, or reset it
 
@@ -40,6 +46,7 @@ class ReaderWatch:
                 return
             if happened:
                 if not is_socket or _peer_gone(fd, happened):
+                    note_reader_gone()
                     self.gone = True
                     stop()
                 return

@@ -163,6 +163,15 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     config._settings = None
 
 
+@pytest.fixture(autouse=True)
+def fresh_signal_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts with no Ctrl-C and no stdout reader's going noted (signals keeps their times)."""
+    from localgen import signals
+
+    monkeypatch.setattr(signals, "_interrupted_at", None)
+    monkeypatch.setattr(signals, "_reader_gone_at", None)
+
+
 @pytest.fixture(scope="session")
 def bundled_model() -> Path:
     """Path of the real bundled model."""

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pty
+import re
+import select
 import shlex
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -124,3 +128,86 @@ def test_ctrl_c_on_a_pipeline_as_the_model_loads_is_a_ctrl_c(bundled_model: Path
     with os.fdopen(stdout_writer, "w") as stdout, pytest.raises(KeyboardInterrupt), \
             ending_when_the_reader_goes(stdout):
         Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=1, n_threads_batch=1))
+
+
+PROMPT = b"PROMPT$ "
+
+
+@SERIAL
+@pytest.mark.parametrize("pipeline", ['$L run -q --temperature 0 -n 2000 "$Q" | cat',
+                                      "sleep 100 | $L run -q Summarize. | cat"])
+def test_ctrl_c_on_a_pipeline_at_an_interactive_bash_ends_the_line_once(pipeline: str, tmp_path: Path) -> None:
+    """Ctrl-C at an interactive bash's `localgen run ... | cat`: cat dies of it and bash ends the ^C's line, so the
+    run adds no line end of its own, where the prompt came after a blank line."""
+    after = _ctrl_c_at_bash(pipeline, tmp_path)
+    assert re.sub(rb"\x1b\[\?2004[hl]", b"", after) == b"\r\n", after
+
+
+def _ctrl_c_at_bash(pipeline: str, home: Path) -> bytes:
+    """Run pipeline ($L: localgen, $Q: a long answer's prompt) at an interactive bash in a pseudo-terminal, Ctrl-C
+    once the run streams its answer or waits for stdin; what the terminal showed from the ^C to the next prompt."""
+    env = {**os.environ, "LOCALGEN_HOME": str(home), "PS1": PROMPT.decode(), "TERM": "xterm",
+           "L": f"{shlex.quote(sys.executable)} -m localgen", "Q": LONG_ANSWER[-1]}
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: bash, as at a terminal
+        os.chdir(REPO_ROOT)
+        os.execve("/bin/bash", ["bash", "--norc", "--noprofile", "-i"], env)
+    shown = bytearray()
+    try:
+        _read_until(fd, shown, lambda: PROMPT in shown)
+        os.write(fd, pipeline.encode() + b"\n")
+        run = _localgen_under(pid)
+        _read_until(fd, shown, lambda: _answered(shown, pipeline) or _reads_a_pipe(run))
+        os.write(fd, b"\x03")
+        _read_until(fd, shown, lambda: b"^C" in shown and shown.rstrip().endswith(PROMPT.rstrip()))
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(fd)
+    return bytes(shown[shown.rindex(b"^C") + 2:shown.rindex(PROMPT)])
+
+
+def _answered(shown: bytearray, pipeline: str) -> bool:
+    """Whether 100 bytes of the answer followed the pipeline's echo."""
+    echoed = shown.rfind(pipeline.encode())
+    return echoed >= 0 and len(shown) - echoed > 120
+
+
+def _read_until(fd: int, shown: bytearray, done: Callable[[], bool], timeout: float = 60) -> None:
+    """Add what the terminal shows to shown until done(); fail after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, bytes(shown[-400:])
+        if select.select([fd], [], [], 0.05)[0]:
+            shown += os.read(fd, 65536)
+
+
+def _localgen_under(ancestor: int, timeout: float = 30) -> int:
+    """The pid of the localgen process started under ancestor (a shell)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            with contextlib.suppress(OSError):
+                if entry.name.isdigit() and (entry / "cmdline").read_bytes().split(b"\0")[1:3] == [b"-m", b"localgen"] \
+                        and _descends(int(entry.name), ancestor):
+                    return int(entry.name)
+        time.sleep(0.05)
+    raise AssertionError("no localgen process started")
+
+
+def _descends(pid: int, ancestor: int) -> bool:
+    """Whether pid is ancestor or runs under it."""
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    return False
+
+
+def _reads_a_pipe(pid: int) -> bool:
+    """Whether pid's main thread is blocked reading a pipe (localgen waiting for stdin)."""
+    try:
+        return Path(f"/proc/{pid}/wchan").read_text().endswith("pipe_read")
+    except OSError:
+        return False
+
