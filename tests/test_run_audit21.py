@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from localgen.cli_exit import without_traceback
+from localgen.errors import EXIT_INTERRUPTED
+from localgen.signals import READER_GONE_SIGNAL, SignalExit
 from tests.conftest import REPO_ROOT, popen_localgen, run_localgen
 
 SERIAL = pytest.mark.serial  # Ctrl-Cs timed against a run's progress and a pipeline's reader (conftest: serial)
@@ -64,7 +67,7 @@ def test_ctrl_c_on_a_pipeline_waiting_for_stdin_exits_130(tmp_path: Path) -> Non
                              env={**os.environ, "LOCALGEN_HOME": str(tmp_path)})
     assert shell.stdin is not None and shell.stderr is not None
     try:
-        time.sleep(4)  # started, and waiting for stdin, which stays open
+        _wait_reading_stdin(_localgen_under(shell.pid))
         os.killpg(shell.pid, signal.SIGINT)  # the terminal's Ctrl-C
         shell.wait(timeout=60)
     finally:
@@ -121,13 +124,28 @@ def test_ctrl_c_on_a_pipeline_as_the_model_loads_is_a_ctrl_c(bundled_model: Path
         deadline = time.monotonic() + 10
         while params.progress_callback(0.0, None) and time.monotonic() < deadline:  # type: ignore[attr-defined]
             time.sleep(0.01)
-        time.sleep(0.2)  # the watch's news of the reader's going noted too
+        news = signal.getsignal(READER_GONE_SIGNAL).__self__.received  # type: ignore[union-attr]
+        while READER_GONE_SIGNAL not in news and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert READER_GONE_SIGNAL in news, "the watch's news of the reader's going never came"
         return real_load(path, params)
 
     monkeypatch.setattr(loading.lc, "llama_model_load_from_file", load_as_ctrl_c_ends_the_pipeline)
     with os.fdopen(stdout_writer, "w") as stdout, pytest.raises(KeyboardInterrupt), \
             ending_when_the_reader_goes(stdout):
         Engine(bundled_model, LoadOptions(n_ctx=256, n_threads=1, n_threads_batch=1))
+
+
+def test_a_closed_pipe_raised_as_a_ctrl_c_is_handled_is_a_ctrl_c() -> None:
+    """The news of stdout's reader gone (SIGPIPE's exit) raised while a Ctrl-C is handled ends as the Ctrl-C (130),
+    where it exited 141."""
+    def work() -> int:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise SignalExit(signal.SIGPIPE)  # noqa: B904 (as the reader's going is raised: its context kept)
+
+    assert without_traceback(work) == EXIT_INTERRUPTED
 
 
 PROMPT = b"PROMPT$ "
@@ -211,3 +229,10 @@ def _reads_a_pipe(pid: int) -> bool:
     except OSError:
         return False
 
+
+def _wait_reading_stdin(pid: int, timeout: float = 60) -> None:
+    """Wait until localgen (pid) is blocked reading its stdin, a pipe."""
+    deadline = time.monotonic() + timeout
+    while not _reads_a_pipe(pid):
+        assert time.monotonic() < deadline, "localgen never waited for stdin"
+        time.sleep(0.05)
