@@ -117,7 +117,7 @@ def _parsed_and_run(app: typer.Typer, args: list[str], *, help_asked: bool) -> i
 def without_traceback(work: Callable[[], int]) -> int:
     """Do work (a command, or completion's answer to the shell); its exit code, and for every way it can fail a
     one-line error and the exit code that failure has, never a traceback (but with LOCALGEN_DEBUG=1)."""
-    from localgen import console, line_ends
+    from localgen import console
 
     try:
         return work()
@@ -126,15 +126,8 @@ def without_traceback(work: Callable[[], int]) -> int:
             logging.getLogger("localgen").exception("debug: the traceback of the error below")
         console.error(exc.message, exc.hint)
         return exc.exit_code
-    except KeyboardInterrupt:
-        line_ends.end_interrupted_line()
-        return EXIT_INTERRUPTED
-    except SignalExit as exc:  # SIGTERM or SIGHUP, after the cleanups ran
-        behind = _signal_the_reader_died_of(exc)
-        if isinstance(behind, KeyboardInterrupt):
-            line_ends.end_interrupted_line()
-            return EXIT_INTERRUPTED
-        return signal_exit_code(exc.signum if behind is None else behind.signum)
+    except (KeyboardInterrupt, SignalExit) as exc:  # SignalExit: SIGTERM or SIGHUP, after the cleanups ran
+        return _interrupted_exit(exc)
     except SystemExit:
         if not _closed_pipe_handled():
             raise
@@ -143,15 +136,23 @@ def without_traceback(work: Callable[[], int]) -> int:
     except OSError as exc:
         return _os_error_code(exc)
     except Exception as exc:  # never a traceback for users; LOCALGEN_DEBUG=1 shows it
-        interrupt = interrupt_behind(exc)
-        if isinstance(interrupt, SignalExit):
-            logging.getLogger("localgen").debug("an error raised from a signal", exc_info=exc)
-            return signal_exit_code(interrupt.signum)
-        if interrupt is not None:
-            logging.getLogger("localgen").debug("an error raised from a Ctrl-C", exc_info=exc)
-            line_ends.end_interrupted_line()
-            return EXIT_INTERRUPTED
+        if interrupt_behind(exc) is not None:
+            logging.getLogger("localgen").debug("an error raised from a Ctrl-C or a signal", exc_info=exc)
+            return _interrupted_exit(exc)
         return _internal_error(exc)
+
+
+def _interrupted_exit(exc: BaseException) -> int:
+    """The exit code of the Ctrl-C or ending signal exc is, or was raised from; a Ctrl-C's ^C line is ended."""
+    from localgen import line_ends
+
+    interrupt = interrupt_behind(exc)
+    if isinstance(interrupt, SignalExit):
+        interrupt = _signal_the_reader_died_of(interrupt) or interrupt
+    if isinstance(interrupt, SignalExit):
+        return signal_exit_code(interrupt.signum)
+    line_ends.end_interrupted_line()
+    return EXIT_INTERRUPTED
 
 
 def interrupt_behind(exc: BaseException) -> BaseException | None:
@@ -169,9 +170,7 @@ def interrupt_behind(exc: BaseException) -> BaseException | None:
 
 
 def _signal_the_reader_died_of(exc: SignalExit) -> KeyboardInterrupt | SignalExit | None:
-    """For a closed pipe's exit (SIGPIPE's, as the reader went) that came as a Ctrl-C or an ending signal was ended
-    on: that signal, which the reader died of too (`localgen run ... | cat` and Ctrl-C, at the terminal's whole
-    pipeline), and not its leaving, ends the program; else None."""
+    """The Ctrl-C or signal being handled when exc, the reader's going (SIGPIPE), was raised; else None."""
     if exc.signum != signal.SIGPIPE or exc.__context__ is None or exc.__suppress_context__:
         return None
     behind = interrupt_behind(exc.__context__)
