@@ -111,11 +111,8 @@ def finish_output(loaded: LoadedModel, completion: Finished, output: TextOutput 
 
 def _closed_exit(closed_by: BrokenPipeError | None, signal_code: int | None, *, line_ended: bool = False
                  ) -> typer.Exit:
-    """The exit of a run whose output's reader left, or kept it waiting past the bound as a signal ended the run: no
-    more is written to stdout, and a Ctrl-C's ^C echo on the terminal has its line ended, as the answer's end given
-    up would have (not where erasing the reading the prompt line ended it: line_ended). A signal that stopped the
-    answer gives the exit code (signal_code: Ctrl-C's 130, where the reader of `localgen run ... | cat` died of the
-    same Ctrl-C), else the reader's leaving (141)."""
+    """The exit of a run whose stdout's reader left: the stopping signal's code (signal_code), else 141; a Ctrl-C's
+    line is ended unless already (line_ended: the prefill status erased)."""
     silence_stdout()
     if isinstance(closed_by, WriteGivenUp):
         signal_code = signal_exit_code(closed_by.signum)

@@ -337,12 +337,12 @@ def _continued(app: typer.Typer, args: list[str]) -> str:
 
 
 def _threads_flag_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) -> str | None:
-    """For `-t NAME` in `run` or `chat` (llm's template option): it is --threads here (not for --threads NAME,
-    which names the option it gives a value)."""
+    """For `-t NAME` in `run` or `chat` (llm's template option): it is --threads here (not for -t 2.5, no name, nor
+    for --threads NAME, which names the option it gives a value)."""
     message = _usage_error_text(exc)
     if command not in ("run", "chat") or "'--threads' / '-t'" not in message or "integer" not in message \
             or (isinstance(exc, NumberSlip) and exc.text.lstrip("+-.")[:1].isdigit()) \
-            or option_typed(args[1:], ("-t", "--threads"), option_arity(app, command)) != "-t":  # -t 2.5: no name
+            or option_typed(args[1:], ("-t", "--threads"), option_arity(app, command)) != "-t":
         return None
     return "-t is --threads N; llm's templates are models.toml entries here, each with a system prompt and settings"
 
