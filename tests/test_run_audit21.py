@@ -236,3 +236,16 @@ def _wait_reading_stdin(pid: int, timeout: float = 60) -> None:
     while not _reads_a_pipe(pid):
         assert time.monotonic() < deadline, "localgen never waited for stdin"
         time.sleep(0.05)
+
+
+def test_a_reader_gone_before_the_ctrl_c_still_has_its_line_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    """stdout's reader gone on its own before a Ctrl-C (`| head -1`, exited 0: the shell ends no line) leaves the ^C
+    line to the run to end; one gone with the Ctrl-C (`| cat`, dying of it) leaves it to the shell."""
+    from localgen import signals
+
+    now = time.monotonic()
+    monkeypatch.setattr(signals, "_interrupted_at", now)
+    monkeypatch.setattr(signals, "_reader_gone_at", now - 5)
+    assert not signals.reader_went_with_the_interrupt()
+    monkeypatch.setattr(signals, "_reader_gone_at", now + 0.01)
+    assert signals.reader_went_with_the_interrupt()
