@@ -19,7 +19,7 @@ from localgen.events import Event, Finished, TextChunk
 from localgen.interrupt_echo import ECHOES, key_echo_held
 from localgen.output_writes import WriteGivenUp, end_writes_on
 from localgen.runner import LoadedModel
-from localgen.signals import ANSWER_ENDING_SIGNALS, StopOnSignal, signal_exit_code
+from localgen.signals import ANSWER_ENDING_SIGNALS, StopOnSignal, note_reader_gone, signal_exit_code
 from localgen.stdout_reader import watching_the_reader
 
 
@@ -116,6 +116,8 @@ def _closed_exit(closed_by: BrokenPipeError | None, signal_code: int | None, *, 
     silence_stdout()
     if isinstance(closed_by, WriteGivenUp):
         signal_code = signal_exit_code(closed_by.signum)
+    elif closed_by is not None:  # a write found the reader gone
+        note_reader_gone()
     if signal_code == EXIT_INTERRUPTED and not line_ended:
         line_ends.end_interrupted_line()
     return typer.Exit(EXIT_BROKEN_PIPE if signal_code is None else signal_code)

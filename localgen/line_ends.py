@@ -22,11 +22,15 @@ def end_interrupted_line() -> None:
     where run -q has set sys.stderr aside, as it ends no line of its own, or on stdout where only it is the
     terminal. Nothing where what the Ctrl-C stopped ended the line itself (signals.interrupt_line_ended), nor where
     stdout's reader died of it too (`localgen run ... | cat`), as the shell then ends the line."""
-    if reader_went_with_the_interrupt():
-        interrupt_line_ended()
     if interrupt_line_is_ended():
         return
     from localgen.console import is_terminal  # (console says status messages through this module)
+    from localgen.stdout_reader import await_the_reader_dying
+
+    await_the_reader_dying(sys.stdout)
+    if reader_went_with_the_interrupt():
+        interrupt_line_ended()
+        return
 
     interrupt_line_ended()
     _end_line_shown_by(is_terminal)

@@ -79,6 +79,11 @@ def note_reader_gone() -> None:
         _reader_gone_at = time.monotonic()
 
 
+def interrupted_at() -> float | None:
+    """The time.monotonic() of the first Ctrl-C, if any."""
+    return _interrupted_at
+
+
 def reader_went_with_the_interrupt() -> bool:
     """True when stdout's reader went at the Ctrl-C or after it (`localgen run ... | cat`: it died of it too)."""
     return _interrupted_at is not None and _reader_gone_at is not None \

@@ -11,6 +11,7 @@ import signal
 import socket
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import TextIO
@@ -20,10 +21,12 @@ from localgen.signals import (
     READER_GONE_SIGNAL,
     SignalExit,
     handled_after_the_c_call,
+    interrupted_at,
     note_reader_gone,
     restore_handlers,
 )
 
+READER_DYING_S = 0.1  # how long after a Ctrl-C the run's end waits for a pipe's reader to die of it too (cat: ms)
 _PEER_GONE = {errno.EPIPE, errno.ECONNRESET}  # a socket's errors that say its reader closed it, or reset it
 
 
@@ -61,6 +64,17 @@ def _peer_gone(fd: int, happened: int) -> bool:
         with contextlib.suppress(OSError), socket.socket(fileno=os.dup(fd)) as sock:
             error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
     return error in _PEER_GONE or (error == 0 and bool(happened & select.POLLHUP))
+
+
+def await_the_reader_dying(stream: TextIO) -> None:
+    """Wait up to READER_DYING_S after a Ctrl-C for stream's reader, a pipe's, to die of it too, noting it if so."""
+    piped, at = _pipe_fd(stream), interrupted_at()
+    if piped is None or piped[1] or at is None:
+        return
+    poller = select.poll()
+    poller.register(piped[0], 0)  # POLLERR: the read end closed
+    if poller.poll(max(0.0, at + READER_DYING_S - time.monotonic()) * 1000):
+        note_reader_gone()
 
 
 def _pipe_fd(stream: TextIO) -> tuple[int, bool] | None:
