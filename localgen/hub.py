@@ -50,6 +50,7 @@ from localgen.hub_resume import (
     fetch_blob,
     file_id,
     must_back_off,
+    note_main_commit,
     resumable,
 )
 from localgen.hub_settings import check_endpoint, hub_endpoint
@@ -149,6 +150,8 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
                 paths.append(tally.add(_fetch_in_lock_order(model, f, force=force, display=display,
                                                             pin=pin if f is first else None, locks=locks), f.size))
             _fetch_removed(model, paths, tally, display, pin, locks)
+            if model.revision != "main":  # the commit of main the listing named (none named: nothing to note)
+                note_main_commit(model.repo, model.revision)
             if (held := _HELD_THROUGH.get()) is not None:
                 held.enter_context(locks.pop_all())
                 lock_activity.now_doing("checking")  # what a models rm or a pull finding them held says

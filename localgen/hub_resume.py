@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from localgen import console, download_progress, lock_activity
-from localgen.errors import HubError
+from localgen.errors import HubError, LocalgenError
 from localgen.hub_cache import (
     LOCKS_HELD_HERE,
     blob_lock_path,
@@ -28,10 +28,11 @@ from localgen.hub_cache import (
     hub_cache_dir,
     partial_path,
     pointer_path,
+    repo_folder,
 )
 from localgen.hub_settings import hub_endpoint
 from localgen.hub_verify import ChecksumMismatch, check_checksum
-from localgen.storage import fsync_file, fsync_folder
+from localgen.storage import atomic_write_text, fsync_file, fsync_folder
 from localgen.units import binary_size
 
 T = TypeVar("T")
@@ -230,6 +231,18 @@ def link_into_snapshot(pointer: Path, blob: Path, *, new_blob: bool) -> None:
     in_made_folder(pointer.parent, lambda: _create_symlink(str(blob), str(pointer), new_blob=new_blob),  # replaces
                    source=blob)  # what the entry was: a link, or a copy
     _create_cachedir_tag(hub_cache_dir())  # as hf_hub_download tags the cache for backup tools to skip
+
+
+def note_main_commit(repo: str, commit: str) -> None:
+    """Write refs/main in the repo's folder as the commit of main the files were linked from, as hf_hub_download notes
+    a branch's commit (the hash, no newline), so that huggingface_hub's offline lookup of main finds that commit and
+    no refs/* file names the copy it replaces; one already saying so, or a cache that cannot be written, is left."""
+    ref = hub_cache_dir() / repo_folder(repo) / "refs" / "main"
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        if ref.read_text(encoding="utf-8") == commit:
+            return
+    with contextlib.suppress(OSError, LocalgenError):  # a read-only cache: the cached files are used all the same
+        atomic_write_text(ref, commit, mode=0o644)
 
 
 def _discarded(partial: Path, exc: ChecksumMismatch, *, there: bool) -> ChecksumMismatch:

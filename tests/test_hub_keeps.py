@@ -182,8 +182,8 @@ def test_models_rm_of_the_last_model_of_a_repo_folder_keeps_it_while_it_holds_an
         folder = _repo_folder_moved_and_linked_back(hubenv)[1]
     else:
         hub.download_model(REPO, quant="Q8_0", filename=None, quiet=True)
-    (folder / "refs").mkdir()
-    (folder / "refs" / "main").write_text("a" * 40)  # as huggingface_hub notes a branch's commit
+    (folder / "refs").mkdir(exist_ok=True)  # (the download noted main's commit there already)
+    (folder / "refs" / "v1.0").write_text("a" * 40)  # as huggingface_hub notes a tag's commit
     note = folder / "NOTES.txt"
     note.write_text("where these weights came from\n")  # the user's, next to the cache's folders
     removed = run_localgen("models", "rm", "-y", f"{REPO}:Q8_0", env=hubenv.env)

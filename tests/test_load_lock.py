@@ -17,6 +17,7 @@ from hub_server import HubEnv, file_sha256, make_gguf_bytes, run_cli
 
 from localgen import hub_cache, load_locks
 from tests.conftest import REPO_ROOT, popen_localgen
+from tests.mount_namespace import run_mounted
 from tests.test_pull_lock_mend import SOLO, SOLO_FILE, _loaded, _run_loading_slowly
 
 
@@ -452,6 +453,61 @@ def test_a_pull_of_a_newer_commit_keeps_the_copy_it_replaces_where_a_ref_names_i
     pulled = run_cli(hubenv.env, "pull", SOLO)
     assert pulled.returncode == 0 and "freed" not in pulled.stderr, pulled.stderr
     assert all(path.is_file() for path in old) and len(hubenv.snapshot_files(SOLO)) == 2
+
+
+@pytest.mark.parametrize("tag", [None, "v0.9"])
+def test_a_pull_of_a_newer_commit_notes_it_as_main_where_hf_download_noted_the_one_it_replaces(
+        hubenv: HubEnv, tag: str | None) -> None:
+    """A pull wrote no refs/main: where `hf download` had noted the older commit there, the pull kept its copy for
+    good (a refs/* file named it), and huggingface_hub's offline lookup of main still found the older file; a tag
+    naming that commit keeps its copy."""
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
+
+    hubenv.server.add_repo(SOLO, {SOLO_FILE: make_gguf_bytes("v1")})
+    assert run_cli(hubenv.env, "pull", SOLO).returncode == 0
+    old = Path(hf_hub_download(SOLO, SOLO_FILE, cache_dir=hubenv.hf_cache))  # `hf download ORG/REPO` of it too
+    refs = hubenv.hf_cache / hub_cache.repo_folder(SOLO) / "refs"
+    assert (refs / "main").read_text() == old.parent.name
+    if tag is not None:
+        (refs / tag).write_text(old.parent.name)
+    hubenv.server.add_repo(SOLO, {SOLO_FILE: make_gguf_bytes("v2")})  # a new commit
+    pulled = run_cli(hubenv.env, "pull", SOLO)
+    assert pulled.returncode == 0 and ("freed" in pulled.stderr) is (tag is None), pulled.stderr
+    new = next(path for path in hubenv.snapshot_files(SOLO) if path.parent != old.parent)
+    assert (refs / "main").read_text() == new.parent.name and old.is_file() is (tag is not None)
+    assert try_to_load_from_cache(SOLO, SOLO_FILE, cache_dir=hubenv.hf_cache) == str(new)
+    assert tag is None or (refs / tag).read_text() == old.parent.name
+
+
+@pytest.mark.parametrize("main", [None, "a" * 40])
+def test_a_pull_finding_its_model_up_to_date_notes_its_commit_as_main(hubenv: HubEnv, main: str | None) -> None:
+    """A pull wrote no refs/main: where there was none, or one naming an older commit (`hf download`'s of an earlier
+    main), huggingface_hub's offline lookup of main did not find the file localgen had found up to date."""
+    from huggingface_hub import try_to_load_from_cache
+
+    hubenv.server.add_repo(SOLO, {SOLO_FILE: make_gguf_bytes("v1")})
+    assert run_cli(hubenv.env, "pull", SOLO).returncode == 0
+    [path] = hubenv.snapshot_files(SOLO)
+    ref = hubenv.hf_cache / hub_cache.repo_folder(SOLO) / "refs" / "main"
+    ref.parent.mkdir(exist_ok=True)
+    ref.unlink(missing_ok=True) if main is None else ref.write_text(main)
+    again = run_cli(hubenv.env, "pull", SOLO)
+    assert again.returncode == 0 and "up to date with the Hub" in again.stderr, again.stderr
+    assert ref.read_text() == path.parent.name
+    assert try_to_load_from_cache(SOLO, SOLO_FILE, cache_dir=hubenv.hf_cache) == str(path)
+
+
+def test_a_pull_finding_its_model_up_to_date_in_a_read_only_cache_leaves_refs_main(hubenv: HubEnv) -> None:
+    """The cache cannot be written (mounted read-only): the pull leaves refs/main naming an older commit as it is and
+    says the model is up to date, where its write would fail it."""
+    hubenv.server.add_repo(SOLO, {SOLO_FILE: make_gguf_bytes("v1")})
+    assert run_cli(hubenv.env, "pull", SOLO).returncode == 0
+    ref = hubenv.hf_cache / hub_cache.repo_folder(SOLO) / "refs" / "main"
+    ref.write_text("a" * 40)
+    cache = hubenv.hf_cache
+    again = run_mounted(f"mount -o bind,ro {cache} {cache}", ["pull", SOLO], hubenv.env)
+    assert again.returncode == 0 and "up to date with the Hub" in again.stderr, again.stderr
+    assert ref.read_text() == "a" * 40
 
 
 def test_a_pull_of_a_new_commit_with_the_same_file_keeps_the_link_a_run_loads(hubenv: HubEnv, tmp_path: Path) -> None:
