@@ -723,6 +723,11 @@ ALLOWED_WRITES = {  # (file, text on the line; "" = any line): why it is not a w
     ("blob_locks.py", "os.open(lock, os.O_RDWR | os.O_CREAT"): "a blob's lock file, empty, as huggingface_hub makes "
                                                                "it, which models rm holds while it deletes the blob",
     ("blob_locks.py", "os.open(lock, os.O_RDONLY"): "opens a blob's lock file read-only to take its lock",
+    ("load_locks.py", "os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL"): "a blob's loading lock file, empty, "
+        "which runs hold shared while llama.cpp opens the model and models rm or a pull takes alone",
+    ("load_locks.py", "os.open(lock, os.O_RDWR | os.O_NOFOLLOW"): "opens a loading lock file there to take its lock",
+    ("load_locks.py", "os.open(lock, os.O_RDONLY | os.O_NOFOLLOW"): "opens a loading lock file read-only to take its "
+                                                                  "lock (a read-only cache)",
     ("hub_resume.py", "partial.touch()"): "a download's partial file, which later pulls append to; renamed into "
                                           "place once complete",
     ("cli_output.py", "open(os.devnull"): "run -q sends stderr to /dev/null while it runs",
