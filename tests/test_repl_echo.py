@@ -17,6 +17,7 @@ from prompt_toolkit.history import InMemoryHistory
 import localgen.repl as repl_module
 from localgen.repl import Repl, UnsentLine
 from localgen.repl_echo import echo_rows
+from localgen.repl_terminal import TypedAhead
 from tests.test_repl import Chat
 
 
@@ -92,6 +93,7 @@ def _reading_repl(prompt: Any, *, echo: Any = None, paste_clear: Any = None) -> 
     repl._history, repl._history_warning = InMemoryHistory(), None
     repl._prompt = prompt
     repl._ctrl_c_typed_ahead = lambda: False
+    repl._typed_ahead = TypedAhead()
     return repl
 
 
