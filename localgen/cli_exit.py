@@ -252,18 +252,30 @@ def _stdout_error_code(exc: OSError) -> int:
 
 def _internal_error(exc: Exception) -> int:
     """An unexpected exception: one line and exit 1, or the traceback with LOCALGEN_DEBUG=1; where memory ran out
-    (`ulimit -d` reached as the chat starts: a MemoryError, or an OSError of ENOMEM), what to do about it."""
+    (`ulimit -d` reached as the chat starts), what to do about it."""
     from localgen import console
 
     if settings().debug:
         raise exc
-    if isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM):
+    if _ran_out_of_memory(exc):
         from localgen.memory_limits import out_of_memory_hint
 
         console.error("out of memory", hint=out_of_memory_hint())
         return EXIT_RUNTIME
     console.error(internal_error_text(exc), hint="run again with LOCALGEN_DEBUG=1 and report the traceback")
     return EXIT_RUNTIME
+
+
+def _ran_out_of_memory(exc: Exception) -> bool:
+    """Whether exc is memory running out: a MemoryError, an OSError of ENOMEM, or, under a memory limit, a
+    SystemError (C code whose allocation failed returning an error with no exception set)."""
+    if isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM):
+        return True
+    if not isinstance(exc, SystemError):
+        return False
+    from localgen.memory_limits import memory_limit_words
+
+    return memory_limit_words() is not None
 
 
 def flush_stdout(code: int) -> int:

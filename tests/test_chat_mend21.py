@@ -252,3 +252,20 @@ def test_a_ctrl_d_typed_ahead_does_not_outlive_a_suspension_as_the_chat_starts(t
         shell.expect_exact("SH$ ", timeout=30)
     finally:
         shell.terminate(force=True)
+
+
+@needs_data_limit
+@pytest.mark.parametrize(("limit", "said"), [("ulimit -d 8388608", "localgen: error: out of memory (hint: `ulimit -d`"),
+                                             ("true", "localgen: error: internal error: SystemError")],
+                         ids=["under-a-limit", "no-limit"])
+def test_a_system_error_under_a_memory_limit_is_said_as_out_of_memory(limit: str, said: str) -> None:
+    """C code whose allocation failed under a memory limit returns an error with no exception set (a SystemError,
+    met at a chat's start under a low `ulimit -d`): said as out of memory there, naming the limit, where it was an
+    internal error; with no limit set it stays an internal error to report."""
+    code = ("from localgen.cli_exit import without_traceback\n"
+            "def work():\n    raise SystemError('error return without exception set')\n"
+            "raise SystemExit(without_traceback(work))")
+    done = subprocess.run(["bash", "-c", f"{limit} && exec {shlex.quote(sys.executable)} -c {shlex.quote(code)}"],
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 1 and done.stderr.startswith(said), (done.returncode, done.stderr)
