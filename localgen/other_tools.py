@@ -288,7 +288,8 @@ _IN_CHAT = {"-p": "type the prompt at chat's >>> prompt", "--prompt": "type the 
 
 
 # Options people guess, from other programs, that localgen spells otherwise: the option meant, where the command has it.
-GUESSED_OPTIONS = dict.fromkeys(("--context", "--context-length", "--num-ctx", "--n-ctx"), "-c/--ctx-size")
+GUESSED_OPTIONS = {**dict.fromkeys(("--context", "--context-length", "--num-ctx", "--n-ctx"), "-c/--ctx-size"),
+                   "-N": "-n", "-T": "--temperature"}  # a capital slipped (-N 5), or -T for temperature (-t: threads)
 OUTPUT_OPTIONS = ("--output", "--output-file", "--outfile", "--out", "-o")  # curl's, sort's, gcc's: a file to write
 
 
