@@ -29,6 +29,12 @@ def given_right_after(option: str, word: str) -> bool:
     return any(first == option and second == word for first, second in pairwise(_command_line))
 
 
+def name_given(names: tuple[str, ...], takes_value: dict[str, bool]) -> str:
+    """Which of an option's names the command line being run gave it by, the last time (--grammar-file for
+    --grammar); its first where none did."""
+    return option_typed(_command_line[1:], names, takes_value)
+
+
 def command_line_with(option: str, word: str, inserted: str) -> list[str] | None:
     """The command line being run with inserted between option and the word typed right after it (where typed more
     than once, the last time: click takes the last), or None where word never came right after option."""

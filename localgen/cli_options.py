@@ -269,6 +269,14 @@ def from_command_line(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name == "COMMANDLINE"
 
 
+def typed_name(ctx: typer.Context, name: str) -> str:
+    """The name the command line gave an option (its parameter's name) by: --grammar-file for --grammar."""
+    from localgen.cli_args import arity, name_given
+
+    param = next(param for param in ctx.command.params if param.name == name)
+    return name_given((*param.opts, *param.secondary_opts), arity(ctx.command.params))
+
+
 def with_model_settings(ctx: typer.Context, defaults: ModelDefaults, sampling: SamplingParams,
                         limits: GenerationLimits) -> tuple[SamplingParams, GenerationLimits]:
     """The settings and stop strings with the ones models.toml chose for the model (registry.model_defaults) where

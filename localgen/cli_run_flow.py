@@ -171,7 +171,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     checked) what loading would refuse."""
     from localgen import console
     from localgen.cli_model import conversation_defaults, system_file_input
-    from localgen.cli_options import sampling_from
+    from localgen.cli_options import sampling_from, typed_name
     from localgen.cli_run import refuse_emptied_by_stdout, refuse_stdout_open_to_read, stdin_reader
     from localgen.conversation import asks_for_no_system_prompt
     from localgen.grammar import constraint_source
@@ -212,7 +212,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     files = attachment_files(list(request.files))  # every file an option names is checked now, read once the rest is
     system_input = system_file_input(system, request.system_file, stdin_taken=stdin_taken)
     template_system = asks_for_no_system_prompt(system)
-    constraint = constraint_source(request.grammar, request.json_schema)
+    constraint = constraint_source(request.grammar, request.json_schema, grammar_option=typed_name(ctx, "grammar"))
     template_file = chat_template_file(request.chat_template)
     console.warn_each(warnings)
     if request.model is not None:  # all of this is refused before piped stdin, or a pipe an option names, is waited for

@@ -56,27 +56,31 @@ def after_reasoning(text: str) -> str:
     return f'{text}\n{AFTER_REASONING_ROOT} ::= "{CLOSE_TAG}" [ \\t\\n]* root\n'
 
 
-def constraint_source(grammar: str | None, json_schema: str | None) -> ConstraintSource | None:
+def constraint_source(grammar: str | None, json_schema: str | None, *,
+                      grammar_option: str = "--grammar") -> ConstraintSource | None:
     """What the answer must follow, from --grammar TEXT|FILE or --json-schema TEXT|FILE (None: free text), checked
-    as far as it can be before a file is read: a text as a whole, a file's path (check_file_path)."""
+    as far as it can be before a file is read: a text as a whole, a file's path (check_file_path); grammar_option:
+    the name --grammar was given by (--grammar-file), as its errors name it."""
     if grammar is not None and json_schema is not None:
-        raise UsageError("--grammar and --json-schema contradict each other", hint="give one of them")
-    for option, value, hint in (("--grammar", grammar, GRAMMAR_HINT), ("--json-schema", json_schema, SCHEMA_HINT)):
+        raise UsageError(f"{grammar_option} and --json-schema contradict each other", hint="give one of them")
+    for option, value, hint in ((grammar_option, grammar, GRAMMAR_HINT), ("--json-schema", json_schema, SCHEMA_HINT)):
         if value is not None and not value.strip():
             raise UsageError(f"{option} is empty", hint=hint)
     if grammar is not None and _is_inline(grammar):
-        grammar = _utf8_text(grammar, "--grammar", GRAMMAR_HINT)
+        grammar = _utf8_text(grammar, grammar_option, GRAMMAR_HINT)
         if not _ROOT_RULE.search(grammar):
-            raise UsageError("the --grammar text has no root rule: the answer starts at `root ::= ...`",
+            raise UsageError(f"the {grammar_option} text has no root rule: the answer starts at `root ::= ...`",
                              hint=GRAMMAR_HINT)
         return ConstraintSource("--grammar", grammar)
     if json_schema is not None and _is_inline_schema(json_schema):
         return ConstraintSource("--json-schema", _utf8_text(json_schema, "--json-schema", SCHEMA_HINT))
-    for option, value in (("--grammar", grammar), ("--json-schema", json_schema)):
+    given = (("--grammar", grammar_option, grammar), ("--json-schema", "--json-schema", json_schema))
+    for kind, option, value in given:
         if value is not None:
-            _refuse_stdin(value, option)
-            _refuse_misspelled_rule(value, option)
-            return ConstraintSource(option, InputFile.checked(value, option, binary_hint=_KINDS[option][1]))
+            _refuse_stdin(value, option, _KINDS[kind][1])
+            if kind == "--grammar":
+                _refuse_misspelled_rule(value, option)
+            return ConstraintSource(kind, InputFile.checked(value, option, binary_hint=_KINDS[kind][1]))
     return None
 
 
@@ -92,7 +96,7 @@ def grammar_for(source: ConstraintSource | None, warn: list[str], *, waiting: Wa
         file = source.file
         if file is not None and not _ROOT_RULE.search(text):
             raise UsageError(f"{file.name} has no root rule: the answer starts at `root ::= ...`", hint=GRAMMAR_HINT)
-        return _checked(Grammar(text, source="--grammar" if file is None else f"--grammar {file.name}"))
+        return _checked(Grammar(text, source="--grammar" if file is None else f"{file.option} {file.name}"))
     return _checked(Grammar(schema_grammar(text, warn), source="--json-schema"))
 
 
@@ -379,13 +383,12 @@ def _is_inline(value: str) -> bool:
 
 
 def _refuse_misspelled_rule(value: str, option: str) -> None:
-    """Refuse --grammar text that names no file and defines its rules with something other than ::= (root := "a",
-    root = "a"), where it was looked for as a file and refused as `no such file`; a path (a folder before its =, or
-    .gbnf at its end) is left to the file's own check, but text of several lines is never a path."""
-    if option != "--grammar":
-        return
+    """Refuse --grammar text (given to option: --grammar-file too) that names no file and defines its rules with
+    something other than ::= (root := "a", root = "a"), where it was looked for as a file and refused as `no such
+    file`; a path (a folder before its =, or .gbnf at its end) is left to the file's own check, but text of several
+    lines is never a path."""
     if _holds_lines(value):
-        raise UsageError("the --grammar text defines no rule with ::=", hint=GRAMMAR_HINT)
+        raise UsageError(f"the {option} text defines no rule with ::=", hint=GRAMMAR_HINT)
     if "=" not in value or not ('"' in value or "[" in value or " " in value):
         return
     head = value.split("=", 1)[0]  # a rule's name, or a path's folders: root = "a/b" is no path, out/a="b" one
@@ -394,7 +397,7 @@ def _refuse_misspelled_rule(value: str, option: str) -> None:
     with contextlib.suppress(OSError, ValueError):
         if Path(value).exists():
             return
-    raise UsageError("the --grammar text defines no rule with ::=, and no file has that name", hint=GRAMMAR_HINT)
+    raise UsageError(f"the {option} text defines no rule with ::=, and no file has that name", hint=GRAMMAR_HINT)
 
 
 def _holds_lines(value: str) -> bool:
@@ -402,11 +405,11 @@ def _holds_lines(value: str) -> bool:
     return "\n" in value.strip() or "\r" in value.strip()
 
 
-def _refuse_stdin(value: str, option: str) -> None:
+def _refuse_stdin(value: str, option: str, hint: str) -> None:
     """Refuse '-' as the option's value, or /dev/stdin and its like (stdin_names.names_stdin): stdin may carry the
     prompt."""
     if value.strip() == STDIN_NAME or names_stdin(value):
-        raise UsageError(f"{option} does not read stdin (stdin may carry the prompt)", hint=_KINDS[option][1])
+        raise UsageError(f"{option} does not read stdin (stdin may carry the prompt)", hint=hint)
 
 
 def _utf8_text(text: str, option: str, hint: str) -> str:

@@ -42,7 +42,7 @@ def test_chat_s_none_is_the_template_s_system_prompt_as_slash_system_none_is(hom
 
 @pytest.mark.parametrize(("args", "said"), [
     (("run", "--json-schema", "/dev/stdin", "-f", "-", "q"), "--json-schema does not read stdin"),
-    (("run", "--grammar-file", "/dev/fd/0", "--system-file", "/dev/stdin", "q"), "--grammar does not read stdin"),
+    (("run", "--grammar-file", "/dev/fd/0", "--system-file", "/dev/stdin", "q"), "--grammar-file does not read stdin"),
     (("run", "--chat-template", "/proc/self/fd/0", "q"), "--chat-template does not read stdin"),
     (("run", "--chat-template", "-", "q"), "--chat-template does not read stdin"),
     (("chat", "--chat-template", "/dev/stdin"), "--chat-template does not read stdin"),

@@ -3,8 +3,11 @@ attached file that held nothing."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from tests.conftest import run_localgen
 from tests.usage_errors import usage_error
 
 
@@ -21,3 +24,14 @@ def test_a_capital_n_or_t_is_hinted_toward_the_token_limit_or_the_temperature(
         args: list[str], message: str, hint: str, capsys: pytest.CaptureFixture[str]) -> None:
     """-N 5 (a capital slipped) and -T 0.5 (temperature; -t is --threads) were refused with the help alone."""
     assert usage_error(args, capsys) == (message, hint)
+
+
+@pytest.mark.parametrize("typed", ["--grammar", "--grammar-file"])
+def test_a_missing_grammar_file_is_blamed_on_the_option_typed(typed: str, tmp_path: Path) -> None:
+    """--grammar-file missing.gbnf was told to check the path given to --grammar, an option not typed."""
+    missing = run_localgen("run", typed, str(tmp_path / "missing.gbnf"), "hi")
+    assert (missing.returncode, missing.err) == (
+        2, f"localgen: error: no such file: {tmp_path / 'missing.gbnf'} (hint: check the path given to {typed})\n")
+    folder = run_localgen("run", f"{typed}={tmp_path}", "hi")
+    assert (folder.returncode, folder.err) == (
+        2, f"localgen: error: {tmp_path} is a directory (hint: pass a file to {typed})\n")
