@@ -36,7 +36,15 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     from localgen.cli_args import given_after_double_dash
     from localgen.cli_model import say_waiting_for
     from localgen.config import settings
-    from localgen.inputs import emptiness, file_name_warning, first_with_text, names_a_file, once_each, read_attachments
+    from localgen.inputs import (
+        emptiness,
+        empty_attachment_note,
+        file_name_warning,
+        first_with_text,
+        names_a_file,
+        once_each,
+        read_attachments,
+    )
     from localgen.registry import reads_as_a_model
 
     if model_given is None and prompt and reads_as_a_model(prompt, settings().user_registry) \
@@ -67,10 +75,13 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     attached = any(map(str.strip, attachments))
     if sent_whole and piped is not None and not piped.strip() and (attached or (prompt and prompt.strip())):
         warnings.append(f"stdin {emptiness(piped)}")  # as -f - is (`cat missing.txt | localgen run "summarize"`)
+    nothing = not attached and not (prompt and prompt.strip())
+    empty = list(dict.fromkeys(map(empty_attachment_note, files, attachments))) if nothing else []
+    warnings[:] = [warning for warning in warnings if warning not in empty]  # said by the error, on its one line
     console.warn_each(warnings)
-    if not attached and not (prompt and prompt.strip()):  # </dev/null, as README tells loops, is no stdin read
+    if nothing:  # </dev/null, as README tells loops, is no stdin read
         raise nothing_to_send(stdin_read=len(names) > len(files) and (stdin_asked or sent_whole or _piped(stdin)),
-                              model=model_given)
+                              model=model_given, empty_files=empty)
     if prompt and names_a_file(prompt) and not reads_as_a_model(prompt, settings().user_registry):
         console.warn(file_name_warning("the prompt", prompt, "-f"))
     return attachments, made_of
@@ -193,20 +204,24 @@ def refuse_emptied_by_stdout(files: list[InputFile], stdin: BinaryIO | None) -> 
                                       ", then restore the text that was in it from a copy")
 
 
-def nothing_to_send(*, stdin_read: bool, model: str | None = None) -> UsageError:
+def nothing_to_send(*, stdin_read: bool, model: str | None = None, empty_files: Sequence[str] = ()) -> UsageError:
     """The error for a message with nothing in it; stdin_read: stdin was read, and had nothing in it either (the
     command piped in failed, say); model: the -m given, which the commands suggested keep (`ollama run NAME` at a
-    terminal chats with it)."""
+    terminal chats with it); empty_files: what is said of the files attached with nothing in them (ws.txt holds only
+    whitespace)."""
     import shlex
+
+    from localgen.units import alternatives
 
     given = "" if model is None else f" -m {shlex.quote(model)}"
     example = f'localgen run{given} "Why is the sky blue?"'
+    files = f"{'; ' if stdin_read else ', and '}{alternatives(empty_files, 'and')}" if empty_files else ""
     if stdin_read:
-        return UsageError("nothing to send: the prompt is empty, and so is stdin",
+        return UsageError(f"nothing to send: the prompt is empty, and so is stdin{files}",
                           hint=f"check what feeds stdin, or give a prompt, e.g. {example}")
     chat_hint = f"; `localgen chat{given}` starts a conversation" if sys.stdin is not None and sys.stdin.isatty() \
         else ""
-    return UsageError("nothing to send: the prompt is empty",
+    return UsageError(f"nothing to send: the prompt is empty{files}",
                       hint=f"give a prompt, e.g. {example}, or pipe text in{chat_hint}")
 
 

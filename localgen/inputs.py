@@ -234,6 +234,13 @@ def emptiness(text: str) -> str:
     return "is empty" if not text else "holds only whitespace"
 
 
+def empty_attachment_note(file: InputFile, text: str) -> str:
+    """What is said of an attached file with nothing to read in it (its text): "notes.txt is empty", "stdin (-f -)
+    holds only whitespace"."""
+    name = file.name if file.path is not None else f"stdin (-f {file.typed or STDIN_NAME})"
+    return f"{name} {emptiness(text)}"
+
+
 def attachment_text(path: Path, warnings: list[str], *, option: str = FILE_OPTION, typed: str | None = None) -> str:
     """The text of a file attached to a message (named as typed), with a warning when it is empty."""
     return InputFile(option, path, typed).read(None, warnings, warn_empty=True)
@@ -406,7 +413,7 @@ def read_attachments(files: Sequence[InputFile], stdin: BinaryIO | None, warning
                              asked_by=None if stdin_at is None else files[stdin_at].option,
                              bound=step(reading, stdin_at is None))
     if piped is not None and stdin_at is not None and not piped.strip():  # -f - attaches it, as a file: warned alike
-        warnings.append(f"stdin (-f {files[stdin_at].typed or STDIN_NAME}) {emptiness(piped)}")
+        warnings.append(empty_attachment_note(files[stdin_at], piped))
     if piped is not None:
         texts.insert(len(texts) if stdin_at is None else stdin_at, piped)
     return texts

@@ -35,3 +35,27 @@ def test_a_missing_grammar_file_is_blamed_on_the_option_typed(typed: str, tmp_pa
     folder = run_localgen("run", f"{typed}={tmp_path}", "hi")
     assert (folder.returncode, folder.err) == (
         2, f"localgen: error: {tmp_path} is a directory (hint: pass a file to {typed})\n")
+
+
+def test_an_attached_file_of_whitespace_alone_is_named_in_the_error_on_one_line(tmp_path: Path) -> None:
+    """`run -f ws.txt </dev/null` warned that ws.txt holds only whitespace, then said the prompt is empty (and -q
+    kept the warning back, leaving the error alone to say nothing of the file)."""
+    blank, empty = tmp_path / "ws.txt", tmp_path / "empty.txt"
+    blank.write_text(" \n\t\n")
+    empty.write_text("")
+    hint = 'give a prompt, e.g. localgen run "Why is the sky blue?", or pipe text in'
+    for quiet in ([], ["-q"]):
+        result = run_localgen("run", *quiet, "-f", str(blank))
+        assert (result.returncode, result.err) == (
+            2, f"localgen: error: nothing to send: the prompt is empty, and {blank} holds only whitespace "
+               f"(hint: {hint})\n"), quiet
+    both = run_localgen("run", "-f", str(blank), "-f", str(empty), "-f", str(blank))
+    assert both.err == (f"localgen: error: nothing to send: the prompt is empty, and {blank} holds only whitespace "
+                        f"and {empty} is empty (hint: {hint})\n")
+    piped = run_localgen("run", "-f", str(blank), stdin=b"\n")
+    assert piped.err == (f"localgen: error: nothing to send: the prompt is empty, and so is stdin; {blank} holds "
+                         'only whitespace (hint: check what feeds stdin, or give a prompt, e.g. localgen run "Why is '
+                         'the sky blue?")\n')
+    dash = run_localgen("run", "-f", "-", stdin=b" ")
+    assert dash.err == f"localgen: error: nothing to send: the prompt is empty, and stdin (-f -) holds only " \
+                       f"whitespace (hint: {hint})\n"
