@@ -108,13 +108,14 @@ class PrefillStatus:
 
     It appears while some of the prompt is still to be read (the engine says 0/N at once for a prompt of
     several chunks; one chunk shows nothing), and is erased before the answer's first text (erased: it has been).
-    Pipes and files get nothing.
+    A terminal that cannot erase a line (TERM=dumb: Emacs' shell) gets a plain line once, kept ("reading the prompt:
+    2,676 tokens"), as its status lines are; pipes and files get nothing.
     """
 
     def __init__(self, stream: TextIO) -> None:
-        # a terminal that cannot erase a line (TERM=dumb) gets nothing; NO_COLOR puts italics for the dim style
-        self._stream: TextIO | None = stream if takes_escapes(stream) else None
-        self._style = dim_escapes()
+        self._stream: TextIO | None = stream if is_terminal(stream) else None
+        self._plain = shows_escapes_as_text(stream)  # TERM=dumb: no cursor moves, no style
+        self._style = dim_escapes()  # NO_COLOR puts italics for the dim style
         self._width = terminal_width(stream)
         self._shown = False
         self.erased = False
@@ -123,6 +124,10 @@ class PrefillStatus:
         """Show how far prefill has come (or erase the line once it is done)."""
         if self._stream is None or progress.done >= progress.total:
             self.clear()
+            return
+        if self._plain:  # said once, as a line of its own that nothing erases
+            self._write(f"reading the prompt: {progress.total:,} tokens\n")
+            self._stream = None
             return
         percent = 100 * progress.done // max(1, progress.total)
         counts = f"{progress.done:,}/{progress.total:,}"

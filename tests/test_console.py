@@ -254,7 +254,7 @@ def test_fields_and_tables_show_untrusted_header_text_as_one_plain_line(capsys: 
 @pytest.mark.parametrize(("env", "expected"), [
     ({}, "\r\x1b[2K\x1b[2mreading the prompt: 512/1,000 tokens (51%)\x1b[0m\r\x1b[2K"),
     ({"NO_COLOR": "1"}, "\r\x1b[2K\x1b[3mreading the prompt: 512/1,000 tokens (51%)\x1b[0m\r\x1b[2K"),
-    ({"TERM": "dumb"}, ""),
+    ({"TERM": "dumb"}, "reading the prompt: 1,000 tokens\n"),  # once, kept: it cannot be erased there
 ])
 def test_the_prefill_line_respects_dumb_terminals_and_no_color(monkeypatch: pytest.MonkeyPatch,
                                                                env: dict[str, str], expected: str) -> None:

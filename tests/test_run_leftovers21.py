@@ -1,13 +1,14 @@
-"""`localgen run`'s errors name what the user typed: another tool's -N and -T, the --grammar-file given, and the
-attached file that held nothing."""
+"""`localgen run`'s errors name what the user typed (another tool's -N and -T, the --grammar-file given, the
+attached file that held nothing), and a dumb terminal is told a long prompt is being read."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_localgen
+from tests.conftest import run_localgen, spawn_localgen
 from tests.usage_errors import usage_error
 
 
@@ -59,3 +60,23 @@ def test_an_attached_file_of_whitespace_alone_is_named_in_the_error_on_one_line(
     dash = run_localgen("run", "-f", "-", stdin=b" ")
     assert dash.err == f"localgen: error: nothing to send: the prompt is empty, and stdin (-f -) holds only " \
                        f"whitespace (hint: {hint})\n"
+
+
+@pytest.mark.parametrize("term", ["dumb", "xterm"])
+def test_a_dumb_terminal_is_told_a_long_prompt_is_read_once_on_a_plain_line(term: str) -> None:
+    """TERM=dumb (Emacs' shell) showed nothing while a long prompt was read, which an erasable line could not be
+    shown on; it gets a plain line, kept, and other terminals the line erased before the answer."""
+    import pexpect
+
+    prompt = "Summarize: " + "river stone cloud " * 300
+    child = spawn_localgen("run", "--batch-size", "64", "-n", "2", "--temperature", "0", "--no-cache", prompt,
+                           env={**os.environ, "TERM": term}, encoding="utf-8", timeout=120, dimensions=(24, 200))
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    if term == "dumb":
+        assert child.before.startswith("reading the prompt: 934 tokens\r\n") and "\x1b" not in child.before, \
+            child.before
+        assert child.before.count("reading the prompt") == 1
+    else:
+        assert "\r\x1b[2K" in child.before and "reading the prompt: 0/934 tokens (0%)" in child.before, child.before
