@@ -235,8 +235,7 @@ def emptiness(text: str) -> str:
 
 
 def empty_attachment_note(file: InputFile, text: str) -> str:
-    """What is said of an attached file with nothing to read in it (its text): "notes.txt is empty", "stdin (-f -)
-    holds only whitespace"."""
+    """What is said of an attached file with nothing in it: "a.txt is empty", "stdin (-f -) holds only whitespace"."""
     name = file.name if file.path is not None else f"stdin (-f {file.typed or STDIN_NAME})"
     return f"{name} {emptiness(text)}"
 
