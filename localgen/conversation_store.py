@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import difflib
 import json
 import os
 import stat
@@ -32,6 +31,7 @@ from localgen.conversation_names import (
     numbered_name,
 )
 from localgen.errors import LocalgenError, UsageError, read_failure
+from localgen.slips import NAME_SUGGESTIONS, close_names
 from localgen.storage import atomic_write_text, check_folder, file_in_the_way, in_the_way, make_folder
 
 
@@ -339,11 +339,12 @@ def missing_error(name: str, shell: bool) -> MissingConversationError:
 
 
 def _close_names(name: str) -> list[str]:
-    """Saved conversations named like name (another case first, then a slip or two), at most three."""
+    """Saved conversations named like name (another case first, then those it begins, then a slip or two), at most
+    three."""
     with contextlib.suppress(OSError, LocalgenError):  # no list to look in: no suggestion
         names = [saved for saved, _ in list_conversations()]
         same = [saved for saved in names if saved.lower() == name.lower()]
-        return list(dict.fromkeys(same + difflib.get_close_matches(name, names, n=3, cutoff=0.75)))[:3]
+        return list(dict.fromkeys(same + close_names(name, names, cutoff=0.75)))[:NAME_SUGGESTIONS]
     return []
 
 

@@ -3,7 +3,6 @@ them, and the defaults they give. Reading and checking an entry is registry_entr
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from dataclasses import dataclass, replace
@@ -26,31 +25,13 @@ from localgen.references import (
 )
 from localgen.registry_entries import BUILTIN_SOURCE, STOP_KEY, ModelSpec, in_real_folder, parse_registry
 from localgen.registry_toml import read_toml
+from localgen.slips import close_names
 from localgen.typed_paths import is_existing_file, is_existing_folder, short_path
 
 _CHAT_TAG_WORDS = {"instruct", "chat", "it"}  # the words of an Ollama tag for a chat model: qwen2.5:7b-instruct
 _BASE_TAG_WORDS = {"text", "base"}  # those of a tag for the base (pre-trained) model: llama3.2:1b-text
 _SIZE_TAG = re.compile(r"e?(?:(\d+)x)?(\d+(?:\.\d+)?)([bm])")  # Ollama's size tags: 0.5b, 14b, 360m, 8x7b, e2b
 _OLLAMA_QUANTS = {"FP16": "F16", "FP32": "F32"}  # its tags' names for the quants GGUF files are named by
-
-
-NAME_SUGGESTIONS = 3  # the names an unknown model's hint offers at most
-SUGGESTION_SPREAD = 0.15  # how much less alike than the likest name another may be and still be offered
-
-
-def close_names(typed: str, names: list[str]) -> list[str]:
-    """The names an unknown model's name may have meant: those it begins (phi: phi3.5-mini, phi4-mini), then the
-    likest by spelling, and those nearly as alike (smollm2-135 is not offered llama3.2-3b beside smollm2-135m)."""
-    begun = [name for name in names if len(typed) >= 2 and name.startswith(typed)]
-    matcher = difflib.SequenceMatcher(b=typed)
-    alike = []
-    for name in names:
-        matcher.set_seq1(name)
-        alike.append((matcher.ratio(), name))
-    best = max((ratio for ratio, _ in alike), default=0.0)
-    spelled = [name for ratio, name in sorted(alike, key=lambda pair: -pair[0])
-               if ratio >= max(0.5, best - SUGGESTION_SPREAD)]
-    return list(dict.fromkeys(begun + spelled))[:NAME_SUGGESTIONS]
 
 
 @dataclass(frozen=True)

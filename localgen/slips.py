@@ -7,6 +7,8 @@ import re
 from collections.abc import Iterable, Mapping
 
 SLIP_CUTOFF = 0.7  # difflib similarity a slip's name keeps to the one meant
+NAME_SUGGESTIONS = 3  # the names an unknown name's hint offers at most
+SUGGESTION_SPREAD = 0.15  # how much less alike than the likest name another may be and still be offered
 
 
 def meant_name(typed: str, known: Iterable[str], aliases: Mapping[str, str] | None = None) -> str | None:
@@ -20,6 +22,24 @@ def meant_name(typed: str, known: Iterable[str], aliases: Mapping[str, str] | No
         return alias
     close = difflib.get_close_matches(typed.lower(), names, n=1, cutoff=SLIP_CUTOFF)
     return close[0] if close else None
+
+
+def close_names(typed: str, names: list[str], *, cutoff: float = 0.5) -> list[str]:
+    """The names an unknown name (a model's, a conversation's) may have meant: those it begins, in any case (phi:
+    phi3.5-mini, phi4-mini; meet: meeting-notes-2026), then the likest by spelling, at least cutoff alike, and those
+    nearly as alike (smollm2-135 is not offered llama3.2-3b beside smollm2-135m)."""
+    import difflib
+
+    begun = [name for name in names if len(typed) >= 2 and name.casefold().startswith(typed.casefold())]
+    matcher = difflib.SequenceMatcher(b=typed)
+    alike = []
+    for name in names:
+        matcher.set_seq1(name)
+        alike.append((matcher.ratio(), name))
+    best = max((ratio for ratio, _ in alike), default=0.0)
+    spelled = [name for ratio, name in sorted(alike, key=lambda pair: -pair[0])
+               if ratio >= max(cutoff, best - SUGGESTION_SPREAD)]
+    return list(dict.fromkeys(begun + spelled))[:NAME_SUGGESTIONS]
 
 
 def did_you_mean(typed: str, known: Iterable[str], aliases: Mapping[str, str] | None = None) -> str:
