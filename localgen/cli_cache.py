@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from localgen.cli_options import JsonOpt, list_by_default
@@ -23,6 +25,8 @@ def cache_list(json_output: JsonOpt = False) -> None:
     """List the prompt cache's entries and size. On a pipe, tab-separated: a backslash, tab, newline or carriage
     return in a field is written \\\\, \\t, \\n, \\r, another control character \\xHH."""
     from localgen import console
+    from localgen.config import prompt_cache_bytes
+    from localgen.promptcache import MIN_NEW_TOKENS
     from localgen.promptcache_models import cache_listing, describe_cache
 
     if json_output:
@@ -33,6 +37,9 @@ def cache_list(json_output: JsonOpt = False) -> None:
         console.say(f"localgen: {line}")
     if rows:
         console.print_table(["TOKENS", "SIZE", "LAST USED", "MODEL", "FILE"], rows, heading=4)  # blocks by entry
+    elif console.is_terminal(sys.stdout) and prompt_cache_bytes() > 0:  # on a pipe, the summary alone
+        console.say(f"localgen: a run whose prompt prefills {MIN_NEW_TOKENS} new tokens or more saves an entry, "
+                    'e.g. `localgen run -f doc.txt "question"`; a later run over the same text restores it')
 
 
 @cache_app.command("clear", short_help="Delete every prompt cache entry, and stopped runs' partial writes.")

@@ -3,11 +3,29 @@ terminal, a conversation named by the start of its name, and bench's --json laid
 
 from __future__ import annotations
 
+import os
+
+import pexpect
 import pytest
 
 from localgen.conversation import Conversation
 from localgen.conversation_store import let_go, save_conversation
-from tests.conftest import run_localgen
+from tests.conftest import run_localgen, spawn_localgen
+
+
+@pytest.mark.usefixtures("home")
+def test_an_empty_prompt_cache_says_how_entries_come_on_a_terminal_only() -> None:
+    """`localgen cache` with no entries adds how a run makes one on a terminal, where it said only `0 entries`; on a
+    pipe its lines stay as they were."""
+    child = spawn_localgen("cache", env={**os.environ}, encoding="utf-8", timeout=60, dimensions=(24, 300))
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    assert ('localgen: a run whose prompt prefills 256 new tokens or more saves an entry, e.g. `localgen run -f '
+            'doc.txt "question"`; a later run over the same text restores it') in child.before, child.before
+    piped = run_localgen("cache")
+    assert piped.returncode == 0 and piped.out == ""
+    assert [line.split(":", 1)[1].strip() for line in piped.err.splitlines()][1:] == ["0 entries, 0 B of 2.0 GiB"]
 
 
 @pytest.mark.usefixtures("home")
