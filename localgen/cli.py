@@ -282,7 +282,7 @@ def bench(
         console.say("localgen: interrupted before any repetition finished: nothing was measured")
         raise typer.Exit(signal_exit_code(stopped.signum)) from None
     if json_output:
-        console.print_json(result.to_dict())
+        console.print_json(result.to_dict(), indent=2)  # as the other listings and reports; run --json is one line
     else:
         console.print_lines(format_result(result, first_line=False))
     busy = contention_note(result, allowed_cpus())

@@ -3,6 +3,7 @@ terminal, a conversation named by the start of its name, and bench's --json laid
 
 from __future__ import annotations
 
+import json
 import os
 
 import pexpect
@@ -10,7 +11,7 @@ import pytest
 
 from localgen.conversation import Conversation
 from localgen.conversation_store import let_go, save_conversation
-from tests.conftest import run_localgen, spawn_localgen
+from tests.conftest import bundled_model_file, run_localgen, spawn_localgen
 
 
 @pytest.mark.usefixtures("home")
@@ -39,3 +40,13 @@ def test_a_conversation_named_by_the_start_of_its_name_is_suggested() -> None:
     shown = run_localgen("conversations", "show", "meet")
     assert shown.returncode == 1 and shown.err == ("localgen: error: no saved conversation named 'meet' (hint: did you "
                                                    "mean meeting-notes-2026?)\n"), shown.err
+
+
+@pytest.mark.serial
+def test_bench_json_is_indented_as_the_other_reports() -> None:
+    """`bench --json` prints its object indented, as fit, models and cache do, where it printed one line."""
+    bench = run_localgen("bench", "-p", "16", "-n", "2", "-r", "1", "--json")
+    fit = run_localgen("fit", str(bundled_model_file()), "--json")
+    assert bench.returncode == 0 and fit.returncode == 0, bench.err + fit.err
+    assert bench.out.startswith('{\n  "model": ') and fit.out.startswith('{\n  "model": '), bench.out
+    assert json.loads(bench.out)["n_gen"] == 2
