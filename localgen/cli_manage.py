@@ -247,6 +247,7 @@ def models_show(
     """Describe a model from its GGUF header (no weights are loaded); without REF, the default model."""
     from localgen import console
     from localgen.cli_model_fields import entry_fields, entry_json, show_undownloaded
+    from localgen.cli_model_hub import hub_view, show_hub_view
     from localgen.fit import plan_here
     from localgen.gguf_reader import read_gguf
     from localgen.gguf_split import parameter_count, present_shards, validate_split
@@ -267,8 +268,12 @@ def models_show(
         unverified = unverified_copy(text)  # another tool's download: its header can be read all the same
         entry = None if template or unverified is not None else undownloaded_entry(text)
         if unverified is None and entry is None:
-            refuse_lacking(text)  # before the error's `localgen pull`: the quant or file must be in the repo
-            raise
+            if (view := hub_view(text)) is None:  # ORG/REPO, online: as the Hub lists it
+                refuse_lacking(text)  # before the error's `localgen pull`: the quant or file must be in the repo
+                raise
+            _say_default(reference, text)
+            show_hub_view(view, json_output=json_output)
+            return
         if unverified is None:
             _say_default(reference, text)
             show_undownloaded(text, *entry, json_output=json_output)

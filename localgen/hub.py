@@ -88,9 +88,13 @@ def locks_held_through() -> Iterator[None]:
             _HELD_THROUGH.reset(token)
 
 
-def list_gguf_files(repo: str) -> list[HubFile]:
-    """The repo's GGUF files with sizes, sha256 and quant tags, in one metadata request."""
-    return list(fetch_listing(repo).files)
+def list_gguf_files(repo: str, *, keep: bool = False) -> list[HubFile]:
+    """The repo's GGUF files with sizes, sha256 and quant tags, in one metadata request (keep: the listing kept, as
+    find_model keeps it, for commands run offline later)."""
+    listing = fetch_listing(repo)
+    if keep:
+        save_listing(listing)
+    return list(listing.files)
 
 
 # ----------------------------------------------------------------------------- downloading

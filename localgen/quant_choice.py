@@ -145,13 +145,14 @@ def _on_the_hub(exc: GGUFError, repo: str) -> GGUFError:
     return GGUFError(f"{repo}/{exc.message} (the Hub's copy)", hint=HUB_COPY_HINT if exc.hint == HINT else exc.hint)
 
 
-def hub_shape(files: Sequence[HubFile], *, revision: str | None = None) -> ModelShape:
-    """The shape of a Hub model (one file, or the shards of a split model) from its first file's header, read under
-    the repo's spelling in the listing (the cache's, where a copy is downloaded), not the one typed."""
+def hub_header(files: Sequence[HubFile], *, revision: str | None = None) -> tuple[GGUFInfo, ModelShape]:
+    """The first file's header of a Hub model (one file, or the shards of a split model) and the model's shape from it
+    (fit's and models show's read), under the repo's spelling in the listing (the cache's, where a copy is
+    downloaded), not the one typed."""
     first = files[0]
     info = remote_header(first.repo, first.filename, first.size, revision=revision, sha256=first.sha256)
     others = sum(f.size for f in files[1:])
-    return model_shape(info, file_size=first.size + others, shard_bytes=others)
+    return info, model_shape(info, file_size=first.size + others, shard_bytes=others)
 
 
 def quant_groups(files: Sequence[HubFile], repo: str, *, explain: bool = False) -> list[tuple[HubFile, ...]]:
@@ -200,7 +201,7 @@ def hub_options(repo: str, hw: Hardware, request: FitRequest, *, files: Sequence
                                      problem=EMPTY_ON_THE_HUB))
             continue
         try:
-            shape = hub_shape(group)
+            shape = hub_header(group)[1]
         except LocalgenError as exc:
             options.append(FitOption(label=label, quant=first.quant, filenames=names, file_size=size,
                                      problem=f"header not readable: {exc.message}"))
@@ -327,7 +328,7 @@ def _choose_download(reference: str | None, target: Target, *, hw: Hardware, req
     if target.quant or target.filename:
         model = hub.find_model(target.repo, quant=target.quant, filename=target.filename)
         try:
-            shape = hub_shape(model.files, revision=model.revision)
+            shape = hub_header(model.files, revision=model.revision)[1]
         except GGUFError:
             raise  # a header this file cannot be loaded with: the download would be refused after the fact
         except LocalgenError:

@@ -8,10 +8,39 @@ import os
 
 import pexpect
 import pytest
+from hub_server import HubEnv, run_cli
 
 from localgen.conversation import Conversation
 from localgen.conversation_store import let_go, save_conversation
 from tests.conftest import bundled_model_file, run_localgen, spawn_localgen
+
+SMOL_REPO = "test/Smol-GGUF"
+
+
+def test_models_show_of_a_hub_repo_not_downloaded_shows_what_the_hub_has(hubenv: HubEnv) -> None:
+    """Online, ORG/REPO none of whose quants is downloaded is shown as the Hub has it (its quants and their sizes,
+    its header's fields as fit reads them) with `downloaded: no`, where it failed with `not downloaded; has ...`;
+    nothing is downloaded, and offline it still fails."""
+    model = bundled_model_file()
+    hubenv.server.add_repo(SMOL_REPO, {"smol-Q4_1.gguf": model, "smol-Q8_0.gguf": model})
+    shown = run_cli(hubenv.env, "models", "show", SMOL_REPO)
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+    fields = dict(line.split(":", 1) for line in shown.stdout.splitlines())
+    fields = {name: value.strip() for name, value in fields.items()}
+    assert fields["name"] == SMOL_REPO and fields["quants"] == "Q4_1 (93.8 MiB), Q8_0 (93.8 MiB) (on the Hub)"
+    assert (fields["architecture"], fields["parameters"], fields["context length"], fields["layers"],
+            fields["embedding size"], fields["chat template"]) == ("llama", "134.5 M", "8,192", "30", "576", "yes")
+    assert fields["downloaded"] == (f"no (`localgen pull {SMOL_REPO}` downloads the quant that fits best here; "
+                                    f"`localgen fit {SMOL_REPO}` compares them)")
+    record = json.loads(run_cli(hubenv.env, "models", "show", SMOL_REPO, "--json").stdout)
+    assert (record["downloaded"], record["parameters"], record["context_length"], record["layers"]) == (
+        False, 134_515_008, 8192, 30)
+    assert record["quants"] == [{"quant": "Q4_1", "size": model.stat().st_size},
+                                {"quant": "Q8_0", "size": model.stat().st_size}]
+    assert not any(path.is_file() for path in hubenv.blobs(SMOL_REPO)), "only the header was read"
+    offline = run_cli({**hubenv.env, "LOCALGEN_OFFLINE": "1"}, "models", "show", SMOL_REPO)
+    assert offline.returncode == 1 and offline.stdout == "", offline.stderr
+    assert f"localgen: error: model '{SMOL_REPO}' is not downloaded" in offline.stderr, offline.stderr
 
 
 @pytest.mark.usefixtures("home")

@@ -154,9 +154,8 @@ def test_online_a_quant_the_repo_lacked_when_last_listed_is_asked_of_the_hub_bef
                                                     "LOCALGEN_OFFLINE in the environment: unset it, then `localgen "
                                                     f"models show {other}` lists what the repo has)")
     hubenv.server.requests.clear()
-    assert show(other) == (1, f"localgen: error: model '{other}' is not downloaded; {other} has Q4_K_M, F16 (hint: "
-                              f"`localgen pull {other}` downloads the quant that fits best here; "
-                              f"`localgen fit {other}` compares them)")
+    assert show(other) == (0, f"downloaded:     no (`localgen pull {other}` downloads the quant that fits best "
+                              f"here; `localgen fit {other}` compares them)"), "shown as the Hub has it"
     kept = show(f"{other}:Q6_K", LOCALGEN_OFFLINE="1")[1]
     assert f"{other} had no Q6_K file when localgen last listed it (hint: quants in this repo: Q4_K_M, F16" in kept
     assert hubenv.server.count("GET", "/api/models/") == 1, "the listing the Hub gave is kept"

@@ -1,0 +1,99 @@
+"""What `localgen models show ORG/REPO` prints of a Hub repo none of whose quants is downloaded, online: the quants the
+Hub has and their sizes, and the header's fields as `localgen fit` reads them, with `downloaded: no`."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from localgen.units import binary_size
+
+if TYPE_CHECKING:
+    from localgen.estimate import ModelShape
+    from localgen.gguf_info import GGUFInfo
+    from localgen.hub_types import HubFile
+
+
+@dataclass(frozen=True)
+class HubView:
+    """A Hub repo as the Hub lists it: its quants (label, size of all its files), smallest first, and the header of
+    the smallest (with the model's shape from it), or why it could not be read."""
+
+    repo: str
+    quants: tuple[tuple[str, int], ...]
+    read_from: str
+    header: tuple[GGUFInfo, ModelShape] | None
+    problem: str | None = None
+
+
+def hub_view(text: str) -> HubView | None:
+    """ORG/REPO named without a quant or file, as the Hub lists it now (one listing request and one header read, as
+    fit reads it); None offline, for any other reference, or where the Hub lists no model there (its refusal says
+    why)."""
+    from localgen import hub
+    from localgen.config import settings
+    from localgen.errors import LocalgenError
+    from localgen.quant_choice import quant_groups
+    from localgen.registry import hub_target, load_registry
+
+    registry = load_registry(settings().user_registry)
+    ref = registry.reference(text)
+    if ref.kind != "repo" or ref.quant is not None or settings().offline or hub.is_offline():
+        return None
+    repo = hub_target(ref, registry.spec_for(ref))[0]
+    try:
+        groups = quant_groups(hub.list_gguf_files(repo, keep=True), repo, explain=True)
+    except LocalgenError:
+        return None
+    if not groups:
+        return None
+    return _read_smallest(groups)
+
+
+def _read_smallest(groups: Sequence[tuple[HubFile, ...]]) -> HubView:
+    """The view of a repo's quants, smallest first, with the header of the smallest that has bytes."""
+    from localgen.errors import LocalgenError
+    from localgen.quant_choice import hub_header
+
+    quants = tuple((group[0].quant or group[0].filename, sum(f.size for f in group)) for group in groups)
+    group = next((group for group in groups if group[0].size), groups[0])
+    read_from = group[0].quant or group[0].filename
+    try:
+        return HubView(group[0].repo, quants, read_from, hub_header(group))
+    except LocalgenError as exc:
+        return HubView(group[0].repo, quants, read_from, None, problem=exc.message)
+
+
+def show_hub_view(view: HubView, *, json_output: bool) -> None:
+    """Print a Hub repo's view as `models show` prints a model (--json: its keys, `quants` added)."""
+    from localgen import console
+
+    info, shape = view.header if view.header else (None, None)
+    counts = {"context_length": shape.context_length, "layers": shape.n_layer,
+              "embedding_size": shape.n_embd} if shape else {}
+    license_ = str(info.metadata.get("general.license", "unknown")) if info else None
+    if json_output:
+        console.print_json({
+            "name": view.repo, "architecture": shape.architecture if shape else None,
+            "parameters": shape.parameter_count if shape else None, "quant": None,
+            **{key: counts.get(key) or None for key in ("context_length", "layers", "embedding_size")},
+            "chat_template": bool(info.chat_template) if info else None, "license": license_,
+            **dict.fromkeys(("size", "shards", "missing_shards", "sha256", "source")), "verified": False,
+            **dict.fromkeys(("path", "fits", "plan", "problem")), "downloaded": False, "entry": None,
+            "quants": [{"quant": label, "size": size} for label, size in view.quants]}, indent=2)
+        return
+    quants = ", ".join(f"{label} ({binary_size(size)})" for label, size in view.quants)
+    header: list[tuple[str, str]] = [("header", f"not readable: {view.problem}")]
+    if info is not None and shape is not None:
+        header = [("architecture", shape.architecture), ("parameters", f"{shape.parameter_count / 1e6:,.1f} M"),
+                  *((key.replace("_", " "), f"{value:,}" if value else "unknown") for key, value in counts.items()),
+                  ("chat template", "yes" if info.chat_template else "no (plain completion)"),
+                  ("license", license_ or "unknown")]
+    typed = shlex.quote(view.repo)
+    console.print_fields([
+        ("name", view.repo), ("quants", f"{quants} (on the Hub)"), *header,
+        ("read from", f"the header of {view.read_from} on the Hub"),
+        ("downloaded", f"no (`localgen pull {typed}` downloads the quant that fits best here; `localgen fit {typed}` "
+                       "compares them)")])
