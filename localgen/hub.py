@@ -16,7 +16,7 @@ import contextlib
 import contextvars
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -129,8 +129,10 @@ def download_model(repo: str, *, quant: str | None, filename: str | None, force:
 
 
 def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | None = None,
-                quiet: bool = False, pin: Pin | None = None) -> list[Path]:
-    """Download (or find in the cache) and verify every file of a chosen model."""
+                quiet: bool = False, pin: Pin | None = None,
+                accept: Callable[[list[Path]], None] | None = None) -> list[Path]:
+    """Download (or find in the cache) and verify every file of a chosen model; accept, where given, checks the paths
+    before refs/main names their commit (raising leaves it as it was)."""
     if is_offline():
         paths = cached_model(model.repo, quant=model.quant, filename=model.files[0].filename)
         if paths is None:
@@ -154,8 +156,6 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
                 paths.append(tally.add(_fetch_in_lock_order(model, f, force=force, display=display,
                                                             pin=pin if f is first else None, locks=locks), f.size))
             _fetch_removed(model, paths, tally, display, pin, locks)
-            if model.revision != "main":  # the commit of main the listing named (none named: nothing to note)
-                note_main_commit(model.repo, model.revision)
             if (held := _HELD_THROUGH.get()) is not None:
                 held.enter_context(locks.pop_all())
                 lock_activity.now_doing("checking")  # what a models rm or a pull finding them held says
@@ -165,6 +165,10 @@ def fetch_model(model: HubModel, *, force: bool = False, show_progress: bool | N
     if not quiet:
         download_progress.print_summary(model, tally.received, tally.seconds, elsewhere=tally.elsewhere,
                                         received_before=tally.received_before, checked_elsewhere=tally.checked)
+    if accept is not None:
+        accept(paths)
+    if model.revision != "main":  # the commit of main the listing named (none named: nothing to note)
+        note_main_commit(model.repo, model.revision)
     return paths
 
 

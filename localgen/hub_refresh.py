@@ -58,9 +58,8 @@ def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedM
     newer = missing and not gone
     try:
         paths = hub.fetch_model(model, quiet=not missing, show_progress=None if missing else False,  # no bar: none
-                                pin=pin)  # a size pinned alone
-        if newer:  # a model run can load, checked before the copy it replaces goes
-            _refuse_unloadable(paths)
+                                pin=pin,  # a size pinned alone
+                                accept=_refuse_unloadable if newer else None)  # before the copy it replaces goes
     except LocalgenError as exc:  # a HubError, or the newer file refused by a size its entry pins or by its check
         if gone:  # a download as any other's, with no copy here to keep
             raise
@@ -103,7 +102,7 @@ def _named_by_its_file(found: ResolvedModel, repo: str) -> ResolvedModel:
 
 def _refuse_unloadable(paths: list[Path]) -> None:
     """Check a newer download as run checks a model, removing it where it fails, so the copy it was to replace
-    stays the one found."""
+    stays the one found (and refs/main names it still)."""
     from localgen.gguf_split import validate_split
     from localgen.model_removal import remove_replaced
 
