@@ -18,7 +18,7 @@ from pathlib import Path
 
 from localgen import hub_cache, lock_activity
 from localgen.file_locks import HAS_FLOCK, lock_holder, locked_descriptor
-from localgen.load_locks import open_lock_file, taken_for_removal
+from localgen.load_locks import Loader, open_lock_file, taken_for_removal
 
 HELD_WAIT_S = 2.0  # the locks held with no part written (a pull checking the model it fetched, or one about to write)
 # are waited for this long, all together; one still held then is gone ahead without (a process that holds it longer and
@@ -30,19 +30,18 @@ LOCK_POLL_S = 0.01
 class Waited:
     """The blobs whose locks another process held as a repo's blob locks were taken (waited for), those of them still
     held once the wait ran out and when looked at again once the others were taken (gone ahead without), and the
-    process that held the first where known; and whether a run still loaded the model once the wait ran out
-    (load_locks.py), with that run where known."""
+    process that held the first where known; and the run still loading the model once the wait ran out, where one did
+    (load_locks.py)."""
 
     blobs: list[str] = field(default_factory=list)
     given_up: list[str] = field(default_factory=list)
     holder: int | None = None
-    loading: bool = False
-    loader: int | None = None
+    loader: Loader | None = None
 
     @property
     def waited(self) -> bool:
         """Whether any lock was waited for, or a run loads the model still."""
-        return bool(self.blobs) or self.loading
+        return bool(self.blobs) or self.loader is not None
 
 
 @contextlib.contextmanager
@@ -88,7 +87,7 @@ def holding_blob_locks(repo: str, blobs: Collection[str], *, refuse: Callable[[]
 def _loading_locks_taken(locks: Collection[Path], waited: Waited, deadline: float) -> list[int]:
     """Take these loading locks (load_locks.py) within the wait that ends at deadline: the descriptors holding them;
     a run still loading one then is noted in waited."""
-    taken, waited.loader, waited.loading = taken_for_removal(locks, deadline)
+    taken, waited.loader = taken_for_removal(locks, deadline)
     return taken
 
 

@@ -108,11 +108,16 @@ def refuse_model_held(registry: Registry, reference: str, cached: list[hub_cache
     files = [f for f in listing.files if f.filename in names] if listing else []
     holders = (lock_activity.holder(hub_cache.blob_lock_path(repo, blob)) for blob in waited.given_up)
     busy = next((h for h in holders if h is not None and h.done_downloading), None)
-    if busy is None and waited.loading:  # a run that found the model here and loads it: load_locks.py
-        busy = lock_activity.Holder(waited.loader, "loading")
+    if busy is None and waited.loader is not None:  # a run that found the model here and loads it: load_locks.py
+        busy = lock_activity.Holder(waited.loader.pid, "loading")
     if busy is not None:
         shown = files[0].filename if files else cached[0].filename
-        raise _busy_refusal(display_name(registry, repo, quant_of(shown), shown), reference, busy)
+        name = display_name(registry, repo, quant_of(shown), shown)
+        loader = waited.loader if waited.loader is not None and waited.loader.pid == busy.pid else None
+        through = loader.file if loader is not None else None  # the file that run said it loads the blob as
+        other = None if through is None or through in names else display_name(registry, repo, quant_of(through),
+                                                                               through)
+        raise _busy_refusal(name, reference, busy, other)
     if len(names) < 2:
         return
     held = [f.shard_index or 0 for f in files if f.blob in waited.given_up]  # 0: not known
@@ -135,13 +140,16 @@ def _refusal(name: str, repo: str, files: Sequence[HubFile], reference: str, hol
                                       f"`{rerun}` again")
 
 
-def _busy_refusal(name: str, reference: str, busy: lock_activity.Holder) -> ModelDownloadingError:
-    """The refusal of a model a process that downloaded it checks or loads now (or another models rm removes)."""
+def _busy_refusal(name: str, reference: str, busy: lock_activity.Holder,
+                  other: str | None = None) -> ModelDownloadingError:
+    """The refusal of a model a process that downloaded it checks or loads now (other: the model sharing its file that
+    a run loads it as, where the run said so), or another models rm removes."""
     rerun = f"`{shlex.join(['localgen', 'models', 'rm', reference])}`"
     if busy.doing == "loading":
-        return ModelDownloadingError(f"{name} is being loaded by {busy.who}",
-                                     hint=f"run {rerun} again once it has started (llama.cpp has the model open "
-                                          "then), or stop it with Ctrl-C where it runs")
+        loaded = f"the file of {name} is being loaded by {busy.who}, as {other} (a model with the same file)" \
+            if other else f"{name} is being loaded by {busy.who}"
+        return ModelDownloadingError(loaded, hint=f"run {rerun} again once it has started (llama.cpp has the model "
+                                                  "open then), or stop it with Ctrl-C where it runs")
     if busy.doing == "removing":
         return ModelDownloadingError(f"{name} is being removed by {busy.who}",
                                      hint="see `localgen models list` once that has ended")

@@ -3,16 +3,20 @@ huggingface_hub's ETAG.lock), from the moment the model is resolved until llama.
 of one model never wait on one another, and taken exclusively by a `models rm` (or a pull removing the copy the Hub's
 newer one replaced) before it deletes any link to the blob, which thus waits on a load (2 s at most) and then refuses
 the model (its file removed then would fail the load). Once llama.cpp has the file open (mapped), a removed file stays
-readable until the run ends, on Linux and macOS; Windows has no flock, and a file open there cannot be deleted."""
+readable until the run ends, on Linux and macOS; Windows has no flock, and a file open there cannot be deleted. A run
+holding a lock records beside it the snapshot entry it loads the blob through (ETAG.lock.loading.PID: COMMIT/FILE), for
+a models rm refused for it to say which model the run loads."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
 import functools
+import glob
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from localgen import hub_cache, lock_activity
@@ -52,7 +56,7 @@ def loading_locks_of_links(repo: str, links: Iterable[Path]) -> list[Path]:
     to, whether the blob goes with it or another entry keeps it. A run locks the blob whichever link it came through
     and loads the very link it resolved, which must not go as it loads; so a run of another model whose link leads to
     the same blob (two quants of the same bytes) is waited on and refused for too, as a lock per blob cannot tell
-    them apart."""
+    them apart (the record the run keeps beside the lock says which it loads)."""
     return sorted({link_loading_lock(repo, link) for link in links if link.is_symlink()})
 
 
@@ -93,20 +97,75 @@ def run_loading_lock(model_file: Path) -> Path | None:
     (the one rm removes from) it is or leads to, through a repo folder moved to another disk and linked back, or a
     link of the user's (to a file or a folder); None for any other file (the bundled model, a file of the user's,
     another cache's)."""
+    found = _run_lock_and_entry(model_file)
+    return None if found is None else found[0]
+
+
+def _run_lock_and_entry(model_file: Path) -> tuple[Path, str | None] | None:
+    """run_loading_lock's lock, with the snapshot entry (COMMIT/FILE) the run reaches the blob through (None: the
+    blob itself)."""
     path = Path(os.path.abspath(model_file))
     for _ in range(LINK_HOPS):
         repo_dir = next((p.parent for p in path.parents if p.name == "snapshots"), None)
         if path.is_symlink() and repo_dir is not None and repo_dir.name.startswith("models--") and \
                 _in_this_cache(repo_dir):
-            return link_loading_lock(hub_cache.repo_named(repo_dir.name), path)
+            entry = path.relative_to(repo_dir / "snapshots").as_posix()
+            return link_loading_lock(hub_cache.repo_named(repo_dir.name), path), entry
         folder = path.parent.parent
         if path.parent.name == "blobs" and folder.name.startswith("models--") and _in_this_cache(folder):
-            return blob_loading_lock(hub_cache.repo_named(folder.name), path.name)
+            return blob_loading_lock(hub_cache.repo_named(folder.name), path.name), None
         try:
             path = _link_step(path)
         except OSError:  # no link: a file outside the cache's blobs
             return None
     return None
+
+
+def loading_record(lock: Path, pid: int) -> Path:
+    """Where the run pid holding a loading lock records the snapshot entry it loads the blob through."""
+    return lock.with_name(f"{lock.name}.{pid}")
+
+
+def _recorded(lock: Path, entry: str | None) -> Path | None:
+    """Record, beside a loading lock this process holds, the snapshot entry it loads the blob through: the record
+    written (None where there is none to write, or it cannot be)."""
+    if entry is None:
+        return None
+    record = loading_record(lock, os.getpid())
+    try:
+        fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, LOCK_FILE_MODE)
+    except OSError:
+        return None
+    with contextlib.suppress(OSError):
+        os.write(fd, entry.encode("utf-8", "surrogateescape"))
+    os.close(fd)
+    return record
+
+
+def _loaded_through(lock: Path, pid: int | None) -> str | None:
+    """The snapshot entry (COMMIT/FILE) the run pid recorded loading a lock's blob through; None where it recorded
+    none (or pid is not known)."""
+    if pid is None:
+        return None
+    try:
+        return loading_record(lock, pid).read_bytes().decode("utf-8", "surrogateescape") or None
+    except OSError:
+        return None
+
+
+def _forget(record: Path) -> None:
+    """Delete this process's record beside a loading lock it is about to let go of."""
+    with contextlib.suppress(OSError):
+        record.unlink(missing_ok=True)
+
+
+def _drop_records(lock: Path) -> None:
+    """Delete the records beside a loading lock this process holds exclusively: runs killed as they loaded left them
+    (a run deletes its own before it lets go of its lock)."""
+    for record in lock.parent.glob(f"{glob.escape(lock.name)}.*"):
+        if record.name.removeprefix(f"{lock.name}.").isdigit():
+            with contextlib.suppress(OSError):
+                record.unlink()
 
 
 def _link_step(link: Path) -> Path:
@@ -151,15 +210,18 @@ def held_for_loading(files: Sequence[Path], *, waiting: Callable[[Path], None] |
     (shared; a models rm holding them is waited on up to REMOVAL_WAIT_S, all together, waiting called once, with the
     lock waited on, where that lasts past WAIT_SAID_S); the block gets whether each of those files, and each Hub cache
     snapshot entry, is still there once they are held (False: a models rm removed it after the model was resolved)."""
-    locked = {entry: lock for entry in files if (lock := run_loading_lock(entry)) is not None}
+    found = {entry: lock_and_entry for entry in files if (lock_and_entry := _run_lock_and_entry(entry)) is not None}
+    locks = dict(sorted(found.values(), key=lambda item: item[0]))  # each lock once, with the entry it is taken for
     started = time.monotonic()
     said = [] if waiting is not None else [True]
     with contextlib.ExitStack() as held:
-        for lock in sorted(set(locked.values())) if HAS_FLOCK else ():
+        for lock, through in locks.items() if HAS_FLOCK else ():
             fd = _shared(lock, started, said, waiting)
             if fd is not None:
                 held.callback(os.close, fd)
-        yield all(os.path.exists(entry) for entry in files if entry in locked or _snapshot_entry(entry))
+                if (record := _recorded(lock, through)) is not None:
+                    held.callback(_forget, record)  # before the lock is let go
+        yield all(os.path.exists(entry) for entry in files if entry in found or _snapshot_entry(entry))
 
 
 def _shared(lock: Path, started: float, said: list[bool], waiting: Callable[[Path], None] | None) -> int | None:
@@ -180,13 +242,32 @@ def _shared(lock: Path, started: float, said: list[bool], waiting: Callable[[Pat
     return None
 
 
-def taken_for_removal(locks: Iterable[Path], deadline: float) -> tuple[list[int], int | None, bool]:
+@dataclass(frozen=True)
+class Loader:
+    """A run still loading a blob once a removal's wait on it ran out: its process (None where the system does not
+    tell it), and the snapshot entry (COMMIT/FILE) it recorded loading the blob through (None where none is known)."""
+
+    pid: int | None
+    entry: str | None = None
+
+    @property
+    def who(self) -> str:
+        """The process, as messages name it."""
+        return f"process {self.pid}" if self.pid else "another process"
+
+    @property
+    def file(self) -> str | None:
+        """The file the run loads, as its snapshot names it (the model it runs), where known."""
+        return self.entry.split("/", 1)[1] if self.entry and "/" in self.entry else None
+
+
+def taken_for_removal(locks: Iterable[Path], deadline: float) -> tuple[list[int], Loader | None]:
     """Take each of these loading locks exclusively (as a models rm, or a pull removing the copy it replaced, does
     before it deletes their blobs), waiting on runs loading them until deadline (time.monotonic's): the descriptors
-    holding those taken, a run still holding one then (None where the system does not tell it), and whether any run
-    did; a lock that cannot be taken or tested is gone ahead without."""
+    holding those taken, and a run still holding one then (None where none did); a lock that cannot be taken or
+    tested is gone ahead without."""
     taken: list[int] = []
-    loader, loading = None, False
+    loader: Loader | None = None
     try:
         for lock in sorted(set(locks)) if HAS_FLOCK else ():
             seen: list[bool] = []
@@ -195,10 +276,12 @@ def taken_for_removal(locks: Iterable[Path], deadline: float) -> tuple[list[int]
                                    on_held=functools.partial(seen.append, True))
             if fd is not None:
                 taken.append(fd)
-            elif seen:
-                loading, loader = True, loader or lock_holder(lock)
+                _drop_records(lock)
+            elif seen and (loader is None or loader.pid is None):
+                pid = lock_holder(lock)
+                loader = Loader(pid, _loaded_through(lock, pid))
     except BaseException:
         for fd in taken:
             os.close(fd)
         raise
-    return taken, loader, loading
+    return taken, loader

@@ -381,10 +381,10 @@ def remove_replaced(old: list[Path], new: list[Path]) -> tuple[int, list[CacheEn
     freed = 0
     data_keys: dict[str, Path] = {}
     locks = loading_locks_of_links(hub_cache.repo_named(repo_dir.name), going)  # a run loading the old copy
-    taken, loader, loading = taken_for_removal(locks, time.monotonic() + HELD_WAIT_S)
+    taken, loader = taken_for_removal(locks, time.monotonic() + HELD_WAIT_S)
     try:
-        if loading:
-            raise LocalgenError(f"{f'process {loader}' if loader else 'another process'} is loading it")
+        if loader is not None:
+            raise LocalgenError(f"{loader.who} is loading it")
         for entry in sorted(going):
             chain = [entry]
             if entry.is_symlink() and not users.of(hub_cache.blob_of(entry)):

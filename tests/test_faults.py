@@ -728,6 +728,9 @@ ALLOWED_WRITES = {  # (file, text on the line; "" = any line): why it is not a w
     ("load_locks.py", "os.open(lock, os.O_RDWR | os.O_NOFOLLOW"): "opens a loading lock file there to take its lock",
     ("load_locks.py", "os.open(lock, os.O_RDONLY | os.O_NOFOLLOW"): "opens a loading lock file read-only to take its "
                                                                   "lock (a read-only cache)",
+    ("load_locks.py", "os.open(record, os.O_WRONLY | os.O_CREAT"): "a run's record, beside the loading lock it "
+        "holds, of the snapshot entry it loads the blob as (COMMIT/FILE), deleted before it lets go of the lock; a "
+        "lost one is read as no record",
     ("hub_resume.py", "partial.touch()"): "a download's partial file, which later pulls append to; renamed into "
                                           "place once complete",
     ("cli_output.py", "open(os.devnull"): "run -q sends stderr to /dev/null while it runs",
