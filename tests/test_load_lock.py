@@ -35,20 +35,27 @@ def test_rm_of_a_downloaded_model_a_run_loads_is_refused_naming_the_run_and_the_
     """A run of a model found in the cache held no lock: rm removed its file after the run had resolved it and before
     llama.cpp opened it, and the run failed saying the file may be damaged."""
     _pulled_tiny(hubenv, tmp_path)
-    run = _run_loading_slowly(hubenv, tmp_path, SOLO)
-    try:
-        refused = run_cli(hubenv.env, "models", "rm", "--yes", SOLO)  # waits 2 s on the run's load
-    finally:
-        _loaded(tmp_path)
-    answer, err = run.communicate(timeout=120)
-    assert refused.returncode == 1 and refused.stderr == (
-        f"localgen: error: {SOLO}:Q4_K_M is being loaded by process {run.pid} (hint: run `localgen models rm {SOLO}` "
+    pid, refused = _rm_beside_a_slow_run(hubenv, tmp_path, SOLO)
+    assert refused == (
+        f"localgen: error: {SOLO}:Q4_K_M is being loaded by process {pid} (hint: run `localgen models rm {SOLO}` "
         "again once it has started (llama.cpp has the model open then), or stop it with Ctrl-C where it runs)\n")
-    assert run.returncode == 0 and answer, err
     assert hubenv.snapshot_files(SOLO) and hubenv.blobs(SOLO)
     removed = run_cli(hubenv.env, "models", "rm", "--yes", SOLO)  # the run has ended: nothing holds the model now
     assert removed.returncode == 0 and hubenv.blobs(SOLO) == [], removed.stderr
 
+
+def _rm_beside_a_slow_run(hubenv: HubEnv, tmp_path: Path, model: str) -> tuple[int, str]:
+    """`models rm --yes SOLO` as a run of model loads (it waits 2 s on the load), refused; the run answers after it:
+    the run's pid and what rm said."""
+    run = _run_loading_slowly(hubenv, tmp_path, model)
+    try:
+        refused = run_cli(hubenv.env, "models", "rm", "--yes", SOLO)
+    finally:
+        _loaded(tmp_path)
+    answer, err = run.communicate(timeout=120)
+    assert refused.returncode == 1, refused.stderr
+    assert run.returncode == 0 and answer, err
+    return run.pid, refused.stderr
 
 def test_a_run_of_a_model_another_run_loads_does_not_wait_on_it(hubenv: HubEnv, tmp_path: Path) -> None:
     """Both runs hold the model's loading lock, shared: the second loads and answers while the first still loads."""
@@ -122,14 +129,8 @@ def test_a_run_of_a_model_s_file_by_its_moved_folder_s_path_is_waited_on_by_rm(h
     folder.rename(moved)
     folder.symlink_to(moved)
     entry = moved / hubenv.snapshot_files(SOLO)[0].relative_to(folder)
-    run = _run_loading_slowly(hubenv, tmp_path, str(entry))
-    try:
-        refused = run_cli(hubenv.env, "models", "rm", "--yes", SOLO)
-    finally:
-        _loaded(tmp_path)
-    answer, err = run.communicate(timeout=120)
-    assert refused.returncode == 1 and f"is being loaded by process {run.pid}" in refused.stderr, refused.stderr
-    assert run.returncode == 0 and answer, err
+    pid, refused = _rm_beside_a_slow_run(hubenv, tmp_path, str(entry))
+    assert f"is being loaded by process {pid}" in refused, refused
 
 
 def test_a_run_through_a_link_of_the_user_s_to_a_snapshot_folder_is_waited_on_by_rm(hubenv: HubEnv,
@@ -144,14 +145,8 @@ def test_a_run_through_a_link_of_the_user_s_to_a_snapshot_folder_is_waited_on_by
     (tmp_path / "mine.gguf").symlink_to(mine / entry.name)  # a file link to that path leads to the same lock
     assert load_locks.run_loading_lock(mine / entry.name) == load_locks.run_loading_lock(tmp_path / "mine.gguf") == \
         load_locks.run_loading_lock(entry) is not None
-    run = _run_loading_slowly(hubenv, tmp_path, str(mine / entry.name))
-    try:
-        refused = run_cli(hubenv.env, "models", "rm", "--yes", SOLO)
-    finally:
-        _loaded(tmp_path)
-    answer, err = run.communicate(timeout=120)
-    assert refused.returncode == 1 and f"is being loaded by process {run.pid}" in refused.stderr, refused.stderr
-    assert run.returncode == 0 and answer, err
+    pid, refused = _rm_beside_a_slow_run(hubenv, tmp_path, str(mine / entry.name))
+    assert f"is being loaded by process {pid}" in refused, refused
 
 
 def test_a_run_of_a_cache_entry_linking_to_a_file_of_the_user_s_takes_the_lock_rm_takes(
