@@ -47,15 +47,22 @@ def test_rm_of_a_downloaded_model_a_run_loads_is_refused_naming_the_run_and_the_
 def _rm_beside_a_slow_run(hubenv: HubEnv, tmp_path: Path, model: str) -> tuple[int, str]:
     """`models rm --yes SOLO` as a run of model loads (it waits 2 s on the load), refused; the run answers after it:
     the run's pid and what rm said."""
+    pid, refused = _beside_a_slow_run(hubenv, tmp_path, model, "models", "rm", "--yes", SOLO)
+    assert refused.returncode == 1, refused.stderr
+    return pid, refused.stderr
+
+
+def _beside_a_slow_run(hubenv: HubEnv, tmp_path: Path, model: str,
+                       *command: str) -> tuple[int, subprocess.CompletedProcess[str]]:
+    """`localgen COMMAND` as a run of model loads, which answers after it: the run's pid and the command's result."""
     run = _run_loading_slowly(hubenv, tmp_path, model)
     try:
-        refused = run_cli(hubenv.env, "models", "rm", "--yes", SOLO)
+        done = run_cli(hubenv.env, *command)
     finally:
         _loaded(tmp_path)
     answer, err = run.communicate(timeout=120)
-    assert refused.returncode == 1, refused.stderr
     assert run.returncode == 0 and answer, err
-    return run.pid, refused.stderr
+    return run.pid, done
 
 def test_a_run_of_a_model_another_run_loads_does_not_wait_on_it(hubenv: HubEnv, tmp_path: Path) -> None:
     """Both runs hold the model's loading lock, shared: the second loads and answers while the first still loads."""
@@ -391,15 +398,9 @@ def test_a_pull_replacing_a_copy_a_run_loads_keeps_that_copy_and_the_run_answers
     _pulled_tiny(hubenv, tmp_path)
     old = hubenv.snapshot_files(SOLO)
     hubenv.server.add_repo(SOLO, {SOLO_FILE: tiny_model(tmp_path / "newer.gguf", seed=1)})  # a new commit
-    run = _run_loading_slowly(hubenv, tmp_path, SOLO)
-    try:
-        pulled = run_cli(hubenv.env, "pull", SOLO)  # waits 2 s on the run's load
-    finally:
-        _loaded(tmp_path)
-    answer, err = run.communicate(timeout=120)
-    assert run.returncode == 0 and answer, err
+    pid, pulled = _beside_a_slow_run(hubenv, tmp_path, SOLO, "pull", SOLO)  # the pull waits 2 s on the run's load
     assert pulled.returncode == 0, pulled.stderr
-    assert (f"localgen: warning: the copy the new one replaces is still in the cache: process {run.pid} is loading "
+    assert (f"localgen: warning: the copy the new one replaces is still in the cache: process {pid} is loading "
             f"it; `localgen pull {SOLO}:Q4_K_M` removes it once that process has loaded it\n") in pulled.stderr, \
         pulled.stderr
     assert all(path.is_file() for path in old) and len(hubenv.snapshot_files(SOLO)) == 2
@@ -514,14 +515,8 @@ def test_a_pull_of_a_new_commit_with_the_same_file_keeps_the_link_a_run_loads(hu
     _pulled_tiny(hubenv, tmp_path)
     old = hubenv.snapshot_files(SOLO)
     hubenv.server.add_repo(SOLO, {SOLO_FILE: tiny_model(tmp_path / "tiny.gguf")})  # a new commit, the same bytes
-    run = _run_loading_slowly(hubenv, tmp_path, SOLO)
-    try:
-        pulled = run_cli(hubenv.env, "pull", SOLO)  # waits 2 s on the run's load
-    finally:
-        _loaded(tmp_path)
-    answer, err = run.communicate(timeout=120)
-    assert run.returncode == 0 and answer, err
-    assert pulled.returncode == 0 and f"process {run.pid} is loading it" in pulled.stderr, pulled.stderr
+    pid, pulled = _beside_a_slow_run(hubenv, tmp_path, SOLO, "pull", SOLO)  # the pull waits 2 s on the run's load
+    assert pulled.returncode == 0 and f"process {pid} is loading it" in pulled.stderr, pulled.stderr
     assert all(path.is_file() for path in old)
 
 
