@@ -247,7 +247,7 @@ def models_show(
     """Describe a model from its GGUF header (no weights are loaded); without REF, the default model."""
     from localgen import console
     from localgen.cli_model_fields import entry_fields, entry_json, show_undownloaded
-    from localgen.cli_model_hub import hub_view, show_hub_view
+    from localgen.cli_model_hub import HubView, hub_view, parameters_text, print_template, show_hub_view
     from localgen.fit import plan_here
     from localgen.gguf_reader import read_gguf
     from localgen.gguf_split import parameter_count, present_shards, validate_split
@@ -268,11 +268,11 @@ def models_show(
         unverified = unverified_copy(text)  # another tool's download: its header can be read all the same
         entry = None if template or unverified is not None else undownloaded_entry(text)
         if unverified is None and entry is None:
-            if (view := hub_view(text)) is None:  # ORG/REPO, online: as the Hub lists it
-                refuse_lacking(text)  # before the error's `localgen pull`: the quant or file must be in the repo
+            if not isinstance(view := hub_view(text), HubView):  # ORG/REPO, online: as the Hub lists it
+                refuse_lacking(text, failed=view)  # before the error's `localgen pull`: the quant or file must be there
                 raise
             _say_default(reference, text)
-            show_hub_view(view, json_output=json_output)
+            show_hub_view(view, template=template, json_output=json_output)
             return
         if unverified is None:
             _say_default(reference, text)
@@ -286,13 +286,7 @@ def models_show(
     with named_as_typed(reference):  # every shard checked where all are here, as a run checks them
         info = read_gguf(resolved.path) if missing else validate_split(resolved.path)[0]
     if template:
-        if not info.chat_template:
-            raise LocalgenError(f"{resolved.display_name} has no chat template", hint="it runs as plain completion")
-        from localgen.control_chars import terminal_safe
-        from localgen.output_writes import write_out
-
-        text = info.chat_template.rstrip("\n") + "\n"  # a terminal shows its control characters; a pipe gets them
-        write_out(sys.stdout, terminal_safe(text) if sys.stdout.isatty() else text)
+        print_template(resolved.display_name, info.chat_template)
         return
     spec = resolved.spec
     license_ = (spec.license if spec else None) or str(info.metadata.get("general.license", "unknown"))
@@ -318,7 +312,7 @@ def models_show(
     console.print_fields([
         ("name", resolved.display_name), *(entry_fields(spec, info.context_length) if spec else []),
         ("architecture", info.architecture),
-        ("parameters", f"{parameters / 1e6:,.1f} M" + (f" (in {count})" if missing else "")),
+        ("parameters", parameters_text(parameters) + (f" (in {count})" if missing else "")),
         ("quant", info.quant or "unknown"),
         ("context length", _count(info.context_length)), ("layers", _count(info.block_count)),
         ("embedding size", _count(info.embedding_length)),

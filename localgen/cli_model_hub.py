@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from localgen.units import binary_size
 
 if TYPE_CHECKING:
+    from localgen.errors import HubError
     from localgen.estimate import ModelShape
     from localgen.gguf_info import GGUFInfo
     from localgen.hub_types import HubFile
@@ -28,13 +29,13 @@ class HubView:
     problem: str | None = None
 
 
-def hub_view(text: str) -> HubView | None:
+def hub_view(text: str) -> HubView | HubError | None:
     """ORG/REPO named without a quant or file, as the Hub lists it now (one listing request and one header read, as
-    fit reads it); None offline, for any other reference, or where the Hub lists no model there (its refusal says
-    why)."""
+    fit reads it); the listing's error where the Hub has no model there or cannot be asked (its refusal says why, the
+    Hub not asked again); None offline or for any other reference."""
     from localgen import hub
     from localgen.config import settings
-    from localgen.errors import LocalgenError
+    from localgen.errors import HubError, LocalgenError
     from localgen.quant_choice import quant_groups
     from localgen.registry import hub_target, load_registry
 
@@ -45,6 +46,8 @@ def hub_view(text: str) -> HubView | None:
     repo = hub_target(ref, registry.spec_for(ref))[0]
     try:
         groups = quant_groups(hub.list_gguf_files(repo, keep=True), repo, explain=True)
+    except HubError as exc:
+        return exc
     except LocalgenError:
         return None
     if not groups:
@@ -66,9 +69,14 @@ def _read_smallest(groups: Sequence[tuple[HubFile, ...]]) -> HubView:
         return HubView(group[0].repo, quants, read_from, None, problem=exc.message)
 
 
-def show_hub_view(view: HubView, *, json_output: bool) -> None:
-    """Print a Hub repo's view as `models show` prints a model (--json: its keys, `quants` added)."""
+def show_hub_view(view: HubView, *, template: bool = False, json_output: bool) -> None:
+    """Print a Hub repo's view as `models show` prints a model (--json: its keys, `quants` added; --template: the
+    header's chat template)."""
     from localgen import console
+
+    if template:
+        _show_hub_template(view)
+        return
 
     info, shape = view.header if view.header else (None, None)
     counts = {"context_length": shape.context_length, "layers": shape.n_layer,
@@ -77,17 +85,17 @@ def show_hub_view(view: HubView, *, json_output: bool) -> None:
     if json_output:
         console.print_json({
             "name": view.repo, "architecture": shape.architecture if shape else None,
-            "parameters": shape.parameter_count if shape else None, "quant": None,
+            "parameters": (shape.parameter_count or None) if shape else None, "quant": None,
             **{key: counts.get(key) or None for key in ("context_length", "layers", "embedding_size")},
             "chat_template": bool(info.chat_template) if info else None, "license": license_,
             **dict.fromkeys(("size", "shards", "missing_shards", "sha256", "source")), "verified": False,
-            **dict.fromkeys(("path", "fits", "plan", "problem")), "downloaded": False, "entry": None,
+            **dict.fromkeys(("path", "fits", "plan")), "problem": view.problem, "downloaded": False, "entry": None,
             "quants": [{"quant": label, "size": size} for label, size in view.quants]}, indent=2)
         return
     quants = ", ".join(f"{label} ({binary_size(size)})" for label, size in view.quants)
     header: list[tuple[str, str]] = [("header", f"not readable: {view.problem}")]
     if info is not None and shape is not None:
-        header = [("architecture", shape.architecture), ("parameters", f"{shape.parameter_count / 1e6:,.1f} M"),
+        header = [("architecture", shape.architecture), ("parameters", parameters_text(shape.parameter_count)),
                   *((key.replace("_", " "), f"{value:,}" if value else "unknown") for key, value in counts.items()),
                   ("chat template", "yes" if info.chat_template else "no (plain completion)"),
                   ("license", license_ or "unknown")]
@@ -97,3 +105,31 @@ def show_hub_view(view: HubView, *, json_output: bool) -> None:
         ("read from", f"the header of {view.read_from} on the Hub"),
         ("downloaded", f"no (`localgen pull {typed}` downloads the quant that fits best here; `localgen fit {typed}` "
                        "compares them)")])
+
+
+def parameters_text(count: int) -> str:
+    """A parameter count in millions, or unknown where the header counts none (a split model's tensorless shard)."""
+    return f"{count / 1e6:,.1f} M" if count else "unknown"
+
+
+def _show_hub_template(view: HubView) -> None:
+    """Print the chat template of a Hub repo's header as `models show --template` prints a downloaded model's."""
+    from localgen.errors import LocalgenError
+
+    if view.header is None:
+        raise LocalgenError(f"{view.repo}'s header on the Hub is not readable: {view.problem}")
+    print_template(view.repo, view.header[0].chat_template)
+
+
+def print_template(name: str, template: str | None) -> None:
+    """Print a model's chat template byte for byte (a terminal is shown its control characters), or fail without one."""
+    import sys
+
+    from localgen.control_chars import terminal_safe
+    from localgen.errors import LocalgenError
+    from localgen.output_writes import write_out
+
+    if not template:
+        raise LocalgenError(f"{name} has no chat template", hint="it runs as plain completion")
+    text = template.rstrip("\n") + "\n"  # a terminal shows its control characters; a pipe gets them
+    write_out(sys.stdout, terminal_safe(text) if sys.stdout.isatty() else text)

@@ -15,10 +15,11 @@ from localgen.references import ModelRef, normalize_quant
 from localgen.registry import ModelSpec, hub_target, load_registry
 
 
-def refuse_lacking(text: str) -> None:
+def refuse_lacking(text: str, *, failed: HubError | None = None) -> None:
     """For `models show` of a Hub model not downloaded, before `localgen pull` is suggested: online, refuse a quant or
     file its repo lacked when localgen last listed it and lacks still (the Hub asked again), and ask the Hub for a
-    repo never listed, saying what it has (or lacks); offline, say a repo was never listed and how to list it."""
+    repo never listed, saying what it has (or lacks); offline, say a repo was never listed and how to list it.
+    failed: the Hub's error to the listing just asked, which is not asked again."""
     from localgen.hub_errors import leave_offline
 
     registry = load_registry(settings().user_registry)
@@ -35,7 +36,10 @@ def refuse_lacking(text: str) -> None:
                                  hint=with_downloaded_repo(listing_hint, ref.text, repo))
     if settings().offline:
         return
-    lack = _hub_lack(repo, quant, filename) if never_listed else known_lack(repo, quant, filename)
+    if failed is not None:  # the Hub just asked
+        lack = (failed, failed.message) if never_listed else listed_lack(repo, quant, filename)
+    else:
+        lack = _hub_lack(repo, quant, filename) if never_listed else known_lack(repo, quant, filename)
     if lack is not None:
         raise lacking_refusal(ref, spec, lack) from None
     listing = hub_cache.load_listing(repo)

@@ -8,7 +8,7 @@ import os
 
 import pexpect
 import pytest
-from hub_server import HubEnv, run_cli
+from hub_server import HubEnv, make_gguf_bytes, run_cli
 
 from localgen.conversation import Conversation
 from localgen.conversation_store import let_go, save_conversation
@@ -79,3 +79,49 @@ def test_bench_json_is_indented_as_the_other_reports() -> None:
     assert bench.returncode == 0 and fit.returncode == 0, bench.err + fit.err
     assert bench.out.startswith('{\n  "model": ') and fit.out.startswith('{\n  "model": '), bench.out
     assert json.loads(bench.out)["n_gen"] == 2
+
+
+def test_models_show_template_of_a_hub_repo_prints_its_header_template(hubenv: HubEnv) -> None:
+    """`models show ORG/REPO --template` of a repo not downloaded prints its Hub header's chat template byte for byte,
+    where it printed the whole view; a header without one fails as a downloaded model's does."""
+    from localgen.gguf_reader import read_gguf
+
+    model = bundled_model_file()
+    hubenv.server.add_repo(SMOL_REPO, {"smol-Q4_1.gguf": model})
+    hubenv.server.add_repo("test/Plain-GGUF", {"plain-Q4_0.gguf": make_gguf_bytes("plain")})
+    shown = run_cli(hubenv.env, "models", "show", SMOL_REPO, "--template")
+    template = read_gguf(model).chat_template
+    assert template and shown.returncode == 0 and shown.stdout == template.rstrip("\n") + "\n", shown.stderr
+    plain = run_cli(hubenv.env, "models", "show", "test/Plain-GGUF", "--template")
+    assert plain.returncode == 1 and plain.stdout == "", plain.stdout
+    assert plain.stderr == ("localgen: error: test/Plain-GGUF has no chat template (hint: it runs as plain "
+                            "completion)\n"), plain.stderr
+
+
+def test_models_show_json_of_a_hub_repo_gives_why_its_header_is_unreadable(hubenv: HubEnv) -> None:
+    """`models show ORG/REPO --json` of a repo whose header cannot be read gives why as its problem, as the text's
+    `header: not readable` does, where the problem was null."""
+    hubenv.server.add_repo("test/Bad-GGUF", {"bad-Q4_0.gguf": b"notgguf" * 100})
+    record = json.loads(run_cli(hubenv.env, "models", "show", "test/Bad-GGUF", "--json").stdout)
+    text = run_cli(hubenv.env, "models", "show", "test/Bad-GGUF").stdout
+    assert record["problem"] and f"header: not readable: {record['problem']} " in " ".join(text.split()), text
+
+
+def test_models_show_of_a_failing_hub_asks_it_once(hubenv: HubEnv) -> None:
+    """`models show ORG/REPO` where the Hub answers 500 asks it once and fails, where it asked twice."""
+    hubenv.server.status["test/Err-GGUF"] = (500, None)
+    shown = run_cli(hubenv.env, "models", "show", "test/Err-GGUF")
+    assert shown.returncode == 1 and shown.stdout == "" and "Traceback" not in shown.stderr, shown.stderr
+    assert hubenv.server.count(contains="Err-GGUF") == 1, [r.path for r in hubenv.server.answered()]
+
+
+def test_models_show_of_a_hub_split_model_without_tensors_first_has_unknown_parameters(hubenv: HubEnv) -> None:
+    """A Hub split model whose first shard holds no tensors shows `parameters: unknown` (null in --json), where it
+    showed 0.0 M."""
+    hubenv.server.add_repo("test/Split-GGUF", {
+        f"split-Q4_0-0000{number}-of-00002.gguf": make_gguf_bytes(f"split{number}", shard=(number, 2))
+        for number in (1, 2)})
+    shown = run_cli(hubenv.env, "models", "show", "test/Split-GGUF")
+    assert shown.returncode == 0 and "parameters: unknown\n" in shown.stdout.replace("  ", ""), shown.stdout
+    record = json.loads(run_cli(hubenv.env, "models", "show", "test/Split-GGUF", "--json").stdout)
+    assert record["parameters"] is None, record
