@@ -13,8 +13,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,6 +21,7 @@ from hub_server import HubEnv, file_sha256, make_gguf_bytes, run_cli
 from localgen import hub_cache, hub_resume
 from localgen.registry_toml import read_toml
 from tests.conftest import REPO_ROOT
+from tests.test_pull_lock_mend import _until
 
 _RM_THEN_PULL = """
 import sys
@@ -159,14 +158,6 @@ class _Lines:
     def _read(self) -> None:
         assert self.proc.stderr is not None
         self.lines.extend(self.proc.stderr)
-
-
-def _until(done: Callable[[], bool], what: str, timeout: float = 30) -> None:
-    """Wait (up to timeout seconds) until done() is true."""
-    deadline = time.monotonic() + timeout
-    while not done() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert done(), f"not {what} after {timeout} s"
 
 
 def _free(lock: Path) -> bool:
