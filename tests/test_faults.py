@@ -796,3 +796,36 @@ def test_an_abort_inside_llama_cpp_is_one_line_on_stderr_and_nothing_on_stdout()
     assert result.stdout == "answer\n"
     assert result.stderr == ("localgen: internal error: llama.cpp stopped the process (llama-grammar.cpp:1455: fatal "
                              "error) (hint: run again with LOCALGEN_DEBUG=1 for llama.cpp's log, and report it)\n")
+
+
+_GGML_INIT_BEYOND_LIMIT = """
+import ctypes, resource, sys
+from localgen.engine.native import lc, out_of_memory_said_as
+from localgen.memory_limits import data_in_use
+class Params(ctypes.Structure):
+    _fields_ = [("mem_size", ctypes.c_size_t), ("mem_buffer", ctypes.c_void_p), ("no_alloc", ctypes.c_bool)]
+init = lc._lib.ggml_init
+init.argtypes, init.restype = [Params], ctypes.c_void_p
+resource.setrlimit(resource.RLIMIT_DATA, (data_in_use() + 64 * 1024 * 1024, resource.RLIM_INFINITY))
+print("answer", flush=True)
+if sys.argv[1:]:
+    with out_of_memory_said_as(sys.argv[1], "the hint"):
+        init(Params(1 << 30, None, False))
+init(Params(1 << 30, None, False))
+"""
+
+
+@pytest.mark.parametrize(("doing", "said"), [
+    ("llama.cpp ran out of memory loading /m.gguf", "localgen: error: llama.cpp ran out of memory loading /m.gguf "
+                                                   "(hint: the hint)\n"),
+    (None, "localgen: error: llama.cpp ran out of memory (hint: `ulimit -d` of "),
+])
+def test_an_allocation_failing_inside_llama_cpp_says_it_ran_out_of_memory_in_one_line(doing: str | None,
+                                                                                    said: str) -> None:
+    """ggml_init's GGML_ASSERT where its malloc fails (a model's load under a `ulimit -d` just short of it) aborted
+    the process, said as an internal error to report; it is an error of memory, status 1, saying what llama.cpp was
+    doing where localgen knows (the load it was asked for), and naming the limit."""
+    result = subprocess.run([sys.executable, "-c", _GGML_INIT_BEYOND_LIMIT, *([doing] if doing else [])],
+                            capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent)
+    assert (result.returncode, result.stdout) == (1, "answer\n"), result.stderr
+    assert result.stderr.startswith(said) and result.stderr.count("\n") == 1, result.stderr

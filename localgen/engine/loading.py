@@ -10,7 +10,7 @@ from pathlib import Path
 from localgen.engine.amx import AMX_BUFFER_TYPE, amx_works
 from localgen.engine.devices import cpu_extra_buffer_types
 from localgen.engine.growth import context_beyond_memory_limit, smaller_context_hint
-from localgen.engine.native import FLASH_ATTN, KV_TYPES, lc, native_errors
+from localgen.engine.native import FLASH_ATTN, KV_TYPES, lc, native_errors, out_of_memory_said_as
 from localgen.errors import ModelLoadError
 from localgen.memory_limits import out_of_memory_hint
 from localgen.params import LoadOptions
@@ -67,11 +67,12 @@ def load_weights(path: Path, options: LoadOptions, stop: Callable[[], bool], *,
     if not params.use_extra_bufts:
         log.debug("weights stay unpacked: AMX buffers are off (LOCALGEN_AMX=0, or the probe found them failing)")
     params.progress_callback = progress = lc.llama_progress_callback(lambda _done, _data: not stop())
-    with native_errors() as errors:
+    out_of_memory = (f"llama.cpp ran out of memory loading {path}", out_of_memory_hint())
+    with native_errors() as errors, out_of_memory_said_as(*out_of_memory):  # where ggml_init's malloc fails: abort
         model = lc.llama_model_load_from_file(os.fsencode(path), params) or None
     del progress  # kept alive until here: llama.cpp calls it during the load
     if model is None and any(OUT_OF_MEMORY in line for line in errors):  # a limit (`ulimit -d`) met, no damage
-        raise ModelLoadError(f"llama.cpp ran out of memory loading {path}", hint=out_of_memory_hint())
+        raise ModelLoadError(*out_of_memory)
     if model is None:
         raise ModelLoadError(
             f"llama.cpp could not load {path}",

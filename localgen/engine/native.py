@@ -15,7 +15,7 @@ import sys
 import types
 from collections.abc import Iterator
 
-from localgen.errors import EngineLibraryError
+from localgen.errors import EXIT_RUNTIME, EngineLibraryError
 from localgen.llama_install import installed_version, reinstall_command
 from localgen.signals import called_from_c
 
@@ -141,13 +141,41 @@ route_native_log()
 
 
 _ABORT_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_char_p)
+OUT_OF_MEMORY_ABORT = "ctx->mem_buffer != NULL"  # ggml_init's GGML_ASSERT where the malloc of a context failed
+_out_of_memory_errors: list[tuple[str, str]] = []
+
+
+@contextlib.contextmanager
+def out_of_memory_said_as(message: str, hint: str) -> Iterator[None]:
+    """Where llama.cpp aborts meanwhile for want of memory, the error said (made beforehand: little may be left)."""
+    _out_of_memory_errors.append((message, hint))
+    try:
+        yield
+    finally:
+        _out_of_memory_errors.pop()
+
+
+def _say_out_of_memory() -> None:
+    """Say llama.cpp ran out of memory as a localgen error (what it was doing where known, the limit in the hint)."""
+    message, hint = _out_of_memory_errors[-1] if _out_of_memory_errors else ("llama.cpp ran out of memory", "")
+    try:
+        from localgen.console import error
+        from localgen.memory_limits import out_of_memory_hint
+
+        error(message, hint or out_of_memory_hint())
+    except BaseException:  # nothing left to format it with: the words as they are
+        os.write(2, f"localgen: error: {message}\n".encode())
 
 
 @_ABORT_CALLBACK
 def _say_native_abort(message: bytes) -> None:
     """What llama.cpp says as it aborts the process, as one line of localgen's (in place of its debugger's backtrace,
-    which it printed on stdout among the answer)."""
+    which it printed on stdout among the answer); an allocation that failed (a `ulimit -d` met) is said as out of
+    memory and ends the process with status 1, as localgen's other errors do."""
     where = message.decode("utf-8", errors="replace").strip()
+    if OUT_OF_MEMORY_ABORT in where:
+        _say_out_of_memory()
+        os._exit(EXIT_RUNTIME)
     os.write(2, f"localgen: internal error: llama.cpp stopped the process ({where}) (hint: run again with "
                 f"LOCALGEN_DEBUG=1 for llama.cpp's log, and report it)\n".encode())
 
