@@ -247,7 +247,8 @@ def models_show(
     """Describe a model from its GGUF header (no weights are loaded); without REF, the default model."""
     from localgen import console
     from localgen.cli_model_fields import entry_fields, entry_json, show_undownloaded
-    from localgen.cli_model_hub import HubView, hub_view, parameters_text, print_template, show_hub_view
+    from localgen.cli_model_hub import HubView, count_text, hub_view, parameters_text, print_template, show_hub_view
+    from localgen.cli_model_hub_quant import HubModelView
     from localgen.fit import plan_here
     from localgen.gguf_reader import read_gguf
     from localgen.gguf_split import parameter_count, present_shards, validate_split
@@ -268,7 +269,7 @@ def models_show(
         unverified = unverified_copy(text)  # another tool's download: its header can be read all the same
         entry = None if template or unverified is not None else undownloaded_entry(text)
         if unverified is None and entry is None:
-            if not isinstance(view := hub_view(text), HubView):  # ORG/REPO, online: as the Hub lists it
+            if not isinstance(view := hub_view(text), (HubView, HubModelView)):  # online: as the Hub lists it
                 refuse_lacking(text, failed=view)  # before the error's `localgen pull`: the quant or file must be there
                 raise
             _say_default(reference, text)
@@ -314,8 +315,8 @@ def models_show(
         ("architecture", info.architecture),
         ("parameters", parameters_text(parameters) + (f" (in {count})" if missing else "")),
         ("quant", info.quant or "unknown"),
-        ("context length", _count(info.context_length)), ("layers", _count(info.block_count)),
-        ("embedding size", _count(info.embedding_length)),
+        ("context length", count_text(info.context_length)), ("layers", count_text(info.block_count)),
+        ("embedding size", count_text(info.embedding_length)),
         ("chat template", "yes (--template prints it)" if info.chat_template else "no (plain completion)"),
         ("license", license_), ("file size", f"{binary_size(size)} ({size:,} bytes"
                                               + (f", {count})" if expected > 1 else ")")),
@@ -332,11 +333,6 @@ def _say_default(reference: str | None, text: str) -> None:
 
     if reference is None:
         console.say(f"localgen: showing the default model, {text} (`localgen models default REF` sets another)")
-
-
-def _count(value: int | None) -> str:
-    """A count from a GGUF header as `models show` prints it: `unknown` where the header does not give it."""
-    return f"{value:,}" if value else "unknown"
 
 
 @models_app.command("default", short_help="Print the model used without -m, or set it.")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from localgen.units import binary_size
 
 if TYPE_CHECKING:
+    from localgen.cli_model_hub_quant import HubModelView
     from localgen.errors import HubError
     from localgen.estimate import ModelShape
     from localgen.gguf_info import GGUFInfo
@@ -29,11 +30,13 @@ class HubView:
     problem: str | None = None
 
 
-def hub_view(text: str) -> HubView | HubError | None:
+def hub_view(text: str) -> HubView | HubModelView | HubError | None:
     """ORG/REPO named without a quant or file, as the Hub lists it now (one listing request and one header read, as
-    fit reads it); the listing's error where the Hub has no model there or cannot be asked (its refusal says why, the
-    Hub not asked again); None offline or for any other reference."""
+    fit reads it), or ORG/REPO:QUANT and ORG/REPO/FILE as HubModelView; the listing's error where the Hub has no model
+    there or cannot be asked (its refusal says why, the Hub not asked again); None offline or for any other
+    reference."""
     from localgen import hub
+    from localgen.cli_model_hub_quant import hub_model_view
     from localgen.config import settings
     from localgen.errors import HubError, LocalgenError
     from localgen.quant_choice import quant_groups
@@ -41,8 +44,10 @@ def hub_view(text: str) -> HubView | HubError | None:
 
     registry = load_registry(settings().user_registry)
     ref = registry.reference(text)
-    if ref.kind != "repo" or ref.quant is not None or settings().offline or hub.is_offline():
+    if ref.kind not in ("repo", "file") or settings().offline or hub.is_offline():
         return None
+    if ref.quant is not None or ref.filename is not None:
+        return hub_model_view(ref, registry.spec_for(ref))
     repo = hub_target(ref, registry.spec_for(ref))[0]
     try:
         groups = quant_groups(hub.list_gguf_files(repo, keep=True), repo, explain=True)
@@ -69,11 +74,15 @@ def _read_smallest(groups: Sequence[tuple[HubFile, ...]]) -> HubView:
         return HubView(group[0].repo, quants, read_from, None, problem=exc.message)
 
 
-def show_hub_view(view: HubView, *, template: bool = False, json_output: bool) -> None:
+def show_hub_view(view: HubView | HubModelView, *, template: bool = False, json_output: bool) -> None:
     """Print a Hub repo's view as `models show` prints a model (--json: its keys, `quants` added; --template: the
-    header's chat template)."""
+    header's chat template), or one quant or file of it (show_hub_model)."""
     from localgen import console
+    from localgen.cli_model_hub_quant import HubModelView, show_hub_model
 
+    if isinstance(view, HubModelView):
+        show_hub_model(view, template=template, json_output=json_output)
+        return
     if template:
         _show_hub_template(view)
         return
@@ -110,6 +119,11 @@ def show_hub_view(view: HubView, *, template: bool = False, json_output: bool) -
 def parameters_text(count: int) -> str:
     """A parameter count in millions, or unknown where the header counts none (a split model's tensorless shard)."""
     return f"{count / 1e6:,.1f} M" if count else "unknown"
+
+
+def count_text(value: int | None) -> str:
+    """A count from a GGUF header as `models show` prints it: `unknown` where the header does not give it."""
+    return f"{value:,}" if value else "unknown"
 
 
 def _show_hub_template(view: HubView) -> None:

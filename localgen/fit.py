@@ -380,9 +380,16 @@ def plan_here(path: Path, *, default_ctx: int | None = None) -> tuple[LoadPlan |
     """How a load of this local file with no options given would go here (`localgen models show`): its plan, or None
     and why it does not fit."""
     from localgen.estimate import read_shape
+
+    return plan_of_shape(read_shape(path), default_ctx=default_ctx)
+
+
+def plan_of_shape(shape: ModelShape, *, default_ctx: int | None = None) -> tuple[LoadPlan | None, str | None]:
+    """How a load of a model of this shape with no options given would go here: its plan, or None and why it does
+    not fit (a local file's, or a Hub file's from its header before it is downloaded)."""
     from localgen.hardware import probe_hardware
 
     try:
-        return plan_fit(read_shape(path), probe_hardware(), FitRequest(default_ctx=default_ctx)), None
+        return plan_fit(shape, probe_hardware(), FitRequest(default_ctx=default_ctx)), None
     except InsufficientMemoryError as exc:
         return None, exc.short

@@ -96,7 +96,7 @@ def _hub_lack(repo: str, quant: str | None, filename: str | None) -> tuple[HubEr
         model = hub.find_model(repo, quant=quant, filename=filename)
     except HubError as exc:
         return exc, exc.message
-    return _listed_empty(model.files, repo)
+    return listed_empty(model.files, repo)
 
 
 def known_lack(repo: str, quant: str | None, filename: str | None) -> tuple[HubError, str] | None:
@@ -114,7 +114,7 @@ def known_lack(repo: str, quant: str | None, filename: str | None) -> tuple[HubE
         return exc, exc.message
     except HubError:
         return lack  # the Hub cannot be asked now: as localgen last listed it
-    return _listed_empty(model.files, repo)
+    return listed_empty(model.files, repo)
 
 
 def listed_lack(repo: str, quant: str | None, filename: str | None) -> tuple[HubError, str] | None:
@@ -134,10 +134,10 @@ def listed_lack(repo: str, quant: str | None, filename: str | None) -> tuple[Hub
         return exc, f"{repo} had {what} when localgen last listed it"
     except HubError:  # the listing says something else (an incomplete split quant): not about what it lacks
         return None
-    return _listed_empty(chosen, repo)
+    return listed_empty(chosen, repo)
 
 
-def _listed_empty(files: Sequence[HubFile], repo: str) -> tuple[HubError, str] | None:
+def listed_empty(files: Sequence[HubFile], repo: str) -> tuple[HubError, str] | None:
     """A model whose (first) file the Hub lists with no bytes, as what the repo lacks (its pull is refused), or None."""
     from localgen.hub_choice import EMPTY_ON_THE_HUB
 

@@ -1,0 +1,119 @@
+"""What `localgen models show ORG/REPO:QUANT` and `ORG/REPO/FILE.gguf` print of a Hub model not downloaded, online:
+the fields a downloaded model's `models show` prints, read from the Hub's listing and the file's header, with
+`downloaded: no` and the `localgen pull` that fetches it."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from localgen.units import binary_size
+
+if TYPE_CHECKING:
+    from localgen.errors import HubError
+    from localgen.estimate import ModelShape
+    from localgen.fit import LoadPlan
+    from localgen.gguf_info import GGUFInfo
+    from localgen.hub_types import HubFile
+    from localgen.references import ModelRef
+    from localgen.registry import ModelSpec
+
+
+@dataclass(frozen=True)
+class HubModelView:
+    """One quant or file of a Hub repo as the Hub lists it: its files (a split model's shards), the first one's header
+    with the model's shape and how a load would go here, or why the header could not be read."""
+
+    name: str
+    files: tuple[HubFile, ...]
+    spec: ModelSpec | None
+    header: tuple[GGUFInfo, ModelShape] | None
+    plan: LoadPlan | None
+    problem: str | None
+
+    @property
+    def size(self) -> int:
+        """The bytes of all its files."""
+        return sum(f.size for f in self.files)
+
+
+def hub_model_view(ref: ModelRef, spec: ModelSpec | None) -> HubModelView | HubError:
+    """The quant or file ref names, as the Hub lists it now (one listing request and one header read, nothing
+    downloaded); a quant or file the repo lacks, or lists empty, refused naming what it has; the Hub's error where it
+    cannot be asked, for refuse_lacking to say."""
+    from localgen import hub
+    from localgen.errors import HubError, LocalgenError
+    from localgen.fit import plan_of_shape
+    from localgen.hub_lack import lacking_refusal, listed_empty
+    from localgen.hub_types import NotInRepoError
+    from localgen.quant_choice import hub_header
+    from localgen.references import normalize_quant
+    from localgen.registry import hub_target
+
+    repo, quant, filename = hub_target(ref, spec)
+    try:
+        model = hub.find_model(repo, quant=quant, filename=filename)
+    except NotInRepoError as exc:  # the listing just asked says what it has
+        raise lacking_refusal(ref, spec, (exc, exc.message)) from None
+    except HubError as exc:
+        return exc
+    if (empty := listed_empty(model.files, model.repo)) is not None:
+        raise lacking_refusal(ref, spec, empty) from None
+    name = f"{model.repo}/{filename}" if filename else f"{model.repo}:{normalize_quant(quant or '')}"
+    default_ctx = spec.context if spec is not None else None
+    try:
+        header = hub_header(model.files, revision=model.revision)
+    except LocalgenError as exc:
+        return HubModelView(name, model.files, spec, None, None, problem=exc.message)
+    plan, problem = plan_of_shape(header[1], default_ctx=default_ctx)
+    return HubModelView(name, model.files, spec, header, plan, problem)
+
+
+def show_hub_model(view: HubModelView, *, template: bool = False, json_output: bool) -> None:
+    """Print a Hub model not downloaded as `models show` prints a downloaded one (--json: the same keys, downloaded
+    false; --template: the header's chat template)."""
+    from localgen import console
+    from localgen.cli_model_fields import entry_fields, entry_json
+    from localgen.cli_model_hub import count_text, parameters_text, print_template
+    from localgen.errors import LocalgenError
+
+    info, shape = view.header if view.header else (None, None)
+    if template:
+        if info is None:
+            raise LocalgenError(f"{view.name}'s header on the Hub is not readable: {view.problem}")
+        print_template(view.name, info.chat_template)
+        return
+    first, count = view.files[0], len(view.files)
+    license_ = (view.spec.license if view.spec else None) or (
+        str(info.metadata.get("general.license", "unknown")) if info else None)
+    quant = first.quant or (info.quant if info else None)
+    if json_output:
+        console.print_json({
+            "name": view.name, "architecture": shape.architecture if shape else None,
+            "parameters": (shape.parameter_count or None) if shape else None, "quant": quant,
+            "context_length": info.context_length if info else None, "layers": info.block_count if info else None,
+            "embedding_size": info.embedding_length if info else None,
+            "chat_template": bool(info.chat_template) if info else None, "license": license_, "size": view.size,
+            "shards": count, "missing_shards": None, "sha256": first.sha256, "source": None, "verified": False,
+            "path": None, "fits": (view.plan.fits_in if view.plan else "no") if info else None,
+            "plan": view.plan.to_dict() if view.plan else None, "problem": view.problem, "downloaded": False,
+            "entry": entry_json(view.spec) if view.spec else None}, indent=2)
+        return
+    header: list[tuple[str, str]] = [("quant", quant or "unknown"), ("header", f"not readable: {view.problem}")]
+    if info is not None and shape is not None:
+        header = [("architecture", info.architecture), ("parameters", parameters_text(shape.parameter_count)),
+                  ("quant", quant or "unknown"), ("context length", count_text(info.context_length)),
+                  ("layers", count_text(info.block_count)), ("embedding size", count_text(info.embedding_length)),
+                  ("chat template", "yes (--template prints it)" if info.chat_template else "no (plain completion)"),
+                  ("license", license_ or "unknown")]
+    shards = f", {count} shards" if count > 1 else ""
+    plan = [] if info is None else [("load plan", f"{view.plan.describe()} (about "
+                                     f"{binary_size(view.plan.estimate.total_bytes)})" if view.plan else
+                                     f"does not fit: {view.problem}")]
+    console.print_fields([
+        ("name", view.name), *(entry_fields(view.spec) if view.spec else []), *header,
+        ("file size", f"{binary_size(view.size)} ({view.size:,} bytes{shards}) on the Hub"),
+        ("sha256" if count == 1 else "sha256 (first shard)", first.sha256 or "not listed by the Hub"),
+        ("read from", f"the header of {first.repo}/{first.filename} on the Hub"), *plan,
+        ("downloaded", f"no (`localgen pull {shlex.quote(view.name)}` downloads it)" if info else "no")])

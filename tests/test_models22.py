@@ -1,0 +1,88 @@
+"""`models show` of one quant or file of a Hub repo that is not downloaded, and the management commands' answers a
+user of `ollama list/show/rm/pull` or `hf cache` would check."""
+
+from __future__ import annotations
+
+import json
+
+from hub_server import HubEnv, make_gguf_bytes, run_cli
+
+from localgen.gguf_reader import read_gguf
+from tests.conftest import bundled_model_file
+
+SMOL_REPO = "test/Smol-GGUF"
+
+
+def _fields(text: str) -> dict[str, str]:
+    """`models show`'s `name: value` lines as a dict."""
+    return {name: value.strip() for name, value in (line.split(":", 1) for line in text.splitlines())}
+
+
+def test_models_show_of_a_hub_quant_not_downloaded_shows_what_the_hub_has(hubenv: HubEnv) -> None:
+    """Online, ORG/REPO:QUANT and ORG/REPO/FILE.gguf of a model not downloaded (another quant of the repo downloaded)
+    show the Hub's file as a downloaded model's fields (its size, sha256, header and load plan) with `downloaded: no`
+    and the pull that fetches it, --json with a downloaded model's keys and --template its header's template, where
+    each failed saying it was not downloaded; nothing is downloaded, and offline it still fails so."""
+    model = bundled_model_file()
+    hubenv.server.add_repo(SMOL_REPO, {"smol-Q4_1.gguf": model, "smol-Q8_0.gguf": model})
+    assert run_cli(hubenv.env, "pull", f"{SMOL_REPO}:Q4_1").returncode == 0
+    blobs = hubenv.blobs(SMOL_REPO)
+    for typed, name in (("test/smol-gguf:q8_0", f"{SMOL_REPO}:Q8_0"),
+                        (f"{SMOL_REPO}/smol-Q8_0.gguf", f"{SMOL_REPO}/smol-Q8_0.gguf")):
+        shown = run_cli(hubenv.env, "models", "show", typed)
+        assert shown.returncode == 0 and shown.stderr == "", shown.stderr
+        fields = _fields(shown.stdout)
+        assert (fields["name"], fields["architecture"], fields["parameters"], fields["quant"],
+                fields["context length"], fields["layers"], fields["chat template"]) == (
+            name, "llama", "134.5 M", "Q8_0", "8,192", "30", "yes (--template prints it)")
+        assert fields["file size"] == "93.8 MiB (98,362,432 bytes) on the Hub"
+        assert fields["read from"] == f"the header of {SMOL_REPO}/smol-Q8_0.gguf on the Hub"
+        assert fields["load plan"].startswith("context 8,192, KV f16"), fields
+        assert fields["downloaded"] == f"no (`localgen pull {name}` downloads it)"
+    record = json.loads(run_cli(hubenv.env, "models", "show", f"{SMOL_REPO}:Q8_0", "--json").stdout)
+    downloaded = json.loads(run_cli(hubenv.env, "models", "show", f"{SMOL_REPO}:Q4_1", "--json").stdout)
+    assert list(record) == list(downloaded), "the keys of a downloaded model's record"
+    assert {key: record[key] for key in ("name", "quant", "parameters", "size", "sha256", "downloaded", "path")} == {
+        "name": f"{SMOL_REPO}:Q8_0", "quant": "Q8_0", "parameters": 134_515_008, "size": model.stat().st_size,
+        "sha256": downloaded["sha256"], "downloaded": False, "path": None}
+    assert record["plan"] is not None and record["fits"] == downloaded["fits"]
+    template = run_cli(hubenv.env, "models", "show", f"{SMOL_REPO}:Q8_0", "--template")
+    assert template.returncode == 0 and template.stdout == read_gguf(model).chat_template.rstrip("\n") + "\n"
+    assert hubenv.blobs(SMOL_REPO) == blobs, "only the header was read"
+    offline = run_cli({**hubenv.env, "LOCALGEN_OFFLINE": "1"}, "models", "show", f"{SMOL_REPO}:Q8_0")
+    assert offline.returncode == 1 and offline.stdout == "", offline.stderr
+    assert offline.stderr.startswith(f"localgen: error: model '{SMOL_REPO}:Q8_0' is not downloaded and localgen is "
+                                     "offline"), offline.stderr
+
+
+def test_models_show_of_a_hub_quant_the_repo_lacks_names_its_quants_asking_once(hubenv: HubEnv) -> None:
+    """A quant the repo does not have is refused in one line naming the quants it has, the Hub listed once; one whose
+    header cannot be read shows why, with no pull offered; one of a failing Hub fails as before, asked once."""
+    hubenv.server.add_repo("test/Two-GGUF", {"two-Q4_0.gguf": make_gguf_bytes("a"), "two-Q8_0.gguf": b"notgguf" * 99})
+    lacking = run_cli(hubenv.env, "models", "show", "test/Two-GGUF:Q6_K")
+    assert lacking.returncode == 1 and lacking.stdout == "", lacking.stdout
+    assert lacking.stderr == ("localgen: error: model 'test/Two-GGUF:Q6_K' is not downloaded, and test/Two-GGUF has no "
+                              "Q6_K file (hint: quants in this repo: Q4_0, Q8_0; choose one with "
+                              "test/Two-GGUF:QUANT)\n"), lacking.stderr
+    assert hubenv.server.count(contains="/api/models/") == 1
+    unreadable = _fields(run_cli(hubenv.env, "models", "show", "test/Two-GGUF:Q8_0").stdout)
+    assert unreadable["header"].startswith("not readable: test/Two-GGUF/two-Q8_0.gguf: not a GGUF file")
+    assert unreadable["downloaded"] == "no" and "load plan" not in unreadable, unreadable
+    hubenv.server.status["test/Err-GGUF"] = (500, None)
+    failing = run_cli(hubenv.env, "models", "show", "test/Err-GGUF:Q4_0")
+    assert failing.returncode == 1 and failing.stdout == "" and "Traceback" not in failing.stderr, failing.stderr
+    assert failing.stderr.startswith("localgen: error: model 'test/Err-GGUF:Q4_0' is not downloaded, and "), failing
+    assert hubenv.server.count(contains="Err-GGUF") == 1
+
+
+def test_models_show_of_a_hub_split_quant_gives_its_shards(hubenv: HubEnv) -> None:
+    """A split model not downloaded shows the size of all its shards and the first one's sha256."""
+    hubenv.server.add_repo("test/Split-GGUF", {
+        f"split-Q4_0-0000{number}-of-00002.gguf": make_gguf_bytes(f"split{number}", shard=(number, 2))
+        for number in (1, 2)})
+    fields = _fields(run_cli(hubenv.env, "models", "show", "test/Split-GGUF:Q4_0").stdout)
+    assert fields["file size"] == "128.0 KiB (131,072 bytes, 2 shards) on the Hub", fields
+    assert len(fields["sha256 (first shard)"]) == 64
+    record = json.loads(run_cli(hubenv.env, "models", "show", "test/Split-GGUF:Q4_0", "--json").stdout)
+    assert (record["shards"], record["size"], record["parameters"]) == (2, 131_072, None), record
+
