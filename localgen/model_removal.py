@@ -44,6 +44,7 @@ from localgen.hub_entry_data import blob_data, data_behind, linked_file, model_b
 from localgen.hub_names import reference_name
 from localgen.hub_slips import with_downloaded_repo
 from localgen.load_locks import loading_locks_of_links, taken_for_removal
+from localgen.partial_downloads import partial_downloads
 from localgen.promptcache import CacheEntry, remove_entries
 from localgen.promptcache_models import entries_of, identity_keys
 from localgen.references import ModelRef, normalize_quant
@@ -116,6 +117,8 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
                                      ModelNotFoundError)
     if not matches:
         names = sorted(display_name(registry, fs[0].repo, quant_of(fs[0].filename), fs[0].filename) for fs in groups)
+        names += [f"{part.name} (partly downloaded)" for part in partial_downloads(registry)
+                  if part.repo.lower() == repo.lower()]
         there = (f"of that repo, the cache holds {', '.join(names)}" if names
                  else with_downloaded_repo("see `localgen models list`", reference, repo))
         shown = reference_name(ref) if names else reference  # as the cache spells the repo, where it holds it

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hub_server import HubEnv, make_gguf_bytes, run_cli
 
+from localgen import hub
+from localgen.errors import HubError
 from localgen.gguf_reader import read_gguf
 from tests.conftest import bundled_model_file
 
@@ -86,3 +89,24 @@ def test_models_show_of_a_hub_split_quant_gives_its_shards(hubenv: HubEnv) -> No
     record = json.loads(run_cli(hubenv.env, "models", "show", "test/Split-GGUF:Q4_0", "--json").stdout)
     assert (record["shards"], record["size"], record["parameters"]) == (2, 131_072, None), record
 
+
+
+def test_models_rm_of_a_repo_with_only_a_part_kept_names_that_part(hubenv: HubEnv) -> None:
+    """`models rm ORG/REPO` (or another quant of it) where the cache holds only what a stopped pull kept of one quant
+    names that part, which `models` lists, with its rm, where the hint said only to see `localgen models list`."""
+    hubenv.server.add_repo("test/Cut-GGUF", {"cut-Q8_0.gguf": make_gguf_bytes("cut", 4 * 2**20),
+                                             "cut-Q4_0.gguf": make_gguf_bytes("small")})
+    hubenv.server.abort_after[("test/Cut-GGUF", "cut-Q8_0.gguf")] = 2_500_000  # past a piece of 1 MiB
+    hubenv.server.down_after_abort = True  # huggingface_hub's own retry fails too: the part is kept
+    with pytest.raises(HubError):
+        hub.download_model("test/Cut-GGUF", quant="Q8_0", filename=None, quiet=True)
+    hubenv.server.down = False
+    assert "test/Cut-GGUF:Q8_0\tQ8_0\t" in run_cli(hubenv.env, "models").stdout, hubenv.incomplete_files()
+    for typed in ("test/Cut-GGUF", "test/Cut-GGUF:Q4_0"):
+        removed = run_cli(hubenv.env, "models", "rm", typed, "-y")
+        assert removed.returncode == 1 and removed.stderr == (
+            f"localgen: error: {typed} is not in the cache (hint: of that repo, the cache holds test/Cut-GGUF:Q8_0 "
+            "(partly downloaded))\n"), removed.stderr
+    removed = run_cli(hubenv.env, "models", "rm", "test/Cut-GGUF:Q8_0", "-y")
+    assert removed.returncode == 0 and "(downloaded in part): freed " in removed.stderr, removed.stderr
+    assert hubenv.incomplete_files() == []
