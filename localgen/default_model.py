@@ -43,7 +43,25 @@ def default_setting(text: str, registry: Registry, base: Path) -> tuple[str, boo
             validate_split(path)  # the header check -m makes: a file that is no GGUF model is no default
         return (spec.name if spec is not None else str(path)), True
     setting = kept_hub_reference(ref, base) if spec is None else f"{spec.name}:{ref.quant}" if ref.quant else spec.name
-    return setting, _here(registry, ref, spec) is not None
+    here = _here(registry, ref, spec) is not None
+    if not here:
+        _refuse_lacking(ref, spec)
+    return setting, here
+
+
+def _refuse_lacking(ref: ModelRef, spec: ModelSpec | None) -> None:
+    """Refuse as the default a quant or file typed that its repo lacked when localgen last listed it (online, the Hub
+    asked again then), naming what it has; a repo never listed is not asked: a default can be set before its pull."""
+    from localgen.errors import ModelNotFoundError
+    from localgen.hub_errors import entry_error
+    from localgen.hub_lack import known_lack
+
+    if ref.quant is None and ref.filename is None:
+        return
+    lack = known_lack(*hub_target(ref, spec))
+    if lack is not None:
+        raise ModelNotFoundError(f"{ref.text} cannot be the default model: {lack[1]}",
+                                 hint=entry_error(lack[0], spec, ref).hint)
 
 
 def entries_naming(setting: str, registry: Registry) -> list[str]:

@@ -110,3 +110,26 @@ def test_models_rm_of_a_repo_with_only_a_part_kept_names_that_part(hubenv: HubEn
     removed = run_cli(hubenv.env, "models", "rm", "test/Cut-GGUF:Q8_0", "-y")
     assert removed.returncode == 0 and "(downloaded in part): freed " in removed.stderr, removed.stderr
     assert hubenv.incomplete_files() == []
+
+
+def test_models_default_refuses_a_quant_or_file_its_repo_lacks(hubenv: HubEnv) -> None:
+    """`models default ORG/REPO:QUANT` (or /FILE) of a quant that the repo lacked when localgen listed it is refused,
+    naming the quants it has, and the default stays as it was, where it was set and said `localgen pull` would
+    download it; offline, as last listed; a repo never listed is set with no request, before its pull."""
+    hubenv.server.add_repo("test/Two-GGUF", {"two-Q4_0.gguf": make_gguf_bytes("a"),
+                                             "two-Q8_0.gguf": make_gguf_bytes("b")})
+    assert run_cli(hubenv.env, "pull", "test/Two-GGUF:Q4_0").returncode == 0
+    for env, said in ((hubenv.env, "has no Q6_K file"),
+                      ({**hubenv.env, "LOCALGEN_OFFLINE": "1"}, "had no Q6_K file when localgen last listed it")):
+        refused = run_cli(env, "models", "default", "test/Two-GGUF:Q6_K")
+        assert refused.returncode == 1 and refused.stderr == (
+            f"localgen: error: test/Two-GGUF:Q6_K cannot be the default model: test/Two-GGUF {said} (hint: quants in "
+            "this repo: Q4_0, Q8_0; choose one with test/Two-GGUF:QUANT)\n"), refused.stderr
+    refused = run_cli(hubenv.env, "models", "default", "test/Two-GGUF/two-Q6_K.gguf")
+    assert refused.returncode == 1 and "cannot be the default model: test/Two-GGUF has no file 'two-Q6_K.gguf'" in \
+        refused.stderr, refused.stderr
+    assert run_cli(hubenv.env, "models", "default").stdout == "smollm2-135m\n", "left as it was"
+    assert run_cli(hubenv.env, "models", "default", "test/Two-GGUF:Q8_0").returncode == 0  # not downloaded: set
+    requests = len(hubenv.server.answered())
+    assert run_cli(hubenv.env, "models", "default", "test/Never-GGUF:Q8_0").returncode == 0
+    assert len(hubenv.server.answered()) == requests, "a repo never listed is not asked"
