@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from localgen.fit import LoadPlan
     from localgen.gguf_info import GGUFInfo
     from localgen.hub_types import HubFile
+    from localgen.partial_downloads import PartialDownload
     from localgen.references import ModelRef
     from localgen.registry import ModelSpec
 
@@ -31,6 +32,7 @@ class HubModelView:
     header: tuple[GGUFInfo, ModelShape] | None
     plan: LoadPlan | None
     problem: str | None
+    part: PartialDownload | None = None  # what a stopped (or running) pull of it kept
 
     @property
     def size(self) -> int:
@@ -62,12 +64,35 @@ def hub_model_view(ref: ModelRef, spec: ModelSpec | None) -> HubModelView | HubE
         raise lacking_refusal(ref, spec, empty) from None
     name = f"{model.repo}/{filename}" if filename else f"{model.repo}:{normalize_quant(quant or '')}"
     default_ctx = spec.context if spec is not None else None
+    part = _kept_part(model.files)
     try:
         header = hub_header(model.files, revision=model.revision)
     except LocalgenError as exc:
-        return HubModelView(name, model.files, spec, None, None, problem=exc.message)
+        return HubModelView(name, model.files, spec, None, None, problem=exc.message, part=part)
     plan, problem = plan_of_shape(header[1], default_ctx=default_ctx)
-    return HubModelView(name, model.files, spec, header, plan, problem)
+    return HubModelView(name, model.files, spec, header, plan, problem, part)
+
+
+def _kept_part(files: tuple[HubFile, ...]) -> PartialDownload | None:
+    """What a stopped (or running) pull kept of the model of these files, as `models list` finds it (None: nothing)."""
+    from localgen.config import settings
+    from localgen.hub_cache import partial_path
+    from localgen.partial_downloads import partial_downloads
+    from localgen.registry import load_registry
+
+    paths = {partial_path(f.repo, f.blob) for f in files if f.blob}
+    return next((part for part in partial_downloads(load_registry(settings().user_registry))
+                 if paths.intersection(part.parts)), None)
+
+
+def _downloaded(view: HubModelView) -> str:
+    """The `downloaded` field: no, with the pull that fetches the model, or resumes what a stopped pull kept of it."""
+    pull = f"`localgen pull {shlex.quote(view.name)}`"
+    if view.part is not None:
+        kept = f"{binary_size(view.part.kept)} of {binary_size(view.part.size)}"
+        return (f"no (being downloaded: {kept} so far)" if view.part.running else
+                f"no (a pull stopped part way: {kept} are kept; {pull} resumes it)")
+    return f"no ({pull} downloads it)" if view.header else "no"
 
 
 def show_hub_model(view: HubModelView, *, template: bool = False, json_output: bool) -> None:
@@ -116,4 +141,4 @@ def show_hub_model(view: HubModelView, *, template: bool = False, json_output: b
         ("file size", f"{binary_size(view.size)} ({view.size:,} bytes{shards}) on the Hub"),
         ("sha256" if count == 1 else "sha256 (first shard)", first.sha256 or "not listed by the Hub"),
         ("read from", f"the header of {first.repo}/{first.filename} on the Hub"), *plan,
-        ("downloaded", f"no (`localgen pull {shlex.quote(view.name)}` downloads it)" if info else "no")])
+        ("downloaded", _downloaded(view))])

@@ -90,10 +90,8 @@ def test_models_show_of_a_hub_split_quant_gives_its_shards(hubenv: HubEnv) -> No
     assert (record["shards"], record["size"], record["parameters"]) == (2, 131_072, None), record
 
 
-
-def test_models_rm_of_a_repo_with_only_a_part_kept_names_that_part(hubenv: HubEnv) -> None:
-    """`models rm ORG/REPO` (or another quant of it) where the cache holds only what a stopped pull kept of one quant
-    names that part, which `models` lists, with its rm, where the hint said only to see `localgen models list`."""
+def _stopped_pull(hubenv: HubEnv) -> None:
+    """Serve test/Cut-GGUF (Q8_0 of 4 MiB, Q4_0) and stop a pull of its Q8_0 part way: a part of it is kept."""
     hubenv.server.add_repo("test/Cut-GGUF", {"cut-Q8_0.gguf": make_gguf_bytes("cut", 4 * 2**20),
                                              "cut-Q4_0.gguf": make_gguf_bytes("small")})
     hubenv.server.abort_after[("test/Cut-GGUF", "cut-Q8_0.gguf")] = 2_500_000  # past a piece of 1 MiB
@@ -101,7 +99,14 @@ def test_models_rm_of_a_repo_with_only_a_part_kept_names_that_part(hubenv: HubEn
     with pytest.raises(HubError):
         hub.download_model("test/Cut-GGUF", quant="Q8_0", filename=None, quiet=True)
     hubenv.server.down = False
-    assert "test/Cut-GGUF:Q8_0\tQ8_0\t" in run_cli(hubenv.env, "models").stdout, hubenv.incomplete_files()
+    assert hubenv.incomplete_files(), "a part is kept"
+
+
+def test_models_rm_of_a_repo_with_only_a_part_kept_names_that_part(hubenv: HubEnv) -> None:
+    """`models rm ORG/REPO` (or another quant of it) where the cache holds only what a stopped pull kept of one quant
+    names that part, which `models` lists, with its rm, where the hint said only to see `localgen models list`."""
+    _stopped_pull(hubenv)
+    assert "test/Cut-GGUF:Q8_0\tQ8_0\t" in run_cli(hubenv.env, "models").stdout
     for typed in ("test/Cut-GGUF", "test/Cut-GGUF:Q4_0"):
         removed = run_cli(hubenv.env, "models", "rm", typed, "-y")
         assert removed.returncode == 1 and removed.stderr == (
@@ -133,3 +138,14 @@ def test_models_default_refuses_a_quant_or_file_its_repo_lacks(hubenv: HubEnv) -
     requests = len(hubenv.server.answered())
     assert run_cli(hubenv.env, "models", "default", "test/Never-GGUF:Q8_0").returncode == 0
     assert len(hubenv.server.answered()) == requests, "a repo never listed is not asked"
+
+
+def test_models_show_of_a_hub_quant_a_pull_stopped_says_how_much_is_kept(hubenv: HubEnv) -> None:
+    """`models show ORG/REPO:QUANT` of a model a stopped pull kept a part of says so with the pull that resumes it, as
+    `models` does, where it said the pull would download it."""
+    _stopped_pull(hubenv)
+    fields = _fields(run_cli(hubenv.env, "models", "show", "test/Cut-GGUF:Q8_0").stdout)
+    assert fields["downloaded"] == ("no (a pull stopped part way: 2.0 MiB of 4.0 MiB are kept; `localgen pull "
+                                    "test/Cut-GGUF:Q8_0` resumes it)"), fields
+    other = _fields(run_cli(hubenv.env, "models", "show", "test/Cut-GGUF:Q4_0").stdout)
+    assert other["downloaded"] == "no (`localgen pull test/Cut-GGUF:Q4_0` downloads it)", other
