@@ -244,7 +244,8 @@ def models_show(
     template: Annotated[bool, typer.Option("--template", help="Print the chat template.")] = False,
     json_output: JsonOpt = False,
 ) -> None:
-    """Describe a model from its GGUF header (no weights are loaded); without REF, the default model."""
+    """Describe a model from its GGUF header (no weights are loaded; one not downloaded, online, as the Hub lists it and
+    its header); without REF, the default model."""
     from localgen import console
     from localgen.cli_model_fields import entry_fields, entry_json, show_undownloaded
     from localgen.cli_model_hub import HubView, count_text, hub_view, parameters_text, print_template, show_hub_view
