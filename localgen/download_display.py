@@ -44,6 +44,12 @@ class Display:
     def holder_now(self, holder: Holder) -> None:
         """The process holding the current file's lock, which this one waits on, does something else now."""
 
+    def say(self, line: str) -> None:
+        """A status line on stderr while the download runs (above the bars, where they are drawn)."""
+        from localgen import console
+
+        console.say(line)
+
     def transfer_started(self, done: int = 0) -> None:
         """This process started fetching the current file's bytes itself (done: those it resumes after)."""
 

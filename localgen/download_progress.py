@@ -214,6 +214,10 @@ class RichDisplay(Display):
         if file is not None:
             say_line(start_line(self.model, file, self.source, waiting=True, holder=holder), self.progress.console)
 
+    def say(self, line: str) -> None:
+        """A status line above the bars, where a line written to stderr would be drawn over by them."""
+        say_line(line, self.progress.console)
+
     def transfer_started(self, done: int = 0) -> None:
         """Count this process's bytes from done (a resumed download's), without the note that another download was
         fetching the file; the speed counts the bytes that arrive from now on only."""

@@ -302,7 +302,7 @@ def _get(repo: str, revision: str, f: HubFile, handle: BinaryIO, display: Displa
     done = handle.tell()
     what = f"{repo}/{f.filename}"
     if done:
-        console.say(f"localgen: resuming {what} at {binary_size(done)} of {binary_size(f.size)}")
+        display.say(f"localgen: resuming {what} at {binary_size(done)} of {binary_size(f.size)}")
     restarted: list[bool] = []
     url = hf_hub_url(repo, f.filename, revision=revision, endpoint=hub_endpoint())
     try:
@@ -312,7 +312,7 @@ def _get(repo: str, revision: str, f: HubFile, handle: BinaryIO, display: Displa
             except Exception as exc:
                 if not done or getattr(getattr(exc, "response", None), "status_code", None) != 416:
                     raise
-                console.say(console.one_line(f"localgen: {hub_endpoint()} refused to resume {what} at "
+                display.say(console.one_line(f"localgen: {hub_endpoint()} refused to resume {what} at "
                                              f"{binary_size(done)} (HTTP 416); downloading it from the start"))
                 restarted.append(True)
                 handle.seek(0)
@@ -369,7 +369,7 @@ def _bar(display: Display, resumed: int, what: str, restarted: list[bool]) -> ty
     def starting_over() -> None:
         if not restarted:
             restarted.append(True)
-            console.say(console.one_line(f"localgen: {hub_endpoint()} sent the whole of {what} rather than the rest; "
+            display.say(console.one_line(f"localgen: {hub_endpoint()} sent the whole of {what} rather than the rest; "
                                          "downloading it from the start"))
 
     class Bar(base):  # type: ignore[misc, valid-type]

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 
+import pexpect
 import pytest
 from hub_server import HubEnv, make_gguf_bytes, run_cli
 
 from localgen import hub
 from localgen.errors import HubError
 from localgen.gguf_reader import read_gguf
-from tests.conftest import bundled_model_file
+from tests.conftest import bundled_model_file, spawn_localgen
 
 SMOL_REPO = "test/Smol-GGUF"
 
@@ -149,3 +150,22 @@ def test_models_show_of_a_hub_quant_a_pull_stopped_says_how_much_is_kept(hubenv:
                                     "test/Cut-GGUF:Q8_0` resumes it)"), fields
     other = _fields(run_cli(hubenv.env, "models", "show", "test/Cut-GGUF:Q4_0").stdout)
     assert other["downloaded"] == "no (`localgen pull test/Cut-GGUF:Q4_0` downloads it)", other
+
+
+def test_a_resumed_pull_on_a_terminal_says_so_above_its_bar(hubenv: HubEnv) -> None:
+    """A pull on a terminal resuming what a stopped one kept says so on a line of its own above the bar, where the line
+    was written over the bar's first drawing (`big-Q8_0.gguf ━━ 0 B/4.0 MiB ? -:--:--localgen: resuming ...`)."""
+    import pyte
+
+    _stopped_pull(hubenv)
+    hubenv.server.bytes_per_s = 8 * 2**20  # the bar is drawn before the rest comes
+    child = spawn_localgen("pull", "test/Cut-GGUF:Q8_0", env=hubenv.env, encoding="utf-8", timeout=60,
+                           dimensions=(24, 150))
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    screen = pyte.Screen(150, 24)
+    pyte.Stream(screen).feed(child.before)
+    lines = [line.rstrip() for line in screen.display if line.strip()]
+    assert lines[1] == "localgen: resuming test/Cut-GGUF/cut-Q8_0.gguf at 2.0 MiB of 4.0 MiB", lines
+    assert lines[2].startswith("cut-Q8_0.gguf ✓ ") and lines[2].count("localgen") == 0, lines
