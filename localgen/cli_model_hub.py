@@ -84,7 +84,7 @@ def show_hub_view(view: HubView | HubModelView, *, template: bool = False, json_
         show_hub_model(view, template=template, json_output=json_output)
         return
     if template:
-        _show_hub_template(view)
+        print_hub_template(view.repo, view.header[0] if view.header else None, view.problem)
         return
 
     info, shape = view.header if view.header else (None, None)
@@ -126,13 +126,14 @@ def count_text(value: int | None) -> str:
     return f"{value:,}" if value else "unknown"
 
 
-def _show_hub_template(view: HubView) -> None:
-    """Print the chat template of a Hub repo's header as `models show --template` prints a downloaded model's."""
+def print_hub_template(name: str, info: GGUFInfo | None, problem: str | None) -> None:
+    """Print the chat template of a header read from the Hub (info; None: not readable, for the problem said) as
+    `models show --template` prints a downloaded model's."""
     from localgen.errors import LocalgenError
 
-    if view.header is None:
-        raise LocalgenError(f"{view.repo}'s header on the Hub is not readable: {view.problem}")
-    print_template(view.repo, view.header[0].chat_template)
+    if info is None:
+        raise LocalgenError(f"{name}'s header on the Hub is not readable: {problem}")
+    print_template(name, info.chat_template)
 
 
 def print_template(name: str, template: str | None) -> None:

@@ -100,14 +100,11 @@ def show_hub_model(view: HubModelView, *, template: bool = False, json_output: b
     false; --template: the header's chat template)."""
     from localgen import console
     from localgen.cli_model_fields import entry_fields, entry_json
-    from localgen.cli_model_hub import count_text, parameters_text, print_template
-    from localgen.errors import LocalgenError
+    from localgen.cli_model_hub import count_text, parameters_text, print_hub_template
 
     info, shape = view.header if view.header else (None, None)
     if template:
-        if info is None:
-            raise LocalgenError(f"{view.name}'s header on the Hub is not readable: {view.problem}")
-        print_template(view.name, info.chat_template)
+        print_hub_template(view.name, info, view.problem)
         return
     first, count = view.files[0], len(view.files)
     license_ = (view.spec.license if view.spec else None) or (

@@ -72,6 +72,9 @@ def test_models_show_of_a_hub_quant_the_repo_lacks_names_its_quants_asking_once(
     unreadable = _fields(run_cli(hubenv.env, "models", "show", "test/Two-GGUF:Q8_0").stdout)
     assert unreadable["header"].startswith("not readable: test/Two-GGUF/two-Q8_0.gguf: not a GGUF file")
     assert unreadable["downloaded"] == "no" and "load plan" not in unreadable, unreadable
+    template = run_cli(hubenv.env, "models", "show", "test/Two-GGUF:Q8_0", "--template")
+    assert template.returncode == 1 and template.stdout == "", template.stdout
+    assert template.stderr.startswith("localgen: error: test/Two-GGUF:Q8_0's header on the Hub is not readable: ")
     hubenv.server.status["test/Err-GGUF"] = (500, None)
     failing = run_cli(hubenv.env, "models", "show", "test/Err-GGUF:Q4_0")
     assert failing.returncode == 1 and failing.stdout == "" and "Traceback" not in failing.stderr, failing.stderr
