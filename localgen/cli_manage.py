@@ -377,6 +377,7 @@ def models_rm(
     from localgen import console
     from localgen.default_model import default_gone_note, default_here
     from localgen.model_removal import remove_model
+    from localgen.partial_downloads import parts_left_note
     from localgen.registry import load_registry
 
     registry = load_registry(settings().user_registry)
@@ -398,7 +399,10 @@ def models_rm(
     if not confirmed("remove", listed, yes=yes, declined="nothing removed"):
         return
     for reference, others in ordered:
-        console.say(_removed_line(remove_model(registry, reference, others=others)))
+        console.say(_removed_line(removed := remove_model(registry, reference, others=others)))
+        typed = registry.reference(reference)  # ORG/REPO alone: what is left of the repo's other quants is said
+        if typed.kind == "repo" and typed.quant is None and (note := parts_left_note(registry, removed.repo)):
+            console.say(note)
     if default_before is not None and default_here(registry, whatever_pin=True) is None:  # the default was removed
         console.say(default_gone_note(registry))
 

@@ -95,3 +95,19 @@ def _pull_reference(registry: Registry, repo: str, quant: str | None, filename: 
     name = display_name(registry, repo, quant, filename)
     spec = registry.models.get(name)
     return f"{repo}/{filename}" if spec is not None and bundled_file(spec) is not None else name
+
+
+def parts_left_note(registry: Registry, repo: str) -> str | None:
+    """What `models rm ORG/REPO` says of the parts that stopped pulls kept of the repo's other quants, which it leaves
+    (None: none is kept)."""
+    import shlex
+
+    from localgen.units import binary_size
+
+    parts = [part for part in partial_downloads(registry) if part.repo.lower() == repo.lower() and not part.running]
+    if not parts:
+        return None
+    names, kept = [part.name for part in parts], binary_size(sum(part.kept for part in parts))
+    what = "the part a stopped pull" if len(parts) == 1 else "the parts stopped pulls"
+    return (f"localgen: kept {what} of {', '.join(names)} kept ({kept}): "
+            f"`{shlex.join(['localgen', 'models', 'rm', *names])}` removes {'it' if len(parts) == 1 else 'them'}")

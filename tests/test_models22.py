@@ -172,3 +172,18 @@ def test_a_resumed_pull_on_a_terminal_says_so_above_its_bar(hubenv: HubEnv) -> N
     lines = [line.rstrip() for line in screen.display if line.strip()]
     assert lines[1] == "localgen: resuming test/Cut-GGUF/cut-Q8_0.gguf at 2.0 MiB of 4.0 MiB", lines
     assert lines[2].startswith("cut-Q8_0.gguf ✓ ") and lines[2].count("localgen") == 0, lines
+
+
+def test_models_rm_of_a_repo_says_what_stopped_pulls_kept_of_its_other_quants(hubenv: HubEnv) -> None:
+    """`models rm ORG/REPO` removing the one quant downloaded says that the part a stopped pull kept of another quant
+    stays, with the rm that removes it, where it said nothing and `models` still listed that part; rm of the quant
+    alone says nothing of it."""
+    _stopped_pull(hubenv)
+    for typed in ("test/Cut-GGUF", "test/Cut-GGUF:Q4_0"):
+        assert run_cli(hubenv.env, "pull", "test/Cut-GGUF:Q4_0").returncode == 0
+        removed = run_cli(hubenv.env, "models", "rm", typed, "-y")
+        assert removed.returncode == 0 and removed.stderr.startswith("localgen: removed test/Cut-GGUF:Q4_0: freed ")
+        note = ("localgen: kept the part a stopped pull of test/Cut-GGUF:Q8_0 kept (2.0 MiB): `localgen models rm "
+                "test/Cut-GGUF:Q8_0` removes it\n")
+        assert removed.stderr.endswith(note) == (typed == "test/Cut-GGUF"), removed.stderr
+    assert len(hubenv.incomplete_files()) == 1, "the part stays"
