@@ -109,5 +109,5 @@ def parts_left_note(registry: Registry, repo: str) -> str | None:
         return None
     names, kept = [part.name for part in parts], binary_size(sum(part.kept for part in parts))
     what = "the part a stopped pull" if len(parts) == 1 else "the parts stopped pulls"
-    return (f"localgen: kept {what} of {', '.join(names)} kept ({kept}): "
+    return (f"localgen: left {what} of {', '.join(names)} kept ({kept}): "
             f"`{shlex.join(['localgen', 'models', 'rm', *names])}` removes {'it' if len(parts) == 1 else 'them'}")

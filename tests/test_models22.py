@@ -183,7 +183,7 @@ def test_models_rm_of_a_repo_says_what_stopped_pulls_kept_of_its_other_quants(hu
         assert run_cli(hubenv.env, "pull", "test/Cut-GGUF:Q4_0").returncode == 0
         removed = run_cli(hubenv.env, "models", "rm", typed, "-y")
         assert removed.returncode == 0 and removed.stderr.startswith("localgen: removed test/Cut-GGUF:Q4_0: freed ")
-        note = ("localgen: kept the part a stopped pull of test/Cut-GGUF:Q8_0 kept (2.0 MiB): `localgen models rm "
+        note = ("localgen: left the part a stopped pull of test/Cut-GGUF:Q8_0 kept (2.0 MiB): `localgen models rm "
                 "test/Cut-GGUF:Q8_0` removes it\n")
         assert removed.stderr.endswith(note) == (typed == "test/Cut-GGUF"), removed.stderr
     assert len(hubenv.incomplete_files()) == 1, "the part stays"
