@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from localgen.json_schema_ranges import BOUND_KEYWORDS, bounds_held, range_rule
+from localgen.json_schema_steps import stepped_rule, steps_held
 from localgen.json_schema_types import ANY_VALUE
 from localgen.json_schema_values import NoValueError, value_allowed
 from localgen.json_schema_words import OWN_RULE_KEYWORDS, short_json
@@ -25,12 +26,12 @@ def keywords_held(schema: dict[str, Any]) -> frozenset[str]:
     if _counted(schema):
         repeatable = _free_names(schema) and schema.get("minProperties", 0) > len(schema.get("required") or ()) + 1
         return frozenset(key for key in COUNT_KEYWORDS if key in schema and not (repeatable and key == "minProperties"))
-    return bounds_held(schema)
+    return bounds_held(schema) | steps_held(schema)
 
 
 def own_rule(converter: Any, schema: dict[str, Any], name: str) -> str | None:
     """The GBNF of a schema the converter would write without its bounds or counts (None: the converter's own)."""
-    bounded = range_rule(schema)
+    bounded = stepped_rule(converter._add_rule, schema, name) or range_rule(schema)
     if bounded is not None or not _counted(schema):
         return bounded
     return _ObjectRule(converter, schema, name).rule()

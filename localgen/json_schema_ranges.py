@@ -21,7 +21,7 @@ BOUND_KEYWORDS = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
 
 
 @dataclass(frozen=True)
-class _Bound:
+class Bound:
     """One side's bound: its value, and whether the value itself is left out (exclusive)."""
 
     value: Fraction
@@ -33,11 +33,11 @@ class _Span:
     """The fractions (the digits after the point, read as a number from 0 to 1) a region allows: from lower, up to
     upper (None: below 1)."""
 
-    lower: _Bound
-    upper: _Bound | None
+    lower: Bound
+    upper: Bound | None
 
 
-_ANY = _Span(_Bound(Fraction(0), False), None)
+_ANY = _Span(Bound(Fraction(0), False), None)
 
 
 @dataclass(frozen=True)
@@ -75,15 +75,15 @@ def range_rule(schema: dict[str, Any]) -> str | None:
         return None
     places = _step_places(schema["multipleOf"]) if kind == "number" and "multipleOf" in schema else None
     stepped = places is not None  # another multipleOf is left to a warning, the bounds held alone
-    sides = _bounds(schema)
+    sides = number_bounds(schema)
     if sides is None or (sides == (None, None) and not stepped):
         return None
     low, high = sides
     if kind == "integer":
-        low, high = _integral(low, above=True), _integral(high, above=False)
+        low, high = integral(low, above=True), integral(high, above=False)
     given = [bound.value for bound in (low, high) if bound is not None]
     digits = max([PLAIN_DIGITS, *(len(str(abs(math.trunc(value)))) for value in given)])
-    room = places if places is not None else max([PLAIN_DIGITS, *(len(_fraction_digits(abs(value) % 1)) + 1
+    room = places if places is not None else max([PLAIN_DIGITS, *(len(fraction_digits(abs(value) % 1)) + 1
                                                                    for value in given)])
     positive, negative = _regions(low, high, negative=False), _regions(low, high, negative=True)
     if kind == "integer":
@@ -105,18 +105,18 @@ def ranges_apart(first: dict[str, Any], second: dict[str, Any]) -> bool:
     """Whether no number is within both schemas' bounds, as range_rule holds them (False where either holds none)."""
     sides = []
     for schema in (first, second):
-        bounds = _bounds(schema) if range_rule(schema) is not None else None
+        bounds = number_bounds(schema) if range_rule(schema) is not None else None
         if bounds is None:
             return False
-        integral = schema.get("type") == "integer"
-        sides.append((_integral(bounds[0], above=True), _integral(bounds[1], above=False)) if integral else bounds)
+        whole = schema.get("type") == "integer"
+        sides.append((integral(bounds[0], above=True), integral(bounds[1], above=False)) if whole else bounds)
     return _below(sides[0][1], sides[1][0]) or _below(sides[1][1], sides[0][0])
 
 
 def may_hold(schema: dict[str, Any], value: object) -> bool:
     """Whether a JSON value may meet an integer's or number's schema whose bounds range_rule holds (True where it holds
     none: not known)."""
-    bounds = _bounds(schema) if range_rule(schema) is not None else None
+    bounds = number_bounds(schema) if range_rule(schema) is not None else None
     if bounds is None:
         return True
     if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
@@ -125,23 +125,23 @@ def may_hold(schema: dict[str, Any], value: object) -> bool:
     if schema.get("type") == "integer" and exact.denominator != 1:
         return False
     low, high = bounds
-    return not (_below(_Bound(exact, False), low) or _below(high, _Bound(exact, False)))
+    return not (_below(Bound(exact, False), low) or _below(high, Bound(exact, False)))
 
 
-def _below(high: _Bound | None, low: _Bound | None) -> bool:
+def _below(high: Bound | None, low: Bound | None) -> bool:
     """Whether every number up to an upper bound is below every number from a lower bound (None: open)."""
     if high is None or low is None:
         return False
     return high.value < low.value or (high.value == low.value and (high.strict or low.strict))
 
 
-def _bounds(schema: dict[str, Any]) -> tuple[_Bound | None, _Bound | None] | None:
+def number_bounds(schema: dict[str, Any]) -> tuple[Bound | None, Bound | None] | None:
     """The tightest lower and upper bound a schema gives, each the decimal it is written as (None for a side it
     leaves open; None for all: a bound of another kind than a finite number, or of over MAX_DIGITS digits before or
     after its point)."""
-    sides: list[_Bound | None] = []
+    sides: list[Bound | None] = []
     for plain, exclusive, tighter in (("minimum", "exclusiveMinimum", max), ("maximum", "exclusiveMaximum", min)):
-        found: list[_Bound] = []
+        found: list[Bound] = []
         for key in (plain, exclusive):
             value = schema.get(key)
             if value is None or isinstance(value, bool):
@@ -149,9 +149,9 @@ def _bounds(schema: dict[str, Any]) -> tuple[_Bound | None, _Bound | None] | Non
             if not isinstance(value, int | float) or not (isinstance(value, int) or math.isfinite(value)):
                 return None
             exact = exact_decimal(value)
-            if len(str(abs(math.floor(exact)))) > MAX_DIGITS or len(_fraction_digits(exact % 1)) > MAX_DIGITS:
+            if len(str(abs(math.floor(exact)))) > MAX_DIGITS or len(fraction_digits(exact % 1)) > MAX_DIGITS:
                 return None
-            found.append(_Bound(exact, key == exclusive or (schema.get(exclusive) is True)))
+            found.append(Bound(exact, key == exclusive or (schema.get(exclusive) is True)))
         if not isinstance(schema.get(exclusive, False), bool | int | float):
             return None
         chosen = tighter(found, key=lambda bound: (bound.value, bound.strict if tighter is max else not bound.strict),
@@ -171,7 +171,7 @@ def _step_places(step: object) -> int | None:
     return places if exact.numerator == 1 and exact.denominator == 10 ** places <= 10 ** MAX_DIGITS else None
 
 
-def _fraction_digits(fraction: Fraction) -> str:
+def fraction_digits(fraction: Fraction) -> str:
     """The digits after the point of a decimal from 0 to 1, no trailing zero ("" for 0; one of over MAX_DIGITS
     digits, or none that ends, cut after MAX_DIGITS + 1)."""
     digits = ""
@@ -182,7 +182,7 @@ def _fraction_digits(fraction: Fraction) -> str:
     return digits
 
 
-def _integral(bound: _Bound | None, *, above: bool) -> _Bound | None:
+def integral(bound: Bound | None, *, above: bool) -> Bound | None:
     """An integer's bound as the nearest integer it allows, inclusive."""
     if bound is None:
         return None
@@ -190,7 +190,7 @@ def _integral(bound: _Bound | None, *, above: bool) -> _Bound | None:
         value = math.floor(bound.value) + 1 if bound.strict else math.ceil(bound.value)
     else:
         value = math.ceil(bound.value) - 1 if bound.strict else math.floor(bound.value)
-    return _Bound(Fraction(value), False)
+    return Bound(Fraction(value), False)
 
 
 def _at_least(size: Fraction, strict: bool) -> list[_Region]:
@@ -198,7 +198,7 @@ def _at_least(size: Fraction, strict: bool) -> list[_Region]:
     whole, rest = math.floor(size), size % 1
     if rest == 0 and not strict:
         return [_Region(whole, None, _ANY)]
-    return [_Region(whole + 1, None, _ANY), _Region(whole, whole, _Span(_Bound(rest, strict), None))]
+    return [_Region(whole + 1, None, _ANY), _Region(whole, whole, _Span(Bound(rest, strict), None))]
 
 
 def _at_most(size: Fraction, strict: bool) -> list[_Region]:
@@ -207,10 +207,10 @@ def _at_most(size: Fraction, strict: bool) -> list[_Region]:
     below = [_Region(0, whole - 1, _ANY)] if whole >= 1 else []
     if rest == 0 and strict:
         return below
-    return [*below, _Region(whole, whole, _Span(_ANY.lower, _Bound(rest, strict)))]
+    return [*below, _Region(whole, whole, _Span(_ANY.lower, Bound(rest, strict)))]
 
 
-def _regions(low: _Bound | None, high: _Bound | None, *, negative: bool) -> list[_Region]:
+def _regions(low: Bound | None, high: Bound | None, *, negative: bool) -> list[_Region]:
     """The magnitudes of the numbers of one sign within the bounds (a negative one's is above zero: no -0)."""
     limits = [[_Region(0, None, _ANY)]]
     if negative:  # x < 0: its magnitude above zero, at most -low, at least -high
@@ -275,8 +275,8 @@ def _fraction_rule(span: _Span, room: int) -> str | None:
     no fraction fits). At an upper bound's last digit the fraction ends: zeros after it change nothing, and a model
     that wanted a larger digit wrote them to the end of the room ("1.0000000000000000"); a bound at an integer takes
     one (".0") where other numbers may take decimals, none where room is 0 (a multipleOf of 1) as no other does."""
-    lower = _fraction_digits(span.lower.value)
-    upper = None if span.upper is None else _fraction_digits(span.upper.value)
+    lower = fraction_digits(span.lower.value)
+    upper = None if span.upper is None else fraction_digits(span.upper.value)
     if span.upper is not None and upper == "" and not span.upper.strict:
         if lower != "" or span.lower.strict:
             return None

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from localgen.json_schema_ranges import exact_decimal, range_rule
+from localgen.json_schema_steps import held_step
 from localgen.json_schema_words import NUMBER_KEYWORDS, NoValueError, short_json
 
 MAX_LISTED = 256  # the most integers a bounded integer's schema of a multipleOf is listed as (listed_range)
@@ -75,7 +76,8 @@ def enum_narrowed(schema: dict[str, Any]) -> dict[str, Any]:
             raise NoValueError(f"the JSON schema's integer of {bounds} can be no integer",
                                hint="make its bounds hold an integer"
                                     f"{' (a multiple of its multipleOf)' if 'multipleOf' in schema else ''}")
-        if (listed is None or "multipleOf" not in schema) and range_rule(schema) is not None:
+        if (listed is None or "multipleOf" not in schema) and (
+                range_rule(schema) is not None or held_step(schema) is not None):
             return schema  # its bounds held as a range of digits, faster to sample than a listing of its integers
         return schema if listed is None else {**schema, "enum": listed}
     values = [schema["const"]] if "const" in schema else list(schema["enum"])

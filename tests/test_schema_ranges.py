@@ -122,8 +122,8 @@ def test_a_number_s_bounds_at_integers_hold_exactly(vocab: _Vocab, bounds: dict[
 @pytest.mark.parametrize(("schema", "warned"), [
     ({"type": "number", "minimum": 1e-150}, "minimum"),
     ({"type": "number", "maximum": 1e300}, "maximum"),
-    ({"type": "integer", "minimum": 0, "multipleOf": 7}, "multipleOf"),
-    ({"type": "number", "minimum": 0, "maximum": 10, "multipleOf": 0.5}, "multipleOf"),
+    ({"type": "integer", "minimum": 0, "multipleOf": 1009}, "multipleOf"),
+    ({"type": "number", "minimum": 0, "maximum": 10, "multipleOf": 0.1234}, "multipleOf"),
     ({"type": ["integer", "null"], "minimum": 0, "maximum": 100000}, None),
     ({"minimum": 0}, None),
     ({"allOf": [{"type": "integer"}, {"minimum": 1, "maximum": 5000}]}, None),
