@@ -32,6 +32,7 @@ from localgen.json_schema_refs import (
     whole_schema_referred,
 )
 from localgen.json_schema_types import ANY_VALUE, check_type, of_several_types, types_apart
+from localgen.json_schema_unheld import unheld_warnings
 from localgen.json_schema_values import ENUM_HOLDS, NoValueError, enum_narrowed, is_number
 from localgen.json_schema_words import (
     DEFINITIONS,
@@ -86,11 +87,11 @@ def schema_grammar(text: str, warn: list[str]) -> str:
     except RecursionError:
         raise UsageError("the JSON schema's allOf parts and $refs nest too deep to merge",
                          hint="flatten them, or refer to fewer definitions in a chain") from None
-    ignored = sorted(_keywords_in(schemas_read(prepared)) & set(IGNORED_KEYWORDS))
-    if ignored:
-        them = "them" if len(ignored) > 1 else "it"
-        warn.append(f"the JSON schema's {', '.join(ignored)} cannot be enforced (llama-cpp-python's converter "
-                    f"ignores {them}): check the answer")
+    ignored: dict[str, list[dict[str, Any]]] = {}  # each keyword left unheld: the schema objects holding it
+    for node in schemas_read(prepared):
+        for key in _keywords_in([node]) & set(IGNORED_KEYWORDS):
+            ignored.setdefault(key, []).append(node)
+    warn.extend(unheld_warnings(ignored))
     formatted = [node for node in schemas_read(schema)
                  if isinstance(node.get("format"), str) and not KNOWN_FORMAT.fullmatch(node["format"])]
     unknown_formats = sorted({node["format"] for node in formatted})

@@ -24,9 +24,16 @@ def keywords_held(schema: dict[str, Any]) -> frozenset[str]:
     property names (but a minProperties that names not listed may meet only by repeating one: free strings, a grammar
     cannot keep them apart, so past one such name it counts writings, not names)."""
     if _counted(schema):
-        repeatable = _free_names(schema) and schema.get("minProperties", 0) > len(schema.get("required") or ()) + 1
-        return frozenset(key for key in COUNT_KEYWORDS if key in schema and not (repeatable and key == "minProperties"))
+        repeats = names_may_repeat(schema)
+        return frozenset(key for key in COUNT_KEYWORDS if key in schema and not (repeats and key == "minProperties"))
     return bounds_held(schema) | steps_held(schema)
+
+
+def names_may_repeat(schema: dict[str, Any]) -> bool:
+    """Whether an object whose counts own_rule holds meets its minProperties only with more than one name it does not
+    list, free strings, which a grammar cannot keep from repeating."""
+    return _counted(schema) and _free_names(schema) and \
+        schema.get("minProperties", 0) > len(schema.get("required") or ()) + 1
 
 
 def own_rule(converter: Any, schema: dict[str, Any], name: str) -> str | None:

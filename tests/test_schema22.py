@@ -141,3 +141,38 @@ def test_a_run_answers_multiples_of_their_step(schema: dict[str, object], prompt
         assert result.returncode == 0 and result.err == "", result.err
         validate(json.loads(result.out), schema)
 
+
+_NO_GRAMMAR_HOLDS = {
+    "uniqueItems": "the JSON schema's uniqueItems cannot be enforced (a grammar cannot compare an array's items with "
+                   "each other, so one may repeat): check the answer",
+    "not": "the JSON schema's not cannot be enforced (a grammar cannot leave out the values another schema allows): "
+           "check the answer",
+    "minProperties": "the JSON schema's minProperties cannot be enforced (a grammar cannot keep a name it does not "
+                     'list from repeating, as in {"a": 1, "a": 2}, which a parser reads as one property): check the '
+                     "answer, or list the names it needs (properties and required, or propertyNames' enum)",
+}
+
+
+@pytest.mark.parametrize(("schema", "warned"), [
+    ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, ["uniqueItems"]),
+    ({"type": "integer", "not": {"const": 3}}, ["not"]),
+    ({"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 2}, ["minProperties"]),
+    ({"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True}},
+      "additionalProperties": True, "minProperties": 3, "not": {"maxProperties": 5}},
+     ["minProperties", "not", "uniqueItems"]),
+], ids=["unique-items", "not", "min-properties-by-repeats", "all-three"])
+def test_a_keyword_no_grammar_holds_is_warned_of_with_why(schema: dict[str, object], warned: list[str]) -> None:
+    """uniqueItems, not and a minProperties met only by repeating a name were said to be ignored by the converter,
+    as if another converter could hold them: each is now said to be beyond a grammar, and why."""
+    assert _warnings(schema) == [_NO_GRAMMAR_HOLDS[key] for key in warned]
+
+
+def test_a_min_properties_left_unheld_for_its_size_is_still_said_to_be_ignored() -> None:
+    """An object of too many optional properties to count keeps the converter's warning, beside uniqueItems'."""
+    properties = {f"p{index}": {"type": "integer"} for index in range(50)}
+    schema = {"type": "object", "properties": properties, "minProperties": 1, "maxProperties": 50,
+              "additionalProperties": {"type": "array", "uniqueItems": True}}
+    assert _warnings(schema) == [
+        "the JSON schema's maxProperties, minProperties cannot be enforced (llama-cpp-python's converter ignores "
+        "them): check the answer", _NO_GRAMMAR_HOLDS["uniqueItems"]]
+

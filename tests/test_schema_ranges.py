@@ -235,8 +235,9 @@ def test_a_run_answers_an_object_of_its_counts_and_names() -> None:
         result = run_localgen("run", "--json-schema", json.dumps(schema), "-n", "80", "--seed", seed,
                               "Give the ages of a few people.")
         assert result.returncode == 0 and result.err == (
-            "localgen: warning: the JSON schema's minProperties cannot be enforced (llama-cpp-python's converter "
-            "ignores it): check the answer\n"), result.err
+            "localgen: warning: the JSON schema's minProperties cannot be enforced (a grammar cannot keep a name it "
+            'does not list from repeating, as in {"a": 1, "a": 2}, which a parser reads as one property): check the '
+            "answer, or list the names it needs (properties and required, or propertyNames' enum)\n"), result.err
         validate(json.loads(result.out), schema)
 
 
