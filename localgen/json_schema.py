@@ -16,6 +16,7 @@ from localgen.json_schema_beside import (
     ref_beside_keywords_as_all_of,
 )
 from localgen.json_schema_kinds import check_kinds
+from localgen.json_schema_lengths import lengths_folded
 from localgen.json_schema_literals import enum_rule, gbnf_literal
 from localgen.json_schema_objects import HELD_KEYWORDS, keywords_held, own_rule, refuse_refused_required
 from localgen.json_schema_oneof import ONE_OF_WARNING, may_overlap
@@ -283,7 +284,7 @@ def _checked(node: dict[str, Any]) -> dict[str, Any]:
         schema["type"] = ANY_VALUE["type"]  # notes or constraints alone ({"title": "Data"}, {"minLength": 2})
     elif of_several_types(schema):
         schema["type"] = ANY_VALUE["type"]  # {"properties": {...}, "minLength": 2}: each type held to its keywords
-    return enum_narrowed(schema)
+    return enum_narrowed(lengths_folded(schema))
 
 
 def _check_bounds(schema: dict[str, Any]) -> None:
