@@ -220,10 +220,11 @@ class _Builder:
         return self._named(body) if body else None
 
     def _rule(self, state: _Whole | _Decimals) -> str | None:
-        """A reference to the rule of what may follow in a state (None: nothing may, not even the end)."""
+        """A reference to the rule of what may follow in a state ("": the end alone; None: nothing may, not even the
+        end)."""
         if state not in self.states:
             body = self._whole(state) if isinstance(state, _Whole) else self._decimals(state)
-            self.states[state] = self._named(body) if body else None
+            self.states[state] = "" if body == '""' else self._named(body) if body else None
         return self.states[state]
 
     def _named(self, body: str) -> str:
@@ -297,7 +298,7 @@ class _Builder:
         pieces = []
         for rule, chosen in groups.items():
             spans = _spans(chosen)
-            pieces.append(f"[{spans}] {rule}")
+            pieces.append(f"[{spans}] {rule}" if rule else f"[{spans}]")
         return " | ".join(pieces)
 
 
