@@ -30,6 +30,7 @@ from localgen.config import DEFAULT_BATCH_SIZE
 from localgen.console import format_stats
 from localgen.engine import Engine, supports_gpu_offload, use_cpu_extra_buffers
 from localgen.errors import InsufficientMemoryError, ModelLoadError, UsageError
+from localgen.estimate import padded_context
 from localgen.events import DraftStats, Finished, Timings, Usage
 from localgen.params import LoadOptions
 from tests.conftest import REPO_ROOT, popen_localgen, run_localgen, run_localgen_process
@@ -291,18 +292,26 @@ def test_cli_bench_json() -> None:
         "each test in a context its size"
     assert "bench: loading smollm2-135m" in result.err, "progress goes to stderr"
     assert "--batch-size" not in result.err and record["batch_size"] < 512, "the default batch size is not the user's"
+    assert record["batch_size"] == padded_context(record["prefill_ctx_size"]), "the prefill test's cells"
     offloads = supports_gpu_offload()
     assert (record["gpu_layers"] == 0) != offloads and (record["placement"] == "CPU only") != offloads
+
+
+def test_cli_bench_json_says_what_it_makes_of_the_sizes_given() -> None:
+    """A --batch-size past the prefill test's cells is capped at them, as the default is, and -ngl reaches the plan;
+    on one thread, which stalls on no busy CPU, beside the other tests."""
     given = run_localgen("bench", "-p", "32", "-n", "4", "-r", "1", "-t", "1", "--json", "--batch-size", "1024",
-                         "-ngl", "3")  # what it says of the sizes given: one thread, which stalls on no busy CPU
-    assert given.returncode == 0 and f"--batch-size 1024 is capped at {record['batch_size']}" in given.err
+                         "-ngl", "3")
+    assert given.returncode == 0, given.err
     placed = json.loads(given.out)
-    if offloads:
+    assert placed["prefill_ctx_size"] == 32 + 128 + 64 and placed["batch_size"] == padded_context(32 + 128 + 64)
+    assert f"--batch-size 1024 is capped at {placed['batch_size']}" in given.err
+    if supports_gpu_offload():
         assert (placed["gpu_layers"], placed["placement"]) == (3, "3/30 layers on the GPU"), placed
     else:  # -ngl reaches the plan, which says it cannot be done
         assert "bench: this llama.cpp build cannot offload to a GPU: --gpu-layers ignored" in given.err
         assert placed["placement"] == "CPU only"
-    assert f"the prefill test's context of {record['prefill_ctx_size']} tokens" in given.err, \
+    assert f"the prefill test's context of {placed['prefill_ctx_size']} tokens" in given.err, \
         "the context the header names"
 
 
