@@ -39,7 +39,7 @@ from localgen.repl_input import (
     typed_text,
     without_controls,
 )
-from localgen.repl_keys import PasteMark, key_bindings
+from localgen.repl_keys import PasteMark, key_bindings, keys_of
 from localgen.repl_state import ChatState
 from localgen.repl_terminal import (
     TypedAhead,
@@ -110,7 +110,7 @@ class Repl:
             history=self._history,
             completer=SlashCompleter(self._offline, self._think_values) if self._escapes else None,
             complete_while_typing=False,
-            key_bindings=key_bindings(self._paste, self._editor, self._typed_ahead),
+            key_bindings=key_bindings(self._paste, self._editor),
             bottom_toolbar=self._toolbar,
             enable_history_search=False,
             enable_suspend=True,  # Ctrl-Z suspends the chat, as in a shell; fg brings the prompt back
@@ -127,8 +127,6 @@ class Repl:
         session.display_options = lambda: [*self.state.display_options(),
                                            *([] if self._ahead is not None else ["--no-prefill-while-typing"])]
         self._prompt.default_buffer.on_text_changed += self._text_changed
-        # a NUL typed ahead is a Ctrl-D only as the first key the first prompt reads: any key read makes it Ctrl-@
-        self._prompt.app.key_processor.after_key_press += lambda _keys: self._typed_ahead.forget()
 
     def _offline(self) -> bool:
         """Whether the network is off for this chat (chat --offline, LOCALGEN_OFFLINE=1, HF_HUB_OFFLINE=1)."""
@@ -242,6 +240,7 @@ class Repl:
             self._editor.new_prompt()
             if self._ahead is not None:
                 self._ahead.arm()
+            self._read_typed_ahead_first()
             with signals_end_the_prompt(self._prompt.app):  # not raised inside prompt-toolkit's tasks
                 line = self._prompt.prompt(PROMPT)
             if self._echo is not None:
@@ -255,7 +254,6 @@ class Repl:
         except EOFError:
             self.state.running = not self.state.leaving.may_leave("Ctrl-D")
         finally:
-            self._typed_ahead.forget()  # only the first prompt may read a Ctrl-D typed before the chat began
             bracketed_paste(True)  # prompt-toolkit turned it off: a paste typed ahead must stay one paste
             cursor_requests_given_up_once_unanswered(self._prompt.app)
             settled = self._ahead is None or self._ahead.settle(self._message_sent(line))
@@ -263,6 +261,16 @@ class Repl:
         if not settled or (line is not None and self._ctrl_c_typed_ahead()):
             raise UnsentLine(line)
         return line
+
+    def _read_typed_ahead_first(self) -> None:
+        """Give the prompt the lines typed before the chat took its terminal (a Ctrl-D among them too), before the keys
+        it reads from the terminal."""
+        from prompt_toolkit.input.typeahead import get_typeahead, store_typeahead
+
+        if self._typed_ahead.text:
+            keys = keys_of(self._typed_ahead.text)
+            self._typed_ahead.forget()
+            store_typeahead(self._prompt.input, keys + get_typeahead(self._prompt.input))
 
     def _cleared(self, text: str) -> None:
         """After Ctrl-C at the prompt: the text typed is kept for Up to bring back (said where it had several lines,

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from prompt_toolkit.filters import Condition, has_completions, is_searching
 from prompt_toolkit.input.ansi_escape_sequences import ANSI_SEQUENCES
-from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.input.vt100_parser import Vt100Parser
+from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
 from prompt_toolkit.key_binding.bindings.mouse import load_mouse_bindings
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.search import SearchDirection, accept_search, start_search, stop_search
@@ -17,7 +18,6 @@ from prompt_toolkit.search import SearchDirection, accept_search, start_search, 
 from localgen.output_writes import end_writes_on
 from localgen.repl_editor import MessageEditor
 from localgen.repl_input import block_is_open, command_block_is_open, parse_command
-from localgen.repl_terminal import TypedAhead
 from localgen.signals import SignalExit
 
 if TYPE_CHECKING:
@@ -59,7 +59,14 @@ class PasteMark:
         return bool(self.text) and line.startswith(self.text)
 
 
-def key_bindings(paste: PasteMark, editor: MessageEditor, typed_ahead: TypedAhead) -> KeyBindings:
+def keys_of(text: str) -> list[KeyPress]:
+    """The keys text read from a terminal stands for, as the prompt would read them (escape sequences as one key)."""
+    keys: list[KeyPress] = []
+    Vt100Parser(keys.append).feed_and_flush(text)
+    return keys
+
+
+def key_bindings(paste: PasteMark, editor: MessageEditor) -> KeyBindings:
     """Enter sends (or continues a typed \"\"\" block, or a message whose line ends with a backslash, which it drops);
     Alt-Enter / Esc Enter (and Shift-Enter where the terminal tells it apart) insert a newline; paste notes a paste that
     begins the line; Tab in a message is a tab (in a command line it completes); Ctrl-X Ctrl-E edits the line in the
@@ -67,9 +74,7 @@ def key_bindings(paste: PasteMark, editor: MessageEditor, typed_ahead: TypedAhea
     (Ctrl-R), prompt-toolkit's own keys apply (Enter accepts the match), but for Ctrl-G, which gives up the search and
     puts back the line as it was before it, as readline's does, Ctrl-C, which then clears that line, and the keys that
     move the cursor (Left, Right, Home, End, Ctrl-A, Ctrl-E), which end the search on the line found and move in it,
-    as readline's do, where prompt-toolkit moved in the text searched for. A Ctrl-D typed before the chat took its
-    terminal, which comes as a NUL (Ctrl-@), ends the chat as a Ctrl-D on an empty line does where it is the first key
-    the first prompt reads.
+    as readline's do, where prompt-toolkit moved in the text searched for.
     """
     bindings = KeyBindings()
     before_search: list[tuple[int, int]] = []  # the line's place in the history, and the cursor's, as a search began
@@ -164,12 +169,6 @@ def key_bindings(paste: PasteMark, editor: MessageEditor, typed_ahead: TypedAhea
             return _read_mouse_report(event)
         event.current_buffer.insert_text(event.data)
         return None
-
-    @bindings.add("c-@", filter=Condition(lambda: typed_ahead.end_of_input))
-    def _end_of_input_typed_ahead(event: KeyPressEvent) -> None:
-        typed_ahead.forget()  # the first key read is it: any later NUL is Ctrl-@ (Ctrl-Space)
-        if not event.current_buffer.text:
-            event.app.exit(exception=EOFError)
 
     @bindings.add("enter", filter=~is_searching)
     def _enter(event: KeyPressEvent) -> None:

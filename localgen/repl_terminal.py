@@ -6,7 +6,6 @@ import contextlib
 import os
 import select
 import signal
-import struct
 import sys
 import threading
 import time
@@ -114,14 +113,15 @@ def terminal_modes_kept(fd: int | None = None) -> Iterator[None]:
 
 @dataclass
 class TypedAhead:
-    """What was typed before the chat took its terminal out of line mode that reaches the prompt as another key."""
+    """What was typed before the chat took its terminal out of line mode, read from the terminal then: the lines it
+    held, each end of input typed on an empty line among them as the Ctrl-D it was, for the first prompt to read first
+    (out of line mode, Linux gives an end of input to a read as a NUL byte, the key Ctrl-@)."""
 
-    end_of_input: bool = False  # a Ctrl-D on an empty line, which the first prompt reads as a NUL (Ctrl-@) first
+    text: str = ""
 
     def forget(self) -> None:
-        """Take any NUL read from now on as the Ctrl-@ it is (a key was read, the first prompt ended, or the shell
-        had the terminal, and may have read the end of input)."""
-        self.end_of_input = False
+        """Drop it (the first prompt has it, or the shell had the terminal, as it has keys typed ahead)."""
+        self.text = ""
 
 
 @contextlib.contextmanager
@@ -134,21 +134,24 @@ def chat_terminal(before_suspend: Callable[[], None]) -> Iterator[TypedAhead]:
         yield typed_ahead
 
 
-def end_of_input_typed(fd: int) -> bool:
-    """Whether a terminal in line mode holds an end of input (Ctrl-D on an empty line) with no text before it: ready
-    to be read, with no byte to read (FIONREAD leaves ends of input out). Out of line mode, Linux gives it to a read
-    as a NUL byte, the key Ctrl-@, where it meant Ctrl-D."""
-    try:
-        import fcntl
-        import termios
+def lines_typed_ahead(fd: int) -> str:
+    """Read the whole lines a terminal in line mode holds, as text, and an end of input typed on an empty line among
+    them as the Ctrl-D (\\x04) it was, after which reading stops (the chat ends there); a line not ended yet stays
+    for the prompt to read. Nothing in the background, where a read would stop the chat."""
+    import codecs
+    import termios
 
-        if not termios.tcgetattr(fd)[3] & termios.ICANON:
-            return False
-        ready = select.select([fd], [], [], 0)[0]
-        waiting = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
-    except (ImportError, OSError, ValueError):  # not a Unix terminal (termios.error is an OSError)
-        return False
-    return bool(ready) and waiting == 0
+    if not termios.tcgetattr(fd)[3] & termios.ICANON or in_background(fd):
+        return ""
+    decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")  # as prompt_toolkit decodes keys
+    pieces: list[str] = []
+    with contextlib.suppress(OSError):  # the terminal gone: what was read is kept
+        while select.select([fd], [], [], 0)[0]:
+            data = os.read(fd, 4096)  # one line at most, in line mode; nothing for an end of input
+            if not data:
+                return "".join(pieces) + decoder.decode(b"", final=True) + "\x04"
+            pieces.append(decoder.decode(data))
+    return "".join(pieces) + decoder.decode(b"", final=True)
 
 
 def bracketed_paste(on: bool) -> None:
@@ -173,8 +176,9 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
 
     Ctrl-Z calls before_suspend (to clear what is drawn live), gives the shell its terminal modes back and
     stops; `fg` turns echo off again and the answer goes on (after `bg`, a download or an answer goes on in the
-    background with the shell's modes, and the next prompt waits for `fg`). A Ctrl-D typed before, in line mode, is
-    told to the prompt (TypedAhead), which reads it as another key.
+    background with the shell's modes, and the next prompt waits for `fg`). Lines typed before, in line mode, are read
+    then, a Ctrl-D among them kept as the key it was, for the first prompt to read first (TypedAhead); they are
+    forgotten where Ctrl-Z gives the shell the terminal, as keys typed ahead go to it.
     """
     typed_ahead = TypedAhead()
     try:
@@ -185,7 +189,7 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
     try:
         fd = sys.stdin.fileno()
         saved = termios.tcgetattr(fd)
-        typed_ahead.end_of_input = end_of_input_typed(fd)
+        typed_ahead.text = lines_typed_ahead(fd)
         quiet = list(saved)
         quiet[0] &= ~termios.ICRNL  # Enter typed ahead stays CR: Esc then LF would be no Alt-Enter at the prompt
         quiet[3] = (quiet[3] & ~(termios.ECHO | termios.ECHOCTL | termios.ICANON)) | termios.NOFLSH  # keeps keys

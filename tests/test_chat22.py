@@ -1,0 +1,52 @@
+"""The chat in a real terminal where it still fell short: a line and a Ctrl-D typed before it starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import pexpect
+
+from tests.conftest import REPO_ROOT, bundled_model_file
+
+
+def _chat_env(home: Path) -> dict[str, str]:
+    """The environment of a chat on the bundled model, its data in home, on an xterm that answers no cursor request."""
+    return {**os.environ, "LOCALGEN_HOME": str(home), "PYTHONPATH": str(REPO_ROOT), "PROMPT_TOOLKIT_NO_CPR": "1",
+            "TERM": "xterm", "LOCALGEN_OFFLINE": "1"}
+
+
+def _chat_command(*args: str) -> str:
+    """`localgen chat` on the bundled model with args, as a shell line."""
+    return shlex.join([sys.executable, "-m", "localgen", "chat", "-m", str(bundled_model_file()), *args])
+
+
+def _saved_turns(home: Path) -> list[dict]:
+    """The turns of the conversations saved in home."""
+    files = sorted((home / "data" / "conversations").glob("*.json"))
+    return [turn for file in files for turn in json.loads(file.read_text())["turns"]]
+
+
+def test_a_line_and_a_ctrl_d_typed_before_the_chat_starts_send_the_line_then_end_the_chat(tmp_path: Path) -> None:
+    """A line with Enter, then Ctrl-D, typed while the terminal is still in line mode (bash sleeps before it starts
+    localgen): the line is sent and answered, then the chat ends, exit 0, as Ctrl-D on an empty line ends it (the
+    Ctrl-D, which Linux held as an end of input after the line, was read as Ctrl-@, and the chat waited on)."""
+    home = tmp_path / "home"
+    child = pexpect.spawn("bash", ["-c", f"sleep 0.5 && exec {_chat_command('-n', '4', '--temp', '0')}"],
+                          env=_chat_env(home), cwd=str(REPO_ROOT), encoding="utf-8", codec_errors="replace",
+                          timeout=90, dimensions=(30, 100))
+    try:
+        child.send("hello\r")  # into the terminal's line mode: bash has not started localgen yet
+        child.sendcontrol("d")
+        child.expect_exact("localgen chat with")
+        ended = child.expect([pexpect.EOF, pexpect.TIMEOUT], timeout=60) == 0
+        child.close()
+        assert ended and child.exitstatus == 0, (child.exitstatus, child.before)
+    finally:
+        if child.isalive():
+            child.terminate(force=True)
+    turns = _saved_turns(home)
+    assert [turn["user"] for turn in turns] == ["hello"] and turns[0]["answer"], turns
