@@ -257,25 +257,13 @@ def _internal_error(exc: Exception) -> int:
 
     if settings().debug:
         raise exc
-    if _ran_out_of_memory(exc):
-        from localgen.memory_limits import out_of_memory_hint
+    from localgen.memory_limits import out_of_memory_hint, ran_out_of_memory
 
+    if ran_out_of_memory(exc):
         console.error("out of memory", hint=out_of_memory_hint())
         return EXIT_RUNTIME
     console.error(internal_error_text(exc), hint="run again with LOCALGEN_DEBUG=1 and report the traceback")
     return EXIT_RUNTIME
-
-
-def _ran_out_of_memory(exc: Exception) -> bool:
-    """Whether exc is memory running out: a MemoryError, an OSError of ENOMEM, or, under a memory limit, a
-    SystemError (C code whose allocation failed returning an error with no exception set)."""
-    if isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM):
-        return True
-    if not isinstance(exc, SystemError):
-        return False
-    from localgen.memory_limits import memory_limit_words
-
-    return memory_limit_words() is not None
 
 
 def flush_stdout(code: int) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import resource
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,7 @@ from localgen.units import binary_size
 # `ulimit -d`, which Linux holds private writable mappings to (llama.cpp's buffers, thread stacks), and `ulimit -v`,
 # which holds every mapping (the model's mapped file too); each with Linux's count of what it holds
 MEMORY_LIMITS = {resource.RLIMIT_DATA: ("ulimit -d", "VmData:"), resource.RLIMIT_AS: ("ulimit -v", "VmSize:")}
+NEAR_THE_LIMIT_BYTES = 8 * 1024 * 1024  # an error met with less than this left under a memory limit: memory ran out
 THREAD_STACK_BYTES = 8 * 1024 * 1024  # a thread's stack where `ulimit -s` sets none (glibc's default)
 
 
@@ -65,10 +67,27 @@ def memory_limit_words() -> str | None:
     return " and ".join(words) or None
 
 
-def out_of_memory_hint() -> str:
-    """What to do where an allocation failed: raise the limit set on this process, or ask for less memory."""
+def out_of_memory_hint(less: str = "try a smaller --ctx-size or model") -> str:
+    """What to do where an allocation failed: raise the limit set on this process, or ask for less memory (less:
+    how)."""
     limits = memory_limit_words()
     if limits:
         verb, it = ("hold", "them") if " and " in limits else ("holds", "it")
-        return f"{limits} {verb} this process: raise {it}, or try a smaller --ctx-size or model"
-    return "free some memory, or try a smaller --ctx-size or model"
+        return f"{limits} {verb} this process: raise {it}, or {less}"
+    return f"free some memory, or {less}"
+
+
+def ran_out_of_memory(exc: BaseException) -> bool:
+    """Whether exc is memory running out: a MemoryError, an OSError of ENOMEM, or, under a memory limit, a
+    SystemError (C code whose allocation failed returning an error with no exception set) or any error met with
+    less than NEAR_THE_LIMIT_BYTES left (Python's own code, its allocations failing, raises the oddest: 'frame'
+    object is not callable)."""
+    if isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM):
+        return True
+    if memory_limit_words() is None:
+        return False
+    try:
+        room = least_room()
+    except (OSError, ValueError):  # /proc does not tell
+        room = None
+    return isinstance(exc, SystemError) or (room is not None and room.free < NEAR_THE_LIMIT_BYTES)

@@ -3,6 +3,7 @@ Enter finds most of its prompt, often all of it, computed already."""
 
 from __future__ import annotations
 
+import _thread
 import logging
 import threading
 import time
@@ -42,7 +43,7 @@ class PrefillWhileTyping:
         self._working: str | None = None  # the text being prefilled now
         self._closed = False
         self._stop = StopFlag()  # the prefill in progress is not wanted (read between llama.cpp's graph nodes too)
-        self._thread: threading.Thread | None = None
+        self._started = False  # a worker was started and has not ended (or never got to run: memory ran out)
 
     def arm(self, text: str = "") -> None:
         """The prompt starts reading a message: prefill text (by default what every next message begins with)."""
@@ -58,10 +59,20 @@ class PrefillWhileTyping:
             self._pending = None if text == self._working else text
             self._typed_at = time.monotonic()
             if self._pending is not None:
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name="localgen-prefill-ahead", daemon=True)
-                    self._thread.start()
+                if not self._started:
+                    self._start_worker()
                 self._lock.notify_all()
+
+    def _start_worker(self) -> None:
+        """Start a worker thread; none where a thread cannot start (memory or threads run short): a prefill ahead is
+        only a head start. threading.Thread.start() is not used: where memory runs out in the new thread before it
+        says it started, that waits for ever."""
+        try:
+            _thread.start_new_thread(self._run, ())
+        except (RuntimeError, MemoryError):
+            log.debug("no thread to prefill while typing", exc_info=True)
+            return
+        self._started = True
 
     def settle(self, text: str | None) -> bool:
         """The prompt returned text (None: no message): let the worker finish exactly that text if it does so
@@ -87,18 +98,18 @@ class PrefillWhileTyping:
         return not interrupted
 
     def close(self) -> None:
-        """Stop the worker for good, abandoning its prefill, and wait for it."""
+        """Stop the worker for good, abandoning its prefill, and wait until it leaves the engine alone (a worker yet
+        to take its text up finds the prefiller closed, and ends)."""
+        interrupted: BaseException | None = None
         with self._lock:
             self._closed, self._armed, self._pending = True, False, None
             self._stop.set()
             self._lock.notify_all()
-            thread = self._thread
-        interrupted: BaseException | None = None
-        while thread is not None and thread.is_alive():  # the engine may be freed next: a signal cannot skip this
-            try:
-                thread.join(WAIT_SLICE_S)
-            except BaseException as exc:
-                interrupted = interrupted or exc
+            while self._working is not None:  # the engine may be freed next: a signal cannot skip this
+                try:
+                    self._lock.wait(WAIT_SLICE_S)
+                except BaseException as exc:
+                    interrupted = interrupted or exc
         if interrupted is not None:
             raise interrupted
 
@@ -113,7 +124,7 @@ class PrefillWhileTyping:
                         break
                     self._lock.wait(typing_for)
                 if self._pending is None or self._closed:
-                    self._thread = None  # typed() starts another for the next text
+                    self._started = False  # typed() starts another for the next text
                     return
                 text, self._working, self._pending = self._pending, self._pending, None
             try:
@@ -124,3 +135,4 @@ class PrefillWhileTyping:
                 with self._lock:
                     self._working = None
                     self._lock.notify_all()
+

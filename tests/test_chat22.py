@@ -1,15 +1,18 @@
 """The chat in a real terminal where it still fell short: a line and a Ctrl-D typed before it starts, Tab on an empty
-line."""
+line, memory running out in an answer."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import resource
 import shlex
 import sys
 from pathlib import Path
 
 import pexpect
+import pytest
 
 from tests.conftest import REPO_ROOT, bundled_model_file
 
@@ -67,6 +70,40 @@ def test_tab_on_an_empty_line_lists_the_commands_and_the_next_key_picks_one(tmp_
         chat.child.send("stats\r")
         chat.expect_words("no answer yet")
         chat.sync()
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
+def _data_in_use(pid: int) -> int:
+    """The bytes `ulimit -d` counts as mapped by process pid (Linux's VmData)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"^VmData:\s+(\d+) kB", status, re.MULTILINE)[1]) * 1024
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists() or not hasattr(resource, "prlimit"),
+                    reason="needs Linux's /proc and prlimit")
+def test_memory_running_out_in_an_answer_is_said_as_out_of_memory_and_the_chat_goes_on(tmp_path: Path) -> None:
+    """Under a data limit set once the chat is at its prompt to what it maps then (prlimit, as `ulimit -d` would
+    be), a message's answer runs out of memory: the chat says so in one line naming the limit, with the conversation
+    kept, and its prompt comes back, takes commands, and Ctrl-D ends the chat, exit 0 (it said an internal error to
+    report, and the prompt waited for ever on the thread that prefills while typing, which could not start)."""
+    from tests.test_repl import Chat
+
+    chat = Chat(tmp_path / "home", "-m", str(bundled_model_file()), "--offline", "-n", "4", "--temp", "0")
+    try:
+        chat.wait_until_idle()  # the prefill of the prompt's start, done
+        resource.prlimit(chat.child.pid, resource.RLIMIT_DATA, (_data_in_use(chat.child.pid), resource.RLIM_INFINITY))
+        start = len(chat.transcript.getvalue())
+        chat.child.send("Tell me about dragons\r")
+        chat.expect_words("localgen: error: out of memory")
+        chat.sync()
+        said = re.sub(r"\x1b\[[\d;?]*[A-Za-z]", "", chat.transcript.getvalue()[start:])
+        assert "`ulimit -d` of" in said and "the conversation is kept" in said, said
+        assert "internal error" not in said and "Traceback" not in said and said.count("localgen: error:") == 1, said
+        resource.prlimit(chat.child.pid, resource.RLIMIT_DATA, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        chat.command_words("/clear", "new conversation")
         assert chat.quit() == 0
     finally:
         if chat.child.isalive():

@@ -50,6 +50,11 @@ def prefill() -> Iterator[SlowPrefill]:
     slow.release.set()
 
 
+def _os_threads() -> int:
+    """The threads of this process, as Linux counts them (the worker is no Python threading.Thread)."""
+    return len(os.listdir("/proc/self/task"))
+
+
 def _wait(condition: Callable[[], bool]) -> None:
     deadline = time.monotonic() + 5
     while not condition():
@@ -144,12 +149,14 @@ def test_the_latest_text_is_prefilled_next_and_close_stops_the_worker(prefill: S
 @pytest.mark.serial
 def test_the_worker_ends_when_it_has_nothing_to_prefill(prefill: SlowPrefill) -> None:
     """An idle worker kept llama.cpp's OpenMP thread team alive, and the answer decoded beside it at half speed."""
+    threads = _os_threads()
     ahead = PrefillWhileTyping(prefill)
     ahead.arm("Hello")
     prefill.running.wait(5)
+    assert _os_threads() == threads + 1
     prefill.release.set()
     ahead.settle("Hello")
-    _wait(lambda: not any(t.name == "localgen-prefill-ahead" for t in threading.enumerate()))
+    _wait(lambda: _os_threads() == threads)
     prefill.release.clear()
     ahead.arm("Again")  # the next text typed starts another worker
     _wait(lambda: prefill.started == ["Hello", "Again"])
@@ -181,12 +188,13 @@ def test_text_typed_without_a_pause_is_prefilled_once_typing_pauses(prefill: Slo
 
 @pytest.mark.serial
 def test_enter_before_typing_pauses_leaves_the_text_to_the_answer(prefill: SlowPrefill) -> None:
+    threads = _os_threads()
     ahead = PrefillWhileTyping(prefill)
     ahead.arm("Hello")
     started = time.monotonic()
     assert ahead.settle("Hello") is True
     assert time.monotonic() - started < TYPING_PAUSE_S, "Enter does not wait for typing to pause"
-    _wait(lambda: not any(t.name == "localgen-prefill-ahead" for t in threading.enumerate()))
+    _wait(lambda: _os_threads() == threads)
     assert prefill.started == []
     ahead.close()
 
