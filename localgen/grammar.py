@@ -36,6 +36,7 @@ class ConstraintSource:
 
     option: str  # "--grammar" or "--json-schema"
     given: str | InputFile
+    typed: str = ""  # the name the option was given by where it is another (--grammar-file for --grammar)
 
     @property
     def file(self) -> InputFile | None:
@@ -71,7 +72,7 @@ def constraint_source(grammar: str | None, json_schema: str | None, *,
         if not _ROOT_RULE.search(grammar):
             raise UsageError(f"the {grammar_option} text has no root rule: the answer starts at `root ::= ...`",
                              hint=GRAMMAR_HINT)
-        return ConstraintSource("--grammar", grammar)
+        return ConstraintSource("--grammar", grammar, typed=grammar_option)
     if json_schema is not None and _is_inline_schema(json_schema):
         return ConstraintSource("--json-schema", _utf8_text(json_schema, "--json-schema", SCHEMA_HINT))
     given = (("--grammar", grammar_option, grammar), ("--json-schema", "--json-schema", json_schema))
@@ -96,7 +97,8 @@ def grammar_for(source: ConstraintSource | None, warn: list[str], *, waiting: Wa
         file = source.file
         if file is not None and not _ROOT_RULE.search(text):
             raise UsageError(f"{file.name} has no root rule: the answer starts at `root ::= ...`", hint=GRAMMAR_HINT)
-        return _checked(Grammar(text, source="--grammar" if file is None else f"{file.option} {file.name}"))
+        return _checked(Grammar(text, source=source.typed or "--grammar" if file is None else
+                                f"{file.option} {file.name}"))
     return _checked(Grammar(schema_grammar(text, warn), source="--json-schema"))
 
 
