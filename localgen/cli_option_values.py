@@ -111,7 +111,7 @@ def _value_hint(names: list[str], clicked: Any, words: list[str], at: int) -> st
     if option == "-c" and names[0] in ("run", "chat"):  # llm's -c: continue
         return continue_hint(clicked, words, at)
     written = shlex.join([*command, *words[:at + 1], metavar, *words[at + 1:]])
-    long = next((name for name in param.opts if name.startswith("--")), None)
+    long = option if option.startswith("--") else next((name for name in param.opts if name.startswith("--")), None)
     value = shlex.quote(words[at + 1]) if at + 1 < len(words) else None
     literally = f"; for the value {value} itself, write {long}={value}" if value and long and metavar in _FREE_TEXT \
         else ""

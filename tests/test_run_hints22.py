@@ -16,3 +16,12 @@ def test_an_inline_grammar_given_with_grammar_file_is_labelled_grammar_file(tmp_
         result = run_localgen("run", option, 'root ::= "\\x00"', "hi", env=env)
         assert result.returncode == 2, result.err
         assert result.err.startswith(f"localgen: error: {option}: the grammar asks for a NUL character"), result.err
+
+
+def test_grammar_file_without_its_value_is_hinted_with_grammar_file_equals(tmp_path: Path) -> None:
+    """`localgen run --grammar-file --grammar missing.gbnf hi`: for the value --grammar itself the hint writes
+    --grammar-file=--grammar, the option typed, where it wrote --grammar=--grammar (the grammar's text's own name)."""
+    env = {"LOCALGEN_HOME": str(tmp_path)}
+    result = run_localgen("run", "--grammar-file", "--grammar", "missing.gbnf", "hi", env=env)
+    assert result.returncode == 2, result.err
+    assert result.err.endswith("for the value --grammar itself, write --grammar-file=--grammar)\n"), result.err
