@@ -46,9 +46,10 @@ def read_texts(system: str | None, stop: list[str] | None, warnings: list[str], 
     return text, stops
 
 
-def system_file_input(system: str | None, system_file: str | None, *, stdin_taken: str | None) -> InputFile | None:
-    """The --system-file given, checked ("-" is stdin, unless stdin_taken says what else reads it); beside -s, which
-    gives the system prompt too, it is refused."""
+def system_file_input(system: str | None, system_file: str | None, *, stdin_taken: str | None,
+                      option: str = SYSTEM_FILE_OPTION) -> InputFile | None:
+    """The --system-file given, checked ("-" is stdin, unless stdin_taken says what else reads it), its errors naming
+    the option as typed (-sysf); beside -s, which gives the system prompt too, it is refused."""
     from localgen.errors import UsageError
     from localgen.inputs import InputFile
     from localgen.stdin_names import names_stdin
@@ -56,12 +57,12 @@ def system_file_input(system: str | None, system_file: str | None, *, stdin_take
     if system_file is None:
         return None
     if system is not None:
-        raise UsageError(f"-s/--system and {SYSTEM_FILE_OPTION} both give the system prompt",
-                         hint=f"give one of them: -s TEXT or {SYSTEM_FILE_OPTION} FILE")
+        raise UsageError(f"-s/--system and {option} both give the system prompt",
+                         hint=f"give one of them: -s TEXT or {option} FILE")
     if stdin_taken is not None and names_stdin(system_file):
-        raise UsageError(f"{SYSTEM_FILE_OPTION} {system_file} cannot read stdin: {stdin_taken}",
+        raise UsageError(f"{option} {system_file} cannot read stdin: {stdin_taken}",
                          hint="give the system prompt's file by name")
-    return InputFile.checked(system_file, SYSTEM_FILE_OPTION, stdin=True)
+    return InputFile.checked(system_file, option, stdin=True)
 
 
 def read_system_file(file: InputFile, stdin: BinaryIO | None, warnings: list[str],

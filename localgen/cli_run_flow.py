@@ -210,7 +210,8 @@ def check_run(request: RunRequest) -> CheckedRun:
                          hint="drop --continue/--conversation; `localgen conversations show NAME` shows a saved one")
     stdin_taken = stdin_reader(request.files, stdin_asked=stdin_asked)  # two of them refused: it is read once
     files = attachment_files(list(request.files))  # every file an option names is checked now, read once the rest is
-    system_input = system_file_input(system, request.system_file, stdin_taken=stdin_taken)
+    system_input = system_file_input(system, request.system_file, stdin_taken=stdin_taken,
+                                     option=typed_name(ctx, "system_file"))
     template_system = asks_for_no_system_prompt(system)
     constraint = constraint_source(request.grammar, request.json_schema, grammar_option=typed_name(ctx, "grammar"))
     template_file = chat_template_file(request.chat_template)

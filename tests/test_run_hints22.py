@@ -8,6 +8,20 @@ from pathlib import Path
 from tests.conftest import run_localgen
 
 
+def test_a_missing_system_file_given_with_sysf_is_hinted_with_sysf(tmp_path: Path) -> None:
+    """`localgen run -sysf missing.txt hi` (llama-cli's spelling, which run takes): the hint names -sysf, as typed,
+    where it named --system-file; --system-file typed is still named so."""
+    env = {"LOCALGEN_HOME": str(tmp_path)}
+    result = run_localgen("run", "-sysf", "missing.txt", "hi", env=env)
+    assert (result.returncode, result.err) == (
+        2, "localgen: error: no such file: missing.txt (hint: check the path given to -sysf)\n"), result.err
+    result = run_localgen("run", "-s", "terse", "-sysf", "rules.txt", "hi", env=env)
+    assert "-s/--system and -sysf both give the system prompt (hint: give one of them: -s TEXT or -sysf FILE)" \
+        in result.err, result.err
+    result = run_localgen("run", "--system-file", "missing.txt", "hi", env=env)
+    assert "check the path given to --system-file)" in result.err, result.err
+
+
 def test_an_inline_grammar_given_with_grammar_file_is_labelled_grammar_file(tmp_path: Path) -> None:
     """`localgen run --grammar-file 'root ::= "\\x00"' hi`: the grammar's error is labelled --grammar-file, the
     option typed, where it was labelled --grammar."""
