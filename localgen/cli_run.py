@@ -81,7 +81,8 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     console.warn_each(warnings)
     if nothing:  # </dev/null, as README tells loops, is no stdin read
         raise nothing_to_send(stdin_read=len(names) > len(files) and (stdin_asked or sent_whole or _piped(stdin)),
-                              model=model_given, empty_files=empty)
+                              model=model_given, empty_files=empty,
+                              stdin_attached=stdin_file is not None and (sent_whole or _piped(stdin)))
     if prompt and names_a_file(prompt) and not reads_as_a_model(prompt, settings().user_registry):
         console.warn(file_name_warning("the prompt", prompt, "-f"))
     return attachments, made_of
@@ -204,11 +205,12 @@ def refuse_emptied_by_stdout(files: list[InputFile], stdin: BinaryIO | None) -> 
                                       ", then restore the text that was in it from a copy")
 
 
-def nothing_to_send(*, stdin_read: bool, model: str | None = None, empty_files: Sequence[str] = ()) -> UsageError:
+def nothing_to_send(*, stdin_read: bool, model: str | None = None, empty_files: Sequence[str] = (),
+                    stdin_attached: bool = False) -> UsageError:
     """The error for a message with nothing in it; stdin_read: stdin was read, and had nothing in it either (the
     command piped in failed, say); model: the -m given, which the commands suggested keep (`ollama run NAME` at a
     terminal chats with it); empty_files: what is said of the files attached with nothing in them (ws.txt holds only
-    whitespace)."""
+    whitespace); stdin_attached: a pipe or a file sent on stdin was among them (-f -), so text was piped in."""
     import shlex
 
     from localgen.units import alternatives
@@ -216,8 +218,8 @@ def nothing_to_send(*, stdin_read: bool, model: str | None = None, empty_files: 
     given = "" if model is None else f" -m {shlex.quote(model)}"
     example = f'localgen run{given} "Why is the sky blue?"'
     files = f"{'; ' if stdin_read else ', and '}{alternatives(empty_files, 'and')}" if empty_files else ""
-    if stdin_read:
-        return UsageError(f"nothing to send: the prompt is empty, and so is stdin{files}",
+    if stdin_read or stdin_attached:
+        return UsageError(f"nothing to send: the prompt is empty{', and so is stdin' if stdin_read else ''}{files}",
                           hint=f"check what feeds stdin, or give a prompt, e.g. {example}")
     chat_hint = f"; `localgen chat{given}` starts a conversation" if sys.stdin is not None and sys.stdin.isatty() \
         else ""

@@ -39,3 +39,16 @@ def test_grammar_file_without_its_value_is_hinted_with_grammar_file_equals(tmp_p
     result = run_localgen("run", "--grammar-file", "--grammar", "missing.gbnf", "hi", env=env)
     assert result.returncode == 2, result.err
     assert result.err.endswith("for the value --grammar itself, write --grammar-file=--grammar)\n"), result.err
+
+
+def test_whitespace_piped_to_f_dash_is_hinted_as_piped(tmp_path: Path) -> None:
+    """`printf ' ' | localgen run -f -`: text was piped in, all whitespace, so the hint says to check what feeds
+    stdin, where it said to pipe text in; with stdin from /dev/null it still says to pipe text in."""
+    env = {"LOCALGEN_HOME": str(tmp_path)}
+    for args in (["-f", "-"], ["-f", "/dev/stdin", ""]):
+        result = run_localgen("run", *args, stdin=b" \n\t", env=env)
+        assert result.returncode == 2, result.err
+        assert "holds only whitespace (hint: check what feeds stdin, or give a prompt, e.g. " in result.err, result.err
+        assert "pipe text in" not in result.err, result.err
+    result = run_localgen("run", "-f", "-", env=env)  # stdin: /dev/null
+    assert "is empty (hint: give a prompt, e.g. " in result.err and "or pipe text in" in result.err, result.err

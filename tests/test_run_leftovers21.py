@@ -58,8 +58,9 @@ def test_an_attached_file_of_whitespace_alone_is_named_in_the_error_on_one_line(
                          'only whitespace (hint: check what feeds stdin, or give a prompt, e.g. localgen run "Why is '
                          'the sky blue?")\n')
     dash = run_localgen("run", "-f", "-", stdin=b" ")
-    assert dash.err == f"localgen: error: nothing to send: the prompt is empty, and stdin (-f -) holds only " \
-                       f"whitespace (hint: {hint})\n"
+    assert dash.err == "localgen: error: nothing to send: the prompt is empty, and stdin (-f -) holds only " \
+                       'whitespace (hint: check what feeds stdin, or give a prompt, e.g. localgen run "Why is the ' \
+                       'sky blue?")\n'
 
 
 @pytest.mark.parametrize("term", ["dumb", "xterm"])
