@@ -8,6 +8,8 @@ import select
 from collections.abc import Callable
 from typing import BinaryIO
 
+from localgen.stdin_writer import note_end_read, note_reading
+
 
 class DescriptorReader:
     """A pipe or a terminal read from its descriptor to a number of bytes or to its end, as a buffered reader reads
@@ -36,6 +38,7 @@ class DescriptorReader:
         """Up to size bytes: fewer only at the end of its input (a pipe's end, a file's, a terminal's Ctrl-D)."""
         parts: list[bytes] = []
         got = 0
+        note_reading(self._fd)
         while got < size:
             if self._waiting is not None and not _ready(self._fd, self._quiet_s):
                 self._waiting()
@@ -46,6 +49,7 @@ class DescriptorReader:
                 select.select([self._fd], [], [])
                 continue
             if not chunk:
+                note_end_read(self._fd)
                 break
             parts.append(chunk)
             got += len(chunk)

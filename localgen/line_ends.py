@@ -21,19 +21,25 @@ def end_interrupted_line() -> None:
     shell's prompt starts a line of its own (not on a pipe or a file, which saw no ^C); on the process's own stderr
     where run -q has set sys.stderr aside, as it ends no line of its own, or on stdout where only it is the
     terminal. Nothing where what the Ctrl-C stopped ended the line itself (signals.interrupt_line_ended), nor where
-    stdout's reader died of it too (`localgen run ... | cat`), as the shell then ends the line."""
+    stdout's reader died of it too (`localgen run ... | cat`), or stdin's writer, waited on (`sleep 100 | localgen
+    run x`), as the shell then ends the line."""
     if interrupt_line_is_ended():
         return
     from localgen.console import is_terminal  # (console says status messages through this module)
+
+    interrupt_line_ended()
+    if not _shell_ends_the_line():
+        _end_line_shown_by(is_terminal)
+
+
+def _shell_ends_the_line() -> bool:
+    """Whether a Ctrl-C killed stdout's reader or stdin's writer too, waited for a moment (`localgen run ... | cat`,
+    `sleep 100 | localgen run x`): the shell then ends the line its ^C is on, as it does for `sleep 100` alone."""
+    from localgen.stdin_writer import writer_went_with_the_interrupt
     from localgen.stdout_reader import await_the_reader_dying
 
     await_the_reader_dying(sys.stdout)
-    if reader_went_with_the_interrupt():
-        interrupt_line_ended()
-        return
-
-    interrupt_line_ended()
-    _end_line_shown_by(is_terminal)
+    return reader_went_with_the_interrupt() or writer_went_with_the_interrupt()
 
 
 def end_typed_line(source: object, data: bytes) -> None:
@@ -92,12 +98,14 @@ def write_status_line(line: str) -> None:
 
 
 def _end_cut_line() -> None:
-    """End the line a signal cut on stderr, its style reset, once (interrupt_line_ended), unless stderr is held full."""
+    """End the line a signal cut on stderr, its style reset, once (interrupt_line_ended), unless stderr is held full;
+    the shell ends it where the Ctrl-C killed a neighbour in the pipeline too."""
     from localgen.console import takes_escapes
 
     with contextlib.suppress(OSError, ValueError):
         if _takes_more(sys.stderr):
-            write_whole(sys.stderr, ("\x1b[0m" if takes_escapes(sys.stderr) else "") + "\n")
+            line_end = "" if _shell_ends_the_line() else "\n"
+            write_whole(sys.stderr, ("\x1b[0m" if takes_escapes(sys.stderr) else "") + line_end)
             sys.stderr.flush()
             interrupt_line_ended()
 

@@ -1,0 +1,74 @@
+"""`localgen run` in a shell's pipelines under Ctrl-C: the ^C's line ended once, by the shell where a neighbour in
+the pipeline died of it, by the run where none did; a Ctrl-C its reader died of first still exits 130. Real
+processes, the real bundled model, an interactive bash in a real pseudo-terminal."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import shlex
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.test_run_audit21 import LONG_ANSWER, PROMPT, _localgen_under, _read_until, _reads_a_pipe
+
+SERIAL = pytest.mark.serial  # Ctrl-Cs timed against a run's progress and a pipeline's neighbours (conftest: serial)
+LONG = '$L run -q --temperature 0 -n 2000 "$Q"'  # a run streaming a long answer
+
+
+def _shown_after_ctrl_c(pipeline: str, home: Path, ready: Callable[[bytearray, int], bool]) -> bytes:
+    """Run pipeline ($L: localgen, $Q: a long answer's prompt) at an interactive bash in a pseudo-terminal and Ctrl-C
+    once ready(what the terminal showed, the run's pid); what the terminal showed from the ^C to the next prompt,
+    bracketed paste's switches aside."""
+    env = {**os.environ, "LOCALGEN_HOME": str(home), "PS1": PROMPT.decode(), "TERM": "xterm",
+           "L": f"{shlex.quote(sys.executable)} -m localgen", "Q": LONG_ANSWER[-1]}
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: bash, as at a terminal
+        os.chdir(home)
+        os.execve("/bin/bash", ["bash", "--norc", "--noprofile", "-i"], env)
+    shown = bytearray()
+    try:
+        _read_until(fd, shown, lambda: PROMPT in shown)
+        os.write(fd, pipeline.encode() + b"\n")
+        run = _localgen_under(pid)
+        _read_until(fd, shown, lambda: ready(shown, run))
+        os.write(fd, b"\x03")
+        _read_until(fd, shown, lambda: b"^C" in shown and shown.rstrip().endswith(PROMPT.rstrip()))
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(fd)
+    return re.sub(rb"\x1b\[\?2004[hl]", b"", bytes(shown[shown.rindex(b"^C") + 2:shown.rindex(PROMPT)]))
+
+
+def _waiting_for_stdin(_shown: bytearray, run: int) -> bool:
+    """Whether the run waits for its stdin, a pipe."""
+    return _reads_a_pipe(run)
+
+
+def _answering(shown: bytearray, _run: int) -> bool:
+    """Whether 300 bytes of the answer came (after the command line's echo)."""
+    return len(shown) > 600
+
+
+@SERIAL
+@pytest.mark.parametrize("quiet", ["-q ", ""])
+def test_ctrl_c_at_a_run_waiting_for_sleep_ends_the_line_once(quiet: str, tmp_path: Path) -> None:
+    """`sleep 100 | localgen run x` at an interactive bash and Ctrl-C while the run waits for stdin: sleep dies of
+    it, so bash ends the ^C's line, and the run adds no line end, as for `sleep 100` alone, where a blank line came
+    before the prompt."""
+    after = _shown_after_ctrl_c(f"sleep 100 | $L run {quiet}Summarize.", tmp_path, _waiting_for_stdin)
+    assert after == b"\r\n", after
+
+
+@SERIAL
+def test_ctrl_c_at_a_run_whose_stdin_has_ended_still_has_its_line_ended(tmp_path: Path) -> None:
+    """`printf ... | localgen run x` and Ctrl-C as the answer streams: printf exited long before, so bash ends no
+    line and the run ends the ^C's line itself."""
+    after = _shown_after_ctrl_c(f"printf 'Rome.' | {LONG}", tmp_path, _answering)
+    assert after == b"\r\n", after
