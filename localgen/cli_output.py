@@ -20,7 +20,7 @@ from localgen.interrupt_echo import ECHOES, key_echo_held
 from localgen.output_writes import WriteGivenUp, end_writes_on
 from localgen.runner import LoadedModel
 from localgen.signals import ANSWER_ENDING_SIGNALS, StopOnSignal, note_reader_gone, signal_exit_code
-from localgen.stdout_reader import watching_the_reader
+from localgen.stdout_reader import reader_shows_on_a_terminal, watching_the_reader
 
 
 def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
@@ -69,10 +69,17 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
     assert completion is not None
     if echo_held and output is not None and signals.signal in ECHOES:  # the key's echo, after the text saved
         output.write(ECHOES[signals.signal])
-    line_ended = (output is not None and output.ends_a_terminal_line) or (status.erased and not texted)
-    if signals.signal == signal.SIGINT and not line_ended:  # the progress line erased, or the answer's newline
+    line_ended = _ends_the_line(output) or (status.erased and not texted)  # or the progress line was erased
+    if signals.signal == signal.SIGINT and not line_ended:
         line_ends.end_interrupted_line()
     return completion, signals.exit_code, late
+
+
+def _ends_the_line(output: TextOutput | None) -> bool:
+    """Whether the answer's newline ends the terminal's line a Ctrl-C's ^C is on: stdout is that terminal, or a pipe
+    whose reader, alive after the Ctrl-C, shows what it reads there (`| (trap '' INT; cat)`)."""
+    return output is not None and (output.ends_a_terminal_line
+                                   or (output.ends_a_line and reader_shows_on_a_terminal(sys.stdout)))
 
 
 def _close(events: Iterator[Event]) -> None:

@@ -56,6 +56,11 @@ class TextOutput:
         the newline)."""
         return self._terminal and self._wrote_any
 
+    @property
+    def ends_a_line(self) -> bool:
+        """Whether finish() writes a newline: text was written (a pipe's reader may show it on a terminal)."""
+        return self._wrote_any
+
     def finish(self) -> None:
         """End the output with one newline (none when nothing was written)."""
         if self._terminal and (held := self._safe.flush()):

@@ -10,6 +10,7 @@ import select
 import signal
 import socket
 import stat
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -75,6 +76,51 @@ def await_the_reader_dying(stream: TextIO) -> None:
     poller.register(piped[0], 0)  # POLLERR: the read end closed
     if poller.poll(max(0.0, at + READER_DYING_S - time.monotonic()) * 1000):
         note_reader_gone()
+
+
+def reader_shows_on_a_terminal(stream: TextIO) -> bool:
+    """Whether the process reading stream's pipe as its stdin writes its stdout to the terminal stderr shows
+    (`localgen run x | (trap '' INT; cat)`, alive after a Ctrl-C): what is written to stream shows there, its
+    newline ending the ^C's line. A shell holding the pipe while its child reads it (the subshell around cat) is
+    passed over. False where /proc cannot tell."""
+    piped = _pipe_fd(stream)
+    terminal = next((_terminal(s) for s in (sys.stderr, sys.__stderr__) if _terminal(s) is not None), None)
+    if piped is None or piped[1] or terminal is None:
+        return False
+    with contextlib.suppress(OSError):
+        pipe = f"pipe:[{os.fstat(piped[0]).st_ino}]"
+        readers = {entry.name for entry in os.scandir("/proc")
+                   if entry.name.isdigit() and _link(f"/proc/{entry.name}/fd/0") == pipe}
+        parents = {_parent(reader) for reader in readers}
+        return any(_terminal(f"/proc/{reader}/fd/1") == terminal for reader in readers - parents)
+    return False
+
+
+def _parent(pid: str) -> str | None:
+    """The process id of pid's parent, or None where it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as status:
+            return status.read().rsplit(")", 1)[1].split()[1]
+    except (OSError, IndexError):
+        return None
+
+
+def _link(path: str) -> str | None:
+    """Where the link at path leads, or None where it cannot be read (a process gone, or another user's)."""
+    try:
+        return os.readlink(path)
+    except OSError:
+        return None
+
+
+def _terminal(what: TextIO | str | None) -> int | None:
+    """The device number of the terminal a stream or a path (/proc/PID/fd/1) is, or None where it is none."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        fd_or_path = what if isinstance(what, str) else what.fileno()  # type: ignore[union-attr]
+        status = os.stat(fd_or_path)
+        if stat.S_ISCHR(status.st_mode) and (isinstance(what, str) or os.isatty(fd_or_path)):
+            return status.st_rdev
+    return None
 
 
 def _pipe_fd(stream: TextIO) -> tuple[int, bool] | None:

@@ -72,3 +72,22 @@ def test_ctrl_c_at_a_run_whose_stdin_has_ended_still_has_its_line_ended(tmp_path
     line and the run ends the ^C's line itself."""
     after = _shown_after_ctrl_c(f"printf 'Rome.' | {LONG}", tmp_path, _answering)
     assert after == b"\r\n", after
+
+
+@SERIAL
+def test_ctrl_c_at_a_run_whose_reader_survives_it_ends_the_line_once(tmp_path: Path) -> None:
+    """`localgen run x | (trap '' INT; cat)` and Ctrl-C as the answer streams: the answer's newline, which cat shows,
+    ends the ^C's line, and the run adds none, where a blank line came before the prompt (cat may show a word or
+    two after the ^C)."""
+    after = _shown_after_ctrl_c(f"{LONG} | (trap '' INT; cat)", tmp_path, _answering)
+    assert after.endswith(b"\r\n") and after.count(b"\n") == 1, after
+
+
+@SERIAL
+def test_ctrl_c_at_a_run_whose_surviving_reader_writes_a_file_has_its_line_ended(tmp_path: Path) -> None:
+    """`localgen run x | (trap '' INT; cat > answer.txt)`: what cat reads goes to the file, so the run ends the
+    ^C's line on the terminal itself."""
+    answer = tmp_path / "answer.txt"
+    after = _shown_after_ctrl_c(f"{LONG} | (trap '' INT; cat > answer.txt)", tmp_path,
+                                lambda _shown, _run: answer.exists() and answer.stat().st_size > 300)
+    assert after == b"\r\n", after
