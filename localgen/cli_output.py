@@ -19,7 +19,13 @@ from localgen.events import Event, Finished, TextChunk
 from localgen.interrupt_echo import ECHOES, key_echo_held
 from localgen.output_writes import WriteGivenUp, end_writes_on
 from localgen.runner import LoadedModel
-from localgen.signals import ANSWER_ENDING_SIGNALS, StopOnSignal, note_reader_gone, signal_exit_code
+from localgen.signals import (
+    ANSWER_ENDING_SIGNALS,
+    StopOnSignal,
+    await_a_ctrl_c_behind_the_reader,
+    note_reader_gone,
+    signal_exit_code,
+)
 from localgen.stdout_reader import reader_shows_on_a_terminal, watching_the_reader
 
 
@@ -64,6 +70,8 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
         except BaseException:  # a terminal closed mid-answer (EIO), a signal's exit: the answer so far saved now,
             _close(events)  # not once the frames the exception keeps are freed, which os._exit may never let come
             raise
+        if pipe_closed or reader.gone:  # a Ctrl-C the reader died of outranks its going (130, not 141)
+            await_a_ctrl_c_behind_the_reader(lambda: signals.signal is not None)
     if pipe_closed or reader.gone:  # the reader left: as the model wrote, or while the prompt was read or JSON kept
         raise _closed_exit(closed_by, signals.exit_code, line_ended=status.erased and not texted)
     assert completion is not None

@@ -79,6 +79,22 @@ def note_reader_gone() -> None:
         _reader_gone_at = time.monotonic()
 
 
+CTRL_C_BEHIND_READER_S = 0.05  # a Ctrl-C sent to this process apart from stdout's reader (kill -INT by hand, the
+# reader first) is awaited this long after the reader was seen gone: the exit is then a Ctrl-C's (130), not 141
+
+
+def await_a_ctrl_c_behind_the_reader(received: Callable[[], bool]) -> None:
+    """Wait until CTRL_C_BEHIND_READER_S after stdout's reader was seen gone (noted now where it was not), or until
+    received() says a signal came, so that a Ctrl-C its reader died of a moment before meets its handler first;
+    nothing where one came already (a write given up as it ended the program: no reader gone)."""
+    if received():
+        return
+    note_reader_gone()
+    assert _reader_gone_at is not None
+    while not received() and (left := _reader_gone_at + CTRL_C_BEHIND_READER_S - time.monotonic()) > 0:
+        time.sleep(min(left, 0.002))
+
+
 def interrupted_at() -> float | None:
     """The time.monotonic() of the first Ctrl-C, if any."""
     return _interrupted_at
