@@ -91,13 +91,13 @@ def reader_shows_on_a_terminal(stream: TextIO) -> bool:
         pipe = f"pipe:[{os.fstat(piped[0]).st_ino}]"
         readers = {entry.name for entry in os.scandir("/proc")
                    if entry.name.isdigit() and _link(f"/proc/{entry.name}/fd/0") == pipe}
-        parents = {_parent(reader) for reader in readers}
+        parents = {parent_pid(reader) for reader in readers}
         return any(_terminal(f"/proc/{reader}/fd/1") == terminal for reader in readers - parents)
     return False
 
 
-def _parent(pid: str) -> str | None:
-    """The process id of pid's parent, or None where it is gone."""
+def parent_pid(pid: str) -> str | None:
+    """The process id of pid's parent (as /proc names it), or None where it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as status:
             return status.read().rsplit(")", 1)[1].split()[1]

@@ -70,6 +70,14 @@ def test_ctrl_c_at_a_run_waiting_for_sleep_ends_the_line_once(quiet: str, tmp_pa
 
 
 @SERIAL
+def test_ctrl_c_at_a_run_waiting_for_a_process_substitution_has_its_line_ended(tmp_path: Path) -> None:
+    """`localgen run x < <(sleep 100)` and Ctrl-C while the run waits for stdin: sleep dies of it too, but it is no
+    part of bash's job, so bash ends no line and the run ends the ^C's line itself."""
+    after = _shown_after_ctrl_c("$L run -q Summarize. < <(sleep 100)", tmp_path, _waiting_for_stdin)
+    assert after == b"\r\n", after
+
+
+@SERIAL
 def test_ctrl_c_at_a_run_whose_stdin_has_ended_still_has_its_line_ended(tmp_path: Path) -> None:
     """`printf ... | localgen run x` and Ctrl-C as the answer streams: printf exited long before, so bash ends no
     line and the run ends the ^C's line itself."""
