@@ -34,12 +34,14 @@ def end_interrupted_line() -> None:
 
 def _shell_ends_the_line() -> bool:
     """Whether a Ctrl-C killed stdout's reader or stdin's writer too, waited for a moment (`localgen run ... | cat`,
-    `sleep 100 | localgen run x`): the shell then ends the line its ^C is on, as it does for `sleep 100` alone."""
+    `sleep 100 | localgen run x`): the shell then ends the line its ^C is on, as it does for `sleep 100` alone. Not
+    where the run has children: a process substitution (`> >(cat)`, `< <(sleep 100)`) runs as one, no part of the
+    shell's job, whose death ends no line of the shell's."""
     from localgen.stdin_writer import writer_went_with_the_interrupt
-    from localgen.stdout_reader import await_the_reader_dying
+    from localgen.stdout_reader import await_the_reader_dying, has_children
 
     await_the_reader_dying(sys.stdout)
-    return reader_went_with_the_interrupt() or writer_went_with_the_interrupt()
+    return (reader_went_with_the_interrupt() or writer_went_with_the_interrupt()) and not has_children()
 
 
 def end_typed_line(source: object, data: bytes) -> None:

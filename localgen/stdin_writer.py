@@ -31,10 +31,9 @@ def note_end_read(fd: int) -> None:
 
 def writer_went_with_the_interrupt() -> bool:
     """Whether stdin's writer, waited on as the Ctrl-C came, hung up at it or hangs up within WRITER_DYING_S of it
-    (`sleep 100 | localgen run x`: sleep died of it too), and was the shell's: a process substitution's writer
-    (`localgen run x < <(sleep 100)`) is this process's child, and its death ends no line of the shell's."""
+    (`sleep 100 | localgen run x`: sleep died of it too)."""
     at = interrupted_at()
-    if not _waited_on or at is None or _has_children():
+    if not _waited_on or at is None:
         return False
     hung_up = select.poll()
     hung_up.register(0, 0)  # POLLHUP: every writer has closed it
@@ -43,13 +42,3 @@ def writer_went_with_the_interrupt() -> bool:
     return False
 
 
-
-def _has_children() -> bool:
-    """Whether this process has a child, a zombie too (what a process substitution runs); False where /proc cannot
-    tell."""
-    from localgen.stdout_reader import parent_pid
-
-    me = str(os.getpid())
-    with contextlib.suppress(OSError):
-        return any(parent_pid(entry.name) == me for entry in os.scandir("/proc") if entry.name.isdigit())
-    return False

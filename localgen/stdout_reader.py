@@ -96,6 +96,15 @@ def reader_shows_on_a_terminal(stream: TextIO) -> bool:
     return False
 
 
+def has_children() -> bool:
+    """Whether this process has a child, a zombie too (what a process substitution runs: `< <(sleep 100)`,
+    `> >(cat)`); False where /proc cannot tell."""
+    me = str(os.getpid())
+    with contextlib.suppress(OSError):
+        return any(parent_pid(entry.name) == me for entry in os.scandir("/proc") if entry.name.isdigit())
+    return False
+
+
 def parent_pid(pid: str) -> str | None:
     """The process id of pid's parent (as /proc names it), or None where it is gone."""
     try:

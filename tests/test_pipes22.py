@@ -78,6 +78,15 @@ def test_ctrl_c_at_a_run_waiting_for_a_process_substitution_has_its_line_ended(t
 
 
 @SERIAL
+def test_ctrl_c_at_a_run_writing_to_a_process_substitution_has_its_line_ended(tmp_path: Path) -> None:
+    """`localgen run x > >(cat)` and Ctrl-C as the answer streams: cat dies of it too, but it is no part of bash's
+    job, so bash ends no line and the run ends the ^C's line itself, where it left it to bash, the prompt coming
+    right after the ^C."""
+    after = _shown_after_ctrl_c(f"{LONG} > >(cat)", tmp_path, _answering)
+    assert after == b"\r\n", after
+
+
+@SERIAL
 def test_ctrl_c_at_a_run_whose_stdin_has_ended_still_has_its_line_ended(tmp_path: Path) -> None:
     """`printf ... | localgen run x` and Ctrl-C as the answer streams: printf exited long before, so bash ends no
     line and the run ends the ^C's line itself."""
