@@ -160,9 +160,16 @@ def option_name(word: str, takes_value: dict[str, bool]) -> str:
 
 def apart_at_equals(words: list[str], takes_value: dict[str, bool]) -> list[str]:
     """A command's words as they parse: each short option that takes a value written -X=VALUE (which click reads as
-    the value "=VALUE") as -X VALUE; an option's value (-s a=b) and any other word as given."""
+    the value "=VALUE") as -X VALUE, or as -XVALUE where VALUE is an option's name, which after a space would read
+    as that option (-s=--grammar-file: -s--grammar-file); an option's value (-s a=b) and any other word as given."""
     return [piece for word, part in read_words(words, takes_value) for piece in (
-        [word[:2], word[3:]] if part == "option" and short_with_equals(word, takes_value) else [word])]
+        _apart(word, takes_value) if part == "option" and short_with_equals(word, takes_value) else [word])]
+
+
+def _apart(word: str, takes_value: dict[str, bool]) -> list[str]:
+    """-X=VALUE as -X VALUE, or -XVALUE where VALUE is an option's name."""
+    option, value = word[:2], word[3:]
+    return [option + value] if is_option(value, takes_value) else [option, value]
 
 
 def short_with_equals(word: str, takes_value: dict[str, bool]) -> bool:

@@ -52,3 +52,20 @@ def test_whitespace_piped_to_f_dash_is_hinted_as_piped(tmp_path: Path) -> None:
         assert "pipe text in" not in result.err, result.err
     result = run_localgen("run", "-f", "-", env=env)  # stdin: /dev/null
     assert "is empty (hint: give a prompt, e.g. " in result.err and "or pipe text in" in result.err, result.err
+
+
+def test_a_short_option_given_an_option_s_name_after_equals_is_hinted_with_a_command_that_runs(tmp_path: Path) -> None:
+    """`localgen run -s=--grammar-file --grammar missing.gbnf hi`: the command hinted keeps the value joined
+    (-s--grammar-file), which runs as written, where it hinted -s --grammar-file, which is refused in turn (-s needs
+    a value, and the word after it is the option --grammar-file); a plain value is still written after a space."""
+    import shlex
+
+    env = {"LOCALGEN_HOME": str(tmp_path)}
+    result = run_localgen("run", "-s=--grammar-file", "--grammar", "missing.gbnf", "hi", env=env)
+    assert result.err.endswith("(hint: use `localgen run -s--grammar-file --grammar missing.gbnf hi`)\n"), result.err
+    hinted = shlex.split(result.err.rsplit("`", 2)[1])[1:]
+    again = run_localgen(*hinted, env=env)
+    assert again.err == "localgen: error: no such file: missing.gbnf (hint: check the path given to --grammar)\n", \
+        again.err
+    result = run_localgen("run", "-s=terse", "hi", env=env)
+    assert result.err.endswith("(hint: use `localgen run -s terse hi`)\n"), result.err
