@@ -129,7 +129,7 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     resumed, then no terminal, and (when a pipe will be read, or --think checked) what loading would refuse."""
     from localgen import console
     from localgen.cli_model import conversation_defaults, early_refusals, system_file_input
-    from localgen.cli_options import sampling_from
+    from localgen.cli_options import sampling_from, typed_name
     from localgen.conversation import asks_for_no_system_prompt
     from localgen.conversation_lock import remove_leftovers
     from localgen.conversation_store import conversations_dir
@@ -145,7 +145,7 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     if stdin_file is not None:
         raise UsageError(f"chat reads its messages from the terminal, so -f {stdin_file} has no stdin to read",
                          hint='attach files by name; for piped text use `... | localgen run "..."`')
-    system_input = system_file_input(system, request.system_file,
+    system_input = system_file_input(system, request.system_file, option=typed_name(ctx, "system_file"),
                                      stdin_taken="chat reads its messages from the terminal")
     template_system = asks_for_no_system_prompt(system)  # as run's -s none
     system = None if template_system else system

@@ -22,6 +22,15 @@ def test_a_missing_system_file_given_with_sysf_is_hinted_with_sysf(tmp_path: Pat
     assert "check the path given to --system-file)" in result.err, result.err
 
 
+def test_a_missing_system_file_given_to_chat_with_sysf_is_hinted_with_sysf(tmp_path: Path) -> None:
+    """`localgen chat -sysf missing.txt` names -sysf in its hint, as run does, where it named --system-file."""
+    env = {"LOCALGEN_HOME": str(tmp_path)}
+    for option in ("-sysf", "--system-file"):
+        result = run_localgen("chat", option, "missing.txt", env=env)
+        assert (result.returncode, result.err) == (
+            2, f"localgen: error: no such file: missing.txt (hint: check the path given to {option})\n"), result.err
+
+
 def test_an_inline_grammar_given_with_grammar_file_is_labelled_grammar_file(tmp_path: Path) -> None:
     """`localgen run --grammar-file 'root ::= "\\x00"' hi`: the grammar's error is labelled --grammar-file, the
     option typed, where it was labelled --grammar."""
