@@ -178,7 +178,7 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
     stops; `fg` turns echo off again and the answer goes on (after `bg`, a download or an answer goes on in the
     background with the shell's modes, and the next prompt waits for `fg`). Lines typed before, in line mode, are read
     then, a Ctrl-D among them kept as the key it was, for the first prompt to read first (TypedAhead); they are
-    forgotten where Ctrl-Z gives the shell the terminal, as keys typed ahead go to it.
+    kept across a Ctrl-Z as the chat starts (read already, they are the chat's, not the shell's).
     """
     typed_ahead = TypedAhead()
     try:
@@ -202,7 +202,6 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
         return
 
     def suspend(_signum: int, _frame: object) -> None:
-        typed_ahead.forget()  # the shell reads the terminal while it is stopped: the end of input may be gone
         with contextlib.suppress(Exception):  # drawing may fail; stopping must not
             before_suspend()
         bracketed_paste(False)
