@@ -13,6 +13,7 @@ from localgen.units import binary_size
 # which holds every mapping (the model's mapped file too); each with Linux's count of what it holds
 MEMORY_LIMITS = {resource.RLIMIT_DATA: ("ulimit -d", "VmData:"), resource.RLIMIT_AS: ("ulimit -v", "VmSize:")}
 NEAR_THE_LIMIT_BYTES = 8 * 1024 * 1024  # an error met with less than this left under a memory limit: memory ran out
+ODD_ERRORS_OF_FAILED_ALLOCATIONS = (TypeError, AttributeError, NameError)  # what Python raises where its own fail
 THREAD_STACK_BYTES = 8 * 1024 * 1024  # a thread's stack where `ulimit -s` sets none (glibc's default)
 
 
@@ -60,6 +61,16 @@ def thread_stacks_bytes(threads: int) -> int:
     return max(threads - 1, 0) * (THREAD_STACK_BYTES if size == resource.RLIM_INFINITY else size)
 
 
+def room_for_a_thread() -> bool:
+    """Whether the memory limits set leave room for one more thread's stack and NEAR_THE_LIMIT_BYTES besides (True
+    where none is set, or /proc does not tell)."""
+    try:
+        room = least_room()
+    except (OSError, ValueError):
+        return True
+    return room is None or room.free >= thread_stacks_bytes(2) + NEAR_THE_LIMIT_BYTES
+
+
 def memory_limit_words() -> str | None:
     """The memory limits set on this process, as a hint names them (`ulimit -d` of 254.0 MiB); None where none is."""
     words = [f"`{name}` of {binary_size(limit)}" for which, (name, _field) in MEMORY_LIMITS.items()
@@ -67,27 +78,32 @@ def memory_limit_words() -> str | None:
     return " and ".join(words) or None
 
 
-def out_of_memory_hint(less: str = "try a smaller --ctx-size or model") -> str:
-    """What to do where an allocation failed: raise the limit set on this process, or ask for less memory (less:
-    how)."""
+def out_of_memory_hint() -> str:
+    """What to do where an allocation failed: raise the limit set on this process, or ask for less memory."""
     limits = memory_limit_words()
     if limits:
         verb, it = ("hold", "them") if " and " in limits else ("holds", "it")
-        return f"{limits} {verb} this process: raise {it}, or {less}"
-    return f"free some memory, or {less}"
+        return f"{limits} {verb} this process: raise {it}, or try a smaller --ctx-size or model"
+    return "free some memory, or try a smaller --ctx-size or model"
 
 
 def ran_out_of_memory(exc: BaseException) -> bool:
     """Whether exc is memory running out: a MemoryError, an OSError of ENOMEM, or, under a memory limit, a
-    SystemError (C code whose allocation failed returning an error with no exception set) or any error met with
-    less than NEAR_THE_LIMIT_BYTES left (Python's own code, its allocations failing, raises the oddest: 'frame'
-    object is not callable)."""
+    SystemError (C code whose allocation failed returning an error with no exception set), or a TypeError,
+    AttributeError or NameError met with less than NEAR_THE_LIMIT_BYTES left (Python's own code, its allocations
+    failing, raises the oddest: 'frame' object is not callable)."""
     if isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM):
         return True
     if memory_limit_words() is None:
         return False
+    if isinstance(exc, SystemError):
+        return True
+    if not isinstance(exc, ODD_ERRORS_OF_FAILED_ALLOCATIONS):
+        return False
     try:
         room = least_room()
+    except MemoryError:
+        return True
     except (OSError, ValueError):  # /proc does not tell
-        room = None
-    return isinstance(exc, SystemError) or (room is not None and room.free < NEAR_THE_LIMIT_BYTES)
+        return False
+    return room is not None and room.free < NEAR_THE_LIMIT_BYTES

@@ -4,6 +4,7 @@ Enter finds most of its prompt, often all of it, computed already."""
 from __future__ import annotations
 
 import _thread
+import contextlib
 import logging
 import threading
 import time
@@ -67,6 +68,11 @@ class PrefillWhileTyping:
         """Start a worker thread; none where a thread cannot start (memory or threads run short): a prefill ahead is
         only a head start. threading.Thread.start() is not used: where memory runs out in the new thread before it
         says it started, that waits for ever."""
+        from localgen.memory_limits import room_for_a_thread
+
+        if not room_for_a_thread():  # its start would fail, and Python print the MemoryError
+            log.debug("no room under the memory limit for a thread to prefill while typing")
+            return
         try:
             _thread.start_new_thread(self._run, ())
         except (RuntimeError, MemoryError):
@@ -114,6 +120,17 @@ class PrefillWhileTyping:
             raise interrupted
 
     def _run(self) -> None:
+        """The worker: prefill what is typed until none is left; where memory runs out in it, end quietly (no head
+        start: the answer's own prefill does the work, and says what fails), where Python printed the error."""
+        try:
+            self._prefill_typed()
+        except BaseException:
+            with self._lock:
+                self._started = False
+            with contextlib.suppress(BaseException):
+                log.debug("prefill while typing stopped", exc_info=True)
+
+    def _prefill_typed(self) -> None:
         """Prefill each text taken up, the latest once typing pauses (texts typed meanwhile wait for it); end
         when none is left."""
         while True:
@@ -135,4 +152,3 @@ class PrefillWhileTyping:
                 with self._lock:
                     self._working = None
                     self._lock.notify_all()
-

@@ -226,10 +226,9 @@ class Repl:
             console.error(exc.message, exc.hint)
         except Exception as exc:  # nothing typed at the prompt may end the session
             logging.getLogger("localgen").debug("the traceback of the error below", exc_info=True)
-            if ran_out_of_memory(exc):
-                self._out_of_memory()
-                return
             denied = permission_failure(exc)
+            if denied is None and ran_out_of_memory(exc):  # Python may be left calling the wrong functions: the
+                raise LocalgenError("out of memory", hint=out_of_memory_hint()) from None  # chat ends (last save)
             console.error(*((denied.message, denied.hint) if denied is not None else
                             (internal_error_text(exc), "the conversation is kept; LOCALGEN_DEBUG=1 shows details")))
 
@@ -275,14 +274,6 @@ class Repl:
             keys = keys_of(self._typed_ahead.text)
             self._typed_ahead.forget()
             store_typeahead(self._prompt.input, keys + get_typeahead(self._prompt.input))
-
-    def _out_of_memory(self) -> None:
-        """Say that memory ran out (naming the limit set), the conversation kept; the chat goes on without prefilling
-        while typing, whose thread needs memory to start (a thread that fails to, Python waits on for ever)."""
-        if self._ahead is not None:
-            self._ahead.close()  # for good
-        console.error("out of memory", out_of_memory_hint("start a shorter conversation (/reset) or use a "
-                                                          "smaller model (/model); the conversation is kept"))
 
     def _cleared(self, text: str) -> None:
         """After Ctrl-C at the prompt: the text typed is kept for Up to bring back (said where it had several lines,

@@ -84,11 +84,12 @@ def _data_in_use(pid: int) -> int:
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists() or not hasattr(resource, "prlimit"),
                     reason="needs Linux's /proc and prlimit")
-def test_memory_running_out_in_an_answer_is_said_as_out_of_memory_and_the_chat_goes_on(tmp_path: Path) -> None:
+def test_memory_running_out_in_an_answer_ends_the_chat_in_one_line_naming_the_limit(tmp_path: Path) -> None:
     """Under a data limit set once the chat is at its prompt to what it maps then (prlimit, as `ulimit -d` would
-    be), a message's answer runs out of memory: the chat says so in one line naming the limit, with the conversation
-    kept, and its prompt comes back, takes commands, and Ctrl-D ends the chat, exit 0 (it said an internal error to
-    report, and the prompt waited for ever on the thread that prefills while typing, which could not start)."""
+    be), a message's answer runs out of memory: the chat ends, exit 1, with one line that names the limit (Python,
+    its allocations failing, may be left calling the wrong functions: the answers after it failed as `'str' object
+    is not callable`), where it said an internal error to report and its prompt waited for ever on the thread that
+    prefills while typing, which could not start."""
     from tests.test_repl import Chat
 
     chat = Chat(tmp_path / "home", "-m", str(bundled_model_file()), "--offline", "-n", "4", "--temp", "0")
@@ -97,14 +98,30 @@ def test_memory_running_out_in_an_answer_is_said_as_out_of_memory_and_the_chat_g
         resource.prlimit(chat.child.pid, resource.RLIMIT_DATA, (_data_in_use(chat.child.pid), resource.RLIM_INFINITY))
         start = len(chat.transcript.getvalue())
         chat.child.send("Tell me about dragons\r")
-        chat.expect_words("localgen: error: out of memory")
-        chat.sync()
+        chat.child.expect(pexpect.EOF, timeout=60)
+        chat.child.close()
         said = re.sub(r"\x1b\[[\d;?]*[A-Za-z]", "", chat.transcript.getvalue()[start:])
-        assert "`ulimit -d` of" in said and "the conversation is kept" in said, said
-        assert "internal error" not in said and "Traceback" not in said and said.count("localgen: error:") == 1, said
-        resource.prlimit(chat.child.pid, resource.RLIMIT_DATA, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-        chat.command_words("/clear", "new conversation")
-        assert chat.quit() == 0
+        assert chat.child.exitstatus == 1, (chat.child.exitstatus, said)
+        assert "localgen: error: out of memory (hint: `ulimit -d` of" in said, said
+        assert said.count("localgen: error:") == 1 and "internal error" not in said, said
+        assert "Traceback" not in said and "Exception ignored" not in said, said
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
+
+
+def test_only_the_errors_failing_allocations_raise_count_as_memory_running_out_near_a_limit() -> None:
+    """With under 8 MiB left below a data limit, a TypeError (what Python raises where its own allocations fail)
+    counts as memory running out; a PermissionError, a full disk or a KeyError stays what it is, where any error
+    there was said as out of memory."""
+    import subprocess
+
+    script = ("import errno, resource\n"
+              "from localgen.memory_limits import data_in_use, ran_out_of_memory\n"
+              "errors = [TypeError('frame'), PermissionError(errno.EACCES, 'denied', '/x'),\n"
+              "          OSError(errno.ENOSPC, 'full'), KeyError('k'), MemoryError()]\n"
+              "resource.setrlimit(resource.RLIMIT_DATA, (data_in_use() + 6 * 1024 * 1024, resource.RLIM_INFINITY))\n"
+              "print([ran_out_of_memory(error) for error in errors])\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert done.stdout == "[True, False, False, False, True]\n", (done.stdout, done.stderr)
