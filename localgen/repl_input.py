@@ -65,8 +65,8 @@ COMMAND_HELP = {
 KEYS_HELP = ("Alt-Enter or Esc Enter (Shift-Enter where the terminal tells it apart, or \\ at the end of a line, "
              'then Enter): newline; """ opens and closes a multi-line block; Ctrl-X Ctrl-E edits the message in '
              "$VISUAL or $EDITOR (Enter then sends it); Ctrl-C stops an answer; Ctrl-R searches history (Ctrl-G gives "
-             "up the search); Tab completes a command (on an empty line, lists them); Ctrl-Z suspends; Ctrl-D on an "
-             "empty line quits; Ctrl-\\ quits at once, an answer it stops kept. Ollama's /bye, /clear and /? work too")
+             "up the search); Ctrl-Z suspends; Ctrl-D on an empty line quits; Ctrl-\\ quits at once, an answer it "
+             "stops kept. Ollama's /bye, /clear and /? work too")
 MIN_HELP_TEXT = 30  # narrower than this beside the commands, a command's text goes under it
 MIN_HELP_WIDTH = 24  # a terminal narrower than this gets one line per command, left to it to break
 NARROW_HELP_INDENT = "    "  # a command's text under it, on a terminal too narrow to have it beside
@@ -197,10 +197,9 @@ ARGUMENT_WORDS = {"/help": ("shortcuts", *(name[1:] for name in COMMANDS_OFFERED
 
 
 class SlashCompleter(Completer):
-    """Completes slash command names (on an empty line: all of them, its first Tab writing the slash and listing
-    them), file paths after /file, setting names after /set, saved conversations after /load, model names or paths
-    after /model, and the words of /help (shortcuts and the command names), /show, /stats, /think, /thinking,
-    /markdown, /wrap and /list.
+    """Completes slash command names, file paths after /file, setting names after /set, saved conversations after
+    /load, model names or paths after /model, and the words of /help (shortcuts and the command names), /show, /stats,
+    /think, /thinking, /markdown, /wrap and /list.
 
     After /model: the downloaded models and, unless offline() (where only they can load), the registry's others,
     the downloaded ones marked so. After /think: think_values(), the values the model in use's chat template takes.
@@ -232,7 +231,7 @@ class SlashCompleter(Completer):
         elif text.count(" ") == 1 and text.split(" ")[0] in ARGUMENT_WORDS:
             command, typed = text.split(" ")
             yield from _words(ARGUMENT_WORDS[command], typed)
-        elif (text.startswith("/") and " " not in text) or not document.text:  # an empty line: every command
+        elif text.startswith("/") and " " not in text:
             yield from _words(COMMANDS_OFFERED, text)
 
 

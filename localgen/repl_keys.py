@@ -113,7 +113,7 @@ def key_bindings(paste: PasteMark, editor: MessageEditor) -> KeyBindings:
     def in_a_message() -> bool:
         from prompt_toolkit.application import get_app
 
-        text = get_app().current_buffer.text  # (an empty line: Tab lists the commands, as a command line's completes)
+        text = get_app().current_buffer.text  # (an empty line: Tab completes, as in a command line)
         return bool(text) and (parse_command(text) is None or command_block_is_open(text))
 
     @bindings.add("tab", filter=~is_searching & ~has_completions & in_a_message)

@@ -1,5 +1,5 @@
-"""The chat in a real terminal where it still fell short: a line and a Ctrl-D typed before it starts, Tab on an empty
-line, memory running out in an answer."""
+"""The chat in a real terminal where it still fell short: a line and a Ctrl-D typed before it starts, memory running
+out in an answer."""
 
 from __future__ import annotations
 
@@ -54,26 +54,6 @@ def test_a_line_and_a_ctrl_d_typed_before_the_chat_starts_send_the_line_then_end
             child.terminate(force=True)
     turns = _saved_turns(home)
     assert [turn["user"] for turn in turns] == ["hello"] and turns[0]["answer"], turns
-
-
-def test_tab_on_an_empty_line_lists_the_commands_and_the_next_key_picks_one(tmp_path: Path) -> None:
-    """Tab on an empty prompt writes the slash and lists the commands; typing on picks one, as after a typed slash
-    (it did nothing: no command completes an empty line, and a message had not begun for it to be a tab)."""
-    from tests.test_repl import Chat
-
-    chat = Chat(tmp_path / "home", "-m", str(bundled_model_file()), "--offline", "-n", "4")
-    try:
-        chat.child.send("\t")
-        chat.child.expect_exact(">>> /", timeout=20)
-        for command in ("/help", "/system", "/set"):  # the first of the menu, in /help's order
-            chat.child.expect_exact(command)
-        chat.child.send("stats\r")
-        chat.expect_words("no answer yet")
-        chat.sync()
-        assert chat.quit() == 0
-    finally:
-        if chat.child.isalive():
-            chat.child.terminate(force=True)
 
 
 def _data_in_use(pid: int) -> int:
