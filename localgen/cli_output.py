@@ -77,9 +77,8 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
     assert completion is not None
     if echo_held and output is not None and signals.signal in ECHOES:  # the key's echo, after the text saved
         output.write(ECHOES[signals.signal])
-    line_ended = _ends_the_line(output) or (status.erased and not texted)  # or the progress line was erased
-    if signals.signal == signal.SIGINT and not line_ended:
-        line_ends.end_interrupted_line()
+    if signals.signal == signal.SIGINT and not (status.erased and not texted) and not _ends_the_line(output):
+        line_ends.end_interrupted_line()  # (nor where the progress line was erased)
     return completion, signals.exit_code, late
 
 

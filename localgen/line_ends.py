@@ -41,7 +41,18 @@ def _shell_ends_the_line() -> bool:
     from localgen.stdout_reader import await_the_reader_dying, has_children
 
     await_the_reader_dying(sys.stdout)
-    return (reader_went_with_the_interrupt() or writer_went_with_the_interrupt()) and not has_children()
+    return in_a_job_of_its_own() and (reader_went_with_the_interrupt() or writer_went_with_the_interrupt()) \
+        and not has_children()
+
+
+def in_a_job_of_its_own() -> bool:
+    """Whether this process runs in another process group than its parent's: a job of an interactive shell, which
+    ends the line of a ^C that killed part of the job; not a script's (`bash -c 'sleep 100 | localgen run x'`),
+    whose pipeline shares the script's group, and which ends no line (it exits as the run does, of no signal)."""
+    try:
+        return os.getpgrp() != os.getpgid(os.getppid())
+    except (AttributeError, OSError):  # no process groups (Windows), or the parent gone
+        return True
 
 
 def end_typed_line(source: object, data: bytes) -> None:

@@ -40,5 +40,3 @@ def writer_went_with_the_interrupt() -> bool:
     with contextlib.suppress(OSError):
         return bool(hung_up.poll(max(0.0, at + WRITER_DYING_S - time.monotonic()) * 1000))
     return False
-
-

@@ -97,21 +97,35 @@ def reader_shows_on_a_terminal(stream: TextIO) -> bool:
 
 
 def has_children() -> bool:
-    """Whether this process has a child, a zombie too (what a process substitution runs: `< <(sleep 100)`,
-    `> >(cat)`); False where /proc cannot tell."""
+    """Whether this process has a child alive, or one a signal ended (a zombie yet: what a process substitution runs,
+    `< <(sleep 100)`, `> >(cat)`, dead of the Ctrl-C too), not one that exited (`-f <(echo notes)`, long done);
+    False where /proc cannot tell."""
     me = str(os.getpid())
     with contextlib.suppress(OSError):
-        return any(parent_pid(entry.name) == me for entry in os.scandir("/proc") if entry.name.isdigit())
+        return any(_neighbour_child(fields) for entry in os.scandir("/proc") if entry.name.isdigit()
+                   and (fields := _status_fields(entry.name)) is not None and fields[1] == me)
     return False
+
+
+def _neighbour_child(fields: list[str]) -> bool:
+    """Whether a process of these /proc stat fields (after its name) lives, or died of a signal (its exit code,
+    the last field, as waitpid gives it)."""
+    return fields[0] != "Z" or (fields[-1].isdigit() and int(fields[-1]) & 0x7F != 0)
+
+
+def _status_fields(pid: str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the process's name (state, parent, ...), or None where it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as status:
+            return status.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
 
 
 def parent_pid(pid: str) -> str | None:
     """The process id of pid's parent (as /proc names it), or None where it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as status:
-            return status.read().rsplit(")", 1)[1].split()[1]
-    except (OSError, IndexError):
-        return None
+    fields = _status_fields(pid)
+    return fields[1] if fields and len(fields) > 1 else None
 
 
 def _link(path: str) -> str | None:

@@ -145,3 +145,21 @@ def test_a_ctrl_c_reaching_the_run_after_its_reader_died_of_it_exits_130(tmp_pat
             reader.wait()
         assert proc.stderr.read() == b""
     assert codes == [130] * 4, codes
+
+
+@SERIAL
+def test_ctrl_c_at_a_script_s_pipeline_waiting_for_sleep_has_its_line_ended_by_the_run(tmp_path: Path) -> None:
+    """`bash -c 'sleep 100 | localgen run x'` (a script) and Ctrl-C while the run waits for stdin: sleep dies of it,
+    but a script's bash ends no line, and exits as the run does (130, of no signal), so the interactive bash above
+    ends none either: the run ends the ^C's line, where the prompt came right after the ^C."""
+    after = _shown_after_ctrl_c("bash -c 'sleep 100 | $L run -q Summarize.'", tmp_path, _waiting_for_stdin)
+    assert after == b"\r\n", after
+
+
+@SERIAL
+def test_ctrl_c_at_a_run_with_a_finished_process_substitution_and_a_reader_ends_the_line_once(tmp_path: Path) -> None:
+    """`localgen run -f <(echo notes) x | cat` and Ctrl-C mid-answer: cat dies of it, so bash ends the line; the
+    `echo` the substitution ran, a child of the run long exited, is no neighbour that died of the Ctrl-C, where the run
+    took it for one and ended the line too (a blank line before the prompt)."""
+    after = _shown_after_ctrl_c(f"{LONG.replace(' run ', ' run -f <(echo notes) ')} | cat", tmp_path, _answering)
+    assert after == b"\r\n", after
