@@ -32,6 +32,7 @@ from localgen.json_schema_refs import (
     schemas_read,
     whole_schema_referred,
 )
+from localgen.json_schema_steps import held_step
 from localgen.json_schema_types import ANY_VALUE, check_type, of_several_types, types_apart
 from localgen.json_schema_unheld import unheld_warnings
 from localgen.json_schema_values import ENUM_HOLDS, NoValueError, enum_narrowed, is_number
@@ -210,6 +211,7 @@ def _prepared(node: object, how: _Preparation, seen: tuple[str, ...] = ()) -> ob
         _prepared(how.resolve(schema["$ref"]), how, seen)  # a target that allows no value refused here (or dropped)
     split = isinstance(schema.get("type"), list)
     schema = types_apart(schema)
+    held_step(schema)  # a multipleOf its bounds hold no multiple of: refused here (or its alternative dropped)
     _refuse_forbidden_required(schema)
     refuse_refused_required(schema, node.get("propertyNames", schema.get("propertyNames")))
     for key, value in schema.items():

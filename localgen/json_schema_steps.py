@@ -4,6 +4,8 @@ decimals) carried digit by digit, as a divisibility automaton, where llama-cpp-p
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -73,9 +75,22 @@ class SteppedGrammar:
 
 def held_step(schema: dict[str, Any]) -> SteppedGrammar | None:
     """The grammar of an integer's or number's schema whose multipleOf is held by its digits' remainders, within its
-    bounds (None: no such multipleOf, one left to ranges (1, 0.1, ...), or one too large to carry)."""
+    bounds (None: no such multipleOf, one left to ranges (1, 0.1, ...), or one too large to carry); made once for
+    each type, step and bounds (a schema's properties alike share it)."""
+    kind = schema.get("type")
+    if kind not in ("integer", "number") or "multipleOf" not in schema or \
+            any(key in schema for key in OWN_RULE_KEYWORDS):
+        return None
+    return _held_step(json.dumps({key: schema[key] for key in ("type", *BOUND_KEYWORDS, "multipleOf")
+                                  if key in schema}, sort_keys=True))
+
+
+@lru_cache(maxsize=256)
+def _held_step(key: str) -> SteppedGrammar | None:
+    """held_step of the schema of these keywords (its type, bounds and multipleOf, as JSON)."""
+    schema = json.loads(key)
     kind, step = schema.get("type"), _step(schema)
-    if kind not in ("integer", "number") or step is None or any(key in schema for key in OWN_RULE_KEYWORDS):
+    if step is None:
         return None
     bounds = number_bounds(schema)
     if bounds is None:
@@ -102,7 +117,11 @@ def steps_held(schema: dict[str, Any]) -> frozenset[str]:
     """The keywords a schema's grammar holds by held_step: its multipleOf and bounds (none where it holds none)."""
     if _every_integer(schema):
         return frozenset({"multipleOf"})
-    if held_step(schema) is None:
+    try:
+        held = held_step(schema) is not None
+    except NoValueError:  # no multiple within its bounds: refused, or its alternative dropped, as its rule is made
+        held = True
+    if not held:
         return frozenset()
     return frozenset(key for key in (*BOUND_KEYWORDS, "multipleOf") if key in schema)
 
@@ -129,8 +148,9 @@ def stepped_rule(add_rule: Callable[[str, str], str], schema: dict[str, Any], na
     if grammar is None:
         return None
     names: list[str] = []
+    shared = "step-" + hashlib.sha256("\n".join((*grammar.rules, grammar.root)).encode()).hexdigest()[:8]  # (shared)
     for index, body in enumerate(grammar.rules):
-        names.append(add_rule(f"{name or 'root'}-digits-{index}", body.format(*names)))
+        names.append(add_rule(f"{shared}-{index}", body.format(*names)))
     return grammar.root.format(*names)
 
 

@@ -225,3 +225,31 @@ def test_a_run_answers_a_code_of_its_pattern_and_lengths() -> None:
                               "What is the airport code of Paris Charles de Gaulle?")
         assert result.returncode == 0 and result.err == "", result.err
         validate(json.loads(result.out), schema)
+
+
+def test_properties_of_one_step_and_bounds_share_one_set_of_rules() -> None:
+    """Fifty properties of multipleOf 137 make the rules of one (1,720 of them), named after the step's grammar, not
+    after each property: a run started in about 2 s, where the grammar held 86,002 rules, 18 MB of text, and the run
+    took 78 s and 1.4 GB to start."""
+    from localgen.json_schema import schema_grammar
+
+    step = {"type": "integer", "multipleOf": 137}
+    one = schema_grammar(json.dumps({"type": "object", "properties": {"p": step}, "required": ["p"]}), [])
+    names = [f"p{i}" for i in range(50)]
+    fifty = schema_grammar(json.dumps({"type": "object", "properties": dict.fromkeys(names, step),
+                                       "required": names}), [])
+    assert one.count("\n") > 1000
+    assert fifty.count("\n") < one.count("\n") + 200, (one.count("\n"), fifty.count("\n"))
+
+
+def test_an_alternative_whose_bounds_hold_no_multiple_of_its_step_is_left_out_with_a_warning() -> None:
+    """An anyOf of a number of multipleOf 0.25 within 0.3 and 0.45 (no multiple there) and a string: the number's
+    alternative is left out, said in a warning, as one whose bounds hold no number is, where the whole schema was
+    refused."""
+    from localgen.json_schema import schema_grammar
+
+    warn: list[str] = []
+    schema_grammar(json.dumps({"anyOf": [{"type": "number", "multipleOf": 0.25, "minimum": 0.3, "maximum": 0.45},
+                                         {"type": "string"}]}), warn)
+    assert any("anyOf alternative" in line and "multipleOf 0.25 can be no number" in line and
+               "allows no value" in line for line in warn), warn
