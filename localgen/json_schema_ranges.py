@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from localgen.json_schema_literals import gbnf_literal
-from localgen.json_schema_words import OWN_RULE_KEYWORDS, NoValueError, short_json
+from localgen.json_schema_words import OWN_RULE_KEYWORDS, no_value_within
 
 PLAIN_DIGITS = 16  # the converter's integral-part and decimal-part: at most 16 digits, kept where no bound is larger
 MAX_DIGITS = 100  # the longest bound (in digits) a range is written for (each digit nests it deeper): longer, warned
@@ -93,11 +93,7 @@ def range_rule(schema: dict[str, Any]) -> str | None:
     if after:
         pieces.append('"-" ' + (after[0] if len(after) == 1 else f"({' | '.join(after)})"))
     if not pieces:
-        given_keys = ", ".join(f"{key} {short_json(schema[key])}" for key in (*BOUND_KEYWORDS, "multipleOf")
-                               if key in schema and (key != "multipleOf" or stepped))
-        raise NoValueError(f"the JSON schema's {kind} of {given_keys} can be no {kind}",
-                           hint=f"make its bounds hold {'an integer' if kind == 'integer' else 'a number'}"
-                                f"{' (a multiple of its multipleOf)' if stepped else ''}")
+        raise no_value_within(schema, kind, stepped=stepped)
     return f"({' | '.join(pieces)}) space"
 
 

@@ -22,7 +22,7 @@ from localgen.json_schema_ranges import (
     integral,
     number_bounds,
 )
-from localgen.json_schema_words import OWN_RULE_KEYWORDS, NoValueError, short_json
+from localgen.json_schema_words import OWN_RULE_KEYWORDS, NoValueError, no_value_within
 
 MAX_MODULUS = 1000  # the largest step, in units of its last decimal, whose remainders are carried: larger, warned
 MAX_STEP_RULES = 2000  # the most rules a step's grammar takes (its remainders times the digits left): more, warned
@@ -106,10 +106,7 @@ def _held_step(key: str) -> SteppedGrammar | None:
     if grammar is not None and len(grammar.rules) > MAX_STEP_RULES:
         return None
     if grammar is None:
-        given_keys = ", ".join(f"{key} {short_json(schema[key])}" for key in (
-            "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf") if key in schema)
-        raise NoValueError(f"the JSON schema's {kind} of {given_keys} can be no {kind}",
-                           hint="make its bounds hold a multiple of its multipleOf")
+        raise no_value_within(schema, kind, stepped=True)
     return grammar
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from localgen.json_schema_ranges import exact_decimal, range_rule
 from localgen.json_schema_steps import held_step
-from localgen.json_schema_words import NUMBER_KEYWORDS, NoValueError, short_json
+from localgen.json_schema_words import NUMBER_KEYWORDS, NoValueError, finite_number, no_value_within, short_json
 
 MAX_LISTED = 256  # the most integers a bounded integer's schema of a multipleOf is listed as (listed_range)
 # Keywords the converter ignores that an enum or const beside them holds: its values are narrowed to those they allow.
@@ -40,8 +40,8 @@ def listed_range(schema: dict[str, Any]) -> list[int] | None:
     if schema.get("type") != "integer" or "enum" in schema or "const" in schema or any(
             isinstance(schema.get(key), bool) for key in ("exclusiveMinimum", "exclusiveMaximum")):
         return None
-    lows = [math.ceil(schema[key]) for key in ("minimum", "exclusiveMinimum") if _finite(schema.get(key))]
-    highs = [math.floor(schema[key]) for key in ("maximum", "exclusiveMaximum") if _finite(schema.get(key))]
+    lows = [math.ceil(schema[key]) for key in ("minimum", "exclusiveMinimum") if finite_number(schema.get(key))]
+    highs = [math.floor(schema[key]) for key in ("maximum", "exclusiveMaximum") if finite_number(schema.get(key))]
     low, high = max(lows, default=None), min(highs, default=None)
     if low is None or high is None or high - low >= MAX_LISTED:
         return None
@@ -60,22 +60,13 @@ def is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _finite(value: object) -> bool:
-    """Whether a keyword's value is a finite number (not true or false; an integer of any size is)."""
-    return is_number(value) and (isinstance(value, int) or math.isfinite(value))  # type: ignore[arg-type]
-
-
 def enum_narrowed(schema: dict[str, Any]) -> dict[str, Any]:
     """schema's enum and const as one enum of the values its type, lengths and bounds allow, the converter's only
     reading of it, and a bounded integer's as the enum of its integers (listed_range); otherwise unchanged."""
     if "enum" not in schema and "const" not in schema:
         listed = listed_range(schema)
         if listed == []:
-            bounds = ", ".join(f"{key} {short_json(schema[key])}" for key in NUMBER_KEYWORDS
-                               if _finite(schema.get(key)))
-            raise NoValueError(f"the JSON schema's integer of {bounds} can be no integer",
-                               hint="make its bounds hold an integer"
-                                    f"{' (a multiple of its multipleOf)' if 'multipleOf' in schema else ''}")
+            raise no_value_within(schema, "integer", stepped="multipleOf" in schema)
         if (listed is None or "multipleOf" not in schema) and (
                 range_rule(schema) is not None or held_step(schema) is not None):
             return schema  # its bounds held as a range of digits, faster to sample than a listing of its integers
@@ -226,7 +217,7 @@ def _within(schema: dict[str, Any], value: float) -> bool:
 def _multiple(value: float, step: float | None) -> bool:
     """Whether a number is a whole multiple of a schema's multipleOf (None, or one not above 0: any is), reckoned on
     the decimals as written (0.3 is a multiple of 0.1), integers of any size in integers."""
-    if step is None or step <= 0 or not _finite(step) or not _finite(value):
+    if step is None or step <= 0 or not finite_number(step) or not finite_number(value):
         return True
     if isinstance(value, int) and isinstance(step, int):
         return value % step == 0

@@ -4,6 +4,7 @@ short."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -72,3 +73,19 @@ def schemas_in(schema: object) -> Iterator[dict[Any, Any]]:
             met.add(id(node))
             yield node
             stack.extend(subschemas(node))
+
+
+def finite_number(value: object) -> bool:
+    """Whether a keyword's value is a finite number (not true or false; an integer of any size is)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and (
+        isinstance(value, int) or math.isfinite(value))
+
+
+def no_value_within(schema: dict[str, Any], kind: str, *, stepped: bool) -> NoValueError:
+    """The refusal of an integer's or number's schema whose bounds hold no value of its kind (stepped: no multiple
+    of its multipleOf, named with them)."""
+    given = ", ".join(f"{key} {short_json(schema[key])}" for key in NUMBER_KEYWORDS
+                      if finite_number(schema.get(key)) and (key != "multipleOf" or stepped))
+    return NoValueError(f"the JSON schema's {kind} of {given} can be no {kind}",
+                        hint=f"make its bounds hold {'an integer' if kind == 'integer' else 'a number'}"
+                             f"{' (a multiple of its multipleOf)' if stepped else ''}")

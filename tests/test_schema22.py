@@ -118,7 +118,7 @@ def test_bounds_that_hold_no_multiple_are_one_usage_error() -> None:
     result = run_localgen("run", "--json-schema", json.dumps(schema), "hi")
     assert result.returncode == 2 and result.err == (
         "localgen: error: the JSON schema's number of minimum 0.3, maximum 0.45, multipleOf 0.25 can be no number "
-        "(hint: make its bounds hold a multiple of its multipleOf)\n"), result.err
+        "(hint: make its bounds hold a number (a multiple of its multipleOf))\n"), result.err
 
 
 @pytest.mark.parametrize(("schema", "prompt"), [
