@@ -178,6 +178,14 @@ def bundled_model() -> Path:
     return bundled_model_file()
 
 
+@pytest.fixture(scope="session")
+def vocab(bundled_model: Path) -> object:
+    """The bundled model's vocabulary (test_gen_hunt._Vocab), for grammar checks in milliseconds."""
+    from tests.test_gen_hunt import _Vocab
+
+    return _Vocab(bundled_model)
+
+
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A localgen home of this test's own: LOCALGEN_HOME is tmp_path, the settings read again."""

@@ -270,12 +270,6 @@ class _Vocab:
             self.lib.llama_sampler_free(sampler)
 
 
-@pytest.fixture(scope="module")
-def vocab(bundled_model: Path) -> _Vocab:
-    """The bundled model's vocabulary, for grammar checks in milliseconds."""
-    return _Vocab(bundled_model)
-
-
 def _warnings(schema: dict[str, object]) -> list[str]:
     """The warnings schema_grammar gives for schema."""
     from localgen.json_schema import schema_grammar

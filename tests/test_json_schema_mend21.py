@@ -8,7 +8,6 @@ import json
 import re
 from decimal import Decimal
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
 
@@ -16,12 +15,6 @@ from tests.conftest import run_localgen
 from tests.test_gen_hunt import _Vocab, _warnings
 
 _NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]{1,16})?")
-
-
-@pytest.fixture(scope="module")
-def vocab(bundled_model: Path) -> _Vocab:
-    """The bundled model's vocabulary, for grammar checks in milliseconds."""
-    return _Vocab(bundled_model)
 
 
 def _grammar(text: str) -> str:

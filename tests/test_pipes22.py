@@ -4,21 +4,25 @@ processes, the real bundled model, an interactive bash in a real pseudo-terminal
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pty
 import re
 import shlex
 import signal
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, popen_localgen
-from tests.test_run_audit21 import LONG_ANSWER, PROMPT, _localgen_under, _read_until, _reads_a_pipe
+from tests.test_run_audit21 import (
+    LONG_ANSWER,
+    PROMPT,
+    _localgen_under,
+    _read_until,
+    _reads_a_pipe,
+    ctrl_c_into_cat,
+)
 
 SERIAL = pytest.mark.serial  # Ctrl-Cs timed against a run's progress and a pipeline's neighbours (conftest: serial)
 LONG = '$L run -q --temperature 0 -n 2000 "$Q"'  # a run streaming a long answer
@@ -118,33 +122,8 @@ def test_a_ctrl_c_reaching_the_run_after_its_reader_died_of_it_exits_130(tmp_pat
     """`localgen run ... | cat` with cat sent SIGINT 30 ms before the run (kill -INT by hand, one after the other):
     the run, seeing its reader gone, waits a moment for the Ctrl-C and exits 130, where it mostly exited 141 once
     its answer had stopped before the Ctrl-C came."""
-    import time
-
-    codes = []
-    for _ in range(4):
-        read_end, write_end = os.pipe()
-        reader = subprocess.Popen(["cat"], stdin=read_end, stdout=subprocess.PIPE)
-        os.close(read_end)
-        try:
-            proc = popen_localgen([sys.executable, "-m", "localgen", "run", *LONG_ANSWER], stdin=subprocess.DEVNULL,
-                                  stdout=write_end, stderr=subprocess.PIPE, cwd=REPO_ROOT,
-                                  env={**os.environ, "LOCALGEN_HOME": str(tmp_path)})
-        finally:
-            os.close(write_end)
-        assert reader.stdout is not None and proc.stderr is not None
-        try:
-            assert reader.stdout.read(40), "no answer came"
-            reader.send_signal(signal.SIGINT)
-            time.sleep(0.03)
-            proc.send_signal(signal.SIGINT)
-            codes.append(proc.wait(timeout=60))
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            reader.kill()
-            reader.wait()
-        assert proc.stderr.read() == b""
-    assert codes == [130] * 4, codes
+    ended = [ctrl_c_into_cat(tmp_path, gap=0.03) for _ in range(4)]
+    assert ended == [(130, "")] * 4, ended
 
 
 @SERIAL

@@ -13,12 +13,6 @@ from tests.conftest import run_localgen
 from tests.test_gen_hunt import GREEDY, _allowed, _Vocab
 
 
-@pytest.fixture(scope="module")
-def vocab(bundled_model: Path) -> _Vocab:
-    """The bundled model's vocabulary, for grammar checks in milliseconds."""
-    return _Vocab(bundled_model)
-
-
 @pytest.mark.parametrize(("schema", "values", "allowed"), [
     ({"type": ["string", "integer"], "anyOf": [{"maxLength": 3}, {"minimum": 0}]},
      ["ab", 1, "abcd", None, True], ["ab", 1, "abcd"]),

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
 
@@ -15,12 +14,6 @@ from tests.test_gen_hunt import _Vocab, _warnings
 
 _INTEGER = re.compile(r"-?(0|[1-9][0-9]*)")
 _NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")
-
-
-@pytest.fixture(scope="module")
-def vocab(bundled_model: Path) -> _Vocab:
-    """The bundled model's vocabulary, for grammar checks in milliseconds."""
-    return _Vocab(bundled_model)
 
 
 def _grammar(schema: dict[str, object]) -> str:

@@ -4,7 +4,6 @@ list gives written at most once each, counts refused where no object meets them,
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -14,12 +13,6 @@ from tests.test_gen_hunt import _Vocab, _warnings
 _COLOURS = {"type": "object", "minProperties": 2, "maxProperties": 4,
             "propertyNames": {"enum": ["red", "green", "blue", "cyan"]},
             "additionalProperties": {"type": "integer", "minimum": 0, "maximum": 255}}
-
-
-@pytest.fixture(scope="module")
-def vocab(bundled_model: Path) -> _Vocab:
-    """The bundled model's vocabulary, for grammar checks in milliseconds."""
-    return _Vocab(bundled_model)
 
 
 def _accepted(vocab: _Vocab, schema: dict[str, object], texts: list[str]) -> list[str]:
