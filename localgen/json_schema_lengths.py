@@ -13,6 +13,7 @@ from typing import Any
 from localgen.json_schema_words import MAX_SPAN, NoValueError
 
 LENGTH_KEYWORDS = ("minLength", "maxLength")
+ONE_CHARACTER_ESCAPES = "dwtnr"  # escapes of one character each that the converter turns into GBNF
 # a quantifier as Python's re reads one: *, +, ?, {m}, {m,}, {,n}, {m,n}
 _QUANTIFIER = re.compile(r"[*+?]|\{(?!\})(\d*)(?:(,)(\d*))?\}")
 
@@ -120,8 +121,9 @@ def _pieces(pattern: str) -> list[_Piece] | None:
 def _atom_end(body: str, index: int) -> int | None:
     """Where the single character starting at index ends (None: not one, as a group or an alternation)."""
     char = body[index]
-    if char == "\\":
-        return index + 2 if index + 1 < len(body) and not body[index + 1].isdigit() else None
+    if char == "\\":  # an escape of one character the converter takes: \d, \w, \t, \n, \r, \. ... (not \x41, \s,
+        escaped = body[index + 1:index + 2]  # \u00e9, \S, nor \b, which matches none: left to the converter as written)
+        return index + 2 if escaped and (escaped in ONE_CHARACTER_ESCAPES or not escaped.isalnum()) else None
     if char == "[":
         end = index + 1 + (body[index + 1:index + 2] == "^")
         end += body[end:end + 1] == "]"  # a ] first in its class is one of its characters

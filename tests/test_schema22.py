@@ -6,32 +6,15 @@ from __future__ import annotations
 
 import json
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_localgen
 from tests.test_gen_hunt import _Vocab, _warnings
-from tests.test_schema_ranges import _obeys
+from tests.test_schema_ranges import _grammar, _obeys
 
 _NOT_HELD = ("the JSON schema's multipleOf cannot be enforced (llama-cpp-python's converter ignores it): check the "
              "answer")
-
-
-@pytest.fixture(scope="module")
-def vocab(bundled_model: Path) -> _Vocab:
-    """The bundled model's vocabulary, for grammar checks in milliseconds."""
-    return _Vocab(bundled_model)
-
-
-def _grammar(schema: dict[str, object]) -> str:
-    """The grammar of schema, which must hold every keyword it has (no warning)."""
-    from localgen.json_schema import schema_grammar
-
-    warn: list[str] = []
-    grammar = schema_grammar(json.dumps(schema), warn)
-    assert warn == [], warn
-    return grammar
 
 
 def _places(step: object) -> int:
@@ -253,3 +236,22 @@ def test_an_alternative_whose_bounds_hold_no_multiple_of_its_step_is_left_out_wi
                                          {"type": "string"}]}), warn)
     assert any("anyOf alternative" in line and "multipleOf 0.25 can be no number" in line and
                "allows no value" in line for line in warn), warn
+
+
+@pytest.mark.parametrize("pattern", ["^\\S+$", "^\\s+$", "^\\x41$", "^\\u00e9+$", "^\\b[a-z]+$"])
+def test_a_pattern_of_an_escape_the_converter_refuses_is_refused_as_written_beside_lengths(pattern: str) -> None:
+    """Lengths beside a pattern of an escape llama-cpp-python's converter does not take (\\S, \\s, \\x41, \\u00e9) or
+    one that matches no character (\\b) leave the pattern as written: a refusal quotes it and says its escape is not
+    supported, where it quoted the pattern narrowed to the lengths (^\\S{1,2}$) or said no string of those lengths
+    matched it (\\x41 counted as three characters)."""
+    from localgen.errors import LocalgenError
+    from localgen.json_schema import schema_grammar
+
+    warn: list[str] = []
+    try:
+        schema_grammar(json.dumps({"type": "string", "pattern": pattern, "maxLength": 2}), warn)
+    except LocalgenError as exc:
+        assert exc.message.startswith(f"the JSON schema's pattern {pattern}: its \\"), exc.message
+        assert "is not supported" in exc.message, exc.message
+        return
+    assert any("maxLength" in line for line in warn), warn  # taken as written, the lengths warned of
