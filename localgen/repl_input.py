@@ -65,7 +65,8 @@ COMMAND_HELP = {
 KEYS_HELP = ("Alt-Enter or Esc Enter (Shift-Enter where the terminal tells it apart, or \\ at the end of a line, "
              'then Enter): newline; """ opens and closes a multi-line block; Ctrl-X Ctrl-E edits the message in '
              "$VISUAL or $EDITOR (Enter then sends it); Ctrl-C stops an answer; Ctrl-R searches history (Ctrl-G gives "
-             "up the search); Ctrl-Z suspends; Ctrl-D on an empty line quits; Ctrl-\\ quits at once, an answer it "
+             "up the search); Tab completes a command (on an empty line, writes the / and lists the commands; in a "
+             "message, a tab); Ctrl-Z suspends; Ctrl-D on an empty line quits; Ctrl-\\ quits at once, an answer it "
              "stops kept. Ollama's /bye, /clear and /? work too")
 MIN_HELP_TEXT = 30  # narrower than this beside the commands, a command's text goes under it
 MIN_HELP_WIDTH = 24  # a terminal narrower than this gets one line per command, left to it to break

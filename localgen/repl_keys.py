@@ -1,5 +1,6 @@
-"""The chat prompt's keys: Enter (after a backslash too), Alt-Enter, Tab in a message, pastes, Ctrl-X Ctrl-E, Ctrl-G,
-the keys that move the cursor in a search, and text that prompt-toolkit would take for a mouse report."""
+"""The chat prompt's keys: Enter (after a backslash too), Alt-Enter, Tab in a message and on an empty line, pastes,
+Ctrl-X Ctrl-E, Ctrl-G, the keys that move the cursor in a search, and text that prompt-toolkit would take for a mouse
+report."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
 from prompt_toolkit.key_binding.bindings.mouse import load_mouse_bindings
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.search import SearchDirection, accept_search, start_search, stop_search
+from prompt_toolkit.utils import is_dumb_terminal
 
 from localgen.output_writes import end_writes_on
 from localgen.repl_editor import MessageEditor
@@ -69,12 +71,13 @@ def keys_of(text: str) -> list[KeyPress]:
 def key_bindings(paste: PasteMark, editor: MessageEditor) -> KeyBindings:
     """Enter sends (or continues a typed \"\"\" block, or a message whose line ends with a backslash, which it drops);
     Alt-Enter / Esc Enter (and Shift-Enter where the terminal tells it apart) insert a newline; paste notes a paste that
-    begins the line; Tab in a message is a tab (in a command line it completes); Ctrl-X Ctrl-E edits the line in the
-    editor; Ctrl-\\ ends the chat; text taken for a mouse report that is none is text. During a history search
-    (Ctrl-R), prompt-toolkit's own keys apply (Enter accepts the match), but for Ctrl-G, which gives up the search and
-    puts back the line as it was before it, as readline's does, Ctrl-C, which then clears that line, and the keys that
-    move the cursor (Left, Right, Home, End, Ctrl-A, Ctrl-E), which end the search on the line found and move in it,
-    as readline's do, where prompt-toolkit moved in the text searched for.
+    begins the line; Tab in a message is a tab (in a command line it completes; on an empty line it writes the slash
+    and lists the commands); Ctrl-X Ctrl-E edits the line in the editor; Ctrl-\\ ends the chat; text taken for a
+    mouse report that is none is text. During a history search (Ctrl-R), prompt-toolkit's own keys apply (Enter
+    accepts the match), but for Ctrl-G, which gives up the search and puts back the line as it was before it, as
+    readline's does, Ctrl-C, which then clears that line, and the keys that move the cursor (Left, Right, Home, End,
+    Ctrl-A, Ctrl-E), which end the search on the line found and move in it, as readline's do, where prompt-toolkit
+    moved in the text searched for.
     """
     bindings = KeyBindings()
     before_search: list[tuple[int, int]] = []  # the line's place in the history, and the cursor's, as a search began
@@ -113,12 +116,26 @@ def key_bindings(paste: PasteMark, editor: MessageEditor) -> KeyBindings:
     def in_a_message() -> bool:
         from prompt_toolkit.application import get_app
 
-        text = get_app().current_buffer.text  # (an empty line: Tab completes, as in a command line)
+        text = get_app().current_buffer.text  # (an empty line: Tab lists the commands)
         return bool(text) and (parse_command(text) is None or command_block_is_open(text))
+
+    @Condition
+    def on_an_empty_line() -> bool:
+        from prompt_toolkit.application import get_app
+
+        return not get_app().current_buffer.text
 
     @bindings.add("tab", filter=~is_searching & ~has_completions & in_a_message)
     def _tab(event: KeyPressEvent) -> None:
         event.current_buffer.insert_text("\t")
+
+    # (not on prompt_toolkit's plain prompt, TERM=dumb or unknown, which shows no menu: there Tab does nothing)
+    @bindings.add("tab", filter=~is_searching & ~has_completions & on_an_empty_line & ~Condition(is_dumb_terminal))
+    def _list_commands(event: KeyPressEvent) -> None:
+        """Tab on an empty line writes the slash and opens the menu of commands, none picked yet (the next Tab picks
+        the first)."""
+        event.current_buffer.insert_text("/")
+        event.current_buffer.start_completion(select_first=False)
 
     @bindings.add("escape", "enter", filter=~is_searching)
     def _newline(event: KeyPressEvent) -> None:
