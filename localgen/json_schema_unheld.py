@@ -19,6 +19,7 @@ _REMEDIES = {"minProperties": "check the answer, or list the names it needs (pro
 
 def unheld_warnings(ignored: dict[str, list[dict[str, Any]]]) -> list[str]:
     """One-line warnings for the keywords a grammar leaves unheld, given with the schema objects that hold each."""
+    ignored = {key: nodes for key, nodes in ignored.items() if key != "uniqueItems" or any(map(_may_repeat, nodes))}
     alone = [key for key, nodes in ignored.items() if key in _NO_GRAMMAR_HOLDS and (
         key != "minProperties" or all(names_may_repeat(node) for node in nodes))]
     rest = sorted(key for key in ignored if key not in alone)
@@ -29,3 +30,11 @@ def unheld_warnings(ignored: dict[str, list[dict[str, Any]]]) -> list[str]:
         warnings.insert(0, f"the JSON schema's {', '.join(rest)} cannot be enforced (llama-cpp-python's converter "
                            f"ignores {them}): check the answer")
     return warnings
+
+
+def _may_repeat(schema: dict[str, Any]) -> bool:
+    """Whether an array's uniqueItems asks for something an answer can break: it is not false, and the array may hold
+    two items (its maxItems is not 0 or 1)."""
+    most = schema.get("maxItems")
+    return schema["uniqueItems"] is not False and not (isinstance(most, int) and not isinstance(most, bool)
+                                                       and most <= 1)
