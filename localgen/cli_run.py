@@ -60,7 +60,8 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
                                f"the text -f {as_given(stdin_file)} attaches")
     else:
         warnings += filter(None, [rest_of_a_read_file_warning(stdin)])
-    sent_whole = not stdin_asked and _holds_what_was_sent(stdin)
+    sent = _holds_what_was_sent(stdin)
+    sent_whole = not stdin_asked and sent
     attachments = read_attachments(files, stdin, warnings, stdin_asked=stdin_asked, waiting=say_waiting_for,
                                    bound=bound, made_of=lambda read, piped: prompt_parts(
                                        read, system=system, stdin=piped, prompt=bool(prompt)))
@@ -79,8 +80,8 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     empty = list(dict.fromkeys(map(empty_attachment_note, files, attachments))) if nothing else []
     warnings[:] = [warning for warning in warnings if warning not in empty]  # said by the error, on its one line
     console.warn_each(warnings)
-    if nothing:  # </dev/null, as README tells loops, is no stdin read
-        raise nothing_to_send(stdin_read=len(names) > len(files) and (stdin_asked or sent_whole or _piped(stdin)),
+    if nothing:  # </dev/null, as README tells loops, is no stdin read, nor a terminal's Ctrl-D at `run -`
+        raise nothing_to_send(stdin_read=len(names) > len(files) and (sent or _piped(stdin)),
                               model=model_given, empty_files=empty,
                               stdin_attached=stdin_file is not None and (sent_whole or _piped(stdin)))
     if prompt and names_a_file(prompt) and not reads_as_a_model(prompt, settings().user_registry):

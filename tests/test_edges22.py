@@ -1,10 +1,17 @@
-"""Edges users meet: what a --json-schema's uniqueItems is warned of where an answer could break it."""
+"""Edges users meet: a prompt of - with nothing sent on stdin, and what a --json-schema's uniqueItems is warned of
+where an answer could break it."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
+from tests.conftest import run_localgen, spawn_localgen
 from tests.test_gen_hunt import _warnings
+
+_GIVE_A_PROMPT = '(hint: give a prompt, e.g. localgen run "Why is the sky blue?", or pipe text in'
 
 _UNIQUE_ITEMS = ("the JSON schema's uniqueItems cannot be enforced (a grammar cannot compare an array's items with "
                  "each other, so one may repeat): check the answer")
@@ -23,3 +30,30 @@ def test_unique_items_is_warned_of_only_where_an_item_could_repeat(schema: dict[
     """`"uniqueItems": false` asks for nothing, and an array of at most one item cannot repeat one: neither is warned
     of, where both were said to let an item repeat; an array that may hold two still is."""
     assert _warnings(schema) == ([_UNIQUE_ITEMS] if warned else [])
+
+
+def test_a_prompt_of_dash_with_stdin_from_dev_null_is_told_the_prompt_is_empty(tmp_path: Path) -> None:
+    """`localgen run - </dev/null` was told stdin was empty too and to check what feeds it, which nothing does
+    (README: </dev/null runs without stdin): it is told the prompt is empty, as `run "" </dev/null` is; an empty
+    pipe is still said to be empty, and to check what feeds it."""
+    env = {"LOCALGEN_HOME": str(tmp_path)}
+    for args in (["-"], ["-f", "-"]):
+        result = run_localgen("run", *args, env=env)  # stdin: /dev/null
+        assert result.returncode == 2 and "the prompt is empty" in result.err, result.err
+        assert _GIVE_A_PROMPT in result.err and "so is stdin" not in result.err, result.err
+    piped = run_localgen("run", "-", stdin=b"", env=env)
+    assert piped.returncode == 2 and "the prompt is empty, and so is stdin (hint: check what feeds stdin" in \
+        piped.err, piped.err
+
+
+def test_a_prompt_of_dash_ended_at_once_on_a_terminal_is_told_the_prompt_is_empty(tmp_path: Path) -> None:
+    """`localgen run -` at a terminal, Ctrl-D typed at once: the person typed no prompt, which they are told, where
+    they were told to check what feeds stdin, which was they."""
+    child = spawn_localgen("run", "-", env={**os.environ, "LOCALGEN_HOME": str(tmp_path)}, encoding="utf-8",
+                           timeout=60, dimensions=(24, 300))
+    child.expect_exact("Ctrl-D at the start of a line ends it")
+    child.sendeof()
+    shown = child.read()
+    child.close()
+    assert child.exitstatus == 2 and "the prompt is empty " + _GIVE_A_PROMPT in shown, shown
+    assert "feeds stdin" not in shown, shown
