@@ -17,7 +17,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from localgen.config import DEFAULT_CONTEXT_CAP, MEMORY_LIMIT_ENV
-from localgen.errors import ContextOverflowError, ContextSizeError, InsufficientMemoryError, UsageError
+from localgen.errors import (
+    ContextOverflowError,
+    ContextSizeError,
+    InsufficientMemoryError,
+    UsageError,
+    beyond_the_model,
+)
 from localgen.estimate import CONTEXT_PAD, MemoryEstimate, ModelShape, estimate_memory, padded_context
 from localgen.params import check_context_size, check_gpu_layers, check_kv_type, flash_attention_on
 from localgen.units import alternatives, binary_size, counted
@@ -205,11 +211,11 @@ def _check_prompt_can_fit(floor_ctx: int, n_ctx: int, texts: str, *, asked: bool
     """Refuse, before any download or tokenization, a prompt that cannot fit however it tokenizes (texts: what it
     holds, named after its tokens where given; most: the model's own maximum, when a larger --ctx-size could help)."""
     if floor_ctx > n_ctx:
-        limit = f"--ctx-size {n_ctx:,}" if asked else f"the model's maximum of {n_ctx:,} tokens"
-        larger = f"a larger --ctx-size (this model takes up to {most:,}), or " if asked and most and \
-            most >= floor_ctx else ""
-        raise ContextOverflowError(f"the prompt is too long for {limit}: it takes at least {floor_ctx - 1:,} tokens"
-                                   + (f" {texts}" if texts else ""),
+        if not asked or (most and floor_ctx > most):  # no context this model takes holds it
+            raise beyond_the_model(floor_ctx - 1, most if asked and most else n_ctx, texts, at_least=True)
+        larger = f"a larger --ctx-size (this model takes up to {most:,}), or " if most else ""
+        raise ContextOverflowError(f"the prompt is too long for --ctx-size {n_ctx:,}: it takes at least "
+                                   f"{floor_ctx - 1:,} tokens" + (f" {texts}" if texts else ""),
                                    hint=f"try {larger}shortening the input, or split it and ask about each part")
 
 

@@ -1,14 +1,17 @@
-"""Edges users meet: a prompt of - with nothing sent on stdin, and what a --json-schema's uniqueItems is warned of
-where an answer could break it."""
+"""Edges users meet: a prompt of - with nothing sent on stdin, a prompt beyond the model's maximum said one way
+whether a pipe ends or not, and what a --json-schema's uniqueItems is warned of where an answer could break it."""
 
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_localgen, spawn_localgen
+from tests.conftest import REPO_ROOT, run_localgen, run_localgen_process, spawn_localgen
 from tests.test_gen_hunt import _warnings
 
 _GIVE_A_PROMPT = '(hint: give a prompt, e.g. localgen run "Why is the sky blue?", or pipe text in'
@@ -57,3 +60,21 @@ def test_a_prompt_of_dash_ended_at_once_on_a_terminal_is_told_the_prompt_is_empt
     child.close()
     assert child.exitstatus == 2 and "the prompt is empty " + _GIVE_A_PROMPT in shown, shown
     assert "feeds stdin" not in shown, shown
+
+
+def test_a_prompt_beyond_the_model_is_refused_in_one_wording_whether_its_pipe_ends_or_not(tmp_path: Path) -> None:
+    """`yes | head -c 1000000 | localgen run x` (read whole, then counted) was told the prompt was N tokens but the
+    context held 8,192, and to shorten the input, where `yes | localgen run x` (refused by its size, as it is read)
+    was told the prompt was too long for the model's maximum, and to shorten or split it: both are told the second,
+    the pipe that goes on that it takes at least that many tokens."""
+    env = {**os.environ, "LOCALGEN_HOME": str(tmp_path)}
+    whole = run_localgen("run", "x", stdin=b"y\n" * 500_000, env=env)
+    endless = run_localgen_process(["bash", "-c", f"yes | {sys.executable} -m localgen run x"], env=env, cwd=REPO_ROOT,
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, timeout=120)
+    wording = (r"localgen: error: the prompt is too long for the model's maximum of 8,192 tokens: it takes "
+               r"(at least )?([\d,]+) tokens with stdin and the prompt \(hint: shorten the input, or split it and ask "
+               r"about each part\)\n")
+    said = re.fullmatch(wording, whole.err), re.fullmatch(wording, endless.stderr)
+    assert whole.returncode == 1 and said[0] is not None and said[0].group(1, 2) == (None, "1,000,032"), whole.err
+    assert endless.returncode == 1 and said[1] is not None and said[1][1] == "at least ", endless.stderr

@@ -130,9 +130,9 @@ CASES: dict[str, Case] = {
                                        "prompt (hint: try a "
                                        "larger --ctx-size (this model takes up to 8,192)", stdin=b"word " * 20_000),
     "prompt-larger-than-the-model": Case(("run", "Summarize.", "-c", "8192", "-m", "{bundled}"), RUNTIME,
-                                         "8,192 tokens is the most this model takes", stdin=b"word " * 9000),
+                                         "too long for the model's maximum of 8,192 tokens", stdin=b"word " * 9000),
     "prompt-larger-than-the-model-at-a-smaller-ctx": Case(("run", "Summarize.", "-c", "4096", "-m", "{bundled}"),
-                                                          RUNTIME, "8,192 tokens is the most this model takes",
+                                                          RUNTIME, "too long for the model's maximum of 8,192 tokens",
                                                           stdin=b"word " * 9000),  # a larger -c cannot help
     # -f
     "file-missing": Case(("run", "hi", "-f", "/nonexistent/notes.txt"), USAGE, "no such file"),

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from localgen.engine.native import lc
 from localgen.engine.vocab import Vocab
-from localgen.errors import ContextOverflowError
+from localgen.errors import ContextOverflowError, beyond_the_model
 
 
 @dataclass(frozen=True)
@@ -29,14 +29,14 @@ class ModelFacts:
         """Raise ContextOverflowError when a prompt leaves no room to generate (made_of: what it holds, named after its
         tokens where given: 'with -f a.txt and the prompt')."""
         if n_prompt + 1 > self.n_ctx:
-            at_most = self.n_ctx_train > 0 and (self.n_ctx >= self.n_ctx_train or n_prompt + 1 > self.n_ctx_train)
+            if self.n_ctx_train > 0 and (self.n_ctx >= self.n_ctx_train or n_prompt + 1 > self.n_ctx_train):
+                raise beyond_the_model(n_prompt, self.n_ctx_train, made_of)
             raise ContextOverflowError(
                 f"the prompt is {n_prompt:,} tokens{f' {made_of},' if made_of else ''} but the context holds "
                 f"{self.n_ctx:,}"
                 + (", which leaves no room for an answer" if n_prompt <= self.n_ctx else ""),
-                hint=f"shorten the input: {self.n_ctx_train:,} tokens is the most this model takes" if at_most else
-                f"raise --ctx-size past {n_prompt:,} (the model was trained for {self.n_ctx_train:,}) or shorten the "
-                "input",
+                hint=f"raise --ctx-size past {n_prompt:,} (the model was trained for {self.n_ctx_train:,}) or shorten "
+                "the input",
             )
 
 
