@@ -169,14 +169,23 @@ def say_reading_a_terminal(stdin: BinaryIO | None, what: str) -> None:
             say_reading_the_terminal(what)
 
 
-def refuse_stdout_open_to_read() -> None:
-    """Refuse a stdout open for reading only (`localgen run "..." 1< FILE`), where no answer can be written, before
-    anything is read or loaded for it."""
+def refuse_an_unwritable_stdout() -> None:
+    """Refuse a stdout where no answer can be written, before anything is read or loaded for it: one open for
+    reading only (`localgen run "..." 1< FILE`), or /dev/full, which fails every write (a --json answer, written
+    whole once generated, found it so only then)."""
+    import errno
+    import os
+
     from localgen.cli_exit import stdout_open_to_read
+    from localgen.errors import LocalgenError
 
     if stdout_open_to_read():
         raise UsageError("stdout is open for reading only: there is nowhere to write the answer",
                          hint="send it to a file with > FILE, or to a pipe")
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # closed, or no /dev/full here
+        if os.path.samestat(os.fstat(sys.stdout.fileno()), os.stat("/dev/full")):
+            raise LocalgenError(f"cannot write to stdout: {os.strerror(errno.ENOSPC)}: it is /dev/full, where every "
+                                "write fails", hint="send the output elsewhere")
 
 
 def refuse_emptied_by_stdout(files: list[InputFile], stdin: BinaryIO | None) -> None:

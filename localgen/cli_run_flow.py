@@ -172,7 +172,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     from localgen import console
     from localgen.cli_model import conversation_defaults, system_file_input
     from localgen.cli_options import sampling_from, typed_name
-    from localgen.cli_run import refuse_emptied_by_stdout, refuse_stdout_open_to_read, stdin_reader
+    from localgen.cli_run import refuse_an_unwritable_stdout, refuse_emptied_by_stdout, stdin_reader
     from localgen.conversation import asks_for_no_system_prompt
     from localgen.grammar import constraint_source
     from localgen.input_text import BOM, argument_text
@@ -182,7 +182,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     from localgen.run_conversation import check_continuation, open_conversation
     from localgen.speculative import check_draft_mode
 
-    refuse_stdout_open_to_read()
+    refuse_an_unwritable_stdout()
     ctx, warnings = request.ctx, []
     stdin_asked = request.prompt == STDIN_NAME
     prompt = None if stdin_asked or request.prompt is None else argument_text(request.prompt, "the prompt", warnings)

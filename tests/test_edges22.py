@@ -1,5 +1,6 @@
-"""Edges users meet: a prompt of - with nothing sent on stdin, a prompt beyond the model's maximum said one way
-whether a pipe ends or not, and what a --json-schema's uniqueItems is warned of where an answer could break it."""
+"""Edges users meet: a prompt of - with nothing sent on stdin, a stdout of /dev/full, a prompt beyond the model's
+maximum said one way whether a pipe ends or not, and what a --json-schema's uniqueItems is warned of where an answer
+could break it."""
 
 from __future__ import annotations
 
@@ -78,3 +79,23 @@ def test_a_prompt_beyond_the_model_is_refused_in_one_wording_whether_its_pipe_en
     said = re.fullmatch(wording, whole.err), re.fullmatch(wording, endless.stderr)
     assert whole.returncode == 1 and said[0] is not None and said[0].group(1, 2) == (None, "1,000,032"), whole.err
     assert endless.returncode == 1 and said[1] is not None and said[1][1] == "at least ", endless.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("json_output", [True, False], ids=["json", "text"])
+def test_a_stdout_of_dev_full_is_refused_before_stdin_is_read(tmp_path: Path, json_output: bool) -> None:
+    """`localgen run --json x > /dev/full` failed only once the whole answer was generated (3 s for 300 tokens), as
+    its record is written whole, and text at its first token: both are refused at once, before stdin (a pipe that
+    stays open here) is waited for or the model loaded."""
+    read_end, write_end = os.pipe()
+    try:
+        with open("/dev/full", "wb") as full:
+            proc = run_localgen_process([sys.executable, "-m", "localgen", "run", *(["--json"] * json_output), "x"],
+                                        stdin=read_end, stdout=full, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT,
+                                        env={**os.environ, "LOCALGEN_HOME": str(tmp_path)}, timeout=30)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert (proc.returncode, proc.stderr) == (1, "localgen: error: cannot write to stdout: No space left on device: it "
+                                                 "is /dev/full, where every write fails (hint: send the output "
+                                                 "elsewhere)\n"), proc.stderr
