@@ -20,8 +20,14 @@ def main() -> None:
         from localgen import console  # noqa: F401 (the CLI's first import)
         from localgen.cli import main as run_cli
         from localgen.cli_exit import end_process, leave_frees_to_exit
-        from localgen.signals import QUIT_SIGNALS, raise_keyboard_interrupt, raise_signal_exit
+        from localgen.signals import (
+            QUIT_SIGNALS,
+            raise_keyboard_interrupt,
+            raise_signal_exit,
+            resend_unraisable_signals,
+        )
 
+        resend_unraisable_signals()  # before the handlers that raise: one raised in a weakref's callback is sent again
         if previous.get(signal.SIGINT) is signal.default_int_handler:  # its KeyboardInterrupt waits for llama.cpp's
             previous[signal.SIGINT] = raise_keyboard_interrupt  # log callback to return, not printed there and lost
         for sig in QUIT_SIGNALS:  # from here on Ctrl-\ ends the program as SIGTERM does, not with a core dump

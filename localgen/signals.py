@@ -5,6 +5,7 @@ from __future__ import annotations
 import _thread
 import contextlib
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -40,6 +41,44 @@ def handled_after_the_c_call(signum: int, frame: FrameType | None) -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+def resend_unraisable_signals() -> None:
+    """Have a signal whose handler raised where Python cannot raise (a weakref's callback, as importlib's when an
+    import's module lock goes, a __del__, a C library's callback) sent again once the hook has returned, for the
+    handler to meet in the main thread's own code, where Python printed "Exception ignored in ..." and lost it."""
+    previous = sys.unraisablehook
+
+    def resend(unraisable: sys.UnraisableHookArgs) -> None:
+        """Send again the signal behind a KeyboardInterrupt or a SignalExit; print any other exception as before."""
+        exc, signum = unraisable.exc_value, None
+        if isinstance(exc, SignalExit):  # the pipe's reader gone ends the program as SIGPIPE, told by its own signal
+            signum = READER_GONE_SIGNAL if exc.signum == signal.SIGPIPE else exc.signum
+        elif isinstance(exc, KeyboardInterrupt):
+            signum = signal.SIGINT
+        if signum is None:
+            previous(unraisable)
+            return
+        threading.Thread(target=_send_once_out_of, args=(resend.__code__, signum), name="signal sent again",
+                         daemon=True).start()
+
+    sys.unraisablehook = resend
+
+
+def _send_once_out_of(code: CodeType, signum: int) -> None:
+    """Send the main thread the signal once code has returned there (the hook that resends it: a signal met in it
+    would be printed and lost, where a timer's 1 ms could end first on busy CPUs)."""
+    main = threading.main_thread().ident
+    while (frame := sys._current_frames().get(main or 0)) is not None and _runs(frame, code):
+        time.sleep(0.001)
+    _send_again(signum)
+
+
+def _runs(frame: FrameType | None, code: CodeType) -> bool:
+    """Whether code runs in frame or in one of its callers."""
+    while frame is not None and frame.f_code is not code:
+        frame = frame.f_back
+    return frame is not None
 
 
 _interrupt_line_ended = False  # the terminal's line a Ctrl-C's ^C echo is on was ended, or no ^C was echoed
