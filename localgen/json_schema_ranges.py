@@ -75,14 +75,12 @@ def range_rule(schema: dict[str, Any]) -> str | None:
         return None
     places = _step_places(schema["multipleOf"]) if kind == "number" and "multipleOf" in schema else None
     stepped = places is not None  # another multipleOf is left to a warning, the bounds held alone
-    sides = number_bounds(schema)
+    sides = bounds_of_kind(schema, kind)
     if sides is None or (sides == (None, None) and not stepped):
         return None
     low, high = sides
-    if kind == "integer":
-        low, high = integral(low, above=True), integral(high, above=False)
     given = [bound.value for bound in (low, high) if bound is not None]
-    digits = max([PLAIN_DIGITS, *(len(str(abs(math.trunc(value)))) for value in given)])
+    digits = whole_digits(low, high)
     room = places if places is not None else max([PLAIN_DIGITS, *(len(fraction_digits(abs(value) % 1)) + 1
                                                                    for value in given)])
     positive, negative = _regions(low, high, negative=False), _regions(low, high, negative=True)
@@ -129,6 +127,19 @@ def _below(high: Bound | None, low: Bound | None) -> bool:
     if high is None or low is None:
         return False
     return high.value < low.value or (high.value == low.value and (high.strict or low.strict))
+
+
+def bounds_of_kind(schema: dict[str, Any], kind: str) -> tuple[Bound | None, Bound | None] | None:
+    """An integer's or number's bounds (number_bounds), an integer's narrowed to whole numbers."""
+    sides = number_bounds(schema)
+    if sides is None or kind != "integer":
+        return sides
+    return integral(sides[0], above=True), integral(sides[1], above=False)
+
+
+def whole_digits(low: Bound | None, high: Bound | None) -> int:
+    """The digits before the point a grammar within these bounds writes at most (PLAIN_DIGITS, or a bound's more)."""
+    return max([PLAIN_DIGITS, *(len(str(abs(math.trunc(bound.value)))) for bound in (low, high) if bound is not None)])
 
 
 def number_bounds(schema: dict[str, Any]) -> tuple[Bound | None, Bound | None] | None:

@@ -15,12 +15,12 @@ from typing import Any
 
 from localgen.json_schema_ranges import (
     BOUND_KEYWORDS,
-    PLAIN_DIGITS,
     Bound,
+    bounds_of_kind,
     exact_decimal,
     fraction_digits,
     integral,
-    number_bounds,
+    whole_digits,
 )
 from localgen.json_schema_words import OWN_RULE_KEYWORDS, NoValueError, no_value_within
 
@@ -92,14 +92,11 @@ def _held_step(key: str) -> SteppedGrammar | None:
     kind, step = schema.get("type"), _step(schema)
     if step is None:
         return None
-    bounds = number_bounds(schema)
+    bounds = bounds_of_kind(schema, kind)
     if bounds is None:
         return None
     low, high = bounds
-    if kind == "integer":
-        low, high = integral(low, above=True), integral(high, above=False)
-    given = [bound.value for bound in (low, high) if bound is not None]
-    digits = max([PLAIN_DIGITS, *(len(str(abs(math.trunc(value)))) for value in given)])
+    digits = whole_digits(low, high)
     if step.modulus * (digits + step.places) > MAX_STEP_WORK:
         return None
     grammar = _stepped(low, high, kind == "integer", step, digits)
