@@ -4,22 +4,14 @@ processes, the real bundled model, an interactive bash in a real pseudo-terminal
 
 from __future__ import annotations
 
-import os
-import pty
 import re
-import shlex
-import signal
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.test_run_audit21 import (
-    LONG_ANSWER,
-    PROMPT,
-    _localgen_under,
-    _read_until,
+    _ctrl_c_at_bash,
     _reads_a_pipe,
     ctrl_c_into_cat,
 )
@@ -29,28 +21,10 @@ LONG = '$L run -q --temperature 0 -n 2000 "$Q"'  # a run streaming a long answer
 
 
 def _shown_after_ctrl_c(pipeline: str, home: Path, ready: Callable[[bytearray, int], bool]) -> bytes:
-    """Run pipeline ($L: localgen, $Q: a long answer's prompt) at an interactive bash in a pseudo-terminal and Ctrl-C
-    once ready(what the terminal showed, the run's pid); what the terminal showed from the ^C to the next prompt,
-    bracketed paste's switches aside."""
-    env = {**os.environ, "LOCALGEN_HOME": str(home), "PS1": PROMPT.decode(), "TERM": "xterm",
-           "L": f"{shlex.quote(sys.executable)} -m localgen", "Q": LONG_ANSWER[-1]}
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: bash, as at a terminal
-        os.chdir(home)
-        os.execve("/bin/bash", ["bash", "--norc", "--noprofile", "-i"], env)
-    shown = bytearray()
-    try:
-        _read_until(fd, shown, lambda: PROMPT in shown)
-        os.write(fd, pipeline.encode() + b"\n")
-        run = _localgen_under(pid)
-        _read_until(fd, shown, lambda: ready(shown, run))
-        os.write(fd, b"\x03")
-        _read_until(fd, shown, lambda: b"^C" in shown and shown.rstrip().endswith(PROMPT.rstrip()))
-    finally:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        os.close(fd)
-    return re.sub(rb"\x1b\[\?2004[hl]", b"", bytes(shown[shown.rindex(b"^C") + 2:shown.rindex(PROMPT)]))
+    """Run pipeline ($L: localgen, $Q: a long answer's prompt) at an interactive bash in a pseudo-terminal, in home,
+    and Ctrl-C once ready(what the terminal showed, the run's pid); what the terminal showed from the ^C to the next
+    prompt, bracketed paste's switches aside."""
+    return re.sub(rb"\x1b\[\?2004[hl]", b"", _ctrl_c_at_bash(pipeline, home, ready, cwd=home))
 
 
 def _waiting_for_stdin(_shown: bytearray, run: int) -> bool:

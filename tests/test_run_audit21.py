@@ -169,21 +169,24 @@ def test_ctrl_c_on_a_pipeline_at_an_interactive_bash_ends_the_line_once(pipeline
     assert re.sub(rb"\x1b\[\?2004[hl]", b"", after) == b"\r\n", after
 
 
-def _ctrl_c_at_bash(pipeline: str, home: Path) -> bytes:
-    """Run pipeline ($L: localgen, $Q: a long answer's prompt) at an interactive bash in a pseudo-terminal, Ctrl-C
-    once the run streams its answer or waits for stdin; what the terminal showed from the ^C to the next prompt."""
+def _ctrl_c_at_bash(pipeline: str, home: Path, ready: Callable[[bytearray, int], bool] | None = None,
+                    cwd: Path = REPO_ROOT) -> bytes:
+    """Run pipeline ($L: localgen, $Q: a long answer's prompt) at an interactive bash in a pseudo-terminal, in cwd,
+    Ctrl-C once ready(what the terminal showed, the run's pid) holds (by default: once the run streams its answer or
+    waits for stdin); what the terminal showed from the ^C to the next prompt."""
     env = {**os.environ, "LOCALGEN_HOME": str(home), "PS1": PROMPT.decode(), "TERM": "xterm",
            "L": f"{shlex.quote(sys.executable)} -m localgen", "Q": LONG_ANSWER[-1]}
     pid, fd = pty.fork()
     if pid == 0:  # the child: bash, as at a terminal
-        os.chdir(REPO_ROOT)
+        os.chdir(cwd)
         os.execve("/bin/bash", ["bash", "--norc", "--noprofile", "-i"], env)
     shown = bytearray()
+    ready = ready or (lambda shown, run: _answered(shown, pipeline) or _reads_a_pipe(run))
     try:
         _read_until(fd, shown, lambda: PROMPT in shown)
         os.write(fd, pipeline.encode() + b"\n")
         run = _localgen_under(pid)
-        _read_until(fd, shown, lambda: _answered(shown, pipeline) or _reads_a_pipe(run))
+        _read_until(fd, shown, lambda: ready(shown, run))
         os.write(fd, b"\x03")
         _read_until(fd, shown, lambda: b"^C" in shown and shown.rstrip().endswith(PROMPT.rstrip()))
     finally:
