@@ -229,9 +229,8 @@ def test_a_line_and_a_ctrl_d_typed_ahead_outlive_a_suspension_as_the_chat_starts
     """A line and a Ctrl-D typed before the chat takes its terminal, then Ctrl-Z as the model loads and `fg`: the
     chat read them as it started, so they are its own: the line is sent and answered, then the chat ends, where the
     suspension dropped them (neither the chat nor the shell had them)."""
-    import json
-
     from tests.conftest import bundled_model_file
+    from tests.test_chat22 import _saved_turns
 
     home = tmp_path / "home"
     command = shlex.join([sys.executable, "-m", "localgen", "chat", "-m", str(bundled_model_file()), "-n", "4"])
@@ -252,8 +251,7 @@ def test_a_line_and_a_ctrl_d_typed_ahead_outlive_a_suspension_as_the_chat_starts
         shell.expect_exact("SH$ ", timeout=60)  # answered, then ended by the Ctrl-D
     finally:
         shell.terminate(force=True)
-    files = sorted((home / "data" / "conversations").glob("*.json"))
-    turns = [turn for file in files for turn in json.loads(file.read_text())["turns"]]
+    turns = _saved_turns(home)
     assert [turn["user"] for turn in turns] == ["hello"] and turns[0]["answer"], turns
 
 
