@@ -34,24 +34,30 @@ def _saved_turns(home: Path) -> list[dict]:
     return [turn for file in files for turn in json.loads(file.read_text())["turns"]]
 
 
+def chat_ended_by_keys_typed_ahead(home: Path, keys: str) -> int | None:
+    """Type keys (\x04: Ctrl-D) while the terminal is still in line mode (bash sleeps before it starts `localgen
+    chat`), and wait for the chat to end of them: its exit status (an AssertionError where it waits on)."""
+    child = pexpect.spawn("bash", ["-c", f"sleep 0.5 && exec {_chat_command('-n', '4', '--temp', '0')}"],
+                          env=_chat_env(home), cwd=str(REPO_ROOT), encoding="utf-8", codec_errors="replace",
+                          timeout=90, dimensions=(30, 100))
+    try:
+        child.send(keys)  # into the terminal's line mode: bash has not started localgen yet
+        child.expect_exact("localgen chat with")
+        ended = child.expect([pexpect.EOF, pexpect.TIMEOUT], timeout=60) == 0
+        child.close()
+        assert ended, child.before
+        return child.exitstatus
+    finally:
+        if child.isalive():
+            child.terminate(force=True)
+
+
 def test_a_line_and_a_ctrl_d_typed_before_the_chat_starts_send_the_line_then_end_the_chat(tmp_path: Path) -> None:
     """A line with Enter, then Ctrl-D, typed while the terminal is still in line mode (bash sleeps before it starts
     localgen): the line is sent and answered, then the chat ends, exit 0, as Ctrl-D on an empty line ends it (the
     Ctrl-D, which Linux held as an end of input after the line, was read as Ctrl-@, and the chat waited on)."""
     home = tmp_path / "home"
-    child = pexpect.spawn("bash", ["-c", f"sleep 0.5 && exec {_chat_command('-n', '4', '--temp', '0')}"],
-                          env=_chat_env(home), cwd=str(REPO_ROOT), encoding="utf-8", codec_errors="replace",
-                          timeout=90, dimensions=(30, 100))
-    try:
-        child.send("hello\r")  # into the terminal's line mode: bash has not started localgen yet
-        child.sendcontrol("d")
-        child.expect_exact("localgen chat with")
-        ended = child.expect([pexpect.EOF, pexpect.TIMEOUT], timeout=60) == 0
-        child.close()
-        assert ended and child.exitstatus == 0, (child.exitstatus, child.before)
-    finally:
-        if child.isalive():
-            child.terminate(force=True)
+    assert chat_ended_by_keys_typed_ahead(home, "hello\r\x04") == 0
     turns = _saved_turns(home)
     assert [turn["user"] for turn in turns] == ["hello"] and turns[0]["answer"], turns
 

@@ -207,20 +207,9 @@ def test_a_ctrl_d_typed_before_the_chat_takes_its_terminal_ends_the_chat_as_one_
     """A Ctrl-D typed while the terminal is still in line mode (before localgen runs: bash sleeps first), which Linux
     then holds as an end of input and gives the prompt as a NUL byte, ends the chat at its first prompt, exit 0, as
     a Ctrl-D typed once the chat runs does (it was read as Ctrl-@, and the chat went on)."""
-    command = shlex.join([sys.executable, "-m", "localgen", "chat", "-n", "4"])
-    env = {**os.environ, "LOCALGEN_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO_ROOT),
-           "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm"}
-    child = pexpect.spawn("bash", ["-c", f"sleep 0.5 && exec {command}"], env=env, cwd=str(REPO_ROOT),
-                          encoding="utf-8", codec_errors="replace", timeout=60, dimensions=(30, 100))
-    try:
-        child.sendcontrol("d")  # into the terminal's line mode: bash has not started localgen yet
-        child.expect_exact("localgen chat with")
-        ended = child.expect([pexpect.EOF, pexpect.TIMEOUT], timeout=20) == 0
-        child.close()
-        assert ended and child.exitstatus == 0, (child.exitstatus, child.before)
-    finally:
-        if child.isalive():
-            child.terminate(force=True)
+    from tests.test_chat22 import chat_ended_by_keys_typed_ahead
+
+    assert chat_ended_by_keys_typed_ahead(tmp_path / "home", "\x04") == 0
     assert not (tmp_path / "home" / "data" / "conversations").exists() or \
         not list((tmp_path / "home" / "data" / "conversations").glob("*.json"))
 
