@@ -247,7 +247,8 @@ def models_show(
     """Describe a model from its GGUF header (no weights are loaded; one not downloaded, online, as the Hub lists it and
     its header); without REF, the default model."""
     from localgen import console
-    from localgen.cli_model_fields import entry_fields, entry_json, show_undownloaded
+    from localgen.cli_model_entry import show_entry
+    from localgen.cli_model_fields import entry_fields, entry_json
     from localgen.cli_model_hub import HubView, count_text, hub_view, parameters_text, print_template, show_hub_view
     from localgen.cli_model_hub_quant import HubModelView
     from localgen.fit import plan_here
@@ -266,9 +267,9 @@ def models_show(
     text = reference if reference is not None else load_registry(settings().user_registry).default_reference()
     try:
         resolved = resolve_downloaded(reference, offline=None)
-    except ModelNotFoundError:
+    except ModelNotFoundError as not_here:
         unverified = unverified_copy(text)  # another tool's download: its header can be read all the same
-        entry = None if template or unverified is not None else undownloaded_entry(text)
+        entry = None if unverified is not None else undownloaded_entry(text)
         if unverified is None and entry is None:
             if not isinstance(view := hub_view(text), (HubView, HubModelView)):  # online: as the Hub lists it
                 refuse_lacking(text, failed=view)  # before the error's `localgen pull`: the quant or file must be there
@@ -278,7 +279,7 @@ def models_show(
             return
         if unverified is None:
             _say_default(reference, text)
-            show_undownloaded(text, *entry, json_output=json_output)
+            show_entry(text, entry, not_here, template=template, json_output=json_output)
             return
         if unverified.path.stat().st_size == 0:
             refuse_lacking(text)  # the Hub's file is empty too (no model): no use downloading it again

@@ -8,10 +8,12 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from localgen.errors import HubError
+from localgen.hub_types import HubModel
+from localgen.registry import hub_target
 from localgen.units import binary_size
 
 if TYPE_CHECKING:
-    from localgen.errors import HubError
     from localgen.estimate import ModelShape
     from localgen.fit import LoadPlan
     from localgen.gguf_info import GGUFInfo
@@ -33,6 +35,8 @@ class HubModelView:
     plan: LoadPlan | None
     problem: str | None
     part: PartialDownload | None = None  # what a stopped (or running) pull of it kept
+    typed: str | None = None  # the reference its pull names (None: name)
+    refused: str | None = None  # why a pull of it is refused (a registry entry's pin the Hub's file breaks)
 
     @property
     def size(self) -> int:
@@ -44,33 +48,55 @@ def hub_model_view(ref: ModelRef, spec: ModelSpec | None) -> HubModelView | HubE
     """The quant or file ref names, as the Hub lists it now (one listing request and one header read, nothing
     downloaded); a quant or file the repo lacks, or lists empty, refused naming what it has; the Hub's error where it
     cannot be asked, for refuse_lacking to say."""
-    from localgen import hub
-    from localgen.errors import HubError, LocalgenError
-    from localgen.fit import plan_of_shape
-    from localgen.hub_lack import lacking_refusal, listed_empty
-    from localgen.hub_types import NotInRepoError
-    from localgen.quant_choice import hub_header
+    from localgen.hub_lack import lacking_refusal
     from localgen.references import normalize_quant
-    from localgen.registry import hub_target
+
+    found = listed_model(ref, spec)
+    if isinstance(found, tuple):
+        raise lacking_refusal(ref, spec, found) from None
+    if not isinstance(found, HubModel):
+        return found
+    filename = hub_target(ref, spec)[2]
+    name = f"{found.repo}/{filename}" if filename else f"{found.repo}:{normalize_quant(found.quant or '')}"
+    return model_view(found, name, spec)
+
+
+def listed_model(ref: ModelRef, spec: ModelSpec | None) -> HubModel | HubError | tuple[HubError, str]:
+    """The files of the quant or file ref names, as the Hub lists them now (one request); what the repo lacks of it
+    (the error and what it says is lacking: a quant or file it has not, or lists empty); or the Hub's error where it
+    cannot be asked."""
+    from localgen import hub
+    from localgen.errors import HubError
+    from localgen.hub_lack import listed_empty
+    from localgen.hub_types import NotInRepoError
 
     repo, quant, filename = hub_target(ref, spec)
     try:
         model = hub.find_model(repo, quant=quant, filename=filename)
     except NotInRepoError as exc:  # the listing just asked says what it has
-        raise lacking_refusal(ref, spec, (exc, exc.message)) from None
+        return exc, exc.message
     except HubError as exc:
         return exc
-    if (empty := listed_empty(model.files, model.repo)) is not None:
-        raise lacking_refusal(ref, spec, empty) from None
-    name = f"{model.repo}/{filename}" if filename else f"{model.repo}:{normalize_quant(quant or '')}"
+    return listed_empty(model.files, model.repo) or model
+
+
+def model_view(model: HubModel, name: str, spec: ModelSpec | None, *, typed: str | None = None,
+               refused: str | None = None) -> HubModelView:
+    """A listed model's view named name: its first file's header read from the Hub and how a load would go here
+    (typed: the reference its pull names, name where None; refused: why a pull refuses it)."""
+    from localgen.errors import LocalgenError
+    from localgen.fit import plan_of_shape
+    from localgen.quant_choice import hub_header
+
     default_ctx = spec.context if spec is not None else None
     part = _kept_part(model.files)
     try:
         header = hub_header(model.files, revision=model.revision)
     except LocalgenError as exc:
-        return HubModelView(name, model.files, spec, None, None, problem=exc.message, part=part)
+        return HubModelView(name, model.files, spec, None, None, problem=exc.message, part=part, typed=typed,
+                            refused=refused)
     plan, problem = plan_of_shape(header[1], default_ctx=default_ctx)
-    return HubModelView(name, model.files, spec, header, plan, problem, part)
+    return HubModelView(name, model.files, spec, header, plan, problem, part, typed, refused)
 
 
 def _kept_part(files: tuple[HubFile, ...]) -> PartialDownload | None:
@@ -87,7 +113,9 @@ def _kept_part(files: tuple[HubFile, ...]) -> PartialDownload | None:
 
 def _downloaded(view: HubModelView) -> str:
     """The `downloaded` field: no, with the pull that fetches the model, or resumes what a stopped pull kept of it."""
-    pull = f"`localgen pull {shlex.quote(view.name)}`"
+    pull = f"`localgen pull {shlex.quote(view.typed or view.name)}`"
+    if view.refused is not None:
+        return f"no ({view.refused})"
     if view.part is not None:
         kept = f"{binary_size(view.part.kept)} of {binary_size(view.part.size)}"
         return (f"no (being downloaded: {kept} so far)" if view.part.running else
@@ -134,7 +162,8 @@ def show_hub_model(view: HubModelView, *, template: bool = False, json_output: b
                                      f"{binary_size(view.plan.estimate.total_bytes)})" if view.plan else
                                      f"does not fit: {view.problem}")]
     console.print_fields([
-        ("name", view.name), *(entry_fields(view.spec) if view.spec else []), *header,
+        ("name", view.name), *(entry_fields(view.spec, info.context_length if info else None) if view.spec else []),
+        *header,
         ("file size", f"{binary_size(view.size)} ({view.size:,} bytes{shards}) on the Hub"),
         ("sha256" if count == 1 else "sha256 (first shard)", first.sha256 or "not listed by the Hub"),
         ("read from", f"the header of {first.repo}/{first.filename} on the Hub"), *plan,

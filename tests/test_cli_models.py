@@ -314,8 +314,10 @@ def test_models_show_of_an_entry_not_downloaded_gives_what_the_entry_says(hub: t
                                         f'sha256 = "{"ab" * 32}"\nsystem = "Be brief."\ntemperature = 0.2\n'
                                         'stop = ["<|im_end|>", "\\n\\nUser:"]\n\n'
                                         '[models.bare]\nrepo = "org/bare-GGUF"\nquant = "Q4_0"\nstop = []\n')
+    env = {**env, "LOCALGEN_OFFLINE": "1"}  # online, the Hub's view is shown too (test_models23)
     shown = run_cli(env, "models", "show", "pinned")
-    assert shown.returncode == 0 and shown.stderr == "", shown.stderr
+    assert shown.returncode == 0 and shown.stderr.endswith(" is not shown: localgen is offline (LOCALGEN_OFFLINE is "
+                                                           "set)\n"), shown.stderr
     assert shown.stdout.splitlines() == [
         "name:          pinned", "repo:          org/pinned-GGUF", "default quant: Q4_0",
         "system prompt: Be brief.", "settings:      temperature = 0.2", "stop strings:  '<|im_end|>', '\\n\\nUser:'",

@@ -115,7 +115,8 @@ def test_offline_a_quant_the_repo_lacked_when_last_listed_is_said_so_not_just_no
     shown = run_cli({**hubenv.env, "LOCALGEN_OFFLINE": "1"}, "models", "show", "mine")
     assert shown.returncode == 0 and shown.stdout.splitlines()[-1].split(None, 1) == [
         "downloaded:", f"no ({TINY_REPO} had no Q5_K_M file when localgen last listed it)"], shown.stdout
-    assert run_cli(hubenv.env, "models", "show", "never").stdout.splitlines()[-1].split(None, 1) == [
+    offline = {**hubenv.env, "LOCALGEN_OFFLINE": "1"}  # online, the Hub's view is asked for (test_models23)
+    assert run_cli(offline, "models", "show", "never").stdout.splitlines()[-1].split(None, 1) == [
         "downloaded:", "no (`localgen pull never` downloads it)"]
     never = _error_line(run_cli(hubenv.env, "run", "--offline", "-m", "never", "hi"))  # a repo never listed
     assert never == ("localgen: error: model 'never' is not downloaded and localgen is offline "

@@ -1,0 +1,91 @@
+"""The management commands' answers a user of `ollama list/show/rm/pull` or `hf cache` would check: `models show` of a
+registry entry not downloaded as the Hub has it, a stopped pull's part in `models show --json`, rm of a model whose
+file another shares, and what a pull of several stopped by Ctrl-C left unpulled."""
+
+from __future__ import annotations
+
+import json
+
+from hub_server import HubEnv, run_cli
+
+from tests.conftest import bundled_model_file, user_registry
+
+SMOL_REPO = "test/Smol-GGUF"
+MINE = f'[models.mine]\nrepo = "{SMOL_REPO}"\nquant = "Q8_0"\ndescription = "my pick"\ncontext = 16384\n'
+
+
+def _fields(text: str) -> dict[str, str]:
+    """`models show`'s `name: value` lines as a dict."""
+    return {name: value.strip() for name, value in (line.split(":", 1) for line in text.splitlines())}
+
+
+def _serve_smol(hubenv: HubEnv, repo: str = SMOL_REPO, files: tuple[str, ...] = ("smol-Q4_1.gguf", "smol-Q8_0.gguf")
+                ) -> None:
+    """Serve the bundled model's file under each of files' names in repo."""
+    hubenv.server.add_repo(repo, dict.fromkeys(files, bundled_model_file()))
+
+
+def test_models_show_of_an_entry_not_downloaded_shows_the_hubs_view_online(hubenv: HubEnv) -> None:
+    """Online, `models show NAME` of a models.toml entry (the user's, or a built-in one) whose quant is not downloaded
+    shows the entry's keys and that quant as the Hub lists it (size, sha256, header, load plan), as `models show
+    ORG/REPO:QUANT` does, --json with a downloaded model's keys and --template its header's chat template, where it
+    showed the entry alone and --template failed saying it was not downloaded; nothing is downloaded."""
+    _serve_smol(hubenv)
+    _serve_smol(hubenv, "Qwen/Qwen2.5-0.5B-Instruct-GGUF", ("qwen2.5-0.5b-instruct-q4_k_m.gguf",))
+    user_registry(hubenv.localgen_home, MINE)
+    as_hub = _fields(run_cli(hubenv.env, "models", "show", f"{SMOL_REPO}:Q8_0").stdout)
+    for typed, name, quant in (("mine", "mine", "Q8_0"), ("mine:q4_1", "mine:Q4_1", "Q4_1"),
+                               ("qwen2.5-0.5b", "qwen2.5-0.5b", "Q4_K_M")):
+        shown = run_cli(hubenv.env, "models", "show", typed)
+        assert shown.returncode == 0 and shown.stderr == "", shown.stderr
+        fields = _fields(shown.stdout)
+        assert (fields["name"], fields["quant"], fields["architecture"], fields["parameters"],
+                fields["chat template"]) == (name, quant, "llama", "134.5 M", "yes (--template prints it)"), fields
+        assert fields["file size"] == as_hub["file size"] and fields["sha256"] == as_hub["sha256"], fields
+        assert fields["load plan"].startswith("context 8,192, KV f16"), fields
+        assert fields["downloaded"] == f"no (`localgen pull {typed}` downloads it)", fields
+    fields = _fields(run_cli(hubenv.env, "models", "show", "mine").stdout)
+    assert (fields["description"], fields["default quant"]) == ("my pick", "Q8_0"), fields
+    assert fields["default context"] == "16,384 (capped at the model's maximum of 8,192)", fields
+    assert fields["read from"] == f"the header of {SMOL_REPO}/smol-Q8_0.gguf on the Hub", fields
+    record = json.loads(run_cli(hubenv.env, "models", "show", "mine", "--json").stdout)
+    hub_record = json.loads(run_cli(hubenv.env, "models", "show", f"{SMOL_REPO}:Q8_0", "--json").stdout)
+    assert list(record) == list(hub_record), "the keys of every other record"
+    assert {key: record[key] for key in ("name", "quant", "parameters", "size", "sha256", "downloaded", "path")} == {
+        "name": "mine", "quant": "Q8_0", "parameters": 134_515_008, "size": bundled_model_file().stat().st_size,
+        "sha256": hub_record["sha256"], "downloaded": False, "path": None}
+    assert record["plan"] is not None and record["entry"]["description"] == "my pick", record
+    template = run_cli(hubenv.env, "models", "show", "mine", "--template")
+    assert template.returncode == 0 and template.stdout.startswith("{% for message in messages %}"), template
+    assert hubenv.blobs(SMOL_REPO) == [], "only the header was read"
+
+
+def test_models_show_of_an_entry_without_the_hub_says_why_in_one_line(hubenv: HubEnv) -> None:
+    """Offline, or where the Hub fails, `models show NAME` of an entry not downloaded shows the entry as before and one
+    line on stderr of why the Hub's view is missing (--json too, stdout its record alone); --template fails saying so;
+    an entry whose pinned sha256 the Hub's file breaks says a pull refuses it."""
+    _serve_smol(hubenv)
+    user_registry(hubenv.localgen_home, MINE)
+    offline_env = {**hubenv.env, "LOCALGEN_OFFLINE": "1"}
+    for env, why in ((offline_env, "localgen is offline (LOCALGEN_OFFLINE is set)"),
+                     (hubenv.env, "the Hub could not be asked (the Hugging Face Hub returned a server error (HTTP "
+                                  f"500) for {SMOL_REPO})")):
+        if env is hubenv.env:
+            hubenv.server.status[SMOL_REPO] = (500, None)
+        for json_output in ((), ("--json",)):
+            shown = run_cli(env, "models", "show", "mine", *json_output)
+            assert shown.returncode == 0, shown.stderr
+            assert shown.stderr == (f"localgen: the Hub's view of {SMOL_REPO}:Q8_0 (its file size, header and load "
+                                    f"plan) is not shown: {why}\n"), shown.stderr
+        assert json.loads(shown.stdout)["entry"]["description"] == "my pick"
+        fields = _fields(run_cli(env, "models", "show", "mine").stdout)
+        assert (fields["name"], fields["quant"], "architecture" in fields) == ("mine", "Q8_0", False), fields
+        template = run_cli(env, "models", "show", "mine", "--template")
+        assert template.returncode == 1 and template.stdout == "", template.stdout
+        assert template.stderr.startswith("localgen: error: model 'mine' is not downloaded"), template.stderr
+        assert ("offline" if env is offline_env else "the Hub could not be asked") in template.stderr
+    hubenv.server.status.clear()
+    user_registry(hubenv.localgen_home, MINE + f'sha256 = "{"0" * 64}"\n')
+    fields = _fields(run_cli(hubenv.env, "models", "show", "mine").stdout)
+    assert fields["downloaded"].startswith(f"no ({SMOL_REPO}/smol-Q8_0.gguf does not match the sha256 of "), fields
+    assert fields["downloaded"].endswith(": `localgen pull` refuses it)"), fields
