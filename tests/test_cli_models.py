@@ -512,6 +512,7 @@ def test_a_default_not_downloaded_is_starred_in_the_registry_s_list_alone(hubenv
     assert [m["default"] for m in json.loads(capsys.readouterr().out)] == [False], "bundled: not the default"
     models_list(all_models=True, json_output=True)
     assert [m["name"] for m in json.loads(capsys.readouterr().out) if m["default"]] == ["qwen2.5-1.5b"]
+    hubenv.server.add_repo("Qwen/Qwen2.5-1.5B-Instruct-GGUF", {"q-Q4_K_M.gguf": make_gguf_bytes("q")})  # its view
     models_show()  # no REF: the default, as fit takes it
     shown = capsys.readouterr()
     assert shown.err == ("localgen: showing the default model, qwen2.5-1.5b (`localgen models default REF` sets "
