@@ -196,38 +196,34 @@ def _downloaded_cell(row: ListedModel, part: PartialDownload | None) -> str:
 
 def _model_json(model: CachedModel, *, default: bool = False, part: PartialDownload | None = None) -> dict[str, object]:
     """A downloaded model as `models list --json` prints it (part: what a stopped pull kept of it besides)."""
+    from localgen.partial_downloads import partial_json
+
     return {"name": model.name, "repo": model.repo, "quant": model.quant, "size": model.size,
             "last_used": iso_time(model.last_used), "path": str(model.path), "source": model.source,
             "verified": model.verified, "missing_shards": model.missing_shards, "problem": model.problem,
-            "problem_detail": model.problem_detail, "default": default, "partial": _partial_json(part)}
+            "problem_detail": model.problem_detail, "default": default, "partial": partial_json(part)}
 
 
 def _part_json(part: PartialDownload) -> dict[str, object]:
     """A model downloaded in part as `models list --json` prints it: size is what is on disk of it."""
+    from localgen.partial_downloads import partial_json
+
     return {"name": part.name, "repo": part.repo, "quant": part.quant, "size": part.kept, "last_used": None,
             "path": str(part.parts[0]), "source": "hub", "verified": False, "missing_shards": part.missing_shards,
-            "problem": None, "problem_detail": None, "default": False, "partial": _partial_json(part)}
-
-
-def _partial_json(part: PartialDownload | None) -> dict[str, object] | None:
-    """What a stopped pull kept of a model, and the command that resumes it (None: nothing)."""
-    import shlex
-
-    if part is None:
-        return None
-    return {"kept_bytes": part.kept, "size": part.size, "running": part.running,
-            "resume": f"localgen pull {shlex.quote(part.name)}", "paths": [str(path) for path in part.parts]}
+            "problem": None, "problem_detail": None, "default": False, "partial": partial_json(part)}
 
 
 def _listed_json(row: ListedModel, *, default: bool = False, part: PartialDownload | None = None) -> dict[str, object]:
     """A `models list --all --json` entry: the `models list --json` keys (a part's as `models list --json` gives them,
     null when nothing is downloaded) and more."""
+    from localgen.partial_downloads import partial_json
+
     files = _model_json(row.model) if row.model is not None else _part_json(part) if part is not None else \
         {"verified": False, "missing_shards": 0}
     return {"name": row.name, "repo": row.repo, "quant": row.quant,
             **{key: files.get(key) for key in ("size", "last_used", "path", "source", "verified", "missing_shards",
                                             "problem", "problem_detail")},
-            "default": default, "partial": _partial_json(part),
+            "default": default, "partial": partial_json(part),
             "context": row.context, "description": row.description, "downloaded": row.downloaded}
 
 
@@ -309,7 +305,7 @@ def models_show(
             "missing_shards": len(missing), "sha256": sha, "source": source,
             "verified": sha is not None and source == resolved.shown_source,  # no "hub (unverified)" copy
             "path": str(resolved.path), "fits": plan.fits_in if plan else "no",  # as fit --json's options say it
-            "plan": plan.to_dict() if plan else None, "problem": problem, "downloaded": True,
+            "plan": plan.to_dict() if plan else None, "problem": problem, "downloaded": True, "partial": None,
             "entry": entry_json(spec) if spec else None}, indent=2)
         return
     console.print_fields([

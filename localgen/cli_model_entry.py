@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from localgen.errors import ModelNotFoundError
     from localgen.hub_types import HubModel
     from localgen.hub_verify import Pin
+    from localgen.partial_downloads import PartialDownload
     from localgen.registry import ModelSpec
 
 UndownloadedEntry = tuple["ModelSpec", str, "Pin | None", "str | None"]  # resolve.undownloaded_entry's
@@ -42,7 +43,16 @@ def show_entry(text: str, entry: UndownloadedEntry, not_here: ModelNotFoundError
         name = f"{spec.repo}:{quant}" if quant else spec.repo
         console.say(f"localgen: the Hub's view of {name} (its file size, header and load plan) is not shown: "
                     f"{found}")
-    show_undownloaded(text, spec, quant, pin, lacking, json_output=json_output)
+    show_undownloaded(text, spec, quant, pin, lacking, part=_kept_part(text, spec), json_output=json_output)
+
+
+def _kept_part(text: str, spec: ModelSpec) -> PartialDownload | None:
+    """What a stopped pull kept of the model text names, as localgen last listed its repo."""
+    from localgen.cli_model_hub_quant import listed_part
+    from localgen.config import settings
+    from localgen.registry import hub_target, load_registry
+
+    return listed_part(*hub_target(load_registry(settings().user_registry).reference(text), spec))
 
 
 def _entry_view(text: str, spec: ModelSpec, quant: str, pin: Pin | None) -> (

@@ -9,16 +9,18 @@ from localgen.units import binary_size
 
 if TYPE_CHECKING:
     from localgen.hub_verify import Pin
+    from localgen.partial_downloads import PartialDownload
     from localgen.registry import ModelSpec
 
 
 def show_undownloaded(reference: str, spec: ModelSpec, quant: str, pin: Pin | None, lacking: str | None, *,
-                      json_output: bool) -> None:
+                      part: PartialDownload | None = None, json_output: bool) -> None:
     """`models show` of a registry entry none of whose files is here: what the entry says (pin: what it pins of the
-    file), and how to download it, or what the repo lacked of it when localgen last listed it."""
-    import shlex
-
+    file), and how to download it (part: what a stopped pull kept of it, which a pull resumes), or what the repo
+    lacked of it when localgen last listed it."""
     from localgen import console
+    from localgen.cli_model_hub_quant import not_downloaded
+    from localgen.partial_downloads import partial_json
 
     size, sha = (pin.size, pin.sha256) if pin else (None, None)
     if json_output:
@@ -27,7 +29,7 @@ def show_undownloaded(reference: str, spec: ModelSpec, quant: str, pin: Pin | No
             **dict.fromkeys(("context_length", "layers", "embedding_size", "chat_template")), "license": spec.license,
             "size": size, **dict.fromkeys(("shards", "missing_shards")), "sha256": sha,
             "source": None, "verified": False, **dict.fromkeys(("path", "fits", "plan", "problem")),
-            "downloaded": False, "entry": entry_json(spec)},
+            "downloaded": False, "partial": partial_json(part, reference), "entry": entry_json(spec)},
             indent=2)
         return
     console.print_fields([
@@ -35,7 +37,7 @@ def show_undownloaded(reference: str, spec: ModelSpec, quant: str, pin: Pin | No
         *([("license", spec.license)] if spec.license else []),
         *([("file size", f"{binary_size(size)} ({size:,} bytes)")] if size else []),
         *([("sha256", sha)] if sha else []),
-        ("downloaded", f"no ({lacking or f'`localgen pull {shlex.quote(reference)}` downloads it'})"),
+        ("downloaded", f"no ({lacking})" if lacking else not_downloaded(reference, part)),
     ])
 
 

@@ -98,7 +98,8 @@ def show_hub_view(view: HubView | HubModelView, *, template: bool = False, json_
             **{key: counts.get(key) or None for key in ("context_length", "layers", "embedding_size")},
             "chat_template": bool(info.chat_template) if info else None, "license": license_,
             **dict.fromkeys(("size", "shards", "missing_shards", "sha256", "source")), "verified": False,
-            **dict.fromkeys(("path", "fits", "plan")), "problem": view.problem, "downloaded": False, "entry": None,
+            **dict.fromkeys(("path", "fits", "plan")), "problem": view.problem, "downloaded": False, "partial": None,
+            "entry": None,
             "quants": [{"quant": label, "size": size} for label, size in view.quants]}, indent=2)
         return
     quants = ", ".join(f"{label} ({binary_size(size)})" for label, size in view.quants)

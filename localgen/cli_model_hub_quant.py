@@ -113,14 +113,39 @@ def _kept_part(files: tuple[HubFile, ...]) -> PartialDownload | None:
 
 def _downloaded(view: HubModelView) -> str:
     """The `downloaded` field: no, with the pull that fetches the model, or resumes what a stopped pull kept of it."""
-    pull = f"`localgen pull {shlex.quote(view.typed or view.name)}`"
     if view.refused is not None:
         return f"no ({view.refused})"
-    if view.part is not None:
-        kept = f"{binary_size(view.part.kept)} of {binary_size(view.part.size)}"
-        return (f"no (being downloaded: {kept} so far)" if view.part.running else
-                f"no (a pull stopped part way: {kept} are kept; {pull} resumes it)")
-    return f"no ({pull} downloads it)" if view.header else "no"
+    if view.part is not None or view.header:
+        return not_downloaded(view.typed or view.name, view.part)
+    return "no"
+
+
+def not_downloaded(reference: str, part: PartialDownload | None) -> str:
+    """The `downloaded` field of a model that is not: no, with the pull that fetches it (reference: as it names the
+    model), or what a stopped pull kept of it and the pull that resumes it, or how much a running one has so far."""
+    pull = f"`localgen pull {shlex.quote(reference)}`"
+    if part is None:
+        return f"no ({pull} downloads it)"
+    kept = f"{binary_size(part.kept)} of {binary_size(part.size)}"
+    return (f"no (being downloaded: {kept} so far)" if part.running else
+            f"no (a pull stopped part way: {kept} are kept; {pull} resumes it)")
+
+
+def listed_part(repo: str, quant: str | None, filename: str | None) -> PartialDownload | None:
+    """What a stopped (or running) pull kept of the model of these quant or file, as localgen last listed the repo
+    (None: nothing, or the repo never listed)."""
+    from localgen import hub_cache
+    from localgen.errors import LocalgenError
+    from localgen.hub_choice import choose_model
+
+    listing = hub_cache.load_listing(repo)
+    if listing is None:
+        return None
+    try:
+        files = choose_model(list(listing.files), quant=quant, filename=filename, repo=listing.repo)
+    except LocalgenError:
+        return None
+    return _kept_part(tuple(files))
 
 
 def show_hub_model(view: HubModelView, *, template: bool = False, json_output: bool) -> None:
@@ -129,6 +154,7 @@ def show_hub_model(view: HubModelView, *, template: bool = False, json_output: b
     from localgen import console
     from localgen.cli_model_fields import entry_fields, entry_json
     from localgen.cli_model_hub import count_text, parameters_text, print_hub_template
+    from localgen.partial_downloads import partial_json
 
     info, shape = view.header if view.header else (None, None)
     if template:
@@ -148,6 +174,7 @@ def show_hub_model(view: HubModelView, *, template: bool = False, json_output: b
             "shards": count, "missing_shards": None, "sha256": first.sha256, "source": None, "verified": False,
             "path": None, "fits": (view.plan.fits_in if view.plan else "no") if info else None,
             "plan": view.plan.to_dict() if view.plan else None, "problem": view.problem, "downloaded": False,
+            "partial": partial_json(view.part, view.typed or view.name),
             "entry": entry_json(view.spec) if view.spec else None}, indent=2)
         return
     header: list[tuple[str, str]] = [("quant", quant or "unknown"), ("header", f"not readable: {view.problem}")]

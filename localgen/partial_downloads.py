@@ -97,6 +97,18 @@ def _pull_reference(registry: Registry, repo: str, quant: str | None, filename: 
     return f"{repo}/{filename}" if spec is not None and bundled_file(spec) is not None else name
 
 
+def partial_json(part: PartialDownload | None, reference: str | None = None) -> dict[str, object] | None:
+    """What a stopped pull kept of a model, as `models list --json` and `models show --json` give it, with the command
+    that resumes it (reference: as that pull names the model, part.name where None); None: nothing kept."""
+    import shlex
+
+    if part is None:
+        return None
+    return {"kept_bytes": part.kept, "size": part.size, "running": part.running,
+            "resume": f"localgen pull {shlex.quote(reference or part.name)}",
+            "paths": [str(path) for path in part.parts]}
+
+
 def parts_left_note(registry: Registry, repo: str) -> str | None:
     """What `models rm ORG/REPO` says of the parts that stopped pulls kept of the repo's other quants, which it leaves
     (None: none is kept)."""

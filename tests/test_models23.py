@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 
-from hub_server import HubEnv, run_cli
+import pytest
+from hub_server import HubEnv, make_gguf_bytes, run_cli
 
+from localgen import hub
+from localgen.errors import HubError
 from tests.conftest import bundled_model_file, user_registry
 
 SMOL_REPO = "test/Smol-GGUF"
@@ -89,3 +92,39 @@ def test_models_show_of_an_entry_without_the_hub_says_why_in_one_line(hubenv: Hu
     fields = _fields(run_cli(hubenv.env, "models", "show", "mine").stdout)
     assert fields["downloaded"].startswith(f"no ({SMOL_REPO}/smol-Q8_0.gguf does not match the sha256 of "), fields
     assert fields["downloaded"].endswith(": `localgen pull` refuses it)"), fields
+
+
+def _stopped_pull(hubenv: HubEnv) -> None:
+    """Serve test/Cut-GGUF (Q8_0 of 4 MiB, Q4_0) and stop a pull of its Q8_0 part way: a part of it is kept."""
+    hubenv.server.add_repo("test/Cut-GGUF", {"cut-Q8_0.gguf": make_gguf_bytes("cut", 4 * 2**20),
+                                             "cut-Q4_0.gguf": make_gguf_bytes("small")})
+    hubenv.server.abort_after[("test/Cut-GGUF", "cut-Q8_0.gguf")] = 2_500_000  # past a piece of 1 MiB
+    hubenv.server.down_after_abort = True  # huggingface_hub's own retry fails too: the part is kept
+    with pytest.raises(HubError):
+        hub.download_model("test/Cut-GGUF", quant="Q8_0", filename=None, quiet=True)
+    hubenv.server.down = False
+    assert hubenv.incomplete_files(), "a part is kept"
+
+
+def test_models_show_json_of_a_quant_a_stopped_pull_kept_part_of_gives_the_part(hubenv: HubEnv) -> None:
+    """`models show --json` of a quant a stopped pull kept a part of has `partial` (bytes kept, size, the pull that
+    resumes it), as `models list --json` has it, where the text said how much was kept and the record had no key for
+    it; by ORG/REPO:QUANT or an entry's name, online and offline; a quant with no part has it null, in every record."""
+    _stopped_pull(hubenv)
+    user_registry(hubenv.localgen_home, '[models.cut]\nrepo = "test/Cut-GGUF"\nquant = "Q8_0"\n')
+    listed = {row["name"]: row for row in json.loads(run_cli(hubenv.env, "models", "--json").stdout)}
+    part = {"kept_bytes": 2 * 2**20, "size": 4 * 2**20, "running": False, "resume": "localgen pull cut",
+            "paths": listed["cut"]["partial"]["paths"]}
+    assert listed["cut"]["partial"] == part, listed
+    offline = {**hubenv.env, "LOCALGEN_OFFLINE": "1"}
+    for env, typed in ((hubenv.env, "test/Cut-GGUF:Q8_0"), (hubenv.env, "cut"), (offline, "cut")):
+        record = json.loads(run_cli(env, "models", "show", typed, "--json").stdout)
+        resume = f"localgen pull {typed}"
+        assert (record["downloaded"], record["partial"]) == (False, {**part, "resume": resume}), (typed, record)
+    fields = _fields(run_cli(offline, "models", "show", "cut").stdout)
+    assert fields["downloaded"] == ("no (a pull stopped part way: 2.0 MiB of 4.0 MiB are kept; `localgen pull cut` "
+                                    "resumes it)"), fields
+    assert run_cli(hubenv.env, "pull", "test/Cut-GGUF:Q4_0").returncode == 0
+    for typed in ("test/Cut-GGUF:Q4_0", "test/Cut-GGUF", "smollm2-135m"):
+        record = json.loads(run_cli(hubenv.env, "models", "show", typed, "--json").stdout)
+        assert "partial" in record and record["partial"] is None, record
