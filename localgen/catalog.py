@@ -385,3 +385,17 @@ def display_names(registry: Registry, repo: str, quant: str | None, filename: st
     if tag is None:
         return [f"{repo}/{filename}"]
     return [next((f"{spec.name}:{tag}" for spec in specs if spec.file is None), f"{repo}:{tag}")]
+
+
+def entry_models(registry: Registry, entries: tuple[Path, ...]) -> tuple[str, ...]:
+    """The models of these snapshot entries (snapshots/COMMIT/FILE of a repo folder of the cache), by the names `models
+    list` gives them; a place that is no entry (another repo's folder that could not be read) is passed over."""
+    names = []
+    for entry in entries:
+        snapshots = next((folder for folder in entry.parents if folder.name == "snapshots"), None)
+        if snapshots is None or entry.parent == snapshots:
+            continue
+        filename = entry.relative_to(snapshots).as_posix().split("/", 1)[1]
+        repo = hub_cache.repo_named(snapshots.parent.name)
+        names.append(display_name(registry, repo, quant_of(filename), filename))
+    return tuple(dict.fromkeys(names))

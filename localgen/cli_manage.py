@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from localgen.catalog import CachedModel, ListedModel
     from localgen.default_model import DefaultRow
-    from localgen.model_removal import Removals, RemovedModel
+    from localgen.model_removal import RemovedModel
     from localgen.partial_downloads import PartialDownload
     from localgen.registry import Registry
 
@@ -372,6 +372,7 @@ def models_rm(
 ) -> None:
     """Remove downloaded models' files (never files another cached model still uses)."""
     from localgen import console
+    from localgen.cli_model_rm import asked_of, removals_around, removed_line
     from localgen.default_model import default_gone_note, default_here
     from localgen.model_removal import remove_model
     from localgen.partial_downloads import parts_left_note
@@ -389,50 +390,16 @@ def models_rm(
                 exc.message = f"{exc.message}; nothing removed"
             raise
         plans.setdefault(plan.entries or plan.paths, (reference, plan))
-    ordered = [(reference, _removals(list(plans.values()), index)) for index, (reference, _) in
+    ordered = [(reference, removals_around(list(plans.values()), index)) for index, (reference, _) in
                enumerate(plans.values())]
     shares = [remove_model(registry, reference, dry_run=True, others=others) for reference, others in ordered]
-    listed = ", ".join(f"{plan.described} ({binary_size(plan.bytes_freed)}){_its_states(plan)}" for plan in shares)
+    listed = ", ".join(map(asked_of, shares))
     if not confirmed("remove", listed, yes=yes, declined="nothing removed"):
         return
     for reference, others in ordered:
-        console.say(_removed_line(removed := remove_model(registry, reference, others=others)))
+        console.say(removed_line(removed := remove_model(registry, reference, others=others)))
         typed = registry.reference(reference)  # ORG/REPO alone: what is left of the repo's other quants is said
         if typed.kind == "repo" and typed.quant is None and (note := parts_left_note(registry, removed.repo)):
             console.say(note)
     if default_before is not None and default_here(registry, whatever_pin=True) is None:  # the default was removed
         console.say(default_gone_note(registry))
-
-
-def _removals(plans: list[tuple[str, RemovedModel]], index: int) -> Removals:
-    """What the models removed before and after the one at index take (from their dry runs)."""
-    from localgen.model_removal import Removals
-
-    gone = frozenset(path for _, plan in plans[:index] for path in plan.paths)
-    later = tuple((entry, plan.described) for _, plan in plans[index + 1:] for entry in plan.entries)
-    return Removals(gone=gone, later=later)
-
-
-def _removed_line(removed: RemovedModel) -> str:
-    """What `models rm` says of a model it removed: the space freed, the data it kept for others, and the files of
-    the user's outside the cache it kept (only its links to them went), and their links to the data it deleted."""
-    kept, later = removed.kept_shared, removed.shared_later
-    line = f"localgen: removed {removed.described}: freed {binary_size(removed.bytes_freed)}{_its_states(removed)}"
-    if pids := [str(pid) for pid in removed.loaded_by]:  # its data stays on disk (and in use) until they end
-        line += (f" once process {pids[0]} ends (it has the model loaded, and runs on until then)" if len(pids) == 1
-                 else f" once processes {alternatives(pids, 'and')} end (they have the model loaded, and run on until "
-                      "then)")
-    if later:
-        line += f" (the data it shares with {' and '.join(later)} goes with {'them' if len(later) > 1 else 'it'})"
-    line += f", kept {counted(len(kept), 'file')} another model uses" if kept else ""
-    line += "".join(f", kept {mine} (outside the Hugging Face cache: only the link to it was removed)"
-                    for mine in removed.kept_outside)
-    return line + "".join(f", kept {link} (a link of yours to the model's file, which is deleted: it leads nowhere now)"
-                          for link in removed.links_left)
-
-
-def _its_states(removed: RemovedModel) -> str:
-    """' and its 3 prompt cache entries (12.0 MiB)': the entries removing a model deletes with its file ('': none)."""
-    from localgen.promptcache_models import their_states
-
-    return their_states(removed.prompt_states, removed.prompt_states_bytes)

@@ -26,6 +26,7 @@ from localgen.catalog import (
     bundled_use,
     display_name,
     display_names,
+    entry_models,
     forget_model_file,
     hub_groups,
 )
@@ -70,6 +71,8 @@ class RemovedModel:
     kept_outside: tuple[Path, ...] = ()  # files of the user's outside the cache its entries linked to: only links go
     links_left: tuple[Path, ...] = ()  # links of the user's its entries led through to the data it deleted: left
     loaded_by: tuple[int, ...] = ()  # the processes that had its data loaded as it was deleted: it is freed as they end
+    sharers: tuple[Path, ...] = ()  # the snapshot entries of other models that lead to the data it keeps
+    kept_for: tuple[str, ...] = ()  # the models those entries are, by name
 
     @property
     def described(self) -> str:
@@ -141,7 +144,8 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
         removed = _remove_files(name, files, dry_run=dry_run, others=others)  # planned, as deleted, under the locks
     if not dry_run:
         _prune(hub_cache.hub_cache_dir() / hub_cache.repo_folder(files[0].repo))
-    return replace(removed, also_named=tuple(other for other in names if other != name))
+    return replace(removed, also_named=tuple(other for other in names if other != name),
+                   kept_for=tuple(other for other in entry_models(registry, removed.sharers) if other not in names))
 
 
 def _refuse_gone(name: str, files: list[hub_cache.CachedHubFile]) -> None:
@@ -287,7 +291,7 @@ def _remove_files(name: str, files: list[hub_cache.CachedHubFile], *, dry_run: b
                         entries=tuple(plan.entries), shared_later=tuple(dict.fromkeys(plan.shared_later)),
                         prompt_states=len(states), prompt_states_bytes=sum(entry.size for entry in states),
                         kept_outside=tuple(dict.fromkeys(plan.outside)), links_left=tuple(dict.fromkeys(plan.links)),
-                        loaded_by=loaded)
+                        loaded_by=loaded, sharers=tuple(dict.fromkeys(plan.sharers)))
 
 
 def _forget_states(data_keys: dict[str, Path]) -> list[CacheEntry]:
@@ -309,6 +313,7 @@ class _Plan:
     outside: list[Path] = field(default_factory=list)
     links: list[Path] = field(default_factory=list)
     shared_later: list[str] = field(default_factory=list)
+    sharers: list[Path] = field(default_factory=list)
     freed: int = 0
 
 
@@ -336,6 +341,7 @@ def _removal_plan(repo_dir: Path, files: list[hub_cache.CachedHubFile], removals
                 plan.shared_later += [name for other, name in removals.later if other in sharing]  # in order
             elif sharing:
                 plan.kept.append(Path(os.path.realpath(blob)))
+                plan.sharers += sorted(other for other in sharing if other not in later)  # those that stay
             else:
                 chain += data_behind(entry)
                 linked = linked_file(entry, own)

@@ -234,7 +234,8 @@ def test_models_rm_of_two_models_that_share_a_blob_counts_it_once_with_the_last(
     for quant in ("Q8_0", "F16", "Q4_0"):
         pull(REPO, quant)
     asked = run_localgen("models", "rm", f"{REPO}:Q8_0", f"{REPO}:F16", env=hubenv.env)  # no terminal, no --yes
-    assert asked.returncode == 2 and f"{REPO}:Q8_0 (0 B), {REPO}:F16 (0 B)" in asked.err, "Q4_0 keeps the data"
+    kept = f"0 B; its 78.1 KiB are shared with {REPO}:Q4_0 and stay"  # Q4_0 keeps the data
+    assert asked.returncode == 2 and f"{REPO}:Q8_0 ({kept}), {REPO}:F16 ({kept})" in asked.err, asked.err
     removed = run_localgen("models", "rm", f"{REPO}:Q8_0", f"{REPO}:F16", "-y", env=hubenv.env)
     assert removed.returncode == 0, removed.err
     assert removed.err.splitlines() == [

@@ -103,7 +103,8 @@ def test_models_rm_of_a_model_linked_through_a_link_of_one_s_own_to_its_blob_fre
         hub.download_model(REPO, quant="Q4_K_M", filename=None, quiet=True)
     blob, mine = _pulled_through_a_link_of_yours(hubenv)
     asked = run_localgen("models", "rm", f"{REPO}:Q8_0", env=hubenv.env)  # no terminal, no --yes: says what it would
-    assert asked.returncode == 2 and f"{REPO}:Q8_0 ({'0 B' if shared else '64.0 KiB'})" in asked.err, asked.err
+    said = f"0 B; its 64.0 KiB are shared with {REPO}:Q4_K_M and stay" if shared else "64.0 KiB"
+    assert asked.returncode == 2 and f"{REPO}:Q8_0 ({said})" in asked.err, asked.err
     removed = run_localgen("models", "rm", "-y", f"{REPO}:Q8_0", env=hubenv.env)
     assert removed.returncode == 0, removed.err
     if shared:

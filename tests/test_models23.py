@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 
+import pexpect
 import pytest
 from hub_server import HubEnv, make_gguf_bytes, run_cli
 
 from localgen import hub
 from localgen.errors import HubError
-from tests.conftest import bundled_model_file, user_registry
+from tests.conftest import bundled_model_file, spawn_localgen, user_registry
 
 SMOL_REPO = "test/Smol-GGUF"
 MINE = f'[models.mine]\nrepo = "{SMOL_REPO}"\nquant = "Q8_0"\ndescription = "my pick"\ncontext = 16384\n'
@@ -128,3 +129,24 @@ def test_models_show_json_of_a_quant_a_stopped_pull_kept_part_of_gives_the_part(
     for typed in ("test/Cut-GGUF:Q4_0", "test/Cut-GGUF", "smollm2-135m"):
         record = json.loads(run_cli(hubenv.env, "models", "show", typed, "--json").stdout)
         assert "partial" in record and record["partial"] is None, record
+
+
+def test_models_rm_of_a_model_whose_file_another_shares_says_the_bytes_stay_with_it(hubenv: HubEnv) -> None:
+    """`models rm` of a model whose file another model's is (the same bytes, one blob) asks, on a terminal, naming the
+    other model and that the bytes shared with it stay, where it asked `remove X (0 B)?` saying nothing of why; a no
+    keeps both, and off a terminal the refusal names them too."""
+    _serve_smol(hubenv)
+    for quant in ("Q4_1", "Q8_0"):
+        assert run_cli(hubenv.env, "pull", f"{SMOL_REPO}:{quant}").returncode == 0
+    question = (f"remove {SMOL_REPO}:Q4_1 (0 B; its 93.8 MiB are shared with {SMOL_REPO}:Q8_0 and stay)?")
+    child = spawn_localgen("models", "rm", f"{SMOL_REPO}:Q4_1", env=hubenv.env, encoding="utf-8", timeout=30,
+                           dimensions=(24, 200))
+    child.expect_exact(f"{question} [y/N] ")
+    child.sendline("n")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0 and "localgen: nothing removed" in child.before, child.before
+    piped = run_cli(hubenv.env, "models", "rm", f"{SMOL_REPO}:Q4_1")
+    assert piped.returncode == 2 and piped.stderr.startswith(f"localgen: error: removing {question[7:-1]} needs "
+                                                             "confirmation"), piped.stderr
+    assert len(hubenv.snapshot_files(SMOL_REPO)) == 2, "both kept"
