@@ -36,7 +36,7 @@ def pull_models(references: list[str], *, force: bool, options: list[str], quiet
                 exc.message = f"{exc.message}; nothing pulled"
             raise
     failed: list[tuple[str, int]] = []
-    for reference in references:
+    for index, reference in enumerate(references):
         try:
             with stderr_quieted(quiet) as warn:
                 path = pull_model(reference, force=force, note=warnings_only(warn) if quiet else say_note)
@@ -44,6 +44,10 @@ def pull_models(references: list[str], *, force: bool, options: list[str], quiet
             console.error(exc.message, exc.hint)
             failed.append((reference, exc.exit_code))
             continue
+        except KeyboardInterrupt:
+            if len(references) > 1 and not quiet:
+                _say_interrupted(len(references), [r for r, _ in failed] + references[index:], options)
+            raise
         print(path, flush=True)
     if len(references) > 1 and not quiet:
         console.say(pulled_line(len(references), [reference for reference, _ in failed]))
@@ -66,6 +70,17 @@ def pulled_line(asked: int, failed: list[str]) -> str:
         return f"localgen: pulled all {asked} models"
     return (f"localgen: pulled {asked - len(failed)} of {counted(asked, 'model')}; not {alternatives(failed, 'and')} "
             "(see above)")
+
+
+def _say_interrupted(asked: int, left: list[str], options: list[str]) -> None:
+    """After a Ctrl-C in a pull of several (the ^C line ended first): how many were pulled, which were not (left: those
+    that failed, the one stopped and those after it), and the pull that pulls them."""
+    from localgen import line_ends
+
+    line_ends.end_interrupted_line()
+    them = "it" if len(left) == 1 else "them"
+    console.say(f"localgen: interrupted: pulled {asked - len(left)} of {counted(asked, 'model')}; not "
+                f"{alternatives(left, 'and')} (`{shlex.join(['localgen', 'pull', *left, *options])}` pulls {them})")
 
 
 def check_file_arguments(references: list[str], options: list[str]) -> None:

@@ -4,6 +4,7 @@ file another shares, and what a pull of several stopped by Ctrl-C left unpulled.
 
 from __future__ import annotations
 
+import io
 import json
 
 import pexpect
@@ -150,3 +151,29 @@ def test_models_rm_of_a_model_whose_file_another_shares_says_the_bytes_stay_with
     assert piped.returncode == 2 and piped.stderr.startswith(f"localgen: error: removing {question[7:-1]} needs "
                                                              "confirmation"), piped.stderr
     assert len(hubenv.snapshot_files(SMOL_REPO)) == 2, "both kept"
+
+
+def test_a_pull_of_several_stopped_by_ctrl_c_names_those_not_pulled_and_their_pull(hubenv: HubEnv) -> None:
+    """Ctrl-C in `localgen pull A B C` on a terminal, as A is pulled and B downloads, ends with a line naming B and C,
+    not pulled, and the one pull that pulls them (what B's download received kept for it to resume), exit 130, where
+    it ended with nothing said of them."""
+    import pyte
+
+    hubenv.server.add_repo("test/A-GGUF", {"a-Q4_0.gguf": make_gguf_bytes("a")})
+    hubenv.server.add_repo("test/B-GGUF", {"b-Q4_0.gguf": make_gguf_bytes("b", 8 * 2**20)})
+    hubenv.server.add_repo("test/C-GGUF", {"c-Q4_0.gguf": make_gguf_bytes("c")})
+    hubenv.server.bytes_per_s = 2 * 2**20  # B takes 4 s
+    child = spawn_localgen("pull", "test/A-GGUF", "test/B-GGUF", "test/C-GGUF", env=hubenv.env, encoding="utf-8",
+                           timeout=30, dimensions=(24, 200))
+    child.logfile_read = seen = io.StringIO()
+    child.expect_exact("downloading test/B-GGUF/b-Q4_0.gguf")
+    child.expect_exact("b-Q4_0.gguf")  # its bar
+    child.sendintr()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130, seen.getvalue()
+    screen = pyte.Screen(200, 24)
+    pyte.Stream(screen).feed(seen.getvalue())
+    lines = [line.rstrip() for line in screen.display if line.strip()]
+    assert lines[-1] == ("localgen: interrupted: pulled 1 of 3 models; not test/B-GGUF and test/C-GGUF (`localgen "
+                         "pull test/B-GGUF test/C-GGUF` pulls them)"), lines
