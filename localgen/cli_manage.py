@@ -244,7 +244,7 @@ def models_show(
     its header); without REF, the default model."""
     from localgen import console
     from localgen.cli_model_entry import show_entry
-    from localgen.cli_model_fields import entry_fields, entry_json
+    from localgen.cli_model_fields import entry_fields, entry_json, template_field, template_in_use
     from localgen.cli_model_hub import HubView, count_text, hub_view, parameters_text, print_template, show_hub_view
     from localgen.cli_model_hub_quant import HubModelView
     from localgen.fit import plan_here
@@ -284,10 +284,10 @@ def models_show(
     shards, missing = present_shards(resolved.path)
     with named_as_typed(reference):  # every shard checked where all are here, as a run checks them
         info = read_gguf(resolved.path) if missing else validate_split(resolved.path)[0]
-    if template:
-        print_template(resolved.display_name, info.chat_template)
-        return
     spec = resolved.spec
+    if template:
+        print_template(resolved.display_name, template_in_use(spec, info.chat_template))
+        return
     license_ = (spec.license if spec else None) or str(info.metadata.get("general.license", "unknown"))
     sha = recorded_sha256(resolved.path)
     expected = len(shards) + len(missing)
@@ -300,7 +300,7 @@ def models_show(
         console.print_json({
             "name": resolved.display_name, "architecture": info.architecture, "parameters": parameters,
             "quant": info.quant, "context_length": info.context_length, "layers": info.block_count,
-            "embedding_size": info.embedding_length, "chat_template": bool(info.chat_template),
+            "embedding_size": info.embedding_length, "chat_template": bool(template_in_use(spec, info.chat_template)),
             "license": license_, "size": size, "shards": expected,
             "missing_shards": len(missing), "sha256": sha, "source": source,
             "verified": sha is not None and source == resolved.shown_source,  # no "hub (unverified)" copy
@@ -315,7 +315,7 @@ def models_show(
         ("quant", info.quant or "unknown"),
         ("context length", count_text(info.context_length)), ("layers", count_text(info.block_count)),
         ("embedding size", count_text(info.embedding_length)),
-        ("chat template", "yes (--template prints it)" if info.chat_template else "no (plain completion)"),
+        ("chat template", template_field(spec, info.chat_template)),
         ("license", license_), ("file size", f"{binary_size(size)} ({size:,} bytes"
                                               + (f", {count})" if expected > 1 else ")")),
         ("sha256" if expected == 1 else "sha256 (first shard)", sha or "not verified yet"),

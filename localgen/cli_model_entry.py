@@ -24,10 +24,14 @@ def show_entry(text: str, entry: UndownloadedEntry, not_here: ModelNotFoundError
     missing, said on stderr (--template fails: not_here, the error of a model not downloaded, says why)."""
     from localgen import console
     from localgen.cli_model_fields import show_undownloaded
+    from localgen.cli_model_hub import print_template
     from localgen.cli_model_hub_quant import HubModelView, show_hub_model
     from localgen.config import settings
 
     spec, quant, pin, lacking = entry
+    if template and spec.template is not None:  # the entry's own, which runs use: known without the Hub
+        print_template(spec.name, spec.template)
+        return
     found = _entry_view(text, spec, quant, pin) if lacking is None else None
     if isinstance(found, HubModelView):
         show_hub_model(found, template=template, json_output=json_output)

@@ -26,7 +26,8 @@ def show_undownloaded(reference: str, spec: ModelSpec, quant: str, pin: Pin | No
     if json_output:
         console.print_json({
             "name": spec.name, "architecture": None, "parameters": None, "quant": quant or None,
-            **dict.fromkeys(("context_length", "layers", "embedding_size", "chat_template")), "license": spec.license,
+            **dict.fromkeys(("context_length", "layers", "embedding_size")),
+            "chat_template": True if spec.template is not None else None, "license": spec.license,
             "size": size, **dict.fromkeys(("shards", "missing_shards")), "sha256": sha,
             "source": None, "verified": False, **dict.fromkeys(("path", "fits", "plan", "problem")),
             "downloaded": False, "partial": partial_json(part, reference), "entry": entry_json(spec)},
@@ -34,11 +35,24 @@ def show_undownloaded(reference: str, spec: ModelSpec, quant: str, pin: Pin | No
         return
     console.print_fields([
         ("name", spec.name), *entry_fields(spec), ("quant", quant or "unknown"),
+        *([("chat template", template_field(spec, None))] if spec.template is not None else []),
         *([("license", spec.license)] if spec.license else []),
         *([("file size", f"{binary_size(size)} ({size:,} bytes)")] if size else []),
         *([("sha256", sha)] if sha else []),
         ("downloaded", f"no ({lacking})" if lacking else not_downloaded(reference, part)),
     ])
+
+
+def template_in_use(spec: ModelSpec | None, header: str | None) -> str | None:
+    """The chat template a run uses: a models.toml entry's, in place of the model's own (header's), else that."""
+    return spec.template if spec is not None and spec.template is not None else header
+
+
+def template_field(spec: ModelSpec | None, header: str | None) -> str:
+    """The `chat template` field: whether a run has one, and whose it is where an entry's stands in for the model's."""
+    if spec is not None and spec.template is not None:
+        return "yes, the entry's, in place of the model's (--template prints it)"
+    return "yes (--template prints it)" if header else "no (plain completion)"
 
 
 def entry_fields(spec: ModelSpec, maximum: int | None = None) -> list[tuple[str, str]]:
@@ -65,6 +79,7 @@ def entry_fields(spec: ModelSpec, maximum: int | None = None) -> list[tuple[str,
 def entry_json(spec: ModelSpec) -> dict[str, object]:
     """A models.toml entry as `models show --json` gives it."""
     return {"name": spec.name, "repo": spec.repo or None, "quant": spec.quant or None,
-            "path": str(spec.path) if spec.path else None, "context": spec.context, "license": spec.license,
+            "path": str(spec.path) if spec.path else None, "context": spec.context, "template": spec.template,
+            "license": spec.license,
             "description": spec.description, "system": spec.system, "settings": dict(spec.settings),
             "stop": None if spec.stop is None else list(spec.stop), "defined_in": spec.source}

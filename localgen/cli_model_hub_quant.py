@@ -152,11 +152,14 @@ def show_hub_model(view: HubModelView, *, template: bool = False, json_output: b
     """Print a Hub model not downloaded as `models show` prints a downloaded one (--json: the same keys, downloaded
     false; --template: the header's chat template)."""
     from localgen import console
-    from localgen.cli_model_fields import entry_fields, entry_json
-    from localgen.cli_model_hub import count_text, parameters_text, print_hub_template
+    from localgen.cli_model_fields import entry_fields, entry_json, template_field, template_in_use
+    from localgen.cli_model_hub import count_text, parameters_text, print_hub_template, print_template
     from localgen.partial_downloads import partial_json
 
     info, shape = view.header if view.header else (None, None)
+    if template and view.spec is not None and view.spec.template is not None:  # the entry's, whatever the header
+        print_template(view.name, view.spec.template)
+        return
     if template:
         print_hub_template(view.name, info, view.problem)
         return
@@ -164,13 +167,14 @@ def show_hub_model(view: HubModelView, *, template: bool = False, json_output: b
     license_ = (view.spec.license if view.spec else None) or (
         str(info.metadata.get("general.license", "unknown")) if info else None)
     quant = first.quant or (info.quant if info else None)
+    used = template_in_use(view.spec, info.chat_template if info else None)  # None: not known where info is None
     if json_output:
         console.print_json({
             "name": view.name, "architecture": shape.architecture if shape else None,
             "parameters": (shape.parameter_count or None) if shape else None, "quant": quant,
             "context_length": info.context_length if info else None, "layers": info.block_count if info else None,
             "embedding_size": info.embedding_length if info else None,
-            "chat_template": bool(info.chat_template) if info else None, "license": license_, "size": view.size,
+            "chat_template": bool(used) if info or used else None, "license": license_, "size": view.size,
             "shards": count, "missing_shards": None, "sha256": first.sha256, "source": None, "verified": False,
             "path": None, "fits": (view.plan.fits_in if view.plan else "no") if info else None,
             "plan": view.plan.to_dict() if view.plan else None, "problem": view.problem, "downloaded": False,
@@ -182,7 +186,7 @@ def show_hub_model(view: HubModelView, *, template: bool = False, json_output: b
         header = [("architecture", info.architecture), ("parameters", parameters_text(shape.parameter_count)),
                   ("quant", quant or "unknown"), ("context length", count_text(info.context_length)),
                   ("layers", count_text(info.block_count)), ("embedding size", count_text(info.embedding_length)),
-                  ("chat template", "yes (--template prints it)" if info.chat_template else "no (plain completion)"),
+                  ("chat template", template_field(view.spec, info.chat_template)),
                   ("license", license_ or "unknown")]
     shards = f", {count} shards" if count > 1 else ""
     plan = [] if info is None else [("load plan", f"{view.plan.describe()} (about "

@@ -177,3 +177,22 @@ def test_a_pull_of_several_stopped_by_ctrl_c_names_those_not_pulled_and_their_pu
     lines = [line.rstrip() for line in screen.display if line.strip()]
     assert lines[-1] == ("localgen: interrupted: pulled 1 of 3 models; not test/B-GGUF and test/C-GGUF (`localgen "
                          "pull test/B-GGUF test/C-GGUF` pulls them)"), lines
+
+
+def test_models_show_template_of_an_entry_with_its_own_template_prints_the_one_runs_use(hubenv: HubEnv) -> None:
+    """`models show --template` of a model whose models.toml entry gives a `template` prints that one, which runs
+    use in place of the model's, and its `chat template` field says so (--json: the entry's `template`), where it
+    printed the GGUF header's, which no run uses; an entry not downloaded prints it offline too."""
+    own = "{% for m in messages %}{{ m.content }}{% endfor %}"
+    user_registry(hubenv.localgen_home, f'[models.smollm2-135m]\ntemplate = "{own}"\n'
+                                        f'[models.far]\nrepo = "test/Far-GGUF"\nquant = "Q4_0"\ntemplate = "{own}"\n')
+    offline = {**hubenv.env, "LOCALGEN_OFFLINE": "1"}
+    for typed in ("smollm2-135m", "far"):
+        shown = run_cli(offline, "models", "show", typed, "--template")
+        assert shown.returncode == 0 and shown.stdout == own + "\n", shown
+    prompt = run_cli(offline, "run", "--print-prompt", "hi there")
+    assert prompt.returncode == 0 and prompt.stdout == "hi there", "the template a run uses"
+    fields = _fields(run_cli(offline, "models", "show", "smollm2-135m").stdout)
+    assert fields["chat template"] == "yes, the entry's, in place of the model's (--template prints it)", fields
+    record = json.loads(run_cli(offline, "models", "show", "smollm2-135m", "--json").stdout)
+    assert (record["chat_template"], record["entry"]["template"]) == (True, own), record

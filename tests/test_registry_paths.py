@@ -306,7 +306,8 @@ def test_models_show_gives_the_entry_s_facts_with_the_file_s(own: Path) -> None:
     facts = json.loads(localgen(own, "models", "show", "mine", "--json").out)
     assert facts["entry"] == {"name": "mine", "repo": None, "quant": None,
                               "path": str(own.parent / "models" / "mine.Q4_1.gguf"), "context": 2048,
-                              "license": None, "description": "my own copy", "system": "Answer in French.",
+                              "template": None, "license": None, "description": "my own copy",
+                              "system": "Answer in French.",
                               "settings": {"temperature": 0, "max_tokens": 6}, "stop": None,
                               "defined_in": str(own / "config" / "models.toml")}
 
