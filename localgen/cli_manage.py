@@ -246,12 +246,13 @@ def models_show(
     from localgen.cli_model_entry import show_entry
     from localgen.cli_model_fields import entry_fields, entry_json, template_field, template_in_use
     from localgen.cli_model_hub import HubView, count_text, hub_view, parameters_text, print_template, show_hub_view
-    from localgen.cli_model_hub_quant import HubModelView
+    from localgen.cli_model_hub_quant import HubModelView, kept_part_of, not_downloaded
     from localgen.fit import plan_here
     from localgen.gguf_reader import read_gguf
     from localgen.gguf_split import parameter_count, present_shards, validate_split
     from localgen.hub_lack import refuse_lacking
     from localgen.model_file_errors import named_as_typed
+    from localgen.partial_downloads import partial_json
     from localgen.quant_choice import resolve_downloaded
     from localgen.registry import load_registry
     from localgen.resolve import undownloaded_entry, unverified_copy
@@ -295,17 +296,19 @@ def models_show(
     count = f"{len(shards)} shards" if not missing else f"{len(shards)} of {expected} shards"
     parameters = parameter_count(info, resolved.path)
     plan, problem = plan_here(resolved.path, default_ctx=resolved.context)
+    part = kept_part_of(resolved.path) if missing else None  # shards a stopped pull kept a part of
     if json_output:
         source = resolved.shown_source.partition(" (")[0]  # "hub", as models list --json: verified says the rest
         console.print_json({
-            "name": resolved.display_name, "architecture": info.architecture, "parameters": parameters,
+            "name": resolved.display_name, "architecture": info.architecture, "parameters": parameters or None,
             "quant": info.quant, "context_length": info.context_length, "layers": info.block_count,
             "embedding_size": info.embedding_length, "chat_template": bool(template_in_use(spec, info.chat_template)),
             "license": license_, "size": size, "shards": expected,
             "missing_shards": len(missing), "sha256": sha, "source": source,
             "verified": sha is not None and source == resolved.shown_source,  # no "hub (unverified)" copy
             "path": str(resolved.path), "fits": plan.fits_in if plan else "no",  # as fit --json's options say it
-            "plan": plan.to_dict() if plan else None, "problem": problem, "downloaded": True, "partial": None,
+            "plan": plan.to_dict() if plan else None, "problem": problem, "downloaded": not missing,
+            "partial": partial_json(part, text),
             "entry": entry_json(spec) if spec else None}, indent=2)
         return
     console.print_fields([
@@ -321,7 +324,7 @@ def models_show(
         ("sha256" if expected == 1 else "sha256 (first shard)", sha or "not verified yet"),
         ("source", resolved.shown_source), ("path", str(resolved.path)),
         ("load plan", f"{plan.describe()} (about {binary_size(plan.estimate.total_bytes)})" if plan else
-         f"does not fit: {problem}"),
+         f"does not fit: {problem}"), *([("downloaded", not_downloaded(text, part))] if missing else []),
     ])
 
 

@@ -14,6 +14,8 @@ from localgen.registry import hub_target
 from localgen.units import binary_size
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from localgen.estimate import ModelShape
     from localgen.fit import LoadPlan
     from localgen.gguf_info import GGUFInfo
@@ -146,6 +148,18 @@ def listed_part(repo: str, quant: str | None, filename: str | None) -> PartialDo
     except LocalgenError:
         return None
     return _kept_part(tuple(files))
+
+
+def kept_part_of(path: Path) -> PartialDownload | None:
+    """What a stopped pull kept of the model whose (first) file path is in the cache's snapshot, as localgen last
+    listed its repo (None: nothing, or path is no snapshot's)."""
+    from localgen import hub_cache
+
+    snapshots = next((folder for folder in path.parents if folder.name == "snapshots"), None)
+    if snapshots is None or path.parent == snapshots:
+        return None
+    filename = path.relative_to(snapshots).as_posix().split("/", 1)[1]
+    return listed_part(hub_cache.repo_named(snapshots.parent.name), None, filename)
 
 
 def show_hub_model(view: HubModelView, *, template: bool = False, json_output: bool) -> None:

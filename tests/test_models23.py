@@ -196,3 +196,27 @@ def test_models_show_template_of_an_entry_with_its_own_template_prints_the_one_r
     assert fields["chat template"] == "yes, the entry's, in place of the model's (--template prints it)", fields
     record = json.loads(run_cli(offline, "models", "show", "smollm2-135m", "--json").stdout)
     assert (record["chat_template"], record["entry"]["template"]) == (True, own), record
+
+
+def test_models_show_of_a_split_model_a_stopped_pull_kept_part_of_says_so_and_how_to_resume(hubenv: HubEnv) -> None:
+    """`models show` of a split model whose first shard came and whose second a stopped pull kept a part of says it is
+    not downloaded, how much is kept and the pull that resumes it, --json with `downloaded` false (as `models list
+    --all --json` has it), its `partial` and `parameters` null as the Hub's view gives an unknown count, where it said
+    nothing of the part and --json had `downloaded` true and `parameters` 0."""
+    hubenv.server.add_repo("test/Split-GGUF", {
+        f"split-Q4_0-0000{n}-of-00002.gguf": make_gguf_bytes(f"s{n}", 3 * 2**20, shard=(n, 2)) for n in (1, 2)})
+    hubenv.server.abort_after[("test/Split-GGUF", "split-Q4_0-00002-of-00002.gguf")] = 1_500_000
+    hubenv.server.down_after_abort = True
+    with pytest.raises(HubError):
+        hub.download_model("test/Split-GGUF", quant="Q4_0", filename=None, quiet=True)
+    hubenv.server.down = False
+    fields = _fields(run_cli(hubenv.env, "models", "show", "test/Split-GGUF:Q4_0").stdout)
+    assert fields["source"] == "hub (incomplete: 1 shard missing)", fields
+    assert fields["downloaded"] == ("no (a pull stopped part way: 4.0 MiB of 6.0 MiB are kept; `localgen pull "
+                                    "test/Split-GGUF:Q4_0` resumes it)"), fields
+    record = json.loads(run_cli(hubenv.env, "models", "show", "test/Split-GGUF:Q4_0", "--json").stdout)
+    assert (record["downloaded"], record["missing_shards"], record["parameters"]) == (False, 1, None), record
+    assert {key: record["partial"][key] for key in ("kept_bytes", "size", "resume")} == {
+        "kept_bytes": 4 * 2**20, "size": 6 * 2**20, "resume": "localgen pull test/Split-GGUF:Q4_0"}, record
+    listed = json.loads(run_cli(hubenv.env, "models", "list", "--all", "--json").stdout)
+    assert [row["downloaded"] for row in listed if row["name"] == "test/Split-GGUF:Q4_0"] == [False]
