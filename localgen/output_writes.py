@@ -6,6 +6,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import resource
 import select
 import signal
 import stat
@@ -272,12 +273,48 @@ def terminal_hung_up(exc: OSError, stream: TextIO) -> bool:
         return False
 
 
+_STDOUT_HINTS_DEFAULT = "free some space or send the output elsewhere"
 _STDOUT_HINTS = {errno.EFBIG: "the file it goes to has reached a size limit (`ulimit -f`, or the file system's: 4 GiB "
                               "on FAT32): send the output elsewhere",
                  errno.EBADF: "stdout is open for reading only (1< FILE): send the output to a file with > FILE"}
 
 
+def file_refusal(fd: int) -> LocalgenError | None:
+    """The error for a regular file fd goes to that no write can add to, found before anything is written: at the
+    process's file size limit (`ulimit -f`: every write past it fails), or on a file system with no block free for
+    it to grow into (the room a last block leaves, or space set aside for it, is written into, and not refused);
+    None where a write may go in, or where it cannot be told (a pipe, a terminal, a file system that gives no
+    counts)."""
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            return None
+        at = status.st_size if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND else os.lseek(fd, 0, os.SEEK_CUR)
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if limit != resource.RLIM_INFINITY and at >= limit:
+            return LocalgenError(f"cannot write to stdout: {os.strerror(errno.EFBIG)}: {_file_name(fd)} has reached "
+                                 f"the size limit on files this process writes ({limit:,} bytes)",
+                                 hint="raise it with `ulimit -f`, or send the output elsewhere")
+        space = os.fstatvfs(fd)
+    except (OSError, ValueError):
+        return None
+    free = space.f_bfree if os.geteuid() == 0 else space.f_bavail  # root may write into the blocks set aside for it
+    if not space.f_blocks or free or at < status.st_size or status.st_blocks * 512 > at:
+        return None
+    return LocalgenError(f"cannot write to stdout: {os.strerror(errno.ENOSPC)}: the file system of {_file_name(fd)} "
+                         "has no free space", hint=_STDOUT_HINTS_DEFAULT)
+
+
+def _file_name(fd: int) -> str:
+    """The path of the file fd is open on, as /proc gives it, else words for it."""
+    with contextlib.suppress(OSError):
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if path.startswith("/") and not path.endswith(" (deleted)"):
+            return path
+    return "the file stdout goes to"
+
+
 def stdout_error(exc: OSError) -> LocalgenError:
     """The error for output that cannot be written (a full disk, a size limit, an I/O error, stdout open to read)."""
-    hint = _STDOUT_HINTS.get(exc.errno or 0, "free some space or send the output elsewhere")
+    hint = _STDOUT_HINTS.get(exc.errno or 0, _STDOUT_HINTS_DEFAULT)
     return LocalgenError(f"cannot write to stdout: {os_reason(exc)}", hint=hint)

@@ -1,0 +1,77 @@
+"""run's output where it cannot go: a file on a full file system, or at the size limit on files (`ulimit -f`)."""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO_ROOT
+from tests.mount_namespace import run_mounted
+
+LONG = ["run", "--json", "-n", "300", "--temperature", "0", "Write a long story about a cat."]
+
+
+def _env(home: Path) -> dict[str, str]:
+    """A run's environment: its data in home, offline, keeping no last run (which a size limit would refuse too)."""
+    return {"LOCALGEN_HOME": str(home), "LOCALGEN_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT),
+            "LOCALGEN_NO_LAST_RUN": "1"}
+
+
+def _full_tmpfs(folder: Path, *, kept: str = "") -> str:
+    """The setup that mounts a small tmpfs on folder and fills it (after writing the file kept, of 100 bytes)."""
+    keep = f" && head -c 100 /dev/zero > {folder}/{kept}" if kept else ""
+    fill = f"(head -c 1M /dev/zero > {folder}/filler 2>/dev/null || true)"
+    return f"mount -t tmpfs -o size=64k none {folder}{keep} && {fill}"
+
+
+def test_a_run_into_a_file_on_a_full_file_system_is_refused_before_the_model_loads(tmp_path: Path) -> None:
+    """A --json answer, written whole, failed only once generated (300 tokens: 4.9 s, where the refusal takes 0.7)."""
+    full = tmp_path / "full"
+    full.mkdir()
+    result = run_mounted(_full_tmpfs(full), LONG, _env(tmp_path / "home"), stdout_to=f"> {full}/out.json")
+    assert result.returncode == 1
+    assert result.stderr == (f"localgen: error: cannot write to stdout: No space left on device: the file system of "
+                             f"{full}/out.json has no free space (hint: free some space or send the output "
+                             "elsewhere)\n"), result.stderr
+
+
+def test_a_file_whose_last_block_has_room_on_a_full_file_system_is_written(tmp_path: Path) -> None:
+    """The room a file's last block leaves takes a short answer: a full file system alone is no refusal."""
+    full = tmp_path / "full"
+    full.mkdir()
+    command = ["run", "--json", "-n", "3", "--temperature", "0", "Hi"]
+    result = run_mounted(_full_tmpfs(full, kept="log"), command, _env(tmp_path / "home"), stdout_to=f">> {full}/log")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+
+
+def _run_limited(home: Path, out: Path, limit: int, command: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run localgen appending to out, with `ulimit -f` set to limit bytes."""
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    with out.open("ab") as stdout:
+        return subprocess.run([sys.executable, "-m", "localgen", *command], stdout=stdout, stderr=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL, env={**os.environ, **_env(home)}, text=True, timeout=120,
+                              cwd=REPO_ROOT, preexec_fn=limited)
+
+
+def test_a_run_into_a_file_at_the_size_limit_is_refused_before_the_model_loads(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    out.write_bytes(b"x" * 1024)
+    result = _run_limited(tmp_path / "home", out, 1024, LONG)
+    assert result.returncode == 1
+    assert result.stderr == (f"localgen: error: cannot write to stdout: File too large: {out} has reached the size "
+                             "limit on files this process writes (1,024 bytes) (hint: raise it with `ulimit -f`, or "
+                             "send the output elsewhere)\n"), result.stderr
+    assert out.read_bytes() == b"x" * 1024
+
+
+def test_a_file_below_the_size_limit_is_written(tmp_path: Path) -> None:
+    out = tmp_path / "out.txt"
+    result = _run_limited(tmp_path / "home", out, 1 << 20, ["run", "-n", "3", "--temperature", "0", "Hi"])
+    assert result.returncode == 0, result.stderr
+    assert out.read_text().endswith("\n")
