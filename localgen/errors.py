@@ -115,11 +115,15 @@ class ContextOverflowError(LocalgenError):
     """A prompt that does not fit in the context window."""
 
 
-def beyond_the_model(tokens: int, maximum: int, made_of: str = "", *, at_least: bool = False) -> ContextOverflowError:
+def beyond_the_model(tokens: int, maximum: int, made_of: str = "", *, at_least: bool = False,
+                     kept: int = 1) -> ContextOverflowError:
     """The error for a prompt of tokens (at_least: counted by its size, part of it maybe unread, as of a pipe that
-    goes on) that the model's maximum context cannot hold with room for an answer (made_of: what it holds, 'with -f
-    a.txt and the prompt')."""
-    room = ", which leaves no room for an answer" if tokens <= maximum and not at_least else ""
+    goes on) that the model's maximum context cannot hold with room for an answer, kept tokens of it (a chat's), one
+    by default (made_of: what it holds, 'with -f a.txt and the prompt')."""
+    room = ""
+    if tokens <= maximum and not at_least:
+        room = ", which leaves no room for an answer" if tokens + 1 >= maximum or kept <= 1 else \
+            f", which leaves too little room for an answer ({kept:,} tokens are kept for it)"
     return ContextOverflowError(f"the prompt is too long for the model's maximum of {maximum:,} tokens: it takes "
                                 f"{'at least ' if at_least else ''}{tokens:,} tokens{f' {made_of}' if made_of else ''}"
                                 f"{room}", hint="shorten the input, or split it and ask about each part")

@@ -135,6 +135,10 @@ class ChatSession(SessionSettings, SessionThink, SessionFigures, ContextRoom):
         helps = ["split it and attach a part at a time"]
         if self.attachments:
             helps.append(fewer)
+        made_of = f"with {name}" + (" and the files attached already" if self.attachments else "")
+        beyond = self._beyond_the_model(tokens, counted=counted, made_of=made_of, hint="; ".join(helps))
+        if beyond is not None:
+            raise beyond
         larger = self._larger_context_help(tokens, counted=counted)
         raise ContextOverflowError(f"{name} is too long to attach: with it the next message needs "
                                    f"{'' if counted else 'at least '}{tokens:,} tokens but only {budget:,} are free "

@@ -12,7 +12,7 @@ from localgen.chat import Message
 from localgen.config import DEFAULT_BATCH_SIZE, DEFAULT_UBATCH_SIZE
 from localgen.conversation import MessageTooLongError, asks_for_no_system_prompt
 from localgen.conversation_names import typed
-from localgen.errors import ContextOverflowError, LocalgenError
+from localgen.errors import ContextOverflowError, LocalgenError, beyond_the_model
 from localgen.fit import fewest_tokens, text_bytes
 from localgen.params import CHAT_SETTINGS, setting_given
 from localgen.prompt_room import answer_room_warning
@@ -129,6 +129,16 @@ class ContextRoom:
             return f"{context}: {restart_command(self, needed, unsaveable=self.cannot_save())} ({now})"
         return f"a larger --ctx-size ({now})" if needed is None else f"--ctx-size {needed} or more ({now})"
 
+    def _beyond_the_model(self, tokens: int, *, counted: bool, made_of: str, hint: str) -> ContextOverflowError | None:
+        """run's refusal of a prompt beyond the model's maximum context (errors.beyond_the_model), in its words, with
+        the chat's hint, for a message of tokens (counted, or at least so many) that no context the model takes holds
+        with the room kept for an answer; None where a larger one may (the chat's own refusal then says which)."""
+        most = self.loaded.engine.n_ctx_train
+        if most <= 0 or self._budget_at(most) >= tokens:
+            return None
+        beyond = beyond_the_model(tokens, most, made_of, at_least=not counted, kept=most - self._budget_at(most))
+        return ContextOverflowError(beyond.message, hint=hint)
+
     def _system_room(self, text: str | None) -> tuple[str, int | None] | None:
         """Why the system prompt text (None: the chat template's own, where it has one) leaves no room for a message
         in this model's context, with the tokens it takes beside an empty message (None where its size alone rules
@@ -235,6 +245,9 @@ class ContextRoom:
             helps = ["shorten the message" + (" or the system prompt" if planned.system else "")]
             if self.attachments:
                 helps.append("/file none drops the attached files, which stay for the next message")
+            beyond = self._beyond_the_model(exc.tokens, counted=exc.counted, made_of=made_of, hint="; ".join(helps))
+            if beyond is not None:
+                raise beyond from None
             larger = self._larger_context_help(exc.tokens, counted=exc.counted)
             raise ContextOverflowError(exc.message, hint="; ".join([*helps, *([larger] if larger else [])])) from None
 

@@ -703,7 +703,7 @@ def test_a_message_too_long_even_alone_is_refused_with_what_helps_here(chat: Cha
         chat.ask("x " * 50_000)
     assert refused.value.hint == "shorten the message; a larger --ctx-size (up to 8,192 for this model; it is 512 now)"
     for too_long in ("1234567890" * 900, "x " * 700_000):  # 9,000 tokens (a digit each), or at least 8,642 by size
-        with pytest.raises(ContextOverflowError, match="tokens but only 504") as refused:
+        with pytest.raises(ContextOverflowError, match="too long for the model's maximum of 8,192 tokens") as refused:
             chat.ask(too_long)
         assert refused.value.hint == "shorten the message", "not even the model's largest context (8,184 free) holds it"
     chat.attachments.append("a file")
@@ -932,8 +932,8 @@ def test_file_refuses_a_long_file_by_its_first_lines_without_counting_it_all(
         raise AssertionError("rendered and tokenized a file whose first lines cannot fit")
 
     monkeypatch.setattr(chat, "_prompt", never)
-    with pytest.raises(ContextOverflowError, match=r"noise.txt is too long to attach: with it the next message needs "
-                                                   r"at least [\d,]+ tokens but only 504 are free in the context"):
+    with pytest.raises(ContextOverflowError, match=r"the prompt is too long for the model's maximum of 8,192 tokens: "
+                                                   r"it takes at least [\d,]+ tokens with \S+noise.txt$"):
         file_command(_file_state(chat), str(tmp_path / "noise.txt"))
     assert not chat.attachments
 
