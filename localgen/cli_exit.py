@@ -45,6 +45,10 @@ _frees_left_to_exit: list[Callable[[], None]] | None = None  # None: each free i
 
 def silence_stdout() -> None:
     """Point stdout at /dev/null so the interpreter's final flush cannot fail on a closed pipe."""
+    from localgen.stdout_reader import note_stdout_silenced
+
+    if sys.stdout.fileno() == 1:
+        note_stdout_silenced()
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)

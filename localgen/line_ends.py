@@ -35,14 +35,17 @@ def end_interrupted_line() -> None:
 def _shell_ends_the_line() -> bool:
     """Whether a Ctrl-C killed stdout's reader or stdin's writer too, waited for a moment (`localgen run ... | cat`,
     `sleep 100 | localgen run x`): the shell then ends the line its ^C is on, as it does for `sleep 100` alone. Not
-    where the run has children: a process substitution (`> >(cat)`, `< <(sleep 100)`) runs as one, no part of the
-    shell's job, whose death ends no line of the shell's."""
+    where that one is a process substitution's (`> >(cat)`, `< <(sleep 100)`), a child of the run, no part of the
+    shell's job, whose death ends no line of the shell's; another substitution (`-f <(sleep 100)`) that died of it
+    too changes nothing."""
     from localgen.stdin_writer import writer_went_with_the_interrupt
-    from localgen.stdout_reader import await_the_reader_dying, has_children
+    from localgen.stdout_reader import await_the_reader_dying, substitution_pipe
 
     await_the_reader_dying(sys.stdout)
-    return in_a_job_of_its_own() and (reader_went_with_the_interrupt() or writer_went_with_the_interrupt()) \
-        and not has_children()
+    if not in_a_job_of_its_own():
+        return False
+    return (reader_went_with_the_interrupt() and not substitution_pipe(1)) \
+        or (writer_went_with_the_interrupt() and not substitution_pipe(0))
 
 
 def in_a_job_of_its_own() -> bool:

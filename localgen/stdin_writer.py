@@ -17,10 +17,20 @@ _waited_on = False  # stdin, a pipe, is being read and its end has not come: its
 
 
 def note_reading(fd: int) -> None:
-    """Note that fd is read from, where it is stdin and a pipe: its writer is there until its end is read."""
+    """Note that fd is read from, where it is stdin and a pipe: its writer is there until its end is read; or where
+    it is another pipe read first (`sleep 100 | localgen run -f <(sleep 100) x`) and stdin is a pipe whose writer is
+    there as that read starts (one that ends its output before a Ctrl-C, the run still reading the other, is taken
+    for one that died of it)."""
     global _waited_on
     with contextlib.suppress(OSError):
-        _waited_on = _waited_on or (fd == 0 and stat.S_ISFIFO(os.fstat(fd).st_mode))
+        if _waited_on or not stat.S_ISFIFO(os.fstat(0).st_mode):
+            return
+        if fd == 0:
+            _waited_on = True
+        elif stat.S_ISFIFO(os.fstat(fd).st_mode):
+            hung_up = select.poll()
+            hung_up.register(0, 0)  # POLLHUP: every writer has closed it
+            _waited_on = not hung_up.poll(0)
 
 
 def note_end_read(fd: int) -> None:

@@ -29,6 +29,7 @@ from localgen.signals import (
 
 READER_DYING_S = 0.1  # how long after a Ctrl-C the run's end waits for a pipe's reader to die of it too (cat: ms)
 _PEER_GONE = {errno.EPIPE, errno.ECONNRESET}  # a socket's errors that say its reader closed it, or reset it
+_silenced_stdout: os.stat_result | None = None  # stdout's file before silence_stdout pointed it at /dev/null
 
 
 class ReaderWatch:
@@ -96,21 +97,31 @@ def reader_shows_on_a_terminal(stream: TextIO) -> bool:
     return False
 
 
-def has_children() -> bool:
-    """Whether this process has a child alive, or one a signal ended (a zombie yet: what a process substitution runs,
-    `< <(sleep 100)`, `> >(cat)`, dead of the Ctrl-C too), not one that exited (`-f <(echo notes)`, long done);
-    False where /proc cannot tell."""
-    me = str(os.getpid())
-    with contextlib.suppress(OSError):
-        return any(_neighbour_child(fields) for entry in os.scandir("/proc") if entry.name.isdigit()
-                   and (fields := _status_fields(entry.name)) is not None and fields[1] == me)
+def substitution_pipe(fd: int) -> bool:
+    """Whether fd (stdout as it was before silence_stdout pointed it at /dev/null) is a pipe the shell made for a
+    process substitution (`> >(cat)`, `< <(sleep 100)`), whose other end a child of this process holds, no part of
+    the shell's job: bash leaves the descriptor it named (/dev/fd/63) open beside fd, so that another descriptor of
+    this process is the same pipe. False where none is (`| cat`, a neighbour in the pipeline), or where /proc cannot
+    tell."""
+    try:
+        pipe = _silenced_stdout if fd == 1 and _silenced_stdout is not None else os.fstat(fd)
+        if not stat.S_ISFIFO(pipe.st_mode):
+            return False
+        others = [int(name) for name in os.listdir("/proc/self/fd") if name.isdigit() and int(name) > 2]
+    except OSError:
+        return False
+    for other in others:
+        with contextlib.suppress(OSError):  # (the folder's own descriptor, closed once listed)
+            if other != fd and os.path.samestat(os.fstat(other), pipe):
+                return True
     return False
 
 
-def _neighbour_child(fields: list[str]) -> bool:
-    """Whether a process of these /proc stat fields (after its name) lives, or died of a signal (its exit code,
-    the last field, as waitpid gives it)."""
-    return fields[0] != "Z" or (fields[-1].isdigit() and int(fields[-1]) & 0x7F != 0)
+def note_stdout_silenced() -> None:
+    """Note what stdout is as it is about to be pointed at /dev/null (silence_stdout), for substitution_pipe."""
+    global _silenced_stdout
+    with contextlib.suppress(OSError):
+        _silenced_stdout = _silenced_stdout or os.fstat(1)
 
 
 def _status_fields(pid: str) -> list[str] | None:

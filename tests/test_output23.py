@@ -1,4 +1,5 @@
-"""run's output where it cannot go: a file on a full file system, or at the size limit on files (`ulimit -f`)."""
+"""run's output where it cannot go (a file on a full file system, or at the size limit on files: `ulimit -f`), and the
+^C's line on a terminal a Ctrl-C leaves."""
 
 from __future__ import annotations
 
@@ -6,10 +7,14 @@ import os
 import resource
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPO_ROOT
 from tests.mount_namespace import run_mounted
+from tests.test_pipes22 import _answering, _shown_after_ctrl_c, _waiting_for_stdin
 
 LONG = ["run", "--json", "-n", "300", "--temperature", "0", "Write a long story about a cat."]
 
@@ -75,3 +80,28 @@ def test_a_file_below_the_size_limit_is_written(tmp_path: Path) -> None:
     result = _run_limited(tmp_path / "home", out, 1 << 20, ["run", "-n", "3", "--temperature", "0", "Hi"])
     assert result.returncode == 0, result.stderr
     assert out.read_text().endswith("\n")
+
+
+SERIAL = pytest.mark.serial  # Ctrl-Cs timed against a run's progress and a pipeline's neighbours (conftest: serial)
+STREAMING = '$L run -q --temperature 0 -n 2000 -f <(echo notes; exec >&-; sleep 100) "$Q"'  # a child alive
+
+
+@SERIAL
+@pytest.mark.parametrize(("pipeline", "ready"), [
+    ("$L run -q -f <(sleep 100) Summarize. | cat", _waiting_for_stdin),
+    ("$L run -f <(sleep 100) Summarize. | cat", _waiting_for_stdin),
+    ("sleep 100 | $L run -q -f <(sleep 100) Summarize.", _waiting_for_stdin),
+    (f"{STREAMING} | cat", _answering),
+])
+def test_ctrl_c_with_a_process_substitution_alive_and_a_neighbour_dying_of_it_ends_the_line_once(
+        pipeline: str, ready: Callable[[bytearray, int], bool], tmp_path: Path) -> None:
+    """A neighbour in bash's pipeline (cat, sleep) dies of the Ctrl-C, so bash ends the ^C's line; the process
+    substitution's child of the run, alive or dead of it too, is no reason for the run to end it again, where a blank
+    line came before the prompt."""
+    assert _shown_after_ctrl_c(pipeline, tmp_path, ready) == b"\r\n"
+
+
+@SERIAL
+def test_ctrl_c_writing_to_a_process_substitution_beside_another_has_its_line_ended(tmp_path: Path) -> None:
+    """`> >(cat)`: cat, dead of the Ctrl-C, is the run's child, no part of bash's job, so the run ends the line."""
+    assert _shown_after_ctrl_c(f"{STREAMING} > >(cat)", tmp_path, _answering) == b"\r\n"
