@@ -17,6 +17,11 @@ TYPER_COMPLETION_OPTIONS = ("--install-completion", "--show-completion")  # Type
 COMPLETE_VAR = "_LOCALGEN_COMPLETE"  # click's _PROG_COMPLETE: set, the shell asks for completion (cli_completion)
 COMPLETION_LINE = f'eval "$({COMPLETE_VAR}=bash_source localgen)"'  # the line of ~/.bashrc that turns it on
 COMPLETION_HINT = f"turn completion on with `{COMPLETION_LINE}` in ~/.bashrc (zsh_source for zsh, fish_source for fish)"
+OTHER_SHELLS_LINES = {  # the line that turns completion on in each other shell, and the start-up file it goes in
+    "zsh": (f'eval "$({COMPLETE_VAR}=zsh_source localgen)"', "~/.zshrc, after compinit"),
+    "fish": (f"{COMPLETE_VAR}=fish_source localgen | source", "~/.config/fish/completions/localgen.fish")}
+ASKS_FOR_COMPLETION = re.compile(  # Typer's completion options, and other tools' command for it (gh, pip, rustup)
+    rf"^No such (option: ({'|'.join(TYPER_COMPLETION_OPTIONS)})|command '(completion|completions)')(?![\w-])")
 _LISTING = "list"  # the subcommand a group's name alone is hinted with (`model`: `localgen models list`, as `ls` is)
 
 
@@ -28,12 +33,21 @@ def in_localgen_words(app: Any, args: list[str], message: str, hint: str | None)
         message = close["said"]
         if not hint or hint.startswith("see `localgen"):  # no hint of the command's own: click's guess, to run
             hint = _command_meant(app, args, close["typed"], close["meant"]) or hint
-    if message.startswith(tuple(f"No such option: {option}" for option in TYPER_COMPLETION_OPTIONS)):
-        hint = COMPLETION_HINT
+    if ASKS_FOR_COMPLETION.match(message):
+        hint = completion_hint(args)
     if not message.startswith(CLICK_PHRASES):
         return message, hint
     message = message.removeprefix("Error: ").removeprefix("Got ")
     return message[:1].lower() + message[1:].removesuffix("."), hint
+
+
+def completion_hint(args: list[str]) -> str:
+    """How completion is turned on: the line for the start-up file of the shell args name (zsh, fish), else bash's."""
+    line_and_file = next((OTHER_SHELLS_LINES[word] for word in args if word in OTHER_SHELLS_LINES), None)
+    if line_and_file is None:
+        return COMPLETION_HINT
+    line, start_up_file = line_and_file
+    return f"turn completion on with `{line}` in {start_up_file}"
 
 
 def _command_meant(app: Any, args: list[str], typed: str, meant: str) -> str | None:
