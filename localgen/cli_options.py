@@ -180,7 +180,8 @@ CTX_NAMES = ("--ctx-size", "-c", "--ctx")  # run, chat and fit alike (fit's READ
 CtxOpt = Annotated[int | None, whole_option(
     *CTX_NAMES, help=f"Context size in tokens (default: a resumed conversation's, else models.toml's, else the "
     f"model's up to {DEFAULT_CONTEXT_CAP:,}; more for a long input).")]
-ThreadsOpt = Annotated[int | None, whole_option("--threads", "-t", help="CPU threads (default: physical cores).")]
+ThreadsOpt = Annotated[int | None, whole_option(
+    "--threads", "-t", help="CPU threads (default: the physical cores, fewer while other processes keep them busy).")]
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="Never use the network.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON output.")]
 GPU_LAYERS_NAMES = ("--gpu-layers", "-ngl")
@@ -207,7 +208,7 @@ BatchSizeOpt = Annotated[int, whole_option(help="Prefill chunk size.")]
 UbatchSizeOpt = Annotated[int, whole_option(help="Physical batch size.")]
 # bench's, which llama-bench takes as lists (-t 4,8): refused as one, with a loop that runs each
 BenchThreadsOpt = Annotated[int | None, bench_size_option(
-    "--threads", "-t", help="CPU threads (default: physical cores).")]
+    "--threads", "-t", help="CPU threads (default: the physical cores).")]
 BenchThreadsBatchOpt = Annotated[int | None, bench_size_option(
     "--threads-batch", help="Threads for prefill (default: --threads).")]
 BenchBatchSizeOpt = Annotated[int, bench_size_option("--batch-size", help="Prefill chunk size.")]

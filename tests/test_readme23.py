@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from conftest import run_localgen
+from conftest import REPO_ROOT, run_localgen
+
+README = REPO_ROOT / "README.md"
 
 BASH_HINT = ('turn completion on with `eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"` in ~/.bashrc (zsh_source for '
              "zsh, fish_source for fish)")
@@ -33,3 +35,15 @@ def test_typer_s_completion_options_naming_a_shell_are_told_that_shell_s_line(ar
     refused = run_localgen(*args)
     assert refused.returncode == 2
     assert refused.err == f"localgen: error: no such option: {args[0]} (hint: {hint})\n", refused.err
+
+
+@pytest.mark.parametrize("command", ["run", "chat"])
+def test_the_threads_help_of_run_and_chat_says_what_readme_says_of_the_default(command: str) -> None:
+    """README: the default is the physical cores, fewer while other processes keep them busy (run and chat decode with
+    fewer then, and --stats says so); the help said the physical cores alone. bench keeps them: its help says so."""
+    readme = " ".join(README.read_text().split())
+    assert "CPU threads (default: the physical cores, fewer while other processes keep them busy;" in readme
+    shown = " ".join(run_localgen(command, "--help").out.split())
+    assert "CPU threads (default: the physical cores, fewer while other processes keep them busy)." in shown
+    bench = " ".join(run_localgen("bench", "--help").out.split())
+    assert "CPU threads (default: the physical cores)." in bench
