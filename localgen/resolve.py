@@ -50,9 +50,14 @@ class ResolvedModel:
 
     @cached_property
     def display_name(self) -> str:
-        """The name to show users: the registry name, else the reference as every command names it (reference_name),
-        looked up once (a chat's toolbar shows it often)."""
-        return self.spec.name if self.spec is not None else reference_name(self.ref)
+        """The name to show users, as `models list` names it: the registry name (NAME:QUANT for a quant other than its
+        entry's), else the reference as every command names it (reference_name), looked up once (a chat's toolbar
+        shows it often)."""
+        if self.spec is None:
+            return reference_name(self.ref)
+        quant = self.ref.quant
+        return f"{self.spec.name}:{quant}" if quant and quant.upper() != (self.spec.quant or "").upper() \
+            else self.spec.name
 
     @property
     def short_name(self) -> str:

