@@ -328,8 +328,8 @@ app.add_typer(conversations_app, name="conversations", short_help="List, show, r
 @app.command(short_help="Show which quants of a model fit this machine.", epilog=cli_examples.FIT)
 def fit(
     reference: Annotated[str | None, typer.Argument(
-        metavar="REF",
-        help="NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf, a Hub address or a .gguf path.")] = None,
+        metavar="[REF]", help="NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf, a Hub address or a .gguf path; "
+                              "without one, the model -m names, else the default model.")] = None,
     model: ModelOpt = None,
     ctx: Annotated[int | None, whole_option(*CTX_NAMES, help="Context size to plan for.")] = None,
     kv_type: KvTypeOpt = "f16",

@@ -76,3 +76,14 @@ def test_a_quant_of_a_registry_entry_other_than_its_own_is_named_as_models_list_
         ran = run_cli(offline, "run", "-m", typed, "-n", "1", "--json", "hi")
         assert ran.returncode == 0, ran.stderr
         assert json.loads(ran.stdout)["model"] == named, typed
+
+
+def test_fit_s_help_says_what_it_plans_for_without_a_model_as_models_show_s_does() -> None:
+    """README: fit takes the model as its argument or with -m, as run does (without either, the default model); its
+    help's REF said nothing of the model it takes without one, where models show's says it is the default model."""
+    fit = " ".join(run_localgen("fit", "--help").out.split())
+    assert "[REF] NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf, a Hub address or a .gguf path; without one, " \
+           "the model -m names, else the default model." in fit, fit
+    show = " ".join(run_localgen("models", "show", "--help").out.split())
+    assert "[REF] NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf, a Hub address or a .gguf path; without one, " \
+           "the default model." in show, show
