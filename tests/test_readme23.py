@@ -87,3 +87,54 @@ def test_fit_s_help_says_what_it_plans_for_without_a_model_as_models_show_s_does
     show = " ".join(run_localgen("models", "show", "--help").out.split())
     assert "[REF] NAME[:QUANT], ORG/REPO[:QUANT], ORG/REPO/FILE.gguf, a Hub address or a .gguf path; without one, " \
            "the default model." in show, show
+
+
+def _readme_defaults() -> dict[str, str]:
+    """The defaults README's tables and Performance section give each option and setting, as written there."""
+    import re
+
+    text = " ".join(README.read_text().split())
+    sampling = re.search(r"`--temperature T` \(`--temp`\) \| 0 = greedy \(default (?P<temperature>[\d.]+)\); "
+                         r"`--top-k` \((?P<top_k>\d+)\), `--top-p` \((?P<top_p>[\d.]+)\), `--min-p` \((?P<min_p>[\d.]+)"
+                         r"\), `--repeat-penalty` \((?P<repeat_penalty>[\d.]+); 1 = off\), `--presence-penalty`, "
+                         r"`--frequency-penalty` \((?P<presence_penalty>0) = off\), over the last `--repeat-last-n` "
+                         r"tokens \((?P<repeat_last_n>\d+);", text)
+    batches = re.search(r"`--batch-size`, `--ubatch-size` \| prefill chunk sizes \(default (?P<batch_size>\d+)\)", text)
+    draft = re.search(r"`--draft lookup\\\|none` \| speculative decoding by prompt lookup \(default (?P<draft>\w+);",
+                      text)
+    bench = re.search(r"localgen bench # prefill, decode, TTFT, KV-reuse TTFT \(-p (?P<n_prompt>\d+) -n (?P<n_gen>\d+) "
+                      r"-r (?P<reps>\d+)\)", text)
+    performance = re.search(r"\*\*`--flash-attn (?P<flash_attn>\w+)`\*\* is off on the CPU.*?\*\*`--kv-type "
+                            r"(?P<kv_type>\w+)`\*\*: a quantized KV cache", text)
+    found = [sampling, batches, draft, bench, performance]
+    assert all(found), [match is not None for match in found]
+    defaults = {key: value for match in found for key, value in match.groupdict().items()}  # type: ignore[union-attr]
+    return {**defaults, "frequency_penalty": defaults["presence_penalty"], "ubatch_size": defaults["batch_size"]}
+
+
+def test_the_defaults_readme_gives_are_the_options_defaults() -> None:
+    """README's tables give each sampling and loading option's default, and bench's: each is the option's own, in run,
+    chat and bench alike (a default changed in one place and not the other fails here)."""
+    from localgen.cli import app
+    from localgen.cli_args import click_command
+    from localgen.cli_completion import parameters
+
+    readme = _readme_defaults()
+    compared = set()
+    for path, param in parameters(click_command(app)):
+        if path in ("run", "chat", "bench") and param.name in readme:
+            assert str(param.default) == readme[param.name] or float(param.default) == float(readme[param.name]), \
+                (path, param.name, param.default, readme[param.name])
+            compared.add(param.name)
+    assert compared == set(readme)
+
+
+def test_the_environment_defaults_readme_gives_are_the_code_s() -> None:
+    """README's Configuration: the prompt cache's bound is 2 GiB and a signal's last write waits 2 s by default."""
+    from localgen import config
+
+    text = " ".join(README.read_text().split())
+    assert "| `LOCALGEN_PROMPT_CACHE_BYTES` | bound of the on-disk prompt cache (default 2 GiB;" in text
+    assert config.DEFAULT_PROMPT_CACHE_BYTES == 2 * 2**30
+    assert "reads within 2 s (`LOCALGEN_ENDING_WRITE_WAIT`)" in text and "(default 2; 0 to 3600;" in text
+    assert (config.DEFAULT_ENDING_WRITE_WAIT_S, config.MOST_ENDING_WRITE_WAIT_S) == (2, 3600)
