@@ -26,6 +26,8 @@ from tests.conftest import REPO_ROOT, popen_localgen, run_localgen
 SERIAL = pytest.mark.serial  # Ctrl-Cs timed against a run's progress and a pipeline's reader (conftest: serial)
 
 LONG_ANSWER = ("--temperature", "0", "-n", "2000", "Write a long essay about the history of Rome.")
+QUICK_NOTE = Path(__file__).with_name("quick_stdin_note.py")  # localgen blocking on a quiet stdin after 0.2 s, not 2 s
+QUICK_LOCALGEN = f"{shlex.quote(sys.executable)} {shlex.quote(str(QUICK_NOTE))}"
 
 
 @SERIAL
@@ -69,7 +71,7 @@ def test_ctrl_c_on_a_pipeline_waiting_for_stdin_exits_130(tmp_path: Path) -> Non
     """`sleep 100 | localgen run x | cat` and Ctrl-C while the run waits for stdin, sent to the whole pipeline as a
     terminal sends it: cat dies of it too, and the run, told of its reader's going as the Ctrl-C ends it, exits 130,
     where it mostly exited 141 as if the reader had left on its own."""
-    pipeline = f"trap : INT; {shlex.quote(sys.executable)} -m localgen run Summarize. | cat; echo \"$PIPESTATUS\" >&2"
+    pipeline = f"trap : INT; {QUICK_LOCALGEN} run Summarize. | cat; echo \"$PIPESTATUS\" >&2"
     shell = subprocess.Popen(["bash", "-c", pipeline], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, cwd=REPO_ROOT, start_new_session=True,
                              env={**os.environ, "LOCALGEN_HOME": str(tmp_path)})
@@ -171,11 +173,11 @@ def test_ctrl_c_on_a_pipeline_at_an_interactive_bash_ends_the_line_once(pipeline
 
 def _ctrl_c_at_bash(pipeline: str, home: Path, ready: Callable[[bytearray, int], bool] | None = None,
                     cwd: Path = REPO_ROOT) -> bytes:
-    """Run pipeline ($L: localgen, $Q: a long answer's prompt) at an interactive bash in a pseudo-terminal, in cwd,
-    Ctrl-C once ready(what the terminal showed, the run's pid) holds (by default: once the run streams its answer or
-    waits for stdin); what the terminal showed from the ^C to the next prompt."""
+    """Run pipeline ($L: localgen, its quiet stdin read after 0.2 s; $Q: a long answer's prompt) at an interactive bash
+    in a pseudo-terminal, in cwd, Ctrl-C once ready(what the terminal showed, the run's pid) holds (by default: once
+    the run streams its answer or waits for stdin); what the terminal showed from the ^C to the next prompt."""
     env = {**os.environ, "LOCALGEN_HOME": str(home), "PS1": PROMPT.decode(), "TERM": "xterm",
-           "L": f"{shlex.quote(sys.executable)} -m localgen", "Q": LONG_ANSWER[-1]}
+           "L": QUICK_LOCALGEN, "Q": LONG_ANSWER[-1]}
     pid, fd = pty.fork()
     if pid == 0:  # the child: bash, as at a terminal
         os.chdir(cwd)
@@ -212,16 +214,21 @@ def _read_until(fd: int, shown: bytearray, done: Callable[[], bool], timeout: fl
 
 
 def _localgen_under(ancestor: int, timeout: float = 30) -> int:
-    """The pid of the localgen process started under ancestor (a shell)."""
+    """The pid of the localgen process started under ancestor (a shell), by -m or by QUICK_NOTE."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for entry in Path("/proc").iterdir():
             with contextlib.suppress(OSError):
-                if entry.name.isdigit() and (entry / "cmdline").read_bytes().split(b"\0")[1:3] == [b"-m", b"localgen"] \
+                if entry.name.isdigit() and _is_localgen((entry / "cmdline").read_bytes().split(b"\0")) \
                         and _descends(int(entry.name), ancestor):
                     return int(entry.name)
         time.sleep(0.05)
     raise AssertionError("no localgen process started")
+
+
+def _is_localgen(command: list[bytes]) -> bool:
+    """Whether a process's command line (/proc's cmdline, split) runs localgen: `-m localgen` or QUICK_NOTE."""
+    return command[1:3] == [b"-m", b"localgen"] or command[1:2] == [bytes(QUICK_NOTE)]
 
 
 def _descends(pid: int, ancestor: int) -> bool:

@@ -25,6 +25,7 @@ from hub_server import (
 from localgen.cli_exit import run_app
 from localgen.signals import REPEAT_S, SignalExit, StopOnSignal, exit_on_signals
 from tests.conftest import REPO_ROOT, popen_localgen
+from tests.test_run_audit21 import QUICK_NOTE
 
 pytestmark = pytest.mark.serial  # signals timed against start-up (conftest: serial)
 
@@ -486,8 +487,8 @@ def test_ctrl_backslash_before_the_answer_ends_the_line_of_its_echo(tmp_path: Pa
 def test_ctrl_backslash_while_run_waits_for_its_input_exits_131() -> None:
     """Before the answer (a pipe waited for, the model loading) SIGQUIT ends the run as SIGTERM does, where its
     default killed it."""
-    proc = popen_localgen([sys.executable, "-m", "localgen", "run", "-f", "-", "-n", "1", "hi"], cwd=REPO_ROOT,
-                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, str(QUICK_NOTE), "run", "-f", "-", "-n", "1", "hi"], cwd=REPO_ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
         while "pipe_read" not in Path(f"/proc/{proc.pid}/wchan").read_text() and time.monotonic() < deadline:
