@@ -49,7 +49,7 @@ def test_a_run_stopped_with_ctrl_z_and_continued_with_bg_finishes(tmp_path: Path
     """Ctrl-Z then `bg`: the run, putting back the terminal's echo of Ctrl-C from the background at its end, was
     stopped again (Stopped (tty output)) until `fg`. It finishes, the terminal echoing keys again."""
     shell = _shell(tmp_path)
-    _stopped_mid_answer(shell, 200)  # stopped at its third word: the rest goes on after bg, with room to spare
+    _stopped_mid_answer(shell, 60)  # stopped at its third word: the rest goes on after bg, with room to spare
     shell.sendline("bg")
     found = shell.expect([r"Done\s", r"Stopped"])
     assert found == 0, shell.before
