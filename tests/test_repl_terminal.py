@@ -33,7 +33,7 @@ def test_a_chat_stopped_at_its_prompt_ends_on_a_signal_without_fg(tmp_path: Path
         chat.child.expect_exact("$ ")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and f"Exit {code}" not in chat.transcript.getvalue()[mark:]:
-            time.sleep(0.5)
+            time.sleep(0.1)
             chat.child.sendline("jobs")  # bash says how a job ended once, before a prompt or in the list of jobs
             chat.child.expect_exact("$ ")
         shell = chat.transcript.getvalue()[mark:]
