@@ -28,7 +28,6 @@ def _wait_until_writing(pid: int) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.serial  # timed against a signal (conftest: serial)
 @pytest.mark.parametrize(("ending", "code", "typed_while_held"),
                          [(signal.SIGTERM, 143, ""), (signal.SIGHUP, 129, ""), (signal.SIGQUIT, 131, ""),
                           (signal.SIGTERM, 143, "more"), ("\x1c", 131, "")],

@@ -70,7 +70,6 @@ def ended_while_held(chat: Chat, end: Callable[[], None]) -> bool:
         os.close(terminal)
 
 
-@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 @pytest.mark.parametrize(("signum", "code", "shown"), [
     (signal.SIGTERM, 143, ("--no-markdown",)), (signal.SIGHUP, 129, ()), (signal.SIGQUIT, 131, ("--no-markdown",))],
     ids=["SIGTERM-plain", "SIGHUP-markdown", "SIGQUIT-plain"])
