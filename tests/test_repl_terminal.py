@@ -15,8 +15,6 @@ import pytest
 from tests.conftest import REPO_ROOT
 from tests.test_repl import Chat
 
-pytestmark = pytest.mark.serial  # Ctrl-Z and signals timed against a shell's job control (conftest: serial)
-
 
 @pytest.mark.parametrize(("signal_name", "code"), [("TERM", 143), ("HUP", 129)])
 def test_a_chat_stopped_at_its_prompt_ends_on_a_signal_without_fg(tmp_path: Path, signal_name: str,
@@ -45,6 +43,7 @@ def test_a_chat_stopped_at_its_prompt_ends_on_a_signal_without_fg(tmp_path: Path
             chat.child.terminate(force=True)
 
 
+@pytest.mark.serial  # a wait for a stop that does not come (conftest: serial)
 def test_a_chat_continued_in_the_background_waits_for_fg(tmp_path: Path) -> None:
     """`bg` after Ctrl-Z: the chat runs on without touching the terminal (it stopped again on its first change of
     the terminal's modes, Stopped (tty output)), until `fg` gives it back its prompt."""
@@ -92,6 +91,7 @@ print(stopped_until_continued(backgrounded=lambda: True), flush=True)
 """
 
 
+@pytest.mark.serial  # a signal taken 0.1 s after the continue (conftest: serial)
 def test_a_signal_another_thread_takes_after_the_continue_still_ends_a_stopped_chat() -> None:
     """bash's `kill %1` sends a stopped job SIGTERM, then SIGCONT: the thread that takes SIGTERM may run its handler
     after the chat's thread goes on, and the chat, continued in the background, waits for it (it went on without and
