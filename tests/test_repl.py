@@ -298,7 +298,6 @@ def test_question_gets_an_answer_and_ctrl_d_exits_zero(chat: Chat) -> None:
     assert chat.quit() == 0
 
 
-@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_ctrl_c_stops_the_answer_and_the_next_question_is_answered(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "400")  # where Ctrl-C lands varies: bound the next
     chat.start_long_answer()
@@ -317,7 +316,6 @@ def test_ctrl_c_stops_the_answer_and_the_next_question_is_answered(home: Path) -
     assert chat.quit() == 0
 
 
-@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_sigterm_mid_answer_keeps_it_restores_echo_and_exits_143(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown")
     chat.start_long_answer()
@@ -329,7 +327,6 @@ def test_sigterm_mid_answer_keeps_it_restores_echo_and_exits_143(home: Path) -> 
     assert "Traceback" not in chat.transcript.getvalue()
 
 
-@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_ctrl_backslash_mid_answer_keeps_it_and_ends_the_chat_131(home: Path) -> None:
     """Ctrl-\\ (SIGQUIT) during an answer killed the chat, its partial answer and unsaved exchange lost: it stops the
     answer, which is kept and saved as Ctrl-C keeps it, then ends the chat with a shell's status for it."""
@@ -371,7 +368,6 @@ def test_sigterm_or_sighup_at_the_prompt_exits_cleanly(chat: Chat, signum: int, 
     assert "Traceback" not in chat.transcript.getvalue()
 
 
-@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_closing_the_terminal_mid_answer_keeps_it_and_exits_129(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown")
     chat.start_long_answer()
@@ -1338,7 +1334,6 @@ def test_esc_enter_in_reverse_search_accepts_the_match_and_sends_it(chat: Chat) 
     assert state["turns"][1]["user"] == "Tell me one word about pirates."
 
 
-@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_ctrl_z_suspends_the_chat_and_fg_brings_the_prompt_back(home: Path) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10", in_shell=True)
     chat.child.sendcontrol("z")
@@ -1354,7 +1349,6 @@ def test_ctrl_z_suspends_the_chat_and_fg_brings_the_prompt_back(home: Path) -> N
     chat.child.expect(pexpect.EOF)
 
 
-@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 @pytest.mark.parametrize(("signal_name", "code"), [("TERM", 143), ("HUP", 129)])
 def test_a_chat_stopped_at_its_prompt_ends_cleanly_on_a_signal_when_continued(home: Path, signal_name: str,
                                                                              code: int) -> None:
@@ -1382,7 +1376,6 @@ def _running(pid: int) -> bool:
         return False
 
 
-@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_a_chat_stopped_at_its_prompt_ends_when_its_terminal_closes(home: Path) -> None:
     """Closing the terminal of a chat stopped with Ctrl-Z (the shell sends it SIGHUP, then SIGCONT) ends the chat:
     it does not wait on a terminal that is gone, holding its model and its conversation's lock."""
@@ -1721,7 +1714,6 @@ def test_changes_a_save_missed_are_saved_before_the_chat_ends_or_left_only_when_
     assert [t["user"] for t in json.loads(path.read_text())["turns"]] == ["Name a color."]
 
 
-@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_a_chat_ended_by_a_signal_says_which_changes_it_could_not_save(home: Path) -> None:
     chat, _ = _chat_with_an_unsaved_change(home)
     assert chat.killed(signal.SIGTERM)[0] == 143
