@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pexpect
-import pytest
 
 from tests.conftest import REPO_ROOT
 
@@ -44,7 +43,6 @@ def _echoes_keys(shell: pexpect.spawn) -> bool:
     return bool(termios.tcgetattr(shell.child_fd)[3] & termios.ECHOCTL)
 
 
-@pytest.mark.serial  # timed against an answer (conftest: serial)
 def test_a_run_stopped_with_ctrl_z_and_continued_with_bg_finishes(tmp_path: Path) -> None:
     """Ctrl-Z then `bg`: the run, putting back the terminal's echo of Ctrl-C from the background at its end, was
     stopped again (Stopped (tty output)) until `fg`. It finishes, the terminal echoing keys again."""
@@ -58,7 +56,6 @@ def test_a_run_stopped_with_ctrl_z_and_continued_with_bg_finishes(tmp_path: Path
     shell.expect(pexpect.EOF)
 
 
-@pytest.mark.serial  # timed against an answer (conftest: serial)
 def test_a_run_stopped_with_ctrl_z_and_brought_back_with_fg_holds_the_echo_of_ctrl_c_again(tmp_path: Path) -> None:
     """Ctrl-Z gave the terminal its shell's modes, which echo ^C as the key is pressed: after `fg`, Ctrl-C's ^C
     came before the word the line wrapper held back. The echo is held again until the run ends, then given back."""
