@@ -357,7 +357,6 @@ def test_a_message_ctrl_c_kept_from_being_sent_is_what_regen_sends(tmp_path: Pat
     assert chat.quit() == 0
 
 
-@pytest.mark.serial  # timed against a prompt's prefill (conftest: serial)
 def test_a_message_stopped_before_any_text_is_what_regen_sends(tmp_path: Path) -> None:
     chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "5", "--batch-size", "64",
                 "--no-prefill-while-typing")
@@ -378,7 +377,6 @@ def test_a_message_stopped_before_any_text_is_what_regen_sends(tmp_path: Path) -
     assert chat.quit() == 0
 
 
-@pytest.mark.serial  # timed against an answer (conftest: serial)
 def test_a_regen_stopped_part_way_keeps_the_earlier_answer(tmp_path: Path) -> None:
     """Ctrl-C once /regen's new answer has begun: the chat says the earlier answer is kept, the conversation and its
     file keep it, /stats shows its figures, and the next question gets the answer a fresh chat with that history
@@ -411,7 +409,6 @@ def test_a_regen_stopped_part_way_keeps_the_earlier_answer(tmp_path: Path) -> No
     assert fresh.quit() == 0
 
 
-@pytest.mark.serial  # timed against an answer (conftest: serial)
 def test_a_regen_stopped_by_sigterm_keeps_the_earlier_answer_and_offers_no_regen(tmp_path: Path) -> None:
     """SIGTERM once /regen's new answer has begun ends the chat: its note says the earlier answer is kept, and not
     that /regen asks again, which there is no chat left to type."""
