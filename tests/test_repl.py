@@ -447,7 +447,6 @@ def test_a_chat_template_that_leaves_the_message_out_is_warned_about_once(home: 
     assert chat.quit() == 0
 
 
-@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_ctrl_d_typed_during_an_answer_quits_once_it_is_done(home: Path) -> None:
     """Keys typed while an answer streams wait for the next prompt; in line mode the terminal would consume Ctrl-D
     as an end of input instead."""
@@ -1397,7 +1396,6 @@ def test_a_chat_stopped_at_its_prompt_ends_when_its_terminal_closes(home: Path) 
     assert ended, "the stopped chat went on after its terminal closed"
 
 
-@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_ctrl_z_while_a_long_prompt_is_read_erases_its_progress_line(home: Path) -> None:
     chat = Chat(home, "--no-markdown", "-n", "5", "--batch-size", "64", "--no-prefill-while-typing", in_shell=True)
     try:
