@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT, run_localgen
 from tests.hub_server import HubServer, make_gguf_bytes, run_cli
-from tests.test_nonroot import run_unprivileged, run_unprivileged_in, unprivileged
+from tests.test_nonroot import PROMPT_CACHED, run_unprivileged, run_unprivileged_in, unprivileged
 
 OTHER = "acme/Other-GGUF"
 
@@ -235,7 +235,7 @@ def test_prompt_cache_folder_that_cannot_be_listed_is_warned_of_once_and_written
     warns, once its answer is out, that the prompt cache is not used, with the switch that turns it off, and writes no
     entry it could never find nor evict, where each run wrote its entry again, unwarned."""
     document = tmp_path / "doc.txt"
-    document.write_text("The quick brown fox. " * 200)
+    document.write_text(PROMPT_CACHED)
     folder = tmp_path / "cache" / "prompts"
     folder.mkdir(parents=True)
     folder.chmod(0o300)
