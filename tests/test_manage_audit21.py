@@ -65,7 +65,7 @@ def test_cache_listing_on_a_narrow_terminal_heads_each_entry_by_its_file(home: P
     """`localgen cache` on an 80-column terminal, too narrow for its table, shows each entry as a block headed by its
     file (what tells one entry from another), its tokens a field, not a bare token count over the rest."""
     document = tmp_path / "doc.txt"
-    document.write_text(" ".join(["The quick brown fox jumps over the lazy dog."] * 80))
+    document.write_text(" ".join(["The quick brown fox jumps over the lazy dog."] * 30))  # past 256 new tokens
     saved = run_localgen("run", "-f", str(document), "-n", "1", "--temperature", "0", "Summarize.")
     assert saved.returncode == 0, saved.err
     (entry,) = (home / "cache" / "prompts").glob("*.lgpc")
