@@ -106,14 +106,25 @@ def test_a_model_whose_load_runs_out_of_memory_under_a_data_limit_is_not_said_to
     home = tmp_path / "home"
     assert _chat_under_data_limit(home, 4096 * MIB)[0], "a start with room checks the bundled file once"
     least = _least_data_limit_starting_python()
-    low, high = least, 1024 * MIB
+    short: dict[int, str] = {}  # what each start under a limit too low to reach the context said
+
+    def reaches_context(limit: int) -> bool:
+        """Whether the chat's start under limit gets the load as far as the context (else what it said is kept)."""
+        started, _status, said = _chat_under_data_limit(home, limit)
+        if not started and "could not create a context" not in said:
+            short[limit] = said
+        return limit not in short
+
+    low = least  # up in 4 MiB steps, each a limit checked below, to the first that reaches the context; then halved
+    while low + 4 * MIB < 1024 * MIB and not reaches_context(low + 4 * MIB):
+        low += 4 * MIB
+    high = min(low + 4 * MIB, 1024 * MIB)
     while high - low > MIB // 2:
         middle = (low + high) // 2
-        started, _status, said = _chat_under_data_limit(home, middle)
-        low, high = (low, middle) if started or "could not create a context" in said else (middle, high)
-    loading = _chat_under_data_limit(home, low)[2]
+        low, high = (low, middle) if reaches_context(middle) else (middle, high)
+    loading = short[low] if low in short else _chat_under_data_limit(home, low)[2]
     assert "llama.cpp ran out of memory loading" in loading and "`ulimit -d` of" in loading, (low // MIB, loading)
-    said = [_chat_under_data_limit(home, limit)[2] for limit in range(least + 4 * MIB, low, 4 * MIB)]
+    said = [short[limit] for limit in range(least + 4 * MIB, low, 4 * MIB)]
     wrong = [one for one in said if "damaged" in one or "internal error" in one]
     assert not wrong, wrong
 
