@@ -76,12 +76,22 @@ def test_a_chat_start_that_runs_out_of_memory_once_the_model_is_loaded_ends_in_o
     """Under `ulimit -d` a little short of what a chat's start takes, the context made (reading the input history
     ran out), the start ends with one line, exit 1, that names the limit (an internal MemoryError, whose hint asked
     for a report)."""
-    low, high = _whole_context_kv_bytes(), 2048 * MIB  # the least limit that starts the chat lies between
-    while high - low > 4 * MIB:
+    starts: dict[int, tuple[bool, int | None, str]] = {}  # each limit's start, made once: the search's are checked
+
+    def start(limit: int) -> tuple[bool, int | None, str]:
+        """The chat's start under limit (made once)."""
+        if limit not in starts:
+            starts[limit] = _chat_under_data_limit(tmp_path / "home", limit)
+        return starts[limit]
+
+    kv = _whole_context_kv_bytes()  # the least limit that starts the chat lies 4 MiB steps above, below 2 GiB
+    low, high = 0, -(-(2048 * MIB - kv) // (4 * MIB))
+    while high - low > 1:
         middle = (low + high) // 2
-        low, high = (low, middle) if _chat_under_data_limit(tmp_path / "home", middle)[0] else (middle, high)
+        low, high = (low, middle) if start(kv + middle * 4 * MIB)[0] else (middle, high)
+    high = kv + high * 4 * MIB
     for limit in range(high - 4 * MIB, high - 40 * MIB, -4 * MIB):
-        started, status, said = _chat_under_data_limit(tmp_path / "home", limit)
+        started, status, said = start(limit)
         assert not started and status == 1 and _one_line_memory_error(said), (limit // MIB, status, said)
 
 
