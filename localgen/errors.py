@@ -12,6 +12,7 @@ EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})  # no space, or over the user's quota
+SIZE_LIMITS = "(`ulimit -f`, or the file system's: 4 GiB on FAT32)"  # what limits a file's size (EFBIG)
 UNWRITABLE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})  # permissions (PermissionError), read-only
 
 AnyLocalgenError = TypeVar("AnyLocalgenError", bound="LocalgenError")

@@ -17,7 +17,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from localgen.config import settings
-from localgen.errors import LocalgenError, os_reason
+from localgen.errors import SIZE_LIMITS, LocalgenError, os_reason
 from localgen.signals import SignalExit
 
 
@@ -274,8 +274,7 @@ def terminal_hung_up(exc: OSError, stream: TextIO) -> bool:
 
 
 _STDOUT_HINTS_DEFAULT = "free some space or send the output elsewhere"
-_STDOUT_HINTS = {errno.EFBIG: "the file it goes to has reached a size limit (`ulimit -f`, or the file system's: 4 GiB "
-                              "on FAT32): send the output elsewhere",
+_STDOUT_HINTS = {errno.EFBIG: f"the file it goes to has reached a size limit {SIZE_LIMITS}: send the output elsewhere",
                  errno.EBADF: "stdout is open for reading only (1< FILE): send the output to a file with > FILE"}
 
 

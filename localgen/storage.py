@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from localgen.config import settings
-from localgen.errors import DISK_FULL_ERRNOS, LocalgenError, os_reason
+from localgen.errors import DISK_FULL_ERRNOS, SIZE_LIMITS, LocalgenError, os_reason
 from localgen.file_locks import still_names, try_flock
 from localgen.links import broken_link
 from localgen.replaceable import check_replaceable, keep_group
@@ -248,13 +248,15 @@ def unwritable_hint(exc: OSError, folder: Path, otherwise: str = "check free dis
                     setting: str | None = None) -> str:
     """What to do about a write in folder that failed with exc: a read-only file system is named as such, with the
     setting that moves the folder (setting, else LOCALGEN_HOME for localgen's own folders), a full disk as that; else
-    otherwise."""
+    otherwise. A size limit on files (`ulimit -f`) is named too."""
     if exc.errno == errno.EROFS:
         setting = setting or ("LOCALGEN_HOME" if _is_localgen_folder(folder) else None)
         elsewhere = f", or set {setting} to a folder on a writable one" if setting else ""
         return f"its file system is mounted read-only: remount it read-write{elsewhere}"
     if exc.errno in DISK_FULL_ERRNOS:
         return "free some disk space"
+    if exc.errno == errno.EFBIG:
+        return f"the file would pass a size limit {SIZE_LIMITS}: raise it"
     return otherwise
 
 

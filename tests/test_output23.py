@@ -53,15 +53,19 @@ def test_a_file_whose_last_block_has_room_on_a_full_file_system_is_written(tmp_p
     assert result.stderr == ""
 
 
-def _run_limited(home: Path, out: Path, limit: int, command: list[str]) -> subprocess.CompletedProcess[str]:
-    """Run localgen appending to out, with `ulimit -f` set to limit bytes."""
+def _run_limited(home: Path, out: Path, limit: int, command: list[str],
+                 last_run: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run localgen appending to out, with `ulimit -f` set to limit bytes (last_run: keeping the last run)."""
     def limited() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
 
+    env = {**os.environ, **_env(home)}
+    if last_run:
+        del env["LOCALGEN_NO_LAST_RUN"]
     with out.open("ab") as stdout:
         return subprocess.run([sys.executable, "-m", "localgen", *command], stdout=stdout, stderr=subprocess.PIPE,
-                              stdin=subprocess.DEVNULL, env={**os.environ, **_env(home)}, text=True, timeout=120,
-                              cwd=REPO_ROOT, preexec_fn=limited)
+                              stdin=subprocess.DEVNULL, env=env, text=True, timeout=120, cwd=REPO_ROOT,
+                              preexec_fn=limited)
 
 
 def test_a_run_into_a_file_at_the_size_limit_is_refused_before_the_model_loads(tmp_path: Path) -> None:
@@ -80,6 +84,19 @@ def test_a_file_below_the_size_limit_is_written(tmp_path: Path) -> None:
     result = _run_limited(tmp_path / "home", out, 1 << 20, ["run", "-n", "3", "--temperature", "0", "Hi"])
     assert result.returncode == 0, result.stderr
     assert out.read_text().endswith("\n")
+
+
+
+def test_a_file_of_localgen_s_own_past_the_size_limit_is_said_to_be_so(tmp_path: Path) -> None:
+    """The last run, too large for `ulimit -f`, was said to need free disk space and permissions."""
+    home = tmp_path / "home"
+    result = _run_limited(home, tmp_path / "out.txt", 1024, ["run", "-n", "3", "--temperature", "0", "word " * 400],
+                          last_run=True)
+    assert result.returncode == 0, result.stderr
+    assert (f"localgen: warning: this run is not kept for `localgen run --continue`: could not write "
+            f"{home}/data/last-run.json: File too large (the file would pass a size limit (`ulimit -f`, or the file "
+            "system's: 4 GiB on FAT32): raise it; LOCALGEN_NO_LAST_RUN=1 keeps none, and warns no more)\n"
+            ) in result.stderr
 
 
 SERIAL = pytest.mark.serial  # Ctrl-Cs timed against a run's progress and a pipeline's neighbours (conftest: serial)
