@@ -129,15 +129,17 @@ class ContextRoom:
             return f"{context}: {restart_command(self, needed, unsaveable=self.cannot_save())} ({now})"
         return f"a larger --ctx-size ({now})" if needed is None else f"--ctx-size {needed} or more ({now})"
 
-    def _beyond_the_model(self, tokens: int, *, counted: bool, made_of: str, hint: str) -> ContextOverflowError | None:
+    def _beyond_the_model(self, tokens: int, *, counted: bool, made_of: str,
+                          hint: str | None) -> ContextOverflowError | None:
         """run's refusal of a prompt beyond the model's maximum context (errors.beyond_the_model), in its words, with
-        the chat's hint, for a message of tokens (counted, or at least so many) that no context the model takes holds
-        with the room kept for an answer; None where a larger one may (the chat's own refusal then says which)."""
+        the chat's hint (None: run's own), for a message of tokens (counted, or at least so many) that no context the
+        model takes holds with the room kept for an answer; None where a larger one may (the chat's own refusal then
+        says which)."""
         most = self.loaded.engine.n_ctx_train
         if most <= 0 or self._budget_at(most) >= tokens:
             return None
         beyond = beyond_the_model(tokens, most, made_of, at_least=not counted, kept=most - self._budget_at(most))
-        return ContextOverflowError(beyond.message, hint=hint)
+        return beyond if hint is None else ContextOverflowError(beyond.message, hint=hint)
 
     def _system_room(self, text: str | None) -> tuple[str, int | None] | None:
         """Why the system prompt text (None: the chat template's own, where it has one) leaves no room for a message
@@ -243,9 +245,10 @@ class ContextRoom:
             if no_room is not None:
                 raise no_room from None
             helps = ["shorten the message" + (" or the system prompt" if planned.system else "")]
-            if self.attachments:
+            if self.attachments and not self._is_run():  # a run's -f files are dropped from its command line
                 helps.append("/file none drops the attached files, which stay for the next message")
-            beyond = self._beyond_the_model(exc.tokens, counted=exc.counted, made_of=made_of, hint="; ".join(helps))
+            beyond = self._beyond_the_model(exc.tokens, counted=exc.counted, made_of=made_of,
+                                            hint=None if self._is_run() else "; ".join(helps))
             if beyond is not None:
                 raise beyond from None
             larger = self._larger_context_help(exc.tokens, counted=exc.counted)

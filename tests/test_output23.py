@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, run_localgen
 from tests.mount_namespace import run_mounted
 from tests.test_pipes22 import _answering, _shown_after_ctrl_c, _waiting_for_stdin
 
@@ -97,6 +97,20 @@ def test_a_file_of_localgen_s_own_past_the_size_limit_is_said_to_be_so(tmp_path:
             f"{home}/data/last-run.json: File too large (the file would pass a size limit (`ulimit -f`, or the file "
             "system's: 4 GiB on FAT32): raise it; LOCALGEN_NO_LAST_RUN=1 keeps none, and warns no more)\n"
             ) in result.stderr
+
+
+
+def test_a_conversation_run_beyond_the_model_is_refused_as_a_plain_run_is(tmp_path: Path) -> None:
+    """run --conversation with a file no context of the model holds: run's refusal and hint, where it was told that
+    the message needed N tokens but only M were free, and to drop its files with the chat's /file none."""
+    big = tmp_path / "big.txt"
+    big.write_text("word " * 12000)
+    result = run_localgen("run", "--conversation", "notes", "-f", str(big), "x",
+                          env={"LOCALGEN_HOME": str(tmp_path / "home"), "LOCALGEN_OFFLINE": "1"})
+    assert result.returncode == 1
+    assert result.err == (f"localgen: error: the prompt is too long for the model's maximum of 8,192 tokens: it takes "
+                          f"12,033 tokens with -f {big} (hint: shorten the input, or split it and ask about each "
+                          "part)\n"), result.err
 
 
 SERIAL = pytest.mark.serial  # Ctrl-Cs timed against a run's progress and a pipeline's neighbours (conftest: serial)
