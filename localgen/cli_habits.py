@@ -1,5 +1,6 @@
 """Options other programs have that a localgen command has not, and what does their work here: a setting of the
-environment (--debug: LOCALGEN_DEBUG=1), what `models show` prints (Ollama's show --modelfile), --version (-v)."""
+environment (--debug: LOCALGEN_DEBUG=1), what `models show` prints (Ollama's show --modelfile), --version (-v, or
+given a command: run --version)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ def habit_hint(command: str, typed: str, words: list[str], takes_value: dict[str
         return environment_hint(command.split(), words, takes_value)
     if not command and words == [typed] and typed in VERSION_FLAGS:
         return "use `localgen --version`"
+    if command and typed.partition("=")[0] == "--version":  # localgen's own option, given to a command
+        return f"`localgen {command}` has no --version: use `localgen --version`"
     if command == "models show" and typed in _SHOWN:
         model = [word for word in words if not word.startswith("-")][:1]
         return _SHOWN[typed].format(shlex.join(["localgen", "models", "show", *model]))  # none: the default model
