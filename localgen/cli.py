@@ -41,6 +41,7 @@ from localgen.cli_options import (
     RepeatLastNOpt,
     RepeatPenaltyOpt,
     RunFlashAttnOpt,
+    RunSystemFileOpt,
     SeedOpt,
     StopOpt,
     SystemFileOpt,
@@ -115,7 +116,7 @@ def run(
         metavar="PROMPT", help="The instruction; - reads it from stdin. Piped stdin and -f files come first.")] = None,
     model: ModelOpt = None,
     system: SystemOpt = None,
-    system_file: SystemFileOpt = None,
+    system_file: RunSystemFileOpt = None,
     file: Annotated[list[str] | None, typer.Option(
         "--file", "-f", metavar="FILE", help="Attach a text file (repeatable; - is stdin).")] = None,
     max_tokens: Annotated[int | None, whole_option(

@@ -190,8 +190,11 @@ GpuLayersOpt = Annotated[int | None, whole_option(*GPU_LAYERS_NAMES, help=GPU_LA
 NoGpuOpt = Annotated[bool, typer.Option("--no-gpu", help="Run on the CPU only.")]
 SystemOpt = Annotated[str | None, typer.Option(
     "--system", "-s", metavar="TEXT", help='System prompt ("": an empty one; none: the chat template\'s own).')]
-SystemFileOpt = Annotated[str | None, typer.Option(
-    "--system-file", "-sysf", metavar="FILE", help="System prompt read from a text file.")]
+SYSTEM_FILE_NAMES = ("--system-file", "-sysf")
+SYSTEM_FILE_HELP = "System prompt read from a text file"  # chat's, which refuses - (its stdin is the terminal)
+SystemFileOpt = Annotated[str | None, typer.Option(*SYSTEM_FILE_NAMES, metavar="FILE", help=f"{SYSTEM_FILE_HELP}.")]
+RunSystemFileOpt = Annotated[str | None, typer.Option(
+    *SYSTEM_FILE_NAMES, metavar="FILE", help=f"{SYSTEM_FILE_HELP} (- is stdin).")]
 TemperatureOpt = Annotated[float, real_option("--temperature", "--temp", help="0 = greedy.")]
 TopKOpt = Annotated[int, whole_option(help="Top-k sampling (0 = off).")]
 TopPOpt = Annotated[float, real_option(help="Nucleus sampling.")]
