@@ -37,7 +37,8 @@ def removed_line(removed: RemovedModel) -> str:
                       "then)")
     if later:
         line += f" (the data it shares with {' and '.join(later)} goes with {'them' if len(later) > 1 else 'it'})"
-    line += f", kept {counted(len(kept), 'file')} another model uses" if kept else ""
+    line += f", kept {counted(len(kept), 'file')} {_users(removed)} {'use' if len(removed.kept_for) > 1 else 'uses'}" \
+        if kept else ""
     line += "".join(f", kept {mine} (outside the Hugging Face cache: only the link to it was removed)"
                     for mine in removed.kept_outside)
     return line + "".join(f", kept {link} (a link of yours to the model's file, which is deleted: it leads nowhere now)"

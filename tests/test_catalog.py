@@ -239,7 +239,7 @@ def test_models_rm_of_two_models_that_share_a_blob_counts_it_once_with_the_last(
     removed = run_localgen("models", "rm", f"{REPO}:Q8_0", f"{REPO}:F16", "-y", env=hubenv.env)
     assert removed.returncode == 0, removed.err
     assert removed.err.splitlines() == [
-        f"localgen: removed {REPO}:{quant}: freed 0 B, kept 1 file another model uses" for quant in ("Q8_0", "F16")]
+        f"localgen: removed {REPO}:{quant}: freed 0 B, kept 1 file {REPO}:Q4_0 uses" for quant in ("Q8_0", "F16")]
     for quant in ("Q8_0", "F16"):
         pull(REPO, quant)
     asked = run_localgen("models", "rm", f"{REPO}:Q8_0", f"{REPO}:F16", f"{REPO}:Q4_0", env=hubenv.env)

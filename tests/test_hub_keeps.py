@@ -108,7 +108,7 @@ def test_models_rm_of_a_model_linked_through_a_link_of_one_s_own_to_its_blob_fre
     removed = run_localgen("models", "rm", "-y", f"{REPO}:Q8_0", env=hubenv.env)
     assert removed.returncode == 0, removed.err
     if shared:
-        assert removed.err == f"localgen: removed {REPO}:Q8_0: freed 0 B, kept 1 file another model uses\n"
+        assert removed.err == f"localgen: removed {REPO}:Q8_0: freed 0 B, kept 1 file {REPO}:Q4_K_M uses\n"
         assert mine.read_bytes() == make_gguf_bytes("q8"), "the blob the Q4_K_M model links to stays"
     else:
         assert removed.err == (f"localgen: removed {REPO}:Q8_0: freed 64.0 KiB, kept {mine} (a link of yours to the "
@@ -148,7 +148,8 @@ def test_models_rm_of_a_model_linked_to_another_repo_s_blob_keeps_that_blob_as_a
         other.unlink()  # the blob is still the other repo's, in the cache: never a file of the user's outside it
     removed = run_localgen("models", "rm", "-y", f"{REPO}:Q8_0", env=hubenv.env)
     assert removed.returncode == 0, removed.err
-    assert removed.err == f"localgen: removed {REPO}:Q8_0: freed 0 B, kept 1 file another model uses\n", removed.err
+    user = "org/other-GGUF:Q8_0" if its_entry else "another model"  # without its entry, the blob names no model
+    assert removed.err == f"localgen: removed {REPO}:Q8_0: freed 0 B, kept 1 file {user} uses\n", removed.err
     assert other_blob.read_bytes() == make_gguf_bytes("other")
 
 
