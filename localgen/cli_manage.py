@@ -244,10 +244,11 @@ def models_show(
     its header); without REF, the default model."""
     from localgen import console
     from localgen.cli_model_entry import show_entry
-    from localgen.cli_model_fields import entry_fields, entry_json, template_field, template_in_use
+    from localgen.cli_model_fields import entry_fields, entry_json, load_plan_field, template_field, template_in_use
     from localgen.cli_model_hub import HubView, count_text, hub_view, parameters_text, print_template, show_hub_view
-    from localgen.cli_model_hub_quant import HubModelView, kept_part_of, not_downloaded
-    from localgen.fit import plan_here
+    from localgen.cli_model_hub_quant import HubModelView, kept_part_of, missing_shards_bytes, not_downloaded
+    from localgen.estimate import header_shape
+    from localgen.fit import plan_of_shape
     from localgen.gguf_reader import read_gguf
     from localgen.gguf_split import parameter_count, present_shards, validate_split
     from localgen.hub_lack import refuse_lacking
@@ -295,7 +296,9 @@ def models_show(
     size = sum(path.stat().st_size for path in shards) if expected > 1 else info.file_size
     count = f"{len(shards)} shards" if not missing else f"{len(shards)} of {expected} shards"
     parameters = parameter_count(info, resolved.path)
-    plan, problem = plan_here(resolved.path, default_ctx=resolved.context)
+    missing_bytes = missing_shards_bytes(resolved.path, missing) if missing else 0  # None: their sizes not known
+    shape = header_shape(info, resolved.path, missing_bytes=missing_bytes or 0)
+    plan, problem = plan_of_shape(shape, default_ctx=resolved.context)
     part = kept_part_of(resolved.path) if missing else None  # shards a stopped pull kept a part of
     if json_output:
         source = resolved.shown_source.partition(" (")[0]  # "hub", as models list --json: verified says the rest
@@ -323,8 +326,8 @@ def models_show(
                                               + (f", {count})" if expected > 1 else ")")),
         ("sha256" if expected == 1 else "sha256 (first shard)", sha or "not verified yet"),
         ("source", resolved.shown_source), ("path", str(resolved.path)),
-        ("load plan", f"{plan.describe()} (about {binary_size(plan.estimate.total_bytes)})" if plan else
-         f"does not fit: {problem}"), *([("downloaded", not_downloaded(text, part))] if missing else []),
+        ("load plan", load_plan_field(plan, problem, counts_only=count if missing_bytes is None else None)),
+        *([("downloaded", not_downloaded(text, part))] if missing else []),
     ])
 
 

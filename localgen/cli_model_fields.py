@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from localgen.units import binary_size
 
 if TYPE_CHECKING:
+    from localgen.fit import LoadPlan
     from localgen.hub_verify import Pin
     from localgen.partial_downloads import PartialDownload
     from localgen.registry import ModelSpec
@@ -83,3 +84,12 @@ def entry_json(spec: ModelSpec) -> dict[str, object]:
             "license": spec.license,
             "description": spec.description, "system": spec.system, "settings": dict(spec.settings),
             "stop": None if spec.stop is None else list(spec.stop), "defined_in": spec.source}
+
+
+def load_plan_field(plan: LoadPlan | None, problem: str | None, *, counts_only: str | None = None) -> str:
+    """The `load plan` field: the plan and about how much it takes, or why the model does not fit (counts_only: the
+    shards of a split model it counts where the others' sizes are not known, "1 of 3 shards")."""
+    only = f"counting only the {counts_only} here" if counts_only else None
+    if plan is None:
+        return f"does not fit: {problem}" + (f" ({only})" if only else "")
+    return f"{plan.describe()} (about {binary_size(plan.estimate.total_bytes)}" + (f", {only})" if only else ")")

@@ -153,20 +153,53 @@ def listed_part(repo: str, quant: str | None, filename: str | None) -> PartialDo
 def kept_part_of(path: Path) -> PartialDownload | None:
     """What a stopped pull kept of the model whose (first) file path is in the cache's snapshot, as localgen last
     listed its repo (None: nothing, or path is no snapshot's)."""
+    snapshot_file = _snapshot_file(path)
+    return listed_part(snapshot_file[0], None, snapshot_file[1]) if snapshot_file else None
+
+
+def missing_shards_bytes(first_shard: Path, missing: list[Path]) -> int | None:
+    """The bytes of a split model's missing shards, its first shard in the cache's snapshot: as localgen last listed
+    its repo (a pull lists it first), else online as the Hub lists it now; None where neither gives every size."""
+    import contextlib
+
+    from localgen import hub_cache
+    from localgen.errors import LocalgenError
+    from localgen.hub_listing import answers_within, fetch_listing, is_offline, one_listing_per_repo
+    from localgen.quant_instead import HINT_WAIT_S
+
+    snapshot_file = _snapshot_file(first_shard)
+    if snapshot_file is None:
+        return None
+    repo, folder = snapshot_file[0], snapshot_file[1].rpartition("/")[0]
+    names = [f"{folder}/{path.name}" if folder else path.name for path in missing]
+    size = _listed_size(hub_cache.cached_listing(repo), names)
+    if size is None and not is_offline():
+        with one_listing_per_repo(), answers_within(HINT_WAIT_S), contextlib.suppress(LocalgenError):
+            size = _listed_size(list(fetch_listing(repo).files), names)
+    return size
+
+
+def _listed_size(files: list[HubFile] | None, names: list[str]) -> int | None:
+    """The bytes of the files names in a listing of a repo; None where it lacks one (or there is none)."""
+    sizes = {f.filename: f.size for f in files or ()}
+    return sum(sizes[name] for name in names) if all(name in sizes for name in names) else None
+
+
+def _snapshot_file(path: Path) -> tuple[str, str] | None:
+    """The repo and file name in it of a file in the cache's snapshot (None: path is no snapshot's)."""
     from localgen import hub_cache
 
     snapshots = next((folder for folder in path.parents if folder.name == "snapshots"), None)
     if snapshots is None or path.parent == snapshots:
         return None
-    filename = path.relative_to(snapshots).as_posix().split("/", 1)[1]
-    return listed_part(hub_cache.repo_named(snapshots.parent.name), None, filename)
+    return hub_cache.repo_named(snapshots.parent.name), path.relative_to(snapshots).as_posix().split("/", 1)[1]
 
 
 def show_hub_model(view: HubModelView, *, template: bool = False, json_output: bool) -> None:
     """Print a Hub model not downloaded as `models show` prints a downloaded one (--json: the same keys, downloaded
     false; --template: the header's chat template)."""
     from localgen import console
-    from localgen.cli_model_fields import entry_fields, entry_json, template_field, template_in_use
+    from localgen.cli_model_fields import entry_fields, entry_json, load_plan_field, template_field, template_in_use
     from localgen.cli_model_hub import count_text, parameters_text, print_hub_template, print_template
     from localgen.partial_downloads import partial_json
 
@@ -203,9 +236,7 @@ def show_hub_model(view: HubModelView, *, template: bool = False, json_output: b
                   ("chat template", template_field(view.spec, info.chat_template)),
                   ("license", license_ or "unknown")]
     shards = f", {count} shards" if count > 1 else ""
-    plan = [] if info is None else [("load plan", f"{view.plan.describe()} (about "
-                                     f"{binary_size(view.plan.estimate.total_bytes)})" if view.plan else
-                                     f"does not fit: {view.problem}")]
+    plan = [] if info is None else [("load plan", load_plan_field(view.plan, view.problem))]
     console.print_fields([
         ("name", view.name), *(entry_fields(view.spec, info.context_length if info else None) if view.spec else []),
         *header,

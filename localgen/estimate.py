@@ -220,13 +220,14 @@ def read_shape(path: Path) -> ModelShape:
     return header_shape(read_gguf(path), path)
 
 
-def header_shape(info: GGUFInfo, path: Path) -> ModelShape:
-    """The shape of a local GGUF whose header is already read, counting the other shards of a split model."""
+def header_shape(info: GGUFInfo, path: Path, *, missing_bytes: int = 0) -> ModelShape:
+    """The shape of a local GGUF whose header is already read, counting the other shards of a split model: those on
+    disk, and missing_bytes for those that are not (their size where it is known)."""
     if info.split_count <= 1:
         return model_shape(info)
     from localgen.gguf_split import present_shards
 
-    others = sum(p.stat().st_size for p in present_shards(path)[0][1:])
+    others = sum(p.stat().st_size for p in present_shards(path)[0][1:]) + missing_bytes
     return model_shape(info, file_size=info.file_size + others, shard_bytes=others)
 
 

@@ -29,8 +29,6 @@ from localgen.params import check_context_size, check_gpu_layers, check_kv_type,
 from localgen.units import alternatives, binary_size, counted
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from localgen.hardware import Hardware
 
 MIN_AUTO_CONTEXT = 2048  # the planner never shrinks the context below this on its own
@@ -380,14 +378,6 @@ def replan_gpu_layers(plan: LoadPlan, shape: ModelShape, n_gpu_layers: int, reas
                           n_ubatch=plan.n_ubatch, flash_attn=flash, repack_types=plan.repack_types)
     return replace(plan, n_gpu_layers=est.n_gpu_layers, estimate=est, reasons=(*plan.reasons, reason),
                    flash_attn=flash)
-
-
-def plan_here(path: Path, *, default_ctx: int | None = None) -> tuple[LoadPlan | None, str | None]:
-    """How a load of this local file with no options given would go here (`localgen models show`): its plan, or None
-    and why it does not fit."""
-    from localgen.estimate import read_shape
-
-    return plan_of_shape(read_shape(path), default_ctx=default_ctx)
 
 
 def plan_of_shape(shape: ModelShape, *, default_ctx: int | None = None) -> tuple[LoadPlan | None, str | None]:

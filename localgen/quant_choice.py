@@ -3,7 +3,7 @@
 Headers are read with HTTP range requests (hub_range.read_header_bytes). When a repo is named without a quant
 (choose_option): among the quants that fit, the full context first, then everything on the GPU, then the most bits
 per weight up to Q8_0's (F16/BF16/F32 only when no quantized file fits). `localgen fit`'s report of the options is
-quant_report.py's; `localgen models show`'s plan, fit.plan_here's.
+quant_report.py's; `localgen models show`'s plan, fit.plan_of_shape's.
 """
 
 from __future__ import annotations

@@ -3,14 +3,18 @@ models rm that keeps a shared file, and models show's load plan for a split mode
 
 from __future__ import annotations
 
+import json
 import subprocess
+from pathlib import Path
 
 import pytest
+from gguf_builders import write_split
 from hub_server import HubServer, make_gguf_bytes, run_cli
 
-from tests.conftest import run_localgen
+from tests.conftest import bundled_model_file, run_localgen
 
 TWIN = "org/twin-GGUF"
+SPLIT = "org/split-GGUF"
 
 
 @pytest.mark.parametrize("args", [["run", "--version"], ["run", "hi", "--version"], ["models", "list", "--version"]])
@@ -51,3 +55,42 @@ def test_models_rm_of_a_model_whose_file_others_share_names_them_in_its_closing_
     assert removed("Q8_0").stderr == (f"localgen: removed {TWIN}:Q8_0: freed 0 B, kept 1 file {TWIN}:F16 and "
                                       f"{TWIN}:Q4_0 use\n")
     assert removed("F16").stderr == f"localgen: removed {TWIN}:F16: freed 0 B, kept 1 file {TWIN}:Q4_0 uses\n"
+
+
+def _load_plan(env: dict[str, str], reference: str) -> str:
+    """The `load plan` field `models show` prints of a model."""
+    shown = run_cli(env, "models", "show", reference)
+    assert shown.returncode == 0, shown.stderr
+    return next(line for line in shown.stdout.splitlines() if line.startswith("load plan:")).split(":", 1)[1].strip()
+
+
+def _plan_json(env: dict[str, str], reference: str) -> dict[str, object]:
+    """What the `plan` of `models show --json` of a model counts (not the memory free, which changes as it runs)."""
+    shown = run_cli(env, "models", "show", reference, "--json")
+    assert shown.returncode == 0, shown.stderr
+    plan = json.loads(shown.stdout)["plan"]
+    return {key: plan[key] for key in ("ctx_size", "weights_bytes", "kv_bytes", "ram_bytes", "vram_bytes")}
+
+
+def test_models_show_of_a_split_model_with_shards_missing_plans_for_the_whole_model_where_their_sizes_are_known(
+        hub: tuple[HubServer, dict[str, str]], tmp_path: Path) -> None:
+    """Its plan counted the first shard alone (the embeddings, not the layers the others hold): now the whole model's,
+    as the Hub's listing that the stopped pull kept (or, online, the Hub) gives the other shards' sizes, as it is
+    before the pull; where neither does, the plan says it counts only the shards here."""
+    server, env = hub
+    (tmp_path / "shards").mkdir()
+    shards = write_split(bundled_model_file(), tmp_path / "shards", 3, prefix="m-Q4_1")
+    server.add_repo(SPLIT, {path.name: path for path in shards})
+    whole, whole_json = _load_plan(env, f"{SPLIT}:Q4_1"), _plan_json(env, f"{SPLIT}:Q4_1")  # as the Hub lists it
+    server.corrupt.update((SPLIT, path.name) for path in shards[1:])  # the first shard kept, the others refused
+    assert run_cli(env, "pull", f"{SPLIT}:Q4_1").returncode == 1
+    offline = {**env, "LOCALGEN_OFFLINE": "1"}
+    assert _load_plan(offline, f"{SPLIT}:Q4_1") == whole
+    assert _plan_json(offline, f"{SPLIT}:Q4_1") == whole_json
+    for listing in (tmp_path / "localgen").rglob("models--org--split-GGUF.json"):
+        listing.unlink()  # localgen's listing of the repo gone: nothing here gives the missing shards' sizes
+    counted = _load_plan(offline, f"{SPLIT}:Q4_1")
+    assert counted.endswith(", counting only the 1 of 3 shards here)") and counted != whole, counted
+    asked = server.count()
+    assert _load_plan(env, f"{SPLIT}:Q4_1") == whole  # online: as the Hub lists it now
+    assert server.count() == asked + 1, "one listing"
