@@ -91,6 +91,8 @@ def test_models_show_of_a_split_model_with_shards_missing_plans_for_the_whole_mo
         listing.unlink()  # localgen's listing of the repo gone: nothing here gives the missing shards' sizes
     counted = _load_plan(offline, f"{SPLIT}:Q4_1")
     assert counted.endswith(", counting only the 1 of 3 shards here)") and counted != whole, counted
+    small = _load_plan({**offline, "LOCALGEN_MEMORY_LIMIT": "8MiB"}, f"{SPLIT}:Q4_1")
+    assert small.startswith("does not fit: ") and small.endswith(" (counting only the 1 of 3 shards here)"), small
     asked = server.count()
     assert _load_plan(env, f"{SPLIT}:Q4_1") == whole  # online: as the Hub lists it now
     assert server.count() == asked + 1, "one listing"
