@@ -27,13 +27,14 @@ from localgen.signals import REPEAT_S, SignalExit, StopOnSignal, exit_on_signals
 from tests.conftest import REPO_ROOT, popen_localgen
 from tests.test_run_audit21 import QUICK_NOTE
 
-pytestmark = pytest.mark.serial  # signals timed against start-up (conftest: serial)
+SERIAL = pytest.mark.serial  # signals timed against each other or against start-up (conftest: serial)
 
 
 def _signal_self(signum: int = signal.SIGUSR1) -> None:
     os.kill(os.getpid(), signum)
 
 
+@SERIAL
 def test_a_second_signal_ends_the_program_by_default() -> None:
     stops: list[str] = []
     with StopOnSignal(lambda: stops.append("stop"), signals=(signal.SIGUSR1, signal.SIGINT)) as handler:
@@ -51,6 +52,7 @@ def test_a_second_signal_ends_the_program_by_default() -> None:
     assert info.value.code == 128 + signal.SIGUSR1
 
 
+@SERIAL
 def test_without_escalation_every_signal_only_asks_again_and_exit_resets() -> None:
     calls: list[str] = []
     with StopOnSignal(lambda: calls.append("stop"), signals=(signal.SIGUSR1,), escalate=False,
@@ -61,6 +63,7 @@ def test_without_escalation_every_signal_only_asks_again_and_exit_resets() -> No
     assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
 
 
+@SERIAL
 def test_a_signal_that_ends_the_program_outranks_ctrl_c() -> None:
     with StopOnSignal(lambda: None, signals=(signal.SIGINT, signal.SIGTERM), escalate=False) as handler:
         _signal_self(signal.SIGTERM)
@@ -82,12 +85,14 @@ def _signalled_app(*signals: int) -> typer.Typer:
     return app
 
 
+@SERIAL
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_the_same_signal_twice_exits_with_its_own_code(signum: int, code: int) -> None:
     assert run_app(_signalled_app(signum, signum), []) == code
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
 
 
+@SERIAL
 @pytest.mark.parametrize(("interrupt", "code"), [(KeyboardInterrupt, 130), (lambda: SignalExit(signal.SIGTERM), 143)])
 def test_a_signal_that_lands_as_a_class_is_made_exits_as_the_signal_not_as_an_internal_error(
         interrupt: Callable[[], BaseException], code: int, capsys: pytest.CaptureFixture[str]) -> None:
@@ -106,6 +111,7 @@ def test_a_signal_that_lands_as_a_class_is_made_exits_as_the_signal_not_as_an_in
     assert "internal error" not in capsys.readouterr().err
 
 
+@SERIAL
 def test_exit_on_signals_raises_signal_exit_and_restores_the_handlers() -> None:
     with pytest.raises(SignalExit) as info, exit_on_signals((signal.SIGUSR1,)):
         _signal_self()
@@ -115,6 +121,7 @@ def test_exit_on_signals_raises_signal_exit_and_restores_the_handlers() -> None:
 PIPE_FILLED = 3900  # of a 4096-byte pipe: the answer's first 200 bytes fill it, where 2900 left it 1,200 to write
 
 
+@SERIAL
 def test_run_exits_143_on_a_second_sigterm() -> None:
     """The second SIGTERM lands while `run` is blocked writing to a full pipe, so its stop cannot take effect."""
     read_end, write_end = os.pipe()
@@ -166,6 +173,7 @@ def _blocked_writing_a_pipe(pid: int) -> bool:
     return "pipe_write" in wchan
 
 
+@SERIAL
 def test_deferred_signals_are_only_noted_then_delivered_on_exit_ending_signals_first() -> None:
     from localgen.signals import SignalExit, deferred_signals, exit_on_signals
 
@@ -178,6 +186,7 @@ def test_deferred_signals_are_only_noted_then_delivered_on_exit_ending_signals_f
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+@SERIAL
 def test_a_dropped_signal_is_let_go_on_exit_and_the_others_are_delivered() -> None:
     """A Ctrl-C during a save has nothing left to stop once it is done; a signal that ends the program still ends it."""
     from localgen.signals import SignalExit, deferred_signals, exit_on_signals
@@ -193,6 +202,7 @@ def test_a_dropped_signal_is_let_go_on_exit_and_the_others_are_delivered() -> No
     assert ended.value.code == 143
 
 
+@SERIAL
 def test_ctrl_backslash_is_deferred_as_sigterm_is_then_ends_with_131() -> None:
     from localgen.signals import QUIT_SIGNALS, SignalExit, deferred_signals, exit_on_signals
 
@@ -204,6 +214,7 @@ def test_ctrl_backslash_is_deferred_as_sigterm_is_then_ends_with_131() -> None:
     assert noted == [signal.SIGQUIT] and ended.value.code == 131
 
 
+@SERIAL
 def test_an_ignored_signal_stays_ignored_while_deferred() -> None:
     from localgen.signals import deferred_signals
 
@@ -217,6 +228,7 @@ def test_an_ignored_signal_stays_ignored_while_deferred() -> None:
         signal.signal(signal.SIGHUP, previous)
 
 
+@SERIAL
 def test_every_handler_is_restored_even_when_a_signal_raises_part_way(monkeypatch: pytest.MonkeyPatch) -> None:
     from localgen.signals import restore_handlers
 
@@ -236,6 +248,7 @@ def test_every_handler_is_restored_even_when_a_signal_raises_part_way(monkeypatc
     assert restored == [signal.SIGTERM, signal.SIGINT], "SIGINT last, and restored after the interruption"
 
 
+@SERIAL
 def test_ctrl_c_while_the_cli_starts_exits_130_without_a_traceback(tmp_path: Path) -> None:
     env = {**os.environ, "LOCALGEN_HOME": str(tmp_path)}
     outcomes = []
@@ -385,6 +398,7 @@ def test_run_stops_on_sighup_like_sigterm() -> None:
     assert (first + rest).endswith(b"\n") and not (first + rest).endswith(b"\n\n") and b"Traceback" not in err
 
 
+@SERIAL
 def test_sighup_ignored_by_nohup_stays_ignored() -> None:
     previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
@@ -394,6 +408,7 @@ def test_sighup_ignored_by_nohup_stays_ignored() -> None:
         signal.signal(signal.SIGHUP, previous)
 
 
+@SERIAL
 def test_the_chat_puts_the_terminal_modes_back_however_it_ends() -> None:
     import tty
 
