@@ -9,12 +9,8 @@ import sys
 import termios
 import time
 
-import pytest
-
 from tests.conftest import REPO_ROOT, popen_localgen
 from tests.test_signals import PIPE_FILLED, _wait_until_blocked
-
-pytestmark = pytest.mark.serial  # a key timed against a run's progress (conftest: serial)
 
 
 def _take_controlling_terminal() -> None:
