@@ -471,7 +471,6 @@ def test_ctrl_d_typed_just_as_a_command_ends_quits_at_once(home: Path) -> None:
     assert chat.child.exitstatus == 0
 
 
-@pytest.mark.serial  # timed against an answer, a prompt or a signal (conftest: serial)
 def test_keys_typed_while_the_model_downloads_are_not_echoed_and_ctrl_d_waits_for_the_prompt(
         loopback_hub: HubServer, tmp_path: Path) -> None:
     """From the download and load on, the terminal is out of line mode: keys typed then are not echoed, and a Ctrl-D
@@ -753,10 +752,7 @@ def test_unknown_command_and_bad_arguments_do_not_crash(chat: Chat) -> None:
     assert chat.quit() == 0
 
 
-@pytest.mark.parametrize("prefill_while_typing", [
-    pytest.param(True, marks=pytest.mark.serial),  # timed against the typing of a question (conftest: serial)
-    False,
-])
+@pytest.mark.parametrize("prefill_while_typing", [True, False])
 def test_file_attachment_goes_into_the_next_message(home: Path, tmp_path: Path, prefill_while_typing: bool) -> None:
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10",
                 *([] if prefill_while_typing else ["--no-prefill-while-typing", "--batch-size", "64"]))
