@@ -102,7 +102,10 @@ def _wait_for_the_save(home: Path) -> None:
 
 
 @pytest.mark.serial  # timed against a save (conftest: serial)
-def test_ctrl_c_during_a_command_s_save_lets_the_save_finish_and_the_command_say_what_it_did(tmp_path: Path) -> None:
+def test_ctrl_c_then_ctrl_backslash_during_a_command_s_save_let_the_save_finish(tmp_path: Path) -> None:
+    """Ctrl-C during a command's save lets the save finish and the command say what it did, the chat going on; then,
+    in the same chat (its big conversation loaded once), Ctrl-\\ during the next command's save ends the chat 131
+    with that change saved too."""
     path = _big_conversation(tmp_path)
     chat = Chat(tmp_path, "--resume", "big", "-n", "4", "-c", "1024")
     _key_during_save(chat, "/system new system prompt", "\x03")
@@ -110,18 +113,13 @@ def test_ctrl_c_during_a_command_s_save_lets_the_save_finish_and_the_command_say
     said = chat.transcript.getvalue().rpartition("/system new system prompt")[2]
     assert "system prompt set" in said and "[interrupted]" not in said
     assert json.loads(path.read_text())["system"] == "new system prompt", "the change is on disk"
-    assert chat.quit() == 0
-
-
-@pytest.mark.serial  # timed against a save (conftest: serial)
-def test_ctrl_backslash_during_a_command_s_save_ends_the_chat_131_with_the_change_saved(tmp_path: Path) -> None:
-    path = _big_conversation(tmp_path)
-    chat = Chat(tmp_path, "--resume", "big", "-n", "4", "-c", "1024")
+    assert chat.child.isalive(), "the chat goes on after the Ctrl-C"
     _key_during_save(chat, "/set temperature 0.3", "\x1c")
     chat.child.expect(pexpect.EOF)
     chat.child.close()
     assert chat.child.exitstatus == 131
-    assert json.loads(path.read_text())["settings"]["temperature"] == 0.3
+    saved = json.loads(path.read_text())
+    assert (saved["settings"]["temperature"], saved["system"]) == (0.3, "new system prompt")
 
 
 @pytest.mark.serial  # timed against a save (conftest: serial)
