@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import json
 import os
+import resource
 import signal
 import socket
 import struct
@@ -232,17 +233,25 @@ class CliResult:
 
 
 def run_localgen(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None,
-                 timeout: float = 120) -> CliResult:
+                 timeout: float = 120, limits: dict[str, int] | None = None) -> CliResult:
     """Run `python -m localgen ARGS` in a subprocess, stdin from bytes (or /dev/null): forked by tests/zygote.py
-    where the environment leaves what an interpreter reads as it starts as it was, started afresh otherwise."""
-    return run_localgen_in({**os.environ, **(env or {})}, *args, stdin=stdin, timeout=timeout)
+    where the environment leaves what an interpreter reads as it starts as it was, started afresh otherwise; limits
+    ({"RLIMIT_DATA": bytes}) set as `ulimit` sets them before it starts."""
+    return run_localgen_in({**os.environ, **(env or {})}, *args, stdin=stdin, timeout=timeout, limits=limits)
 
 
-def run_localgen_in(env: dict[str, str], *args: str, stdin: bytes | None = None, timeout: float = 120) -> CliResult:
+def run_localgen_in(env: dict[str, str], *args: str, stdin: bytes | None = None, timeout: float = 120,
+                    limits: dict[str, int] | None = None) -> CliResult:
     """Run `python -m localgen ARGS` as run_localgen does, with env as its whole environment."""
     with _free_zygote(env) as zygote:
         if zygote is not None:
-            return zygote.run(args, stdin, env, timeout)
+            return zygote.run(args, stdin, env, timeout, limits or {})
+
+    def limited() -> None:
+        """Set the limits in the child, before the interpreter starts."""
+        for name, limit in (limits or {}).items():
+            resource.setrlimit(getattr(resource, name), (limit, limit))
+
     proc = subprocess.run(
         [sys.executable, "-m", "localgen", *args],
         input=stdin,
@@ -251,6 +260,7 @@ def run_localgen_in(env: dict[str, str], *args: str, stdin: bytes | None = None,
         env=env,
         timeout=timeout,
         cwd=REPO_ROOT,
+        preexec_fn=limited if limits else None,
     )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
@@ -335,12 +345,14 @@ class _Zygote:
         return all(_as_started(key, env.get(key)) == _as_started(key, self.env.get(key))
                    for key in env.keys() | self.env.keys() if key.startswith(STARTUP_ENVS))
 
-    def run(self, args: tuple[str, ...], stdin: bytes | None, env: dict[str, str], timeout: float) -> CliResult:
-        """Run localgen in a forked child, as subprocess.run with captured output would."""
+    def run(self, args: tuple[str, ...], stdin: bytes | None, env: dict[str, str], timeout: float,
+            limits: dict[str, int]) -> CliResult:
+        """Run localgen in a forked child under limits, as subprocess.run with captured output would."""
         child_in, feed = os.pipe() if stdin is not None else (os.open(os.devnull, os.O_RDONLY), -1)
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
-        request = {"args": list(args), "env": env, "cwd": str(REPO_ROOT), "cpus": sorted(os.sched_getaffinity(0))}
+        request = {"args": list(args), "env": env, "cwd": str(REPO_ROOT), "cpus": sorted(os.sched_getaffinity(0)),
+                   "limits": limits}
         try:
             socket.send_fds(self.sock, [json.dumps(request).encode()], [child_in, out_write, err_write])
         finally:

@@ -5,17 +5,19 @@ What is imported ahead does the same whatever a child's environment: localgen's 
 chat (the engine's import sets one environment variable, set again in each child), their third-party and standard
 modules; not huggingface_hub, which reads its settings from the environment as it is imported (a child imports it
 when it needs it). Each child then sets up as a fresh `python -m localgen` would be: its own environment, folder,
-standard streams and CPUs, localgen's __main__ run as -m runs it, and the interpreter's own exit. Over a Unix
-socket: a request (JSON) with the child's three standard streams as passed descriptors; the replies are the child's
-pid, then its exit status. A watched request's child (a test's Popen, tests/forked_popen.py, or a chat in a pty for
-pexpect, tests/forked_pty.py) has a watcher forked for it (the zygote goes on serving meanwhile) as its parent,
-which sends its pid and wait status over a socket the request passed; a pty's child gets the pty's end as its three
-streams and its controlling terminal, in a session of its own. What a child cannot have of its own is the zygote's,
-as the worker had it when the zygote started: its limits (ulimit) and umask, its string hash seed, what the C
-libraries read from the environment as they load (conftest starts such a run afresh); a traceback shows this file's
-frames first. The zygote's own objects are frozen out of the garbage collector before it serves (gc.freeze): a
-child's collections, and its exit's above all, would touch each of them and so copy every page of the zygote's
-memory (a child's `--version` took twice as long).
+standard streams and CPUs, the resource limits its request gives (as `ulimit -d` before a fresh start sets them, but
+set just before localgen runs: the interpreter and the imports ahead are counted as they are in a fresh start),
+localgen's __main__ run as -m runs it, and the interpreter's own exit. Over a Unix socket: a request (JSON) with the
+child's three standard streams as passed descriptors; the replies are the child's pid, then its exit status. A
+watched request's child (a test's Popen, tests/forked_popen.py, or a chat in a pty for pexpect, tests/forked_pty.py)
+has a watcher forked for it (the zygote goes on serving meanwhile) as its parent, which sends its pid and wait status
+over a socket the request passed; a pty's child gets the pty's end as its three streams and its controlling terminal,
+in a session of its own. What a child cannot have of its own is the zygote's, as the worker had it when the zygote
+started: the limits its request does not give, its umask, its string hash seed, what the C libraries read from the
+environment as they load (conftest starts such a run afresh); a traceback shows this file's frames first. The
+zygote's own objects are frozen out of the garbage collector before it serves (gc.freeze): a child's collections,
+and its exit's above all, would touch each of them and so copy every page of the zygote's memory (a child's
+`--version` took twice as long).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import importlib
 import io
 import json
 import os
+import resource
 import runpy
 import socket
 import sys
@@ -113,6 +116,8 @@ def become_localgen(request: dict, fds: list[int]) -> None:
     python_path = [entry for entry in request["env"].get("PYTHONPATH", "").split(os.pathsep) if entry]
     sys.path[1:1] = [entry for entry in python_path if entry not in sys.path]  # after the folder, as at a start
     sys.modules["__main__"] = types.ModuleType("__main__")
+    for name, limit in request.get("limits", {}).items():  # e.g. {"RLIMIT_DATA": bytes}: soft and hard, as ulimit sets
+        resource.setrlimit(getattr(resource, name), (limit, limit))
     runpy._run_module_as_main("localgen", alter_argv=True)  # type: ignore[attr-defined]  (what -m runs)
 
 
