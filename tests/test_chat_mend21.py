@@ -198,13 +198,26 @@ def test_a_run_under_a_data_limit_just_short_of_its_first_batch_ends_in_one_line
     """Under `ulimit -d` just short of the least that runs (where the context was made, and the first prefill's
     thread stack or ggml-cpu's work buffer threw a bad_alloc: `terminate called`, exit 134), the run ends in one line
     saying memory ran short, exit 1, or runs."""
+    from tests.conftest import bundled_model_file, run_localgen
+
+    runs: dict[int, tuple[int, str]] = {}  # each limit's run, made once: the search's are checked
+
+    def run(limit: int) -> tuple[int, str]:
+        """`localgen run -n 1 hi` under a data limit of limit bytes, as _run_under_limit runs it, forked by
+        tests/zygote.py (made once)."""
+        if limit not in runs:
+            done = run_localgen("run", "-m", str(bundled_model_file()), "-n", "1", "--temperature", "0", *args, "hi",
+                                env={"LOCALGEN_HOME": str(tmp_path / "home"), "LOCALGEN_OFFLINE": "1"},
+                                limits={"RLIMIT_DATA": limit})
+            runs[limit] = done.returncode, done.err
+        return runs[limit]
+
     low, high = 64 * MIB, 1024 * MIB
     while high - low > MIB:
         middle = (low + high) // 2 // MIB * MIB
-        low, high = (low, middle) if _run_under_limit(tmp_path / "home", "d", middle, *args)[0] == 0 else \
-            (middle, high)
+        low, high = (low, middle) if run(middle)[0] == 0 else (middle, high)
     for limit in range(high - MIB, high - 9 * MIB, -MIB):  # (what the process maps varies a little from run to run)
-        status, said = _run_under_limit(tmp_path / "home", "d", limit, *args)
+        status, said = run(limit)
         assert status == 0 or _said_as_out_of_memory(status, said), (limit // MIB, status, said)
 
 
