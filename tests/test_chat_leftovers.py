@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import CliResult, run_localgen
 from tests.test_cli_completion import _bash_lines, _shells, _zsh_or_fish_lines
 from tests.test_repl import Chat
 
@@ -254,15 +252,13 @@ def test_shell_completion_offers_the_odd_names_conversations_lists_as_the_shell_
                          "localgen conversations rm -- -dash ", "localgen chat --resume my"], lines
 
 
-def _run_under_address_limit(home: Path, kib: int, *args: str) -> subprocess.CompletedProcess[str]:
-    """`localgen run ARGS` under `ulimit -v KIB` (an address space llama.cpp's allocations may not outgrow)."""
-    command = shlex.join([sys.executable, "-m", "localgen", "run", "--no-cache", "-n", "1", *args, "hi"])
-    return subprocess.run(["bash", "-c", f"ulimit -v {kib} && exec {command} </dev/null"], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "LOCALGEN_HOME": str(home),
-                                                       "PYTHONPATH": str(REPO_ROOT)})
+def _run_under_address_limit(home: Path, kib: int, *args: str) -> CliResult:
+    """`localgen run ARGS` under an address space of KIB (`ulimit -v`: one llama.cpp's allocations may not outgrow),
+    forked by tests/zygote.py."""
+    return run_localgen("run", "--no-cache", "-n", "1", *args, "hi", env={"LOCALGEN_HOME": str(home)},
+                        limits={"RLIMIT_AS": kib * 1024})
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash's ulimit")
 def test_a_context_llama_cpp_cannot_allocate_is_hinted_options_that_load_it(tmp_path: Path) -> None:
     """Under an address-space limit that holds a 4,096-token context but not an 8,192 one, run -c 8192 says llama.cpp
     could not create the context, and each way its hint gives loads the model there: a smaller --ctx-size, and
@@ -274,11 +270,11 @@ def test_a_context_llama_cpp_cannot_allocate_is_hinted_options_that_load_it(tmp_
             (middle, high)
     limit = high + 16 * 1024
     refused = _run_under_address_limit(tmp_path, limit, "-c", "8192")
-    assert refused.returncode == 1 and "could not create a context of 8192 tokens" in refused.stderr and \
-        "(hint: try a smaller --ctx-size, or --kv-type q8_0, or raise `ulimit -v`)" in refused.stderr, refused.stderr
+    assert refused.returncode == 1 and "could not create a context of 8192 tokens" in refused.err and \
+        "(hint: try a smaller --ctx-size, or --kv-type q8_0, or raise `ulimit -v`)" in refused.err, refused.err
     for helped in (("-c", "4096"), ("-c", "8192", "--kv-type", "q8_0")):
         loaded = _run_under_address_limit(tmp_path, limit, *helped)
-        assert loaded.returncode == 0 and loaded.stdout.strip(), (helped, loaded.stderr)
+        assert loaded.returncode == 0 and loaded.out.strip(), (helped, loaded.err)
 
 
 def test_a_start_holds_little_more_than_the_history_bytes_it_reads(tmp_path: Path,
@@ -336,16 +332,14 @@ def test_the_command_that_resumes_a_chat_with_another_context_keeps_the_options_
             again.child.terminate(force=True)
 
 
-def _run_under_data_limit(home: Path, kib: int, *args: str) -> subprocess.CompletedProcess[str]:
-    """`localgen run ARGS hi` under `ulimit -d KIB` (a limit on the private memory Linux lets it map)."""
-    command = shlex.join([sys.executable, "-m", "localgen", "run", "--no-cache", "-n", "1", *args, "hi"])
-    return subprocess.run(["bash", "-c", f"ulimit -d {kib} && exec {command} </dev/null"], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "LOCALGEN_HOME": str(home),
-                                                       "PYTHONPATH": str(REPO_ROOT)})
+def _run_under_data_limit(home: Path, kib: int, *args: str) -> CliResult:
+    """`localgen run ARGS hi` under a data limit of KIB (`ulimit -d`: a limit on the private memory Linux lets it
+    map), forked by tests/zygote.py."""
+    return run_localgen("run", "--no-cache", "-n", "1", *args, "hi", env={"LOCALGEN_HOME": str(home)},
+                        limits={"RLIMIT_DATA": kib * 1024})
 
 
-@pytest.mark.skipif(shutil.which("bash") is None or not sys.platform.startswith("linux"),
-                    reason="needs bash's ulimit -d, which Linux holds memory maps to")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs a data limit, which Linux holds memory maps to")
 def test_under_a_data_limit_a_context_that_does_not_fit_is_refused_at_load(tmp_path: Path) -> None:
     """Under `ulimit -d` that holds a 4,096-token context but not an 8,192 one, run -c 8192 is refused as the model
     loads, with the hint of a smaller --ctx-size, as under `ulimit -v` (it started with a small KV cache, whose growth
@@ -356,5 +350,5 @@ def test_under_a_data_limit_a_context_that_does_not_fit_is_refused_at_load(tmp_p
         low, high = (low, middle) if _run_under_data_limit(tmp_path, middle, "-c", "4096").returncode == 0 else \
             (middle, high)
     refused = _run_under_data_limit(tmp_path, high + 16 * 1024, "-c", "8192")
-    assert refused.returncode == 1 and "could not create a context of 8192 tokens" in refused.stderr and \
-        "(hint: try a smaller --ctx-size" in refused.stderr, refused.stderr
+    assert refused.returncode == 1 and "could not create a context of 8192 tokens" in refused.err and \
+        "(hint: try a smaller --ctx-size" in refused.err, refused.err
