@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import resource
@@ -247,11 +248,6 @@ def run_localgen_in(env: dict[str, str], *args: str, stdin: bytes | None = None,
         if zygote is not None:
             return zygote.run(args, stdin, env, timeout, limits or {})
 
-    def limited() -> None:
-        """Set the limits in the child, before the interpreter starts."""
-        for name, limit in (limits or {}).items():
-            resource.setrlimit(getattr(resource, name), (limit, limit))
-
     proc = subprocess.run(
         [sys.executable, "-m", "localgen", *args],
         input=stdin,
@@ -260,20 +256,30 @@ def run_localgen_in(env: dict[str, str], *args: str, stdin: bytes | None = None,
         env=env,
         timeout=timeout,
         cwd=REPO_ROOT,
-        preexec_fn=limited if limits else None,
+        preexec_fn=functools.partial(_set_limits, limits) if limits else None,
     )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 
-def spawn_localgen(*args: str, env: dict[str, str], cwd: Path = REPO_ROOT, **options: Any) -> pexpect.spawn:
+def _set_limits(limits: dict[str, int]) -> None:
+    """Set resource limits ({"RLIMIT_DATA": bytes}), soft and hard, as `ulimit` sets them (in a child, before its
+    interpreter starts)."""
+    for name, limit in limits.items():
+        resource.setrlimit(getattr(resource, name), (limit, limit))
+
+
+def spawn_localgen(*args: str, env: dict[str, str], cwd: Path = REPO_ROOT, limits: dict[str, int] | None = None,
+                   **options: Any) -> pexpect.spawn:
     """pexpect.spawn of `python -m localgen ARGS` in a pty (options: pexpect.spawn's), its child forked by
     tests/zygote.py as run_localgen's are (in a session of its own, the pty its controlling terminal), started
-    afresh otherwise."""
+    afresh otherwise; limits as run_localgen's."""
     command = [sys.executable, "-m", "localgen", *args]
     with _free_zygote(env) as zygote:
         if zygote is not None:
-            return ForkedSpawn(zygote.spawn_pty, command[0], command[1:], env=env, cwd=str(cwd), **options)
-    return pexpect.spawn(command[0], command[1:], env=env, cwd=str(cwd), **options)
+            return ForkedSpawn(functools.partial(zygote.spawn_pty, limits=limits or {}), command[0], command[1:],
+                               env=env, cwd=str(cwd), **options)
+    return pexpect.spawn(command[0], command[1:], env=env, cwd=str(cwd),
+                         preexec_fn=functools.partial(_set_limits, limits) if limits else None, **options)
 
 
 def popen_localgen(command: list[str], **options: Any) -> subprocess.Popen:
@@ -383,7 +389,7 @@ class _Zygote:
 
     def spawn_pty(self, args: list[str | bytes], *, env: dict[str, str], cwd: str,
                   dimensions: tuple[int, int] | None = None, echo: bool = True,
-                  preexec_fn: Callable[[], None] | None = None) -> ForkedPty:
+                  preexec_fn: Callable[[], None] | None = None, limits: dict[str, int] | None = None) -> ForkedPty:
         """Fork `python -m localgen ARGS` in a new pty of dimensions (rows, columns), for pexpect (ForkedSpawn):
         its pid and, once it ends, its wait status come over a socket of its own from a watcher process."""
         args = [os.fsdecode(arg) for arg in args]  # pexpect gives them as bytes
@@ -393,20 +399,20 @@ class _Zygote:
         try:
             if dimensions is not None:
                 fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", *dimensions, 0, 0))
-            pid, pidfd, status = self.start_watched(args[3:], [slave], cwd, env, pty=True)
+            pid, pidfd, status = self.start_watched(args[3:], [slave], cwd, env, pty=True, limits=limits or {})
         finally:
             os.close(slave)
         os.close(pidfd)  # pexpect signals it by its pid
         return ForkedPty(pid, master, status)
 
     def start_watched(self, args: list[str], fds: list[int], cwd: str, env: dict[str, str],
-                      pty: bool = False) -> tuple[int, int, socket.socket]:
+                      pty: bool = False, limits: dict[str, int] | None = None) -> tuple[int, int, socket.socket]:
         """Fork `python -m localgen ARGS` with fds as its standard streams (or, in a pty, the pty's end) under a
         watcher of its own, the zygote free again at once: its pid, a pidfd of it, and the socket its watcher sends
         its wait status over."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         request = {"args": args, "env": env, "cwd": cwd, "cpus": sorted(os.sched_getaffinity(0)), "watched": True,
-                   "pty": pty}
+                   "pty": pty, "limits": limits or {}}
         try:
             socket.send_fds(self.sock, [json.dumps(request).encode()], [*fds, theirs.fileno()])
         finally:
