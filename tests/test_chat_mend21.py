@@ -14,7 +14,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, spawn_localgen
 
 MIB = 1024 * 1024
 _ESCAPE = re.compile(r"\x1b\[[\d;?]*[A-Za-z]")
@@ -22,14 +22,19 @@ needs_data_limit = pytest.mark.skipif(shutil.which("bash") is None or not sys.pl
                                       reason="needs bash's ulimit -d, which Linux holds memory maps to")
 
 
-def _chat_under_data_limit(home: Path, limit: int) -> tuple[bool, int | None, str]:
-    """Start `localgen chat` in a pty under `ulimit -d` of limit bytes: whether it reached its prompt (then left with
-    Ctrl-D), its exit status (None: a signal ended it), and what it wrote, less escape sequences."""
-    command = shlex.join([sys.executable, "-m", "localgen", "chat", "-n", "4"])
+def _chat_under_data_limit(home: Path, limit: int, *, afresh: bool = False) -> tuple[bool, int | None, str]:
+    """Start `localgen chat` in a pty under `ulimit -d` of limit bytes, forked by tests/zygote.py (afresh: python
+    started under bash's ulimit, its own start and imports held to the limit too): whether it reached its prompt
+    (then left with Ctrl-D), its exit status (None: a signal ended it), and what it wrote, less escape sequences."""
     env = {**os.environ, "LOCALGEN_HOME": str(home), "PYTHONPATH": str(REPO_ROOT), "PROMPT_TOOLKIT_NO_CPR": "1",
            "TERM": "xterm"}
-    child = pexpect.spawn("bash", ["-c", f"ulimit -d {limit // 1024} && exec {command}"], env=env, cwd=str(REPO_ROOT),
-                          encoding="utf-8", codec_errors="replace", timeout=90, dimensions=(30, 200))
+    options = {"encoding": "utf-8", "codec_errors": "replace", "timeout": 90, "dimensions": (30, 200)}
+    if afresh:
+        command = shlex.join([sys.executable, "-m", "localgen", "chat", "-n", "4"])
+        child = pexpect.spawn("bash", ["-c", f"ulimit -d {limit // 1024} && exec {command}"], env=env,
+                              cwd=str(REPO_ROOT), **options)
+    else:
+        child = spawn_localgen("chat", "-n", "4", env=env, limits={"RLIMIT_DATA": limit}, **options)
     started = child.expect([pexpect.EOF, ">>>"]) == 1
     said = child.before
     if started:
@@ -114,13 +119,13 @@ def test_a_model_whose_load_runs_out_of_memory_under_a_data_limit_is_not_said_to
     limit, where it said the file may be damaged; lower, down to where Python itself starts on this machine (below,
     what fails is not localgen's), no start says so either (the header read: a MemoryError)."""
     home = tmp_path / "home"
-    assert _chat_under_data_limit(home, 4096 * MIB)[0], "a start with room checks the bundled file once"
+    assert _chat_under_data_limit(home, 4096 * MIB, afresh=True)[0], "a start with room checks the bundled file once"
     least = _least_data_limit_starting_python()
     short: dict[int, str] = {}  # what each start under a limit too low to reach the context said
 
     def reaches_context(limit: int) -> bool:
         """Whether the chat's start under limit gets the load as far as the context (else what it said is kept)."""
-        started, _status, said = _chat_under_data_limit(home, limit)
+        started, _status, said = _chat_under_data_limit(home, limit, afresh=True)
         if not started and "could not create a context" not in said:
             short[limit] = said
         return limit not in short
@@ -132,7 +137,7 @@ def test_a_model_whose_load_runs_out_of_memory_under_a_data_limit_is_not_said_to
     while high - low > MIB // 2:
         middle = (low + high) // 2
         low, high = (low, middle) if reaches_context(middle) else (middle, high)
-    loading = short[low] if low in short else _chat_under_data_limit(home, low)[2]
+    loading = short[low] if low in short else _chat_under_data_limit(home, low, afresh=True)[2]
     assert "llama.cpp ran out of memory loading" in loading and "`ulimit -d` of" in loading, (low // MIB, loading)
     said = [short[limit] for limit in range(least + 4 * MIB, low, 4 * MIB)]
     wrong = [one for one in said if "damaged" in one or "internal error" in one]
