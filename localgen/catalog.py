@@ -16,6 +16,7 @@ from localgen import hub_cache
 from localgen.config import settings
 from localgen.errors import LocalgenError, ModelNotFoundError
 from localgen.hub_choice import choose_model, named_tag, quant_of, shard_group_key, shard_of
+from localgen.hub_settings import snapshot_entry
 from localgen.hub_types import HubFile
 from localgen.own_files import FileProblem, own_file_header, own_file_problem, own_file_status
 from localgen.references import ModelRef, normalize_quant, quant_of_filename
@@ -392,10 +393,8 @@ def entry_models(registry: Registry, entries: tuple[Path, ...]) -> tuple[str, ..
     list` gives them; a place that is no entry (another repo's folder that could not be read) is passed over."""
     names = []
     for entry in entries:
-        snapshots = next((folder for folder in entry.parents if folder.name == "snapshots"), None)
-        if snapshots is None or entry.parent == snapshots:
-            continue
-        filename = entry.relative_to(snapshots).as_posix().split("/", 1)[1]
-        repo = hub_cache.repo_named(snapshots.parent.name)
-        names.append(display_name(registry, repo, quant_of(filename), filename))
+        found = snapshot_entry(entry)
+        if found is not None:
+            repo, filename = found
+            names.append(display_name(registry, repo, quant_of(filename), filename))
     return tuple(dict.fromkeys(names))

@@ -250,8 +250,9 @@ def models_show(
     from localgen.estimate import header_shape
     from localgen.fit import plan_of_shape
     from localgen.gguf_reader import read_gguf
-    from localgen.gguf_split import parameter_count, present_shards, validate_split
+    from localgen.gguf_split import missing_shards_text, parameter_count, present_shards, validate_split
     from localgen.hub_lack import refuse_lacking
+    from localgen.hub_settings import snapshot_entry
     from localgen.model_file_errors import named_as_typed
     from localgen.partial_downloads import partial_json
     from localgen.quant_choice import resolve_downloaded
@@ -300,6 +301,8 @@ def models_show(
     shape = header_shape(info, resolved.path, missing_bytes=missing_bytes or 0)
     plan, problem = plan_of_shape(shape, default_ctx=resolved.context)
     part = kept_part_of(resolved.path) if missing else None  # shards a stopped pull kept a part of
+    lacking = missing_shards_text(missing) if missing and snapshot_entry(resolved.path) is None else None  # no pull
+    problem = "; ".join(filter(None, (lacking, problem))) or None
     if json_output:
         source = resolved.shown_source.partition(" (")[0]  # "hub", as models list --json: verified says the rest
         console.print_json({
@@ -327,7 +330,8 @@ def models_show(
         ("sha256" if expected == 1 else "sha256 (first shard)", sha or "not verified yet"),
         ("source", resolved.shown_source), ("path", str(resolved.path)),
         ("load plan", load_plan_field(plan, problem, counts_only=count if missing_bytes is None else None)),
-        *([("downloaded", not_downloaded(text, part))] if missing else []),
+        *([("problem", f"{lacking} (a run refuses the model)")] if lacking else
+          [("downloaded", not_downloaded(text, part))] if missing else []),
     ])
 
 

@@ -153,8 +153,10 @@ def listed_part(repo: str, quant: str | None, filename: str | None) -> PartialDo
 def kept_part_of(path: Path) -> PartialDownload | None:
     """What a stopped pull kept of the model whose (first) file path is in the cache's snapshot, as localgen last
     listed its repo (None: nothing, or path is no snapshot's)."""
-    snapshot_file = _snapshot_file(path)
-    return listed_part(snapshot_file[0], None, snapshot_file[1]) if snapshot_file else None
+    from localgen.hub_settings import snapshot_entry
+
+    found = snapshot_entry(path)
+    return None if found is None else listed_part(found[0], None, found[1])
 
 
 def missing_shards_bytes(first_shard: Path, missing: list[Path]) -> int | None:
@@ -165,9 +167,10 @@ def missing_shards_bytes(first_shard: Path, missing: list[Path]) -> int | None:
     from localgen import hub_cache
     from localgen.errors import LocalgenError
     from localgen.hub_listing import answers_within, fetch_listing, is_offline, one_listing_per_repo
+    from localgen.hub_settings import snapshot_entry
     from localgen.quant_instead import HINT_WAIT_S
 
-    snapshot_file = _snapshot_file(first_shard)
+    snapshot_file = snapshot_entry(first_shard)
     if snapshot_file is None:
         return None
     repo, folder = snapshot_file[0], snapshot_file[1].rpartition("/")[0]
@@ -183,16 +186,6 @@ def _listed_size(files: list[HubFile] | None, names: list[str]) -> int | None:
     """The bytes of the files names in a listing of a repo; None where it lacks one (or there is none)."""
     sizes = {f.filename: f.size for f in files or ()}
     return sum(sizes[name] for name in names) if all(name in sizes for name in names) else None
-
-
-def _snapshot_file(path: Path) -> tuple[str, str] | None:
-    """The repo and file name in it of a file in the cache's snapshot (None: path is no snapshot's)."""
-    from localgen import hub_cache
-
-    snapshots = next((folder for folder in path.parents if folder.name == "snapshots"), None)
-    if snapshots is None or path.parent == snapshots:
-        return None
-    return hub_cache.repo_named(snapshots.parent.name), path.relative_to(snapshots).as_posix().split("/", 1)[1]
 
 
 def show_hub_model(view: HubModelView, *, template: bool = False, json_output: bool) -> None:

@@ -111,3 +111,15 @@ def _check_shard(first: GGUFInfo, shard: GGUFInfo, index: int, count: int) -> No
             if match and int(match[1]) >= block_count:
                 raise GGUFError(f"{label}: tensor '{tensor.name}' is beyond the model's {block_count} blocks",
                                 hint=mixed)
+
+
+def missing_shards_text(missing: list[Path]) -> str:
+    """What a split model lacks, in the words of the load error: 'NAME-00002-of-00002.gguf: missing shard 2 of 2'."""
+    numbered = [(path.name, parts[1], parts[2]) for path in missing if (parts := split_name_parts(path.name))]
+    names, numbers = [name for name, _, _ in numbered], [str(number) for _, number, _ in numbered]
+    if not numbered:
+        return "missing shards"
+    if len(numbered) == 1:
+        return f"{names[0]}: missing shard {numbers[0]} of {numbered[0][2]}"
+    return (f"{', '.join(names[:-1])} and {names[-1]}: missing shards {', '.join(numbers[:-1])} and {numbers[-1]} of "
+            f"{numbered[0][2]}")

@@ -65,3 +65,16 @@ def check_endpoint() -> None:
     error = endpoint_error(hub_endpoint())
     if error is not None:
         raise error
+
+
+def snapshot_entry(path: Path) -> tuple[str, str] | None:
+    """The repo and filename of a snapshot entry of the Hugging Face cache (HUB_CACHE/models--ORG--NAME/snapshots/
+    COMMIT/FILE), found from its path alone; None for any other path (a folder elsewhere named snapshots too)."""
+    snapshots = next((folder for folder in path.parents if folder.name == "snapshots"), None)
+    if snapshots is None or path.parent == snapshots or not snapshots.parent.name.startswith("models--"):
+        return None
+    from localgen.hub_cache import repo_named
+
+    if snapshots.parent.parent.resolve() != hub_cache_dir():
+        return None
+    return repo_named(snapshots.parent.name), path.relative_to(snapshots).as_posix().split("/", 1)[1]
