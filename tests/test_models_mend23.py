@@ -5,6 +5,7 @@ part way."""
 from __future__ import annotations
 
 import json
+
 from hub_server import HubEnv, make_gguf_bytes, run_cli
 
 from tests.conftest import user_registry
