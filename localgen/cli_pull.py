@@ -46,7 +46,7 @@ def pull_models(references: list[str], *, force: bool, options: list[str], quiet
             continue
         except KeyboardInterrupt:
             if len(references) > 1 and not quiet:
-                _say_interrupted(len(references), [r for r, _ in failed] + references[index:], options)
+                _say_interrupted(len(references), [r for r, _ in failed], references[index:], options)
             raise
         print(path, flush=True)
     if len(references) > 1 and not quiet:
@@ -72,15 +72,36 @@ def pulled_line(asked: int, failed: list[str]) -> str:
             "(see above)")
 
 
-def _say_interrupted(asked: int, left: list[str], options: list[str]) -> None:
-    """After a Ctrl-C in a pull of several (the ^C line ended first): how many were pulled, which were not (left: those
-    that failed, the one stopped and those after it), and the pull that pulls them."""
+def _say_interrupted(asked: int, failed: list[str], left: list[str], options: list[str]) -> None:
+    """After a Ctrl-C in a pull of several (the ^C line ended first): how many were pulled, which were not (those that
+    failed, the one stopped and those after it: left), and the pull that pulls them; with --force, a stopped one that
+    has no copy here (nothing --force downloads again) is told to a pull without it, which resumes the part kept."""
     from localgen import line_ends
 
     line_ends.end_interrupted_line()
-    them = "it" if len(left) == 1 else "them"
-    console.say(f"localgen: interrupted: pulled {asked - len(left)} of {counted(asked, 'model')}; not "
-                f"{alternatives(left, 'and')} (`{shlex.join(['localgen', 'pull', *left, *options])}` pulls {them})")
+    names = [*failed, *left]
+    counts = (f"localgen: interrupted: pulled {asked - len(names)} of {counted(asked, 'model')}; not "
+              f"{alternatives(names, 'and')}")
+    if "--force" in options and not _downloaded(left[0]):
+        rest = [name for name in names if name != left[0]]
+        plain = shlex.join(["localgen", "pull", left[0], *(o for o in options if o != "--force")])
+        forced = (f"; `{shlex.join(['localgen', 'pull', *rest, *options])}` pulls {alternatives(rest, 'and')}"
+                  if rest else "")
+        console.say(f"{counts} (`{plain}` resumes {left[0]}{forced})")
+        return
+    them = "it" if len(names) == 1 else "them"
+    console.say(f"{counts} (`{shlex.join(['localgen', 'pull', *names, *options])}` pulls {them})")
+
+
+def _downloaded(reference: str) -> bool:
+    """Whether a complete copy of the model a reference names is here (no network)."""
+    from localgen.quant_choice import resolve_downloaded
+
+    try:
+        resolve_downloaded(reference, offline=True)
+    except LocalgenError:
+        return False
+    return True
 
 
 def check_file_arguments(references: list[str], options: list[str]) -> None:

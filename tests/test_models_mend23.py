@@ -4,11 +4,13 @@ part way."""
 
 from __future__ import annotations
 
+import io
 import json
 
+import pexpect
 from hub_server import HubEnv, make_gguf_bytes, run_cli
 
-from tests.conftest import user_registry
+from tests.conftest import spawn_localgen, user_registry
 
 SPLIT = "split-Q4_0-00001-of-00002.gguf"
 
@@ -40,3 +42,60 @@ def test_models_show_of_a_split_model_of_ones_own_with_a_shard_missing_names_the
     assert [row["downloaded"] for row in listed if row["name"] == "own"] == [False]
     run = run_cli(offline, "run", "-m", "own", "hi")
     assert run.returncode != 0 and lacking in run.stderr, run.stderr
+
+
+def _pull_stopped_in_b(hubenv: HubEnv, *options: str) -> list[str]:
+    """Ctrl-C in `localgen pull A B C` (and options) on a terminal once B's download received some bytes: the screen's
+    lines at the end."""
+    import pyte
+
+    hubenv.server.bytes_per_s = 2 * 2**20  # B takes 4 s
+    child = spawn_localgen("pull", "test/A-GGUF", "test/B-GGUF", "test/C-GGUF", *options, env=hubenv.env,
+                           encoding="utf-8", timeout=30, dimensions=(24, 200))
+    child.logfile_read = seen = io.StringIO()
+    child.expect_exact("downloading test/B-GGUF/b-Q4_0.gguf")
+    child.expect(r"[1-9][0-9.]* [KM]iB/8\.0 MiB")  # its bar, past its first bytes
+    child.sendintr()
+    child.expect(pexpect.EOF)
+    child.close()
+    hubenv.server.bytes_per_s = None
+    assert child.exitstatus == 130, seen.getvalue()
+    screen = pyte.Screen(200, 24)
+    pyte.Stream(screen).feed(seen.getvalue())
+    return [line.rstrip() for line in screen.display if line.strip()]
+
+
+def _serve_abc(hubenv: HubEnv) -> None:
+    """Serve test/A-GGUF, test/B-GGUF (of 8 MiB) and test/C-GGUF, one Q4_0 each."""
+    hubenv.server.add_repo("test/A-GGUF", {"a-Q4_0.gguf": make_gguf_bytes("a")})
+    hubenv.server.add_repo("test/B-GGUF", {"b-Q4_0.gguf": make_gguf_bytes("b", 8 * 2**20)})
+    hubenv.server.add_repo("test/C-GGUF", {"c-Q4_0.gguf": make_gguf_bytes("c")})
+
+
+def test_a_forced_pull_of_several_stopped_in_a_model_not_here_hints_the_pull_that_resumes_it(hubenv: HubEnv) -> None:
+    """Ctrl-C in `localgen pull A B C --force` as B, which had no copy here, downloads ends with the pull without
+    --force that resumes B's part (which does: the Hub sends only the rest) and the --force pull of C, where the one
+    pull it gave, `localgen pull B C --force`, downloaded B again from its first byte."""
+    _serve_abc(hubenv)
+    lines = _pull_stopped_in_b(hubenv, "--force")
+    assert lines[-1] == ("localgen: interrupted: pulled 1 of 3 models; not test/B-GGUF and test/C-GGUF (`localgen "
+                         "pull test/B-GGUF` resumes test/B-GGUF; `localgen pull test/C-GGUF --force` pulls "
+                         "test/C-GGUF)"), lines
+    assert any("received are kept, and the next pull resumes from there" in line for line in lines), lines
+    sent = hubenv.server.bytes_sent[("test/B-GGUF", "b-Q4_0.gguf")]
+    assert 0 < sent < 8 * 2**20, sent
+    assert run_cli(hubenv.env, "pull", "test/B-GGUF").returncode == 0
+    assert hubenv.server.bytes_sent[("test/B-GGUF", "b-Q4_0.gguf")] - sent < 8 * 2**20, "the rest alone"
+
+
+def test_a_forced_pull_of_several_stopped_in_a_model_here_says_the_copy_is_kept(hubenv: HubEnv) -> None:
+    """Ctrl-C in `localgen pull A B C --force` as B, which was downloaded before, downloads again says the copy that
+    was there is kept and still gives `localgen pull B C --force`, which downloads it again: a pull without --force
+    would find the copy and download nothing."""
+    _serve_abc(hubenv)
+    assert run_cli(hubenv.env, "pull", "test/B-GGUF").returncode == 0
+    lines = _pull_stopped_in_b(hubenv, "--force")
+    assert lines[-1] == ("localgen: interrupted: pulled 1 of 3 models; not test/B-GGUF and test/C-GGUF (`localgen "
+                         "pull test/B-GGUF test/C-GGUF --force` pulls them)"), lines
+    assert lines[-2].endswith("localgen: the download of test/B-GGUF/b-Q4_0.gguf stopped; the copy that was there is "
+                              "kept"), lines
