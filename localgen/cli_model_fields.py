@@ -30,7 +30,7 @@ def show_undownloaded(reference: str, spec: ModelSpec, quant: str, pin: Pin | No
             **dict.fromkeys(("context_length", "layers", "embedding_size")),
             "chat_template": True if spec.template is not None else None, "license": spec.license,
             "size": size, **dict.fromkeys(("shards", "missing_shards")), "sha256": sha,
-            "source": None, "verified": False, **dict.fromkeys(("path", "fits", "plan", "problem")),
+            "source": None, "verified": False, **dict.fromkeys(("path", "fits", "plan")), "problem": lacking,
             "downloaded": False, "partial": partial_json(part, reference), "entry": entry_json(spec)},
             indent=2)
         return

@@ -217,7 +217,8 @@ def show_hub_model(view: HubModelView, *, template: bool = False, json_output: b
             "chat_template": bool(used) if info or used else None, "license": license_, "size": view.size,
             "shards": count, "missing_shards": None, "sha256": first.sha256, "source": None, "verified": False,
             "path": None, "fits": (view.plan.fits_in if view.plan else "no") if info else None,
-            "plan": view.plan.to_dict() if view.plan else None, "problem": view.problem, "downloaded": False,
+            "plan": view.plan.to_dict() if view.plan else None,
+            "problem": "; ".join(filter(None, (view.refused, view.problem))) or None, "downloaded": False,
             "partial": partial_json(view.part, view.typed or view.name),
             "entry": entry_json(view.spec) if view.spec else None}, indent=2)
         return

@@ -99,3 +99,27 @@ def test_a_forced_pull_of_several_stopped_in_a_model_here_says_the_copy_is_kept(
                          "pull test/B-GGUF test/C-GGUF --force` pulls them)"), lines
     assert lines[-2].endswith("localgen: the download of test/B-GGUF/b-Q4_0.gguf stopped; the copy that was there is "
                               "kept"), lines
+
+
+SMOL_REPO = "test/Smol-GGUF"
+
+
+def _mine(hubenv: HubEnv, extra: str = "", repo: str = SMOL_REPO, quant: str = "Q8_0") -> None:
+    """The user's entry mine, of repo's quant (extra: more keys), the repo served with the bundled model as Q4_1."""
+    from tests.conftest import bundled_model_file
+
+    hubenv.server.add_repo(SMOL_REPO, {"smol-Q4_1.gguf": bundled_model_file()})
+    user_registry(hubenv.localgen_home, f'[models.mine]\nrepo = "{repo}"\nquant = "{quant}"\n{extra}')
+
+
+def test_models_show_json_of_an_entry_a_pull_cannot_fetch_gives_why_in_problem(hubenv: HubEnv) -> None:
+    """`models show --json` of an entry whose pinned sha256 the Hub's file breaks, whose repo lacks its quant, or whose
+    repo is gone gives in `problem` what the text's `downloaded` field says (the pull refused, or what is lacking),
+    where `problem` was null."""
+    for extra, repo, quant in ((f'sha256 = "{"0" * 64}"\n', SMOL_REPO, "Q4_1"), ("", SMOL_REPO, "Q8_0"),
+                               ("", "test/Gone-GGUF", "Q4_0")):
+        _mine(hubenv, extra, repo, quant)
+        fields = _fields(run_cli(hubenv.env, "models", "show", "mine").stdout)
+        record = json.loads(run_cli(hubenv.env, "models", "show", "mine", "--json").stdout)
+        assert fields["downloaded"].startswith("no (") and "downloads it" not in fields["downloaded"], fields
+        assert record["problem"] == fields["downloaded"].removeprefix("no (").removesuffix(")"), (fields, record)
