@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from localgen.cli_model_hub_quant import HubModelView
-    from localgen.errors import ModelNotFoundError
+    from localgen.errors import HubError, ModelNotFoundError
     from localgen.hub_types import HubModel
     from localgen.hub_verify import Pin
     from localgen.partial_downloads import PartialDownload
@@ -36,11 +36,14 @@ def show_entry(text: str, entry: UndownloadedEntry, not_here: ModelNotFoundError
     if isinstance(found, HubModelView):
         show_hub_model(found, template=template, json_output=json_output)
         return
-    if isinstance(found, tuple):  # the repo lacks it now
-        lacking, found = found[1], None
+    lack = found if isinstance(found, tuple) else None  # the repo lacks it now: the Hub's error, and what it says
+    if lack is not None:
+        lacking, found = lack[1], None
     if template:
-        if not settings().offline and (lacking or found):  # offline: not_here says so, and how to go online
-            not_here.message = f"{not_here.message}, and {lacking or found}"
+        if lacking:  # no pull can fetch it: what the Hub has said, with a hint that can work (the entry to fix)
+            _refuse_lacking(text, spec, lack)
+        if not settings().offline and found:  # offline: not_here says so, and how to go online
+            not_here.message = f"{not_here.message}, and {found}"
             not_here.args = (not_here.message,)
         raise not_here
     if found is not None:
@@ -48,6 +51,19 @@ def show_entry(text: str, entry: UndownloadedEntry, not_here: ModelNotFoundError
         console.say(f"localgen: the Hub's view of {name} (its file size, header and load plan) is not shown: "
                     f"{found}")
     show_undownloaded(text, spec, quant, pin, lacking, part=_kept_part(text, spec), json_output=json_output)
+
+
+def _refuse_lacking(text: str, spec: ModelSpec, lack: tuple[HubError, str] | None) -> None:
+    """Refuse the entry text names, whose repo lacks its quant or is gone (lack: as the Hub just said it; else as
+    localgen last listed the repo, asked again online), as a run refuses it, its hint the entry's fix, not a pull."""
+    from localgen.config import settings
+    from localgen.hub_lack import known_lack, lacking_refusal
+    from localgen.registry import hub_target, load_registry
+
+    ref = load_registry(settings().user_registry).reference(text)
+    lack = lack or known_lack(*hub_target(ref, spec))
+    if lack is not None:
+        raise lacking_refusal(ref, spec, lack) from None
 
 
 def _kept_part(text: str, spec: ModelSpec) -> PartialDownload | None:

@@ -123,3 +123,19 @@ def test_models_show_json_of_an_entry_a_pull_cannot_fetch_gives_why_in_problem(h
         record = json.loads(run_cli(hubenv.env, "models", "show", "mine", "--json").stdout)
         assert fields["downloaded"].startswith("no (") and "downloads it" not in fields["downloaded"], fields
         assert record["problem"] == fields["downloaded"].removeprefix("no (").removesuffix(")"), (fields, record)
+
+
+def test_models_show_template_of_an_entry_its_repo_lacks_hints_the_entrys_fix_not_a_pull(hubenv: HubEnv) -> None:
+    """`models show mine --template` of an entry whose repo lacks its quant names the quants the repo has and the
+    entry to fix, and of one whose repo is gone the entry's repo to check, online and (the repo listed before)
+    offline, where its hint was `localgen pull mine`, a pull the error said cannot work."""
+    offline = {**hubenv.env, "LOCALGEN_OFFLINE": "1"}
+    for repo, fix in ((SMOL_REPO, "fix that entry's quant"), ("test/Gone-GGUF", "fix that entry's repo")):
+        _mine(hubenv, "", repo, "Q8_0")
+        for env in (hubenv.env, offline) if repo == SMOL_REPO else (hubenv.env,):
+            shown = run_cli(env, "models", "show", "mine", "--template")
+            assert shown.returncode != 0 and shown.stdout == "", shown
+            assert "localgen pull" not in shown.stderr and fix in shown.stderr, shown.stderr
+            assert shown.stderr.startswith("localgen: error: model 'mine' is not downloaded, and "), shown.stderr
+            if repo == SMOL_REPO:
+                assert "Q4_1" in shown.stderr, "the quant it has"
