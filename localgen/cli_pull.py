@@ -21,6 +21,8 @@ def pull_models(references: list[str], *, force: bool, options: list[str], quiet
     nothing), a failed pull is said and the next one goes on, and several end with a line that says how many were
     pulled. The exit code: that of the first failure, else 0. options: the command's options, for hints; quiet: only
     errors on stderr, and the warning that a run will refuse a model pulled."""
+    from localgen import line_ends
+    from localgen.cli_exit import interrupt_behind
     from localgen.cli_model import say_note
     from localgen.cli_output import stderr_quieted
     from localgen.resolve import check_reference, refuse_own_file
@@ -44,8 +46,11 @@ def pull_models(references: list[str], *, force: bool, options: list[str], quiet
             console.error(exc.message, exc.hint)
             failed.append((reference, exc.exit_code))
             continue
-        except KeyboardInterrupt:
-            if len(references) > 1 and not quiet:
+        except BaseException as exc:  # Ctrl-C or SIGTERM (SignalExit), as it is or wrapped as an import took it
+            behind = interrupt_behind(exc)
+            if behind is not None and len(references) > 1 and not quiet:
+                if isinstance(behind, KeyboardInterrupt):
+                    line_ends.end_interrupted_line()
                 _say_interrupted(len(references), [r for r, _ in failed], references[index:], options)
             raise
         print(path, flush=True)
@@ -73,12 +78,10 @@ def pulled_line(asked: int, failed: list[str]) -> str:
 
 
 def _say_interrupted(asked: int, failed: list[str], left: list[str], options: list[str]) -> None:
-    """After a Ctrl-C in a pull of several (the ^C line ended first): how many were pulled, which were not (those that
-    failed, the one stopped and those after it: left), and the pull that pulls them; with --force, a stopped one that
-    has no copy here (nothing --force downloads again) is told to a pull without it, which resumes the part kept."""
-    from localgen import line_ends
-
-    line_ends.end_interrupted_line()
+    """After a Ctrl-C or SIGTERM in a pull of several (a ^C line ended first): how many were pulled, which were not
+    (those that failed, the one stopped and those after it: left), and the pull that pulls them; with --force, a
+    stopped one that has no copy here (nothing --force downloads again) is told to a pull without it, which resumes
+    the part kept."""
     names = [*failed, *left]
     counts = (f"localgen: interrupted: pulled {asked - len(names)} of {counted(asked, 'model')}; not "
               f"{alternatives(names, 'and')}")

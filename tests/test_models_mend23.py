@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import io
 import json
+import signal
+from pathlib import Path
 
 import pexpect
+import pytest
 from hub_server import HubEnv, make_gguf_bytes, run_cli
 
 from tests.conftest import spawn_localgen, user_registry
@@ -44,9 +47,9 @@ def test_models_show_of_a_split_model_of_ones_own_with_a_shard_missing_names_the
     assert run.returncode != 0 and lacking in run.stderr, run.stderr
 
 
-def _pull_stopped_in_b(hubenv: HubEnv, *options: str) -> list[str]:
-    """Ctrl-C in `localgen pull A B C` (and options) on a terminal once B's download received some bytes: the screen's
-    lines at the end."""
+def _pull_stopped_in_b(hubenv: HubEnv, *options: str, signum: int = signal.SIGINT) -> list[str]:
+    """Ctrl-C (or signum) in `localgen pull A B C` (and options) on a terminal once B's download received some bytes:
+    the screen's lines at the end."""
     import pyte
 
     hubenv.server.bytes_per_s = 2 * 2**20  # B takes 4 s
@@ -55,11 +58,14 @@ def _pull_stopped_in_b(hubenv: HubEnv, *options: str) -> list[str]:
     child.logfile_read = seen = io.StringIO()
     child.expect_exact("downloading test/B-GGUF/b-Q4_0.gguf")
     child.expect(r"[1-9][0-9.]* [KM]iB/8\.0 MiB")  # its bar, past its first bytes
-    child.sendintr()
+    if signum == signal.SIGINT:
+        child.sendintr()
+    else:
+        child.kill(signum)
     child.expect(pexpect.EOF)
     child.close()
     hubenv.server.bytes_per_s = None
-    assert child.exitstatus == 130, seen.getvalue()
+    assert child.exitstatus == 128 + signum, seen.getvalue()
     screen = pyte.Screen(200, 24)
     pyte.Stream(screen).feed(seen.getvalue())
     return [line.rstrip() for line in screen.display if line.strip()]
@@ -139,3 +145,37 @@ def test_models_show_template_of_an_entry_its_repo_lacks_hints_the_entrys_fix_no
             assert shown.stderr.startswith("localgen: error: model 'mine' is not downloaded, and "), shown.stderr
             if repo == SMOL_REPO:
                 assert "Q4_1" in shown.stderr, "the quant it has"
+
+
+def test_a_pull_of_several_ended_by_sigterm_names_those_not_pulled(hubenv: HubEnv) -> None:
+    """SIGTERM in `localgen pull A B C` as B downloads ends (exit 143) with the line a Ctrl-C's ends with, naming B and
+    C and the pull that pulls them, as other commands say on SIGTERM what a Ctrl-C leaves, where it ended with none."""
+    _serve_abc(hubenv)
+    lines = _pull_stopped_in_b(hubenv, signum=signal.SIGTERM)
+    assert lines[-1] == ("localgen: interrupted: pulled 1 of 3 models; not test/B-GGUF and test/C-GGUF (`localgen "
+                         "pull test/B-GGUF test/C-GGUF` pulls them)"), lines
+
+
+def test_a_pull_of_several_stopped_by_a_ctrl_c_python_wraps_names_those_not_pulled(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A Ctrl-C that Python 3.11 wraps in a RuntimeError (it lands as a class is made, in an import) while B is pulled
+    ends with the line naming B and C, as a plain Ctrl-C does, where it slipped past it."""
+    from localgen import cli_pull
+
+    _serve_abc(hubenv)
+    pulled = cli_pull.pull_model
+
+    def pull_model(reference: str, **kwargs: object) -> Path:
+        if reference == "test/B-GGUF":
+            try:
+                raise KeyboardInterrupt
+            except KeyboardInterrupt as exc:
+                raise RuntimeError("Error calling __set_name__") from exc
+        return pulled(reference, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cli_pull, "pull_model", pull_model)
+    with pytest.raises(RuntimeError):
+        cli_pull.pull_models(["test/A-GGUF", "test/B-GGUF", "test/C-GGUF"], force=False, options=[])
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "localgen: interrupted: pulled 1 of 3 models; not test/B-GGUF and test/C-GGUF (`localgen pull test/B-GGUF "
+        "test/C-GGUF` pulls them)")
