@@ -13,8 +13,8 @@ if TYPE_CHECKING:
 
 def asked_of(plan: RemovedModel) -> str:
     """What the question before removing names of a model (its dry run): its name, the space freed, the bytes kept
-    for the models that share them, and its prompt cache entries."""
-    return f"{plan.described} ({binary_size(plan.bytes_freed)}{_kept_for(plan)}){_its_states(plan)}"
+    for the models that share them, the models removed after it whose file it is, and its prompt cache entries."""
+    return f"{plan.described} ({binary_size(plan.bytes_freed)}{_kept_for(plan)}{_same_later(plan)}){_its_states(plan)}"
 
 
 def removals_around(plans: list[tuple[str, RemovedModel]], index: int) -> Removals:
@@ -52,6 +52,15 @@ def _kept_for(removed: RemovedModel) -> str:
         return ""
     kept = sum(path.stat().st_size for path in removed.kept_shared if path.is_file())
     return f"; its {binary_size(kept)} are shared with {_users(removed)} and stay"
+
+
+def _same_later(removed: RemovedModel) -> str:
+    """'; the same file as mine:Q5_0, which this command removes too: counted once': why a model's bytes are not
+    counted in its size ('': none are another's removed later)."""
+    if not removed.shared_later:
+        return ""
+    return f"; the same file as {alternatives(list(removed.shared_later), 'and')}, which this command removes too: " \
+           "counted once"
 
 
 def _users(removed: RemovedModel) -> str:

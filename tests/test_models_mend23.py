@@ -179,3 +179,24 @@ def test_a_pull_of_several_stopped_by_a_ctrl_c_python_wraps_names_those_not_pull
     assert capsys.readouterr().err.splitlines()[-1] == (
         "localgen: interrupted: pulled 1 of 3 models; not test/B-GGUF and test/C-GGUF (`localgen pull test/B-GGUF "
         "test/C-GGUF` pulls them)")
+
+
+def test_models_rm_of_models_of_one_file_says_why_the_first_free_nothing(hubenv: HubEnv) -> None:
+    """`models rm mine:Q4_1 mine mine:Q5_0`, three names of one file (one blob), asks naming for each of the first two
+    that it is the same file as those removed after it, counted once, where it asked `mine:Q4_1 (0 B), mine (0 B),
+    mine:Q5_0 (93.8 MiB)` with no reason for the 0 B."""
+    from tests.conftest import bundled_model_file
+
+    hubenv.server.add_repo(SMOL_REPO, dict.fromkeys(("smol-Q4_1.gguf", "smol-Q5_0.gguf", "smol-Q8_0.gguf"),
+                                                    bundled_model_file()))
+    user_registry(hubenv.localgen_home, f'[models.mine]\nrepo = "{SMOL_REPO}"\nquant = "Q8_0"\n')
+    for typed in ("mine:Q4_1", "mine", "mine:Q5_0"):
+        assert run_cli(hubenv.env, "pull", typed).returncode == 0
+    asked = run_cli(hubenv.env, "models", "rm", "mine:Q4_1", "mine", "mine:Q5_0")
+    assert asked.returncode == 2, asked.stderr
+    once = "which this command removes too: counted once"
+    mine, q5 = f"mine from {SMOL_REPO}", f"mine:Q5_0 from {SMOL_REPO}"
+    assert asked.stderr.startswith(
+        f"localgen: error: removing mine:Q4_1 from {SMOL_REPO} (0 B; the same file as {mine} and {q5}, {once}), {mine} "
+        f"(0 B; the same file as {q5}, {once}), {q5} (93.8 MiB) needs confirmation"), asked.stderr
+    assert len(hubenv.snapshot_files(SMOL_REPO)) == 3, "nothing removed"
