@@ -11,7 +11,6 @@ if TYPE_CHECKING:
     from localgen.errors import HubError, ModelNotFoundError
     from localgen.hub_types import HubModel
     from localgen.hub_verify import Pin
-    from localgen.partial_downloads import PartialDownload
     from localgen.registry import ModelSpec
 
 UndownloadedEntry = tuple["ModelSpec", str, "Pin | None", "str | None"]  # resolve.undownloaded_entry's
@@ -25,8 +24,9 @@ def show_entry(text: str, entry: UndownloadedEntry, not_here: ModelNotFoundError
     from localgen import console
     from localgen.cli_model_fields import show_undownloaded
     from localgen.cli_model_hub import print_template
-    from localgen.cli_model_hub_quant import HubModelView, show_hub_model
+    from localgen.cli_model_hub_quant import HubModelView, listed_part, show_hub_model
     from localgen.config import settings
+    from localgen.registry import hub_target, load_registry
 
     spec, quant, pin, lacking = entry
     if template and spec.template is not None:  # the entry's own, which runs use: known without the Hub
@@ -50,7 +50,8 @@ def show_entry(text: str, entry: UndownloadedEntry, not_here: ModelNotFoundError
         name = f"{spec.repo}:{quant}" if quant else spec.repo
         console.say(f"localgen: the Hub's view of {name} (its file size, header and load plan) is not shown: "
                     f"{found}")
-    show_undownloaded(text, spec, quant, pin, lacking, part=_kept_part(text, spec), json_output=json_output)
+    part = listed_part(*hub_target(load_registry(settings().user_registry).reference(text), spec))  # a stopped pull's
+    show_undownloaded(text, spec, quant, pin, lacking, part=part, json_output=json_output)
 
 
 def _refuse_lacking(text: str, spec: ModelSpec, lack: tuple[HubError, str] | None) -> None:
@@ -64,15 +65,6 @@ def _refuse_lacking(text: str, spec: ModelSpec, lack: tuple[HubError, str] | Non
     lack = lack or known_lack(*hub_target(ref, spec))
     if lack is not None:
         raise lacking_refusal(ref, spec, lack) from None
-
-
-def _kept_part(text: str, spec: ModelSpec) -> PartialDownload | None:
-    """What a stopped pull kept of the model text names, as localgen last listed its repo."""
-    from localgen.cli_model_hub_quant import listed_part
-    from localgen.config import settings
-    from localgen.registry import hub_target, load_registry
-
-    return listed_part(*hub_target(load_registry(settings().user_registry).reference(text), spec))
 
 
 def _entry_view(text: str, spec: ModelSpec, quant: str, pin: Pin | None) -> (

@@ -91,7 +91,7 @@ def model_view(model: HubModel, name: str, spec: ModelSpec | None, *, typed: str
     from localgen.quant_choice import hub_header
 
     default_ctx = spec.context if spec is not None else None
-    part = _kept_part(model.files)
+    part = _part_of_files(model.files)
     try:
         header = hub_header(model.files, revision=model.revision)
     except LocalgenError as exc:
@@ -101,7 +101,7 @@ def model_view(model: HubModel, name: str, spec: ModelSpec | None, *, typed: str
     return HubModelView(name, model.files, spec, header, plan, problem, part, typed, refused)
 
 
-def _kept_part(files: tuple[HubFile, ...]) -> PartialDownload | None:
+def _part_of_files(files: tuple[HubFile, ...]) -> PartialDownload | None:
     """What a stopped (or running) pull kept of the model of these files, as `models list` finds it (None: nothing)."""
     from localgen.config import settings
     from localgen.hub_cache import partial_path
@@ -147,7 +147,7 @@ def listed_part(repo: str, quant: str | None, filename: str | None) -> PartialDo
         files = choose_model(list(listing.files), quant=quant, filename=filename, repo=listing.repo)
     except LocalgenError:
         return None
-    return _kept_part(tuple(files))
+    return _part_of_files(tuple(files))
 
 
 def kept_part_of(path: Path) -> PartialDownload | None:
