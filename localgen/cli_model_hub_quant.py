@@ -114,9 +114,10 @@ def _part_of_files(files: tuple[HubFile, ...]) -> PartialDownload | None:
 
 
 def _downloaded(view: HubModelView) -> str:
-    """The `downloaded` field: no, with the pull that fetches the model, or resumes what a stopped pull kept of it."""
+    """The `downloaded` field: no, with the pull that fetches the model, or resumes what a stopped pull kept of it; a
+    pull refused said, with what a stopped pull (or a running one) kept all the same."""
     if view.refused is not None:
-        return f"no ({view.refused})"
+        return f"no ({view.refused}{'; ' + _kept_said(view.part) if view.part else ''})"
     if view.part is not None or view.header:
         return not_downloaded(view.typed or view.name, view.part)
     return "no"
@@ -128,9 +129,13 @@ def not_downloaded(reference: str, part: PartialDownload | None) -> str:
     pull = f"`localgen pull {shlex.quote(reference)}`"
     if part is None:
         return f"no ({pull} downloads it)"
+    return f"no ({_kept_said(part)})" if part.running else f"no ({_kept_said(part)}; {pull} resumes it)"
+
+
+def _kept_said(part: PartialDownload) -> str:
+    """How much of a model a running pull has so far, or a stopped one kept."""
     kept = f"{binary_size(part.kept)} of {binary_size(part.size)}"
-    return (f"no (being downloaded: {kept} so far)" if part.running else
-            f"no (a pull stopped part way: {kept} are kept; {pull} resumes it)")
+    return f"being downloaded: {kept} so far" if part.running else f"a pull stopped part way: {kept} are kept"
 
 
 def listed_part(repo: str, quant: str | None, filename: str | None) -> PartialDownload | None:

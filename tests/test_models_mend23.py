@@ -200,3 +200,23 @@ def test_models_rm_of_models_of_one_file_says_why_the_first_free_nothing(hubenv:
         f"localgen: error: removing mine:Q4_1 from {SMOL_REPO} (0 B; the same file as {mine} and {q5}, {once}), {mine} "
         f"(0 B; the same file as {q5}, {once}), {q5} (93.8 MiB) needs confirmation"), asked.stderr
     assert len(hubenv.snapshot_files(SMOL_REPO)) == 3, "nothing removed"
+
+
+def test_models_show_of_an_entry_a_pull_refuses_says_what_a_stopped_pull_kept_too(hubenv: HubEnv) -> None:
+    """`models show` of an entry whose pinned sha256 the Hub's file breaks, of which a stopped pull kept a part, says
+    both that a pull refuses the file and how much is kept, where the refusal alone was said."""
+    from localgen import hub
+    from localgen.errors import HubError
+
+    hubenv.server.add_repo("test/Cut-GGUF", {"cut-Q8_0.gguf": make_gguf_bytes("cut", 4 * 2**20)})
+    hubenv.server.abort_after[("test/Cut-GGUF", "cut-Q8_0.gguf")] = 2_500_000  # past a piece of 1 MiB
+    hubenv.server.down_after_abort = True  # huggingface_hub's own retry fails too: the part is kept
+    with pytest.raises(HubError):
+        hub.download_model("test/Cut-GGUF", quant="Q8_0", filename=None, quiet=True)
+    hubenv.server.down = False
+    pin = f'sha256 = "{"0" * 64}"\n'
+    user_registry(hubenv.localgen_home, f'[models.cut]\nrepo = "test/Cut-GGUF"\nquant = "Q8_0"\n{pin}')
+    fields = _fields(run_cli(hubenv.env, "models", "show", "cut").stdout)
+    assert fields["downloaded"].startswith("no (test/Cut-GGUF/cut-Q8_0.gguf does not match the sha256 of "), fields
+    assert fields["downloaded"].endswith(": `localgen pull` refuses it; a pull stopped part way: 2.0 MiB of 4.0 MiB "
+                                         "are kept)"), fields
