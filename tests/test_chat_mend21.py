@@ -19,7 +19,7 @@ from tests.conftest import REPO_ROOT, spawn_localgen
 MIB = 1024 * 1024
 _ESCAPE = re.compile(r"\x1b\[[\d;?]*[A-Za-z]")
 needs_data_limit = pytest.mark.skipif(shutil.which("bash") is None or not sys.platform.startswith("linux"),
-                                      reason="needs bash's ulimit -d, which Linux holds memory maps to")
+                                      reason="needs Linux's RLIMIT_DATA, which holds memory maps to, and bash")
 
 
 def _chat_under_data_limit(home: Path, limit: int, *, afresh: bool = False) -> tuple[bool, int | None, str]:

@@ -6,7 +6,9 @@ chat (the engine's import sets one environment variable, set again in each child
 modules; not huggingface_hub, which reads its settings from the environment as it is imported (a child imports it
 when it needs it). Each child then sets up as a fresh `python -m localgen` would be: its own environment, folder,
 standard streams and CPUs, the resource limits its request gives (as `ulimit -d` before a fresh start sets them, but
-set just before localgen runs: the interpreter and the imports ahead are counted as they are in a fresh start),
+set just before localgen runs: what the zygote holds counts against them, which is more than a fresh start of a run
+holds, as the chat's modules are imported ahead too: about 13 MiB of VmData more for `run`, 1-4 MiB for `chat`; and
+no failure can come in Python's own start or those imports, so a test of a limit near them starts afresh),
 localgen's __main__ run as -m runs it, and the interpreter's own exit. Over a Unix socket: a request (JSON) with the
 child's three standard streams as passed descriptors; the replies are the child's pid, then its exit status. A
 watched request's child (a test's Popen, tests/forked_popen.py, or a chat in a pty for pexpect, tests/forked_pty.py)
