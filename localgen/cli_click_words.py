@@ -8,6 +8,7 @@ import shlex
 from typing import Any
 
 from localgen.cli_args import typed_command
+from localgen.config import login_shell
 
 CLICK_PHRASES = ("No such command", "No such option", "Missing argument", "Missing option", "Missing parameter",
                  "Option '", "Invalid value", "Got unexpected extra argument", "Error:")  # how click's messages begin
@@ -20,6 +21,8 @@ COMPLETION_HINT = f"turn completion on with `{COMPLETION_LINE}` in ~/.bashrc (zs
 OTHER_SHELLS_LINES = {  # the line that turns completion on in each other shell, and the start-up file it goes in
     "zsh": (f'eval "$({COMPLETE_VAR}=zsh_source localgen)"', "~/.zshrc, after compinit"),
     "fish": (f"{COMPLETE_VAR}=fish_source localgen | source", "~/.config/fish/completions/localgen.fish")}
+COMPLETING_SHELLS = ("bash", *OTHER_SHELLS_LINES)  # the shells localgen completes in (click's)
+SHELL_NAMERS = ("completion", "completions", "--shell", "-s", *TYPER_COMPLETION_OPTIONS)  # the words a shell follows
 ASKS_FOR_COMPLETION = re.compile(  # Typer's completion options, and other tools' command for it (gh, pip, rustup)
     rf"^No such (option: ({'|'.join(TYPER_COMPLETION_OPTIONS)})|command '(completion|completions)')(?![\w-])")
 _LISTING = "list"  # the subcommand a group's name alone is hinted with (`model`: `localgen models list`, as `ls` is)
@@ -42,12 +45,34 @@ def in_localgen_words(app: Any, args: list[str], message: str, hint: str | None)
 
 
 def completion_hint(args: list[str]) -> str:
-    """How completion is turned on: the line for the start-up file of the shell args name (zsh, fish), else bash's."""
-    line_and_file = next((OTHER_SHELLS_LINES[word] for word in args if word in OTHER_SHELLS_LINES), None)
-    if line_and_file is None:
-        return COMPLETION_HINT
-    line, start_up_file = line_and_file
-    return f"turn completion on with `{line}` in {start_up_file}"
+    """How completion is turned on: the line for the start-up file of the shell args name (`completion zsh`,
+    `--shell=ZSH`, `--install-completion=fish`), else of $SHELL where it is one localgen completes in, else bash's;
+    a shell named that it does not complete in (pwsh) is told which it does."""
+    named = named_shell(args)
+    shell = named or (login_shell() if login_shell() in COMPLETING_SHELLS else "")
+    if shell in OTHER_SHELLS_LINES:
+        line, start_up_file = OTHER_SHELLS_LINES[shell]
+        return f"turn completion on with `{line}` in {start_up_file}"
+    if named and named not in COMPLETING_SHELLS:
+        return f"localgen completes in {', '.join(COMPLETING_SHELLS[:-1])} and {COMPLETING_SHELLS[-1]}, not " \
+               f"{named}: {COMPLETION_HINT}"
+    return COMPLETION_HINT
+
+
+def named_shell(args: list[str]) -> str | None:
+    """The shell args name, lower case, as click reads an option's value or an argument: after a word of
+    SHELL_NAMERS, as the next word or its `=` value (`completion ZSH`, `--shell=zsh`, `--show-completion=fish`);
+    None where they name none (`completion --help`)."""
+    for at, word in enumerate(args):
+        namer, equals, value = word.partition("=")
+        if namer not in SHELL_NAMERS:
+            continue
+        if equals and namer.startswith("-"):
+            return value.lower() or None
+        following = args[at + 1] if at + 1 < len(args) else ""
+        if following and not following.startswith("-"):
+            return following.lower()
+    return None
 
 
 def _command_meant(app: Any, args: list[str], typed: str, meant: str) -> str | None:

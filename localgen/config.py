@@ -55,6 +55,11 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in TRUE_VALUES
 
 
+def login_shell() -> str:
+    """The name of the user's shell as $SHELL gives it (/usr/bin/zsh: zsh), lower case; empty where it is unset."""
+    return Path(os.environ.get("SHELL", "").strip()).name.lower()
+
+
 def _offline_envs() -> tuple[str, ...]:
     """The variables of OFFLINE_ENVS that turn offline mode on, read as huggingface_hub reads them: TRANSFORMERS_OFFLINE
     where HF_HUB_OFFLINE is unset or empty (HF_HUB_OFFLINE=0 keeps the network on), or beside HF_HUB_OFFLINE=1, as it

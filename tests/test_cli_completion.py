@@ -289,7 +289,7 @@ def test_an_instruction_that_is_none_is_a_usage_error(tmp_path: Path) -> None:
                                               (["run", "--install-completion"], "--install-completion")])
 def test_typer_s_completion_options_are_told_how_completion_is_turned_on(args: list[str], option: str) -> None:
     """They were told `no such option` and to see the help, which does not mention completion."""
-    refused = run_localgen(*args)
+    refused = run_localgen(*args, env={"SHELL": "/bin/bash"})
     assert refused.returncode == 2
     assert refused.err == (f"localgen: error: no such option: {option} (hint: turn completion on with "
                            '`eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"` in ~/.bashrc (zsh_source for zsh, '

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import run_localgen
 from tests.test_pipes22 import _shown_after_ctrl_c
 from tests.test_run_audit21 import _reads_a_pipe
 
@@ -64,3 +65,26 @@ def test_ctrl_c_after_stdin_s_writer_ended_of_itself_has_its_line_ended(tmp_path
     after = _shown_after_ctrl_c(f"(echo hi; read -r _ < {gate}) | $L run -q -f <(sleep 100) Summarize.", tmp_path,
                                 _WriterEndedFirst(gate))
     assert after == b"\r\n", after
+
+
+BASH_HINT = ('turn completion on with `eval "$(_LOCALGEN_COMPLETE=bash_source localgen)"` in ~/.bashrc (zsh_source for '
+             "zsh, fish_source for fish)")
+ZSH_HINT = 'turn completion on with `eval "$(_LOCALGEN_COMPLETE=zsh_source localgen)"` in ~/.zshrc, after compinit'
+FISH_HINT = ("turn completion on with `_LOCALGEN_COMPLETE=fish_source localgen | source` in "
+             "~/.config/fish/completions/localgen.fish")
+
+
+@pytest.mark.parametrize(("args", "shell", "hint"), [
+    (["completion", "--shell=zsh"], "/bin/bash", ZSH_HINT), (["completion", "ZSH"], "/bin/bash", ZSH_HINT),
+    (["completion", "-s", "Fish", "--help"], "/bin/bash", FISH_HINT),
+    (["--install-completion=fish"], "/bin/bash", FISH_HINT), (["--show-completion=zsh"], "/bin/bash", ZSH_HINT),
+    (["--install-completion"], "/usr/bin/zsh", ZSH_HINT), (["completion"], "/usr/local/bin/fish", FISH_HINT),
+    (["completion", "pwsh"], "/bin/bash", f"localgen completes in bash, zsh and fish, not pwsh: {BASH_HINT}")])
+def test_completion_s_hint_names_the_shell_as_click_reads_it_or_shell_s(args: list[str], shell: str,
+                                                                         hint: str) -> None:
+    """The shell named as click takes it (`--shell=zsh`, any case, `--install-completion=fish`), else $SHELL's, is
+    given its own line, where only a word exactly `zsh` or `fish` was, bash's line going to every other; a shell
+    localgen does not complete in is told which it does."""
+    refused = run_localgen(*args, env={"SHELL": shell})
+    assert refused.returncode == 2
+    assert refused.err.endswith(f" (hint: {hint})\n"), refused.err

@@ -26,7 +26,7 @@ def test_the_completion_command_of_other_tools_is_told_the_line_that_turns_compl
         args: list[str], hint: str) -> None:
     """gh's, pip's and rustup's `completion` command was hinted with `localgen conversations list` (`--shell fish`:
     `localgen conversations --shell fish`, no command either), or with the help, which says nothing of completion."""
-    refused = run_localgen(*args)
+    refused = run_localgen(*args, env={"SHELL": "/bin/bash"})
     assert refused.returncode == 2
     assert refused.err == f"localgen: error: no such command '{args[-1] if args[0] == 'models' else args[0]}' " \
                           f"(hint: {hint})\n", refused.err
