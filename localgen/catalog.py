@@ -357,16 +357,17 @@ def _missing_shards(files: list[hub_cache.CachedHubFile]) -> int:
     return 0 if count is None else max(0, count - len(files))
 
 
-def display_name(registry: Registry, repo: str, quant: str | None, filename: str) -> str:
-    """The shortest reference that selects this file: a registry name, ORG/REPO:QUANT, or ORG/REPO/FILE."""
-    return display_names(registry, repo, quant, filename)[0]
+def display_name(registry: Registry, repo: str, quant: str | None, filename: str, *, entry: str | None = None) -> str:
+    """The shortest reference that selects this file: a registry name, NAME:QUANT, ORG/REPO:QUANT, or ORG/REPO/FILE
+    (entry: the registry entry a reference to it named, whose name, or NAME:QUANT, comes first where it is one)."""
+    return display_names(registry, repo, quant, filename, entry=entry)[0]
 
 
 def display_names(registry: Registry, repo: str, quant: str | None, filename: str, *,
-                  files: Sequence[HubFile] | None = None) -> list[str]:
-    """The shortest references that select this file: the name of every registry entry that picks it (by name), else
-    one of NAME:QUANT, ORG/REPO:QUANT or ORG/REPO/FILE (files: the repo's as hub_cache.cached_listing gives them, where
-    they are read already, else they are read now)."""
+                  files: Sequence[HubFile] | None = None, entry: str | None = None) -> list[str]:
+    """The shortest references that select this file: the name of every registry entry that picks it (by name, entry
+    first), else one of NAME:QUANT (entry's where it has no file pattern), ORG/REPO:QUANT or ORG/REPO/FILE (files: the
+    repo's as hub_cache.cached_listing gives them, where they are read already, else they are read now)."""
     files = list(files) if files is not None else hub_cache.cached_listing(repo) or []
     if not files:  # never listed, nor verified: no shorter reference picks it
         return [f"{repo}/{filename}"]
@@ -378,7 +379,8 @@ def display_names(registry: Registry, repo: str, quant: str | None, filename: st
             return False
         return filename in {f.filename for f in chosen}
 
-    specs = [s for s in sorted(registry.models.values(), key=lambda s: s.name) if s.repo.lower() == repo.lower()]
+    specs = [s for s in sorted(registry.models.values(), key=lambda s: (s.name != entry, s.name))
+             if s.repo.lower() == repo.lower()]
     named = [spec.name for spec in specs if picks(spec.quant, spec.file)]  # before any entry's NAME:QUANT
     if named:
         return named
@@ -391,10 +393,6 @@ def display_names(registry: Registry, repo: str, quant: str | None, filename: st
 def entry_models(registry: Registry, entries: tuple[Path, ...]) -> tuple[str, ...]:
     """The models of these snapshot entries (snapshots/COMMIT/FILE of a repo folder of the cache), by the names `models
     list` gives them; a place that is no entry (another repo's folder that could not be read) is passed over."""
-    names = []
-    for entry in entries:
-        found = snapshot_entry(entry)
-        if found is not None:
-            repo, filename = found
-            names.append(display_name(registry, repo, quant_of(filename), filename))
+    names = [display_name(registry, repo, quant_of(filename), filename)
+             for repo, filename in filter(None, map(snapshot_entry, entries))]
     return tuple(dict.fromkeys(names))
