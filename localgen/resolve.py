@@ -21,7 +21,6 @@ from localgen.hub_errors import (
     with_alternative,
 )
 from localgen.hub_lack import known_lack, lacking_refusal, listed_lack, typed_quant_lack
-from localgen.hub_names import reference_name
 from localgen.hub_slips import with_known_repo
 from localgen.hub_verify import Pin, check_pinned_file
 from localgen.model_file_errors import folder_gguf_models, folder_hint, missing_file_hint
@@ -50,14 +49,11 @@ class ResolvedModel:
 
     @cached_property
     def display_name(self) -> str:
-        """The name to show users, as `models list` names it: the registry name (NAME:QUANT for a quant other than its
-        entry's), else the reference as every command names it (reference_name), looked up once (a chat's toolbar
-        shows it often)."""
-        if self.spec is None:
-            return reference_name(self.ref)
-        quant = self.ref.quant
-        return f"{self.spec.name}:{quant}" if quant and quant.upper() != (self.spec.quant or "").upper() \
-            else self.spec.name
+        """The name to show users, as `models list` names it (model_names.model_name), looked up once (a chat's
+        toolbar shows it often)."""
+        from localgen.model_names import model_name
+
+        return model_name(self)
 
     @property
     def short_name(self) -> str:

