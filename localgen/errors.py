@@ -120,14 +120,22 @@ def beyond_the_model(tokens: int, maximum: int, made_of: str = "", *, at_least: 
                      kept: int = 1) -> ContextOverflowError:
     """The error for a prompt of tokens (at_least: counted by its size, part of it maybe unread, as of a pipe that
     goes on) that the model's maximum context cannot hold with room for an answer, kept tokens of it (a chat's), one
-    by default (made_of: what it holds, 'with -f a.txt and the prompt')."""
-    room = ""
-    if tokens <= maximum and not at_least:
-        room = ", which leaves no room for an answer" if tokens + 1 >= maximum or kept <= 1 else \
-            f", which leaves too little room for an answer ({kept:,} tokens are kept for it)"
+    by default (made_of: what it holds, 'with -f a.txt and the prompt'): where the prompt fits the maximum but not
+    with the answer's room, that is what is said."""
+    hint = "shorten the input, or split it and ask about each part"
+    made_of = f" {made_of}" if made_of else ""
+    if answer_room_passes(tokens, maximum, at_least=at_least, kept=kept):
+        return ContextOverflowError(f"the prompt and the {kept:,} tokens kept for the answer pass the model's maximum "
+                                    f"of {maximum:,} tokens: the prompt takes {tokens:,} tokens{made_of}", hint=hint)
+    room = ", which leaves no room for an answer" if tokens <= maximum and not at_least else ""
     return ContextOverflowError(f"the prompt is too long for the model's maximum of {maximum:,} tokens: it takes "
-                                f"{'at least ' if at_least else ''}{tokens:,} tokens{f' {made_of}' if made_of else ''}"
-                                f"{room}", hint="shorten the input, or split it and ask about each part")
+                                f"{'at least ' if at_least else ''}{tokens:,} tokens{made_of}{room}", hint=hint)
+
+
+def answer_room_passes(tokens: int, maximum: int, *, at_least: bool = False, kept: int = 1) -> bool:
+    """Whether a prompt of tokens (at_least: or more) fits the model's maximum context with room for a token of an
+    answer, but not with the kept tokens for it: a shorter answer makes it fit."""
+    return not at_least and kept > 1 and tokens + 1 < maximum
 
 
 class HubError(LocalgenError):

@@ -12,7 +12,7 @@ from localgen.chat import Message
 from localgen.config import DEFAULT_BATCH_SIZE, DEFAULT_UBATCH_SIZE
 from localgen.conversation import MessageTooLongError, asks_for_no_system_prompt
 from localgen.conversation_names import typed
-from localgen.errors import ContextOverflowError, LocalgenError, beyond_the_model
+from localgen.errors import ContextOverflowError, LocalgenError, answer_room_passes, beyond_the_model
 from localgen.fit import fewest_tokens, text_bytes
 from localgen.params import CHAT_SETTINGS, setting_given
 from localgen.prompt_room import answer_room_warning
@@ -138,8 +138,13 @@ class ContextRoom:
         most = self.loaded.engine.n_ctx_train
         if most <= 0 or self._budget_at(most) >= tokens:
             return None
-        beyond = beyond_the_model(tokens, most, made_of, at_least=not counted, kept=most - self._budget_at(most))
-        return beyond if hint is None else ContextOverflowError(beyond.message, hint=hint)
+        kept = most - self._budget_at(most)
+        beyond = beyond_the_model(tokens, most, made_of, at_least=not counted, kept=kept)
+        if hint is None:
+            return beyond
+        if answer_room_passes(tokens, most, at_least=not counted, kept=kept):
+            hint = f"{hint}; /set max_tokens {most - tokens} keeps less room for the answer"
+        return ContextOverflowError(beyond.message, hint=hint)
 
     def _system_room(self, text: str | None) -> tuple[str, int | None] | None:
         """Why the system prompt text (None: the chat template's own, where it has one) leaves no room for a message
