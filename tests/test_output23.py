@@ -36,7 +36,7 @@ def test_a_run_into_a_file_on_a_full_file_system_is_refused_before_the_model_loa
     """A --json answer, written whole, failed only once generated (300 tokens: 4.9 s, where the refusal takes 0.7)."""
     full = tmp_path / "full"
     full.mkdir()
-    result = run_mounted(_full_tmpfs(full), LONG, _env(tmp_path / "home"), stdout_to=f"> {full}/out.json")
+    result = run_mounted(_full_tmpfs(full), LONG, _env(tmp_path / "home"), stdout_to=full / "out.json")
     assert result.returncode == 1
     assert result.stderr == (f"localgen: error: cannot write to stdout: No space left on device: the file system of "
                              f"{full}/out.json has no free space (hint: free some space or send the output "
@@ -48,7 +48,8 @@ def test_a_file_whose_last_block_has_room_on_a_full_file_system_is_written(tmp_p
     full = tmp_path / "full"
     full.mkdir()
     command = ["run", "--json", "-n", "3", "--temperature", "0", "Hi"]
-    result = run_mounted(_full_tmpfs(full, kept="log"), command, _env(tmp_path / "home"), stdout_to=f">> {full}/log")
+    result = run_mounted(_full_tmpfs(full, kept="log"), command, _env(tmp_path / "home"), stdout_to=full / "log",
+                         append=True)
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
 

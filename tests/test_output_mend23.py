@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import bundled_model_file, run_localgen
 from tests.hub_server import HubServer, child_env, run_cli
+from tests.mount_namespace import run_mounted
 from tests.test_pipes22 import _shown_after_ctrl_c
 from tests.test_repl import Chat
 from tests.test_run_audit21 import _reads_a_pipe
@@ -146,3 +147,11 @@ def test_a_message_that_fits_the_model_but_not_with_the_answer_s_room_says_so_an
                       r"max_tokens (\d+) keeps less room for the answer\)", said)
     assert found is not None, said[-600:]
     assert int(found[1].replace(",", "")) + int(found[2]) == 8192, found[0]
+
+
+def test_a_mounted_run_s_output_goes_to_a_file_whose_name_the_shell_would_split(tmp_path: Path) -> None:
+    """The file's name was pasted into `sh -c` as it was: `out put` sent the output to `out`, `put` an argument."""
+    out = tmp_path / "out put; echo x"
+    result = run_mounted("true", ["--version"], {"LOCALGEN_HOME": str(tmp_path / "home")}, stdout_to=out)
+    assert result.returncode == 0, result.stderr
+    assert out.read_text().startswith("localgen ") and not (tmp_path / "out").exists()
