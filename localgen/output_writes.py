@@ -297,11 +297,26 @@ def file_refusal(fd: int) -> LocalgenError | None:
         space = os.fstatvfs(fd)
     except (OSError, ValueError):
         return None
-    free = space.f_bfree if os.geteuid() == 0 else space.f_bavail  # root may write into the blocks set aside for it
+    free = space.f_bfree if may_use_reserved_blocks() else space.f_bavail
     if not space.f_blocks or free or at < status.st_size or status.st_blocks * 512 > at:
         return None
     return LocalgenError(f"cannot write to stdout: {os.strerror(errno.ENOSPC)}: the file system of {_file_name(fd)} "
                          "has no free space", hint=_STDOUT_HINTS_DEFAULT)
+
+
+CAP_SYS_RESOURCE = 24  # the capability that lets a process write into a file system's blocks set aside (ext4's)
+
+
+def may_use_reserved_blocks() -> bool:
+    """Whether this process might write into the blocks a file system sets aside for root (ext4's 5%), so that only
+    none free at all is no room: as root (ext4 gives them to uid 0 unless told otherwise), or holding
+    CAP_SYS_RESOURCE (/proc/self/status's CapEff, Linux); so that a write that could go in is never refused."""
+    if os.geteuid() == 0:
+        return True
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as status:
+        effective = next((line.split()[1] for line in status if line.startswith("CapEff:")), "0")
+        return bool(int(effective, 16) >> CAP_SYS_RESOURCE & 1)
+    return False
 
 
 def _file_name(fd: int) -> str:
