@@ -112,7 +112,7 @@ def test_a_file_typed_in_another_case_is_named_as_the_hub_spells_it(hub: tuple[H
     first, again = run_cli(env, "pull", typed), run_cli(env, "pull", typed)
     assert first.returncode == again.returncode == 0 and first.stdout == again.stdout, (first.stderr, again.stderr)
     assert first.stderr.startswith(f"localgen: downloading {REPO}/{NAME} (64.0 KiB) from "), first.stderr
-    assert again.stderr == f"localgen: {REPO}/{NAME} is already downloaded (64.0 KiB) and up to date with the Hub\n"
+    assert again.stderr == f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB) and up to date with the Hub\n"
 
 
 def _pull_removed_as_it_asks_the_hub(server: HubServer, env: dict[str, str],
@@ -277,9 +277,10 @@ def test_a_file_given_by_its_bare_name_in_a_subfolder_is_named_as_the_hub_spells
     assert first.returncode == again.returncode == 0 and first.stdout == again.stdout, (first.stderr, again.stderr)
     listed = f"{REPO}/Sub/Tiny-Q4_K_M.gguf"
     assert first.stderr.startswith(f"localgen: downloading {listed} (64.0 KiB) from "), first.stderr
-    assert again.stderr == f"localgen: {listed} is already downloaded (64.0 KiB) and up to date with the Hub\n"
+    named = f"{REPO}:Q4_K_M"  # as models list names the file
+    assert again.stderr == f"localgen: {named} is already downloaded (64.0 KiB) and up to date with the Hub\n"
     shown = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "models", "show", "--json", typed)
-    assert shown.returncode == 0 and json.loads(shown.stdout)["name"] == listed, shown.stderr
+    assert shown.returncode == 0 and json.loads(shown.stdout)["name"] == named, shown.stderr
 
 
 def test_a_repo_none_of_whose_quants_fits_is_named_as_the_hub_spells_it(hub: tuple[HubServer, dict[str, str]]) -> None:
