@@ -96,8 +96,9 @@ def interrupt_line_is_ended() -> bool:
     return _interrupt_line_ended
 
 
-READER_DIED_WITHIN_S = 0.5  # stdout's reader seen gone this soon before a Ctrl-C met its handler went with it: the
-# handler waits for a call into llama.cpp to return, where the reader (cat) dies at once
+READER_DIED_WITHIN_S = 0.5  # stdout's reader (or stdin's writer) seen gone this soon before a Ctrl-C met its handler
+# went with it: the handler waits for a call into llama.cpp to return, or for a busy machine, where the reader (cat)
+# dies at once
 
 
 _interrupted_at: float | None = None  # when the first Ctrl-C met a handler (time.monotonic())

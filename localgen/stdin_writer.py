@@ -10,10 +10,9 @@ import stat
 import threading
 import time
 
-from localgen.signals import interrupted_at
+from localgen.signals import READER_DIED_WITHIN_S, interrupted_at
 
-WRITER_DYING_S = 0.1  # how long after a Ctrl-C the run's end waits for stdin's writer to die of it too (sleep: ms),
-# and how long before it a hang-up seen still counts as a death of it
+WRITER_DYING_S = 0.1  # how long after a Ctrl-C the run's end waits for stdin's writer to die of it too (sleep: ms)
 
 _waited_on = False  # stdin, a pipe, is being read and its end has not come: its writer is there
 _hung_up_at: float | None = None  # when stdin's writer was seen gone by the watch note_reading starts (monotonic)
@@ -43,14 +42,14 @@ def note_end_read(fd: int) -> None:
 
 def writer_went_with_the_interrupt() -> bool:
     """Whether stdin's writer, waited on as the Ctrl-C came, hung up at it or hangs up within WRITER_DYING_S of it
-    (`sleep 100 | localgen run x`: sleep died of it too); not where it was seen gone more than WRITER_DYING_S before
-    the Ctrl-C met its handler (it ended of itself)."""
+    (`sleep 100 | localgen run x`: sleep died of it too); not where it was seen gone earlier than READER_DIED_WITHIN_S
+    before the Ctrl-C met its handler, as for stdout's reader (it ended of itself)."""
     at = interrupted_at()
     if not _waited_on or at is None:
         return False
     if not _hangs_up_within(max(0.0, at + WRITER_DYING_S - time.monotonic())):
         return False
-    return _hung_up_at is None or _hung_up_at >= at - WRITER_DYING_S
+    return _hung_up_at is None or _hung_up_at >= at - READER_DIED_WITHIN_S
 
 
 def _hangs_up_within(seconds: float | None) -> bool:
