@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from localgen.catalog import display_name, snapshot_file
+from localgen.catalog import display_name
 from localgen.config import settings
 from localgen.hub_choice import quant_of
 from localgen.hub_names import reference_name
+from localgen.hub_settings import snapshot_entry
 from localgen.registry import load_registry
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ def model_name(resolved: ResolvedModel) -> str:
     if resolved.source == "bundled":
         entry = spec or bundled_entry(registry, ref, spec)
         return entry.name if entry is not None else reference_name(ref)
-    file = snapshot_file(resolved.path)
+    file = snapshot_entry(resolved.path)
     if file is None:  # no file of the cache (a test's stand-in): named by the reference
         return _entry_or_reference(resolved)
     repo, filename = file
