@@ -359,14 +359,15 @@ def _missing_shards(files: list[hub_cache.CachedHubFile]) -> int:
 
 def display_name(registry: Registry, repo: str, quant: str | None, filename: str, *, entry: str | None = None) -> str:
     """The shortest reference that selects this file: a registry name, NAME:QUANT, ORG/REPO:QUANT, or ORG/REPO/FILE
-    (entry: the registry entry a reference to it named, whose name, or NAME:QUANT, comes first where it is one)."""
+    (entry: the registry entry a reference to it named, whose name comes first where it picks the file)."""
     return display_names(registry, repo, quant, filename, entry=entry)[0]
 
 
 def display_names(registry: Registry, repo: str, quant: str | None, filename: str, *,
                   files: Sequence[HubFile] | None = None, entry: str | None = None) -> list[str]:
     """The shortest references that select this file: the name of every registry entry that picks it (by name, entry
-    first), else one of NAME:QUANT (entry's where it has no file pattern), ORG/REPO:QUANT or ORG/REPO/FILE (files: the
+    first), else one of NAME:QUANT (the first entry's by name with no file pattern, whichever entry was named: the one
+    models list prints), ORG/REPO:QUANT or ORG/REPO/FILE (files: the
     repo's as hub_cache.cached_listing gives them, where they are read already, else they are read now)."""
     files = list(files) if files is not None else hub_cache.cached_listing(repo) or []
     if not files:  # never listed, nor verified: no shorter reference picks it
@@ -379,9 +380,8 @@ def display_names(registry: Registry, repo: str, quant: str | None, filename: st
             return False
         return filename in {f.filename for f in chosen}
 
-    specs = [s for s in sorted(registry.models.values(), key=lambda s: (s.name != entry, s.name))
-             if s.repo.lower() == repo.lower()]
-    named = [spec.name for spec in specs if picks(spec.quant, spec.file)]  # before any entry's NAME:QUANT
+    specs = sorted((s for s in registry.models.values() if s.repo.lower() == repo.lower()), key=lambda s: s.name)
+    named = [spec.name for spec in sorted(specs, key=lambda s: s.name != entry) if picks(spec.quant, spec.file)]
     if named:
         return named
     tag = next((t for t in dict.fromkeys((named_tag(filename), quant)) if t and picks(t, None)), None)  # UD-Q4_K_XL

@@ -1,0 +1,53 @@
+"""A model's one printed name where several registry entries share its repo, where its file's folder is named
+snapshots, and where a conversation saved under an older spelling of it is loaded; the completion hint's shell where
+run or chat takes a -s. Real processes, the real bundled model, the loopback Hub."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import bundled_model_file, user_registry
+from tests.hub_server import HubServer, child_env, run_cli
+
+SMOL_REPO = "test/Smol-GGUF"
+
+
+def _pulled(tmp_path: Path, files: tuple[str, ...], registry: str, *models: str) -> dict[str, str]:
+    """The offline environment of a cache where SMOL_REPO, serving the bundled file under each of files' names, had
+    these models pulled, the user's models.toml being registry."""
+    with HubServer() as server:
+        server.add_repo(SMOL_REPO, dict.fromkeys(files, bundled_model_file()))
+        env = child_env(server, tmp_path)
+        user_registry(Path(env["LOCALGEN_HOME"]), registry)
+        pulled = run_cli(env, "pull", *models)
+        assert pulled.returncode == 0, pulled.stderr
+    return {**env, "LOCALGEN_OFFLINE": "1"}
+
+
+def _listed(env: dict[str, str]) -> dict[str, str]:
+    """models list --json's name of each file, by its path."""
+    listed = run_cli(env, "models", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    return {row["path"]: row["name"] for row in json.loads(listed.stdout)}
+
+
+def _json(env: dict[str, str], *args: str) -> dict[str, object]:
+    """A command's --json record."""
+    ran = run_cli(env, *args, "--json")
+    assert ran.returncode == 0, ran.stderr
+    return json.loads(ran.stdout)
+
+
+def test_a_file_no_entry_picks_by_name_is_named_alike_whichever_entry_of_its_repo_was_typed(tmp_path: Path) -> None:
+    """Entries aa and bb (Q8_0) and cc (Q4_1) of one repo: its Q5_0 file, pulled as cc:Q5_0, is aa:Q5_0 to models list
+    and models show, and was cc:Q5_0 to `run -m cc:Q5_0 --json` and its conversation record: two names for one file."""
+    registry = "".join(f'[models.{name}]\nrepo = "{SMOL_REPO}"\nquant = "{quant}"\n\n'
+                       for name, quant in (("aa", "Q8_0"), ("bb", "Q8_0"), ("cc", "Q4_1")))
+    env = _pulled(tmp_path, ("smol-Q4_1.gguf", "smol-Q5_0.gguf", "smol-Q8_0.gguf"), registry, "cc:Q5_0")
+    names = _listed(env)
+    shown = _json(env, "models", "show", f"{SMOL_REPO}:Q5_0")
+    ran = _json(env, "run", "-m", "cc:Q5_0", "-n", "1", "--conversation", "c5", "hi")
+    conversations = _json(env, "conversations", "list")
+    assert names[str(ran["model_path"])] == shown["name"] == ran["model"] == conversations[0]["model"] == "aa:Q5_0", (
+        names, shown, ran, conversations)
