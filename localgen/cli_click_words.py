@@ -22,9 +22,10 @@ OTHER_SHELLS_LINES = {  # the line that turns completion on in each other shell,
     "zsh": (f'eval "$({COMPLETE_VAR}=zsh_source localgen)"', "~/.zshrc, after compinit"),
     "fish": (f"{COMPLETE_VAR}=fish_source localgen | source", "~/.config/fish/completions/localgen.fish")}
 COMPLETING_SHELLS = ("bash", *OTHER_SHELLS_LINES)  # the shells localgen completes in (click's)
-SHELL_NAMERS = ("completion", "completions", "--shell", "-s", *TYPER_COMPLETION_OPTIONS)  # the words a shell follows
+COMPLETION_COMMANDS = ("completion", "completions")  # localgen's command, and the other spelling other tools use
+SHELL_NAMERS = (*COMPLETION_COMMANDS, "--shell", "-s", *TYPER_COMPLETION_OPTIONS)  # the words a shell follows
 ASKS_FOR_COMPLETION = re.compile(  # Typer's completion options, and other tools' command for it (gh, pip, rustup)
-    rf"^No such (option: ({'|'.join(TYPER_COMPLETION_OPTIONS)})|command '(completion|completions)')(?![\w-])")
+    rf"^No such (option: ({'|'.join(TYPER_COMPLETION_OPTIONS)})|command '({'|'.join(COMPLETION_COMMANDS)})')(?![\w-])")
 _LISTING = "list"  # the subcommand a group's name alone is hinted with (`model`: `localgen models list`, as `ls` is)
 
 
@@ -60,12 +61,20 @@ def completion_hint(args: list[str]) -> str:
 
 
 def named_shell(args: list[str]) -> str | None:
-    """The shell args name, lower case, as click reads an option's value or an argument: after a word of
-    SHELL_NAMERS, as the next word or its `=` value (`completion ZSH`, `--shell=zsh`, `--show-completion=fish`);
-    None where they name none (`completion --help`)."""
+    """The shell args name, lower case, as click reads an option's value or an argument: a `--install-completion=` or
+    `--show-completion=` value first, else after a word of SHELL_NAMERS, as the next word or its `=` value (`completion
+    ZSH`, `--shell=zsh`), `-s`/`--shell` only after `completion` (run's and chat's -s is --system); None where they
+    name none (`completion --help`)."""
+    given = next((value for namer, equals, value in (word.partition("=") for word in args)
+                  if equals and namer in TYPER_COMPLETION_OPTIONS and value), None)
+    if given is not None:
+        return given.lower()
+    namers: tuple[str, ...] = TYPER_COMPLETION_OPTIONS
     for at, word in enumerate(args):
+        if word in COMPLETION_COMMANDS:
+            namers = SHELL_NAMERS
         namer, equals, value = word.partition("=")
-        if namer not in SHELL_NAMERS:
+        if namer not in namers:
             continue
         if equals and namer.startswith("-"):
             return value.lower() or None

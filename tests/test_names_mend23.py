@@ -7,8 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import bundled_model_file, user_registry
+import pytest
+
+from tests.conftest import bundled_model_file, run_localgen, user_registry
 from tests.hub_server import HubServer, child_env, run_cli
+from tests.test_output_mend23 import FISH_HINT, ZSH_HINT
 
 SMOL_REPO = "test/Smol-GGUF"
 
@@ -51,3 +54,16 @@ def test_a_file_no_entry_picks_by_name_is_named_alike_whichever_entry_of_its_rep
     conversations = _json(env, "conversations", "list")
     assert names[str(ran["model_path"])] == shown["name"] == ran["model"] == conversations[0]["model"] == "aa:Q5_0", (
         names, shown, ran, conversations)
+
+
+@pytest.mark.parametrize(("args", "hint"), [
+    (["chat", "-s", "pirate", "--install-completion=zsh"], ZSH_HINT),
+    (["run", "-s", "pirate", "--install-completion"], ZSH_HINT),
+    (["run", "-s", "pirate", "--show-completion=fish"], FISH_HINT)])
+def test_completion_s_hint_reads_no_system_prompt_for_a_shell(args: list[str], hint: str) -> None:
+    """run's and chat's -s is --system, no shell: `chat -s pirate --install-completion=zsh` was hinted that localgen
+    completes in bash, zsh and fish, not pirate, with bash's line; an --install-completion= or --show-completion=
+    value is read before any -s."""
+    refused = run_localgen(*args, env={"SHELL": "/bin/zsh"})
+    assert refused.returncode == 2
+    assert refused.err.endswith(f" (hint: {hint})\n"), refused.err
