@@ -69,12 +69,15 @@ def check_endpoint() -> None:
 
 def snapshot_entry(path: Path) -> tuple[str, str] | None:
     """The repo and filename of a snapshot entry of the Hugging Face cache (HUB_CACHE/models--ORG--NAME/snapshots/
-    COMMIT/FILE), found from its path alone; None for any other path (a folder elsewhere named snapshots too)."""
-    snapshots = next((folder for folder in path.parents if folder.name == "snapshots"), None)
-    if snapshots is None or path.parent == snapshots or not snapshots.parent.name.startswith("models--"):
-        return None
+    COMMIT/FILE, FILE with its folders), found from its path relative to the cache alone; None for any other path (a
+    folder elsewhere named snapshots, or a repo's own folder of that name, is no snapshots folder of the cache)."""
     from localgen.hub_cache import repo_named
 
-    if snapshots.parent.parent.resolve() != hub_cache_dir():
-        return None
-    return repo_named(snapshots.parent.name), path.relative_to(snapshots).as_posix().split("/", 1)[1]
+    for repo_folder in (folder for folder in path.parents if folder.name.startswith("models--")):
+        if repo_folder.parent.resolve() != hub_cache_dir():
+            continue
+        parts = path.relative_to(repo_folder).parts  # snapshots, COMMIT, FILE's folders and name
+        if len(parts) < 3 or parts[0] != "snapshots":
+            return None
+        return repo_named(repo_folder.name), "/".join(parts[2:])
+    return None

@@ -67,3 +67,15 @@ def test_completion_s_hint_reads_no_system_prompt_for_a_shell(args: list[str], h
     refused = run_localgen(*args, env={"SHELL": "/bin/zsh"})
     assert refused.returncode == 2
     assert refused.err.endswith(f" (hint: {hint})\n"), refused.err
+
+
+def test_a_repo_s_own_folder_named_snapshots_is_a_file_of_the_repo(tmp_path: Path) -> None:
+    """A repo's snapshots/smol-Q4_0.gguf, pulled, is mine:Q4_0 to `models show test/Smol-GGUF:Q4_0` and `run -m
+    test/Smol-GGUF:Q4_0 --json` as to models list, where the repo's folder was taken for no file of the cache's and the
+    file named by the reference typed."""
+    registry = f'[models.mine]\nrepo = "{SMOL_REPO}"\nquant = "Q8_0"\n'
+    env = _pulled(tmp_path, ("snapshots/smol-Q4_0.gguf", "smol-Q8_0.gguf"), registry, "mine:Q4_0")
+    names = _listed(env)
+    shown = _json(env, "models", "show", f"{SMOL_REPO}:Q4_0")
+    ran = _json(env, "run", "-m", f"{SMOL_REPO}:Q4_0", "-n", "1", "hi")
+    assert names[str(ran["model_path"])] == shown["name"] == ran["model"] == "mine:Q4_0", (names, shown, ran)
