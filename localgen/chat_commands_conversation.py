@@ -25,7 +25,7 @@ from localgen.conversation_summary import name_like_saved, not_a_file, summaries
 from localgen.conversation_transcript import exchanges, shortened
 from localgen.errors import ContextSizeError, UsageError
 from localgen.inputs import InputFile, attachment_text, refuse_special_file
-from localgen.model_switch import AlreadyLoaded
+from localgen.model_switch import AlreadyLoaded, names_loaded_file
 from localgen.registry import reads_as_a_model
 from localgen.repl_input import LIST_NEWEST, usage_error
 from localgen.repl_state import ChatState
@@ -218,7 +218,7 @@ def load_command(state: ChatState, argument: str) -> None:
     if session.attachments:  # /file's files are for the next message, in whichever conversation it is
         console.say(f"your next message still takes {counted(len(session.attachments), 'attached file')} "
                     "(/file none drops them)")
-    if saved_with and saved_with != conversation.model:
+    if saved_with and saved_with != conversation.model and not names_loaded_file(session.loaded, saved_with):
         if os.path.isabs(saved_with) and not os.path.exists(saved_with):  # a file moved or deleted since
             console.say(f"it was saved with {saved_with}, which is no longer there, and goes on with "
                         f"{conversation.model}")

@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 
 from localgen.errors import LocalgenError
-from localgen.resolve import ResolvedModel
+from localgen.resolve import ResolvedModel, resolve_model
 from localgen.runner import LoadedModel, ModelOptions, ignore_note, load_model
 
 
@@ -84,3 +84,13 @@ def file_identity(path: str | os.PathLike[str]) -> ModelFile:
     except OSError:
         return os.path.realpath(path)
     return found.st_dev, found.st_ino
+
+
+def names_loaded_file(current: LoadedModel, name: str) -> bool:
+    """Whether a model's name resolves, offline and with nothing downloaded, to the file current's model came from
+    (an older spelling of its name, smollm2-135m:q4_1 for smollm2-135m); False where it no longer resolves."""
+    try:
+        found = resolve_model(name, offline=True, pull=False)
+    except LocalgenError:
+        return False
+    return file_identity(found.path) == model_file(current)

@@ -12,6 +12,7 @@ import pytest
 from tests.conftest import bundled_model_file, run_localgen, user_registry
 from tests.hub_server import HubServer, child_env, run_cli
 from tests.test_output_mend23 import FISH_HINT, ZSH_HINT
+from tests.test_repl import Chat
 
 SMOL_REPO = "test/Smol-GGUF"
 
@@ -79,3 +80,26 @@ def test_a_repo_s_own_folder_named_snapshots_is_a_file_of_the_repo(tmp_path: Pat
     shown = _json(env, "models", "show", f"{SMOL_REPO}:Q4_0")
     ran = _json(env, "run", "-m", f"{SMOL_REPO}:Q4_0", "-n", "1", "hi")
     assert names[str(ran["model_path"])] == shown["name"] == ran["model"] == "mine:Q4_0", (names, shown, ran)
+
+
+def test_load_of_a_conversation_saved_under_another_name_of_the_file_in_use_notes_no_other_model(
+        tmp_path: Path) -> None:
+    """A conversation saved as smollm2-135m:q4_1, a name of the file now named smollm2-135m, was said on /load to be
+    saved with smollm2-135m:q4_1 and go on with smollm2-135m (/model smollm2-135m:q4_1 to switch), the file in use;
+    one saved with a model not here (smollm2-135m:Q8_0 offline) still is."""
+    home = tmp_path / "home"
+    folder = home / "data" / "conversations"
+    folder.mkdir(parents=True)
+    for name, model in (("spelt", "smollm2-135m:q4_1"), ("other", "smollm2-135m:Q8_0")):
+        record = {"format": 1, "name": name, "model": model, "turns": [{"user": "Hi", "answer": "Hello."}]}
+        (folder / f"{name}.json").write_text(json.dumps(record))
+    chat = Chat(home, "--no-markdown", "-n", "1")
+    try:
+        chat.command_words("/load spelt", "loaded spelt:")
+        chat.command_words("/load other", "(/model smollm2-135m:Q8_0 to switch)")
+        said = " ".join(chat.transcript.getvalue().split())
+        assert "saved with" not in said.partition("/load spelt")[2].partition("/load other")[0], said
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
