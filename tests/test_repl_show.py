@@ -56,7 +56,7 @@ def test_show_names_a_downloaded_model_s_source_as_models_list_does(hub_env: dic
                                   cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     sources = {model["name"]: model["source"] for model in json.loads(listed.stdout)}
     assert sources == {"smollm2-135m": "hub"}, "the registry's entry, downloaded"
-    assert _show_info(hub_env, f"{REPO}:Q4_1") == f"model: {REPO}:Q4_1 (hub)"
+    assert _show_info(hub_env, f"{REPO}:Q4_1") == "model: smollm2-135m (hub)", "named as models list names it"
 
 
 def test_show_says_a_system_prompt_of_whitespace_is_so_not_a_blank(tmp_path: Path) -> None:
