@@ -32,26 +32,20 @@ def test_a_file_beyond_the_model_is_refused_in_run_s_words_with_the_chat_s_help(
 
 def test_a_message_beyond_the_model_is_refused_in_run_s_words_with_the_chat_s_help(tmp_path: Path) -> None:
     """It was told that the message needed 8,2xx tokens but only 8,128 were free for it in the context."""
-    notes = tmp_path / "notes.txt"
-    notes.write_text("word " * 5000)
-    chat = Chat(tmp_path / "home", "-n", "64", columns=250)
-    chat.child.sendline(f"/file {notes}")
-    chat.sync()
-    chat.child.send("\x1b[200~" + "word " * 3200 + "\x1b[201~\r")  # pasted: typed, it would take seconds
-    chat.sync()
+    notes, said = file_and_paste_said(tmp_path, answer=64, attached_words=5000, pasted_words=3200)
     assert re.search(r"localgen: error: the prompt is too long for the model's maximum of 8,192 tokens: it takes "
                      rf"8,2\d\d tokens with /file {re.escape(str(notes))} \(hint: shorten the message; /file none "
-                     r"drops the attached files, which stay for the next message\) >>>", _said(chat))
+                     r"drops the attached files, which stay for the next message\) >>>", said)
 
 
-def test_a_message_that_leaves_the_answer_too_little_of_the_model_s_context_says_how_much_is_kept(
-        tmp_path: Path) -> None:
+def file_and_paste_said(tmp_path: Path, *, answer: int, attached_words: int, pasted_words: int) -> tuple[Path, str]:
+    """A chat of answers of `answer` tokens given /file of attached_words words, then a message of pasted_words words
+    pasted: the file and what the chat wrote (as _said gives it)."""
     notes = tmp_path / "notes.txt"
-    notes.write_text("word " * 5000)
-    chat = Chat(tmp_path / "home", "-n", "512", columns=250)
+    notes.write_text("word " * attached_words)
+    chat = Chat(tmp_path / "home", "-n", str(answer), columns=250)
     chat.child.sendline(f"/file {notes}")
     chat.sync()
-    chat.child.send("\x1b[200~" + "word " * 2800 + "\x1b[201~\r")
+    chat.child.send("\x1b[200~" + "word " * pasted_words + "\x1b[201~\r")  # pasted: typed, it would take seconds
     chat.sync()
-    assert re.search(r"localgen: error: the prompt and the 512 tokens kept for the answer pass the model's maximum of "
-                     r"8,192 tokens: the prompt takes 7,[89]\d\d tokens with /file \S+ \(hint:", _said(chat))
+    return notes, _said(chat)

@@ -14,6 +14,7 @@ from hub_server import HubEnv, make_gguf_bytes, run_cli
 from localgen import hub
 from localgen.errors import HubError
 from tests.conftest import bundled_model_file, spawn_localgen, user_registry
+from tests.test_models22 import _stopped_pull
 
 SMOL_REPO = "test/Smol-GGUF"
 MINE = f'[models.mine]\nrepo = "{SMOL_REPO}"\nquant = "Q8_0"\ndescription = "my pick"\ncontext = 16384\n'
@@ -94,18 +95,6 @@ def test_models_show_of_an_entry_without_the_hub_says_why_in_one_line(hubenv: Hu
     fields = _fields(run_cli(hubenv.env, "models", "show", "mine").stdout)
     assert fields["downloaded"].startswith(f"no ({SMOL_REPO}/smol-Q8_0.gguf does not match the sha256 of "), fields
     assert fields["downloaded"].endswith(": `localgen pull` refuses it)"), fields
-
-
-def _stopped_pull(hubenv: HubEnv) -> None:
-    """Serve test/Cut-GGUF (Q8_0 of 4 MiB, Q4_0) and stop a pull of its Q8_0 part way: a part of it is kept."""
-    hubenv.server.add_repo("test/Cut-GGUF", {"cut-Q8_0.gguf": make_gguf_bytes("cut", 4 * 2**20),
-                                             "cut-Q4_0.gguf": make_gguf_bytes("small")})
-    hubenv.server.abort_after[("test/Cut-GGUF", "cut-Q8_0.gguf")] = 2_500_000  # past a piece of 1 MiB
-    hubenv.server.down_after_abort = True  # huggingface_hub's own retry fails too: the part is kept
-    with pytest.raises(HubError):
-        hub.download_model("test/Cut-GGUF", quant="Q8_0", filename=None, quiet=True)
-    hubenv.server.down = False
-    assert hubenv.incomplete_files(), "a part is kept"
 
 
 def test_models_show_json_of_a_quant_a_stopped_pull_kept_part_of_gives_the_part(hubenv: HubEnv) -> None:

@@ -12,14 +12,13 @@ import select
 import time
 from pathlib import Path
 
-import pexpect
 import pytest
 
 from tests.conftest import bundled_model_file, run_localgen
 from tests.hub_server import HubServer, child_env, run_cli
 from tests.mount_namespace import run_mounted
+from tests.test_chat23 import file_and_paste_said
 from tests.test_pipes22 import _shown_after_ctrl_c
-from tests.test_repl import Chat
 from tests.test_run_audit21 import _reads_a_pipe
 
 SERIAL = pytest.mark.serial  # Ctrl-Cs timed against a run's progress and a pipeline's neighbours (conftest: serial)
@@ -131,16 +130,7 @@ def test_a_message_that_fits_the_model_but_not_with_the_answer_s_room_says_so_an
     """-n 512 and a message of 7,8xx tokens (the model's maximum: 8,192) was refused as `the prompt is too long for the
     model's maximum of 8,192 tokens: it takes 7,8xx tokens ...`, which reads as a contradiction, and its hint named
     no way to keep less room for the answer."""
-    notes = tmp_path / "notes.txt"
-    notes.write_text("word " * 5000)
-    chat = Chat(tmp_path / "home", "-n", "512", columns=250)
-    chat.child.sendline(f"/file {notes}")
-    chat.sync()
-    chat.child.send("\x1b[200~" + "word " * 2800 + "\x1b[201~\r")  # pasted: typed, it would take seconds
-    chat.sync()
-    chat.child.sendcontrol("d")
-    chat.child.expect(pexpect.EOF)
-    said = re.sub(r"\s+", " ", re.sub(r"\x1b\[[\d;?]*[A-Za-z]", "", chat.transcript.getvalue()))
+    _, said = file_and_paste_said(tmp_path, answer=512, attached_words=5000, pasted_words=2800)
     found = re.search(r"localgen: error: the prompt and the 512 tokens kept for the answer pass the model's maximum of "
                       r"8,192 tokens: the prompt takes (7,[89]\d\d) tokens with /file \S+ \(hint: shorten the "
                       r"message; /file none drops the attached files, which stay for the next message; /set "
