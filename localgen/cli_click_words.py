@@ -49,8 +49,8 @@ def completion_hint(args: list[str]) -> str:
     """How completion is turned on: the line for the start-up file of the shell args name (`completion zsh`,
     `--shell=ZSH`, `--install-completion=fish`), else of $SHELL where it is one localgen completes in, else bash's;
     a shell named that it does not complete in (pwsh) is told which it does."""
-    named = named_shell(args)
-    shell = named or (login_shell() if login_shell() in COMPLETING_SHELLS else "")
+    named, login = named_shell(args), login_shell()
+    shell = named or (login if login in COMPLETING_SHELLS else "")
     if shell in OTHER_SHELLS_LINES:
         line, start_up_file = OTHER_SHELLS_LINES[shell]
         return f"turn completion on with `{line}` in {start_up_file}"
