@@ -12,6 +12,7 @@ from localgen.config import settings
 from localgen.errors import HubError, LocalgenError
 from localgen.hub_check import HubCheck, HubOutcome, denied
 from localgen.hub_errors import LOGIN, OfflineError, blamed_on_entry, failed_on_disk
+from localgen.hub_settings import cache_place
 from localgen.hub_types import NotInRepoError, RepoNotFoundError
 from localgen.registry import hub_target
 from localgen.resolve import ResolvedModel, entry_pin
@@ -145,4 +146,5 @@ def _remove_replaced(found: ResolvedModel, paths: list[Path]) -> HubCheck:
 
 def _snapshot_of(path: Path) -> Path | None:
     """The Hugging Face cache's snapshot folder (snapshots/COMMIT) a downloaded file is in, if any."""
-    return next((p for p in path.parents if p.parent.name == "snapshots"), None)
+    place = cache_place(path)
+    return place.snapshot if place is not None and place.is_entry else None

@@ -6,6 +6,7 @@ import os
 import warnings
 from pathlib import Path
 from types import ModuleType
+from typing import NamedTuple
 
 from localgen.errors import ConfigError
 from localgen.hub_address import endpoint_error
@@ -67,17 +68,70 @@ def check_endpoint() -> None:
         raise error
 
 
+class CachePlace(NamedTuple):
+    """Where a path lies in a repo folder of the Hugging Face cache localgen uses (HUB_CACHE/models--ORG--NAME): the
+    folder as the path spells it, and the parts of the path below it (snapshots, COMMIT, FILE's folders and name; or
+    blobs, ETAG)."""
+
+    repo_folder: Path
+    parts: tuple[str, ...]
+
+    @property
+    def repo(self) -> str:
+        """The repo, spelt as its folder is."""
+        from localgen.hub_cache import repo_named
+
+        return repo_named(self.repo_folder.name)
+
+    @property
+    def is_entry(self) -> bool:
+        """Whether the path is a snapshot entry (snapshots/COMMIT/FILE)."""
+        return len(self.parts) >= 3 and self.parts[0] == "snapshots"
+
+    @property
+    def is_blob(self) -> bool:
+        """Whether the path is one of the repo's blobs (blobs/ETAG)."""
+        return len(self.parts) == 2 and self.parts[0] == "blobs"
+
+    @property
+    def entry(self) -> str:
+        """A snapshot entry's COMMIT/FILE."""
+        return "/".join(self.parts[1:])
+
+    @property
+    def filename(self) -> str:
+        """A snapshot entry's FILE, with its folders."""
+        return "/".join(self.parts[2:])
+
+    @property
+    def snapshot(self) -> Path:
+        """A snapshot entry's snapshot folder (snapshots/COMMIT), spelt through the repo folder as the path is."""
+        return self.repo_folder.joinpath(*self.parts[:2])
+
+
+def cache_place(path: Path) -> CachePlace | None:
+    """Where an absolute path lies in a repo folder of the Hugging Face cache localgen uses, found from the path alone
+    (there or not): the innermost folder named models--* that is in the cache or is the cache's folder of its name
+    moved to another disk and linked back; None for any other path (a folder of that name elsewhere)."""
+    cache = hub_cache_dir()
+    for folder in (folder for folder in path.parents if folder.name.startswith("models--")):
+        if folder.parent.resolve() == cache or _same_folder(cache / folder.name, folder):
+            return CachePlace(folder, path.relative_to(folder).parts)
+    return None
+
+
+def _same_folder(one: Path, other: Path) -> bool:
+    """Whether two paths name the same folder, both there."""
+    try:
+        return os.path.samefile(one, other)
+    except OSError:
+        return False
+
+
 def snapshot_entry(path: Path) -> tuple[str, str] | None:
     """The repo and filename of a snapshot entry of the Hugging Face cache (HUB_CACHE/models--ORG--NAME/snapshots/
-    COMMIT/FILE, FILE with its folders), found from its path relative to the cache alone; None for any other path (a
-    folder elsewhere named snapshots, or a repo's own folder of that name, is no snapshots folder of the cache)."""
-    from localgen.hub_cache import repo_named
-
-    for repo_folder in (folder for folder in path.parents if folder.name.startswith("models--")):
-        if repo_folder.parent.resolve() != hub_cache_dir():
-            continue
-        parts = path.relative_to(repo_folder).parts  # snapshots, COMMIT, FILE's folders and name
-        if len(parts) < 3 or parts[0] != "snapshots":
-            return None
-        return repo_named(repo_folder.name), "/".join(parts[2:])
-    return None
+    COMMIT/FILE, FILE with its folders), found from its path relative to its repo folder (cache_place); None for any
+    other path (a folder elsewhere named snapshots, or a repo's own folder of that name, is no snapshots folder of the
+    cache)."""
+    place = cache_place(path)
+    return (place.repo, place.filename) if place is not None and place.is_entry else None

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from localgen import hub_cache, lock_activity
 from localgen.file_locks import HAS_FLOCK, lock_holder, locked_descriptor, try_flock
-from localgen.hub_settings import hub_cache_dir
+from localgen.hub_settings import cache_place
 
 LOADING_SUFFIX = ".loading"
 REMOVAL_WAIT_S = 10.0  # a run waits this long at most, all its model's locks together, on a models rm holding them
@@ -106,14 +106,11 @@ def _run_lock_and_entry(model_file: Path) -> tuple[Path, str | None] | None:
     blob itself)."""
     path = Path(os.path.abspath(model_file))
     for _ in range(LINK_HOPS):
-        repo_dir = next((p.parent for p in path.parents if p.name == "snapshots"), None)
-        if path.is_symlink() and repo_dir is not None and repo_dir.name.startswith("models--") and \
-                _in_this_cache(repo_dir):
-            entry = path.relative_to(repo_dir / "snapshots").as_posix()
-            return link_loading_lock(hub_cache.repo_named(repo_dir.name), path), entry
-        folder = path.parent.parent
-        if path.parent.name == "blobs" and folder.name.startswith("models--") and _in_this_cache(folder):
-            return blob_loading_lock(hub_cache.repo_named(folder.name), path.name), None
+        place = cache_place(path)
+        if place is not None and place.is_entry and path.is_symlink():
+            return link_loading_lock(place.repo, path), place.entry
+        if place is not None and place.is_blob:
+            return blob_loading_lock(place.repo, path.name), None
         try:
             path = _link_step(path)
         except OSError:  # no link: a file outside the cache's blobs
@@ -193,15 +190,8 @@ def removal_holder(lock: Path) -> str:
 
 def _snapshot_entry(path: Path) -> bool:
     """Whether a path names a Hub cache snapshot entry (models--ORG--NAME/snapshots/COMMIT/FILE), there or not."""
-    return any(folder.name == "snapshots" and folder.parent.name.startswith("models--") for folder in path.parents)
-
-
-def _in_this_cache(folder: Path) -> bool:
-    """Whether a repo folder is the one of that name in the Hub cache localgen uses."""
-    try:
-        return os.path.samefile(hub_cache_dir() / folder.name, folder)
-    except OSError:
-        return False
+    place = cache_place(Path(os.path.abspath(path)))
+    return place is not None and place.is_entry
 
 
 @contextlib.contextmanager

@@ -43,6 +43,7 @@ from localgen.hub_choice import carries_tag, choose_model, quant_of
 from localgen.hub_data_users import data_users
 from localgen.hub_entry_data import blob_data, data_behind, linked_file, model_blobs
 from localgen.hub_names import reference_name
+from localgen.hub_settings import cache_place
 from localgen.hub_slips import with_downloaded_repo
 from localgen.load_locks import loading_locks_of_links, taken_for_removal
 from localgen.partial_downloads import partial_downloads
@@ -383,13 +384,12 @@ def remove_replaced(old: list[Path], new: list[Path]) -> tuple[int, list[CacheEn
     deleted. A run loading the old copy (load_locks.py) is waited on as models rm waits, then refused, whether its
     data goes or the new copy's entries keep it (a commit that changed other files)."""
     going = {p for p in old if p not in new and os.path.lexists(p)}
-    if not going:
+    if not going or (place := cache_place(min(going))) is None:  # nothing left, or no entry of this cache
         return 0, []
-    repo_dir = next(p for p in min(going).parents if p.name == "snapshots").parent
-    users = data_users(going, repo_dir)
+    users = data_users(going, place.repo_folder)
     freed = 0
     data_keys: dict[str, Path] = {}
-    locks = loading_locks_of_links(hub_cache.repo_named(repo_dir.name), going)  # a run loading the old copy
+    locks = loading_locks_of_links(place.repo, going)  # a run loading the old copy
     taken, loader = taken_for_removal(locks, time.monotonic() + HELD_WAIT_S)
     try:
         if loader is not None:
@@ -407,7 +407,7 @@ def remove_replaced(old: list[Path], new: list[Path]) -> tuple[int, list[CacheEn
         states = _forget_states(data_keys)
         for fd in taken:
             os.close(fd)
-    _prune(repo_dir)
+    _prune(place.repo_folder)
     return freed, states
 
 

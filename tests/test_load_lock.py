@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from hub_server import HubEnv, file_sha256, make_gguf_bytes, run_cli
 
-from localgen import hub_cache, load_locks
+from localgen import hub_cache, hub_settings, load_locks
 from tests.conftest import REPO_ROOT, popen_localgen
 from tests.mount_namespace import run_mounted
 from tests.test_pull_lock_mend import SOLO, SOLO_FILE, _loaded, _run_loading_slowly
@@ -172,7 +172,7 @@ def _locked_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, count: int) -
     """A Hub cache of count blobs linked from a snapshot, made the one localgen uses: the entries and their loading
     locks."""
     cache = tmp_path / "hub"
-    monkeypatch.setattr(load_locks, "hub_cache_dir", lambda: cache)
+    monkeypatch.setattr(hub_settings, "hub_cache_dir", lambda: cache)
     monkeypatch.setattr(hub_cache, "hub_cache_dir", lambda: cache)
     entries = []
     for index in range(count):
