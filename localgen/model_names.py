@@ -16,15 +16,24 @@ if TYPE_CHECKING:
     from localgen.resolve import ResolvedModel
 
 
+def named_by_path(resolved: ResolvedModel) -> bool:
+    """Whether a model is named by the path it was given by: a file given by path, no models.toml entry's, outside
+    localgen's Hub cache (a download given by its path is named as models list names it)."""
+    return resolved.ref.path is not None and resolved.spec is None and snapshot_entry(resolved.path) is None
+
+
 def model_name(resolved: ResolvedModel) -> str:
     """The name `models list` gives a resolved model's file: a file of one's own by its entry's name or as typed; the
-    bundled file by the entry that ships it; a download by the registry entry that picks it (the one the reference
-    named first), else NAME:QUANT, ORG/REPO:QUANT or ORG/REPO/FILE (catalog.display_name)."""
+    bundled file by the entry that ships it; a download, given by reference or by its path in the cache, by the
+    registry entry that picks it (the one the reference named first), else NAME:QUANT, ORG/REPO:QUANT or ORG/REPO/FILE
+    (catalog.display_name)."""
     from localgen.resolve import bundled_entry
 
     ref, spec = resolved.ref, resolved.spec
-    if ref.path is not None:
-        return spec.name if spec is not None else reference_name(ref)
+    if named_by_path(resolved):
+        return reference_name(ref)
+    if ref.path is not None and spec is not None:
+        return spec.name
     registry = load_registry(settings().user_registry)
     if resolved.source == "bundled":
         entry = spec or bundled_entry(registry, ref, spec)

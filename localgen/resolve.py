@@ -57,8 +57,11 @@ class ResolvedModel:
 
     @property
     def short_name(self) -> str:
-        """The display name, a local file given by path by its name alone (for a status line)."""
-        return self.path.name if self.source == "local" and self.spec is None else self.display_name
+        """The display name, a file named by the path it was given by (model_names.named_by_path) by its name alone
+        (for a status line)."""
+        from localgen.model_names import named_by_path
+
+        return self.path.name if named_by_path(self) else self.display_name
 
     @property
     def context(self) -> int | None:

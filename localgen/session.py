@@ -431,7 +431,9 @@ def whole_save(*, command: bool) -> AbstractContextManager[DeferredSignals]:
 
 
 def model_reference(resolved: ResolvedModel) -> str:
-    """How a conversation names its model: as every command names it (display_name), a file given by path by its
-    absolute path (valid from any folder, as `models default` keeps it)."""
+    """How a conversation names its model: as every command names it (display_name), a file named by the path it was
+    given by (model_names.named_by_path) by its absolute path (valid from any folder, as `models default` keeps it)."""
+    from localgen.model_names import named_by_path
+
     ref = resolved.ref
-    return os.path.abspath(ref.path) if ref.path is not None and ref.name is None else resolved.display_name
+    return os.path.abspath(ref.path) if ref.path is not None and named_by_path(resolved) else resolved.display_name

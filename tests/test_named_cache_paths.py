@@ -1,0 +1,66 @@
+"""A downloaded model given to -m by its path in the Hub cache is printed by the name `models list` gives its file
+(run's --json, a conversation's record, the chat's banner, toolbar and /show), as it is given by that name; a file
+elsewhere keeps its path. Real processes, the real bundled model, the loopback Hub, the chat in a pseudo-terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from hub_server import HubEnv, run_cli
+
+from tests.conftest import bundled_model_file, user_registry
+from tests.test_repl import Chat
+
+REPO = "test/Smol-GGUF"
+
+
+def _pulled_entry(hubenv: HubEnv) -> Path:
+    """REPO serving the bundled file as smol-Q4_1.gguf, the models.toml entry mine picking it, pulled: its snapshot
+    entry."""
+    hubenv.server.add_repo(REPO, {"smol-Q4_1.gguf": bundled_model_file()})
+    user_registry(hubenv.localgen_home, f'[models.mine]\nrepo = "{REPO}"\nquant = "Q4_1"\n')
+    pulled = run_cli(hubenv.env, "pull", "mine")
+    assert pulled.returncode == 0, pulled.stderr
+    return hubenv.snapshot_files(REPO)[0]
+
+
+def _json(env: dict[str, str], *args: str) -> dict | list:
+    """A command's --json record."""
+    ran = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, *args, "--json")
+    assert ran.returncode == 0, ran.stderr
+    return json.loads(ran.stdout)
+
+
+def test_run_of_a_cache_file_by_its_path_names_it_as_models_list_does(hubenv: HubEnv, tmp_path: Path) -> None:
+    """`run -m HUB/models--test--Smol-GGUF/snapshots/C/smol-Q4_1.gguf --json` gave the path as its model, and its
+    conversation was recorded by that path, where models list and `run -m mine` name the file mine; a copy of the file
+    outside the cache is still named by its path."""
+    entry = _pulled_entry(hubenv)
+    listed = {row["path"]: row["name"] for row in _json(hubenv.env, "models", "list")}
+    ran = _json(hubenv.env, "run", "-m", str(entry), "-n", "1", "--conversation", "bypath", "hi")
+    by_name = _json(hubenv.env, "run", "-m", "mine", "-n", "1", "hi")
+    conversations = {row["name"]: row["model"] for row in _json(hubenv.env, "conversations", "list")}
+    assert listed[str(entry)] == ran["model"] == by_name["model"] == conversations["bypath"] == "mine", (
+        listed, ran, by_name, conversations)
+    outside = tmp_path / "elsewhere" / entry.name
+    outside.parent.mkdir()
+    os.link(os.path.realpath(entry), outside)  # the same data, outside the cache
+    copied = _json(hubenv.env, "run", "-m", str(outside), "-n", "1", "hi")
+    assert copied["model"] == str(outside), copied
+
+
+def test_chat_with_a_cache_file_by_its_path_names_it_as_models_list_does(hubenv: HubEnv) -> None:
+    """The chat's banner and /show named the model by the path it was given as, and its toolbar by the file's name."""
+    entry = _pulled_entry(hubenv)
+    chat = Chat(hubenv.localgen_home, "-m", str(entry), "--offline", "--no-markdown", "-n", "1", columns=250, cpr=True)
+    try:
+        assert entry.name not in chat.transcript.getvalue(), chat.transcript.getvalue()  # the banner and toolbar
+        chat.command("/show", "model: ")
+        said = " ".join(chat.transcript.getvalue().split())
+        assert "localgen chat with mine:" in said and "model: mine (local)" in said, said
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
