@@ -234,6 +234,7 @@ def _resolved_held(options: ModelOptions, freed: Hardware, note: Callable[[str],
     from localgen import console
     from localgen.gguf_split import split_shard_paths
     from localgen.load_locks import REMOVAL_WAIT_S, held_for_loading, removal_holder
+    from localgen.shards_missing import refuse_missing_shards
 
     def waiting(lock: Path) -> None:
         """Say once that the run waits on the process holding this loading lock."""
@@ -241,6 +242,7 @@ def _resolved_held(options: ModelOptions, freed: Hardware, note: Callable[[str],
 
     for _ in range(RESOLVE_TRIES):
         resolved = resolve_fitting(options, freed, note)
+        refuse_missing_shards(resolved, offline_flag=options.offline is True)  # a path: none to resolve again
         if loading.enter_context(held_for_loading(split_shard_paths(resolved.path), waiting=waiting)):
             return resolved
         loading.close()  # removed as it was resolved: resolved again
@@ -349,6 +351,7 @@ def preflight(options: ModelOptions) -> TextBound | None:
     from localgen.gguf_split import validate_split
     from localgen.hub import is_offline
     from localgen.resolve import check_reference
+    from localgen.shards_missing import refuse_missing_shards
     from localgen.think_switch import refuse_think
 
     if options.model is not None:
@@ -361,6 +364,7 @@ def preflight(options: ModelOptions) -> TextBound | None:
             raise
         return None  # checked once it is downloaded, after the input is read
     with named_as_typed(options.model):
+        refuse_missing_shards(resolved, offline_flag=options.offline is True)
         header, _ = validate_split(resolved.path)
     if preflight_checks_think(options):  # the template loading would take: --chat-template's, models.toml's, its own
         override, name, hint = _template_naming(options, resolved)  # named as loading names it

@@ -1,0 +1,69 @@
+"""A split model given by its first shard's path with shards missing is refused before it is planned or loaded, in one
+line naming them, with the pull that fetches them (a download in the Hub cache) or the folder they belong in (a file
+of one's own); `fit` says they are missing in place of a plan. Real processes, a model llama.cpp loads, the loopback
+Hub."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hub_server import HubEnv, make_gguf_bytes, run_cli
+
+from tests.conftest import run_localgen
+
+REPO = "test/Split-GGUF"
+SHARD = "tiny-Q8_0-0000{}-of-00003.gguf"
+
+
+def _pulled_split(hubenv: HubEnv, tmp_path: Path) -> Path:
+    """REPO serving a model llama.cpp loads in three shards, pulled, its second shard's snapshot entry then deleted:
+    the first shard's entry."""
+    from gguf_builders import tiny_model, write_split
+
+    shards = write_split(tiny_model(tmp_path / "tiny.gguf"), tmp_path / "shards", 3, prefix="tiny-Q8_0")
+    hubenv.server.add_repo(REPO, {path.name: path for path in shards})
+    pulled = run_cli(hubenv.env, "pull", f"{REPO}:Q8_0")
+    assert pulled.returncode == 0, pulled.stderr
+    first = Path(pulled.stdout.strip())
+    first.with_name(SHARD.format(2)).unlink()
+    return first
+
+
+def test_run_of_a_cache_file_with_a_shard_missing_is_refused_naming_it_and_the_pull_that_fetches_it(
+        hubenv: HubEnv, tmp_path: Path) -> None:
+    """`run -m` and `bench -m` of the first shard's path said the model `was removed from the cache each time this
+    run found it` (another command removes it); the pull the refusal names makes the run answer."""
+    first = _pulled_split(hubenv, tmp_path)
+    offline = {**hubenv.env, "LOCALGEN_OFFLINE": "1"}
+    lacking = f"localgen: error: {SHARD.format(2)}: missing shard 2 of 3"
+    for command in (["run", "-m", str(first), "-n", "1", "hi"], ["bench", "-m", str(first), "-r", "1"]):
+        refused = run_cli(offline, *command)
+        assert (refused.returncode, refused.stderr) == (1, (
+            f"{lacking} (hint: offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then run "
+            f"`localgen pull {REPO}:Q8_0`)\n")), refused.stderr
+    refused = run_cli(hubenv.env, "run", "-m", str(first), "-n", "1", "hi")
+    assert (refused.returncode, refused.stderr) == (
+        1, f"{lacking} (hint: run `localgen pull {REPO}:Q8_0` to download it)\n"), refused.stderr
+    report = json.loads(run_cli(offline, "fit", str(first), "--json").stdout)
+    assert [(o["plan"], o["fits"], o["problem"]) for o in report["options"]] == [
+        (None, "no", f"1 shard of 3 missing ({SHARD.format(2)} first)")], report
+    assert run_cli(hubenv.env, "pull", f"{REPO}:Q8_0").returncode == 0
+    ran = run_cli(offline, "run", "-m", str(first), "-n", "1", "hi")
+    assert ran.returncode == 0 and ran.stdout.strip(), ran.stderr
+
+
+@pytest.mark.parametrize("piped", [False, True], ids=["prompt", "piped"])
+def test_run_of_a_file_of_ones_own_with_shards_missing_names_them_all_and_where_they_belong(tmp_path: Path,
+                                                                                           piped: bool) -> None:
+    """The run, given its prompt or a pipe (refused before the pipe is read), named the first missing shard alone,
+    with the hint `download the missing shard`."""
+    first = tmp_path / "own" / SHARD.format(1)
+    first.parent.mkdir()
+    first.write_bytes(make_gguf_bytes("own", shard=(1, 3)))
+    prompt = [] if piped else ["hi"]
+    refused = run_localgen("run", "-m", str(first), "-n", "1", *prompt, stdin=b"hi" if piped else None)
+    assert (refused.returncode, refused.err) == (1, (
+        f"localgen: error: {SHARD.format(2)} and {SHARD.format(3)}: missing shards 2 and 3 of 3 (hint: put them in "
+        f"{first.parent}, beside the first shard)\n")), refused.err
