@@ -257,7 +257,7 @@ def models_show(
     from localgen.partial_downloads import partial_json
     from localgen.quant_choice import resolve_downloaded
     from localgen.registry import load_registry
-    from localgen.resolve import undownloaded_entry, unverified_copy
+    from localgen.resolve import checked_by_pull, undownloaded_entry, unverified_copy
     from localgen.verify import recorded_sha256
 
     if template and json_output:
@@ -285,7 +285,7 @@ def models_show(
         resolved = unverified
     _say_default(reference, text)
     shards, missing = present_shards(resolved.path)
-    with named_as_typed(reference):  # every shard checked where all are here, as a run checks them
+    with named_as_typed(reference), checked_by_pull(resolved, text):  # every shard checked, as a run checks them
         info = read_gguf(resolved.path) if missing else validate_split(resolved.path)[0]
     spec = resolved.spec
     if template:

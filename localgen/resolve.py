@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -362,6 +363,19 @@ def _refuse_broken_header(path: Path, hint: str) -> None:
         read_gguf(path)
     except GGUFError as exc:
         raise ModelNotFoundError(exc.message, hint=f"{hint} to check it against the Hub") from None
+
+
+@contextlib.contextmanager
+def checked_by_pull(resolved: ResolvedModel, reference: str) -> Iterator[None]:
+    """Header errors met in a copy of a Hub model that localgen has not verified (a download damaged since, another
+    tool's, one a pull refused) hinted with the pull that checks it against the Hub, as a run's error hints them."""
+    try:
+        yield
+    except GGUFError as exc:
+        if not resolved.source.startswith("hub ("):
+            raise
+        hint = offline_hint(reference) if settings().offline else f"run `localgen pull {reference}`"
+        raise type(exc)(exc.message, hint=f"{hint} to check it against the Hub", exit_code=exc.exit_code) from None
 
 
 def refuse_own_file(text: str) -> None:
