@@ -220,7 +220,24 @@ def default_missing_note(registry: Registry, parts: list[PartialDownload]) -> st
     wanted = quant or (quant_of(filename) if filename else None)
     if any(p.repo.lower() == repo.lower() and wanted in (None, p.quant) for p in parts):
         return None
-    return not_downloaded_note(default)
+    return _lacking_default_warning(registry, ref, repo, quant, filename) or not_downloaded_note(default)
+
+
+def _lacking_default_warning(registry: Registry, ref: ModelRef, repo: str, quant: str | None,
+                             filename: str | None) -> str | None:
+    """What `models list` warns of a default model, not downloaded, whose quant or file its repo lacked when localgen
+    last listed it (a run without -m fails on it, and no pull downloads it), or None."""
+    from localgen.hub_errors import entry_blame, entry_error
+    from localgen.hub_lack import listed_lack
+
+    lack = listed_lack(repo, quant, filename)
+    if lack is None:
+        return None
+    (exc, what), spec = lack, registry.spec_for(ref)
+    setting = f" ([defaults] model in {registry.default_source})" if registry.default_source else ""
+    hint = "; ".join(filter(None, (entry_error(exc, spec, ref).hint, "`localgen models default REF` sets another")))
+    return (f"localgen: warning: the default model, {ref.text}{setting}, is not downloaded, and {what}"
+            f"{entry_blame(exc, spec, ref)}, so run and chat without -m fail (hint: {hint})")
 
 
 def not_downloaded_note(default: str) -> str:

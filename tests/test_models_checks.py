@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from hub_server import HubServer, make_gguf_bytes, run_cli
 
+from tests.conftest import user_registry
+
 REPO = "acme/Tiny-GGUF"
 
 
@@ -33,3 +35,24 @@ def test_models_show_of_a_damaged_download_names_the_pull_that_checks_it(
     assert ran.returncode == 1 and ran.stderr.split("(hint: ")[1] == offline.stderr.split("(hint: ")[1], ran.stderr
     assert run_cli(env, "pull", f"{REPO}:Q8_0").returncode == 0, "the pull the hint names mends it"
     assert run_cli(env, "models", "show", f"{REPO}:Q8_0").returncode == 0
+
+
+def test_models_list_warns_of_a_default_whose_quant_the_repo_lacks(hub: tuple[HubServer, dict[str, str]]) -> None:
+    """A `[defaults] model` written by hand with a quant the repo did not have when localgen last listed it was said
+    to be `not downloaded yet`, `localgen pull ...` downloading it, where that pull fails, as run and chat do."""
+    server, env = hub
+    server.add_repo(REPO, {"tiny-Q8_0.gguf": make_gguf_bytes("q8")})
+    assert run_cli(env, "pull", f"{REPO}:Q8_0").returncode == 0
+    models_toml = user_registry(Path(env["LOCALGEN_HOME"]), f'[defaults]\nmodel = "{REPO}:Q5_K_M"\n')
+    listed = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "models")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stderr == (
+        f"localgen: warning: the default model, {REPO}:Q5_K_M ([defaults] model in {models_toml}), is not downloaded, "
+        f"and {REPO} had no Q5_K_M file when localgen last listed it, so run and chat without -m fail (hint: quants "
+        f"in this repo: Q8_0; choose one with {REPO}:QUANT; `localgen models default REF` sets another)\n")
+    assert run_cli(env, "pull", f"{REPO}:Q5_K_M").returncode == 1, "no pull downloads it"
+    ran = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "run", "hi")
+    assert ran.returncode == 1 and f"{REPO} had no Q5_K_M file when localgen last listed it" in ran.stderr
+    user_registry(Path(env["LOCALGEN_HOME"]), '[defaults]\nmodel = "acme/Other-GGUF:Q5_K_M"\n')  # never listed
+    unknown = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "models")
+    assert "is not downloaded yet: `localgen pull acme/Other-GGUF:Q5_K_M` downloads it now" in unknown.stderr
