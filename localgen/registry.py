@@ -27,6 +27,7 @@ from localgen.registry_entries import BUILTIN_SOURCE, STOP_KEY, ModelSpec, in_re
 from localgen.registry_toml import read_toml
 from localgen.slips import close_names
 from localgen.typed_paths import is_existing_file, is_existing_folder, short_path
+from localgen.units import alternatives
 
 _CHAT_TAG_WORDS = {"instruct", "chat", "it"}  # the words of an Ollama tag for a chat model: qwen2.5:7b-instruct
 _BASE_TAG_WORDS = {"text", "base"}  # those of a tag for the base (pre-trained) model: llama3.2:1b-text
@@ -61,8 +62,7 @@ class Registry:
                               hint=f"{exc.hint} {fix}" if exc.hint else f"fix it {fix}") from None
         if ref.name is not None:
             if ref.name not in self.models:
-                raise ConfigError(f"{source}: [defaults] model '{text}' is not in the registry",
-                                  hint=f"name a model from `localgen models list --all` {fix}")
+                raise self._no_entry_refusal(f"{source}: [defaults] model '{text}'", ref.name, fix)
             return f"{ref.name}:{ref.quant}" if ref.quant else ref.name
         if ref.path is None:  # a Hub reference, as every command names it (hf.co/... where -m would read a file here)
             from localgen.hub_names import kept_hub_reference
@@ -157,6 +157,18 @@ class Registry:
         if tagged not in self.models or not words <= _CHAT_TAG_WORDS:
             return ref
         return replace(ref, name=tagged, quant=_OLLAMA_QUANTS.get(quant or "", quant))
+
+    def _no_entry_refusal(self, setting: str, name: str, fix: str) -> ConfigError:
+        """The error of a setting naming no entry: the sizes of a family of that name, or the names close to it."""
+        sizes = self._sizes_of(name.lower())
+        if len(sizes) > 1:
+            return ConfigError(f"{setting} comes in {len(sizes)} sizes: {', '.join(sizes)}",
+                               hint=f"name one of them (the smallest: {sizes[0]}): `localgen models default "
+                                    f"{sizes[0]}` sets it, or remove the line")
+        close = close_names(name.lower(), list(self.models))
+        meant = f"did you mean {alternatives(close)}? " if close else ""
+        return ConfigError(f"{setting} is not in the registry",
+                           hint=f"{meant}name a model from `localgen models list --all` {fix}")
 
     def _sizes_of(self, name: str) -> list[str]:
         """The entries NAME-SIZE of a model NAME (qwen2.5-0.5b, not qwen2.5-coder-1.5b), smallest first."""

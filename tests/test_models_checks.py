@@ -1,5 +1,6 @@
 """Model management through real localgen processes and the loopback Hub: what `models show` says of a download in
-the Hugging Face cache damaged since its pull, and what `models list` says of a default model its repo lacks."""
+the Hugging Face cache damaged since its pull, what `models list` says of a default model its repo lacks, and the
+names a misspelt `[defaults] model` is offered."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 from hub_server import HubServer, make_gguf_bytes, run_cli
 
-from tests.conftest import user_registry
+from tests.conftest import run_localgen, user_registry
 
 REPO = "acme/Tiny-GGUF"
 
@@ -56,3 +57,21 @@ def test_models_list_warns_of_a_default_whose_quant_the_repo_lacks(hub: tuple[Hu
     user_registry(Path(env["LOCALGEN_HOME"]), '[defaults]\nmodel = "acme/Other-GGUF:Q5_K_M"\n')  # never listed
     unknown = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "models")
     assert "is not downloaded yet: `localgen pull acme/Other-GGUF:Q5_K_M` downloads it now" in unknown.stderr
+
+
+@pytest.mark.parametrize(("written", "said"), [
+    ("smolm2-135m", "'smolm2-135m' is not in the registry (hint: did you mean smollm2-135m? name a model from "
+                    "`localgen models list --all`"),
+    ("llama3.2-2b", "'llama3.2-2b' is not in the registry (hint: did you mean llama3.2-1b or llama3.2-3b? "),
+    ("qwen2.5", "'qwen2.5' comes in 4 sizes: qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b (hint: name one "
+                "of them (the smallest: qwen2.5-0.5b): `localgen models default qwen2.5-0.5b` sets it, or remove the "
+                "line)"),
+])
+def test_a_misspelt_default_is_offered_the_names_meant(home: Path, written: str, said: str) -> None:
+    """A `[defaults] model` naming no entry was refused with `localgen models list --all` alone, where `-m` offers
+    the close names (a family's name, its sizes)."""
+    models_toml = user_registry(home, f'[defaults]\nmodel = "{written}"\n')
+    for args in (("models", "default"), ("run", "hi")):
+        result = run_localgen(*args, env={"LOCALGEN_OFFLINE": "1"})
+        assert result.returncode == 1, result.err
+        assert result.err.startswith(f"localgen: error: {models_toml}: [defaults] model {said}"), result.err
