@@ -49,6 +49,7 @@ from localgen.other_tools import (
     other_tool_hint,
 )
 from localgen.other_tools_command import llm_prompt_in_localgen_s_words
+from localgen.units import alternatives
 
 CTX_OPTIONS = ("--ctx", "--ctx-size", "-c")  # the context size's names in run, chat and fit
 SUGGESTION_CUTOFF = 0.75  # difflib similarity of option names without their dashes (click's 0.6 counts the dashes)
@@ -365,7 +366,7 @@ def _help_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) 
     if habit is not None:
         return habit
     close = _close_options(exc)
-    guess = f"did you mean {' or '.join(close)}? " if close else ""
+    guess = f"did you mean {alternatives(close)}? " if close else ""
     return f"{guess}see `localgen {command} --help`".replace("  ", " ")
 
 

@@ -33,6 +33,7 @@ from localgen.conversation_names import (
 from localgen.errors import LocalgenError, UsageError, read_failure
 from localgen.slips import NAME_SUGGESTIONS, close_names
 from localgen.storage import atomic_write_text, check_folder, file_in_the_way, in_the_way, make_folder
+from localgen.units import alternatives
 
 
 def conversations_dir() -> Path:
@@ -334,7 +335,7 @@ def missing_error(name: str, shell: bool) -> MissingConversationError:
         what, hint = in_the_way(blocker, "the conversations folder")
         return MissingConversationError(f"no saved conversation named '{name}': {what}", hint=hint)
     close = _close_names(name)
-    hint = f"did you mean {' or '.join(close)}?" if close else _missing_hint(shell)
+    hint = f"did you mean {alternatives(close)}?" if close else _missing_hint(shell)
     return MissingConversationError(f"no saved conversation named '{name}'", hint=hint)
 
 

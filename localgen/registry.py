@@ -83,7 +83,7 @@ class Registry:
             raise ModelNotFoundError(f"'{shown}' comes in {len(sizes)} sizes: {', '.join(sizes)}",
                                      hint=f"name one of them (the smallest: {sizes[0]})")
         close = close_names(name.lower(), list(self.models))
-        hint = f"did you mean {', '.join(close)}?" if close else "see `localgen models list --all` for the names"
+        hint = f"did you mean {alternatives(close)}?" if close else "see `localgen models list --all` for the names"
         raise ModelNotFoundError(f"unknown model '{shown}'", hint=hint)
 
     def _entry_name(self, name: str, typed: str, folder: Path | None = None) -> str:

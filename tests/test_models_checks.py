@@ -1,6 +1,6 @@
 """Model management through real localgen processes and the loopback Hub: what `models show` says of a download in
 the Hugging Face cache damaged since its pull, what `models list` says of a default model its repo lacks, and the
-names a misspelt `[defaults] model` is offered."""
+names a misspelt `[defaults] model` is offered, in the words every command offers names in."""
 
 from __future__ import annotations
 
@@ -75,3 +75,16 @@ def test_a_misspelt_default_is_offered_the_names_meant(home: Path, written: str,
         result = run_localgen(*args, env={"LOCALGEN_OFFLINE": "1"})
         assert result.returncode == 1, result.err
         assert result.err.startswith(f"localgen: error: {models_toml}: [defaults] model {said}"), result.err
+
+
+def test_every_command_offers_the_names_meant_in_the_same_words(home: Path) -> None:
+    """An unknown model offered `qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b?`, where an option and a conversation were
+    offered `--stop or --top-p or --top-k?`: one list, three ways."""
+    for name in ("talk1", "talk2", "talk3"):
+        saved = run_localgen("run", "--conversation", name, "-n", "1", "hi", env={"LOCALGEN_OFFLINE": "1"})
+        assert saved.returncode == 0, saved.err
+    for args, offered in [(("models", "show", "qwen2.5-05b"), "qwen2.5-0.5b, qwen2.5-1.5b or qwen2.5-3b"),
+                          (("run", "--top", "1", "hi"), "--stop, --top-p or --top-k"),
+                          (("conversations", "show", "talk"), "talk3, talk2 or talk1")]:
+        result = run_localgen(*args, env={"LOCALGEN_OFFLINE": "1"})
+        assert result.returncode in (1, 2) and f"(hint: did you mean {offered}?" in result.err, result.err

@@ -786,9 +786,9 @@ def test_a_context_size_in_defaults_is_told_where_a_context_size_is_set(tmp_path
 
 @pytest.mark.parametrize(("typed", "meant"), [
     ("smollm2-135", "smollm2-135m"),  # not llama3.2-3b beside it, only half alike
-    ("phi", "phi3.5-mini, phi4-mini"),  # the names it begins, where the spelling finds one only
-    ("lama3.2-1b", "llama3.2-1b, llama3.2-3b"),
-    ("deepseek", "deepseek-r1-1.5b, deepseek-r1-7b"),
+    ("phi", "phi3.5-mini or phi4-mini"),  # the names it begins, where the spelling finds one only
+    ("lama3.2-1b", "llama3.2-1b or llama3.2-3b"),
+    ("deepseek", "deepseek-r1-1.5b or deepseek-r1-7b"),
 ])
 def test_an_unknown_model_name_is_offered_the_names_it_may_mean(typed: str, meant: str) -> None:
     with pytest.raises(ModelNotFoundError, match=f"unknown model '{typed}'") as info:
@@ -801,7 +801,7 @@ def test_an_unknown_model_name_is_offered_the_names_it_may_mean(typed: str, mean
                   "for the names"),
     ("tiny-GGUF:Q8_0", "a Hugging Face repo is named with its owner: ORG/tiny-GGUF:Q8_0; or see `localgen models "
                        "list --all` for the names"),
-    ("Llama-3.2-1B-Instruct-GGUF:Q4_K_M", "did you mean llama3.2-1b, llama3.2-3b? for a Hugging Face repo, add "
+    ("Llama-3.2-1B-Instruct-GGUF:Q4_K_M", "did you mean llama3.2-1b or llama3.2-3b? for a Hugging Face repo, add "
                                           "its owner: ORG/Llama-3.2-1B-Instruct-GGUF:Q4_K_M"),
 ])
 def test_a_hub_repo_named_without_its_owner_is_told_to_name_it(typed: str, hint: str) -> None:
