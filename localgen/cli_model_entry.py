@@ -24,8 +24,9 @@ def show_entry(text: str, entry: UndownloadedEntry, not_here: ModelNotFoundError
     from localgen import console
     from localgen.cli_model_fields import show_undownloaded
     from localgen.cli_model_hub import print_template
-    from localgen.cli_model_hub_quant import HubModelView, listed_part, show_hub_model
+    from localgen.cli_model_hub_quant import HubModelView, show_hub_model
     from localgen.config import settings
+    from localgen.partial_downloads import listed_part
     from localgen.registry import hub_target, load_registry
 
     spec, quant, pin, lacking = entry

@@ -88,10 +88,11 @@ def model_view(model: HubModel, name: str, spec: ModelSpec | None, *, typed: str
     (typed: the reference its pull names, name where None; refused: why a pull refuses it)."""
     from localgen.errors import LocalgenError
     from localgen.fit import plan_of_shape
+    from localgen.partial_downloads import part_of_files
     from localgen.quant_choice import hub_header
 
     default_ctx = spec.context if spec is not None else None
-    part = _part_of_files(model.files)
+    part = part_of_files(model.files)
     try:
         header = hub_header(model.files, revision=model.revision)
     except LocalgenError as exc:
@@ -101,23 +102,13 @@ def model_view(model: HubModel, name: str, spec: ModelSpec | None, *, typed: str
     return HubModelView(name, model.files, spec, header, plan, problem, part, typed, refused)
 
 
-def _part_of_files(files: tuple[HubFile, ...]) -> PartialDownload | None:
-    """What a stopped (or running) pull kept of the model of these files, as `models list` finds it (None: nothing)."""
-    from localgen.config import settings
-    from localgen.hub_cache import partial_path
-    from localgen.partial_downloads import partial_downloads
-    from localgen.registry import load_registry
-
-    paths = {partial_path(f.repo, f.blob) for f in files if f.blob}
-    return next((part for part in partial_downloads(load_registry(settings().user_registry))
-                 if paths.intersection(part.parts)), None)
-
-
 def _downloaded(view: HubModelView) -> str:
     """The `downloaded` field: no, with the pull that fetches the model, or resumes what a stopped pull kept of it; a
     pull refused said, with what a stopped pull (or a running one) kept all the same."""
+    from localgen.partial_downloads import kept_said
+
     if view.refused is not None:
-        return f"no ({view.refused}{'; ' + _kept_said(view.part) if view.part else ''})"
+        return f"no ({view.refused}{'; ' + kept_said(view.part) if view.part else ''})"
     if view.part is not None or view.header:
         return not_downloaded(view.typed or view.name, view.part)
     return "no"
@@ -126,39 +117,19 @@ def _downloaded(view: HubModelView) -> str:
 def not_downloaded(reference: str, part: PartialDownload | None) -> str:
     """The `downloaded` field of a model that is not: no, with the pull that fetches it (reference: as it names the
     model), or what a stopped pull kept of it and the pull that resumes it, or how much a running one has so far."""
+    from localgen.partial_downloads import kept_said
+
     pull = f"`localgen pull {shlex.quote(reference)}`"
     if part is None:
         return f"no ({pull} downloads it)"
-    return f"no ({_kept_said(part)})" if part.running else f"no ({_kept_said(part)}; {pull} resumes it)"
-
-
-def _kept_said(part: PartialDownload) -> str:
-    """How much of a model a running pull has so far, or a stopped one kept."""
-    kept = f"{binary_size(part.kept)} of {binary_size(part.size)}"
-    return f"being downloaded: {kept} so far" if part.running else f"a pull stopped part way: {kept} are kept"
-
-
-def listed_part(repo: str, quant: str | None, filename: str | None) -> PartialDownload | None:
-    """What a stopped (or running) pull kept of the model of these quant or file, as localgen last listed the repo
-    (None: nothing, or the repo never listed)."""
-    from localgen import hub_cache
-    from localgen.errors import LocalgenError
-    from localgen.hub_choice import choose_model
-
-    listing = hub_cache.load_listing(repo)
-    if listing is None:
-        return None
-    try:
-        files = choose_model(list(listing.files), quant=quant, filename=filename, repo=listing.repo)
-    except LocalgenError:
-        return None
-    return _part_of_files(tuple(files))
+    return f"no ({kept_said(part)})" if part.running else f"no ({kept_said(part)}; {pull} resumes it)"
 
 
 def kept_part_of(path: Path) -> PartialDownload | None:
     """What a stopped pull kept of the model whose (first) file path is in the cache's snapshot, as localgen last
     listed its repo (None: nothing, or path is no snapshot's)."""
     from localgen.hub_settings import snapshot_entry
+    from localgen.partial_downloads import listed_part
 
     found = snapshot_entry(path)
     return None if found is None else listed_part(found[0], None, found[1])

@@ -123,3 +123,37 @@ def parts_left_note(registry: Registry, repo: str) -> str | None:
     what = "the part a stopped pull" if len(parts) == 1 else "the parts stopped pulls"
     return (f"localgen: left {what} of {', '.join(names)} kept ({kept}): "
             f"`{shlex.join(['localgen', 'models', 'rm', *names])}` removes {'it' if len(parts) == 1 else 'them'}")
+
+
+def part_of_files(files: tuple[HubFile, ...]) -> PartialDownload | None:
+    """What a stopped (or running) pull kept of the model of these files, as `models list` finds it (None: nothing)."""
+    from localgen.config import settings
+    from localgen.registry import load_registry
+
+    paths = {hub_cache.partial_path(f.repo, f.blob) for f in files if f.blob}
+    return next((part for part in partial_downloads(load_registry(settings().user_registry))
+                 if paths.intersection(part.parts)), None)
+
+
+def kept_said(part: PartialDownload) -> str:
+    """How much of a model a running pull has so far, or a stopped one kept."""
+    from localgen.units import binary_size
+
+    kept = f"{binary_size(part.kept)} of {binary_size(part.size)}"
+    return f"being downloaded: {kept} so far" if part.running else f"a pull stopped part way: {kept} are kept"
+
+
+def listed_part(repo: str, quant: str | None, filename: str | None) -> PartialDownload | None:
+    """What a stopped (or running) pull kept of the model of these quant or file, as localgen last listed the repo
+    (None: nothing, or the repo never listed)."""
+    from localgen.errors import LocalgenError
+    from localgen.hub_choice import choose_model
+
+    listing = hub_cache.load_listing(repo)
+    if listing is None:
+        return None
+    try:
+        files = choose_model(list(listing.files), quant=quant, filename=filename, repo=listing.repo)
+    except LocalgenError:
+        return None
+    return part_of_files(tuple(files))

@@ -26,6 +26,7 @@ from localgen.hub_slips import with_known_repo
 from localgen.hub_verify import Pin, check_pinned_file
 from localgen.model_file_errors import folder_gguf_models, folder_hint, missing_file_hint
 from localgen.own_files import MISSING, own_file_problem
+from localgen.partial_downloads import kept_said, listed_part
 from localgen.references import ModelRef, normalize_quant
 from localgen.registry import (
     ModelSpec,
@@ -316,7 +317,9 @@ def _refuse_missing(reference: str, repo: str, unverified: Path | None, *, offli
     part = _downloaded_part(unverified or hub_unverified.unverified_file(repo, quant=quant, filename=filename,
                                                                      incomplete=True))
     if unverified is None or part:  # a split model's first shard, its others missing, is no copy to use as it is
-        raise ModelNotFoundError(f"model '{reference}' is {part or 'not downloaded'}{where}", hint=hint)
+        kept = listed_part(repo, quant, filename) if quant or filename else None  # ORG/REPO: the quant not chosen
+        said = f"; {kept_said(kept)}" if kept is not None else ""
+        raise ModelNotFoundError(f"model '{reference}' is {part or 'not downloaded'}{where}{said}", hint=hint)
     if offline:
         _refuse_broken_header(unverified, hint)
     record = unreadable_record(unverified)

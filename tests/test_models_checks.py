@@ -1,5 +1,6 @@
 """Model management through real localgen processes and the loopback Hub: what `models show` says of a download in
-the Hugging Face cache damaged since its pull, what `models list` says of a default model its repo lacks, and the
+the Hugging Face cache damaged since its pull, what a run offline says of a model a stopped pull kept a part of,
+what `models list` says of a default model its repo lacks, and the
 names a misspelt `[defaults] model` is offered, in the words every command offers names in."""
 
 from __future__ import annotations
@@ -7,9 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hub_server import HubServer, make_gguf_bytes, run_cli
+from hub_server import HubEnv, HubServer, make_gguf_bytes, run_cli
 
 from tests.conftest import run_localgen, user_registry
+from tests.test_models22 import _stopped_pull
 
 REPO = "acme/Tiny-GGUF"
 
@@ -88,3 +90,20 @@ def test_every_command_offers_the_names_meant_in_the_same_words(home: Path) -> N
                           (("conversations", "show", "talk"), "talk3, talk2 or talk1")]:
         result = run_localgen(*args, env={"LOCALGEN_OFFLINE": "1"})
         assert result.returncode in (1, 2) and f"(hint: did you mean {offered}?" in result.err, result.err
+
+
+def test_a_model_a_stopped_pull_kept_a_part_of_is_said_so_offline(hubenv: HubEnv) -> None:
+    """Offline, a run (or `models show`, or bench) of a model a stopped pull kept a part of said only that it is not
+    downloaded, where `models` lists the part and how much is kept."""
+    _stopped_pull(hubenv)
+    offline = {**hubenv.env, "LOCALGEN_OFFLINE": "1"}
+    kept = "a pull stopped part way: 2.0 MiB of 4.0 MiB are kept"
+    for args in (("run", "-m", "test/Cut-GGUF:Q8_0", "hi"), ("models", "show", "test/Cut-GGUF:Q8_0"),
+                 ("bench", "-m", "test/Cut-GGUF:Q8_0")):
+        refused = run_cli(offline, *args)
+        assert refused.returncode == 1 and refused.stderr.startswith(
+            f"localgen: error: model 'test/Cut-GGUF:Q8_0' is not downloaded and localgen is offline; {kept} (hint: "
+            "offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then run `localgen pull "
+            "test/Cut-GGUF:Q8_0`)"), refused.stderr
+    other = run_cli(offline, "run", "-m", "test/Cut-GGUF:Q4_0", "hi")
+    assert other.returncode == 1 and "stopped" not in other.stderr, other.stderr
