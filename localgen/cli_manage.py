@@ -70,7 +70,7 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
         return
     rows = [_model_row(m, part_of.get(m.name) if m.source == SOURCE_HUB else None) for m in models]
     rows += [[p.name, p.quant or "-", _part_size(p), "-", _part_source(p), str(p.parts[0])] for p in alone]
-    _print_listing(["NAME", "QUANT", "SIZE", "LAST USED", "SOURCE", "PATH"], rows, squeeze=("PATH",), marked=marked)
+    _print_listing(["NAME", "QUANT", "SIZE", "LAST USED", "SOURCE", "PATH"], rows, squeeze=(), marked=marked)
     for part in parts:
         console.say(_part_note(part))
     if marked is None and refusal is None and not refused and (note := default_missing_note(registry, parts)):

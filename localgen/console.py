@@ -277,6 +277,7 @@ def finish_note(completion: Finished, *, chat: bool = False, limit_source: str =
 
 SHORT_COLUMN = 12  # a column no wider than this (sizes, dates, quants) stays on one line while the table fits
 MIN_WRAP_WIDTH = 20  # free text in a block wraps at the terminal's edge, but never narrower than this
+PATH_COLUMNS = ("PATH",)  # a file's path, spaces in it or not: never folded nor wrapped, so that it copies whole
 
 
 def print_table(headers: list[str], rows: list[list[str]], *, title: str | None = None,
@@ -285,10 +286,10 @@ def print_table(headers: list[str], rows: list[list[str]], *, title: str | None 
     tab-separated columns on a pipe, each cell escaped as tab_separated.py does.
 
     A table wider than the terminal folds its squeeze columns that hold free text (descriptions, plans) at spaces
-    while the others fit whole; when that is not enough, each row becomes a block of 'name: value' lines under its
-    heading column's cell (the first, or the one that names the row), so no path or name is ever broken across
-    lines. The row at index marked is starred and bold on a terminal; a pipe
-    gets the cells alone.
+    while the others (a PATH, spaces in it or not) fit whole; when that is not enough, each row becomes a block of
+    'name: value' lines under its heading column's cell (the first, or the one that names the row), so no path or
+    name is ever broken across lines. The row at index marked is starred and bold on a terminal; a pipe gets the
+    cells alone.
     """
     if sys.stdout.isatty():
         rows = [[terminal_safe(one_line(cell)) for cell in row] for row in rows]
@@ -329,8 +330,8 @@ def _unbroken_columns(headers: list[str], rows: list[list[str]], width: int,
 
     columns = list(zip(headers, *rows, strict=True))
     widths = [max(cell_len(cell) for cell in column) for column in columns]
-    folding = [h in squeeze and any(" " in cell for cell in column[1:]) for h, column in zip(headers, columns,
-                                                                                              strict=True)]
+    folding = [h in squeeze and h not in PATH_COLUMNS and any(" " in cell for cell in column[1:])
+               for h, column in zip(headers, columns, strict=True)]
     needed = sum(min(w, SHORT_COLUMN) if f else w for w, f in zip(widths, folding, strict=True))
     return [not f for f in folding] if needed + 2 * (len(widths) - 1) <= width else None
 
@@ -338,11 +339,12 @@ def _unbroken_columns(headers: list[str], rows: list[list[str]], width: int,
 def _print_records(console: Any, headers: list[str], rows: list[list[str]], *, title: str | None,
                    heading: int = 0) -> None:
     """Each row as its heading cell, then its other cells as aligned 'name: value' lines: free text wraps between
-    words, and a value without spaces (a path) is one line however long (the terminal wraps it; it copies whole)."""
+    words, and a path or a value without spaces is one line however long (the terminal wraps it; it copies whole)."""
     from rich.text import Text
 
     fields = [index for index in range(len(headers)) if index != heading]
     names = [f"{headers[index].lower()}:" for index in fields]
+    whole = [headers[index] in PATH_COLUMNS for index in fields]
     width = max(map(len, names), default=0)
     if title:
         console.print(Text(title), soft_wrap=True)
@@ -350,9 +352,9 @@ def _print_records(console: Any, headers: list[str], rows: list[list[str]], *, t
         if index or title:
             console.print()
         console.print(Text(row[heading], style="bold"), soft_wrap=True)
-        for name, cell in zip(names, [row[field] for field in fields], strict=True):  # a path stays one line
+        for name, cell, path in zip(names, [row[field] for field in fields], whole, strict=True):  # one line a path
             lead = f"  {name:<{width}} "
-            if " " not in cell:
+            if " " not in cell or path:
                 console.print(Text(lead + cell), soft_wrap=True)
                 continue
             lines = Text(cell).wrap(console, max(console.width - len(lead), MIN_WRAP_WIDTH))

@@ -1,16 +1,20 @@
 """Model management through real localgen processes and the loopback Hub: what `models show` says of a download in
 the Hugging Face cache damaged since its pull, what a run offline says of a model a stopped pull kept a part of,
 what `models list` says of a default model its repo lacks, and the
-names a misspelt `[defaults] model` is offered, in the words every command offers names in."""
+names a misspelt `[defaults] model` is offered, in the words every command offers names in, and the paths of a
+listing on a terminal, whole whatever spaces they hold."""
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
+import pexpect
 import pytest
 from hub_server import HubEnv, HubServer, make_gguf_bytes, run_cli
 
-from tests.conftest import run_localgen, user_registry
+from tests.conftest import run_localgen, spawn_localgen, user_registry
 from tests.test_models22 import _stopped_pull
 
 REPO = "acme/Tiny-GGUF"
@@ -107,3 +111,24 @@ def test_a_model_a_stopped_pull_kept_a_part_of_is_said_so_offline(hubenv: HubEnv
             "test/Cut-GGUF:Q8_0`)"), refused.stderr
     other = run_cli(offline, "run", "-m", "test/Cut-GGUF:Q4_0", "hi")
     assert other.returncode == 1 and "stopped" not in other.stderr, other.stderr
+
+
+@pytest.mark.parametrize("width", [150, 90])  # a table wider than 150 columns, folded before: blocks
+def test_a_path_with_spaces_is_listed_whole_on_a_terminal(home: Path, width: int) -> None:
+    """One model file whose path held a space folded the PATH column of `models` at 12 columns, breaking every path
+    mid-word (`.../tiny-Q` above `4_K_M.gguf`), and a block's `path:` was wrapped with an indent: no path copied
+    whole, where the README says a path is never broken."""
+    spaced, plain = home / "my models" / "mine Q4_K_M.gguf", home / "models" / ("plain-" + "x" * 40 + "-Q8_0.gguf")
+    for path in (spaced, plain):
+        path.parent.mkdir()
+        path.write_bytes(make_gguf_bytes(path.name))
+    user_registry(home, f'[models.mine]\npath = "{spaced}"\n[models.plain]\npath = "{plain}"\n')
+    child = spawn_localgen("models", env={**os.environ, "LOCALGEN_OFFLINE": "1"}, timeout=30,
+                           dimensions=(50, width))
+    child.expect(pexpect.EOF)
+    child.close()
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", child.before.decode())
+    assert child.exitstatus == 0, shown
+    lines = shown.splitlines()
+    for path in (spaced, plain):
+        assert [line for line in lines if str(path) in line], f"{path} on one line of:\n{shown}"
