@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from localgen.errors import UsageError
-from localgen.shorten import shorten_middle
+from localgen.shorten import SHOWN_NAME_CHARS, shorten_middle
 from localgen.tab_separated import NAMED_ESCAPES, byte_escapes
 
 MAX_NAME_LENGTH = 100
@@ -20,7 +20,6 @@ NAME_RULE = rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME_LENGTH - 1}}}"  # a conver
 NAME_PATTERN = re.compile(rf"^{NAME_RULE}$")
 AUTOMATIC_NAME = "chat-%Y%m%d-%H%M%S"  # a new conversation's name: when it started (strftime)
 _AUTOMATIC = re.compile(r"chat-\d{8}-\d{6}(?:-\d+)?")  # one, or NAME-2, NAME-3, ... beside another of that second
-SHOWN_NAME_CHARS = 40  # a name refused is cut in its middle to this many columns
 _EXAMPLE_NAME = "notes"  # the example a name gets when nothing of it makes one
 _CHARACTERS = "start with an ASCII letter or digit, then use ASCII letters, digits, '.', '_' and '-'"
 _ESCAPED = {**NAMED_ESCAPES, "'": "\\'"}  # in a shell's $'...'

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localgen.errors import UsageError
+from localgen.shorten import SHOWN_NAME_CHARS, shorten_middle
 from localgen.typed_paths import expand_user_path, is_existing_file, is_existing_folder, refuse_file_as_folder
 
 # llama.cpp's quant names (ggml's types, llama_ftype): Q4_K_M, IQ4_XS, the ternary TQ1_0 and TQ2_0, the 4-bit floats
@@ -126,7 +127,8 @@ def parse_reference(text: str, base: Path | None = None) -> ModelRef:
         return _parse_hub(raw.rstrip("/"), raw)  # ORG/REPO/ as an address's path may end
     name, quant = _split_quant(raw)
     if not NAME_PATTERN.fullmatch(name):
-        raise UsageError(f"'{raw}' is not a model name, repo or path", hint=_named_here_hint(raw, base))
+        raise UsageError(f"'{shorten_middle(raw, SHOWN_NAME_CHARS)}' is not a model name, repo or path",
+                         hint=_named_here_hint(raw, base))
     return ModelRef(text=raw, name=name.lower(), quant=quant)
 
 

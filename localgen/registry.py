@@ -25,6 +25,7 @@ from localgen.references import (
 )
 from localgen.registry_entries import BUILTIN_SOURCE, STOP_KEY, ModelSpec, in_real_folder, parse_registry
 from localgen.registry_toml import read_toml
+from localgen.shorten import SHOWN_NAME_CHARS, shorten_middle
 from localgen.slips import close_names
 from localgen.typed_paths import is_existing_file, is_existing_folder, short_path
 from localgen.units import alternatives
@@ -75,7 +76,7 @@ class Registry:
         spec = self.models.get(self._entry_name(name.lower(), typed or name))
         if spec is not None:
             return spec
-        shown = _name_as_typed(name, typed)
+        shown = shorten_middle(_name_as_typed(name, typed), SHOWN_NAME_CHARS)
         sizes = self._sizes_of(name.lower())  # qwen2.5: every size, where close names might leave one out
         if len(sizes) == 1:  # a file or folder of the family's name here: spec_for names both
             raise ModelNotFoundError(f"unknown model '{shown}'", hint=f"for the registry's model, use {sizes[0]}")

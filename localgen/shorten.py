@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from localgen.wordwrap import display_width
 
 ELLIPSIS = "…"
+SHOWN_NAME_CHARS = 40  # a name refused is cut in its middle to this many columns
 
 
 def shorten_end(text: str, width: int) -> str:

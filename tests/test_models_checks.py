@@ -2,7 +2,7 @@
 the Hugging Face cache damaged since its pull, what a run offline says of a model a stopped pull kept a part of,
 what `models list` says of a default model its repo lacks, and the
 names a misspelt `[defaults] model` is offered, in the words every command offers names in, and the paths of a
-listing on a terminal, whole whatever spaces they hold."""
+listing on a terminal, whole whatever spaces they hold, and a long name refused, cut in its middle."""
 
 from __future__ import annotations
 
@@ -132,3 +132,16 @@ def test_a_path_with_spaces_is_listed_whole_on_a_terminal(home: Path, width: int
     lines = shown.splitlines()
     for path in (spaced, plain):
         assert [line for line in lines if str(path) in line], f"{path} on one line of:\n{shown}"
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (("models", "show", "a" * 5000), "unknown model 'aaaaaaaaaaaaaaaaaaa…aaaaaaaaaaaaaaaaaaaa'"),
+    (("pull", "a" * 5000 + ":Q4_0"), "unknown model 'aaaaaaaaaaaaaaaaaaa…aaaaaaaaaaaaaaaaaaaa'"),
+    (("run", "-m", "my " + "b" * 5000, "hi"), "'my bbbbbbbbbbbbbbbb…bbbbbbbbbbbbbbbbbbbb' is not a model name"),
+])
+def test_a_long_name_refused_is_cut_in_its_middle(home: Path, args: tuple[str, ...], said: str) -> None:
+    """A name of 5,000 characters was said whole in its one-line error, 5,000 columns of it, where a conversation's
+    name is cut in its middle to 40."""
+    result = run_localgen(*args, env={"LOCALGEN_OFFLINE": "1"})
+    assert result.returncode in (1, 2) and result.err.startswith(f"localgen: error: {said}"), result.err
+    assert len(result.err) < 200, result.err
