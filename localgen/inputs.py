@@ -36,6 +36,7 @@ from localgen.stdin_names import (
     names_stdin,
     nohup_stdin,
     nohup_stdin_unread,
+    refuse_unreadable_stream,
     stdin_reader_name,
 )
 from localgen.typed_paths import (
@@ -97,8 +98,7 @@ def check_file_path(path: Path, option: str = FILE_OPTION, *, shown: str | None 
         _refuse_oversized(path, name, option, binary_hint)
     if stat.S_ISDIR(mode):
         raise _unreadable(name, option, IsADirectoryError(errno.EISDIR, "Is a directory"))
-    if stat.S_ISSOCK(mode):  # opening one fails with "No such device or address"
-        raise UsageError(f"{name} is a socket, not a file", hint=f"pass a file or a pipe to {option}")
+    refuse_unreadable_stream(status, name, option)
     if not os.access(path, os.R_OK):
         raise _unreadable(name, option, PermissionError(errno.EACCES, "Permission denied"))
 

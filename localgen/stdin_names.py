@@ -1,9 +1,12 @@
-"""The names that stand for standard input where a file is asked for: "-", and /dev/stdin and its like."""
+"""The standard streams where a file is asked for: "-", /dev/stdin and its like for standard input; and the streams a
+file option cannot read: a socket, and the pipes of stdout and stderr."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import stat
 from typing import IO
 
 from localgen.errors import UsageError
@@ -25,6 +28,21 @@ def names_stdin(name: str) -> bool:
         return os.path.samestat(os.stat(name), os.fstat(0))
     except OSError:  # stdin closed (<&-): check_file_path says so
         return False
+
+
+def refuse_unreadable_stream(status: os.stat_result, name: str, option: str) -> None:
+    """Refuse a file given to option (named name) that no read can take: a socket (opening one fails with "No such
+    device or address"), or a pipe that is this process's own stdout or stderr (`-f /dev/stdout` in a pipeline,
+    `-f FIFO > FIFO`), whose writing end it holds, so that a read of it would wait forever."""
+    if stat.S_ISSOCK(status.st_mode):
+        raise UsageError(f"{name} is a socket, not a file", hint=f"pass a file or a pipe to {option}")
+    if not stat.S_ISFIFO(status.st_mode):
+        return
+    for fd, stream, written in ((1, "stdout", "the answer"), (2, "stderr", "its messages")):
+        with contextlib.suppress(OSError):  # closed
+            if os.path.samestat(status, os.fstat(fd)):
+                raise UsageError(f"{name} is {stream}, the pipe this run writes {written} to, so reading it would "
+                                 "never end", hint=f"pass a file, or the pipe the text comes from, to {option}")
 
 
 def nohup_stdin(stream: IO[bytes]) -> bool:

@@ -202,6 +202,19 @@ def test_a_socket_or_a_device_that_cannot_be_read_is_named_with_a_hint_that_fits
                                                      "(hint: pass a file or a pipe to -f/--file)\n")
 
 
+@pytest.mark.parametrize(("option", "name", "stream", "written"), [
+    ("-f/--file", "/dev/stdout", "stdout", "the answer"),
+    ("--system-file", "/proc/self/fd/1", "stdout", "the answer"),
+    ("--grammar", "/dev/stderr", "stderr", "its messages"),
+])
+def test_a_file_option_given_the_pipe_of_stdout_or_stderr_is_refused_rather_than_read_forever(
+        option: str, name: str, stream: str, written: str) -> None:
+    result = run_localgen("run", option.split("/")[0], name, "hi", timeout=20)
+    assert result.returncode == 2 and result.out == "", result.err
+    assert result.err == (f"localgen: error: {name} is {stream}, the pipe this run writes {written} to, so reading it "
+                          f"would never end (hint: pass a file, or the pipe the text comes from, to {option})\n")
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (("-f", "-", "-f", "-", "hi"), "-f - is given twice, but stdin is read once (hint: give -f - once)"),
     (("-f", "-", "-"), "-f - and the prompt - both read stdin, which is read once (hint: drop one: -f - attaches "
