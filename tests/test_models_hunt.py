@@ -306,6 +306,22 @@ def test_a_folder_here_whose_name_is_no_model_name_is_hinted_with_shell_quoted_p
                      "my models": "my models here is a folder, not a model: did you mean './my models/m-Q8_0.gguf'?"}
 
 
+def test_the_current_or_parent_folder_given_as_a_model_is_hinted_with_a_path_that_runs(tmp_path: Path,
+                                                                                        bundled_model: Path) -> None:
+    (tmp_path / "m.gguf").symlink_to(bundled_model)
+    (tmp_path / "below").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "LOCALGEN_HOME": str(tmp_path / "home"), "LOCALGEN_OFFLINE": "1"}
+    for folder, typed, meant in ((tmp_path, ".", "./m.gguf"), (tmp_path / "below", "..", "../m.gguf")):
+        refused = subprocess.run([sys.executable, "-m", "localgen", "run", "-m", typed, "hi"], env=env, cwd=folder,
+                                 capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert refused.returncode == 2 and refused.stderr == (
+            f"localgen: error: '{typed}' is not a model name, repo or path (hint: {typed} here is a folder, not a "
+            f"model: did you mean {meant}?; or see `localgen models list --all` for names)\n"), refused.stderr
+        hinted = subprocess.run([sys.executable, "-m", "localgen", "run", "-m", meant, "-n", "1", "hi"], env=env,
+                                cwd=folder, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert hinted.returncode == 0 and hinted.stdout.strip(), hinted.stderr
+
+
 def test_a_default_written_as_the_mirrors_address_is_given_as_the_hubs_reference(
         hub: tuple[HubServer, dict[str, str]]) -> None:
     server, env = hub
