@@ -201,6 +201,8 @@ def refuse_emptied_by_stdout(files: list[InputFile], stdin: BinaryIO | None) -> 
     import os
     import stat
 
+    from localgen.stdin_names import STDOUT_PATHS
+
     try:
         out = os.fstat(sys.stdout.fileno())
         appends = fcntl.fcntl(sys.stdout.fileno(), fcntl.F_GETFL) & os.O_APPEND  # >> keeps the file
@@ -215,10 +217,11 @@ def refuse_emptied_by_stdout(files: list[InputFile], stdin: BinaryIO | None) -> 
         with contextlib.suppress(OSError, ValueError):
             if os.path.samestat(status(), out):
                 shown = "the file stdin reads" if name == "stdin" else name
+                elsewhere = "" if name == "stdin" or name in STDOUT_PATHS else f" (> {name}.new)"
                 raise UsageError(f"{shown} is also where stdout goes, so the shell emptied it for the answer (>) "
                                  "before localgen could read it",
-                                 hint=f"send the answer to another file{'' if name == 'stdin' else f' (> {name}.new)'}"
-                                      ", then restore the text that was in it from a copy")
+                                 hint=f"send the answer to another file{elsewhere}, then restore the text that was in "
+                                      "it from a copy")
 
 
 def nothing_to_send(*, stdin_read: bool, model: str | None = None, empty_files: Sequence[str] = (),

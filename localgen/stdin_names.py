@@ -13,6 +13,7 @@ from localgen.errors import UsageError
 
 STDIN_NAME = "-"  # as a prompt or a -f file: read standard input
 STDIN_PATHS = {"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"}  # its names as a file, missing while it is closed
+STDOUT_PATHS = {"/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"}  # stdout's names as a file
 PROMPT_READER = "the prompt -"  # run's prompt argument where it reads stdin, as messages name it
 UNASKED_STDIN = "piped stdin"  # stdin read because it is a pipe, no option or argument having asked for it
 

@@ -546,15 +546,16 @@ def test_a_file_the_shell_emptied_for_stdout_is_refused_not_sent_empty(tmp_path:
     """`run -f notes.md "..." > notes.md`: the shell empties notes.md before the run; it answered without the file."""
     notes = tmp_path / "notes.md"
     run = f"{shlex.quote(sys.executable)} -m localgen run"
-    for redirect, named in (("-f notes.md 'Fix it.' > notes.md", "notes.md"),
-                            ("'Fix it.' < notes.md > notes.md", "the file stdin reads")):
+    for redirect, named, elsewhere in (("-f notes.md 'Fix it.' > notes.md", "notes.md", " (> notes.md.new)"),
+                                       ("'Fix it.' < notes.md > notes.md", "the file stdin reads", ""),
+                                       ("-f /dev/stdout 'Fix it.' > notes.md", "/dev/stdout", "")):
         notes.write_text("The meeting is on Friday.\n")
         proc = subprocess.run(["bash", "-c", f"{run} {redirect}"], capture_output=True, text=True, cwd=tmp_path,
                               env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=120)
         assert proc.returncode == 2 and notes.read_text() == "", proc.stderr
-        assert proc.stderr.startswith(f"localgen: error: {named} is also where stdout goes, so the shell emptied it "
-                                      "for the answer (>) before localgen could read it (hint: send the answer to "
-                                      "another file"), proc.stderr
+        assert proc.stderr == (f"localgen: error: {named} is also where stdout goes, so the shell emptied it for the "
+                               "answer (>) before localgen could read it (hint: send the answer to another file"
+                               f"{elsewhere}, then restore the text that was in it from a copy)\n"), proc.stderr
     notes.write_text("The meeting is on Friday.\n")
     kept = subprocess.run(["bash", "-c", f"{run} --print-prompt -f notes.md 'Fix it.' >> notes.md"], text=True,
                           capture_output=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
