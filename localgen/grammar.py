@@ -81,8 +81,21 @@ def constraint_source(grammar: str | None, json_schema: str | None, *,
             _refuse_stdin(value, option, _KINDS[kind][1])
             if kind == "--grammar":
                 _refuse_misspelled_rule(value, option)
-            return ConstraintSource(kind, InputFile.checked(value, option, binary_hint=_KINDS[kind][1]))
+            try:
+                file = InputFile.checked(value, option, binary_hint=_KINDS[kind][1])
+            except UsageError as refused:
+                raise _or_as_text(refused, value, _KINDS[kind][1]) from None
+            return ConstraintSource(kind, file)
     return None
+
+
+def _or_as_text(refused: UsageError, value: str, hint: str) -> UsageError:
+    """refused, the error for a value taken as a file's name, with hint (how the text itself is given) added where
+    no file has that name and it reads as no path, with no folder nor extension (`--json-schema 'type: object'`,
+    `--grammar 'yes|no'`; not `schema.json`)."""
+    if "/" in value or os.path.splitext(value)[1][1:].isalnum() or os.path.lexists(value):
+        return refused
+    return refused.with_hint(f"{refused.hint}; or {hint}")
 
 
 def grammar_for(source: ConstraintSource | None, warn: list[str], *, waiting: Waiting | None = None) -> Grammar | None:

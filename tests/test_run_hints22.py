@@ -78,3 +78,20 @@ def test_a_short_option_given_an_option_s_name_after_equals_is_hinted_with_a_com
         again.err
     result = run_localgen("run", "-s=terse", "hi", env=env)
     assert result.err.endswith("(hint: use `localgen run -s terse hi`)\n"), result.err
+
+
+def test_a_grammar_or_schema_that_names_no_file_is_hinted_with_how_its_text_is_given(tmp_path: Path) -> None:
+    """`--json-schema 'type: object'` and `--grammar 'yes|no'`, text taken for a file's name, were hinted only to
+    check the path; a path with a folder or an extension in it still is."""
+    env = {"LOCALGEN_HOME": str(tmp_path)}
+    schema_hint = "give a JSON schema as text or a file, e.g. --json-schema '{\"type\": \"object\"}'"
+    grammar_hint = ("give a GBNF grammar, as text or a file, with a root rule, e.g. --grammar 'root ::= \"yes\" | "
+                    "\"no\"'")
+    for option, value, hint in (("--json-schema", "type: object", f"check the path given to --json-schema; or "
+                                                                  f"{schema_hint}"),
+                                ("--grammar", "yes|no", f"check the path given to --grammar; or {grammar_hint}"),
+                                ("--grammar", "rules/yes.gbnf", "check the path given to --grammar"),
+                                ("--json-schema", "schema.json", "check the path given to --json-schema")):
+        result = run_localgen("run", option, value, "hi", env=env)
+        assert (result.returncode, result.err) == (2, f"localgen: error: no such file: {value} (hint: {hint})\n"), \
+            result.err
