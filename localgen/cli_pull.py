@@ -28,7 +28,7 @@ def pull_models(references: list[str], *, force: bool, options: list[str], quiet
     from localgen.resolve import check_reference, refuse_own_file
 
     check_file_arguments(references, options)  # on the words as typed: a quant pairs with the repo just before it
-    references = list(dict.fromkeys(references))  # a model named twice is pulled once
+    references = list(dict.fromkeys(references))
     for reference in references:
         try:
             refuse_own_file(reference)  # a models.toml entry's file of one's own is not localgen's to download
@@ -37,8 +37,12 @@ def pull_models(references: list[str], *, force: bool, options: list[str], quiet
             if len(references) > 1:
                 exc.message = f"{exc.message}; nothing pulled"
             raise
+    references = distinct_models(references)  # a model named twice, however spelt, is pulled once
     failed: list[tuple[str, int]] = []
+    pulled: list[Path] = []
     for index, reference in enumerate(references):
+        if pulled and _pulled_already(reference, pulled):
+            continue
         try:
             with stderr_quieted(quiet) as warn:
                 path = pull_model(reference, force=force, note=warnings_only(warn) if quiet else say_note)
@@ -53,10 +57,56 @@ def pull_models(references: list[str], *, force: bool, options: list[str], quiet
                     line_ends.end_interrupted_line()
                 _say_interrupted(len(references), [r for r, _ in failed], references[index:], options)
             raise
+        if path in pulled:  # a repo named without a quant, whose choice is a model pulled before it
+            continue
+        pulled.append(path)
         print(path, flush=True)
-    if len(references) > 1 and not quiet:
-        console.say(pulled_line(len(references), [reference for reference, _ in failed]))
+    models = len(pulled) + len(failed)
+    if models > 1 and not quiet:
+        console.say(pulled_line(models, [reference for reference, _ in failed]))
     return failed[0][1] if failed else EXIT_OK
+
+
+def distinct_models(references: list[str]) -> list[str]:
+    """The references that name distinct models, each as first typed: a name in another case, a registry name and its
+    ORG/REPO:QUANT, a repo in another case or a quant in lower case name the model named before them."""
+    seen: set[tuple[str | None, ...]] = set()
+    kept = []
+    for reference in references:
+        key = _model_key(reference)
+        if key not in seen:
+            seen.add(key)
+            kept.append(reference)
+    return kept
+
+
+def _model_key(reference: str) -> tuple[str | None, ...]:
+    """What a reference names, without the network: its path, or its repo (in any case), quant and file."""
+    from localgen.quant_choice import model_target
+    from localgen.references import normalize_quant
+
+    try:
+        target = model_target(reference)
+    except LocalgenError:  # left to its pull to refuse
+        return ("as typed", reference)
+    if target.path is not None:
+        return ("path", str(target.path.absolute()))
+    repo = target.repo.lower() if target.repo else None
+    return ("hub", repo, normalize_quant(target.quant) if target.quant else None, target.filename)
+
+
+def _pulled_already(reference: str, pulled: list[Path]) -> bool:
+    """Whether a reference that names its quant or file (ORG/REPO:QUANT after ORG/REPO) names a model this pull just
+    pulled, as its copy here tells without the network."""
+    from localgen.quant_choice import model_target, resolve_downloaded
+
+    target = model_target(reference)
+    if target.repo is not None and target.quant is None and target.filename is None:
+        return False  # ORG/REPO: its quant is chosen online, and may be another
+    try:
+        return resolve_downloaded(reference, offline=True).path.absolute() in pulled
+    except LocalgenError:
+        return False
 
 
 def warnings_only(warn: Callable[[str], None]) -> Callable[[str], None]:
