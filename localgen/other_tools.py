@@ -22,10 +22,11 @@ OTHER_TOOLS_COMMANDS = {  # what users of other tools type at the top level, and
     "list": "localgen models list", "ls": "localgen models list", "rm": "localgen models rm NAME",
     "remove": "localgen models rm NAME", "show": "localgen models show NAME", "info": "localgen models show NAME",
     "download": "localgen pull NAME", "logs": "localgen conversations", "history": "localgen conversations",
-    "version": "localgen --version",
+    "version": "localgen --version", "default": "localgen models default NAME",
 }
 RUN_WORDS = ("prompt", "generate", "ask", "complete")  # `llm prompt "..."`, and other words for `localgen run "..."`
 SEVERAL_NAMES = {"rm", "remove"}  # of those, the commands whose localgen command takes several names
+NAME_OPTIONAL = {"default"}  # and those whose localgen command takes none too (`models default` names the default)
 _NO_SERVER = "localgen has no server: `localgen run` and `localgen chat` load the model in their own process"
 _MODELS_TOML = "models are entries of models.toml: add [models.NAME] to yours (README, Models)"
 _NO_PLUGINS = "localgen has no plugins: " + _MODELS_TOML
@@ -420,6 +421,8 @@ def other_tool_hint(word: str, rest: list[str]) -> str | None:
     if command and command.endswith(" NAME") and names:
         kept = names if word in SEVERAL_NAMES else names[:1]
         command = shlex.join([*command.removesuffix(" NAME").split(), *kept])
+    elif command and word in NAME_OPTIONAL:
+        command = command.removesuffix(" NAME")
     if word in ("logs", "history"):
         command = _history_command(rest)
     return f"use `{command}`" if command else OTHER_TOOLS_WORDS.get(word)

@@ -35,3 +35,15 @@ def test_the_bundled_model_by_its_name_in_another_case_and_its_repo_and_quant_is
     assert pulled.returncode == 0, pulled.err
     assert len(pulled.out.splitlines()) == 1, pulled.out
     assert pulled.err.count("is already here, bundled") == 1 and "pulled all" not in pulled.err, pulled.err
+
+
+def test_default_typed_without_models_is_pointed_to_models_default(home: Path) -> None:
+    """`localgen default NAME` was told `see localgen --help; to ask the model: localgen run 'default NAME'`, where
+    `show`, `rm` and `list` are pointed to their `models` command."""
+    bare = run_localgen("default")
+    assert (bare.returncode, bare.err) == (
+        2, "localgen: error: no such command 'default' (hint: use `localgen models default`)\n")
+    named = run_localgen("default", "SmolLM2-135M")
+    assert (named.returncode, named.err) == (
+        2, "localgen: error: no such command 'default' (hint: use `localgen models default SmolLM2-135M`)\n")
+    assert run_localgen("models", "default", "SmolLM2-135M").returncode == 0, "the command the hint names works"
