@@ -42,7 +42,7 @@ class CachedModel:
     path: Path
     paths: tuple[Path, ...]
     source: str
-    verified: bool
+    verified: bool | None  # None: a bundled file not checked yet (its first use checks it)
     revision: str | None = None
     missing_shards: int = 0  # a split model whose download stopped part way
     problem: str | None = None  # why a run refuses it: an own file missing, not a GGUF file (own_files), ...; a
@@ -231,7 +231,7 @@ def _bundled_model(registry: Registry, spec: ModelSpec) -> CachedModel | None:
     return CachedModel(
         name=spec.name, repo=spec.repo, quant=normalize_quant(spec.quant or entry.quant),
         size=path.stat().st_size, last_used=last_used(path), path=path, paths=(path,), source=SOURCE_BUNDLED,
-        verified=bool(entry.sha256) and is_verified(path, entry.sha256 or ""))
+        verified=True if entry.sha256 and is_verified(path, entry.sha256) else None)
 
 
 def bundled_use(registry: Registry, ref: ModelRef, spec: ModelSpec | None) -> tuple[ModelSpec, Path] | None:

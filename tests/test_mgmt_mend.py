@@ -47,3 +47,18 @@ def test_default_typed_without_models_is_pointed_to_models_default(home: Path) -
     assert (named.returncode, named.err) == (
         2, "localgen: error: no such command 'default' (hint: use `localgen models default SmolLM2-135M`)\n")
     assert run_localgen("models", "default", "SmolLM2-135M").returncode == 0, "the command the hint names works"
+
+
+def test_models_json_says_a_bundled_file_not_checked_yet_is_null_then_true_as_models_show_does(home: Path) -> None:
+    """models --json said `"verified": false` of the bundled file until a run or models show had checked it, where
+    models show --json said true of the same file: not checked yet is null, and once checked both say true."""
+    import json
+
+    env = {"LOCALGEN_OFFLINE": "1"}
+    before = run_localgen("models", "--json", env=env)
+    assert before.returncode == 0, before.err
+    assert [row["verified"] for row in json.loads(before.out)] == [None]
+    shown = run_localgen("models", "show", "--json", env=env)
+    assert shown.returncode == 0, shown.err
+    after = run_localgen("models", "--json", env=env)
+    assert json.loads(shown.out)["verified"] is True and [row["verified"] for row in json.loads(after.out)] == [True]
