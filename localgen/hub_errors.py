@@ -148,6 +148,13 @@ def offline_hint(reference: str, *, flag: bool = False) -> str:
     return f"{leave_offline(flag)}, then {_download(reference)}"
 
 
+def checking_pull_hint(reference: str, *, offline: bool, flag: bool = False) -> str:
+    """The pull that checks a copy here against the Hub, downloading it again where it does not match (offline: after
+    leaving offline mode); named to `fit` too, whose run online reads the Hub's header and leaves the copy as it is."""
+    pull = "run the command again" if _running_command == "pull" else f"run `localgen pull {reference}`"
+    return f"{leave_offline(flag)}, then {pull}" if offline else f"run `localgen pull {reference}`"
+
+
 def leave_offline(flag: bool) -> str:
     """How to turn offline mode off: drop the flag and unset the variables that turned it on."""
     names = " and ".join(settings().offline_envs)

@@ -17,6 +17,7 @@ from localgen.errors import GGUFError, HubError, LocalgenError, ModelNotFoundErr
 from localgen.hub_check import HubCheck
 from localgen.hub_errors import (
     blamed_on_entry,
+    checking_pull_hint,
     offer_alternative,
     offline_hint,
     with_alternative,
@@ -320,6 +321,8 @@ def _refuse_missing(reference: str, repo: str, unverified: Path | None, *, offli
         kept = listed_part(repo, quant, filename) if quant or filename else None  # ORG/REPO: the quant not chosen
         said = f"; {kept_said(kept)}" if kept is not None else ""
         raise ModelNotFoundError(f"model '{reference}' is {part or 'not downloaded'}{where}{said}", hint=hint)
+    check = checking_pull_hint(reference, offline=offline, flag=flag)  # a copy here: the pull that checks it
+    hint = with_known_repo(with_alternative(check, repo) or check, reference, repo) or check
     if offline:
         _refuse_broken_header(unverified, hint)
     record = unreadable_record(unverified)
@@ -377,7 +380,7 @@ def checked_by_pull(resolved: ResolvedModel, reference: str) -> Iterator[None]:
     except GGUFError as exc:
         if not resolved.source.startswith("hub ("):
             raise
-        hint = offline_hint(reference) if settings().offline else f"run `localgen pull {reference}`"
+        hint = checking_pull_hint(reference, offline=settings().offline)
         raise type(exc)(exc.message, hint=f"{hint} to check it against the Hub", exit_code=exc.exit_code) from None
 
 

@@ -62,3 +62,24 @@ def test_models_json_says_a_bundled_file_not_checked_yet_is_null_then_true_as_mo
     assert shown.returncode == 0, shown.err
     after = run_localgen("models", "--json", env=env)
     assert json.loads(shown.out)["verified"] is True and [row["verified"] for row in json.loads(after.out)] == [True]
+
+
+def test_fit_offline_of_a_damaged_download_names_the_pull_that_mends_it(hub: tuple[HubServer, dict[str, str]]) -> None:
+    """fit offline of a download damaged since its pull said to leave offline mode and `run the command again to check
+    it against the Hub`, where fit online reads the Hub's header and leaves the copy damaged: it names the pull, as a
+    run does."""
+    server, env = hub
+    server.add_repo(REPO, {"tiny-Q8_0.gguf": make_gguf_bytes("q8")})
+    pulled = run_cli(env, "pull", f"{REPO}:Q8_0")
+    assert pulled.returncode == 0, pulled.stderr
+    Path(pulled.stdout.strip()).resolve().write_bytes(b"GGUF" + bytes(8))
+    offline = {**env, "LOCALGEN_OFFLINE": "1"}
+    fitted = run_cli(offline, "fit", f"{REPO}:Q8_0")
+    assert fitted.returncode == 1, fitted.stderr
+    assert fitted.stderr.endswith(f"unset it, then run `localgen pull {REPO}:Q8_0` to check it against the Hub)\n")
+    ran = run_cli(offline, "run", "-m", f"{REPO}:Q8_0", "hi")
+    assert ran.stderr.split("(hint: ")[1] == fitted.stderr.split("(hint: ")[1], ran.stderr
+    assert run_cli(env, "fit", f"{REPO}:Q8_0").returncode == 0
+    assert run_cli(offline, "fit", f"{REPO}:Q8_0").returncode == 1, "fit online left the copy damaged"
+    assert run_cli(env, "pull", f"{REPO}:Q8_0").returncode == 0
+    assert run_cli(offline, "fit", f"{REPO}:Q8_0").returncode == 0, "the pull the hint names mends it"
