@@ -61,17 +61,21 @@ def hub_view(text: str) -> HubView | HubModelView | HubError | None:
 
 
 def _read_smallest(groups: Sequence[tuple[HubFile, ...]]) -> HubView:
-    """The view of a repo's quants, smallest first, with the header of the smallest that has bytes."""
+    """The view of a repo's quants, smallest first, with the header of the smallest that has bytes and can be read;
+    where none can, the smallest's, with why it cannot."""
     from localgen.errors import LocalgenError
     from localgen.quant_choice import hub_header
 
     quants = tuple((group[0].quant or group[0].filename, sum(f.size for f in group)) for group in groups)
-    group = next((group for group in groups if group[0].size), groups[0])
-    read_from = group[0].quant or group[0].filename
-    try:
-        return HubView(group[0].repo, quants, read_from, hub_header(group))
-    except LocalgenError as exc:
-        return HubView(group[0].repo, quants, read_from, None, problem=exc.message)
+    unread: HubView | None = None
+    for group in [group for group in groups if group[0].size] or groups[:1]:
+        read_from = group[0].quant or group[0].filename
+        try:
+            return HubView(group[0].repo, quants, read_from, hub_header(group))
+        except LocalgenError as exc:
+            unread = unread or HubView(group[0].repo, quants, read_from, None, problem=exc.message)
+    assert unread is not None
+    return unread
 
 
 def show_hub_view(view: HubView | HubModelView, *, template: bool = False, json_output: bool) -> None:
@@ -114,7 +118,9 @@ def show_hub_view(view: HubView | HubModelView, *, template: bool = False, json_
         ("name", view.repo), ("quants", f"{quants} (on the Hub)"), *header,
         ("read from", f"the header of {view.read_from} on the Hub"),
         ("downloaded", f"no (`localgen pull {typed}` downloads the quant that fits best here; `localgen fit {typed}` "
-                       "compares them)")])
+                       "compares them)" if info is not None else
+                       f"no (no quant's header on the Hub can be read, so none can be said to fit here; `localgen fit "
+                       f"{typed}` says why of each)")])
 
 
 def parameters_text(count: int) -> str:

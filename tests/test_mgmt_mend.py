@@ -1,5 +1,6 @@
 """Model management through real localgen processes and the loopback Hub: a pull of one model named twice, however
-spelt."""
+spelt; `default` typed without `models`; what models --json says of a bundled file not checked yet; fit offline of
+a damaged download; models show of a repo whose headers cannot be read."""
 
 from __future__ import annotations
 
@@ -83,3 +84,25 @@ def test_fit_offline_of_a_damaged_download_names_the_pull_that_mends_it(hub: tup
     assert run_cli(offline, "fit", f"{REPO}:Q8_0").returncode == 1, "fit online left the copy damaged"
     assert run_cli(env, "pull", f"{REPO}:Q8_0").returncode == 0
     assert run_cli(offline, "fit", f"{REPO}:Q8_0").returncode == 0, "the pull the hint names mends it"
+
+
+def test_models_show_of_a_repo_none_of_whose_headers_can_be_read_says_none_can_be_said_to_fit(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """models show ORG/REPO said `localgen pull ORG/REPO downloads the quant that fits best here` where no quant's
+    header could be read (the pull downloads one and refuses it); where the smallest's alone cannot be read, the next
+    one's is shown, and the pull still chooses."""
+    server, env = hub
+    server.add_repo(REPO, {"tiny-Q4_K_M.gguf": b"GGUF" + bytes(900), "tiny-Q8_0.gguf": b"<html>x</html>" * 100})
+    shown = run_cli(env, "models", "show", REPO)
+    assert shown.returncode == 0, shown.stderr
+    assert "not readable: " in dict(line.split(":", 1) for line in shown.stdout.splitlines())["header"], shown.stdout
+    assert shown.stdout.endswith(f"downloaded: no (no quant's header on the Hub can be read, so none can be said to "
+                                 f"fit here; `localgen fit {REPO}` says why of each)\n"), shown.stdout
+    fitted = run_cli(env, "fit", REPO)
+    assert [line.split("\t")[5] for line in fitted.stdout.splitlines()[1:3]] == ["no", "no"], fitted.stdout
+    other = "acme/Half-GGUF"
+    server.add_repo(other, {"half-Q4_K_M.gguf": b"GGUF" + bytes(900), "half-Q8_0.gguf": make_gguf_bytes("q8")})
+    half = run_cli(env, "models", "show", other)
+    fields = dict(line.split(":", 1) for line in half.stdout.splitlines())
+    assert (fields["read from"].strip(), fields["architecture"].strip()) == ("the header of Q8_0 on the Hub", "llama")
+    assert f"`localgen pull {other}` downloads the quant that fits best here" in half.stdout, half.stdout
