@@ -133,11 +133,12 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     from localgen.conversation import asks_for_no_system_prompt
     from localgen.conversation_lock import remove_leftovers
     from localgen.conversation_store import conversations_dir
-    from localgen.inputs import attachment_files, chat_template_file, reads_a_pipe, refuse_special_file
+    from localgen.inputs import attachment_files, reads_a_pipe, refuse_special_file
     from localgen.params import GenerationLimits, token_budget
     from localgen.resolve import check_reference
     from localgen.stdin_names import names_stdin
     from localgen.think_switch import parse_think
+    from localgen.whole_inputs import chat_template_file
 
     ctx, warnings = request.ctx, []
     system, stop = read_texts(request.system, list(request.stop), warnings)
@@ -234,8 +235,9 @@ def read_chat_inputs(checked: CheckedChat) -> ChatStart:
     (the bound check_chat got), the others when the model loads, before its weights are read."""
     from localgen import console
     from localgen.fit import prompt_context, text_bytes
-    from localgen.inputs import once_each, read_attachments, read_chat_template
+    from localgen.inputs import once_each, read_attachments
     from localgen.runner import check_given_template
+    from localgen.whole_inputs import read_chat_template
 
     warnings, system, system_file = checked.warnings, checked.system, None
     if checked.system_input is not None:

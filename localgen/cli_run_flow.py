@@ -176,11 +176,12 @@ def check_run(request: RunRequest) -> CheckedRun:
     from localgen.conversation import asks_for_no_system_prompt
     from localgen.grammar import constraint_source
     from localgen.input_text import BOM, argument_text
-    from localgen.inputs import STDIN_NAME, attachment_files, chat_template_file, reads_a_pipe
+    from localgen.inputs import STDIN_NAME, attachment_files, reads_a_pipe
     from localgen.params import GenerationLimits, token_budget
     from localgen.resolve import check_reference
     from localgen.run_conversation import check_continuation, open_conversation
     from localgen.speculative import check_draft_mode
+    from localgen.whole_inputs import chat_template_file
 
     refuse_an_unwritable_stdout()
     ctx, warnings = request.ctx, []
@@ -273,8 +274,8 @@ def read_run_inputs(request: RunRequest, checked: CheckedRun) -> RunInputs:
     from localgen.cli_run import gather_attachments, say_reading_a_terminal
     from localgen.fit import prompt_context, text_bytes
     from localgen.grammar import grammar_for
-    from localgen.inputs import read_chat_template
     from localgen.runner import check_given_template
+    from localgen.whole_inputs import read_chat_template
 
     warnings, stdin, system = checked.warnings, checked.stdin, checked.system
     # a schema or grammar given as text is checked before a --system-file pipe is waited for

@@ -11,12 +11,13 @@ from pathlib import Path
 
 from localgen.errors import UsageError
 from localgen.input_text import argument_utf8
-from localgen.inputs import STDIN_NAME, InputFile, Waiting, whole_text
+from localgen.inputs import STDIN_NAME, InputFile, Waiting
 from localgen.json_schema import SCHEMA_HINT, schema_grammar
 from localgen.json_schema_words import MAX_COUNT
 from localgen.params import Grammar
 from localgen.stdin_names import names_stdin
 from localgen.thinking import CLOSE_TAG
+from localgen.whole_inputs import whole_text, whole_text_cap
 
 GRAMMAR_HINT = 'give a GBNF grammar, as text or a file, with a root rule, e.g. --grammar \'root ::= "yes" | "no"\''
 _KINDS = {"--grammar": ("a grammar", GRAMMAR_HINT), "--json-schema": ("a JSON schema", SCHEMA_HINT)}  # as named
@@ -82,7 +83,8 @@ def constraint_source(grammar: str | None, json_schema: str | None, *,
             if kind == "--grammar":
                 _refuse_misspelled_rule(value, option)
             try:
-                file = InputFile.checked(value, option, binary_hint=_KINDS[kind][1])
+                file = InputFile.checked(value, option, binary_hint=_KINDS[kind][1],
+                                         cap=whole_text_cap(option, _KINDS[kind][0]))
             except UsageError as refused:
                 raise _or_as_text(refused, value, _KINDS[kind][1]) from None
             return ConstraintSource(kind, file)

@@ -96,6 +96,21 @@ def wide_encoding(data: bytes) -> str | None:
 
 
 @dataclass(frozen=True)
+class SizeCap:
+    """The most bytes an option that takes its file as a whole (a grammar) reads of it, below a document's cap: a
+    read stops there, and a larger file is refused naming the option, the cap and what the option takes."""
+
+    option: str
+    size: int
+    what: str  # what the option takes: "a grammar"
+
+    def refusal(self, name: str) -> UsageError:
+        """The error for a file over the cap, called name."""
+        return UsageError(f"{self.option} {name} is larger than {self.size // 2**20} MiB, the most {self.what} may be",
+                          hint=f"check the file given to {self.option}")
+
+
+@dataclass(frozen=True)
 class TextBound:
     """How much text a read may gather: text of refused_at UTF-8 bytes or more, counted with what came before it
     (counted), cannot be used, and refuse(bytes) raises the error that says so, before the rest is read; named

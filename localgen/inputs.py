@@ -20,6 +20,7 @@ from localgen.descriptor_reader import DescriptorReader
 from localgen.errors import UsageError, os_reason
 from localgen.input_text import (
     DOCUMENT_HINT,
+    SizeCap,
     TextBound,
     decode_input,
     plain_newlines,
@@ -27,7 +28,6 @@ from localgen.input_text import (
     typed_at_a_terminal,
 )
 from localgen.line_ends import end_typed_line
-from localgen.other_tools import check_template_name
 from localgen.stdin_names import (
     PROMPT_READER,
     STDIN_NAME,
@@ -51,7 +51,6 @@ MAX_INPUT_BYTES = 256 * 1024 * 1024
 _LINE_ENDS_AT_END = re.compile(r"(\r?\n)+\Z")
 BINARY_SNIFF_BYTES = 64 * 1024  # binary input is told from its first block
 STDIN_QUIET_S = 2.0  # a pipe silent this long gets a note that localgen waits for it
-TEMPLATE_HINT = "pass a Jinja chat template file, like the chat_template in a model's tokenizer_config"
 
 
 class Waiting(Protocol):
@@ -64,15 +63,15 @@ class Waiting(Protocol):
 def read_file_input(path: Path, warnings: list[str], *, option: str = FILE_OPTION,
                     binary_hint: str = DOCUMENT_HINT, waiting: Callable[[], None] | None = None,
                     shown: str | None = None, terminal: Callable[[], None] | None = None,
-                    bound: TextBound | None = None) -> str:
+                    bound: TextBound | None = None, cap: SizeCap | None = None) -> str:
     """Read a text file named with option, with clear errors for missing, directory or unreadable paths, naming it
     as shown (the path as typed; else path); waiting is called once when the file is a pipe that keeps quiet for
     STDIN_QUIET_S seconds (no writer yet, say), terminal before a terminal (/dev/tty) is read; bound stops the
-    read of a text too long for its use (_bounded_read)."""
+    read of a text too long for its use, cap (else a document's) of one too large for the option (_bounded_read)."""
     name = short_path(shown or path)
     try:
         with _open_noting(path, waiting, terminal) as reader:
-            data = _bounded_read(reader, name, binary_hint, "send a smaller file", bound)
+            data = _bounded_read(reader, name, binary_hint, "send a smaller file", bound, cap)
             end_typed_line(reader, data)
             typed = reader.isatty()
     except OSError as exc:
@@ -82,10 +81,10 @@ def read_file_input(path: Path, warnings: list[str], *, option: str = FILE_OPTIO
 
 
 def check_file_path(path: Path, option: str = FILE_OPTION, *, shown: str | None = None,
-                    binary_hint: str = DOCUMENT_HINT) -> None:
+                    binary_hint: str = DOCUMENT_HINT, cap: SizeCap | None = None) -> None:
     """Refuse a path given to option that cannot be a file to read (missing, a directory, a file over the size
-    bound...) without reading it (but for an oversized file's first block), so that a bad one is named (as shown, the
-    path as typed; else path) before a pipe among the others is waited for."""
+    bound, cap where given...) without reading it (but for an oversized file's first block), so that a bad one is named
+    (as shown, the path as typed; else path) before a pipe among the others is waited for."""
     name = short_path(shown or path)
     try:
         status = path.stat()
@@ -94,8 +93,8 @@ def check_file_path(path: Path, option: str = FILE_OPTION, *, shown: str | None 
             raise stdin_closed(name, option) from None
         raise _unreadable(name, option, exc) from None
     mode = status.st_mode
-    if stat.S_ISREG(mode) and status.st_size > MAX_INPUT_BYTES:  # read, it was refused after 256 MiB of it
-        _refuse_oversized(path, name, option, binary_hint)
+    if stat.S_ISREG(mode) and status.st_size > (MAX_INPUT_BYTES if cap is None else cap.size):  # not read through
+        _refuse_oversized(path, name, option, binary_hint, cap)
     if stat.S_ISDIR(mode):
         raise _unreadable(name, option, IsADirectoryError(errno.EISDIR, "Is a directory"))
     refuse_unreadable_stream(status, name, option)
@@ -119,14 +118,16 @@ def _is_open(fd: int) -> bool:
     return True
 
 
-def _refuse_oversized(path: Path, name: str, option: str, binary_hint: str) -> NoReturn:
-    """Refuse a regular file over MAX_INPUT_BYTES: as binary data where its first block says so (a model, a video),
-    as reading it would, else by its size (opening a regular file does not wait)."""
+def _refuse_oversized(path: Path, name: str, option: str, binary_hint: str, cap: SizeCap | None) -> NoReturn:
+    """Refuse a regular file over MAX_INPUT_BYTES (over cap, where given): as binary data where its first block says
+    so (a model, a video), as reading it would, else by its size (opening a regular file does not wait)."""
     try:
         with path.open("rb") as handle:
             refuse_binary(handle.read(BINARY_SNIFF_BYTES), name, binary_hint)
     except OSError as exc:
         raise _unreadable(name, option, exc) from None
+    if cap is not None:
+        raise cap.refusal(name)
     raise UsageError(f"{name} is larger than {MAX_INPUT_BYTES // 2**20} MiB", hint="send a smaller file")
 
 
@@ -193,16 +194,19 @@ class InputFile:
     path: Path | None = None  # None: stdin
     typed: str | None = None  # the path as the user typed it, as messages name it (Path drops a leading ./); stdin's
     # where a name stood for it (/dev/stdin)
+    cap: SizeCap | None = None  # what more than a document's cap refuses of it (a grammar's file)
 
     @classmethod
-    def checked(cls, name: str, option: str, *, stdin: bool = False, binary_hint: str = DOCUMENT_HINT) -> InputFile:
-        """The file name given to option, checked (binary_hint: the hint for a binary one); with stdin, "-" stands for
-        standard input, and so does /dev/stdin (or the like) where it is stdin (stdin_names.names_stdin)."""
+    def checked(cls, name: str, option: str, *, stdin: bool = False, binary_hint: str = DOCUMENT_HINT,
+                cap: SizeCap | None = None) -> InputFile:
+        """The file name given to option, checked (binary_hint: the hint for a binary one; cap: a lower size cap than
+        a document's); with stdin, "-" stands for standard input, and so does /dev/stdin (or the like) where it is
+        stdin (stdin_names.names_stdin)."""
         if stdin and names_stdin(name):
             return cls(option, typed=None if name == STDIN_NAME else name)
         path = option_path(name, option)
-        check_file_path(path, option, shown=name, binary_hint=binary_hint)
-        return cls(option, path, name)
+        check_file_path(path, option, shown=name, binary_hint=binary_hint, cap=cap)
+        return cls(option, path, name, cap)
 
     @property
     def name(self) -> str:
@@ -223,7 +227,7 @@ class InputFile:
         else:
             typed = None if waiting is None else lambda: waiting(self.name, self.option, terminal=True)
             text = read_file_input(self.path, warnings, option=self.option, binary_hint=binary_hint, waiting=told,
-                                   shown=self.typed, terminal=typed, bound=bound)
+                                   shown=self.typed, terminal=typed, bound=bound, cap=self.cap)
         if warn_empty and not text.strip():
             warnings.append(f"{self.name} {emptiness(text)}")
         return text
@@ -243,17 +247,6 @@ def empty_attachment_note(file: InputFile, text: str) -> str:
 def attachment_text(path: Path, warnings: list[str], *, option: str = FILE_OPTION, typed: str | None = None) -> str:
     """The text of a file attached to a message (named as typed), with a warning when it is empty."""
     return InputFile(option, path, typed).read(None, warnings, warn_empty=True)
-
-
-def whole_text(file: InputFile, what: str, hint: str, *, waiting: Waiting | None = None) -> str:
-    """The text of a file an option takes as a whole (a chat template, a grammar, a JSON schema): binary data, bytes
-    that are not UTF-8 and an empty file are refused as not being what ("a grammar"), with hint."""
-    warnings: list[str] = []
-    text = file.read(None, warnings, binary_hint=hint, waiting=waiting)
-    if warnings or not text.strip():
-        raise UsageError(f"{file.name} is not {what} ({'not UTF-8' if warnings else f'it {emptiness(text)}'})",
-                         hint=hint)
-    return text
 
 
 def system_prompt_text(text: str, *, exact: bool = False) -> str:
@@ -325,16 +318,17 @@ def read_stdin_input(stream: BinaryIO | None, warnings: list[str], *, asked: boo
 
 
 def _bounded_read(stream: BinaryIO | DescriptorReader, source: str, binary_hint: str, smaller_hint: str,
-                  bound: TextBound | None = None) -> bytes:
-    """All of stream, refused when larger than MAX_INPUT_BYTES (read to one byte more) or binary: binary data is
-    told from its first block, not after reading the whole bound (/dev/urandom); with bound, also once its text
-    is certainly too long for where it goes (`yes |`), as soon as that many bytes are read."""
+                  bound: TextBound | None = None, cap: SizeCap | None = None) -> bytes:
+    """All of stream, refused when larger than MAX_INPUT_BYTES, or cap where given (read to one byte more), or
+    binary: binary data is told from its first block, not after reading the whole bound (/dev/urandom); with bound,
+    also once its text is certainly too long for where it goes (`yes |`), as soon as that many bytes are read."""
+    most = MAX_INPUT_BYTES if cap is None else cap.size
     data = stream.read(BINARY_SNIFF_BYTES)
     refuse_binary(data, source, binary_hint)
     parts, size = [data], len(data)
-    check_at = MAX_INPUT_BYTES + 1 if bound is None else bound.check(data)
-    while BINARY_SNIFF_BYTES <= size <= MAX_INPUT_BYTES:  # a shorter first block was all there was
-        wanted = min(check_at, MAX_INPUT_BYTES + 1) - size
+    check_at = most + 1 if bound is None else bound.check(data)
+    while BINARY_SNIFF_BYTES <= size <= most:  # a shorter first block was all there was
+        wanted = min(check_at, most + 1) - size
         parts.append(stream.read(wanted))
         size += len(parts[-1])
         if len(parts[-1]) < wanted:  # the end of the stream
@@ -342,7 +336,9 @@ def _bounded_read(stream: BinaryIO | DescriptorReader, source: str, binary_hint:
         if bound is not None and size >= check_at:
             check_at = bound.check(b"".join(parts))
     data = b"".join(parts)  # no copy of a single part
-    if len(data) > MAX_INPUT_BYTES:
+    if len(data) > most and cap is not None:
+        raise cap.refusal(source)
+    if len(data) > most:
         raise UsageError(f"{source} is larger than {MAX_INPUT_BYTES // 2**20} MiB", hint=smaller_hint)
     return data
 
@@ -416,20 +412,6 @@ def read_attachments(files: Sequence[InputFile], stdin: BinaryIO | None, warning
     if piped is not None:
         texts.insert(len(texts) if stdin_at is None else stdin_at, piped)
     return texts
-
-
-def chat_template_file(name: str | None) -> InputFile | None:
-    """The --chat-template file given, checked (None when none was given; llama-cli's template names are told)."""
-    if name is not None and names_stdin(name):  # "-", /dev/stdin: a run's may carry the prompt, a chat's is typed
-        raise UsageError("--chat-template does not read stdin", hint="give the chat template's file by name")
-    if name is not None:
-        check_template_name(name)
-    return None if name is None else InputFile.checked(name, "--chat-template", binary_hint=TEMPLATE_HINT)
-
-
-def read_chat_template(file: InputFile | None, *, waiting: Waiting | None = None) -> str | None:
-    """The text of a --chat-template file (a Jinja chat template), or None when none was given."""
-    return None if file is None else whole_text(file, "a chat template", TEMPLATE_HINT, waiting=waiting)
 
 
 def first_with_text(texts: list[str]) -> list[int]:

@@ -411,7 +411,7 @@ def test_a_template_still_rewrites_a_message_that_contains_control_token_text(bu
 
 def test_a_binary_chat_template_gets_the_template_hint(tmp_path: Path) -> None:
     from localgen.errors import UsageError
-    from localgen.inputs import TEMPLATE_HINT, chat_template_file, read_chat_template
+    from localgen.whole_inputs import TEMPLATE_HINT, chat_template_file, read_chat_template
 
     template = tmp_path / "t.jinja"
     template.write_bytes(b"{{ x }}\x00")

@@ -1,0 +1,70 @@
+"""What `run` refuses of the files its options name: a grammar, schema or chat template over its size cap, read no
+further than the cap."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT, run_localgen
+
+CAP = 4 * 2**20  # what README says a grammar, schema or chat template may be
+CAPPED = {"--grammar": "a grammar", "--json-schema": "a JSON schema", "--chat-template": "a chat template"}
+
+
+def _run_reading_an_endless_pipe(*args: str) -> tuple[subprocess.CompletedProcess, int]:
+    """Run localgen with "{pipe}" in args standing for /dev/fd/N, a pipe this test writes lines to without end, and
+    how many bytes the run took from it before it exited."""
+    read_end, write_end = os.pipe()
+    written = [0]
+
+    def write_forever() -> None:
+        """Write lines until the reader has gone."""
+        chunk = b"y\n" * 32_768
+        try:
+            while True:
+                written[0] += os.write(write_end, chunk)
+        except BrokenPipeError:
+            pass
+
+    command = [sys.executable, "-m", "localgen", *(a.replace("{pipe}", f"/dev/fd/{read_end}") for a in args)]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    writer = threading.Thread(target=write_forever, daemon=True)
+    try:
+        child = subprocess.Popen(command, pass_fds=(read_end,), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT)
+    finally:
+        os.close(read_end)  # the run's copy is the only reader left: its exit ends the writing
+    writer.start()
+    try:
+        out, err = child.communicate(timeout=120)
+    finally:
+        child.kill()
+        writer.join(timeout=30)
+        os.close(write_end)
+    return subprocess.CompletedProcess(command, child.returncode, out, err), written[0]
+
+
+@pytest.mark.parametrize("option", list(CAPPED))
+def test_an_endless_pipe_given_to_a_grammar_schema_or_template_is_refused_at_its_cap(option: str) -> None:
+    result, written = _run_reading_an_endless_pipe("run", "-n", "3", option, "{pipe}", "hi")
+    assert written < CAP + 2**20, f"{written:,} bytes read: the read went on past the cap"
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    pipe = result.args[result.args.index(option) + 1]
+    assert result.stderr == (f"localgen: error: {option} {pipe} is larger than 4 MiB, the most {CAPPED[option]} may "
+                             f"be (hint: check the file given to {option})\n")
+
+
+def test_a_grammar_file_over_the_cap_is_refused_by_its_size(tmp_path: Path) -> None:
+    grammar = tmp_path / "big.gbnf"
+    comments = ("# " + "c" * 98 + "\n") * (CAP // 100 + 1)
+    grammar.write_text('root ::= "a"\n' + comments)  # a grammar llama.cpp would take, of comments but for its root
+    result = run_localgen("run", "-n", "1", "--grammar", str(grammar), "hi")
+    assert result.returncode == 2 and result.out == "", result.err
+    assert result.err == (f"localgen: error: --grammar {grammar} is larger than 4 MiB, the most a grammar may be "
+                          "(hint: check the file given to --grammar)\n")
