@@ -4,6 +4,7 @@ further than the cap."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import threading
@@ -68,3 +69,29 @@ def test_a_grammar_file_over_the_cap_is_refused_by_its_size(tmp_path: Path) -> N
     assert result.returncode == 2 and result.out == "", result.err
     assert result.err == (f"localgen: error: --grammar {grammar} is larger than 4 MiB, the most a grammar may be "
                           "(hint: check the file given to --grammar)\n")
+
+
+@pytest.mark.parametrize(("redirect", "name", "fd"), [
+    ("3> >(cat)", "/dev/fd/3", 3),  # the pipe to another command, given to the run to write to
+    ("4<>{fifo}", "{fifo}", 4),  # a named pipe the run holds open both ways
+])
+def test_a_pipe_the_run_itself_holds_open_for_writing_is_refused_rather_than_read_forever(
+        tmp_path: Path, redirect: str, name: str, fd: int) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    name, redirect = name.format(fifo=fifo), redirect.format(fifo=fifo)
+    command = f"exec {shlex.quote(sys.executable)} -m localgen run -n 1 -f {name} hi {redirect}"
+    result = subprocess.run(["bash", "-c", command], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert result.stderr == (f"localgen: error: {name} is a pipe this run holds open for writing (as descriptor {fd}), "
+                             "so reading it would never end (hint: pass a file, or the pipe the text comes from, to "
+                             "-f/--file)\n")
+
+
+def test_a_pipe_another_command_writes_is_read_beside_one_the_run_writes_to() -> None:
+    command = (f"exec {shlex.quote(sys.executable)} -m localgen run --print-prompt -f <(printf 'A document.') hi "
+               "3> >(cat >/dev/null)")
+    result = subprocess.run(["bash", "-c", command], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert result.returncode == 0 and "A document." in result.stdout, result.stderr
