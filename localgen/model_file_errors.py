@@ -166,11 +166,10 @@ def named_here_hint(typed: str, there: Path) -> str | None:
     pass for it (shell-quoted), or the model files in the folder; None where it names neither."""
     import shlex
 
-    as_path = typed if typed in {os.curdir, os.pardir} else f"./{typed}"  # . and .. are read as paths already
     if is_existing_file(str(there)):
-        return f"for the file of that name here, use {shlex.quote(as_path)}"
+        return f"for the file of that name here, use {shlex.quote(f'./{typed}')}"
     if is_existing_folder(str(there)):
-        return f"{typed} here is a folder, not a model: {folder_hint(there, as_path, quoted=True)}"
+        return f"{typed} here is a folder, not a model: {folder_hint(there, f'./{typed}', quoted=True)}"
     return None
 
 

@@ -90,10 +90,11 @@ def _split_quant(text: str) -> tuple[str, str | None]:
 
 
 def looks_like_path(text: str, base: Path | None = None) -> bool:
-    """True for references that mean a file on disk: an explicit path ($VAR/... too), NAME.gguf or DIR/NAME.gguf,
-    an existing file with a directory part, or an existing folder with a / after it (DIR/, as Tab completes it), taken
-    from base (else the current folder). A bare name is the registry's even where a file of that name is about."""
-    if text.startswith(("/", "./", "../", "~", "$")):
+    """True for references that mean a file on disk: an explicit path ($VAR/... too, . and .. as ./ and ../),
+    NAME.gguf or DIR/NAME.gguf, an existing file with a directory part, or an existing folder with a / after it (DIR/,
+    as Tab completes it), taken from base (else the current folder). A bare name is the registry's even where a file
+    of that name is about."""
+    if text.startswith(("/", "./", "../", "~", "$")) or text in (".", ".."):
         return True
     parts = text.split("/")
     if text.lower().endswith(".gguf") and len(parts) < 3:  # ORG/REPO/FILE.gguf is the shortest Hub file

@@ -314,9 +314,8 @@ def test_the_current_or_parent_folder_given_as_a_model_is_hinted_with_a_path_tha
     for folder, typed, meant in ((tmp_path, ".", "./m.gguf"), (tmp_path / "below", "..", "../m.gguf")):
         refused = subprocess.run([sys.executable, "-m", "localgen", "run", "-m", typed, "hi"], env=env, cwd=folder,
                                  capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-        assert refused.returncode == 2 and refused.stderr == (
-            f"localgen: error: '{typed}' is not a model name, repo or path (hint: {typed} here is a folder, not a "
-            f"model: did you mean {meant}?; or see `localgen models list --all` for names)\n"), refused.stderr
+        assert refused.returncode == 1 and refused.stderr == (
+            f"localgen: error: {typed} is not a file (hint: did you mean {meant}?)\n"), refused.stderr
         hinted = subprocess.run([sys.executable, "-m", "localgen", "run", "-m", meant, "-n", "1", "hi"], env=env,
                                 cwd=folder, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
         assert hinted.returncode == 0 and hinted.stdout.strip(), hinted.stderr

@@ -95,3 +95,17 @@ def test_a_pipe_another_command_writes_is_read_beside_one_the_run_writes_to() ->
     result = subprocess.run(["bash", "-c", command], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
     assert result.returncode == 0 and "A document." in result.stdout, result.stderr
+
+
+@pytest.mark.parametrize(("folder", "typed", "meant"), [
+    ("", ".", "./m.gguf"), ("", "./", "./m.gguf"), ("below", "..", "../m.gguf"), ("below", "../", "../m.gguf"),
+])
+def test_the_current_or_parent_folder_as_a_model_gets_one_answer_with_or_without_its_slash(
+        tmp_path: Path, bundled_model: Path, folder: str, typed: str, meant: str) -> None:
+    (tmp_path / "m.gguf").symlink_to(bundled_model)
+    (tmp_path / "below").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "LOCALGEN_HOME": str(tmp_path / "home"), "LOCALGEN_OFFLINE": "1"}
+    result = subprocess.run([sys.executable, "-m", "localgen", "run", "-m", typed, "hi"], env=env,
+                            cwd=tmp_path / folder, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert result.returncode == 1 and result.stdout == "", result.stderr
+    assert result.stderr == f"localgen: error: {typed} is not a file (hint: did you mean {meant}?)\n"
