@@ -44,6 +44,7 @@ from localgen.typed_paths import (
     file_identity,
     is_existing_file,
     option_path,
+    refuse_dangling_link,
     short_path,
 )
 
@@ -91,6 +92,8 @@ def check_file_path(path: Path, option: str = FILE_OPTION, *, shown: str | None 
     except OSError as exc:
         if str(path) in STDIN_PATHS and isinstance(exc, FileNotFoundError) and not _is_open(0):
             raise stdin_closed(name, option) from None
+        if isinstance(exc, FileNotFoundError):
+            refuse_dangling_link(path, name, option)
         raise _unreadable(name, option, exc) from None
     mode = status.st_mode
     if stat.S_ISREG(mode) and status.st_size > (MAX_INPUT_BYTES if cap is None else cap.size):  # not read through

@@ -97,3 +97,14 @@ def file_identity(path: Path) -> object:
     except OSError:
         return path
     return status.st_dev, status.st_ino
+
+
+def refuse_dangling_link(path: Path, name: str, option: str) -> None:
+    """Refuse a path given to option (named name) that is a symbolic link whose target does not exist, naming the
+    target (the last one, where links lead to links), where the file is missing; anything else is left as it is."""
+    with contextlib.suppress(OSError):
+        target = os.readlink(path)
+        if os.path.lexists(os.path.join(os.path.dirname(path), target)):  # a link to a link: the last is missing
+            target = os.path.realpath(path)
+        raise UsageError(f"{name} -> {short_path(target)}: the link's target does not exist",
+                         hint=f"point the link at a file, or pass the file's own path to {option}")

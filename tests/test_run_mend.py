@@ -109,3 +109,22 @@ def test_the_current_or_parent_folder_as_a_model_gets_one_answer_with_or_without
                             cwd=tmp_path / folder, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert result.returncode == 1 and result.stdout == "", result.stderr
     assert result.stderr == f"localgen: error: {typed} is not a file (hint: did you mean {meant}?)\n"
+
+
+@pytest.mark.parametrize(("option", "target", "shown"), [
+    ("-f/--file", "/gone/notes.txt", "/gone/notes.txt"),
+    ("--system-file", "old-notes.txt", "old-notes.txt"),  # relative, as the link holds it
+    ("--grammar", "chain.txt", "{tmp}/old-notes.txt"),  # a link to a dangling link: the target missing at last
+])
+def test_a_dangling_link_given_to_a_file_option_names_its_missing_target(
+        tmp_path: Path, option: str, target: str, shown: str) -> None:
+    (tmp_path / "chain.txt").symlink_to("old-notes.txt")
+    (tmp_path / "notes.txt").symlink_to(target)
+    short = option.split("/")[0]
+    result = subprocess.run([sys.executable, "-m", "localgen", "run", short, "notes.txt", "hi"],
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd=tmp_path, capture_output=True,
+                            text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert result.stderr == (f"localgen: error: notes.txt -> {shown.format(tmp=tmp_path.resolve())}: the link's target "
+                             f"does not exist (hint: point the link at a file, or pass the file's own path to "
+                             f"{option})\n")
