@@ -29,7 +29,15 @@ from localgen.model_switch import AlreadyLoaded, names_loaded_file
 from localgen.registry import reads_as_a_model
 from localgen.repl_input import LIST_NEWEST, usage_error
 from localgen.repl_state import ChatState
-from localgen.repl_text import brief, exchanges_in_context, gist, list_rows, same_answer_note, what_reset_kept
+from localgen.repl_text import (
+    brief,
+    exchanges_in_context,
+    gist,
+    list_rows,
+    plain_text_note,
+    same_answer_note,
+    what_reset_kept,
+)
 from localgen.runner import LoadedModel
 from localgen.session import ChatSession
 from localgen.session_room import restart_command
@@ -337,6 +345,8 @@ def model_command(state: ChatState, argument: str) -> None:
             changed.append(f"context {loaded.engine.n_ctx:,} tokens")
         console.say(f"now using {loaded.resolved.display_name}"
                     + (f" (changed with it: {', '.join(changed)})" if changed else ""))
+        if not loaded.prompt_format.is_chat:
+            console.say(plain_text_note(loaded.resolved.display_name))
         if len(conversation.in_context()) < seen:
             console.say(f"[the conversation: {exchanges_in_context(conversation)}]")
         think = session.options.think

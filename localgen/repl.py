@@ -49,7 +49,7 @@ from localgen.repl_terminal import (
     prompt_output,
     signals_end_the_prompt,
 )
-from localgen.repl_text import answer_note, room_notice, toolbar_line, unanswered_line
+from localgen.repl_text import answer_note, plain_text_note, room_notice, toolbar_line, unanswered_line
 from localgen.repl_unsaved import LeaveGuard
 from localgen.session import ChatSession
 from localgen.session_room import resume_command
@@ -160,8 +160,7 @@ class Repl:
         console.say(f"localgen chat with {self.session.loaded.resolved.display_name}: "
                     "/help for commands, Ctrl-D to quit, Alt-Enter for a newline")
         if not self.session.loaded.prompt_format.is_chat:
-            console.say(f"localgen: {self.session.loaded.resolved.display_name} has no chat template, so the "
-                        "conversation goes to it as plain text to continue (--chat-template FILE gives it one)")
+            console.say(plain_text_note(self.session.loaded.resolved.display_name))
         if self._history_warning:
             console.warn(self._history_warning)
         if self.resumed:
