@@ -1,5 +1,6 @@
 """What the chat's /model says of the model it switches to, in a real pseudo-terminal on the bundled model and copies
-of it: one with no chat template gets the conversation as plain text, as the chat's start says of it."""
+of it: one with no chat template gets the conversation as plain text, as the chat's start says of it, and one whose
+chat template writes another system prompt of its own gives the model that one, where the chat set none."""
 
 from __future__ import annotations
 
@@ -32,6 +33,35 @@ def test_model_to_one_without_a_chat_template_says_the_conversation_goes_to_it_a
         chat.command_words("/model smollm2-135m", "now using smollm2-135m")  # then the prompt, drawn whole
         back = chat.transcript.getvalue()[since:]
         assert "no chat template" not in back, back
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
+
+
+def test_model_names_the_template_s_own_system_prompt_the_new_model_gives_where_it_differs(
+        tmp_path: Path, bundled_model: Path) -> None:
+    """With no system prompt set, /model of a file whose chat template writes another system prompt of its own names
+    the one the model now gets (it said only "now using"), and /model back names SmolLM2's; a system prompt set in the
+    chat stands, and no /model says it changed."""
+    from gguf_builders import copy_with_metadata
+
+    from localgen.gguf_reader import read_gguf
+
+    template = read_gguf(bundled_model).metadata["tokenizer.chat_template"]
+    own = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+    assert own in template
+    other = copy_with_metadata(bundled_model, tmp_path / "other.gguf",
+                               set_values={"tokenizer.chat_template": template.replace(own, "You are Nemo, a pilot")})
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "5")
+    try:
+        chat.command_words(f"/model {other}", "changed with it: the chat template's own system prompt "
+                                              "'You are Nemo, a pilot'")
+        chat.command_words("/model smollm2-135m", f"changed with it: the chat template's own system prompt '{own}'")
+        chat.command("/system Be brief.", "system prompt set")
+        since = len(chat.transcript.getvalue())
+        chat.command_words(f"/model {other}", f"now using {other}")  # then the prompt, drawn whole
+        switched = chat.transcript.getvalue()[since:]
+        assert "system prompt" not in switched, switched
         assert chat.quit() == 0
     finally:
         _stop(chat)
