@@ -20,9 +20,10 @@ from localgen.wordwrap import WordWrap, terminal_width
 FINISH_NOTES = {
     "length": ("stopped at the limit of {tokens} ({limit_source})",) * 2,
     "context": ("stopped at the end of the context window (raise --ctx-size for longer output)",
-                "stopped at the end of the context window (start the chat with a larger --ctx-size)"),
+                "stopped at the end of the context window ({context_help})"),
     "interrupted": ("interrupted", "interrupted"),
 }  # (for run, for chat)
+CHAT_CONTEXT_HELP = "start the chat with a larger --ctx-size"  # where the chat knows no better: see context_end_help
 
 
 class TextOutput:
@@ -267,12 +268,14 @@ def format_stats(completion: Finished, *, context: tuple[int, int] | None = None
     return "\n".join([line, "; ".join(extras)] if extras else [line])
 
 
-def finish_note(completion: Finished, *, chat: bool = False, limit_source: str = "-n/--max-tokens") -> str | None:
+def finish_note(completion: Finished, *, chat: bool = False, limit_source: str = "-n/--max-tokens",
+                context_help: str = CHAT_CONTEXT_HELP) -> str | None:
     """A note about why output stopped early, or None when it ended normally (limit_source: where the token limit
-    came from)."""
+    came from; context_help: how a chat gets a larger context)."""
     notes = FINISH_NOTES.get(completion.finish_reason)
     tokens = counted(completion.usage.completion_tokens, "token")  # where the limit came from, it is the count
-    return notes[1 if chat else 0].format(tokens=tokens, limit_source=limit_source) if notes else None
+    return notes[1 if chat else 0].format(tokens=tokens, limit_source=limit_source,
+                                          context_help=context_help) if notes else None
 
 
 SHORT_COLUMN = 12  # a column no wider than this (sizes, dates, quants) stays on one line while the table fits

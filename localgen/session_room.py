@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from localgen.chat import Message
 from localgen.config import DEFAULT_BATCH_SIZE, DEFAULT_UBATCH_SIZE
+from localgen.console import CHAT_CONTEXT_HELP
 from localgen.conversation import MessageTooLongError, asks_for_no_system_prompt
 from localgen.conversation_names import typed
 from localgen.errors import ContextOverflowError, LocalgenError, answer_room_passes, beyond_the_model
@@ -128,6 +129,17 @@ class ContextRoom:
             context = "a larger context" if needed is None else f"a context of {needed:,} or more"
             return f"{context}: {restart_command(self, needed, unsaveable=self.cannot_save())} ({now})"
         return f"a larger --ctx-size ({now})" if needed is None else f"--ctx-size {needed} or more ({now})"
+
+    def context_end_help(self) -> str:
+        """What an answer stopped at the end of the context window is told of a larger context: the command that goes
+        on with one where the model takes one, else that this one is the most it takes."""
+        larger = self._larger_context_help(None)
+        if larger is not None:
+            return larger
+        engine = self.loaded.engine
+        if 0 < engine.n_ctx_train <= engine.n_ctx:
+            return f"{engine.n_ctx:,} tokens, the most this model takes"
+        return CHAT_CONTEXT_HELP
 
     def _beyond_the_model(self, tokens: int, *, counted: bool, made_of: str,
                           hint: str | None) -> ContextOverflowError | None:

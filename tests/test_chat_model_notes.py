@@ -4,10 +4,12 @@ chat template writes another system prompt of its own gives the model that one, 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tests.test_repl import Chat
 
+_ESCAPE = re.compile(r"\x1b\[[\d;?]*[A-Za-z]")
 PLAIN_TEXT = "has no chat template, so the conversation goes to it as plain text to continue"
 
 
@@ -62,6 +64,33 @@ def test_model_names_the_template_s_own_system_prompt_the_new_model_gives_where_
         chat.command_words(f"/model {other}", f"now using {other}")  # then the prompt, drawn whole
         switched = chat.transcript.getvalue()[since:]
         assert "system prompt" not in switched, switched
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
+
+
+def test_an_answer_stopped_at_the_end_of_the_context_gets_the_command_that_resumes_it_with_a_larger_one(
+        tmp_path: Path, bundled_model: Path) -> None:
+    """An answer that fills the chat's context is told how to go on with a larger one, the conversation resumed (it
+    was told to start the chat with a larger --ctx-size, which starts a new one); one that fills the most its model
+    takes is told so (where a larger --ctx-size is refused)."""
+    from gguf_builders import copy_with_metadata
+
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "-1", "-c", "160")
+    try:
+        name = chat.ask("Write a long story about a dragon.")["name"]
+        said = " ".join(_ESCAPE.sub("", chat.transcript.getvalue()).split())
+        assert (f"[stopped at the end of the context window (a larger context: /exit, then `localgen chat --resume "
+                f"{name} --no-markdown -c SIZE` (up to 8,192 for this model; it is 160 now))]") in said, said
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
+    small = copy_with_metadata(bundled_model, tmp_path / "small.gguf", set_values={"llama.context_length": 128})
+    chat = Chat(tmp_path / "home2", "-m", str(small), "--temperature", "0", "--no-markdown", "-n", "-1")
+    try:
+        chat.ask("Write a long story about a dragon.")
+        said = " ".join(_ESCAPE.sub("", chat.transcript.getvalue()).split())
+        assert "[stopped at the end of the context window (128 tokens, the most this model takes)]" in said, said
         assert chat.quit() == 0
     finally:
         _stop(chat)
