@@ -1,0 +1,32 @@
+"""The chat's /file given several files as a terminal writes those dropped on it, in a real pseudo-terminal on the
+bundled model: each name quoted or escaped, it is told to attach them one at a time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.test_repl import Chat
+
+
+def test_file_given_files_quoted_or_escaped_as_dropped_ones_says_to_attach_one_at_a_time(tmp_path: Path) -> None:
+    """Several names quoted or escaped as a shell reads them get the hint to attach them one at a time, as bare ones
+    do (they got "check the path", or "takes one argument" where the first was quoted); one name typed whole, an
+    apostrophe in it, is still attached."""
+    folder = tmp_path / "my notes"
+    folder.mkdir()
+    (folder / "it's.txt").write_text("The first file.\n")
+    (tmp_path / "b.txt").write_text("The second file.\n")
+    chat = Chat(tmp_path / "home", "-n", "2", cwd=tmp_path)
+    try:
+        hint = "/file attaches one file at a time: /file my notes/it's.txt, then /file b.txt)"
+        for typed in ("'my notes/it'\\''s.txt' b.txt", "\"my notes/it's.txt\" b.txt", "my\\ notes/it\\'s.txt b.txt"):
+            said = " ".join(chat.command_words(f"/file {typed}", hint).split())
+            assert f"no such file: {typed} (hint: {hint}" in said, said
+        chat.command_words("/file b.txt 'my notes/it'\\''s.txt'", "/file b.txt, then /file my notes/it's.txt)")
+        chat.command_words("/file my notes/it's.txt", "attached my notes/it's.txt (16 characters)")
+        chat.command_words("/file 'b.txt' nosuch", "takes one argument")
+        chat.command_words("/file b.txt 'nosuch'", "check the path given to /file")
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
