@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 
 from localgen import console
-from localgen.chat_settings import setting_text
+from localgen.chat_settings import setting_key, setting_text
 from localgen.conversation import asks_for_no_system_prompt  # off, as /wrap off and /stats off switch theirs off
 from localgen.conversation_summary import details_line, model_name, saved_figures
 from localgen.conversation_turn import Turn
@@ -69,6 +69,10 @@ def set_command(state: ChatState, argument: str) -> None:
         ollama[word.lower()]()
         return
     parts = argument.split(None, 1)
+    if len(parts) == 1 and "=" in parts[0].strip("="):  # /set temperature=0.7, as a config file writes it
+        name, _, value = parts[0].partition("=")
+        raise UsageError(f"/set takes a setting and its value apart, not {parts[0]!r}",
+                         hint=f"/set {setting_key(name)} {value}")
     if len(parts) == 1:  # /set temp: the current value
         key, value = state.session.value_of(parts[0])
         console.say(f"{key} = {value} (/set {key} VALUE changes it)")
