@@ -43,7 +43,7 @@ def default_setting(text: str, registry: Registry, base: Path) -> tuple[str, boo
             validate_split(path)  # the header check -m makes: a file that is no GGUF model is no default
         return (spec.name if spec is not None else str(path)), True
     setting = kept_hub_reference(ref, base) if spec is None else f"{spec.name}:{ref.quant}" if ref.quant else spec.name
-    here = _here(registry, ref, spec) is not None
+    here = file_run_takes(registry, ref, spec) is not None
     if not here:
         _refuse_lacking(ref, spec)
     return setting, here
@@ -135,7 +135,7 @@ def default_in_listing(registry: Registry, refused: list[PermissionError]) -> De
             return ref.name, None
         if ref.path is not None:
             return str(ref.path), None
-        return None, _here(registry, ref, registry.spec_for(ref))
+        return None, file_run_takes(registry, ref, registry.spec_for(ref))
     except LocalgenError:
         return None, None
     except PermissionError as exc:
@@ -161,7 +161,7 @@ def default_here(registry: Registry, *, whatever_pin: bool = False) -> Path | No
         ref = registry.reference(registry.default_reference())
         if ref.path is not None:  # own_file_problem: is_file() raises for a name too long
             return ref.path if own_file_problem(ref.path) is None else None
-        return _here(registry, ref, registry.spec_for(ref), whatever_pin=whatever_pin)
+        return file_run_takes(registry, ref, registry.spec_for(ref), whatever_pin=whatever_pin)
     except (LocalgenError, PermissionError):
         return None
 
@@ -178,7 +178,8 @@ def default_model_without_quant() -> str | None:
     return ref.name if ref.kind == "name" else ref.repo if ref.kind == "repo" else None
 
 
-def _here(registry: Registry, ref: ModelRef, spec: ModelSpec | None, *, whatever_pin: bool = False) -> Path | None:
+def file_run_takes(registry: Registry, ref: ModelRef, spec: ModelSpec | None, *,
+                   whatever_pin: bool = False) -> Path | None:
     """The file a run takes without a download (not checked yet) for a reference to a registry entry (spec) or a Hub
     model, found without the network: a verified download its entry's pin takes (whatever_pin: any download), else
     the bundled copy it takes (catalog.bundled_use); None when neither is here."""

@@ -58,6 +58,14 @@ class ResolvedModel:
 
         return model_name(self)
 
+    @cached_property
+    def cache_file_name(self) -> str | None:
+        """The name of a file given by its path in the Hub cache, where -m of it loads this very file
+        (model_names.cache_file_name), looked up once."""
+        from localgen.model_names import cache_file_name
+
+        return cache_file_name(self)
+
     @property
     def short_name(self) -> str:
         """The display name, a file named by the path it was given by (model_names.named_by_path) by its name alone

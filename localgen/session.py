@@ -431,8 +431,9 @@ def whole_save(*, command: bool) -> AbstractContextManager[DeferredSignals]:
 
 
 def model_reference(resolved: ResolvedModel) -> str:
-    """How a conversation names its model: as every command names it (display_name), a file named by the path it was
-    given by (model_names.named_by_path) by its absolute path (valid from any folder, as `models default` keeps it)."""
+    """How a conversation names its model, one name -m takes back to that very file: as every command names it
+    (display_name), a file named by the path it was given by (model_names.named_by_path: all but a file of the Hub
+    cache that -m of its name loads) by its absolute path (valid from any folder, as `models default` keeps it)."""
     from localgen.model_names import named_by_path
 
     ref = resolved.ref

@@ -19,7 +19,7 @@ def refuse_missing_shards(resolved: ResolvedModel, *, offline_flag: bool = False
     from localgen.gguf_split import missing_shards_text, present_shards
     from localgen.hub_errors import offline_hint
     from localgen.hub_listing import is_offline
-    from localgen.hub_settings import snapshot_entry
+    from localgen.model_names import listed_name
     from localgen.typed_paths import short_path
 
     if resolved.source != "local":
@@ -27,11 +27,11 @@ def refuse_missing_shards(resolved: ResolvedModel, *, offline_flag: bool = False
     missing = present_shards(resolved.path)[1]
     if not missing:
         return
-    them = "it" if len(missing) == 1 else "them"
-    if snapshot_entry(resolved.path) is None:
+    them, name = "it" if len(missing) == 1 else "them", listed_name(resolved.path)
+    if name is None:
         hint = f"put {them} in {short_path(resolved.path.parent)}, beside the first shard"
     elif offline_flag or is_offline():
-        hint = offline_hint(resolved.display_name, flag=offline_flag)
+        hint = offline_hint(name, flag=offline_flag)
     else:
-        hint = f"run `localgen pull {resolved.display_name}` to download {them}"
+        hint = f"run `localgen pull {name}` to download {them}"
     raise ModelNotFoundError(missing_shards_text(missing), hint=hint)

@@ -64,3 +64,35 @@ def test_chat_with_a_cache_file_by_its_path_names_it_as_models_list_does(hubenv:
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
+
+
+def _conversation_model(env: dict[str, str], name: str) -> str:
+    """The model a saved conversation records."""
+    return next(row["model"] for row in _json(env, "conversations", "list") if row["name"] == name)
+
+
+def test_a_cache_file_localgen_has_not_verified_keeps_its_path_and_its_conversation_goes_on_offline(
+        hubenv: HubEnv) -> None:
+    """A file another tool downloaded, given by its path, was recorded as test/Smol-GGUF/smol-Q4_1.gguf, which -m
+    refuses offline (localgen has not verified it), so the conversation could not go on."""
+    from huggingface_hub import hf_hub_download
+
+    hubenv.server.add_repo(REPO, {"smol-Q4_1.gguf": bundled_model_file()})
+    entry = hf_hub_download(REPO, "smol-Q4_1.gguf", cache_dir=str(hubenv.hf_cache))
+    ran = _json(hubenv.env, "run", "-m", entry, "-n", "1", "--conversation", "theirs", "hi")
+    assert ran["model"] == _conversation_model(hubenv.env, "theirs") == entry, ran
+    went_on = run_cli({**hubenv.env, "LOCALGEN_OFFLINE": "1"}, "run", "--conversation", "theirs", "-n", "1", "more")
+    assert went_on.returncode == 0 and went_on.stdout.strip(), went_on.stderr
+
+
+def test_an_older_snapshot_s_file_keeps_its_path_where_its_name_loads_the_newest(hubenv: HubEnv) -> None:
+    """A file of an older snapshot, given by its path, was named mine, which loads the newest snapshot's file: its
+    conversation went on with that file."""
+    entry = _pulled_entry(hubenv)
+    older = entry.parent.parent / ("0" * 40) / entry.name
+    older.parent.mkdir()
+    os.link(os.path.realpath(entry), older)
+    ran = _json(hubenv.env, "run", "-m", str(older), "-n", "1", "--conversation", "older", "hi")
+    assert ran["model"] == _conversation_model(hubenv.env, "older") == str(older), ran
+    went_on = _json(hubenv.env, "run", "--conversation", "older", "-n", "1", "more")
+    assert went_on["model_path"] == str(older), went_on
