@@ -13,16 +13,18 @@ if TYPE_CHECKING:
 
 
 def refuse_missing_shards(resolved: ResolvedModel, *, offline_flag: bool = False) -> None:
-    """Refuse a model given by path whose split shards are not all on disk, naming those missing; the hint is the
-    `localgen pull` of its name for a file of the Hub cache (offline: how to leave offline mode first; offline_flag:
-    --offline was given), else the folder to put them in."""
-    from localgen.gguf_split import missing_shards_text, present_shards
+    """Refuse a model given by its first shard's path whose split shards are not all on disk, naming those missing
+    (a later shard is told to open the first by validate_split); the hint is the `localgen pull` of its name for a
+    file of the Hub cache (offline: how to leave offline mode first; offline_flag: --offline was given), else the
+    folder to put them in."""
+    from localgen.gguf_split import missing_shards_text, present_shards, split_name_parts
     from localgen.hub_errors import offline_hint
     from localgen.hub_listing import is_offline
     from localgen.model_names import listed_name
     from localgen.typed_paths import short_path
 
-    if resolved.source != "local":
+    parts = split_name_parts(resolved.path.name)
+    if resolved.source != "local" or parts is None or parts[1] != 1:  # a later shard: validate_split refuses it
         return
     missing = present_shards(resolved.path)[1]
     if not missing:

@@ -67,3 +67,24 @@ def test_run_of_a_file_of_ones_own_with_shards_missing_names_them_all_and_where_
     assert (refused.returncode, refused.err) == (1, (
         f"localgen: error: {SHARD.format(2)} and {SHARD.format(3)}: missing shards 2 and 3 of 3 (hint: put them in "
         f"{first.parent}, beside the first shard)\n")), refused.err
+
+
+def _own_shards(folder: Path, numbers: tuple[int, ...]) -> list[Path]:
+    """Shards of a three-part model of one's own in folder, those numbered."""
+    folder.mkdir()
+    for number in numbers:
+        (folder / SHARD.format(number)).write_bytes(make_gguf_bytes("own", shard=(number, 3)))
+    return [folder / SHARD.format(number) for number in numbers]
+
+
+@pytest.mark.parametrize("numbers", [(2, 3), (1, 2)], ids=["first-missing", "last-missing"])
+def test_a_later_shard_is_told_to_open_the_first_whatever_shards_are_missing(tmp_path: Path,
+                                                                            numbers: tuple[int, ...]) -> None:
+    """`run -m` of the second shard was told shard 1 was missing, to be put `beside the first shard`, or shard 3
+    was, and once it was there, that this was not the first shard."""
+    second = _own_shards(tmp_path / "own", numbers)[numbers.index(2)]
+    refused = run_localgen("run", "-m", str(second), "-n", "1", "hi")
+    assert (refused.returncode, refused.err) == (1, (
+        f"localgen: error: {second}: not the first shard (hint: open the first shard ({SHARD.format(1)}); llama.cpp "
+        "loads the others from beside it)\n")), refused.err
+
