@@ -252,12 +252,12 @@ def models_show(
     from localgen.gguf_reader import read_gguf
     from localgen.gguf_split import missing_shards_text, parameter_count, present_shards, validate_split
     from localgen.hub_lack import refuse_lacking
-    from localgen.hub_settings import snapshot_entry
     from localgen.model_file_errors import named_as_typed
     from localgen.partial_downloads import partial_json
     from localgen.quant_choice import resolve_downloaded
     from localgen.registry import load_registry
     from localgen.resolve import checked_by_pull, undownloaded_entry, unverified_copy
+    from localgen.shards_missing import is_own_split
     from localgen.verify import recorded_sha256
 
     if template and json_output:
@@ -301,7 +301,7 @@ def models_show(
     shape = header_shape(info, resolved.path, missing_bytes=missing_bytes or 0)
     plan, problem = plan_of_shape(shape, default_ctx=resolved.context)
     part = kept_part_of(resolved.path) if missing else None  # shards a stopped pull kept a part of
-    lacking = missing_shards_text(missing) if missing and snapshot_entry(resolved.path) is None else None  # no pull
+    lacking = missing_shards_text(missing) if missing and is_own_split(resolved.path) else None  # no pull
     problem = "; ".join(filter(None, (lacking, problem))) or None
     if json_output:
         source = resolved.shown_source.partition(" (")[0]  # "hub", as models list --json: verified says the rest

@@ -68,14 +68,15 @@ def validate_split(first_shard: Path) -> tuple[GGUFInfo, list[Path]]:
     if first.split_count != count or first.split_no != 0:
         raise GGUFError(f"{first_shard.name}: metadata says shard {first.split_no + 1} of "
                         f"{first.split_count}, the file name says 1 of {count}", hint=HINT)
-    paths = split_shard_paths(first_shard)
+    paths, missing = split_shard_paths(first_shard), present_shards(first_shard)[1]
+    if missing:
+        from localgen.shards_missing import missing_shards_hint
+
+        raise GGUFError(missing_shards_text(missing), hint=missing_shards_hint(first_shard, missing))
     expected_tensors = as_int(first.metadata.get("split.tensors.count"))
     names = {t.name for t in first.tensors}
     total = len(first.tensors)
     for index, shard_path in enumerate(paths[1:], start=1):
-        if not shard_path.exists():
-            raise GGUFError(f"{shard_path.name}: missing shard {index + 1} of {count}",
-                            hint="download the missing shard")
         shard = read_gguf(shard_path, require_architecture=False)
         _check_shard(first, shard, index, count)
         for tensor in shard.tensors:

@@ -88,3 +88,14 @@ def test_a_later_shard_is_told_to_open_the_first_whatever_shards_are_missing(tmp
         f"localgen: error: {second}: not the first shard (hint: open the first shard ({SHARD.format(1)}); llama.cpp "
         "loads the others from beside it)\n")), refused.err
 
+
+def test_models_default_of_a_file_with_a_shard_missing_says_where_it_belongs(tmp_path: Path) -> None:
+    """`models default` of a first shard, its second missing, said `download the missing shard` of a file of one's
+    own, where a run names the folder it belongs in."""
+    first, _ = _own_shards(tmp_path / "own", (1, 3))
+    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
+    refused = run_localgen("models", "default", str(first), env=env)
+    ran = run_localgen("run", "-m", str(first), "-n", "1", "hi", env=env)
+    assert refused.returncode == ran.returncode == 1, refused.err
+    assert refused.err == ran.err == (f"localgen: error: {SHARD.format(2)}: missing shard 2 of 3 (hint: put it in "
+                                      f"{first.parent}, beside the first shard)\n"), (refused.err, ran.err)
