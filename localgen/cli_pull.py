@@ -268,8 +268,8 @@ def already_here(resolved: ResolvedModel, size: int, *, force: bool = False) -> 
                 "reinstalls this one)")
     if resolved.source == "local":  # a path, or a models.toml entry's (path =): the file named too
         where = f", {short_path(resolved.path)}" if resolved.spec is not None else ""
-        return (f"localgen: {resolved.short_name} is a file on this machine{where} ({binary_size(size)}): nothing to "
-                "download")
+        named = resolved.display_name if resolved.spec is not None else resolved.path.name  # a file, not a Hub name
+        return f"localgen: {named} is a file on this machine{where} ({binary_size(size)}): nothing to download"
     check = resolved.hub_check
     if check is not None and check.outcome is HubOutcome.UPDATED:
         return f"localgen: updated {name} (the Hub has a newer version){_removed(check)}"

@@ -96,3 +96,11 @@ def test_an_older_snapshot_s_file_keeps_its_path_where_its_name_loads_the_newest
     assert ran["model"] == _conversation_model(hubenv.env, "older") == str(older), ran
     went_on = _json(hubenv.env, "run", "--conversation", "older", "-n", "1", "more")
     assert went_on["model_path"] == str(older), went_on
+
+
+def test_pull_of_a_cache_file_by_its_path_calls_the_file_by_its_name(hubenv: HubEnv) -> None:
+    """`pull PATH` of a downloaded file said `mine is a file on this machine`: a registry name called a file."""
+    entry = _pulled_entry(hubenv)
+    pulled = run_cli({**hubenv.env, "LOCALGEN_OFFLINE": "1"}, "pull", str(entry))
+    assert (pulled.returncode, pulled.stderr) == (
+        0, f"localgen: {entry.name} is a file on this machine (93.8 MiB): nothing to download\n"), pulled.stderr
