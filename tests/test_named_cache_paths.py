@@ -51,6 +51,14 @@ def test_run_of_a_cache_file_by_its_path_names_it_as_models_list_does(hubenv: Hu
     assert copied["model"] == str(outside), copied
 
 
+def test_bench_of_a_cache_file_by_its_path_names_it_as_models_list_does(hubenv: HubEnv) -> None:
+    """bench's --json gave the path of a downloaded file given by its path as its model, where models list names it
+    mine."""
+    entry = _pulled_entry(hubenv)
+    benched = _json(hubenv.env, "bench", "-m", str(entry), "-p", "8", "-n", "4", "-r", "1")
+    assert (benched["model"], benched["model_path"]) == ("mine", str(entry)), benched
+
+
 def test_chat_with_a_cache_file_by_its_path_names_it_as_models_list_does(hubenv: HubEnv) -> None:
     """The chat's banner and /show named the model by the path it was given as, and its toolbar by the file's name."""
     entry = _pulled_entry(hubenv)

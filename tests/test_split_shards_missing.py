@@ -99,3 +99,22 @@ def test_models_default_of_a_file_with_a_shard_missing_says_where_it_belongs(tmp
     assert refused.returncode == ran.returncode == 1, refused.err
     assert refused.err == ran.err == (f"localgen: error: {SHARD.format(2)}: missing shard 2 of 3 (hint: put it in "
                                       f"{first.parent}, beside the first shard)\n"), (refused.err, ran.err)
+
+
+
+def test_model_in_a_chat_of_a_cache_file_with_a_shard_missing_names_it_and_keeps_the_model(hubenv: HubEnv,
+                                                                                          tmp_path: Path) -> None:
+    """The chat's /model of the first shard's path said the model was removed by another command each time it was
+    found; it names the shard missing and the pull that fetches it, and the chat goes on with the model it had."""
+    from tests.test_repl import Chat
+
+    first = _pulled_split(hubenv, tmp_path)
+    chat = Chat(hubenv.localgen_home, "--offline", "--no-markdown", "-n", "1", columns=250)
+    try:
+        said = " ".join(chat.command_words(f"/model {first}", f"localgen pull {REPO}:Q8_0`)").split())
+        assert f"{SHARD.format(2)}: missing shard 2 of 3 (hint: drop --offline" in said, said
+        chat.command("/model", "using smollm2-135m")
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
