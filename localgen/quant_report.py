@@ -112,7 +112,8 @@ def _fit_report(reference: str | None, target: Target, *, request: FitRequest, h
     options = _with_other_downloads(option, target, hw, request)
     index = next(i for i, o in enumerate(options) if o.path == option.path)
     notes.extend(_entry_context_notes(target, options, request))
-    return FitReport(text, target.repo, hw, request, tuple(options), _marked(options, index), tuple(notes))
+    named = resolved.cache_file_name or text  # a download given by its path: as models list names it
+    return FitReport(named, target.repo, hw, request, tuple(options), _marked(options, index), tuple(notes))
 
 
 def _entry_context_notes(target: Target, options: Sequence[FitOption], request: FitRequest) -> list[str]:

@@ -81,9 +81,9 @@ class ResolvedModel:
 
     @property
     def shown_source(self) -> str:
-        """Where the model comes from, in `models list`'s words: a verified download, just made or found in the
-        cache, is `hub`."""
-        return "hub" if self.source == "cache" else self.source
+        """Where the model comes from, in `models list`'s words: a verified download, just made, found in the cache or
+        given by its path there (named as models list names it: cache_file_name), is `hub`."""
+        return "hub" if self.source == "cache" or self.cache_file_name is not None else self.source
 
 
 _DAMAGED: set[Path] = set()  # bundled files that failed their check in this process (warned about once)

@@ -51,6 +51,18 @@ def test_run_of_a_cache_file_by_its_path_names_it_as_models_list_does(hubenv: Hu
     assert copied["model"] == str(outside), copied
 
 
+def test_fit_of_a_cache_file_by_its_path_names_it_as_models_list_does(hubenv: HubEnv, tmp_path: Path) -> None:
+    """fit --json gave the path of a downloaded file given by its path as its model, and models show its source as
+    local; a file elsewhere keeps its path, and is local."""
+    entry = _pulled_entry(hubenv)
+    outside = tmp_path / entry.name
+    os.link(os.path.realpath(entry), outside)
+    assert [_json(hubenv.env, "fit", str(path))["model"] for path in (entry, outside)] == ["mine", str(outside)]
+    shown = [_json(hubenv.env, "models", "show", str(path)) for path in (entry, outside)]
+    assert [(row["name"], row["source"], row["verified"]) for row in shown] == [
+        ("mine", "hub", True), (str(outside), "local", False)], shown
+
+
 def test_bench_of_a_cache_file_by_its_path_names_it_as_models_list_does(hubenv: HubEnv) -> None:
     """bench's --json gave the path of a downloaded file given by its path as its model, where models list names it
     mine."""
@@ -60,14 +72,15 @@ def test_bench_of_a_cache_file_by_its_path_names_it_as_models_list_does(hubenv: 
 
 
 def test_chat_with_a_cache_file_by_its_path_names_it_as_models_list_does(hubenv: HubEnv) -> None:
-    """The chat's banner and /show named the model by the path it was given as, and its toolbar by the file's name."""
+    """The chat's banner and /show named the model by the path it was given as, and its toolbar by the file's name;
+    /show said it came from a file of one's own (local)."""
     entry = _pulled_entry(hubenv)
     chat = Chat(hubenv.localgen_home, "-m", str(entry), "--offline", "--no-markdown", "-n", "1", columns=250, cpr=True)
     try:
         assert entry.name not in chat.transcript.getvalue(), chat.transcript.getvalue()  # the banner and toolbar
         chat.command("/show", "model: ")
         said = " ".join(chat.transcript.getvalue().split())
-        assert "localgen chat with mine:" in said and "model: mine (local)" in said, said
+        assert "localgen chat with mine:" in said and "model: mine (hub)" in said, said
         assert chat.quit() == 0
     finally:
         if chat.child.isalive():
