@@ -18,6 +18,7 @@ from typing import BinaryIO, NoReturn, Protocol
 from localgen.console import pipe_or_socket
 from localgen.descriptor_reader import DescriptorReader
 from localgen.errors import UsageError, os_reason
+from localgen.input_streams import refuse_unreadable_stream
 from localgen.input_text import (
     DOCUMENT_HINT,
     SizeCap,
@@ -36,7 +37,6 @@ from localgen.stdin_names import (
     names_stdin,
     nohup_stdin,
     nohup_stdin_unread,
-    refuse_unreadable_stream,
     stdin_reader_name,
 )
 from localgen.typed_paths import (

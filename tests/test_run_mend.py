@@ -89,6 +89,19 @@ def test_a_pipe_the_run_itself_holds_open_for_writing_is_refused_rather_than_rea
                              "-f/--file)\n")
 
 
+def test_a_named_pipe_given_to_read_and_as_stdout_is_refused_rather_than_read_forever(tmp_path: Path) -> None:
+    """`-f FIFO > FIFO`, a reader on the other end: the run itself writes the pipe it would read."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    command = (f"cat fifo > read.txt & {shlex.quote(sys.executable)} -m localgen run -n 1 -f fifo hi > fifo; "
+               "status=$?; wait; exit $status")
+    result = subprocess.run(["bash", "-c", command], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd=tmp_path,
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and (tmp_path / "read.txt").read_text() == "", result.stderr
+    assert result.stderr == ("localgen: error: fifo is stdout, the pipe this run writes the answer to, so reading it "
+                             "would never end (hint: pass a file, or the pipe the text comes from, to -f/--file)\n")
+
+
 def test_a_pipe_another_command_writes_is_read_beside_one_the_run_writes_to() -> None:
     command = (f"exec {shlex.quote(sys.executable)} -m localgen run --print-prompt -f <(printf 'A document.') hi "
                "3> >(cat >/dev/null)")
