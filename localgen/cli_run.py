@@ -201,7 +201,7 @@ def refuse_emptied_by_stdout(files: list[InputFile], stdin: BinaryIO | None) -> 
     import os
     import stat
 
-    from localgen.stdin_names import STDOUT_PATHS
+    from localgen.stdin_names import names_a_descriptor
 
     try:
         out = os.fstat(sys.stdout.fileno())
@@ -217,7 +217,7 @@ def refuse_emptied_by_stdout(files: list[InputFile], stdin: BinaryIO | None) -> 
         with contextlib.suppress(OSError, ValueError):
             if os.path.samestat(status(), out):
                 shown = "the file stdin reads" if name == "stdin" else name
-                elsewhere = "" if name == "stdin" or name in STDOUT_PATHS else f" (> {name}.new)"
+                elsewhere = "" if name == "stdin" or names_a_descriptor(name) else f" (> {name}.new)"
                 raise UsageError(f"{shown} is also where stdout goes, so the shell emptied it for the answer (>) "
                                  "before localgen could read it",
                                  hint=f"send the answer to another file{elsewhere}, then restore the text that was in "

@@ -32,11 +32,11 @@ from localgen.line_ends import end_typed_line
 from localgen.stdin_names import (
     PROMPT_READER,
     STDIN_NAME,
-    STDIN_PATHS,
     UNASKED_STDIN,
     names_stdin,
     nohup_stdin,
     nohup_stdin_unread,
+    own_descriptor,
     stdin_reader_name,
 )
 from localgen.typed_paths import (
@@ -90,7 +90,7 @@ def check_file_path(path: Path, option: str = FILE_OPTION, *, shown: str | None 
     try:
         status = path.stat()
     except OSError as exc:
-        if str(path) in STDIN_PATHS and isinstance(exc, FileNotFoundError) and not _is_open(0):
+        if own_descriptor(str(path)) == 0 and isinstance(exc, FileNotFoundError) and not _is_open(0):
             raise stdin_closed(name, option) from None
         if isinstance(exc, FileNotFoundError):
             refuse_dangling_link(path, name, option)

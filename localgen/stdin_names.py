@@ -4,23 +4,47 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 from typing import IO
 
 from localgen.errors import UsageError
 
 STDIN_NAME = "-"  # as a prompt or a -f file: read standard input
-STDIN_PATHS = {"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"}  # its names as a file, missing while it is closed
-STDOUT_PATHS = {"/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"}  # stdout's names as a file
+_DESCRIPTOR_NAME = re.compile(r"/dev/(?:std(?P<stream>in|out|err)|fd/(?P<fd>\d+))"  # a descriptor's names as a file
+                              r"|/proc/(?P<pid>self|\d+)/fd/(?P<n>\d+)")
+_STANDARD_DESCRIPTORS = {"in": 0, "out": 1, "err": 2}
 PROMPT_READER = "the prompt -"  # run's prompt argument where it reads stdin, as messages name it
 UNASKED_STDIN = "piped stdin"  # stdin read because it is a pipe, no option or argument having asked for it
 
 
+def names_a_descriptor(name: str) -> bool:
+    """Whether name is the name of a process's open descriptor rather than of a file: /dev/stdin, /dev/stdout,
+    /dev/stderr, /dev/fd/N, /proc/self/fd/N or /proc/PID/fd/N, as written or not (/dev/./stderr)."""
+    return _descriptor_name(name) is not None
+
+
+def own_descriptor(name: str) -> int | None:
+    """The descriptor of this process that name names (/dev/stderr: 2, /dev/fd/3: 3, /proc/PID/fd/1 with this
+    process's PID: 1), whether or not it is open; None where it names none."""
+    match = _descriptor_name(name)
+    if match is None or match["pid"] not in (None, "self", str(os.getpid())):
+        return None
+    return _STANDARD_DESCRIPTORS[match["stream"]] if match["stream"] else int(match["fd"] or match["n"])
+
+
+def _descriptor_name(name: str) -> re.Match[str] | None:
+    """The match of name, its path made plain (/dev/./stdout, //dev/fd/1), against the names of descriptors."""
+    if not name.startswith("/"):
+        return None
+    return _DESCRIPTOR_NAME.fullmatch("/" + os.path.normpath(name).lstrip("/"))
+
+
 def names_stdin(name: str) -> bool:
-    """Whether a file name given to an option reads stdin: "-", or one of STDIN_PATHS where it is the file stdin is
-    (a pipe read through it leaves none of it for "-": `-f /dev/stdin -f -` reads stdin twice)."""
+    """Whether a file name given to an option reads stdin: "-", or a name of descriptor 0 (/dev/stdin) where it is
+    the file stdin is (a pipe read through it leaves none of it for "-": `-f /dev/stdin -f -` reads stdin twice)."""
     if name == STDIN_NAME:
         return True
-    if name not in STDIN_PATHS:
+    if own_descriptor(name) != 0:
         return False
     try:
         return os.path.samestat(os.stat(name), os.fstat(0))

@@ -110,6 +110,21 @@ def test_a_pipe_another_command_writes_is_read_beside_one_the_run_writes_to() ->
     assert result.returncode == 0 and "A document." in result.stdout, result.stderr
 
 
+@pytest.mark.parametrize("name", ["/dev/stderr", "/dev/fd/2", "/proc/self/fd/2", "/dev/./stdout"])
+def test_a_descriptor_named_as_the_file_the_shell_emptied_gets_no_new_file_hinted_beside_it(
+        tmp_path: Path, name: str) -> None:
+    """`-f /dev/stderr hi > n.txt 2>&1`: there is no /dev/stderr.new to send the answer to."""
+    notes = tmp_path / "n.txt"
+    notes.write_text("x\n")
+    command = f"{shlex.quote(sys.executable)} -m localgen run -n 1 -f {name} hi > n.txt 2>&1"
+    result = subprocess.run(["bash", "-c", command], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd=tmp_path,
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, notes.read_text()
+    assert notes.read_text() == (f"localgen: error: {name} is also where stdout goes, so the shell emptied it for the "
+                                 "answer (>) before localgen could read it (hint: send the answer to another file, "
+                                 "then restore the text that was in it from a copy)\n")
+
+
 @pytest.mark.parametrize(("folder", "typed", "meant"), [
     ("", ".", "./m.gguf"), ("", "./", "./m.gguf"), ("below", "..", "../m.gguf"), ("below", "../", "../m.gguf"),
 ])
