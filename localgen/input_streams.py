@@ -9,6 +9,7 @@ import os
 import stat
 
 from localgen.errors import UsageError
+from localgen.stdin_names import own_descriptor
 
 
 def refuse_unreadable_stream(status: os.stat_result, name: str, option: str) -> None:
@@ -18,7 +19,7 @@ def refuse_unreadable_stream(status: os.stat_result, name: str, option: str) -> 
     come while it runs."""
     if stat.S_ISSOCK(status.st_mode):
         raise UsageError(f"{name} is a socket, not a file", hint=f"pass a file or a pipe to {option}")
-    fd = _writing_descriptor(status) if stat.S_ISFIFO(status.st_mode) else None
+    fd = _writing_descriptor(status, own_descriptor(name)) if stat.S_ISFIFO(status.st_mode) else None
     if fd is None:
         return
     hint = f"pass a file, or the pipe the text comes from, to {option}"
@@ -30,9 +31,10 @@ def refuse_unreadable_stream(status: os.stat_result, name: str, option: str) -> 
                      "never end", hint=hint)
 
 
-def _writing_descriptor(status: os.stat_result) -> int | None:
-    """The lowest of this process's descriptors open for writing on the pipe that status is of (None: none is)."""
-    for fd in _open_descriptors():
+def _writing_descriptor(status: os.stat_result, named: int | None) -> int | None:
+    """The descriptor of this process open for writing on the pipe that status is of: named, the one its name names
+    (/dev/stderr: 2), where it is one, else the lowest (None: none is)."""
+    for fd in ([] if named is None else [named]) + _open_descriptors():
         with contextlib.suppress(OSError):  # closed since it was listed (the listing's own)
             if os.path.samestat(status, os.fstat(fd)) and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE != os.O_RDONLY:
                 return fd

@@ -102,6 +102,17 @@ def test_a_named_pipe_given_to_read_and_as_stdout_is_refused_rather_than_read_fo
                              "would never end (hint: pass a file, or the pipe the text comes from, to -f/--file)\n")
 
 
+@pytest.mark.parametrize("name", ["/dev/stderr", "/proc/self/fd/2"])
+def test_stderr_given_to_read_where_stdout_is_the_same_pipe_is_named_as_stderr(name: str) -> None:
+    """`-f /dev/stderr hi 2>&1 | cat`: descriptors 1 and 2 are one pipe; the name given is stderr's."""
+    command = f"{shlex.quote(sys.executable)} -m localgen run -n 1 -f {name} hi 2>&1 | cat"
+    result = subprocess.run(["bash", "-c", command], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert result.stdout == (f"localgen: error: {name} is stderr, the pipe this run writes its messages to, so "
+                             "reading it would never end (hint: pass a file, or the pipe the text comes from, to "
+                             "-f/--file)\n"), result.stderr
+
+
 def test_a_pipe_another_command_writes_is_read_beside_one_the_run_writes_to() -> None:
     command = (f"exec {shlex.quote(sys.executable)} -m localgen run --print-prompt -f <(printf 'A document.') hi "
                "3> >(cat >/dev/null)")
