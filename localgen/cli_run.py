@@ -6,13 +6,15 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, BinaryIO
+from typing import IO, TYPE_CHECKING, BinaryIO
 
 from localgen.errors import UsageError
 
 GIVEN_LIMIT = "-n/--max-tokens"  # the token limit's source where this command line gave it (token_limit_source)
 
 if TYPE_CHECKING:
+    import os
+
     from localgen.chat import Message
     from localgen.conversation import Conversation
     from localgen.events import Event, Finished
@@ -195,33 +197,45 @@ def refuse_an_unwritable_stdout() -> None:
 
 
 def refuse_emptied_by_stdout(files: list[InputFile], stdin: BinaryIO | None) -> None:
-    """Refuse a file given to read, or stdin, that is the file stdout goes to, which the shell's > emptied before
-    localgen could read it (`localgen run -f notes.md "Fix it." > notes.md`): the answer would come without it."""
+    """Refuse a file given to read, or stdin, that is the file stdout (or stderr) goes to, which the shell's > (2>)
+    emptied before localgen could read it (`localgen run -f notes.md "Fix it." > notes.md`, `-f /dev/stderr hi
+    2> n.txt`): the answer would come without it."""
+    import os
+
+    from localgen.stdin_names import names_a_descriptor
+
+    inputs = [(file.name, file.path.stat) for file in files if file.path is not None]
+    if stdin is not None:
+        inputs.append(("stdin", lambda: os.fstat(stdin.fileno())))
+    for stream, written, redirect in (("stdout", "the answer", ">"), ("stderr", "the messages", "2>")):
+        out = _emptied_output(getattr(sys, stream))
+        for name, status in inputs if out is not None else []:
+            with contextlib.suppress(OSError, ValueError):
+                if os.path.samestat(status(), out):
+                    shown = "the file stdin reads" if name == "stdin" else name
+                    elsewhere = "" if name == "stdin" or names_a_descriptor(name) else f" ({redirect} {name}.new)"
+                    raise UsageError(f"{shown} is also where {stream} goes, so the shell emptied it for {written} "
+                                     f"({redirect}) before localgen could read it",
+                                     hint=f"send {written} to another file{elsewhere}, then restore the text that was "
+                                          "in it from a copy")
+
+
+def _emptied_output(stream: IO[str] | None) -> os.stat_result | None:
+    """What stream (stdout, stderr) writes to is, where it is a file the shell's > emptied for it: a regular file,
+    empty, not appended to (>> keeps the file); None otherwise."""
     import fcntl
     import os
     import stat
 
-    from localgen.stdin_names import names_a_descriptor
-
+    if stream is None:
+        return None
     try:
-        out = os.fstat(sys.stdout.fileno())
-        appends = fcntl.fcntl(sys.stdout.fileno(), fcntl.F_GETFL) & os.O_APPEND  # >> keeps the file
-    except (OSError, ValueError, AttributeError):
-        return
-    if not stat.S_ISREG(out.st_mode) or out.st_size or appends:
-        return
-    inputs = [(file.name, file.path.stat) for file in files if file.path is not None]
-    if stdin is not None:
-        inputs.append(("stdin", lambda: os.fstat(stdin.fileno())))
-    for name, status in inputs:
-        with contextlib.suppress(OSError, ValueError):
-            if os.path.samestat(status(), out):
-                shown = "the file stdin reads" if name == "stdin" else name
-                elsewhere = "" if name == "stdin" or names_a_descriptor(name) else f" (> {name}.new)"
-                raise UsageError(f"{shown} is also where stdout goes, so the shell emptied it for the answer (>) "
-                                 "before localgen could read it",
-                                 hint=f"send the answer to another file{elsewhere}, then restore the text that was in "
-                                      "it from a copy")
+        fd = stream.fileno()
+        out = os.fstat(fd)
+        appends = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND
+    except (OSError, ValueError, AttributeError):  # closed, or no descriptor behind it
+        return None
+    return out if stat.S_ISREG(out.st_mode) and not out.st_size and not appends else None
 
 
 def nothing_to_send(*, stdin_read: bool, model: str | None = None, empty_files: Sequence[str] = (),

@@ -216,16 +216,16 @@ def check_run(request: RunRequest) -> CheckedRun:
     template_system = asks_for_no_system_prompt(system)
     constraint = constraint_source(request.grammar, request.json_schema, grammar_option=typed_name(ctx, "grammar"))
     template_file = chat_template_file(request.chat_template)
+    named = [*files, *(f for f in (system_input, template_file, constraint and constraint.file) if f is not None)]
+    stdin = sys.stdin.buffer if sys.stdin else None
+    refuse_emptied_by_stdout(named, stdin)  # before a warning is written to the file 2> emptied
     console.warn_each(warnings)
     if request.model is not None:  # all of this is refused before piped stdin, or a pipe an option names, is waited for
         check_reference(request.model)
     continued = open_conversation(request.conversation_name) if continuing else None
     conversation = None if continued is None else continued.conversation
     model, ctx_size = conversation_defaults(request.model, request.ctx_size, conversation)
-    stdin = sys.stdin.buffer if sys.stdin else None
     options = replace(model_options(ctx, model=model, ctx_size=ctx_size, raw=request.raw, min_ctx=0), think=think)
-    named = [*files, *(f for f in (system_input, template_file, constraint and constraint.file) if f is not None)]
-    refuse_emptied_by_stdout(named, stdin)
     # what loading would refuse is refused before a pipe is waited for too, and a pipe too long for the model as
     # soon as its size shows it
     bound = early_refusals(ctx, options, conversation, pipe=reads_a_pipe(named, stdin))

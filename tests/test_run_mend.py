@@ -136,6 +136,21 @@ def test_a_descriptor_named_as_the_file_the_shell_emptied_gets_no_new_file_hinte
                                  "then restore the text that was in it from a copy)\n")
 
 
+@pytest.mark.parametrize(("name", "elsewhere"), [("/dev/stderr", ""), ("n.txt", " (2> n.txt.new)")])
+def test_a_file_the_shell_emptied_for_stderr_is_refused_not_read_empty(
+        tmp_path: Path, name: str, elsewhere: str) -> None:
+    """`-f /dev/stderr hi 2> n.txt`: the shell empties n.txt before the run, which answered as if it were empty."""
+    notes = tmp_path / "n.txt"
+    notes.write_text("The meeting is on Friday.\n")
+    command = f"{shlex.quote(sys.executable)} -m localgen run -n 1 -f {name} hi 2> n.txt"
+    result = subprocess.run(["bash", "-c", command], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd=tmp_path,
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stdout == "", notes.read_text()
+    assert notes.read_text() == (f"localgen: error: {name} is also where stderr goes, so the shell emptied it for the "
+                                 "messages (2>) before localgen could read it (hint: send the messages to another "
+                                 f"file{elsewhere}, then restore the text that was in it from a copy)\n")
+
+
 @pytest.mark.parametrize(("folder", "typed", "meant"), [
     ("", ".", "./m.gguf"), ("", "./", "./m.gguf"), ("below", "..", "../m.gguf"), ("below", "../", "../m.gguf"),
 ])
