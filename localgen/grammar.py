@@ -17,6 +17,7 @@ from localgen.json_schema_words import MAX_COUNT
 from localgen.params import Grammar
 from localgen.stdin_names import names_stdin
 from localgen.thinking import CLOSE_TAG
+from localgen.typed_paths import reads_as_no_path
 from localgen.whole_inputs import whole_text, whole_text_cap
 
 GRAMMAR_HINT = 'give a GBNF grammar, as text or a file, with a root rule, e.g. --grammar \'root ::= "yes" | "no"\''
@@ -93,11 +94,9 @@ def constraint_source(grammar: str | None, json_schema: str | None, *,
 
 def _or_as_text(refused: UsageError, value: str, hint: str) -> UsageError:
     """refused, the error for a value taken as a file's name, with hint (how the text itself is given) added where
-    no file has that name and it reads as no path, with no folder nor extension (`--json-schema 'type: object'`,
+    no file has that name and it reads as no path (typed_paths.reads_as_no_path: `--json-schema 'type: object'`,
     `--grammar 'yes|no'`; not `schema.json`)."""
-    if "/" in value or os.path.splitext(value)[1][1:].isalnum() or os.path.lexists(value):
-        return refused
-    return refused.with_hint(f"{refused.hint}; or {hint}")
+    return refused.with_hint(f"{refused.hint}; or {hint}") if reads_as_no_path(value) else refused
 
 
 def grammar_for(source: ConstraintSource | None, warn: list[str], *, waiting: Waiting | None = None) -> Grammar | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import os
 import shlex
 
 from localgen.errors import UsageError
@@ -17,6 +16,7 @@ from localgen.other_tools_values import (
     setting_option_hint,
     writes_a_file_or_json,
 )
+from localgen.typed_paths import reads_as_no_path
 
 OTHER_TOOLS_COMMANDS = {  # what users of other tools type at the top level, and localgen's command for it
     "list": "localgen models list", "ls": "localgen models list", "rm": "localgen models rm NAME",
@@ -402,7 +402,7 @@ def _with_repo(hint: str, words: list[str]) -> str:
 def check_template_name(value: str) -> None:
     """Refuse a --chat-template value that names no file and reads as a built-in template's name (chatml, llama3),
     which llama-cli's --chat-template takes, where localgen's takes a Jinja file."""
-    if not value or value[0] in "-~" or "/" in value or os.path.splitext(value)[1] or os.path.lexists(value):
+    if not reads_as_no_path(value):
         return
     raise UsageError(f"no such file: {value}; localgen's --chat-template takes a Jinja template file, where "
                      "llama-cli's takes a built-in template's name",

@@ -54,6 +54,15 @@ def refuse_file_as_folder(text: str, path: Path) -> None:
                              hint=f"{short_path(file)} is a file, not a folder: drop the / after it")
 
 
+def reads_as_no_path(value: str) -> bool:
+    """Whether a value given where a file is asked for names no file and reads as no path, but as text or a name
+    (`yes|no`, `type: object`, `chatml`): it has no leading - or ~, no folder, no extension, and no file has its
+    name, a $VAR in it expanded."""
+    if not value or value[0] in "-~" or "/" in value or os.path.splitext(value)[1][1:].isalnum():
+        return False
+    return not os.path.lexists(expand_user_path(value))
+
+
 def unset_variables_hint(text: str) -> str | None:
     """For a path that is not there, the $VARs in it that are not set, which were left as typed ($NOPE is not
     set), if any."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_localgen
 
 
@@ -95,3 +97,16 @@ def test_a_grammar_or_schema_that_names_no_file_is_hinted_with_how_its_text_is_g
         result = run_localgen("run", option, value, "hi", env=env)
         assert (result.returncode, result.err) == (2, f"localgen: error: no such file: {value} (hint: {hint})\n"), \
             result.err
+
+
+@pytest.mark.parametrize(("option", "value", "said"), [
+    ("--grammar", "$HOME", "$HOME is a directory (hint: pass a file to --grammar)"),
+    ("--chat-template", "$HOME", "$HOME is a directory (hint: pass a file to --chat-template)"),
+    ("--grammar", "~nouser-x", "cannot expand '~nouser-x' in ~nouser-x: no such user or home directory (hint: write "
+                               "the full path)"),
+])
+def test_a_value_that_reads_as_a_path_once_expanded_is_not_hinted_as_text_or_a_template_name(
+        tmp_path: Path, option: str, value: str, said: str) -> None:
+    """A $VAR or ~ in the value is expanded before it is read as a path: `--grammar '$HOME'` names a folder."""
+    result = run_localgen("run", option, value, "hi", env={"LOCALGEN_HOME": str(tmp_path), "HOME": str(tmp_path)})
+    assert (result.returncode, result.err) == (2, f"localgen: error: {said}\n"), result.err
