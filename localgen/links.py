@@ -10,8 +10,9 @@ from pathlib import Path
 
 
 def broken_link(path: Path) -> str | None:
-    """What path is where it is a link that leads to nothing ("a link to X, which is not there", or which leads into
-    a loop of links, or which runs through a file); None where it is no link, or one that leads somewhere."""
+    """What path is where it is a link that leads to nothing ("a link to X, which is not there", X the last link's
+    target where links lead to links, or which leads into a loop of links, or which runs through a file); None where
+    it is no link, or one that leads somewhere."""
     try:
         target = os.readlink(path)
     except OSError:
@@ -24,9 +25,15 @@ def broken_link(path: Path) -> str | None:
         if exc.errno == errno.ENOTDIR:
             return f"a link to {target}, which cannot be there: {_file_above(path.parent / target)} is a file"
         if exc.errno == errno.ENOENT:
-            return f"a link to {target}, which is not there"
+            return f"a link to {_missing_target(path, target)}, which is not there"
         return f"a link to {target}, which cannot be followed ({exc.strerror})"
     return None
+
+
+def _missing_target(path: Path, target: str) -> str:
+    """The target that is not there of path, a link to target that leads to nothing: target, as the link holds it,
+    or where that is a link too, the last one's, in full."""
+    return os.path.realpath(path) if os.path.lexists(os.path.join(os.path.dirname(path), target)) else target
 
 
 def _file_above(path: Path) -> Path:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from localgen.hub_errors import (
 from localgen.hub_lack import known_lack, lacking_refusal, listed_lack, typed_quant_lack
 from localgen.hub_slips import with_known_repo
 from localgen.hub_verify import Pin, check_pinned_file
+from localgen.links import broken_link
 from localgen.model_file_errors import folder_gguf_models, folder_hint, missing_file_hint
 from localgen.own_files import MISSING, own_file_problem
 from localgen.partial_downloads import kept_said, listed_part
@@ -443,7 +443,7 @@ def _readable_file(path: Path, typed: str) -> Path:
         raise ModelNotFoundError(f"cannot use {shown} as a model file: {os_reason(exc)}",
                                  hint="check the path") from None
     if mode is None and path.is_symlink():
-        raise ModelNotFoundError(f"{shown} is a link to {os.readlink(path)}, which is not there",
+        raise ModelNotFoundError(f"{shown} is {broken_link(path)}",
                                  hint="point the link at the model's .gguf file, or pass the file's own path")
     if mode is None:
         raise ModelNotFoundError(f"no such model file: {shown}", hint=missing_file_hint(path, typed))

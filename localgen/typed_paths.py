@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from localgen.errors import UsageError
+from localgen.links import broken_link
 
 SHOWN_PATH_CHARS = 120  # longer paths are cut in error messages
 FILE_OPTION = "-f/--file"  # the option that attaches files, as messages name it
@@ -109,11 +110,9 @@ def file_identity(path: Path) -> object:
 
 
 def refuse_dangling_link(path: Path, name: str, option: str) -> None:
-    """Refuse a path given to option (named name) that is a symbolic link whose target does not exist, naming the
-    target (the last one, where links lead to links), where the file is missing; anything else is left as it is."""
-    with contextlib.suppress(OSError):
-        target = os.readlink(path)
-        if os.path.lexists(os.path.join(os.path.dirname(path), target)):  # a link to a link: the last is missing
-            target = os.path.realpath(path)
-        raise UsageError(f"{name} -> {short_path(target)}: the link's target does not exist",
+    """Refuse a path given to option (named name) that is a link leading to nothing (links.broken_link: a target not
+    there, named), where the file is missing; anything else is left as it is."""
+    broken = broken_link(path)
+    if broken is not None:
+        raise UsageError(f"{name} is {broken}",
                          hint=f"point the link at a file, or pass the file's own path to {option}")

@@ -179,6 +179,23 @@ def test_a_dangling_link_given_to_a_file_option_names_its_missing_target(
                             env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd=tmp_path, capture_output=True,
                             text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert result.returncode == 2 and result.stdout == "", result.stderr
-    assert result.stderr == (f"localgen: error: notes.txt -> {shown.format(tmp=tmp_path.resolve())}: the link's target "
-                             f"does not exist (hint: point the link at a file, or pass the file's own path to "
+    assert result.stderr == (f"localgen: error: notes.txt is a link to {shown.format(tmp=tmp_path.resolve())}, which "
+                             f"is not there (hint: point the link at a file, or pass the file's own path to "
                              f"{option})\n")
+
+
+@pytest.mark.parametrize(("target", "shown"), [
+    ("/gone/m.gguf", "/gone/m.gguf"),
+    ("chain.gguf", "{tmp}/old.gguf"),  # a link to a dangling link: the target missing at last
+])
+def test_a_dangling_link_given_as_a_model_is_said_as_one_given_to_a_file_option(
+        tmp_path: Path, target: str, shown: str) -> None:
+    (tmp_path / "chain.gguf").symlink_to("old.gguf")
+    (tmp_path / "m.gguf").symlink_to(target)
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "LOCALGEN_HOME": str(tmp_path / "home"), "LOCALGEN_OFFLINE": "1"}
+    result = subprocess.run([sys.executable, "-m", "localgen", "run", "-m", "./m.gguf", "hi"], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert result.returncode == 1 and result.stdout == "", result.stderr
+    assert result.stderr == (f"localgen: error: ./m.gguf is a link to {shown.format(tmp=tmp_path.resolve())}, which is "
+                             "not there (hint: point the link at the model's .gguf file, or pass the file's own "
+                             "path)\n")
