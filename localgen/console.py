@@ -280,7 +280,7 @@ def finish_note(completion: Finished, *, chat: bool = False, limit_source: str =
 
 SHORT_COLUMN = 12  # a column no wider than this (sizes, dates, quants) stays on one line while the table fits
 MIN_WRAP_WIDTH = 20  # free text in a block wraps at the terminal's edge, but never narrower than this
-PATH_COLUMNS = ("PATH",)  # a file's path, spaces in it or not: never folded nor wrapped, so that it copies whole
+PATH_COLUMNS = ("PATH",)  # a file's path, spaces in it or not: never wrapped in a block, so that it copies whole
 
 
 def print_table(headers: list[str], rows: list[list[str]], *, title: str | None = None,
@@ -289,10 +289,9 @@ def print_table(headers: list[str], rows: list[list[str]], *, title: str | None 
     tab-separated columns on a pipe, each cell escaped as tab_separated.py does.
 
     A table wider than the terminal folds its squeeze columns that hold free text (descriptions, plans) at spaces
-    while the others (a PATH, spaces in it or not) fit whole; when that is not enough, each row becomes a block of
-    'name: value' lines under its heading column's cell (the first, or the one that names the row), so no path or
-    name is ever broken across lines. The row at index marked is starred and bold on a terminal; a pipe gets the
-    cells alone.
+    while the others fit whole; when that is not enough, each row becomes a block of 'name: value' lines under its
+    heading column's cell (the first, or the one that names the row), so no path or name is ever broken across lines.
+    The row at index marked is starred and bold on a terminal; a pipe gets the cells alone.
     """
     if sys.stdout.isatty():
         rows = [[terminal_safe(one_line(cell)) for cell in row] for row in rows]
@@ -333,8 +332,8 @@ def _unbroken_columns(headers: list[str], rows: list[list[str]], width: int,
 
     columns = list(zip(headers, *rows, strict=True))
     widths = [max(cell_len(cell) for cell in column) for column in columns]
-    folding = [h in squeeze and h not in PATH_COLUMNS and any(" " in cell for cell in column[1:])
-               for h, column in zip(headers, columns, strict=True)]
+    folding = [h in squeeze and any(" " in cell for cell in column[1:]) for h, column in zip(headers, columns,
+                                                                                              strict=True)]
     needed = sum(min(w, SHORT_COLUMN) if f else w for w, f in zip(widths, folding, strict=True))
     return [not f for f in folding] if needed + 2 * (len(widths) - 1) <= width else None
 
