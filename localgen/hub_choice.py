@@ -10,6 +10,7 @@ from localgen.errors import HubError
 from localgen.gguf_split import split_name_parts
 from localgen.hub_types import HubFile, NotInRepoError
 from localgen.references import normalize_quant, quant_of_filename
+from localgen.units import alternatives
 
 # Without an explicit quant: the first of these the repo has. 4-5 bit k-quants are the usual
 # size/quality sweet spot; then the older 4/5-bit formats, then bigger (better, slower) quants,
@@ -81,8 +82,8 @@ def _meant_quants(wanted: str, available: list[str]) -> list[str]:
 def lacking_quant_hint(model: str, meant: Sequence[str], choices: str) -> str:
     """The hint for a quant a repo lacks, with the quants it may have meant and those it has, each to be chosen as
     model:QUANT (model: the repo, or the registry name typed)."""
-    alike = " or ".join(f"{model}:{tag}" for tag in meant)
-    return (f"did you mean {alike}? " if alike else "") + f"{choices}; choose one with {model}:QUANT"
+    alike = [f"{model}:{tag}" for tag in meant]
+    return (f"did you mean {alternatives(alike)}? " if alike else "") + f"{choices}; choose one with {model}:QUANT"
 
 
 def choose_model(files: list[HubFile], *, quant: str | None, filename: str | None,

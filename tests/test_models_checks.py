@@ -86,14 +86,30 @@ def test_a_misspelt_default_is_offered_the_names_meant(home: Path, written: str,
 def test_every_command_offers_the_names_meant_in_the_same_words(home: Path) -> None:
     """An unknown model offered `qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b?`, where an option and a conversation were
     offered `--stop or --top-p or --top-k?`: one list, three ways."""
-    for name in ("talk1", "talk2", "talk3"):
-        saved = run_localgen("run", "--conversation", name, "-n", "1", "hi", env={"LOCALGEN_OFFLINE": "1"})
-        assert saved.returncode == 0, saved.err
+    from localgen.conversation import Conversation, Turn
+    from localgen.conversation_store import saved_path
+
+    for age, name in enumerate(("talk3", "talk2", "talk1")):  # talk3 the latest
+        path = saved_path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(Conversation(name=name, turns=[Turn("hi", "Hello!")]).to_json())
+        os.utime(path, (1_000_000 - age, 1_000_000 - age))
     for args, offered in [(("models", "show", "qwen2.5-05b"), "qwen2.5-0.5b, qwen2.5-1.5b or qwen2.5-3b"),
                           (("run", "--top", "1", "hi"), "--stop, --top-p or --top-k"),
                           (("conversations", "show", "talk"), "talk3, talk2 or talk1")]:
         result = run_localgen(*args, env={"LOCALGEN_OFFLINE": "1"})
         assert result.returncode in (1, 2) and f"(hint: did you mean {offered}?" in result.err, result.err
+
+
+def test_a_quant_the_repo_lacks_is_offered_the_quants_meant_in_the_same_words(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """A quant of the Hub that a repo lacks was offered `acme/R:Q4_K_M or acme/R:Q4_K_S or acme/R:Q4_K_L?`, where
+    every other name is offered as `a, b or c`."""
+    server, env = hub
+    server.add_repo("acme/R", {f"r-{quant}.gguf": make_gguf_bytes(quant) for quant in ("Q4_K_L", "Q4_K_M", "Q4_K_S")})
+    pulled = run_cli(env, "pull", "acme/R:Q4_K")
+    assert pulled.returncode == 1, pulled.stderr
+    assert "(hint: did you mean acme/R:Q4_K_M, acme/R:Q4_K_S or acme/R:Q4_K_L? " in pulled.stderr, pulled.stderr
 
 
 def test_a_model_a_stopped_pull_kept_a_part_of_is_said_so_offline(hubenv: HubEnv) -> None:
