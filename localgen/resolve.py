@@ -326,7 +326,7 @@ def _refuse_missing(reference: str, repo: str, unverified: Path | None, *, offli
     part = _downloaded_part(unverified or hub_unverified.unverified_file(repo, quant=quant, filename=filename,
                                                                      incomplete=True))
     if unverified is None or part:  # a split model's first shard, its others missing, is no copy to use as it is
-        kept = listed_part(repo, quant, filename) if quant or filename else None  # ORG/REPO: the quant not chosen
+        kept = listed_part(repo, quant, filename)  # ORG/REPO: of the quant a pull would choose
         said = f"; {kept_said(kept)}" if kept is not None else ""
         raise ModelNotFoundError(f"model '{reference}' is {part or 'not downloaded'}{where}{said}", hint=hint)
     check = checking_pull_hint(reference, offline=offline, flag=flag)  # a copy here: the pull that checks it

@@ -349,6 +349,22 @@ def time_without_sleep(waits: list[float] | None = None) -> types.SimpleNamespac
     return stand_in
 
 
+def stopped_pull(hubenv: HubEnv, repo: str = "test/Cut-GGUF", *, other_quant: bool = True) -> None:
+    """Serve repo (cut-Q8_0.gguf of 4 MiB, and cut-Q4_0.gguf where other_quant) and stop a pull of its Q8_0 part way:
+    a part of it is kept."""
+    from localgen import hub
+    from localgen.errors import HubError
+
+    files = {"cut-Q8_0.gguf": make_gguf_bytes("cut", 4 * 2**20)}
+    hubenv.server.add_repo(repo, {**files, **({"cut-Q4_0.gguf": make_gguf_bytes("small")} if other_quant else {})})
+    hubenv.server.abort_after[(repo, "cut-Q8_0.gguf")] = 2_500_000  # past a piece of 1 MiB
+    hubenv.server.down_after_abort = True  # huggingface_hub's own retry fails too: the part is kept
+    with pytest.raises(HubError):
+        hub.download_model(repo, quant="Q8_0", filename=None, quiet=True)
+    hubenv.server.down = False
+    assert hubenv.incomplete_files(), "a part is kept"
+
+
 def make_gguf_bytes(tag: str, size: int = 64 * 1024, *, shard: tuple[int, int] | None = None) -> bytes:
     """A small GGUF file that passes localgen's header checks (no tensors, general.architecture = llama), padded to
     size with bytes unique per tag; shard (number, count) adds the split metadata of that shard of a split model."""

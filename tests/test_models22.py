@@ -6,11 +6,8 @@ from __future__ import annotations
 import json
 
 import pexpect
-import pytest
-from hub_server import HubEnv, make_gguf_bytes, run_cli
+from hub_server import HubEnv, make_gguf_bytes, run_cli, stopped_pull
 
-from localgen import hub
-from localgen.errors import HubError
 from localgen.gguf_reader import read_gguf
 from tests.conftest import bundled_model_file, spawn_localgen
 
@@ -94,22 +91,10 @@ def test_models_show_of_a_hub_split_quant_gives_its_shards(hubenv: HubEnv) -> No
     assert (record["shards"], record["size"], record["parameters"]) == (2, 131_072, None), record
 
 
-def _stopped_pull(hubenv: HubEnv) -> None:
-    """Serve test/Cut-GGUF (Q8_0 of 4 MiB, Q4_0) and stop a pull of its Q8_0 part way: a part of it is kept."""
-    hubenv.server.add_repo("test/Cut-GGUF", {"cut-Q8_0.gguf": make_gguf_bytes("cut", 4 * 2**20),
-                                             "cut-Q4_0.gguf": make_gguf_bytes("small")})
-    hubenv.server.abort_after[("test/Cut-GGUF", "cut-Q8_0.gguf")] = 2_500_000  # past a piece of 1 MiB
-    hubenv.server.down_after_abort = True  # huggingface_hub's own retry fails too: the part is kept
-    with pytest.raises(HubError):
-        hub.download_model("test/Cut-GGUF", quant="Q8_0", filename=None, quiet=True)
-    hubenv.server.down = False
-    assert hubenv.incomplete_files(), "a part is kept"
-
-
 def test_models_rm_of_a_repo_with_only_a_part_kept_names_that_part(hubenv: HubEnv) -> None:
     """`models rm ORG/REPO` (or another quant of it) where the cache holds only what a stopped pull kept of one quant
     names that part, which `models` lists, with its rm, where the hint said only to see `localgen models list`."""
-    _stopped_pull(hubenv)
+    stopped_pull(hubenv)
     assert "test/Cut-GGUF:Q8_0\tQ8_0\t" in run_cli(hubenv.env, "models").stdout
     for typed in ("test/Cut-GGUF", "test/Cut-GGUF:Q4_0"):
         removed = run_cli(hubenv.env, "models", "rm", typed, "-y")
@@ -147,7 +132,7 @@ def test_models_default_refuses_a_quant_or_file_its_repo_lacks(hubenv: HubEnv) -
 def test_models_show_of_a_hub_quant_a_pull_stopped_says_how_much_is_kept(hubenv: HubEnv) -> None:
     """`models show ORG/REPO:QUANT` of a model a stopped pull kept a part of says so with the pull that resumes it, as
     `models` does, where it said the pull would download it."""
-    _stopped_pull(hubenv)
+    stopped_pull(hubenv)
     fields = _fields(run_cli(hubenv.env, "models", "show", "test/Cut-GGUF:Q8_0").stdout)
     assert fields["downloaded"] == ("no (a pull stopped part way: 2.0 MiB of 4.0 MiB are kept; `localgen pull "
                                     "test/Cut-GGUF:Q8_0` resumes it)"), fields
@@ -160,7 +145,7 @@ def test_a_resumed_pull_on_a_terminal_says_so_above_its_bar(hubenv: HubEnv) -> N
     was written over the bar's first drawing (`big-Q8_0.gguf ━━ 0 B/4.0 MiB ? -:--:--localgen: resuming ...`)."""
     import pyte
 
-    _stopped_pull(hubenv)
+    stopped_pull(hubenv)
     hubenv.server.bytes_per_s = 8 * 2**20  # the bar is drawn before the rest comes
     child = spawn_localgen("pull", "test/Cut-GGUF:Q8_0", env=hubenv.env, encoding="utf-8", timeout=60,
                            dimensions=(24, 150))
@@ -180,7 +165,7 @@ def test_models_rm_of_a_repo_says_what_stopped_pulls_kept_of_its_other_quants(hu
     """`models rm ORG/REPO` removing the one quant downloaded says that the part a stopped pull kept of another quant
     stays, with the rm that removes it, where it said nothing and `models` still listed that part; rm of the quant
     alone says nothing of it."""
-    _stopped_pull(hubenv)
+    stopped_pull(hubenv)
     for typed in ("test/Cut-GGUF", "test/Cut-GGUF:Q4_0"):
         assert run_cli(hubenv.env, "pull", "test/Cut-GGUF:Q4_0").returncode == 0
         removed = run_cli(hubenv.env, "models", "rm", typed, "-y")

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pexpect
 import pytest
-from hub_server import HubEnv, HubServer, make_gguf_bytes, run_cli
+from hub_server import HubEnv, HubServer, make_gguf_bytes, run_cli, stopped_pull
 
 from tests.conftest import run_localgen, spawn_localgen, user_registry
-from tests.test_models22 import _stopped_pull
 
 REPO = "acme/Tiny-GGUF"
 
@@ -115,7 +114,7 @@ def test_a_quant_the_repo_lacks_is_offered_the_quants_meant_in_the_same_words(
 def test_a_model_a_stopped_pull_kept_a_part_of_is_said_so_offline(hubenv: HubEnv) -> None:
     """Offline, a run (or `models show`, or bench) of a model a stopped pull kept a part of said only that it is not
     downloaded, where `models` lists the part and how much is kept."""
-    _stopped_pull(hubenv)
+    stopped_pull(hubenv)
     offline = {**hubenv.env, "LOCALGEN_OFFLINE": "1"}
     kept = "a pull stopped part way: 2.0 MiB of 4.0 MiB are kept"
     for args in (("run", "-m", "test/Cut-GGUF:Q8_0", "hi"), ("models", "show", "test/Cut-GGUF:Q8_0"),
@@ -125,8 +124,19 @@ def test_a_model_a_stopped_pull_kept_a_part_of_is_said_so_offline(hubenv: HubEnv
             f"localgen: error: model 'test/Cut-GGUF:Q8_0' is not downloaded and localgen is offline; {kept} (hint: "
             "offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then run `localgen pull "
             "test/Cut-GGUF:Q8_0`)"), refused.stderr
-    other = run_cli(offline, "run", "-m", "test/Cut-GGUF:Q4_0", "hi")
-    assert other.returncode == 1 and "stopped" not in other.stderr, other.stderr
+    for other in ("test/Cut-GGUF:Q4_0", "test/Cut-GGUF"):  # ORG/REPO: the Q4_0 a pull would choose
+        refused = run_cli(offline, "run", "-m", other, "hi")
+        assert refused.returncode == 1 and "stopped" not in refused.stderr, refused.stderr
+
+
+def test_a_repo_of_one_quant_a_stopped_pull_kept_a_part_of_is_said_so_offline(hubenv: HubEnv) -> None:
+    """`run -m ORG/REPO` offline, of a repo whose one quant a stopped pull kept a part of, said only `not downloaded`,
+    where ORG/REPO:QUANT says how much is kept."""
+    stopped_pull(hubenv, "test/One-GGUF", other_quant=False)
+    refused = run_cli({**hubenv.env, "LOCALGEN_OFFLINE": "1"}, "run", "-m", "test/One-GGUF", "hi")
+    assert refused.returncode == 1 and refused.stderr.startswith(
+        "localgen: error: model 'test/One-GGUF' is not downloaded and localgen is offline; a pull stopped part way: "
+        "2.0 MiB of 4.0 MiB are kept (hint: "), refused.stderr
 
 
 @pytest.mark.parametrize("width", [150, 90])  # a table wider than 150 columns, folded before: blocks
