@@ -254,9 +254,10 @@ def models_show(
     from localgen.hub_lack import refuse_lacking
     from localgen.model_file_errors import named_as_typed
     from localgen.partial_downloads import partial_json
+    from localgen.pull_checks import checked_by_pull
     from localgen.quant_choice import resolve_downloaded
     from localgen.registry import load_registry
-    from localgen.resolve import checked_by_pull, undownloaded_entry, unverified_copy
+    from localgen.resolve import undownloaded_entry, unverified_copy
     from localgen.shards_missing import is_own_split
     from localgen.verify import recorded_sha256
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import stat
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 from localgen import console, hub, hub_cache, hub_unverified
 from localgen.catalog import bundled_file
 from localgen.config import settings
-from localgen.errors import GGUFError, HubError, LocalgenError, ModelNotFoundError, UsageError, os_reason
+from localgen.errors import HubError, LocalgenError, ModelNotFoundError, UsageError, os_reason
 from localgen.hub_check import HubCheck
 from localgen.hub_errors import (
     blamed_on_entry,
@@ -28,6 +27,7 @@ from localgen.links import broken_link
 from localgen.model_file_errors import folder_gguf_models, folder_hint, missing_file_hint
 from localgen.own_files import MISSING, own_file_problem
 from localgen.partial_downloads import kept_said, listed_part
+from localgen.pull_checks import refuse_broken_header
 from localgen.references import ModelRef, normalize_quant
 from localgen.registry import (
     ModelSpec,
@@ -332,7 +332,7 @@ def _refuse_missing(reference: str, repo: str, unverified: Path | None, *, offli
     check = checking_pull_hint(reference, offline=offline, flag=flag)  # a copy here: the pull that checks it
     hint = with_known_repo(with_alternative(check, repo) or check, reference, repo) or check
     if offline:
-        _refuse_broken_header(unverified, hint)
+        refuse_broken_header(unverified, hint)
     record = unreadable_record(unverified)
     if record is not None:  # verified, by another user, or not to be told
         said = "localgen's record that it was verified cannot be read" if record.there else \
@@ -367,29 +367,6 @@ def _refuse_unlisted(ref: ModelRef, spec: ModelSpec | None, repo: str, quant: st
     if lack is not None:
         again = f"to check the repo again, {offline_hint(ref.text, flag=flag)}"
         raise lacking_refusal(ref, spec, lack, then=again) from None
-
-
-def _refuse_broken_header(path: Path, hint: str) -> None:
-    """Offline, an unverified cached file that is no usable GGUF gets its header's error, as `-m PATH` would."""
-    from localgen.gguf_reader import read_gguf
-
-    try:
-        read_gguf(path)
-    except GGUFError as exc:
-        raise ModelNotFoundError(exc.message, hint=f"{hint} to check it against the Hub") from None
-
-
-@contextlib.contextmanager
-def checked_by_pull(resolved: ResolvedModel, reference: str) -> Iterator[None]:
-    """Header errors met in a copy of a Hub model that localgen has not verified (a download damaged since, another
-    tool's, one a pull refused) hinted with the pull that checks it against the Hub, as a run's error hints them."""
-    try:
-        yield
-    except GGUFError as exc:
-        if not resolved.source.startswith("hub ("):
-            raise
-        hint = checking_pull_hint(reference, offline=settings().offline)
-        raise type(exc)(exc.message, hint=f"{hint} to check it against the Hub", exit_code=exc.exit_code) from None
 
 
 def refuse_own_file(text: str) -> None:

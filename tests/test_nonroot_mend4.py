@@ -1,6 +1,6 @@
-"""localgen where file permissions bind, mended a fourth time: a moved conversation's group, and an input history made
-read-only said once, at the chat's start (commands run as test_nonroot runs them: as root without capabilities, or as
-another user)."""
+"""localgen where file permissions bind, mended a fourth time: a moved conversation's group, an input history made
+read-only said once, at the chat's start, and a download that may not be read told so, not sent to a pull (commands
+run as test_nonroot runs them: as root without capabilities, or as another user)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_localgen
-from tests.test_nonroot import run_unprivileged
+from tests.hub_server import HubServer, make_gguf_bytes, run_cli
+from tests.test_nonroot import run_unprivileged, run_unprivileged_in
 from tests.test_nonroot_mend3 import _chat_sending_lines
 
 ARGS = ("-n", "1", "--temperature", "0", "Hi")
@@ -76,3 +77,22 @@ def test_read_only_history_is_said_once_at_the_chats_start(tmp_path: Path, as_ro
             f"kept as it is; `chmod u+w {history}` lets a chat save it)") in start, start
     assert "input history" not in rest and "read-only" not in rest, rest
     assert history.read_bytes() == b"\n# 2026-01-01 00:00:00\n+entry\n"
+
+
+def test_a_download_that_may_not_be_read_keeps_its_own_hint(hub: tuple[HubServer, dict[str, str]]) -> None:
+    """A download changed since its pull and made unreadable (mode 000): models show and a run offline say it cannot
+    be read, with the hint to check its permissions, where they hinted the pull that checks it against the Hub, which
+    the file's mode would refuse all the same."""
+    server, env = hub
+    server.add_repo("acme/Tiny-GGUF", {"tiny-Q8_0.gguf": make_gguf_bytes("q8")})
+    pulled = run_cli(env, "pull", "acme/Tiny-GGUF:Q8_0")
+    assert pulled.returncode == 0, pulled.stderr
+    path = Path(pulled.stdout.strip()).resolve()
+    path.write_bytes(path.read_bytes())  # changed since the pull: localgen has not verified it
+    path.chmod(0)
+    refused = [run_unprivileged_in({**env, "LOCALGEN_OFFLINE": offline}, *args)
+               for offline, args in (("0", ("models", "show", "acme/Tiny-GGUF:Q8_0")),
+                                     ("1", ("run", "-m", "acme/Tiny-GGUF:Q8_0", "hi")))]
+    said = ("localgen: error: tiny-Q8_0.gguf: cannot be read (Permission denied) (hint: check the file's "
+            "permissions)\n")
+    assert [(result.returncode, result.stderr) for result in refused] == [(1, said)] * 2, refused
