@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from localgen.errors import UsageError
-from localgen.shorten import SHOWN_NAME_CHARS, shorten_middle
+from localgen.shorten import shown_name
 from localgen.tab_separated import NAMED_ESCAPES, byte_escapes
 
 MAX_NAME_LENGTH = 100
@@ -32,13 +32,13 @@ def check_name(name: str) -> str:
         raise empty_name(NEW_NAME_HINT)
     if not NAME_PATTERN.fullmatch(name):
         if (copied := _renamable_entry(name)) is not None:  # `chat --resume "my notes"` of a file copied in by hand
-            raise UsageError(f"'{shorten_middle(name, SHOWN_NAME_CHARS)}' is not a valid conversation name",
+            raise UsageError(f"'{shown_name(name)}' is not a valid conversation name",
                              hint=f"{copied} is there: `localgen "
                                   f"{command_words('conversations mv', name, free_name(name, name_taken))}` renames "
                                   "it to a name chat and run take")
         too_long = len(name) > MAX_NAME_LENGTH  # its example would be the name again, cut: said once, and shortened
         like = None if too_long else suggested_name(name)
-        raise UsageError(f"'{shorten_middle(name, SHOWN_NAME_CHARS)}' is not a valid conversation name",
+        raise UsageError(f"'{shown_name(name)}' is not a valid conversation name",
                          hint=f"{_CHARACTERS} (up to {MAX_NAME_LENGTH} characters"
                               + (f"; it has {len(name):,}" if too_long else "") + ")"
                               + (f", e.g. {like}" if like else ""))

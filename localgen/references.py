@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localgen.errors import UsageError
-from localgen.shorten import SHOWN_NAME_CHARS, shorten_middle
+from localgen.shorten import shown_name
 from localgen.typed_paths import expand_user_path, is_existing_file, is_existing_folder, refuse_file_as_folder
 
 # llama.cpp's quant names (ggml's types, llama_ftype): Q4_K_M, IQ4_XS, the ternary TQ1_0 and TQ2_0, the 4-bit floats
@@ -24,6 +24,7 @@ OLLAMA_PAGES = frozenset({"blog", "docs", "download", "models", "pricing", "publ
 OLLAMA_HUB_HINT = "find the model's GGUF repo on Hugging Face and give it as ORG/REPO[:QUANT]"
 DEFAULT_TAG = "latest"  # Ollama's tag for a model's default version: here, the default quant
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a registry name, and each half of a repo id
+HUB_NAME_CHARS = 96  # the longest owner or repo name the Hub takes, and here the longest quant tag
 
 
 class OllamaAddressError(UsageError):
@@ -84,8 +85,11 @@ def _split_quant(text: str) -> tuple[str, str | None]:
     if not sep:
         return text, None
     if not quant:
-        raise UsageError(f"model reference '{text}' has an empty quant after ':'",
+        raise UsageError(f"model reference '{shown_name(text)}' has an empty quant after ':'",
                          hint="write NAME:QUANT, e.g. qwen2.5-1.5b:Q8_0")
+    if len(quant) > HUB_NAME_CHARS:  # no file's quant tag is as long: a name pasted after the ':'
+        raise UsageError(f"model reference '{shown_name(text)}' has a quant of {len(quant):,} characters after ':'",
+                         hint=f"a quant is a tag of at most {HUB_NAME_CHARS} characters, e.g. Q8_0: write NAME:QUANT")
     return base, None if quant.strip().lower() == DEFAULT_TAG else normalize_quant(quant)
 
 
@@ -128,7 +132,7 @@ def parse_reference(text: str, base: Path | None = None) -> ModelRef:
         return _parse_hub(raw.rstrip("/"), raw)  # ORG/REPO/ as an address's path may end
     name, quant = _split_quant(raw)
     if not NAME_PATTERN.fullmatch(name):
-        raise UsageError(f"'{shorten_middle(raw, SHOWN_NAME_CHARS)}' is not a model name, repo or path",
+        raise UsageError(f"'{shown_name(raw)}' is not a model name, repo or path",
                          hint=_named_here_hint(raw, base))
     return ModelRef(text=raw, name=name.lower(), quant=quant)
 
@@ -225,16 +229,20 @@ def _parse_hub(body: str, raw: str) -> ModelRef:
 
 
 def is_repo_id(repo: str) -> bool:
-    """Whether repo is a Hugging Face repo id, ORG/NAME, with safe characters."""
+    """Whether repo is a Hugging Face repo id, ORG/NAME, with safe characters, each part as long as the Hub takes."""
     parts = repo.split("/")
-    return len(parts) == 2 and all(NAME_PATTERN.fullmatch(p) and ".." not in p for p in parts)
+    return len(parts) == 2 and all(NAME_PATTERN.fullmatch(p) and ".." not in p and len(p) <= HUB_NAME_CHARS
+                                   for p in parts)
 
 
 def _check_repo(repo: str, raw: str) -> None:
-    """Reject repo ids that are not ORG/NAME with safe characters."""
+    """Reject repo ids that are not ORG/NAME with safe characters, each part as long as the Hub takes."""
     if not is_repo_id(repo):
-        raise UsageError(f"'{raw}' is not a valid Hugging Face repo reference",
-                         hint="write ORG/REPO, ORG/REPO:QUANT or ORG/REPO/FILE.gguf")
+        parts = repo.split("/")
+        long = len(parts) == 2 and any(len(part) > HUB_NAME_CHARS for part in parts)
+        raise UsageError(f"'{shown_name(raw)}' is not a valid Hugging Face repo reference",
+                         hint=f"the Hub's owner and repo names are at most {HUB_NAME_CHARS} characters each" if long
+                         else "write ORG/REPO, ORG/REPO:QUANT or ORG/REPO/FILE.gguf")
 
 
 def check_safe_filename(filename: str) -> None:
@@ -242,5 +250,5 @@ def check_safe_filename(filename: str) -> None:
     parts = filename.split("/")
     if (filename.startswith("/") or "\\" in filename or any(p in ("", ".", "..") for p in parts)
             or ":" in filename or "\x00" in filename):
-        raise UsageError(f"unsafe file name '{filename}'",
+        raise UsageError(f"unsafe file name '{shown_name(filename)}'",
                          hint="file names must be relative paths inside the repository")

@@ -25,7 +25,7 @@ from localgen.references import (
 )
 from localgen.registry_entries import BUILTIN_SOURCE, STOP_KEY, ModelSpec, in_real_folder, parse_registry
 from localgen.registry_toml import read_toml
-from localgen.shorten import SHOWN_NAME_CHARS, shorten_middle
+from localgen.shorten import shown_name
 from localgen.slips import close_names
 from localgen.typed_paths import is_existing_file, is_existing_folder, short_path
 from localgen.units import alternatives
@@ -63,7 +63,7 @@ class Registry:
                               hint=f"{exc.hint} {fix}" if exc.hint else f"fix it {fix}") from None
         if ref.name is not None:
             if ref.name not in self.models:
-                raise self._no_entry_refusal(f"{source}: [defaults] model '{text}'", ref.name, fix)
+                raise self._no_entry_refusal(f"{source}: [defaults] model '{shown_name(text)}'", ref.name, fix)
             return f"{ref.name}:{ref.quant}" if ref.quant else ref.name
         if ref.path is None:  # a Hub reference, as every command names it (hf.co/... where -m would read a file here)
             from localgen.hub_names import kept_hub_reference
@@ -76,7 +76,7 @@ class Registry:
         spec = self.models.get(self._entry_name(name.lower(), typed or name))
         if spec is not None:
             return spec
-        shown = shorten_middle(_name_as_typed(name, typed), SHOWN_NAME_CHARS)
+        shown = shown_name(_name_as_typed(name, typed))
         sizes = self._sizes_of(name.lower())  # qwen2.5: every size, where close names might leave one out
         if len(sizes) == 1:  # a file or folder of the family's name here: spec_for names both
             raise ModelNotFoundError(f"unknown model '{shown}'", hint=f"for the registry's model, use {sizes[0]}")
@@ -147,7 +147,7 @@ class Registry:
         quant = quant_of_filename(rest) if rest else None
         words = set((rest.removesuffix(quant.lower()) if quant else rest).split("-")) - {""}
         if tagged in self.models and words & _BASE_TAG_WORDS:
-            raise ModelNotFoundError(f"'{ref.text}' is Ollama's tag of the base model of {tagged}, and the "
+            raise ModelNotFoundError(f"'{shown_name(ref.text)}' is Ollama's tag of the base model of {tagged}, and the "
                                      "registry has entries for chat models only",
                                      hint=f"for the chat model, use {tagged}; for the base model, give its GGUF repo "
                                           "on Hugging Face as ORG/REPO[:QUANT]")

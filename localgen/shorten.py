@@ -30,6 +30,12 @@ def shorten_middle(text: str, width: int) -> str:
     return "".join(_fitting(text, width - 1 - sum(map(display_width, end)))) + ELLIPSIS + "".join(reversed(end))
 
 
+def shown_name(name: str) -> str:
+    """A name (a model's, a reference, a conversation's) as an error shows it: cut in its middle where it is longer
+    than SHOWN_NAME_CHARS columns."""
+    return shorten_middle(name, SHOWN_NAME_CHARS)
+
+
 def _fitting(chars: Iterable[str], room: int) -> list[str]:
     """The leading chars that fit in room columns."""
     kept, used = [], 0

@@ -160,14 +160,29 @@ def test_a_path_with_spaces_is_listed_whole_on_a_terminal(home: Path, width: int
         assert [line for line in lines if str(path) in line], f"{path} on one line of:\n{shown}"
 
 
-@pytest.mark.parametrize(("args", "said"), [
-    (("models", "show", "a" * 5000), "unknown model 'aaaaaaaaaaaaaaaaaaa…aaaaaaaaaaaaaaaaaaaa'"),
-    (("pull", "a" * 5000 + ":Q4_0"), "unknown model 'aaaaaaaaaaaaaaaaaaa…aaaaaaaaaaaaaaaaaaaa'"),
-    (("run", "-m", "my " + "b" * 5000, "hi"), "'my bbbbbbbbbbbbbbbb…bbbbbbbbbbbbbbbbbbbb' is not a model name"),
+@pytest.mark.parametrize(("args", "default", "said"), [
+    (("models", "show", "a" * 5000), None, "unknown model 'aaaaaaaaaaaaaaaaaaa…aaaaaaaaaaaaaaaaaaaa'"),
+    (("pull", "a" * 5000 + ":Q4_0"), None, "unknown model 'aaaaaaaaaaaaaaaaaaa…aaaaaaaaaaaaaaaaaaaa'"),
+    (("run", "-m", "my " + "b" * 5000, "hi"), None, "'my bbbbbbbbbbbbbbbb…bbbbbbbbbbbbbbbbbbbb' is not a model name"),
+    (("run", "-m", "a" * 5000 + ":", "hi"), None,
+     "model reference 'aaaaaaaaaaaaaaaaaaa…aaaaaaaaaaaaaaaaaaa:' has an empty quant after ':'"),
+    (("run", "-m", "hf.co/" + "a" * 5000, "hi"), None,
+     "'hf.co/aaaaaaaaaaaaa…aaaaaaaaaaaaaaaaaaaa' is not a valid Hugging Face repo reference (hint: write ORG/REPO,"),
+    (("run", "-m", "org/" + "n" * 5000, "hi"), None, "'org/nnnnnnnnnnnnnnn…nnnnnnnnnnnnnnnnnnnn' is not a valid "
+     "Hugging Face repo reference (hint: the Hub's owner and repo names are at most 96 characters each)"),
+    (("run", "-m", "org/name:" + "q" * 5000, "hi"), None,
+     "model reference 'org/name:qqqqqqqqqq…qqqqqqqqqqqqqqqqqqqq' has a quant of 5,000 characters after ':'"),
+    (("run", "hi"), "a" * 5000, "{models_toml}: [defaults] model 'aaaaaaaaaaaaaaaaaaa…aaaaaaaaaaaaaaaaaaaa' is not in "
+     "the registry"),
 ])
-def test_a_long_name_refused_is_cut_in_its_middle(home: Path, args: tuple[str, ...], said: str) -> None:
+def test_a_long_name_refused_is_cut_in_its_middle(home: Path, args: tuple[str, ...], default: str | None,
+                                                  said: str) -> None:
     """A name of 5,000 characters was said whole in its one-line error, 5,000 columns of it, where a conversation's
-    name is cut in its middle to 40."""
+    name is cut in its middle to 40: a model's name, a reference with an empty or a long quant, a Hub repo (hf.co/
+    too, an owner's or repo's name longer than the Hub takes, which a run offline said was not downloaded, twice),
+    a `[defaults] model`."""
+    models_toml = user_registry(home, f'[defaults]\nmodel = "{default}"\n') if default else None
     result = run_localgen(*args, env={"LOCALGEN_OFFLINE": "1"})
-    assert result.returncode in (1, 2) and result.err.startswith(f"localgen: error: {said}"), result.err
-    assert len(result.err) < 200, result.err
+    assert result.returncode in (1, 2), result.err
+    assert result.err.startswith(f"localgen: error: {said.format(models_toml=models_toml)}"), result.err
+    assert len(result.err) < 400, result.err
