@@ -80,12 +80,11 @@ class Registry:
         sizes = self._sizes_of(name.lower())  # qwen2.5: every size, where close names might leave one out
         if len(sizes) == 1:  # a file or folder of the family's name here: spec_for names both
             raise ModelNotFoundError(f"unknown model '{shown}'", hint=f"for the registry's model, use {sizes[0]}")
-        if len(sizes) > 1:
-            raise ModelNotFoundError(f"'{shown}' comes in {len(sizes)} sizes: {', '.join(sizes)}",
-                                     hint=f"name one of them (the smallest: {sizes[0]})")
-        close = close_names(name.lower(), list(self.models))
-        hint = f"did you mean {alternatives(close)}?" if close else "see `localgen models list --all` for the names"
-        raise ModelNotFoundError(f"unknown model '{shown}'", hint=hint)
+        meant = self._names_meant(name)
+        if meant.sizes:
+            raise ModelNotFoundError(f"'{shown}' {meant.said}", hint=meant.hint)
+        raise ModelNotFoundError(f"unknown model '{shown}'",
+                                 hint=meant.hint or "see `localgen models list --all` for the names")
 
     def _entry_name(self, name: str, typed: str, folder: Path | None = None) -> str:
         """The entry a name means: its own, else the one size of a family the registry has in one size alone (smollm2:
@@ -161,15 +160,19 @@ class Registry:
 
     def _no_entry_refusal(self, setting: str, name: str, fix: str) -> ConfigError:
         """The error of a setting naming no entry: the sizes of a family of that name, or the names close to it."""
-        sizes = self._sizes_of(name.lower())
-        if len(sizes) > 1:
-            return ConfigError(f"{setting} comes in {len(sizes)} sizes: {', '.join(sizes)}",
-                               hint=f"name one of them (the smallest: {sizes[0]}): `localgen models default "
-                                    f"{sizes[0]}` sets it, or remove the line")
-        close = close_names(name.lower(), list(self.models))
-        meant = f"did you mean {alternatives(close)}? " if close else ""
+        meant = self._names_meant(name)
+        if meant.sizes:
+            return ConfigError(f"{setting} {meant.said}", hint=f"{meant.hint}: `localgen models default "
+                                                                f"{meant.sizes[0]}` sets it, or remove the line")
         return ConfigError(f"{setting} is not in the registry",
-                           hint=f"{meant}name a model from `localgen models list --all` {fix}")
+                           hint=f"{f'{meant.hint} ' if meant.hint else ''}name a model from `localgen models list "
+                                f"--all` {fix}")
+
+    def _names_meant(self, name: str) -> NamesMeant:
+        """What a name no entry has may mean: the sizes (smallest first) of the family of that name where it comes in
+        several, else the entries named close to it."""
+        sizes = self._sizes_of(name.lower())
+        return NamesMeant(sizes, []) if len(sizes) > 1 else NamesMeant([], close_names(name.lower(), list(self.models)))
 
     def _sizes_of(self, name: str) -> list[str]:
         """The entries NAME-SIZE of a model NAME (qwen2.5-0.5b, not qwen2.5-coder-1.5b), smallest first."""
@@ -204,6 +207,25 @@ class Registry:
                         if exc.hint.endswith("?") else f"{owner}; or {exc.hint}")
                 raise ModelNotFoundError(f"unknown model '{typed.partition(':')[0]}'", hint=hint) from None
             raise
+
+
+class NamesMeant(NamedTuple):
+    """What a name no entry has may mean, as an error offers it: a family's sizes, or names close to it."""
+
+    sizes: list[str]  # the family's, smallest first, where the name is a family of several sizes
+    close: list[str]  # else the entries named close to it
+
+    @property
+    def said(self) -> str:
+        """The sizes the family comes in, as the error says them."""
+        return f"comes in {len(self.sizes)} sizes: {', '.join(self.sizes)}"
+
+    @property
+    def hint(self) -> str | None:
+        """The smallest size to name, or the close names to choose from (None: nothing close)."""
+        if self.sizes:
+            return f"name one of them (the smallest: {self.sizes[0]})"
+        return f"did you mean {alternatives(self.close)}?" if self.close else None
 
 
 def _name_as_typed(name: str, typed: str | None) -> str:
