@@ -227,18 +227,23 @@ def default_missing_note(registry: Registry, parts: list[PartialDownload]) -> st
 def _lacking_default_warning(registry: Registry, ref: ModelRef, repo: str, quant: str | None,
                              filename: str | None) -> str | None:
     """What `models list` warns of a default model, not downloaded, whose quant or file its repo lacked when localgen
-    last listed it (a run without -m fails on it, and no pull downloads it), or None."""
-    from localgen.hub_errors import entry_blame, entry_error
-    from localgen.hub_lack import listed_lack
+    last listed it (offline a run without -m fails on it; online it asks the Hub again, as the pull hinted does), or
+    None."""
+    import shlex
+
+    from localgen.config import settings
+    from localgen.hub_lack import lacking_refusal, listed_lack
 
     lack = listed_lack(repo, quant, filename)
     if lack is None:
         return None
-    (exc, what), spec = lack, registry.spec_for(ref)
+    offline = settings().offline
+    again = None if offline else f"to check the repo again, run `localgen pull {shlex.quote(ref.text)}`"
     setting = f" ([defaults] model in {registry.default_source})" if registry.default_source else ""
-    hint = "; ".join(filter(None, (entry_error(exc, spec, ref).hint, "`localgen models default REF` sets another")))
-    return (f"localgen: warning: the default model, {ref.text}{setting}, is not downloaded, and {what}"
-            f"{entry_blame(exc, spec, ref)}, so run and chat without -m fail (hint: {hint})")
+    refusal = lacking_refusal(ref, registry.spec_for(ref), lack, subject=f"the default model, {ref.text}{setting},",
+                              then="; ".join(filter(None, (again, "`localgen models default REF` sets another"))))
+    fail = "fail" if offline else "fail unless the repo has it now"
+    return f"localgen: warning: {refusal.message}, so run and chat without -m {fail} (hint: {refusal.hint})"
 
 
 def not_downloaded_note(default: str) -> str:

@@ -78,15 +78,16 @@ def typed_quant_lack(ref: ModelRef, spec: ModelSpec, repo: str, quant: str) -> s
 
 
 def lacking_refusal(ref: ModelRef, spec: ModelSpec | None, lack: tuple[HubError, str], *,
-                    then: str | None = None) -> ModelNotFoundError:
+                    then: str | None = None, subject: str | None = None) -> ModelNotFoundError:
     """The refusal of a model that is not downloaded and that its repo lacks (lack: the Hub's error and what it says
-    is lacking), naming the user's models.toml entry it comes of; its hint the error's, then what then says."""
+    is lacking), naming the user's models.toml entry it comes of; its hint the error's, then what then says. subject:
+    the model as the message names it, where not `model 'REF'`."""
     from localgen.hub_errors import entry_blame, entry_error
 
     exc, what = lack
     hint = "; ".join(part for part in (entry_error(exc, spec, ref).hint, then) if part) or None
-    return ModelNotFoundError(f"model '{ref.text}' is not downloaded, and {what}{entry_blame(exc, spec, ref)}",
-                              hint=hint)
+    named = subject or f"model '{ref.text}'"
+    return ModelNotFoundError(f"{named} is not downloaded, and {what}{entry_blame(exc, spec, ref)}", hint=hint)
 
 
 def _hub_lack(repo: str, quant: str | None, filename: str | None) -> tuple[HubError, str] | None:

@@ -45,7 +45,8 @@ def test_models_show_of_a_damaged_download_names_the_pull_that_checks_it(
 
 def test_models_list_warns_of_a_default_whose_quant_the_repo_lacks(hub: tuple[HubServer, dict[str, str]]) -> None:
     """A `[defaults] model` written by hand with a quant the repo did not have when localgen last listed it was said
-    to be `not downloaded yet`, `localgen pull ...` downloading it, where that pull fails, as run and chat do."""
+    to be `not downloaded yet`, `localgen pull ...` downloading it, where that pull fails, as run and chat do; online,
+    the pull that asks the Hub again is hinted, which downloads it once the repo has it."""
     server, env = hub
     server.add_repo(REPO, {"tiny-Q8_0.gguf": make_gguf_bytes("q8")})
     assert run_cli(env, "pull", f"{REPO}:Q8_0").returncode == 0
@@ -59,6 +60,14 @@ def test_models_list_warns_of_a_default_whose_quant_the_repo_lacks(hub: tuple[Hu
     assert run_cli(env, "pull", f"{REPO}:Q5_K_M").returncode == 1, "no pull downloads it"
     ran = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "run", "hi")
     assert ran.returncode == 1 and f"{REPO} had no Q5_K_M file when localgen last listed it" in ran.stderr
+    online = run_cli(env, "models")
+    assert online.returncode == 0 and online.stderr == (
+        f"localgen: warning: the default model, {REPO}:Q5_K_M ([defaults] model in {models_toml}), is not downloaded, "
+        f"and {REPO} had no Q5_K_M file when localgen last listed it, so run and chat without -m fail unless the repo "
+        f"has it now (hint: quants in this repo: Q8_0; choose one with {REPO}:QUANT; to check the repo again, run "
+        f"`localgen pull {REPO}:Q5_K_M`; `localgen models default REF` sets another)\n"), online.stderr
+    server.add_repo(REPO, {"tiny-Q8_0.gguf": make_gguf_bytes("q8"), "tiny-Q5_K_M.gguf": make_gguf_bytes("q5")})
+    assert run_cli(env, "pull", f"{REPO}:Q5_K_M").returncode == 0, "online, the pull hinted asks the Hub again"
     user_registry(Path(env["LOCALGEN_HOME"]), '[defaults]\nmodel = "acme/Other-GGUF:Q5_K_M"\n')  # never listed
     unknown = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "models")
     assert "is not downloaded yet: `localgen pull acme/Other-GGUF:Q5_K_M` downloads it now" in unknown.stderr
