@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import signal
+import subprocess
+import sys
+import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from localgen.params import CHAT_SETTINGS, SamplingParams
-from tests.conftest import run_localgen
+from tests.conftest import REPO_ROOT, run_localgen
 
 GREEDY = ("--temperature", "0", "--seed", "1")
+CAP = 4 * 2**20  # what README says a grammar or a JSON schema may be
 PERSON = {"type": "object", "required": ["name", "age"],
           "properties": {"name": {"type": "string", "maxLength": 20}, "age": {"type": "integer"}}}
 
@@ -617,3 +622,70 @@ def test_llama_cpp_s_own_grammars_have_no_long_optional_run() -> None:
 
     texts = [getattr(grammars, name) for name in dir(grammars) if name.endswith("_GBNF")]
     assert len(texts) >= 5 and not any(map(optional_run_problem, texts))
+
+
+def run_reading_an_endless_pipe(*args: str) -> tuple[subprocess.CompletedProcess, int]:
+    """Run localgen with "{pipe}" in args standing for /dev/fd/N, a pipe this test writes lines to without end, and
+    how many bytes the run took from it before it exited."""
+    read_end, write_end = os.pipe()
+    written = [0]
+
+    def write_forever() -> None:
+        """Write lines until the reader has gone."""
+        chunk = b"y\n" * 32_768
+        try:
+            while True:
+                written[0] += os.write(write_end, chunk)
+        except BrokenPipeError:
+            pass
+
+    command = [sys.executable, "-m", "localgen", *(a.replace("{pipe}", f"/dev/fd/{read_end}") for a in args)]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    writer = threading.Thread(target=write_forever, daemon=True)
+    try:
+        child = subprocess.Popen(command, pass_fds=(read_end,), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT)
+    finally:
+        os.close(read_end)  # the run's copy is the only reader left: its exit ends the writing
+    writer.start()
+    try:
+        out, err = child.communicate(timeout=120)
+    finally:
+        child.kill()
+        writer.join(timeout=30)
+        os.close(write_end)
+    return subprocess.CompletedProcess(command, child.returncode, out, err), written[0]
+
+
+@pytest.mark.parametrize(("option", "what"), [("--grammar", "a grammar"), ("--json-schema", "a JSON schema")])
+def test_an_endless_pipe_given_as_a_grammar_or_schema_is_refused_at_its_cap(option: str, what: str) -> None:
+    result, written = run_reading_an_endless_pipe("run", "-n", "3", option, "{pipe}", "hi")
+    assert written < CAP + 2**20, f"{written:,} bytes read: the read went on past the cap"
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    pipe = result.args[result.args.index(option) + 1]
+    assert result.stderr == (f"localgen: error: {option} {pipe} is larger than 4 MiB, the most {what} may be "
+                             f"(hint: check the file given to {option})\n")
+
+
+def _grammar_of_comments(size: int) -> str:
+    """A grammar llama.cpp takes, of size bytes: one rule, then lines of comments."""
+    rule = 'root ::= "a"\n'
+    lines, rest = divmod(size - len(rule), 100)
+    return rule + ("#" + "c" * 98 + "\n") * lines + ("#" * (rest - 1) + "\n" if rest else "")
+
+
+def test_a_grammar_file_over_the_cap_is_refused_by_its_size(tmp_path: Path) -> None:
+    grammar = tmp_path / "big.gbnf"
+    grammar.write_text(_grammar_of_comments(CAP + 1))
+    result = run_localgen("run", "-n", "1", "--grammar", str(grammar), "hi")
+    assert result.returncode == 2 and result.out == "", result.err
+    assert result.err == (f"localgen: error: --grammar {grammar} is larger than 4 MiB, the most a grammar may be "
+                          "(hint: check the file given to --grammar)\n")
+
+
+def test_a_grammar_file_of_exactly_the_cap_is_taken(tmp_path: Path) -> None:
+    grammar = tmp_path / "full.gbnf"
+    grammar.write_text(_grammar_of_comments(CAP))
+    assert grammar.stat().st_size == CAP
+    result = run_localgen("run", "-n", "1", *GREEDY, "--grammar", str(grammar), "hi")
+    assert result.returncode == 0 and result.out == "a\n", result.err

@@ -308,14 +308,18 @@ def test_a_folder_here_whose_name_is_no_model_name_is_hinted_with_shell_quoted_p
 
 def test_the_current_or_parent_folder_given_as_a_model_is_hinted_with_a_path_that_runs(tmp_path: Path,
                                                                                         bundled_model: Path) -> None:
+    """`-m .` and `-m ./` (`..`, `../`) get one answer: a path that runs, with or without the slash."""
     (tmp_path / "m.gguf").symlink_to(bundled_model)
     (tmp_path / "below").mkdir()
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "LOCALGEN_HOME": str(tmp_path / "home"), "LOCALGEN_OFFLINE": "1"}
-    for folder, typed, meant in ((tmp_path, ".", "./m.gguf"), (tmp_path / "below", "..", "../m.gguf")):
+    for folder, typed, meant in ((tmp_path, ".", "./m.gguf"), (tmp_path, "./", "./m.gguf"),
+                                 (tmp_path / "below", "..", "../m.gguf"), (tmp_path / "below", "../", "../m.gguf")):
         refused = subprocess.run([sys.executable, "-m", "localgen", "run", "-m", typed, "hi"], env=env, cwd=folder,
                                  capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
         assert refused.returncode == 1 and refused.stderr == (
             f"localgen: error: {typed} is not a file (hint: did you mean {meant}?)\n"), refused.stderr
+        if typed.endswith("/"):
+            continue  # the path hinted is the one hinted without the slash, run once
         hinted = subprocess.run([sys.executable, "-m", "localgen", "run", "-m", meant, "-n", "1", "hi"], env=env,
                                 cwd=folder, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
         assert hinted.returncode == 0 and hinted.stdout.strip(), hinted.stderr

@@ -734,11 +734,16 @@ def test_a_missing_model_path_beside_a_projector_alone_is_not_offered_it(tmp_pat
 
 
 def test_a_model_path_that_is_a_link_to_nothing_names_where_it_points(tmp_path: Path) -> None:
+    """A link to a link to nothing names the target missing at last."""
     (tmp_path / "m.gguf").symlink_to(tmp_path / "moved" / "m.gguf")
-    for args in (("run", "-m", str(tmp_path / "m.gguf"), "hi"), ("models", "show", str(tmp_path / "m.gguf"))):
+    (tmp_path / "old.gguf").symlink_to("older.gguf")
+    (tmp_path / "chain.gguf").symlink_to("old.gguf")
+    for args, link, target in ((("run", "-m", str(tmp_path / "m.gguf"), "hi"), "m.gguf", "moved/m.gguf"),
+                               (("models", "show", str(tmp_path / "m.gguf")), "m.gguf", "moved/m.gguf"),
+                               (("run", "-m", str(tmp_path / "chain.gguf"), "hi"), "chain.gguf", "older.gguf")):
         result = run_localgen(*args)
         assert result.returncode == 1
-        assert result.err == (f"localgen: error: {tmp_path}/m.gguf is a link to {tmp_path}/moved/m.gguf, which is not "
+        assert result.err == (f"localgen: error: {tmp_path}/{link} is a link to {tmp_path}/{target}, which is not "
                               "there (hint: point the link at the model's .gguf file, or pass the file's own path)\n")
 
 

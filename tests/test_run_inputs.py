@@ -563,6 +563,55 @@ def test_a_file_the_shell_emptied_for_stdout_is_refused_not_sent_empty(tmp_path:
     assert kept.returncode == 0 and "user\nThe meeting is on Friday." in notes.read_text(), "a >> keeps the file"
 
 
+@pytest.mark.parametrize("name", ["/dev/stderr", "/dev/fd/2", "/proc/self/fd/2", "/dev/./stdout"])
+def test_a_descriptor_named_as_the_file_the_shell_emptied_gets_no_new_file_hinted_beside_it(
+        tmp_path: Path, name: str) -> None:
+    """`-f /dev/stderr hi > n.txt 2>&1`: there is no /dev/stderr.new to send the answer to."""
+    notes = tmp_path / "n.txt"
+    notes.write_text("x\n")
+    command = f"{shlex.quote(sys.executable)} -m localgen run -n 1 -f {name} hi > n.txt 2>&1"
+    result = subprocess.run(["bash", "-c", command], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd=tmp_path,
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, notes.read_text()
+    assert notes.read_text() == (f"localgen: error: {name} is also where stdout goes, so the shell emptied it for the "
+                                 "answer (>) before localgen could read it (hint: send the answer to another file, "
+                                 "then restore the text that was in it from a copy)\n")
+
+
+@pytest.mark.parametrize(("name", "elsewhere"), [("/dev/stderr", ""), ("n.txt", " (2> n.txt.new)")])
+def test_a_file_the_shell_emptied_for_stderr_is_refused_not_read_empty(
+        tmp_path: Path, name: str, elsewhere: str) -> None:
+    """`-f /dev/stderr hi 2> n.txt`: the shell empties n.txt before the run, which answered as if it were empty."""
+    notes = tmp_path / "n.txt"
+    notes.write_text("The meeting is on Friday.\n")
+    command = f"{shlex.quote(sys.executable)} -m localgen run -n 1 -f {name} hi 2> n.txt"
+    result = subprocess.run(["bash", "-c", command], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd=tmp_path,
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stdout == "", notes.read_text()
+    assert notes.read_text() == (f"localgen: error: {name} is also where stderr goes, so the shell emptied it for the "
+                                 "messages (2>) before localgen could read it (hint: send the messages to another "
+                                 f"file{elsewhere}, then restore the text that was in it from a copy)\n")
+
+
+@pytest.mark.parametrize(("option", "target", "shown"), [
+    ("-f/--file", "/gone/notes.txt", "/gone/notes.txt"),
+    ("--system-file", "old-notes.txt", "old-notes.txt"),  # relative, as the link holds it
+    ("--grammar", "chain.txt", "{tmp}/old-notes.txt"),  # a link to a dangling link: the target missing at last
+])
+def test_a_dangling_link_given_to_a_file_option_names_its_missing_target(
+        tmp_path: Path, option: str, target: str, shown: str) -> None:
+    (tmp_path / "chain.txt").symlink_to("old-notes.txt")
+    (tmp_path / "notes.txt").symlink_to(target)
+    short = option.split("/")[0]
+    result = subprocess.run([sys.executable, "-m", "localgen", "run", short, "notes.txt", "hi"],
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd=tmp_path, capture_output=True,
+                            text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert result.stderr == (f"localgen: error: notes.txt is a link to {shown.format(tmp=tmp_path.resolve())}, which "
+                             f"is not there (hint: point the link at a file, or pass the file's own path to "
+                             f"{option})\n")
+
+
 CTRL_C_AS_IT_LOADS = """
 import signal, sys
 import localgen.cli_chat_flow, localgen.cli_model

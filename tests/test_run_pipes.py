@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -312,3 +313,53 @@ def test_a_write_to_a_file_once_a_signal_ended_the_run_is_never_given_up(tmp_pat
                           capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
     assert (done.returncode, done.stderr, done.stdout) == (0, "", "20000000\n"), done.stderr
     assert record.stat().st_size == 20_000_000
+
+
+@pytest.mark.parametrize(("redirect", "name", "fd"), [
+    ("3> >(cat)", "/dev/fd/3", 3),  # the pipe to another command, given to the run to write to
+    ("4<>{fifo}", "{fifo}", 4),  # a named pipe the run holds open both ways
+])
+def test_a_pipe_the_run_itself_holds_open_for_writing_is_refused_rather_than_read_forever(
+        tmp_path: Path, redirect: str, name: str, fd: int) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    name, redirect = name.format(fifo=fifo), redirect.format(fifo=fifo)
+    command = f"exec {shlex.quote(sys.executable)} -m localgen run -n 1 -f {name} hi {redirect}"
+    result = subprocess.run(["bash", "-c", command], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert result.stderr == (f"localgen: error: {name} is a pipe this run holds open for writing (as descriptor {fd}), "
+                             "so reading it would never end (hint: pass a file, or the pipe the text comes from, to "
+                             "-f/--file)\n")
+
+
+def test_a_named_pipe_given_to_read_and_as_stdout_is_refused_rather_than_read_forever(tmp_path: Path) -> None:
+    """`-f FIFO > FIFO`, a reader on the other end: the run itself writes the pipe it would read."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    command = (f"cat fifo > read.txt & {shlex.quote(sys.executable)} -m localgen run -n 1 -f fifo hi > fifo; "
+               "status=$?; wait; exit $status")
+    result = subprocess.run(["bash", "-c", command], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd=tmp_path,
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and (tmp_path / "read.txt").read_text() == "", result.stderr
+    assert result.stderr == ("localgen: error: fifo is stdout, the pipe this run writes the answer to, so reading it "
+                             "would never end (hint: pass a file, or the pipe the text comes from, to -f/--file)\n")
+
+
+@pytest.mark.parametrize("name", ["/dev/stderr", "/proc/self/fd/2"])
+def test_stderr_given_to_read_where_stdout_is_the_same_pipe_is_named_as_stderr(name: str) -> None:
+    """`-f /dev/stderr hi 2>&1 | cat`: descriptors 1 and 2 are one pipe; the name given is stderr's."""
+    command = f"{shlex.quote(sys.executable)} -m localgen run -n 1 -f {name} hi 2>&1 | cat"
+    result = subprocess.run(["bash", "-c", command], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert result.stdout == (f"localgen: error: {name} is stderr, the pipe this run writes its messages to, so "
+                             "reading it would never end (hint: pass a file, or the pipe the text comes from, to "
+                             "-f/--file)\n"), result.stderr
+
+
+def test_a_pipe_another_command_writes_is_read_beside_one_the_run_writes_to() -> None:
+    command = (f"exec {shlex.quote(sys.executable)} -m localgen run --print-prompt -f <(printf 'A document.') hi "
+               "3> >(cat >/dev/null)")
+    result = subprocess.run(["bash", "-c", command], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert result.returncode == 0 and "A document." in result.stdout, result.stderr

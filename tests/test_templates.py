@@ -26,6 +26,7 @@ from localgen.errors import TemplateError
 from localgen.template_sandbox import TEMPLATE_TIME_LIMIT_S, TemplateStopped, render_template
 from tests.conftest import CliResult, run_localgen
 from tests.gguf_builders import copy_with_metadata, tiny_model
+from tests.test_grammar import run_reading_an_endless_pipe
 
 MARKER = "PWNED"  # a file that appears only if template code escaped the sandbox
 NESTED_LOOPS = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
@@ -418,6 +419,15 @@ def test_a_binary_chat_template_gets_the_template_hint(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="looks like binary data") as caught:
         read_chat_template(chat_template_file(str(template)))
     assert caught.value.hint == TEMPLATE_HINT
+
+
+def test_an_endless_pipe_given_as_a_chat_template_is_refused_at_its_cap() -> None:
+    result, written = run_reading_an_endless_pipe("run", "-n", "3", "--chat-template", "{pipe}", "hi")
+    assert written < 5 * 2**20, f"{written:,} bytes read: the read went on past the cap"
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    pipe = result.args[result.args.index("--chat-template") + 1]
+    assert result.stderr == (f"localgen: error: --chat-template {pipe} is larger than 4 MiB, the most a chat template "
+                             "may be (hint: check the file given to --chat-template)\n")
 
 
 def test_a_broken_template_from_models_toml_is_blamed_on_its_entry(tmp_path: Path) -> None:
