@@ -10,6 +10,7 @@ from localgen.control_chars import NOT_TEXT_CONTROLS, terminal_safe
 from localgen.errors import UsageError
 from localgen.units import counted
 
+MOST_BYTES_PER_CHARACTER = 4  # in UTF-8, UTF-16 (a surrogate pair) and UTF-32
 BOM = "\ufeff"  # a byte-order mark, which some editors put at the start of a UTF-8 file
 DOCUMENT_HINT = "send text; convert documents to plain text first"
 # what a terminal reading a line passes on as typed for a key that is no text: the escape sequence of an arrow or
@@ -98,16 +99,32 @@ def wide_encoding(data: bytes) -> str | None:
 @dataclass(frozen=True)
 class SizeCap:
     """The most bytes an option that takes its file as a whole (a grammar) reads of it, below a document's cap: a
-    read stops there, and a larger file is refused naming the option, the cap and what the option takes."""
+    read stops there, and a larger file is refused naming the option, the cap and what the option takes. A cap of
+    characters (chars) reads no more bytes than that many characters take, and refuses a longer text in its words."""
 
     option: str
     size: int
     what: str  # what the option takes: "a grammar"
+    chars: int | None = None  # the most characters the text may have, where the cap is one of characters
+
+    @classmethod
+    def of_characters(cls, option: str, chars: int, what: str) -> SizeCap:
+        """The cap of a text of at most chars characters: its file is read no further than the bytes they can take
+        (4 a character in UTF-8, UTF-16 and UTF-32, and one more character's for a byte-order mark)."""
+        return cls(option, MOST_BYTES_PER_CHARACTER * (chars + 1), what, chars)
 
     def refusal(self, name: str) -> UsageError:
         """The error for a file over the cap, called name."""
-        return UsageError(f"{self.option} {name} is larger than {self.size // 2**20} MiB, the most {self.what} may be",
+        over = f"larger than {self.size // 2**20} MiB" if self.chars is None else \
+            f"longer than {self.chars:,} characters"
+        return UsageError(f"{self.option} {name} is {over}, the most {self.what} may be",
                           hint=f"check the file given to {self.option}")
+
+    def check_length(self, text: str, name: str) -> None:
+        """Refuse the text of the file called name, read within the cap, where it has more characters than a cap of
+        characters allows."""
+        if self.chars is not None and len(text) > self.chars:
+            raise self.refusal(name)
 
 
 @dataclass(frozen=True)

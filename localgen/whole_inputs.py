@@ -8,8 +8,10 @@ from localgen.input_text import SizeCap
 from localgen.inputs import InputFile, Waiting, emptiness
 from localgen.other_tools import check_template_name
 from localgen.stdin_names import names_stdin
+from localgen.template_sandbox import TEMPLATE_SOURCE_LIMIT_CHARS
 
-MAX_WHOLE_TEXT_BYTES = 4 * 2**20  # real ones are some KiB; a generated grammar or schema some hundreds
+MAX_WHOLE_TEXT_BYTES = 4 * 2**20  # real ones are some KiB; a generated grammar or schema some hundreds (a chat
+# template's cap is one of characters, TEMPLATE_SOURCE_LIMIT_CHARS)
 TEMPLATE_HINT = "pass a Jinja chat template file, like the chat_template in a model's tokenizer_config"
 
 
@@ -26,6 +28,8 @@ def whole_text(file: InputFile, what: str, hint: str, *, waiting: Waiting | None
     if warnings or not text.strip():
         raise UsageError(f"{file.name} is not {what} ({'not UTF-8' if warnings else f'it {emptiness(text)}'})",
                          hint=hint)
+    if file.cap is not None:
+        file.cap.check_length(text, file.name)
     return text
 
 
@@ -37,7 +41,8 @@ def chat_template_file(name: str | None) -> InputFile | None:
         return None
     check_template_name(name)
     return InputFile.checked(name, "--chat-template", binary_hint=TEMPLATE_HINT,
-                             cap=whole_text_cap("--chat-template", "a chat template"))
+                             cap=SizeCap.of_characters("--chat-template", TEMPLATE_SOURCE_LIMIT_CHARS,
+                                                       "a chat template"))  # the most the sandbox renders
 
 
 def read_chat_template(file: InputFile | None, *, waiting: Waiting | None = None) -> str | None:

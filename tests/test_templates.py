@@ -426,8 +426,21 @@ def test_an_endless_pipe_given_as_a_chat_template_is_refused_at_its_cap() -> Non
     assert written < 5 * 2**20, f"{written:,} bytes read: the read went on past the cap"
     assert result.returncode == 2 and result.stdout == "", result.stderr
     pipe = result.args[result.args.index("--chat-template") + 1]
-    assert result.stderr == (f"localgen: error: --chat-template {pipe} is larger than 4 MiB, the most a chat template "
-                             "may be (hint: check the file given to --chat-template)\n")
+    assert result.stderr == (f"localgen: error: --chat-template {pipe} is longer than 1,048,576 characters, the most "
+                             "a chat template may be (hint: check the file given to --chat-template)\n")
+
+
+@pytest.mark.parametrize("size", [2 * 2**20, 5 * 2**20])
+def test_a_chat_template_file_too_long_is_refused_in_one_wording_whatever_its_size_in_bytes(
+        tmp_path: Path, size: int) -> None:
+    """A template over the characters the sandbox renders is refused as one read past the bytes they take is: 2 MiB
+    of ASCII was read whole, then refused in other words with exit 1."""
+    template = tmp_path / "t.jinja"
+    template.write_text("a" * size)
+    result = run_localgen("run", "-n", "1", "--chat-template", str(template), "hi")
+    assert result.returncode == 2 and result.out == "", result.err
+    assert result.err == (f"localgen: error: --chat-template {template} is longer than 1,048,576 characters, the "
+                          "most a chat template may be (hint: check the file given to --chat-template)\n")
 
 
 def test_a_broken_template_from_models_toml_is_blamed_on_its_entry(tmp_path: Path) -> None:
