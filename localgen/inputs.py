@@ -41,10 +41,10 @@ from localgen.stdin_names import (
 )
 from localgen.typed_paths import (
     FILE_OPTION,
+    dangling_link_refusal,
     file_identity,
     is_existing_file,
     option_path,
-    refuse_dangling_link,
     short_path,
 )
 
@@ -76,7 +76,7 @@ def read_file_input(path: Path, warnings: list[str], *, option: str = FILE_OPTIO
             end_typed_line(reader, data)
             typed = reader.isatty()
     except OSError as exc:
-        raise _unreadable(name, option, exc) from None
+        raise _unreadable(path, name, option, exc) from None
     text = decode_input(data, name, warnings, binary_hint=binary_hint)
     return typed_at_a_terminal(text, warnings) if typed else text
 
@@ -92,17 +92,15 @@ def check_file_path(path: Path, option: str = FILE_OPTION, *, shown: str | None 
     except OSError as exc:
         if own_descriptor(str(path)) == 0 and isinstance(exc, FileNotFoundError) and not _is_open(0):
             raise stdin_closed(name, option) from None
-        if isinstance(exc, FileNotFoundError):
-            refuse_dangling_link(path, name, option)
-        raise _unreadable(name, option, exc) from None
+        raise _unreadable(path, name, option, exc) from None
     mode = status.st_mode
     if stat.S_ISREG(mode) and status.st_size > (MAX_INPUT_BYTES if cap is None else cap.size):  # not read through
         _refuse_oversized(path, name, option, binary_hint, cap)
     if stat.S_ISDIR(mode):
-        raise _unreadable(name, option, IsADirectoryError(errno.EISDIR, "Is a directory"))
+        raise _unreadable(path, name, option, IsADirectoryError(errno.EISDIR, "Is a directory"))
     refuse_unreadable_stream(status, name, option)
     if not os.access(path, os.R_OK):
-        raise _unreadable(name, option, PermissionError(errno.EACCES, "Permission denied"))
+        raise _unreadable(path, name, option, PermissionError(errno.EACCES, "Permission denied"))
 
 
 def stdin_closed(name: str, option: str | None = None) -> UsageError:
@@ -128,16 +126,18 @@ def _refuse_oversized(path: Path, name: str, option: str, binary_hint: str, cap:
         with path.open("rb") as handle:
             refuse_binary(handle.read(BINARY_SNIFF_BYTES), name, binary_hint)
     except OSError as exc:
-        raise _unreadable(name, option, exc) from None
+        raise _unreadable(path, name, option, exc) from None
     if cap is not None:
         raise cap.refusal(name)
     raise UsageError(f"{name} is larger than {MAX_INPUT_BYTES // 2**20} MiB", hint="send a smaller file")
 
 
-def _unreadable(name: str, option: str, exc: OSError) -> UsageError:
-    """The error for a file named with option that cannot be opened or read, called name in it."""
+def _unreadable(path: Path, name: str, option: str, exc: OSError) -> UsageError:
+    """The error for a file at path, named with option, that cannot be opened or read, called name in it: a missing
+    one that is a link to nothing is named so (dangling_link_refusal), checked or read (deleted in between)."""
     if isinstance(exc, FileNotFoundError):
-        return UsageError(f"no such file: {name}", hint=f"check the path given to {option}")
+        return dangling_link_refusal(path, name, option) or UsageError(f"no such file: {name}",
+                                                                       hint=f"check the path given to {option}")
     if isinstance(exc, IsADirectoryError):
         return UsageError(f"{name} is a directory", hint=f"pass a file to {option}")
     if exc.errno in (errno.ENAMETOOLONG, errno.ENOTDIR):  # f.txt/x: a file where a folder goes

@@ -109,10 +109,9 @@ def file_identity(path: Path) -> object:
     return status.st_dev, status.st_ino
 
 
-def refuse_dangling_link(path: Path, name: str, option: str) -> None:
-    """Refuse a path given to option (named name) that is a link leading to nothing (links.broken_link: a target not
-    there, named), where the file is missing; anything else is left as it is."""
+def dangling_link_refusal(path: Path, name: str, option: str) -> UsageError | None:
+    """The error for a path given to option (named name) that is a link leading to nothing (links.broken_link: a
+    target not there, named), where the file is missing; None where it is no such link."""
     broken = broken_link(path)
-    if broken is not None:
-        raise UsageError(f"{name} is {broken}",
-                         hint=f"point the link at a file, or pass the file's own path to {option}")
+    return None if broken is None else UsageError(
+        f"{name} is {broken}", hint=f"point the link at a file, or pass the file's own path to {option}")

@@ -1,5 +1,6 @@
-"""The chat's /file given several files as a terminal writes those dropped on it, in a real pseudo-terminal on the
-bundled model: each name quoted or escaped, it is told to attach them one at a time."""
+"""The chat's /file given several files as a terminal writes those dropped on it, or a link to nothing, in a real
+pseudo-terminal on the bundled model: each name quoted or escaped, it is told to attach them one at a time; the link
+is named as -f names it."""
 
 from __future__ import annotations
 
@@ -26,6 +27,20 @@ def test_file_given_files_quoted_or_escaped_as_dropped_ones_says_to_attach_one_a
         chat.command_words("/file my notes/it's.txt", "attached my notes/it's.txt (16 characters)")
         chat.command_words("/file 'b.txt' nosuch", "takes one argument")
         chat.command_words("/file b.txt 'nosuch'", "check the path given to /file")
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
+def test_file_given_a_link_to_nothing_names_its_missing_target_as_f_does(tmp_path: Path) -> None:
+    """`/file dl.txt`, dl.txt a link to a file not there: it said "no such file: dl.txt"."""
+    (tmp_path / "dl.txt").symlink_to("/gone/notes.txt")
+    chat = Chat(tmp_path / "home", "-n", "2", cwd=tmp_path)
+    try:
+        said = " ".join(chat.command_words("/file dl.txt", "own path to /file)").split())
+        assert ("dl.txt is a link to /gone/notes.txt, which is not there (hint: point the link at a file, or pass "
+                "the file's own path to /file)") in said, said
         assert chat.quit() == 0
     finally:
         if chat.child.isalive():

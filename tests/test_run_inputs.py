@@ -612,6 +612,24 @@ def test_a_dangling_link_given_to_a_file_option_names_its_missing_target(
                              f"{option})\n")
 
 
+def test_a_link_whose_target_goes_between_its_check_and_its_read_is_named_as_a_link_to_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file deleted after the run checked the link to it, before it read it: the read says so as the check would."""
+    from localgen.errors import UsageError
+    from localgen.inputs import InputFile
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("The meeting is on Friday.\n")
+    Path("dl.txt").symlink_to("notes.txt")
+    checked = InputFile.checked("dl.txt", "-f/--file")
+    (tmp_path / "notes.txt").unlink()
+    with pytest.raises(UsageError) as refused:
+        checked.read(None, [])
+    assert (refused.value.message, refused.value.hint) == (
+        "dl.txt is a link to notes.txt, which is not there",
+        "point the link at a file, or pass the file's own path to -f/--file")
+
+
 CTRL_C_AS_IT_LOADS = """
 import signal, sys
 import localgen.cli_chat_flow, localgen.cli_model
