@@ -1,5 +1,6 @@
 """A model file's errors named as the user gave the file: its header's by the path typed or by its models.toml entry,
-and what to pass instead of a path that is missing or a folder: the model files beside it or in it."""
+and what to pass instead of a path that is missing or a folder: the model files beside it or in it; and why models rm
+removes no path."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from localgen.errors import GGUFError, ModelNotFoundError
+from localgen.errors import GGUFError, ModelNotFoundError, UsageError
 from localgen.gguf_format import GGUF_MAGIC
 from localgen.slips import misspells
 from localgen.typed_paths import is_existing_file, is_existing_folder, short_path, unset_variables_hint
@@ -190,6 +191,15 @@ def family_here_error(typed: str, entry: str) -> ModelNotFoundError:
     return ModelNotFoundError(f"'{name}' is both a folder here, not a model file, and a model family of the registry",
                               hint=_naming(f"{registry}; for {yours}, use ", models))
 
+
+def path_not_removed(typed: str, path: Path | None) -> UsageError:
+    """The refusal of a path given to models rm (typed; path: where it leads), which removes only the models localgen
+    downloaded: a folder (`.`) is said to be one, not a model; a file is left to its owner to delete."""
+    if path is not None and is_existing_folder(str(path)):
+        return UsageError(f"{typed} is a folder, not a model; localgen only removes models it downloaded",
+                          hint="pass the name of a downloaded model: `localgen models list` names them")
+    return UsageError(f"{typed} is a file path; localgen only removes models it downloaded",
+                      hint="delete the file yourself if you no longer need it")
 
 def _reads_as_gguf(path: Path) -> bool:
     """Whether a file starts as a GGUF model does."""

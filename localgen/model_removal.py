@@ -46,6 +46,7 @@ from localgen.hub_names import reference_name
 from localgen.hub_settings import cache_place
 from localgen.hub_slips import with_downloaded_repo
 from localgen.load_locks import loading_locks_of_links, taken_for_removal
+from localgen.model_file_errors import path_not_removed
 from localgen.partial_downloads import partial_downloads
 from localgen.promptcache import CacheEntry, remove_entries
 from localgen.promptcache_models import entries_of, identity_keys
@@ -193,8 +194,7 @@ def _refuse_path(registry: Registry, ref: ModelRef) -> None:
         raise UsageError(f"{ref.text} is a file of the cached model {model}",
                          hint=f"remove the whole model (every shard, and its blobs): localgen models rm "
                               f"{shlex.quote(model)}")
-    raise UsageError(f"{ref.text} is a file path; localgen only removes models it downloaded",
-                     hint="delete the file yourself if you no longer need it")
+    raise path_not_removed(ref.text, ref.path)
 
 
 def _cached_model_of(registry: Registry, path: Path) -> str | None:

@@ -325,6 +325,20 @@ def test_the_current_or_parent_folder_given_as_a_model_is_hinted_with_a_path_tha
         assert hinted.returncode == 0 and hinted.stdout.strip(), hinted.stderr
 
 
+def test_models_rm_of_a_folder_says_it_is_a_folder_not_a_file_to_delete(tmp_path: Path) -> None:
+    """`models rm .` said ". is a file path" and hinted to delete the file: the folder is no model, and no file."""
+    (tmp_path / "below").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "LOCALGEN_HOME": str(tmp_path / "home"), "LOCALGEN_OFFLINE": "1"}
+    for typed in (".", "./", "..", "../below", str(tmp_path / "below")):
+        refused = subprocess.run([sys.executable, "-m", "localgen", "models", "rm", typed, "--yes"], env=env,
+                                 cwd=tmp_path / "below", capture_output=True, text=True, timeout=60,
+                                 stdin=subprocess.DEVNULL)
+        assert refused.returncode == 2 and refused.stderr == (
+            f"localgen: error: {typed} is a folder, not a model; localgen only removes models it downloaded (hint: "
+            "pass the name of a downloaded model: `localgen models list` names them)\n"), refused.stderr
+    assert (tmp_path / "below").is_dir()
+
+
 def test_a_default_written_as_the_mirrors_address_is_given_as_the_hubs_reference(
         hub: tuple[HubServer, dict[str, str]]) -> None:
     server, env = hub
