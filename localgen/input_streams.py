@@ -19,7 +19,8 @@ def refuse_unreadable_stream(status: os.stat_result, name: str, option: str) -> 
     come while it runs."""
     if stat.S_ISSOCK(status.st_mode):
         raise UsageError(f"{name} is a socket, not a file", hint=f"pass a file or a pipe to {option}")
-    fd = _writing_descriptor(status, own_descriptor(name)) if stat.S_ISFIFO(status.st_mode) else None
+    named = own_descriptor(name)
+    fd = _writing_descriptor(status, named) if stat.S_ISFIFO(status.st_mode) else None
     if fd is None:
         return
     hint = f"pass a file, or the pipe the text comes from, to {option}"
@@ -27,6 +28,9 @@ def refuse_unreadable_stream(status: os.stat_result, name: str, option: str) -> 
         stream, written = ("stdout", "the answer") if fd == 1 else ("stderr", "its messages")
         raise UsageError(f"{name} is {stream}, the pipe this run writes {written} to, so reading it would never end",
                          hint=hint)
+    if fd != named:  # a descriptor a script opened on the pipe (exec 3<>FIFO), which the run needs not
+        hint = (f"close descriptor {fd} for the run ({fd}>&- after the command), so that the pipe ends as its writers "
+                f"close it, or {hint}")
     raise UsageError(f"{name} is a pipe this run holds open for writing (as descriptor {fd}), so reading it would "
                      "never end", hint=hint)
 

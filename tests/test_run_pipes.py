@@ -315,23 +315,39 @@ def test_a_write_to_a_file_once_a_signal_ended_the_run_is_never_given_up(tmp_pat
     assert record.stat().st_size == 20_000_000
 
 
-@pytest.mark.parametrize(("redirect", "name", "fd"), [
-    ("3> >(cat)", "/dev/fd/3", 3),  # the pipe to another command, given to the run to write to
-    ("4<>{fifo}", "{fifo}", 4),  # a named pipe the run holds open both ways
+@pytest.mark.parametrize(("opened", "redirect", "name", "fd", "close"), [
+    ("", "3> >(cat)", "/dev/fd/3", 3, ""),  # the pipe to another command, given to the run to write to
+    ("", "4<>{fifo}", "{fifo}", 4, "close descriptor 4 for the run (4>&- after the command), so "),  # both ways
+    ("exec 3<>{fifo}; ", "", "{fifo}", 3, "close descriptor 3 for the run (3>&- after the command), so "),  # a script's
 ])
 def test_a_pipe_the_run_itself_holds_open_for_writing_is_refused_rather_than_read_forever(
-        tmp_path: Path, redirect: str, name: str, fd: int) -> None:
+        tmp_path: Path, opened: str, redirect: str, name: str, fd: int, close: str) -> None:
+    """The hint names a descriptor the run was handed on the pipe, which closing for the run lets it read."""
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    name, redirect = name.format(fifo=fifo), redirect.format(fifo=fifo)
-    command = f"exec {shlex.quote(sys.executable)} -m localgen run -n 1 -f {name} hi {redirect}"
+    name, redirect, opened = name.format(fifo=fifo), redirect.format(fifo=fifo), opened.format(fifo=fifo)
+    command = f"{opened}exec {shlex.quote(sys.executable)} -m localgen run -n 1 -f {name} hi {redirect}"
     result = subprocess.run(["bash", "-c", command], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
     assert result.returncode == 2 and result.stdout == "", result.stderr
+    close = f"{close}that the pipe ends as its writers close it, or " if close else ""
     assert result.stderr == (f"localgen: error: {name} is a pipe this run holds open for writing (as descriptor {fd}), "
-                             "so reading it would never end (hint: pass a file, or the pipe the text comes from, to "
-                             "-f/--file)\n")
+                             f"so reading it would never end (hint: {close}pass a file, or the pipe the text comes "
+                             "from, to -f/--file)\n")
 
+
+def test_a_script_s_descriptor_on_the_pipe_closed_for_the_run_as_hinted_lets_it_read_what_the_script_writes(
+        tmp_path: Path) -> None:
+    """`exec 3<>FIFO`, then the run with 3>&-: it reads what the script writes once the script closes its own."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    command = (f"exec 3<>fifo; {shlex.quote(sys.executable)} -m localgen run --print-prompt -f fifo hi 3>&- & "
+               "echo 'A document from the script.' >&3; "
+               "until ls -l /proc/$!/fd | grep -q fifo || ! kill -0 $!; do sleep 0.1; done; "  # the run has it open
+               "exec 3>&-; wait $!")
+    result = subprocess.run(["bash", "-c", command], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd=tmp_path,
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "A document from the script.\n\nhi" in result.stdout, result.stderr
 
 def test_a_named_pipe_given_to_read_and_as_stdout_is_refused_rather_than_read_forever(tmp_path: Path) -> None:
     """`-f FIFO > FIFO`, a reader on the other end: the run itself writes the pipe it would read."""
