@@ -197,7 +197,7 @@ class InputFile:
     path: Path | None = None  # None: stdin
     typed: str | None = None  # the path as the user typed it, as messages name it (Path drops a leading ./); stdin's
     # where a name stood for it (/dev/stdin)
-    cap: SizeCap | None = None  # what more than a document's cap refuses of it (a grammar's file)
+    cap: SizeCap | None = None  # a size cap lower than a document's (a grammar's, schema's or template's file)
 
     @classmethod
     def checked(cls, name: str, option: str, *, stdin: bool = False, binary_hint: str = DOCUMENT_HINT,
