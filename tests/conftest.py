@@ -26,6 +26,7 @@ import pytest
 from forked_popen import ForkedPopen, run_with
 from forked_pty import ForkedPty, ForkedSpawn
 from hub_server import hub_fixture, hubenv_fixture, loopback_hub_fixture  # noqa: F401  (the loopback Hub fixtures)
+from rewritten_modules import pytest_collection  # noqa: F401  (the test modules' bytecode: kept, made once a run)
 
 if TYPE_CHECKING:
     from localgen.engine import Engine
@@ -65,21 +66,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
         exec(bare_llama_prelude(), {})
         route_native_log()  # llama.cpp's log goes where localgen sends it, as in a localgen process
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_collection(session: pytest.Session) -> Iterator[None]:
-    """Keep the test modules' bytecode, as pytest rewrote their asserts, whatever PYTHONDONTWRITEBYTECODE says.
-
-    pytest rewrites a test module's asserts as it imports it, and keeps the result only where bytecode may be
-    written: where PYTHONDONTWRITEBYTECODE is set (as on CI), every worker of every run rewrote and compiled each
-    test module again (10 s CPU a worker, of the 14.5 s its collection took; 4 s with them kept).
-    """
-    saved, sys.dont_write_bytecode = sys.dont_write_bytecode, False
-    try:
-        yield
-    finally:
-        sys.dont_write_bytecode = saved
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import marshal
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tests.rewritten_modules import rewrite_share
 
 
 def test_collection_keeps_the_test_modules_bytecode_where_pythondontwritebytecode_is_set(tmp_path: Path) -> None:
@@ -22,3 +24,21 @@ def test_collection_keeps_the_test_modules_bytecode_where_pythondontwritebytecod
     kept = tmp_path / collected.parent.relative_to("/") / f"test_conftest.{sys.implementation.cache_tag}-pytest-" \
         f"{pytest.__version__}.pyc"
     assert kept.is_file(), sorted(str(path) for path in tmp_path.rglob("*.pyc") if "tests" in path.parts)
+
+
+def test_a_worker_keeps_its_share_of_the_modules_rewritten_before_collecting(tmp_path: Path,
+                                                                            pytestconfig: pytest.Config,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Worker 1 of 2 rewrites the second and fourth modules, as pytest's import would, and keeps them."""
+    modules = [tmp_path / f"test_{name}.py" for name in "abcd"]
+    for module in modules:
+        module.write_text("def test_sum():\n    two = 2\n    assert two + 1 == 4\n")
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "cache"))
+    rewrite_share(pytestconfig, modules, 1, 2)
+    kept = sorted((tmp_path / "cache").rglob("*.pyc"))
+    assert [path.name for path in kept] == [f"test_{name}.{sys.implementation.cache_tag}-pytest-{pytest.__version__}"
+                                            f".pyc" for name in "bd"]
+    rewritten: dict[str, object] = {}
+    exec(marshal.loads(kept[0].read_bytes()[16:]), rewritten)
+    with pytest.raises(AssertionError, match=r"assert \(2 \+ 1\) == 4"):
+        rewritten["test_sum"]()  # type: ignore[operator]
