@@ -9,15 +9,21 @@ from pathlib import Path
 import pytest
 from hub_server import HubServer, child_env, run_cli
 
-from tests.conftest import bundled_model_file
-
 SPELLED = "acme/Tiny-GGUF"  # the Hub's spelling; typed below as acme/tiny-gguf
 
 
+@pytest.fixture(scope="module")
+def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny model llama.cpp loads and runs (125 KB): the commands here name it, whatever it answers."""
+    from gguf_builders import tiny_model
+
+    return tiny_model(tmp_path_factory.mktemp("tiny") / "tiny.gguf")
+
+
 @pytest.fixture
-def hub(tmp_path: Path) -> tuple[HubServer, dict[str, str]]:
+def hub(tmp_path: Path, tiny_gguf: Path) -> tuple[HubServer, dict[str, str]]:
     server = HubServer().start()
-    server.add_repo(SPELLED, {"tiny-Q8_0.gguf": bundled_model_file(), "tiny-Q4_1.gguf": b"GGUF" + b"\0" * 60_000})
+    server.add_repo(SPELLED, {"tiny-Q8_0.gguf": tiny_gguf, "tiny-Q4_1.gguf": b"GGUF" + b"\0" * 60_000})
     yield server, child_env(server, tmp_path)
     server.stop()
 
