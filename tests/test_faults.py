@@ -30,6 +30,7 @@ from localgen.conversation_store import load_conversation, save_conversation
 from localgen.errors import ConfigError, LocalgenError
 from localgen.history_bound import history_damage
 from localgen.promptcache import PromptCache
+from localgen.promptcache_unsaved import unsaid_warnings
 from localgen.registry import load_registry
 from localgen.repl_input import SafeFileHistory, open_history
 from localgen.signals import SignalExit
@@ -179,6 +180,8 @@ def test_prompt_cache_on_a_read_only_disk_fails_as_errors_not_crashes(tiny_disk:
     _remount_read_only(tiny_disk)
     with pytest.raises(LocalgenError, match="Read-only file system"):  # dropping [1, 2, 3] fails first, quietly
         cache.store([1, 2, 3, 4], b"extended")
+    (held,) = unsaid_warnings()  # said once the answer is out (taken here: a later test's command would say it)
+    assert held.startswith(f"the prompt cache is not saved: {folder} cannot be written to (Read-only file system)")
     result = run_localgen("cache", "clear", env={"LOCALGEN_HOME": str(home)})
     assert result.returncode == 1 and "Traceback" not in result.err
     assert "could not delete 2 of 2 prompt cache entries" in result.err and "Read-only file system" in result.err
