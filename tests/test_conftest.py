@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import marshal
 import os
 import subprocess
@@ -42,3 +43,36 @@ def test_a_worker_keeps_its_share_of_the_modules_rewritten_before_collecting(tmp
     exec(marshal.loads(kept[0].read_bytes()[16:]), rewritten)
     with pytest.raises(AssertionError, match=r"assert \(2 \+ 1\) == 4"):
         rewritten["test_sum"]()  # type: ignore[operator]
+
+
+FORKED_RUN = """
+import importlib, json, os, runpy, sys
+sys.path[0:0] = [sys.argv.pop(1), sys.argv.pop(1)]
+report = sys.argv.pop(1)
+import zygote
+for name in zygote.AHEAD:
+    importlib.import_module(name)
+zygote.build_commands_ahead()
+ahead, leave = set(sys.modules), os._exit
+
+def leave_saying_what_it_imported(code):
+    with open(report, "w") as out:
+        json.dump(sorted(set(sys.modules) - ahead), out)
+    leave(code)
+
+os._exit = leave_saying_what_it_imported
+sys.argv[0] = "-m"
+runpy._run_module_as_main("localgen", alter_argv=True)
+"""
+
+
+def test_a_run_forked_by_the_zygote_imports_none_of_localgen_s_modules_itself(tmp_path: Path) -> None:
+    """The zygote imports ahead every localgen module a plain run imports (each child imported some 20 ms of them
+    afresh): what a run still imports is what reads its environment as it loads (huggingface_hub), or no localgen's."""
+    report = tmp_path / "imported.json"
+    done = subprocess.run([sys.executable, "-c", FORKED_RUN, str(REPO_ROOT), str(REPO_ROOT / "tests"), str(report),
+                           "run", "-n", "1", "--temperature", "0", "hi"], capture_output=True, text=True, timeout=120,
+                          cwd=REPO_ROOT, env={**os.environ, "LOCALGEN_HOME": str(tmp_path / "home")})
+    assert done.returncode == 0, done.stderr
+    imported = json.loads(report.read_text())
+    assert "huggingface_hub" in imported and [name for name in imported if name.startswith("localgen")] == []

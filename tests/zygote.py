@@ -45,6 +45,10 @@ AHEAD = (
     "selectors", "shlex", "shutil", "signal", "statistics", "subprocess", "tempfile", "textwrap", "threading",
     "tomllib", "unicodedata", "urllib.parse", "uuid", "zipfile",
     "localgen.cli", "localgen.cli_run", "localgen.runner", "localgen.engine", "localgen.cli_chat_flow", "localgen.repl",
+    "localgen.launcher", "localgen.cli_run_flow", "localgen.run_conversation", "localgen.last_run",
+    "localgen.cli_output", "localgen.stdout_reader", "localgen.interrupt_echo", "localgen.load_locks",
+    "localgen.promptcache", "localgen.template_bounded", "localgen.template_compare", "localgen.model_names",
+    "localgen.hub_names", "jinja2.sandbox", "jinja2.ext",  # what a run imports as it goes (test_conftest checks it)
 )
 
 
