@@ -76,3 +76,24 @@ def test_a_run_forked_by_the_zygote_imports_none_of_localgen_s_modules_itself(tm
     assert done.returncode == 0, done.stderr
     imported = json.loads(report.read_text())
     assert "huggingface_hub" in imported and [name for name in imported if name.startswith("localgen")] == []
+
+
+def test_a_chat_forked_by_the_zygote_imports_none_of_the_modules_its_answer_shows_with(tmp_path: Path) -> None:
+    """A chat's first answer imported rich's Markdown and markdown-it, some 0.1 s of every chat's: the zygote has."""
+    import pexpect
+
+    report = tmp_path / "imported.json"
+    child = pexpect.spawn(sys.executable, ["-c", FORKED_RUN, str(REPO_ROOT), str(REPO_ROOT / "tests"), str(report),
+                                           "chat", "-n", "2", "--temperature", "0"], cwd=str(REPO_ROOT), timeout=90,
+                          env={**os.environ, "LOCALGEN_HOME": str(tmp_path / "home"), "PROMPT_TOOLKIT_NO_CPR": "1",
+                               "TERM": "xterm"}, encoding="utf-8", codec_errors="replace")
+    child.expect_exact(">>>")
+    child.sendline("Hi.")
+    child.expect_exact("stopped at the limit of 2 tokens")
+    child.expect_exact(">>>")
+    child.sendcontrol("d")
+    child.expect(pexpect.EOF)
+    child.close()
+    imported = json.loads(report.read_text())
+    assert child.exitstatus == 0 and [name for name in imported if name.startswith(("localgen", "rich.markdown",
+                                                                                     "markdown_it"))] == [], imported

@@ -7,7 +7,8 @@ modules; not huggingface_hub, which reads its settings from the environment as i
 when it needs it). Each child then sets up as a fresh `python -m localgen` would be: its own environment, folder,
 standard streams and CPUs, the resource limits its request gives (as `ulimit -d` before a fresh start sets them, but
 set just before localgen runs: what the zygote holds counts against them, which is more than a fresh start of a run
-holds, as the chat's modules are imported ahead too: about 13 MiB of VmData more for `run`, 1-4 MiB for `chat`; and
+holds, as the chat's modules are imported ahead too: about 17 MiB of VmData more for `run`, 1-4 MiB for `chat` and
+4 more for rich and markdown-it, which a chat imports as it shows its first answer (some 0.1 s of every chat's); and
 no failure can come in Python's own start or those imports, so a test of a limit near them starts afresh),
 localgen's __main__ run as -m runs it, and the interpreter's own exit. Over a Unix socket: a request (JSON) with the
 child's three standard streams as passed descriptors; the replies are the child's pid, then its exit status. A
@@ -16,7 +17,8 @@ has a watcher forked for it (the zygote goes on serving meanwhile) as its parent
 over a socket the request passed; a pty's child gets the pty's end as its three streams and its controlling terminal,
 in a session of its own. What a child cannot have of its own is the zygote's, as the worker had it when the zygote
 started: the limits its request does not give, its umask, its string hash seed, what the C libraries read from the
-environment as they load (conftest starts such a run afresh); a traceback shows this file's frames first. The
+environment as they load (conftest starts such a run afresh), the folder rich's tracebacks name files from (localgen
+shows none); a traceback shows this file's frames first. The
 zygote's own objects are frozen out of the garbage collector before it serves (gc.freeze): a child's collections,
 and its exit's above all, would touch each of them and so copy every page of the zygote's memory (a child's
 `--version` took twice as long).
@@ -49,6 +51,8 @@ AHEAD = (
     "localgen.cli_output", "localgen.stdout_reader", "localgen.interrupt_echo", "localgen.load_locks",
     "localgen.promptcache", "localgen.template_bounded", "localgen.template_compare", "localgen.model_names",
     "localgen.hub_names", "jinja2.sandbox", "jinja2.ext",  # what a run imports as it goes (test_conftest checks it)
+    "localgen.markdown_render", "localgen.conversation_saveable", "prompt_toolkit.input.vt100",
+    "prompt_toolkit.patch_stdout", "prompt_toolkit.key_binding.bindings.search", "rich.live",  # and a chat's answer
 )
 
 
