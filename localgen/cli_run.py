@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from localgen.chat import Message
     from localgen.conversation import Conversation
+    from localgen.engine import Engine
     from localgen.events import Event, Finished
     from localgen.input_text import TextBound
     from localgen.inputs import InputFile
@@ -350,14 +351,25 @@ def token_limit_source(*, given: bool, conversation: Conversation | None) -> str
     return "max_tokens in models.toml; -n overrides it"
 
 
-def report_after_run(completion: Finished, *, json_output: bool, stats: bool,
-                     limit_source: str = GIVEN_LIMIT, stops: str | None = None) -> None:
+def context_end_help(engine: Engine) -> str:
+    """What run's answer stopped at the end of the context window is told of a larger context: the --ctx-size the
+    model takes, or that this one is the most it takes (prompt_room.context_end_help, as the chat says it)."""
+    from localgen import console, prompt_room
+
+    return prompt_room.context_end_help(
+        engine, lambda: f"{console.RUN_CONTEXT_HELP}: {prompt_room.larger_context_words(engine)}",
+        unknown=console.RUN_CONTEXT_HELP)
+
+
+def report_after_run(completion: Finished, *, json_output: bool, stats: bool, limit_source: str = GIVEN_LIMIT,
+                     stops: str | None = None, context_help: str | None = None) -> None:
     """The notes on stderr once the answer is out: why it stopped early (a token limit named by where it came from,
-    token_limit_source, and said for -n given on the command line with --stats alone, as asked for), an empty answer
-    and why (stops: where the stop strings came from, --stop or models.toml), reasoning left out, and --stats."""
+    token_limit_source, and said for -n given on the command line with --stats alone, as asked for; the end of the
+    context, with context_help: context_end_help), an empty answer and why (stops: where the stop strings came from,
+    --stop or models.toml), reasoning left out, and --stats."""
     from localgen import console
 
-    note = console.finish_note(completion, limit_source=limit_source)
+    note = console.finish_note(completion, limit_source=limit_source, context_help=context_help)
     asked = completion.finish_reason == "length" and limit_source == GIVEN_LIMIT and not stats
     if note and completion.finish_reason != "interrupted" and not json_output and not asked:  # --json: finish_reason
         console.say(f"localgen: {note}")

@@ -115,6 +115,7 @@ class RunOutcome:
     exit_code: int | None
     stops: str | None = None  # where the stop strings that end it as the model's end of answer does came from
     limit_source: str = GIVEN_LIMIT  # where its token limit came from (cli_run.token_limit_source)
+    context_help: str | None = None  # what an answer at the end of the context is told (cli_run.context_end_help)
 
 
 def run_command(request: RunRequest) -> None:
@@ -315,7 +316,14 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     from localgen.answer_record import gave_an_answer
     from localgen.cli_options import from_command_line, given_settings, with_model_settings
     from localgen.cli_output import finish_output, stream_to_stdout
-    from localgen.cli_run import fresh_answer, fresh_messages, token_limit_source, user_message, write_prompt
+    from localgen.cli_run import (
+        context_end_help,
+        fresh_answer,
+        fresh_messages,
+        token_limit_source,
+        user_message,
+        write_prompt,
+    )
     from localgen.conversation_edits import SavedInPlaceNote
     from localgen.input_text import argument_line_ends
     from localgen.last_run import last_run_keeper
@@ -368,7 +376,8 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
         console.warn_each(unsaid_warnings())  # the prompt cache's, which its save amid the answer held
     if late_error is not None:  # the answer is out; now the failure to save it
         raise late_error
-    return RunOutcome(completion, exit_code, stops=stops, limit_source=limit_source)
+    return RunOutcome(completion, exit_code, stops=stops, limit_source=limit_source,
+                      context_help=context_end_help(loaded.engine))
 
 
 def report_run(request: RunRequest, outcome: RunOutcome) -> None:
@@ -377,6 +386,6 @@ def report_run(request: RunRequest, outcome: RunOutcome) -> None:
     from localgen.cli_run import report_after_run
 
     report_after_run(outcome.completion, json_output=request.json_output, stats=request.stats,
-                     limit_source=outcome.limit_source, stops=outcome.stops)
+                     limit_source=outcome.limit_source, stops=outcome.stops, context_help=outcome.context_help)
     if outcome.exit_code is not None:
         raise typer.Exit(outcome.exit_code)

@@ -19,6 +19,7 @@ from localgen.fit import counted_context, fewest_tokens, guessed_tokens, text_by
 from localgen.units import counted
 
 if TYPE_CHECKING:
+    from localgen.engine import Engine
     from localgen.runner import LoadedModel, ModelOptions
 
 
@@ -132,6 +133,23 @@ def answer_room_warning(loaded: LoadedModel, tokens: int, answer_tokens: int | N
         larger += f": {restart(size)}"
     return f"the prompt takes {tokens:,} of the context's {engine.n_ctx:,} tokens, which leaves room for " \
            f"{engine.n_ctx - tokens + 1:,} of {asked}, so the answer may end early: {larger}"
+
+
+def larger_context_words(engine: Engine) -> str:
+    """The larger context the model takes than the one loaded, in words: up to 8,192 for this model; it is 2,048
+    now."""
+    return f"up to {engine.n_ctx_train:,} for this model; it is {engine.n_ctx:,} now"
+
+
+def context_end_help(engine: Engine, larger: Callable[[], str], *, unknown: str) -> str:
+    """What an answer stopped at the end of the context window is told of a larger context: larger() where the model
+    takes one (how it is had, in run's or the chat's words), else that this context is the most the model takes;
+    unknown where the model does not say its most."""
+    if engine.n_ctx_train <= 0:
+        return unknown
+    if engine.n_ctx >= engine.n_ctx_train:
+        return f"{engine.n_ctx:,} tokens, the most this model takes"
+    return larger()
 
 
 def _larger_context(prompt_tokens: int, answer_tokens: int, trained: int) -> tuple[int, int]:

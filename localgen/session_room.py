@@ -16,7 +16,7 @@ from localgen.conversation_names import typed
 from localgen.errors import ContextOverflowError, LocalgenError, answer_room_passes, beyond_the_model
 from localgen.fit import fewest_tokens, text_bytes
 from localgen.params import CHAT_SETTINGS, setting_given
-from localgen.prompt_room import answer_room_warning
+from localgen.prompt_room import answer_room_warning, context_end_help, larger_context_words
 from localgen.units import counted
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ class ContextRoom:
         most = engine.n_ctx_train
         if engine.n_ctx >= most or (prompt_tokens is not None and self._budget_at(most) < prompt_tokens):
             return None  # not even the model's largest context holds it: no use suggesting one
-        now = f"up to {most:,} for this model; it is {engine.n_ctx:,} now"
+        now = larger_context_words(engine)
         needed = None
         if prompt_tokens is not None and counted:
             needed = next(n for n in itertools.count(prompt_tokens) if self._budget_at(n) >= prompt_tokens)
@@ -133,13 +133,8 @@ class ContextRoom:
     def context_end_help(self) -> str:
         """What an answer stopped at the end of the context window is told of a larger context: the command that goes
         on with one where the model takes one, else that this one is the most it takes."""
-        larger = self._larger_context_help(None)
-        if larger is not None:
-            return larger
-        engine = self.loaded.engine
-        if 0 < engine.n_ctx_train <= engine.n_ctx:
-            return f"{engine.n_ctx:,} tokens, the most this model takes"
-        return CHAT_CONTEXT_HELP
+        return context_end_help(self.loaded.engine, lambda: self._larger_context_help(None) or CHAT_CONTEXT_HELP,
+                                unknown=CHAT_CONTEXT_HELP)
 
     def _beyond_the_model(self, tokens: int, *, counted: bool, made_of: str,
                           hint: str | None) -> ContextOverflowError | None:
