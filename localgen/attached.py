@@ -71,3 +71,25 @@ def question_turn(typed: str, attachments: Sequence[str]) -> Turn:
                     if part.strip())
     return Turn(user=compose_user_message(typed, attachments), attached=attached_files(files),
                 typed=said if files else None)
+
+
+class SentFiles:
+    """The texts of the files each message this chat sent carried, by the message they made, for /undo to attach
+    them again (a /regen's question is the same message)."""
+
+    def __init__(self) -> None:
+        """None sent yet."""
+        self._sent: dict[str, list[str]] = {}
+
+    def remember(self, turn: Turn, attachments: list[str]) -> None:
+        """Keep the attachments the message of turn carries (none: nothing to keep)."""
+        if attachments:
+            self._sent[turn.user] = list(attachments)
+
+    def taken_back(self, turn: Turn, attached: list[str]) -> list[str] | None:
+        """The files turn's message carried, then those attached since (attached) but for a text among them already;
+        None where this chat sent no such message with files (one read with the conversation)."""
+        sent = self._sent.get(turn.user) if turn.attached else None
+        if sent is None:
+            return None
+        return [*sent, *(text for text in attached if text not in sent)]

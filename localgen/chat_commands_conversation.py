@@ -62,14 +62,21 @@ def reset_command(state: ChatState, _: str) -> None:
 
 
 def undo_command(state: ChatState, _: str) -> None:
-    """/undo: drop the last exchange."""
-    conversation = state.session.conversation
+    """/undo: drop the last exchange, the files its message carried attached to the next one again."""
+    session = state.session
+    conversation, attached = session.conversation, session.attachments
     saved, name = conversation.on_disk, conversation.name
-    turn = state.session.undo()
+    turn = session.undo()
     deleted = saved and not conversation.on_disk and conversation.name == name  # (renamed: its file was kept, said)
-    note = f" ({name} had no other exchange and is no longer saved)" if deleted else ""
+    notes = [f"{name} had no other exchange and is no longer saved"] if deleted else []
     if saved and conversation.on_disk and not conversation.turns:  # one the user saved (/save, /load) is kept
-        note = f" ({name} has no exchange left and stays saved; `localgen conversations rm {name}` deletes it)"
+        notes = [f"{name} has no exchange left and stays saved; `localgen conversations rm {name}` deletes it"]
+    if session.attachments is not attached:
+        one = len(turn.attached) == 1
+        names = ", ".join(short_path(file.name) for file in turn.attached)
+        notes.append(f"{names} {'is' if one else 'are'} attached to the next message again; /file none drops "
+                     f"{'it' if one else 'them'}")
+    note = f" ({'; '.join(notes)})" if notes else ""
     console.say(f"dropped: {gist(turn.headline())!r}{note}")  # files attached named, as listings name them
 
 

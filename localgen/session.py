@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from localgen.answer_record import recorded
-from localgen.attached import question_turn, with_attached
+from localgen.attached import SentFiles, question_turn, with_attached
 from localgen.chat import Message
 from localgen.chat_settings import SETTING_NAMES
 from localgen.conversation import Conversation, Turn
@@ -65,6 +65,7 @@ class ChatSession(SessionSettings, SessionThink, SessionFigures, ContextRoom):
         self.model_system = model_system  # the system prompt models.toml gives the loaded model
         self.own_system = own_system  # the system prompt was chosen (-s, /system, a resumed chat's): /model keeps it
         self.attachments: list[str] = []
+        self.sent_files = SentFiles()  # the files each message sent carried, for /undo to attach again
         self._figures: list[tuple[Turn, Finished | None, ModelFile]] = []  # each answer this chat computed, its
         # figures (None: an error cut it short) and the model file that gave it
         self._model_file = model_file(loaded)  # the model in use's
@@ -183,11 +184,12 @@ class ChatSession(SessionSettings, SessionThink, SessionFigures, ContextRoom):
         return start, self._answer(question=planned, again=again)
 
     def undo(self) -> Turn:
-        """Drop the last exchange."""
+        """Drop the last exchange (the files its message carried, where this chat sent it, attached again)."""
         if not self.conversation.turns:
             raise UsageError("there is nothing to undo", hint="the conversation is empty")
         conversation = self.conversation
         turn = conversation.turns.pop()
+        self.attachments = self.sent_files.taken_back(turn, self.attachments) or self.attachments
         self.dropped_question = None
         self._bring_back_earlier()
         if not conversation.turns and conversation is self._autosaved:
@@ -356,6 +358,7 @@ class ChatSession(SessionSettings, SessionThink, SessionFigures, ContextRoom):
             self.earlier_kept = again and (not answered or turn.interrupted)
             if answered and not self.earlier_kept:
                 self.dropped_question = None
+                self.sent_files.remember(turn, before[2] if sends_attachments else [])
                 if not self._figures or self._figures[-1][0] is not turn:  # an error cut it short: no figures
                     keep((turn, None, given_by))
             if not answered or self.earlier_kept:

@@ -4,10 +4,13 @@ of a model too small for the last exchange, Ctrl-C amid /load, and the wrapped n
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tests.conftest import run_localgen
+from tests.test_repl import Chat
 
+_ESCAPE = re.compile(r"\x1b\[[\d;?]*[A-Za-z]")
 ENDLESS = ("--grammar", 'root ::= "ab " root', "--temperature", "0")  # never ends by itself: the context ends it
 
 
@@ -27,3 +30,33 @@ def test_run_s_answer_that_fills_the_context_says_how_large_a_one_the_model_take
     assert most.returncode == 0, most.err
     assert most.err == "localgen: stopped at the end of the context window (96 tokens, the most this model takes)\n", \
         most.err
+
+
+def _stop(chat: Chat) -> None:
+    """End a chat a failed test left running."""
+    if chat.child.isalive():
+        chat.child.terminate(force=True)
+
+
+def test_undo_of_a_message_sent_with_a_file_attaches_the_file_to_the_next_message_again(tmp_path: Path) -> None:
+    """/undo of a message sent with /file says its file is attached to the next message again, and the next message
+    carries it (it was dropped with the exchange); one sent with none leaves what is attached as it is."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("The secret word is plum.\n")
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "5")
+    try:
+        chat.command_words(f"/file {notes}", "to the next message")
+        chat.ask("What is the secret word?")
+        said = chat.command_words("/undo", "/file none drops it)")
+        said = " ".join(_ESCAPE.sub("", said).split())
+        assert "dropped: '[notes.txt] What is the secret word?' (" in said, said
+        assert f"; {notes} is attached to the next message again; /file none drops it)" in said, said
+        turns = chat.ask("Say it again.")["turns"]
+        assert len(turns) == 1 and turns[0]["attached"] == [{"name": str(notes), "characters": 25}], turns
+        assert turns[0]["user"] == "The secret word is plum.\n\nSay it again.", turns
+        chat.ask("Thanks.")
+        chat.command_words("/undo", "dropped: 'Thanks.'")
+        chat.command_words("/file none", "no files are attached")  # (where it dropped notes.txt, attached again)
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
