@@ -387,7 +387,8 @@ def model_command(state: ChatState, argument: str) -> None:
         problem = think and think_problem(loaded.prompt_format.template, think, flag="/think", hide_hint=CHAT_HINT)
         if problem:  # kept for a model that can take it
             console.say(f"[/think {think} does not apply to it: {problem[0]}; {problem[1]}]")
-        warning = session.no_room_warning()  # the model is loaded all the same: the prompt is what must change
+        warning = session.no_room_warning() or session.last_exchange_warning(  # the model is loaded all the same
+            f"/model {shlex.quote(previous.resolved.display_name)} goes back to the model before")
         if warning is not None:
             console.warn(warning)
     except KeyboardInterrupt:

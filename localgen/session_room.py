@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import shlex
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from localgen.chat import Message
@@ -230,6 +231,26 @@ class ContextRoom:
             return None
         problem, hint = no_room
         return f"{problem}, so no message fits" + (f": {hint}" if hint else "")
+
+    def last_exchange_warning(self, back: str) -> str | None:
+        """The warning for a conversation whose last exchange alone takes more tokens than the context leaves it
+        (said after /model): the next message goes without it and /regen cannot ask it again, with what has it seen
+        again: a larger context the model takes that holds it, else back (the /model that goes back); None where it
+        fits, or nothing can count it (no model, a template that refuses: the next message says why)."""
+        conversation = self.conversation
+        if not conversation.turns:
+            return None
+        alone = replace(conversation, context_start=len(conversation.turns) - 1)
+        try:
+            alone.fit(self._count, self._budget(), self.loaded.longest_token)
+            return None
+        except MessageTooLongError as exc:
+            tokens = f"{'' if exc.counted else 'at least '}{exc.tokens:,}"
+            larger = self._larger_context_help(exc.tokens, counted=exc.counted)
+        except LocalgenError:
+            return None
+        return f"the last exchange takes {tokens} tokens, more than the {self._budget():,} the context leaves for " \
+               f"the conversation: the next message goes without it, and /regen cannot ask it again; {larger or back}"
 
     def _no_room_overflow(self, planned: Conversation) -> ContextOverflowError | None:
         """The error for a planned conversation's last message that does not fit because the system prompt (or the

@@ -60,3 +60,24 @@ def test_undo_of_a_message_sent_with_a_file_attaches_the_file_to_the_next_messag
         assert chat.quit() == 0
     finally:
         _stop(chat)
+
+
+def test_model_too_small_for_the_last_exchange_says_so_with_the_way_back(tmp_path: Path, bundled_model: Path) -> None:
+    """/model of a model whose context cannot hold the conversation's last exchange warns that the next message goes
+    without it and /regen cannot ask it again, with the /model that goes back (it said only "now using"); the next
+    message is answered without it."""
+    from gguf_builders import copy_with_metadata
+
+    small = copy_with_metadata(bundled_model, tmp_path / "small.gguf", set_values={"llama.context_length": 128})
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "5")
+    try:
+        chat.ask("Repeat these words: " + " ".join(f"word{i}" for i in range(120)))
+        said = chat.command_words(f"/model {small}", "goes back to the model before")
+        said = " ".join(_ESCAPE.sub("", said).split())
+        assert re.search(r"localgen: warning: the last exchange takes \d+ tokens, more than the 123 the context leaves "
+                         r"for the conversation: the next message goes without it, and /regen cannot ask it again; "
+                         r"/model smollm2-135m goes back to the model before", said), said
+        assert len(chat.ask("Hi.")["turns"]) == 2
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
