@@ -228,17 +228,38 @@ def _nothing_to_save(conversation: Conversation) -> str:
 
 
 def load_command(state: ChatState, argument: str) -> None:
-    """/load NAME: continue a saved conversation, saying where the one left is saved where this chat asked in it."""
+    """/load NAME: continue a saved conversation, saying where the one left is saved where this chat asked in it; a
+    Ctrl-C meanwhile says which conversation is open, the other let go."""
     session = state.session
     if not argument:
         raise usage_error("/load", "/load needs the name of a saved conversation (/list lists them)")
     name = one_argument(argument, "/load NAME")  # quoted, as the name /model and the path /file take
+    previous, opened = session.conversation, None
     try:
-        conversation = load_conversation(name)  # a name that cannot be loaded is refused before anything else
+        opened = _opened(name)
+        _load(state, opened)
+    except KeyboardInterrupt:
+        now = session.conversation
+        for other in (opened, previous):  # (let go already, unless the Ctrl-C came between the steps)
+            if other is not None and other.name != now.name:
+                let_go(other)
+        console.say(f"[interrupted: {now.name} is loaded (/show tells of it)]" if now is opened else
+                    f"[interrupted: {now.name} is still the conversation open]")
+
+
+def _opened(name: str) -> Conversation:
+    """The saved conversation /load names, held for this chat (a name that cannot be loaded is refused)."""
+    try:
+        return load_conversation(name)
     except (MissingConversationError, UsageError) as exc:  # no such conversation, or not a name one can have
         if not name or not reads_as_a_model(name, settings().user_registry):
             raise
         raise type(exc)(exc.message, hint=f"{name} is a model: /model {name} switches to it") from None
+
+
+def _load(state: ChatState, conversation: Conversation) -> None:
+    """Continue the conversation /load opened, where the one open may be left (else it is let go again)."""
+    session = state.session
     leaving = False
     try:
         leaving = state.leaving.may_leave("/load", state.typed)

@@ -71,11 +71,15 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None, sweep: bo
         log.debug("no lock for conversation %s", name)
         return False  # chats go unguarded there
     _held[path] = fd
-    with contextlib.suppress(OSError):  # the owner's pid only makes the busy message nicer (a full disk may refuse it)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}{f' {by}' if by else ''}\n".encode())
-    if sweep:
-        remove_killed_saves(folder, [name])
+    try:  # a Ctrl-C from here on leaves nothing held
+        with contextlib.suppress(OSError):  # the owner's pid only makes the busy message nicer (a full disk may
+            os.ftruncate(fd, 0)  # refuse it)
+            os.write(fd, f"{os.getpid()}{f' {by}' if by else ''}\n".encode())
+        if sweep:
+            remove_killed_saves(folder, [name])
+    except BaseException:
+        release(folder, name)
+        raise
     return True
 
 

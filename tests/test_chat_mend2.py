@@ -4,7 +4,9 @@ of a model too small for the last exchange, Ctrl-C amid /load, and the wrapped n
 
 from __future__ import annotations
 
+import json
 import re
+import time
 from pathlib import Path
 
 from tests.conftest import run_localgen
@@ -78,6 +80,40 @@ def test_model_too_small_for_the_last_exchange_says_so_with_the_way_back(tmp_pat
                          r"for the conversation: the next message goes without it, and /regen cannot ask it again; "
                          r"/model smollm2-135m goes back to the model before", said), said
         assert len(chat.ask("Hi.")["turns"]) == 2
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
+
+
+def test_ctrl_c_amid_load_says_which_conversation_is_open_and_lets_the_other_go(tmp_path: Path) -> None:
+    """Ctrl-C while /load reads a long conversation says the one open before is still open (it said only
+    [interrupted]), and leaves the long one free: another chat resumes it, and this one loads it after."""
+    home = tmp_path / "home"
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "5")
+    try:
+        chat.ask("Hi.")
+        chat.command_words("/save long", "long")
+        path = home / "data" / "conversations" / "long.json"
+        saved = json.loads(path.read_text())
+        turn = saved["turns"][0]
+        saved["turns"] = [dict(turn, user=f"question {i} " + "lorem ipsum " * 40, answer="answer " * 40)
+                          for i in range(20_000)]  # a load of a few seconds
+        path.write_text(json.dumps(saved))
+        chat.command_words("/save other", "other")
+        chat.child.sendline("/load long")
+        chat.child.expect(r"/load long[^\n]*\r\r\n")  # the line accepted: the load is under way
+        time.sleep(0.3)
+        chat.child.sendintr()
+        chat.expect_words("[interrupted: other is still the conversation open]")
+        chat.sync()
+        other = Chat(home, "--resume", "long", "--no-markdown", wait_for_prompt=False)
+        try:
+            other.expect_words("20,000 exchanges")
+            other.sync()
+            assert other.quit() == 0
+        finally:
+            _stop(other)
+        chat.command_words("/load long", "loaded long")
         assert chat.quit() == 0
     finally:
         _stop(chat)
