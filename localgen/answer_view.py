@@ -14,6 +14,7 @@ from localgen.control_chars import TerminalSafePieces
 from localgen.dim_style import dim_style, rich_theme
 from localgen.markdown_parse import block_boundary, items_holding
 from localgen.markdown_rows import is_mark, without_padding
+from localgen.wordwrap import WordWrap
 
 if TYPE_CHECKING:
     from localgen.markdown_render import FaithfulMarkdown
@@ -159,8 +160,10 @@ class AnswerView:
         if self._thinking_open:
             self._end_thinking()
         self._previous, self._pending = "", ""
-        if note:
-            self._console.print(f"[{note}]", style=self._note_style, markup=False)
+        if note:  # broken between words as console.say breaks its lines (rich keeps the space at each break)
+            wrap = WordWrap(lambda: self._console.width, wide_breaks=False)
+            self._console.print(wrap.feed(f"[{note}]") + wrap.flush(), style=self._note_style, markup=False,
+                                soft_wrap=True)
 
 
 def _sized_by_the_terminal(stream: TextIO) -> dict[str, str] | None:

@@ -117,3 +117,21 @@ def test_ctrl_c_amid_load_says_which_conversation_is_open_and_lets_the_other_go(
         assert chat.quit() == 0
     finally:
         _stop(chat)
+
+
+def test_a_note_after_an_answer_breaks_its_line_without_a_space_at_the_break(tmp_path: Path) -> None:
+    """The note after an answer, wider than the terminal, breaks between words with no space left at the end of a
+    line (it kept one, as in "changes ⏎it)]"), as the chat's other lines break."""
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "5", columns=50)
+    try:
+        start = len(chat.transcript.getvalue())
+        chat.ask("Name a fruit.")
+        shown = _ESCAPE.sub("", chat.transcript.getvalue()[start:])
+        note = shown[shown.index("[stopped at the limit"):]
+        note = note[:note.index("]") + 1]
+        assert " ".join(note.split()) == \
+            "[stopped at the limit of 5 tokens (-n/--max-tokens; /set max_tokens changes it)]", note
+        assert "\n" in note and " \r\n" not in note, repr(note)
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
