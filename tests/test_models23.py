@@ -9,12 +9,11 @@ import json
 
 import pexpect
 import pytest
-from hub_server import HubEnv, make_gguf_bytes, run_cli
+from hub_server import HubEnv, make_gguf_bytes, run_cli, stopped_pull
 
 from localgen import hub
 from localgen.errors import HubError
 from tests.conftest import bundled_model_file, spawn_localgen, user_registry
-from tests.test_models22 import _stopped_pull
 
 SMOL_REPO = "test/Smol-GGUF"
 MINE = f'[models.mine]\nrepo = "{SMOL_REPO}"\nquant = "Q8_0"\ndescription = "my pick"\ncontext = 16384\n'
@@ -101,7 +100,7 @@ def test_models_show_json_of_a_quant_a_stopped_pull_kept_part_of_gives_the_part(
     """`models show --json` of a quant a stopped pull kept a part of has `partial` (bytes kept, size, the pull that
     resumes it), as `models list --json` has it, where the text said how much was kept and the record had no key for
     it; by ORG/REPO:QUANT or an entry's name, online and offline; a quant with no part has it null, in every record."""
-    _stopped_pull(hubenv)
+    stopped_pull(hubenv)
     user_registry(hubenv.localgen_home, '[models.cut]\nrepo = "test/Cut-GGUF"\nquant = "Q8_0"\n')
     listed = {row["name"]: row for row in json.loads(run_cli(hubenv.env, "models", "--json").stdout)}
     part = {"kept_bytes": 2 * 2**20, "size": 4 * 2**20, "running": False, "resume": "localgen pull cut",

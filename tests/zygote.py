@@ -50,7 +50,8 @@ AHEAD = (
     "localgen.launcher", "localgen.cli_run_flow", "localgen.run_conversation", "localgen.last_run",
     "localgen.cli_output", "localgen.stdout_reader", "localgen.interrupt_echo", "localgen.load_locks",
     "localgen.promptcache", "localgen.template_bounded", "localgen.template_compare", "localgen.model_names",
-    "localgen.hub_names", "jinja2.sandbox", "jinja2.ext",  # what a run imports as it goes (test_conftest checks it)
+    "localgen.hub_names", "localgen.shards_missing", "jinja2.sandbox",
+    "jinja2.ext",  # what a run imports as it goes (test_conftest checks it)
     "localgen.markdown_render", "localgen.conversation_saveable", "prompt_toolkit.input.vt100",
     "prompt_toolkit.patch_stdout", "prompt_toolkit.key_binding.bindings.search", "rich.live",  # and a chat's answer
 )
