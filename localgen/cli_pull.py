@@ -40,8 +40,9 @@ def pull_models(references: list[str], *, force: bool, options: list[str], quiet
     references = distinct_models(references)  # a model named twice, however spelt, is pulled once
     failed: list[tuple[str, int]] = []
     pulled: list[Path] = []
+    fetched: list[Path] = []  # what a Hub or registry name pulled: a later name may stand for it, a path's may not
     for index, reference in enumerate(references):
-        if pulled and _pulled_already(reference, pulled):
+        if fetched and _pulled_already(reference, fetched):
             continue
         try:
             with stderr_quieted(quiet) as warn:
@@ -60,6 +61,8 @@ def pull_models(references: list[str], *, force: bool, options: list[str], quiet
         if path in pulled:  # a repo named without a quant, whose choice is a model pulled before it
             continue
         pulled.append(path)
+        if _model_key(reference)[0] != "path":
+            fetched.append(path)
         print(path, flush=True)
     models = len(pulled) + len(failed)
     if models > 1 and not quiet:
@@ -95,16 +98,16 @@ def _model_key(reference: str) -> tuple[str | None, ...]:
     return ("hub", repo, normalize_quant(target.quant) if target.quant else None, target.filename)
 
 
-def _pulled_already(reference: str, pulled: list[Path]) -> bool:
+def _pulled_already(reference: str, fetched: list[Path]) -> bool:
     """Whether a reference that names its quant or file (ORG/REPO:QUANT after ORG/REPO) names a model this pull just
-    pulled, as its copy here tells without the network."""
+    fetched by a Hub or registry name, as its copy here tells without the network."""
     from localgen.quant_choice import model_target, resolve_downloaded
 
     target = model_target(reference)
     if target.repo is not None and target.quant is None and target.filename is None:
         return False  # ORG/REPO: its quant is chosen online, and may be another
     try:
-        return resolve_downloaded(reference, offline=True).path.absolute() in pulled
+        return resolve_downloaded(reference, offline=True).path.absolute() in fetched
     except LocalgenError:
         return False
 

@@ -503,3 +503,19 @@ def test_a_copy_of_a_file_the_hub_lists_empty_is_not_said_to_be_worth_downloadin
     assert shown.stderr == ("localgen: error: model 'org/z-GGUF:Q4_K_M' is not downloaded, and "
                             "org/z-GGUF/m-Q4_K_M.gguf is an empty file (0 bytes) on the Hub, not a model (hint: choose "
                             "another quant or file of org/z-GGUF (`localgen fit org/z-GGUF` lists them))\n")
+
+
+def test_a_path_named_first_leaves_the_hub_name_after_it_to_be_checked_and_forced(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """`pull CACHEPATH ORG/REPO:Q8_0` said only that the file is on this machine, and never asked the Hub about the
+    name after it, nor downloaded it again with --force: only a Hub or registry name's pull stands for a later name."""
+    server, env = hub
+    server.add_repo(REPO, {FILE: make_gguf_bytes("q8")})
+    path, _ = _pull(env, f"{REPO}:Q8_0")
+    checked = run_cli(env, "pull", str(path), f"{REPO}:Q8_0")
+    assert checked.returncode == 0, checked.stderr
+    assert "is a file on this machine" in checked.stderr and "and up to date with the Hub" in checked.stderr
+    assert checked.stdout.splitlines() == [str(path)], checked.stdout
+    forced = run_cli(env, "pull", "--force", str(path), f"{REPO}:Q8_0")
+    assert forced.returncode == 0, forced.stderr
+    assert forced.stderr.count("localgen: downloading ") == 1, forced.stderr
