@@ -4,7 +4,7 @@ to download."""
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from localgen import console
@@ -46,7 +46,8 @@ def pull_models(references: list[str], *, force: bool, options: list[str], quiet
             continue
         try:
             with stderr_quieted(quiet) as warn:
-                path = pull_model(reference, force=force, note=warnings_only(warn) if quiet else say_note)
+                path = pull_model(reference, force=force, note=warnings_only(warn) if quiet else say_note,
+                                  pulled=fetched)
         except LocalgenError as exc:
             console.error(exc.message, exc.hint)
             failed.append((reference, exc.exit_code))
@@ -225,9 +226,10 @@ def _is_bare_model(word: str) -> bool:
     return ref.repo is not None and ref.quant is None and ref.filename is None
 
 
-def pull_model(reference: str, *, force: bool, note: Callable[[str], None]) -> Path:
+def pull_model(reference: str, *, force: bool, note: Callable[[str], None], pulled: Collection[Path] = ()) -> Path:
     """Download (or find) one model, check every shard as run would, say where nothing had to be downloaded, and return
-    its first file's absolute path; note hears what choosing the quant noted or warned of."""
+    its first file's absolute path; note hears what choosing the quant noted or warned of. A repo whose choice is one
+    of the files pulled (just fetched by this pull) returns that file, neither downloaded nor said again."""
     from localgen.gguf_split import validate_split
     from localgen.hardware import probe_hardware
     from localgen.hub import locks_held_through
@@ -238,7 +240,9 @@ def pull_model(reference: str, *, force: bool, note: Callable[[str], None]) -> P
     refuse_own_file(reference)  # a models.toml entry's file of one's own is not localgen's to download
     with named_as_typed(reference), locks_held_through():  # a models rm waiting on them removes it after this pull
         resolved = resolve_fitting(ModelOptions(model=reference), probe_hardware(), note, force=force,
-                                   download_only=True)
+                                   download_only=True, pulled=pulled)
+        if resolved.path.absolute() in pulled:
+            return resolved.path.absolute()
         try:
             _, paths = validate_split(resolved.path)  # checked, every shard, as run would check it
         except LocalgenError as exc:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -144,11 +144,13 @@ def ignore_note(_: str) -> None:
 
 
 def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], None] = ignore_note, *,
-                    force: bool = False, download_only: bool = False) -> ResolvedModel:
+                    force: bool = False, download_only: bool = False, pulled: Collection[Path] = ()) -> ResolvedModel:
     """Resolve a reference; before any download, check it fits (or choose the best quant that does, and note it).
 
     force downloads again even when a copy is cached (for `pull --force`); download_only (for `pull`) lets through a
-    model that fits only at a smaller context than a run takes by default, noting which.
+    model that fits only at a smaller context than a run takes by default, noting which; pulled: files the same pull
+    has just fetched, returned as they are where the reference comes to one of them (neither checked nor downloaded
+    again).
     """
     from localgen.hub_listing import is_offline, one_listing_per_repo
 
@@ -163,8 +165,8 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
             if options.offline or is_offline():
                 raise
         else:  # a run uses a downloaded model as it is, never downloading another quant in its place (its refusal
-            if not download_only:  # names the one that fits); pull brings it up to date, or pulls the one that fits
-                return found
+            if not download_only or found.path.absolute() in pulled:  # names the one that fits); pull brings it up
+                return found  # to date, or pulls the one that fits
             with one_listing_per_repo():  # a repo asked for a quant that fits is not listed again to refresh it
                 instead = fitting_download(found, options.model, hw=hw, request=fit_request(options), note=note,
                                            offline=options.offline)
@@ -173,11 +175,25 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
         with one_listing_per_repo():
             reference, chosen = choose_download(options.model, hw=hw, request=fit_request(options),
                                                 download_only=download_only, note=note)
+            fetched = _pulled_before(reference, pulled)
+            if fetched is not None:
+                return fetched
             for text in chosen:  # said now, before the download starts
                 note(text)
             return resolve_model(reference, offline=options.offline, force=force)
     except HubError as exc:  # the Hub cannot be asked: a copy another tool downloaded can still be used as it is
         raise with_unverified_copy(exc, options.model) from exc
+
+
+def _pulled_before(reference: str | None, pulled: Collection[Path]) -> ResolvedModel | None:
+    """The downloaded copy of the model a chosen reference names where it is one of the files just pulled, else None."""
+    if not pulled:
+        return None
+    try:
+        found = resolve_downloaded(reference, offline=True)
+    except LocalgenError:
+        return None
+    return found if found.path.absolute() in pulled else None
 
 
 def _kept_from_force(options: ModelOptions) -> ResolvedModel | None:

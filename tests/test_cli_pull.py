@@ -519,3 +519,19 @@ def test_a_path_named_first_leaves_the_hub_name_after_it_to_be_checked_and_force
     forced = run_cli(env, "pull", "--force", str(path), f"{REPO}:Q8_0")
     assert forced.returncode == 0, forced.stderr
     assert forced.stderr.count("localgen: downloading ") == 1, forced.stderr
+
+
+def test_a_quant_named_before_its_repo_whose_choice_it_is_is_pulled_once(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """`pull --force ORG/REPO:Q8_0 ORG/REPO`, where the repo's choice is Q8_0, downloaded it twice; without --force it
+    asked the Hub twice and said twice it is already downloaded."""
+    server, env = hub
+    server.add_repo(REPO, {FILE: make_gguf_bytes("q8")})
+    forced = run_cli(env, "pull", "--force", f"{REPO}:Q8_0", REPO)
+    assert forced.returncode == 0, forced.stderr
+    assert forced.stderr.count("localgen: downloading ") == 1 and "pulled all" not in forced.stderr, forced.stderr
+    assert len(forced.stdout.splitlines()) == 1, forced.stdout
+    server.requests.clear()
+    again = run_cli(env, "pull", f"{REPO}:Q8_0", REPO)
+    assert again.returncode == 0 and again.stdout == forced.stdout, again.stderr
+    assert again.stderr.count("is already downloaded") == 1 and "pulled all" not in again.stderr, again.stderr
