@@ -125,6 +125,17 @@ def parts_left_note(registry: Registry, repo: str) -> str | None:
             f"`{shlex.join(['localgen', 'models', 'rm', *names])}` removes {'it' if len(parts) == 1 else 'them'}")
 
 
+def repo_parts_said(repo: str) -> str | None:
+    """What stopped (or running) pulls kept of each quant of a repo, each named by the pull that resumes it, for a
+    refusal of the repo named without a quant (None: nothing kept)."""
+    from localgen.config import settings
+    from localgen.registry import load_registry
+
+    parts = [part for part in partial_downloads(load_registry(settings().user_registry))
+             if part.repo.lower() == repo.lower()]
+    return "; ".join(f"{part.name}: {kept_said(part)}" for part in parts) or None
+
+
 def part_of_files(files: tuple[HubFile, ...]) -> PartialDownload | None:
     """What a stopped (or running) pull kept of the model of these files, as `models list` finds it (None: nothing)."""
     from localgen.config import settings
