@@ -22,7 +22,7 @@ from localgen.own_files import FileProblem, own_file_header, own_file_problem, o
 from localgen.references import ModelRef, normalize_quant, quant_of_filename
 from localgen.registry import ModelSpec, Registry, load_registry
 from localgen.storage import atomic_write_bytes
-from localgen.verify import file_identity_key, is_verified, path_key, recorded_sha256
+from localgen.verify import failed_check, file_identity_key, is_verified, path_key, recorded_sha256
 
 SOURCE_BUNDLED = "bundled"
 SOURCE_HUB = "hub"
@@ -231,7 +231,17 @@ def _bundled_model(registry: Registry, spec: ModelSpec) -> CachedModel | None:
     return CachedModel(
         name=spec.name, repo=spec.repo, quant=normalize_quant(spec.quant or entry.quant),
         size=path.stat().st_size, last_used=last_used(path), path=path, paths=(path,), source=SOURCE_BUNDLED,
-        verified=True if entry.sha256 and is_verified(path, entry.sha256) else None)
+        verified=_bundled_verified(path, entry.sha256))
+
+
+def _bundled_verified(path: Path, sha256: str | None) -> bool | None:
+    """Whether a bundled file was checked and found intact (True) or damaged (False), as its marker says; None where
+    it was not checked yet (its first use checks it)."""
+    if not sha256:
+        return None
+    if is_verified(path, sha256):
+        return True
+    return False if failed_check(path, sha256) else None
 
 
 def bundled_use(registry: Registry, ref: ModelRef, spec: ModelSpec | None) -> tuple[ModelSpec, Path] | None:

@@ -115,6 +115,25 @@ def record_verified(path: Path, sha256: str) -> None:
     atomic_write_text(_marker_path(path), json.dumps(marker, indent=1), own_record=True)
 
 
+def record_failed(path: Path, sha256: str) -> None:
+    """Remember that this version of a file failed its check against sha256 (damaged), for listings to say so without
+    hashing it; a marker that verified it against another sha256 is kept, and a record not written costs nothing."""
+    if recorded_sha256(path) is not None:
+        return
+    with contextlib.suppress(LocalgenError, OSError):
+        marker = {"path": str(path.resolve()), "failed_sha256": sha256.lower(), "identity": _identity(path)}
+        atomic_write_text(_marker_path(path), json.dumps(marker, indent=1), own_record=True)
+
+
+def failed_check(path: Path, sha256: str) -> bool:
+    """True when a marker says this exact file failed its check against sha256."""
+    try:
+        marker = json.loads(_marker_path(path).read_text())
+        return marker.get("failed_sha256") == sha256.lower() and marker.get("identity") == _identity(path)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def forget_verified(path: Path) -> None:
     """Drop the marker that says a file was verified, so that it is checked again before it is used."""
     with contextlib.suppress(OSError):
@@ -127,6 +146,7 @@ def verify_file(path: Path, *, sha256: str, size: int | None = None, label: str 
     with reading(path):
         actual_size = path.stat().st_size
     if size is not None and actual_size != size:
+        record_failed(path, sha256)
         raise LocalgenError(
             f"{name}: size is {actual_size:,} bytes, expected {size:,}",
             hint="the file is damaged or incomplete; download it again",
@@ -135,6 +155,7 @@ def verify_file(path: Path, *, sha256: str, size: int | None = None, label: str 
         return
     actual = sha256_file(path)
     if actual != sha256.lower():
+        record_failed(path, sha256)
         raise LocalgenError(
             f"{name}: sha256 mismatch (got {actual[:12]}…, expected {sha256.lower()[:12]}…)",
             hint="the file is damaged; download it again",

@@ -469,3 +469,20 @@ def test_of_two_unverified_files_of_a_quant_the_one_a_download_takes_is_named(hu
     assert hub_unverified.unverified_file(repo, quant="Q4_K_M", filename=None) == snapshot / "M-Q4_K_M.gguf"
     hubenv.server.add_repo(repo, {name: make_gguf_bytes(name) for name in names})
     assert [p.name for p in hub.download_model(repo, quant="Q4_K_M", filename=None, quiet=True)] == ["M-Q4_K_M.gguf"]
+
+
+def test_models_json_says_a_damaged_bundled_file_a_run_checked_is_not_verified(damaged_bundle: dict[str, str]) -> None:
+    """A damaged bundled file stayed `"verified": null` (not checked yet) in models --json after every run had checked
+    it and warned: once checked, it is false until its package is reinstalled."""
+    offline = {**damaged_bundle, "HF_HUB_OFFLINE": "1"}
+
+    def verified() -> list[object]:
+        """What models --json says of the bundled file."""
+        listed = run_cli(offline, "models", "--json")
+        assert listed.returncode == 0, listed.stderr
+        return [row["verified"] for row in json.loads(listed.stdout) if row["name"] == "fakebundled"]
+
+    assert verified() == [None]
+    ran = run_cli(offline, "run", "-m", "fakebundled", "-n", "2", "hi")
+    assert ran.returncode == 1 and len(_warnings(ran.stderr)) == 1, ran.stderr
+    assert verified() == [False]
