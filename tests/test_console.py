@@ -598,3 +598,19 @@ def test_run_q_says_nothing_of_a_ctrl_c_but_keeps_an_error_raised_while_one_was_
         assert ended.value.exit_code == 130
     with pytest.raises(LocalgenError, match="could not save"), stderr_quieted(True):
         error_meanwhile()
+
+
+def test_a_path_column_folds_only_where_its_caller_lets_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """print_table never folded a PATH column with spaces in it, even where its caller let it (squeeze=("PATH",)).
+    Let fold, it folds at its spaces in the table; by default each path stays whole, in one block a row."""
+    from localgen.console import _unbroken_columns
+
+    headers = ["NAME", "PATH"]
+    rows = [["mine", "/home/me/my models/" + "mine of the week " * 3 + "Q4_K_M.gguf"], ["plain", "/m/plain.gguf"]]
+    assert _unbroken_columns(headers, rows, 40, ("PATH",)) == [True, False]
+    assert _unbroken_columns(headers, rows, 40, ()) is None
+    folded = _table_on_terminal(monkeypatch, 40, headers, rows, squeeze=("PATH",))
+    assert max(map(len, folded)) <= 40 and len(folded) > 1 + len(rows), folded
+    assert _columns(folded) == [_squashed("".join(column)) for column in zip(headers, *rows, strict=True)]
+    whole = _table_on_terminal(monkeypatch, 40, headers, rows)
+    assert all(f"  path: {row[1]}" in whole for row in rows), whole
