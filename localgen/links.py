@@ -8,6 +8,8 @@ import itertools
 import os
 from pathlib import Path
 
+from localgen.shorten import short_path
+
 
 def broken_link(path: Path) -> str | None:
     """What path is where it is a link that leads to nothing ("a link to X, which is not there", X the last link's
@@ -21,19 +23,21 @@ def broken_link(path: Path) -> str | None:
         os.stat(path)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            return f"a link to {target}, which leads into a loop of links"
+            return f"a link to {short_path(target)}, which leads into a loop of links"
         if exc.errno == errno.ENOTDIR:
-            return f"a link to {target}, which cannot be there: {_file_above(path.parent / target)} is a file"
+            return (f"a link to {short_path(target)}, which cannot be there: "
+                    f"{short_path(_file_above(path.parent / target))} is a file")
         if exc.errno == errno.ENOENT:
             return f"a link to {_missing_target(path, target)}, which is not there"
-        return f"a link to {target}, which cannot be followed ({exc.strerror})"
+        return f"a link to {short_path(target)}, which cannot be followed ({exc.strerror})"
     return None
 
 
 def _missing_target(path: Path, target: str) -> str:
     """The target that is not there of path, a link to target that leads to nothing: target, as the link holds it,
-    or where that is a link too, the last one's, in full."""
-    return os.path.realpath(path) if os.path.lexists(os.path.join(os.path.dirname(path), target)) else target
+    or where that is a link too, the last one's, in full; cut in its middle where long."""
+    full = os.path.realpath(path) if os.path.lexists(os.path.join(os.path.dirname(path), target)) else target
+    return short_path(full)
 
 
 def _file_above(path: Path) -> Path:

@@ -1,13 +1,16 @@
-"""Text shortened to a terminal's width, the cut marked with an ellipsis: a row's last column, a name's middle."""
+"""Text shortened to a terminal's width, the cut marked with an ellipsis: a row's last column, a name's or path's
+middle."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
 from localgen.wordwrap import display_width
 
 ELLIPSIS = "…"
 SHOWN_NAME_CHARS = 40  # a name refused is cut in its middle to this many columns
+SHOWN_PATH_CHARS = 120  # longer paths are cut in error messages
 
 
 def shorten_end(text: str, width: int) -> str:
@@ -34,6 +37,15 @@ def shown_name(name: str) -> str:
     """A name (a model's, a reference, a conversation's) as an error shows it: cut in its middle where it is longer
     than SHOWN_NAME_CHARS columns."""
     return shorten_middle(name, SHOWN_NAME_CHARS)
+
+
+def short_path(path: os.PathLike[str] | str) -> str:
+    """A path for an error message, cut in the middle when very long."""
+    text = str(path)
+    if len(text) <= SHOWN_PATH_CHARS:
+        return text
+    half = SHOWN_PATH_CHARS // 2
+    return f"{text[:half]}...{text[-half:]}"
 
 
 def _fitting(chars: Iterable[str], room: int) -> list[str]:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from localgen.errors import UsageError
 from localgen.links import broken_link
+from localgen.shorten import short_path
 
-SHOWN_PATH_CHARS = 120  # longer paths are cut in error messages
 FILE_OPTION = "-f/--file"  # the option that attaches files, as messages name it
 
 
@@ -89,15 +89,6 @@ def is_existing_folder(text: str) -> bool:
         return Path(text).is_dir()
     except (OSError, ValueError):
         return False
-
-
-def short_path(path: Path | str) -> str:
-    """A path for an error message, cut in the middle when very long."""
-    text = str(path)
-    if len(text) <= SHOWN_PATH_CHARS:
-        return text
-    half = SHOWN_PATH_CHARS // 2
-    return f"{text[:half]}...{text[-half:]}"
 
 
 def file_identity(path: Path) -> object:

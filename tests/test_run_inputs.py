@@ -597,6 +597,7 @@ def test_a_file_the_shell_emptied_for_stderr_is_refused_not_read_empty(
     ("-f/--file", "/gone/notes.txt", "/gone/notes.txt"),
     ("--system-file", "old-notes.txt", "old-notes.txt"),  # relative, as the link holds it
     ("--grammar", "chain.txt", "{tmp}/old-notes.txt"),  # a link to a dangling link: the target missing at last
+    ("-f/--file", f"/gone/{'d' * 750}/x.txt", f"/gone/{'d' * 54}...{'d' * 54}/x.txt"),  # cut in its middle
 ])
 def test_a_dangling_link_given_to_a_file_option_names_its_missing_target(
         tmp_path: Path, option: str, target: str, shown: str) -> None:
