@@ -197,7 +197,7 @@ def refuse_an_unwritable_stdout() -> None:
             raise refusal
 
 
-def refuse_emptied_by_stdout(files: list[InputFile], stdin: BinaryIO | None) -> None:
+def refuse_emptied_by_redirects(files: list[InputFile], stdin: BinaryIO | None) -> None:
     """Refuse a file given to read, or stdin, that is the file stdout (or stderr) goes to, which the shell's > (2>)
     emptied before localgen could read it (`localgen run -f notes.md "Fix it." > notes.md`, `-f /dev/stderr hi
     2> n.txt`): the answer would come without it."""

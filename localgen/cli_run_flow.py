@@ -173,7 +173,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     from localgen import console
     from localgen.cli_model import conversation_defaults, system_file_input
     from localgen.cli_options import sampling_from, typed_name
-    from localgen.cli_run import refuse_an_unwritable_stdout, refuse_emptied_by_stdout, stdin_reader
+    from localgen.cli_run import refuse_an_unwritable_stdout, refuse_emptied_by_redirects, stdin_reader
     from localgen.conversation import asks_for_no_system_prompt
     from localgen.grammar import constraint_source
     from localgen.input_text import BOM, argument_text
@@ -219,7 +219,7 @@ def check_run(request: RunRequest) -> CheckedRun:
     template_file = chat_template_file(request.chat_template)
     named = [*files, *(f for f in (system_input, template_file, constraint and constraint.file) if f is not None)]
     stdin = sys.stdin.buffer if sys.stdin else None
-    refuse_emptied_by_stdout(named, stdin)  # before a warning is written to the file 2> emptied
+    refuse_emptied_by_redirects(named, stdin)  # before a warning is written to the file 2> emptied
     console.warn_each(warnings)
     if request.model is not None:  # all of this is refused before piped stdin, or a pipe an option names, is waited for
         check_reference(request.model)
