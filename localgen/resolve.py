@@ -423,8 +423,9 @@ def _readable_file(path: Path, typed: str) -> Path:
     except OSError as exc:  # a name too long, a loop of links, a directory that cannot be searched
         raise ModelNotFoundError(f"cannot use {shown} as a model file: {os_reason(exc)}",
                                  hint="check the path") from None
-    if mode is None and path.is_symlink():
-        raise ModelNotFoundError(f"{shown} is {broken_link(path)}",
+    broken = broken_link(path) if mode is None else None  # None too where the target appeared since the stat
+    if broken is not None:
+        raise ModelNotFoundError(f"{shown} is {broken}",
                                  hint="point the link at the model's .gguf file, or pass the file's own path")
     if mode is None:
         raise ModelNotFoundError(f"no such model file: {shown}", hint=missing_file_hint(path, typed))

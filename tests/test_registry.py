@@ -747,6 +747,25 @@ def test_a_model_path_that_is_a_link_to_nothing_names_where_it_points(tmp_path: 
                               "there (hint: point the link at the model's .gguf file, or pass the file's own path)\n")
 
 
+def test_a_model_link_whose_target_appears_after_its_check_is_refused_as_no_such_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The link was found leading nowhere, then its target was made before it was named a link to nothing."""
+    import localgen.links
+    import localgen.resolve
+
+    (tmp_path / "m.gguf").symlink_to("later.gguf")
+
+    def target_made_first(path: Path) -> str | None:
+        """Make the link's target, then say what the link is."""
+        (tmp_path / "later.gguf").write_bytes(b"GGUF")
+        return localgen.links.broken_link(path)
+
+    monkeypatch.setattr(localgen.resolve, "broken_link", target_made_first)
+    with pytest.raises(ModelNotFoundError) as refused:
+        localgen.resolve.resolve_model(str(tmp_path / "m.gguf"), offline=True)
+    assert refused.value.message == f"no such model file: {tmp_path}/m.gguf"
+
+
 def test_a_models_toml_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
     user = tmp_path / "models.toml"
     user.write_bytes(b'\xef\xbb\xbf[models.mine]\r\nrepo = "org/Mine-GGUF"\r\nquant = "Q4_0"\r\n')  # Notepad's UTF-8
