@@ -578,13 +578,17 @@ def test_a_descriptor_named_as_the_file_the_shell_emptied_gets_no_new_file_hinte
                                  "then restore the text that was in it from a copy)\n")
 
 
-@pytest.mark.parametrize(("name", "elsewhere"), [("/dev/stderr", ""), ("n.txt", " (2> n.txt.new)")])
+@pytest.mark.parametrize(("options", "name", "elsewhere"), [
+    ("-n 1", "/dev/stderr", ""),
+    ("-n 1", "n.txt", " (2> n.txt.new)"),
+    ("--print-prompt -s -", "n.txt", " (2> n.txt.new)"),  # refused before -s -'s warning is written into n.txt
+])
 def test_a_file_the_shell_emptied_for_stderr_is_refused_not_read_empty(
-        tmp_path: Path, name: str, elsewhere: str) -> None:
+        tmp_path: Path, options: str, name: str, elsewhere: str) -> None:
     """`-f /dev/stderr hi 2> n.txt`: the shell empties n.txt before the run, which answered as if it were empty."""
     notes = tmp_path / "n.txt"
     notes.write_text("The meeting is on Friday.\n")
-    command = f"{shlex.quote(sys.executable)} -m localgen run -n 1 -f {name} hi 2> n.txt"
+    command = f"{shlex.quote(sys.executable)} -m localgen run {options} -f {name} hi 2> n.txt"
     result = subprocess.run(["bash", "-c", command], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd=tmp_path,
                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and result.stdout == "", notes.read_text()
