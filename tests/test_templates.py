@@ -443,6 +443,17 @@ def test_a_chat_template_file_too_long_is_refused_in_one_wording_whatever_its_si
                           "most a chat template may be (hint: check the file given to --chat-template)\n")
 
 
+@pytest.mark.parametrize("char", ["a", "\U0001f600"])  # one byte in UTF-8, and four
+def test_a_chat_template_file_of_the_most_characters_a_template_may_be_is_taken(tmp_path: Path, char: str) -> None:
+    """A template of exactly 1,048,576 characters is read whole, however many bytes its characters take."""
+    head, tail = '{{ messages[-1]["content"] }}{# ', " #}"
+    template = tmp_path / "t.jinja"
+    template.write_text(head + char * (template_sandbox.TEMPLATE_SOURCE_LIMIT_CHARS - len(head) - len(tail)) + tail,
+                        encoding="utf-8")
+    result = run_localgen("run", "--print-prompt", "--chat-template", str(template), "hi")
+    assert result.returncode == 0 and result.out == "hi", result.err
+
+
 def test_a_broken_template_from_models_toml_is_blamed_on_its_entry(tmp_path: Path) -> None:
     user = tmp_path / "home" / "config" / "models.toml"
     user.parent.mkdir(parents=True)
