@@ -28,9 +28,12 @@ def refuse_unreadable_stream(status: os.stat_result, name: str, option: str) -> 
         stream, written = ("stdout", "the answer") if fd == 1 else ("stderr", "its messages")
         raise UsageError(f"{name} is {stream}, the pipe this run writes {written} to, so reading it would never end",
                          hint=hint)
-    if fd != named:  # a descriptor a script opened on the pipe (exec 3<>FIFO), which the run needs not
-        hint = (f"close descriptor {fd} for the run ({fd}>&- after the command), so that the pipe ends as its writers "
-                f"close it, or {hint}")
+    ends = "so that the pipe ends as its writers close it"
+    if fd == 0:  # stdin opened on the pipe both ways (<>FIFO): read for reading only, it ends as its writers close it
+        hint = f"read the pipe as stdin with < {name}, in place of {option} {name} and <>, {ends}, or {hint}"
+    elif fd != named:  # a descriptor opened on the pipe (4<>FIFO, a script's exec 3<>FIFO), which the run needs not
+        hint = f"drop the redirect that opens descriptor {fd} on the pipe, or close it for the run ({fd}>&- after " \
+               f"the command), {ends}, or {hint}"
     raise UsageError(f"{name} is a pipe this run holds open for writing (as descriptor {fd}), so reading it would "
                      "never end", hint=hint)
 

@@ -317,15 +317,18 @@ def test_a_write_to_a_file_once_a_signal_ended_the_run_is_never_given_up(tmp_pat
 
 @pytest.mark.parametrize(("opened", "redirect", "name", "fd", "close"), [
     ("", "3> >(cat)", "/dev/fd/3", 3, ""),  # the pipe to another command, given to the run to write to
-    ("", "4<>{fifo}", "{fifo}", 4, "close descriptor 4 for the run (4>&- after the command), so "),  # both ways
-    ("exec 3<>{fifo}; ", "", "{fifo}", 3, "close descriptor 3 for the run (3>&- after the command), so "),  # a script's
+    ("", "4<>{fifo}", "{fifo}", 4, "drop the redirect that opens descriptor 4 on the pipe, or close it for the run "
+     "(4>&- after the command), so "),  # a named pipe the run holds open both ways
+    ("exec 3<>{fifo}; ", "", "{fifo}", 3, "drop the redirect that opens descriptor 3 on the pipe, or close it for the "
+     "run (3>&- after the command), so "),  # a script's
+    ("", "<>{fifo}", "{fifo}", 0, "read the pipe as stdin with < {fifo}, in place of -f/--file {fifo} and <>, so "),
 ])
 def test_a_pipe_the_run_itself_holds_open_for_writing_is_refused_rather_than_read_forever(
         tmp_path: Path, opened: str, redirect: str, name: str, fd: int, close: str) -> None:
     """The hint names a descriptor the run was handed on the pipe, which closing for the run lets it read."""
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    name, redirect, opened = name.format(fifo=fifo), redirect.format(fifo=fifo), opened.format(fifo=fifo)
+    name, redirect, opened, close = (text.format(fifo=fifo) for text in (name, redirect, opened, close))
     command = f"{opened}exec {shlex.quote(sys.executable)} -m localgen run -n 1 -f {name} hi {redirect}"
     result = subprocess.run(["bash", "-c", command], env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
