@@ -201,6 +201,7 @@ def path_not_removed(typed: str, path: Path | None) -> UsageError:
     return UsageError(f"{typed} is a file path; localgen only removes models it downloaded",
                       hint="delete the file yourself if you no longer need it")
 
+
 def _reads_as_gguf(path: Path) -> bool:
     """Whether a file starts as a GGUF model does."""
     try:

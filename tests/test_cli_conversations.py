@@ -427,6 +427,7 @@ def test_show_json_on_a_terminal_escapes_control_characters_keeping_the_json_s_v
     piped = run_localgen("conversations", "show", "controls", "--json")
     assert json.loads(piped.out)["turns"][0]["answer"] == answer and answer in piped.out, "a pipe gets it as saved"
 
+
 def test_an_answer_stdout_could_not_take_is_not_saved(home: Path) -> None:
     """README: a run that gets no answer (an error) leaves the conversation as it was, and a new one unsaved."""
     _save("kept", Turn("Name a color.", "Blue."))

@@ -411,6 +411,7 @@ def test_each_llama_decode_failure_names_its_cause(status: int, message: str, hi
     assert message in failure.message and f"(llama_decode returned {status})" in failure.message
     assert hint in (failure.hint or "")
 
+
 def test_a_context_without_flash_attention_is_allocated_an_odd_number_of_pads_and_used_as_asked(
         engine: Engine) -> None:
     """V's transposed rows lie an odd multiple of 512 bytes apart (allocated_context); the room stays as asked."""

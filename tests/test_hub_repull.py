@@ -6,6 +6,8 @@ from __future__ import annotations
 from hub_server import HubServer, pulled_too_big, run_cli
 
 REPO = "org/m-GGUF"
+
+
 def test_a_re_pull_of_a_repo_none_of_whose_quants_fits_warns_that_a_run_will_refuse_the_downloaded_one(
         hub: tuple[HubServer, dict[str, str]]) -> None:
     """pull ORG/REPO, the Hub answering that none of its quants fits here, said only that the downloaded quant was

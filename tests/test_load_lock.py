@@ -64,6 +64,7 @@ def _beside_a_slow_run(hubenv: HubEnv, tmp_path: Path, model: str,
     assert run.returncode == 0 and answer, err
     return run.pid, done
 
+
 def test_a_run_of_a_model_another_run_loads_does_not_wait_on_it(hubenv: HubEnv, tmp_path: Path) -> None:
     """Both runs hold the model's loading lock, shared: the second loads and answers while the first still loads."""
     _pulled_tiny(hubenv, tmp_path)

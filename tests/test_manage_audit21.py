@@ -182,6 +182,7 @@ def test_models_says_an_entry_s_default_quant_is_not_downloaded_beside_another_q
     assert run_cli(env, "pull", "tiny").returncode == 0
     assert _starred(env) == (["tiny"], "")
 
+
 def test_a_default_set_before_its_pull_is_named_as_the_hub_spells_it_after(
         hub: tuple[HubServer, dict[str, str]]) -> None:
     """A Hub model made the default before it is downloaded (acme/other-gguf:q8_0) is named, once pulled, as the Hub

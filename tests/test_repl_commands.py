@@ -461,6 +461,7 @@ def _home_with_cool(tmp_path: Path) -> Path:
         'package_file = "SmolLM2-135M-Instruct.Q4_1.gguf"\ntemperature = 0.2\n')
     return home
 
+
 def test_model_naming_the_model_in_use_says_it_is_loaded_and_loads_nothing(tmp_path: Path) -> None:
     """/model smollm2-135m in a chat with it loaded would free it and load it again (seconds for a large model); an
     entry of models.toml for the same file is another model (its settings), which /model switches to."""

@@ -352,6 +352,7 @@ def test_a_script_s_descriptor_on_the_pipe_closed_for_the_run_as_hinted_lets_it_
                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "A document from the script.\n\nhi" in result.stdout, result.stderr
 
+
 def test_a_named_pipe_given_to_read_and_as_stdout_is_refused_rather_than_read_forever(tmp_path: Path) -> None:
     """`-f FIFO > FIFO`, a reader on the other end: the run itself writes the pipe it would read."""
     fifo = tmp_path / "fifo"
