@@ -130,6 +130,7 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     from localgen import console
     from localgen.cli_model import conversation_defaults, early_refusals, system_file_input
     from localgen.cli_options import sampling_from, typed_name
+    from localgen.cli_run import refuse_emptied_by_redirects
     from localgen.conversation import asks_for_no_system_prompt
     from localgen.conversation_lock import remove_leftovers
     from localgen.conversation_store import conversations_dir
@@ -154,6 +155,8 @@ def check_chat(request: ChatRequest) -> CheckedChat:
     for path, typed in ((file.path, file.typed) for file in files if file.path is not None):
         refuse_special_file(path, typed, pipes=True)  # as /file does, but a pipe (<(cmd)) is waited for, with a note
     template_file = chat_template_file(request.chat_template)
+    named = [*files, *(f for f in (system_input, template_file) if f is not None)]
+    refuse_emptied_by_redirects(named, None)  # before a warning is written to the file 2> emptied
     console.warn_each(warnings)
     sampling = sampling_from(ctx)
     limits = GenerationLimits(max_tokens=token_budget(request.max_tokens), stop=tuple(stop))

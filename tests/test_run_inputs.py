@@ -597,6 +597,26 @@ def test_a_file_the_shell_emptied_for_stderr_is_refused_not_read_empty(
                                  f"file{elsewhere}, then restore the text that was in it from a copy)\n")
 
 
+def test_a_system_file_the_shell_emptied_for_stderr_is_refused_by_the_chat_too(tmp_path: Path) -> None:
+    """`chat --system-file s.txt 2> s.txt` in a terminal: the chat warned that s.txt was empty and started."""
+    from tests.test_repl import PROMPT, _env
+
+    system = tmp_path / "s.txt"
+    system.write_text("Be brief.\n")
+    command = f"exec {shlex.quote(sys.executable)} -m localgen chat --system-file s.txt 2> s.txt"
+    chat = pexpect.spawn("bash", ["-c", command], env={**_env(tmp_path / "home"), "PYTHONPATH": str(REPO_ROOT)},
+                         cwd=str(tmp_path), encoding="utf-8", timeout=90)
+    started = chat.expect([pexpect.EOF, PROMPT]) == 1
+    if started:
+        chat.sendline("/quit")
+        chat.expect(pexpect.EOF)
+    chat.close()
+    assert not started and chat.exitstatus == 2, system.read_text()
+    assert system.read_text() == ("localgen: error: s.txt is also where stderr goes, so the shell emptied it for the "
+                                  "messages (2>) before localgen could read it (hint: send the messages to another "
+                                  "file (2> s.txt.new), then restore the text that was in it from a copy)\n")
+
+
 @pytest.mark.parametrize(("option", "target", "shown"), [
     ("-f/--file", "/gone/notes.txt", "/gone/notes.txt"),
     ("--system-file", "old-notes.txt", "old-notes.txt"),  # relative, as the link holds it
