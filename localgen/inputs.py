@@ -134,10 +134,14 @@ def _refuse_oversized(path: Path, name: str, option: str, binary_hint: str, cap:
 
 def _unreadable(path: Path, name: str, option: str, exc: OSError) -> UsageError:
     """The error for a file at path, named with option, that cannot be opened or read, called name in it: a missing
-    one that is a link to nothing is named so (dangling_link_refusal), checked or read (deleted in between)."""
+    one that is a link to nothing (its target missing, a loop of links, a path through a file) is named so
+    (dangling_link_refusal), checked or read (deleted in between)."""
+    link = dangling_link_refusal(path, name, option) if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR) \
+        else None
+    if link is not None:
+        return link
     if isinstance(exc, FileNotFoundError):
-        return dangling_link_refusal(path, name, option) or UsageError(f"no such file: {name}",
-                                                                       hint=f"check the path given to {option}")
+        return UsageError(f"no such file: {name}", hint=f"check the path given to {option}")
     if isinstance(exc, IsADirectoryError):
         return UsageError(f"{name} is a directory", hint=f"pass a file to {option}")
     if exc.errno in (errno.ENAMETOOLONG, errno.ENOTDIR):  # f.txt/x: a file where a folder goes

@@ -421,8 +421,10 @@ def _readable_file(path: Path, typed: str) -> Path:
     except FileNotFoundError:
         mode = None
     except OSError as exc:  # a name too long, a loop of links, a directory that cannot be searched
-        raise ModelNotFoundError(f"cannot use {shown} as a model file: {os_reason(exc)}",
-                                 hint="check the path") from None
+        if broken_link(path) is None:  # else a link into a loop of links, or through a file: said as a link below
+            raise ModelNotFoundError(f"cannot use {shown} as a model file: {os_reason(exc)}",
+                                     hint="check the path") from None
+        mode = None
     broken = broken_link(path) if mode is None else None  # None too where the target appeared since the stat
     if broken is not None:
         raise ModelNotFoundError(f"{shown} is {broken}",

@@ -747,6 +747,19 @@ def test_a_model_path_that_is_a_link_to_nothing_names_where_it_points(tmp_path: 
                               "there (hint: point the link at the model's .gguf file, or pass the file's own path)\n")
 
 
+def test_a_model_path_that_is_a_link_into_a_loop_or_through_a_file_says_so(tmp_path: Path) -> None:
+    """Where the system's words were `cannot use m.gguf as a model file: Not a directory`."""
+    (tmp_path / "f.txt").write_text("a file\n")
+    (tmp_path / "loop.gguf").symlink_to("loop.gguf")
+    (tmp_path / "through.gguf").symlink_to("f.txt/m.gguf")
+    for link, said in (("loop.gguf", "a link to loop.gguf, which leads into a loop of links"),
+                       ("through.gguf", f"a link to f.txt/m.gguf, which cannot be there: {tmp_path}/f.txt is a file")):
+        result = run_localgen("run", "-m", str(tmp_path / link), "hi")
+        assert result.returncode == 1
+        assert result.err == (f"localgen: error: {tmp_path}/{link} is {said} (hint: point the link at the model's "
+                              ".gguf file, or pass the file's own path)\n")
+
+
 def test_a_model_link_whose_target_appears_after_its_check_is_refused_as_no_such_file(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The link was found leading nowhere, then its target was made before it was named a link to nothing."""

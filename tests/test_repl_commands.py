@@ -557,17 +557,17 @@ def test_a_message_too_long_for_the_context_names_its_attached_files(tmp_path: P
 
 
 def test_a_link_that_leads_back_to_itself_gets_a_hint_about_links(tmp_path: Path) -> None:
-    """/file and run -f of a symbolic link that leads back to itself say to check the links, where the hint said to
-    pass a file or a pipe (/file takes no pipe, and the name was meant as a file)."""
+    """/file and run -f of a symbolic link that leads back to itself say so and hint to point it at a file, where
+    the hint said to pass a file or a pipe (/file takes no pipe, and the name was meant as a file)."""
     (tmp_path / "loop.txt").symlink_to("loop.txt")
     said = " ".join(run_localgen("run", "-f", str(tmp_path / "loop.txt"), "q").err.split())
-    assert "Too many levels of symbolic links (hint: check the symbolic links in the path given to -f/--file)" \
-        in said, said
+    assert "which leads into a loop of links (hint: point the link at a file, or pass the file's own path to " \
+        "-f/--file)" in said, said
     chat = Chat(tmp_path / "home", "-n", "2", cwd=tmp_path)
     try:
-        said = " ".join(chat.command_words("/file loop.txt", "given to /file)").split())
-        assert "localgen: error: cannot read loop.txt: Too many levels of symbolic links (hint: check the symbolic " \
-            "links in the path given to /file)" in said, said
+        said = " ".join(chat.command_words("/file loop.txt", "to /file)").split())
+        assert "localgen: error: loop.txt is a link to loop.txt, which leads into a loop of links (hint: point the " \
+            "link at a file, or pass the file's own path to /file)" in said, said
         assert chat.quit() == 0
     finally:
         if chat.child.isalive():

@@ -637,6 +637,23 @@ def test_a_dangling_link_given_to_a_file_option_names_its_missing_target(
                              f"{option})\n")
 
 
+@pytest.mark.parametrize(("option", "target", "said"), [
+    ("-f/--file", "notes.txt", "a link to notes.txt, which leads into a loop of links"),  # itself
+    ("--system-file", "f.txt/x", "a link to f.txt/x, which cannot be there: f.txt is a file"),
+])
+def test_a_link_into_a_loop_or_through_a_file_given_to_a_file_option_is_named_as_such(
+        tmp_path: Path, option: str, target: str, said: str) -> None:
+    """Where the system's words were `cannot read notes.txt: Not a directory` (or Too many levels of symbolic links)."""
+    (tmp_path / "f.txt").write_text("a file\n")
+    (tmp_path / "notes.txt").symlink_to(target)
+    result = subprocess.run([sys.executable, "-m", "localgen", "run", option.split("/")[0], "notes.txt", "hi"],
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd=tmp_path, capture_output=True,
+                            text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert result.stderr == (f"localgen: error: notes.txt is {said} (hint: point the link at a "
+                             f"file, or pass the file's own path to {option})\n")
+
+
 def test_a_link_whose_target_goes_between_its_check_and_its_read_is_named_as_a_link_to_nothing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A file deleted after the run checked the link to it, before it read it: the read says so as the check would."""
