@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,9 +24,10 @@ def pytest_collection(session: pytest.Session) -> Iterator[None]:
     """
     saved, sys.dont_write_bytecode = sys.dont_write_bytecode, False
     try:
-        worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
-        if worker.startswith("gw") and count.isdigit() and session.config.getoption("assertmode") == "rewrite":
-            rewrite_share(session.config, collected_modules(session.config), int(worker[2:]), int(count))
+        config = session.config
+        worker = getattr(config, "workerinput", None)  # what pytest-xdist gives its workers (not their environment)
+        if worker is not None and config.getoption("assertmode") == "rewrite":
+            rewrite_share(config, collected_modules(config), int(worker["workerid"][2:]), int(worker["workercount"]))
         yield
     finally:
         sys.dont_write_bytecode = saved

@@ -8,9 +8,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+import tests.rewritten_modules as rewritten_modules
 from tests.conftest import REPO_ROOT
 from tests.rewritten_modules import rewrite_share
 
@@ -43,6 +45,24 @@ def test_a_worker_keeps_its_share_of_the_modules_rewritten_before_collecting(tmp
     exec(marshal.loads(kept[0].read_bytes()[16:]), rewritten)
     with pytest.raises(AssertionError, match=r"assert \(2 \+ 1\) == 4"):
         rewritten["test_sum"]()  # type: ignore[operator]
+
+
+def test_only_a_pytest_xdist_worker_rewrites_a_share_ahead_not_a_pytest_its_tests_start(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pytest that a worker's test starts inherits the worker's PYTEST_XDIST_WORKER and _COUNT, and is no worker."""
+    shares: list[tuple[int, int]] = []
+    monkeypatch.setattr(rewritten_modules, "collected_modules", lambda config: [])
+    monkeypatch.setattr(rewritten_modules, "rewrite_share",
+                        lambda config, modules, worker, workers: shares.append((worker, workers)))
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "3")
+    started = SimpleNamespace(getoption=lambda name: "rewrite")
+    worker = SimpleNamespace(getoption=lambda name: "rewrite", workerinput={"workerid": "gw2", "workercount": 4})
+    for config in (started, worker):
+        collection = rewritten_modules.pytest_collection(SimpleNamespace(config=config))
+        next(collection)
+        collection.close()
+    assert shares == [(2, 4)]
 
 
 FORKED_RUN = """
