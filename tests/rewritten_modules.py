@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import sys
 from collections.abc import Iterator
@@ -45,7 +44,8 @@ def collected_modules(config: pytest.Config) -> list[Path]:
 
 
 def rewrite_share(config: pytest.Config, modules: list[Path], worker: int, workers: int) -> None:
-    """Rewrite and keep, as pytest's import would, every workers-th module from the worker-th that has none kept."""
+    """Rewrite and keep, as pytest's import would, every workers-th module from the worker-th that has none kept,
+    until one cannot be kept."""
     try:
         from _pytest.assertion.rewrite import PYC_TAIL, _read_pyc, _rewrite_test, _write_pyc, get_cache_dir
         from _pytest.assertion.rewrite import assertstate_key as state_key
@@ -53,8 +53,15 @@ def rewrite_share(config: pytest.Config, modules: list[Path], worker: int, worke
         return
     for module in modules[worker::workers]:
         pyc = get_cache_dir(module) / (module.name[:-3] + PYC_TAIL)
-        if _read_pyc(module, pyc) is None:
-            with contextlib.suppress(OSError, SyntaxError, ValueError):  # unwritable or not Python: left to its import
-                pyc.parent.mkdir(parents=True, exist_ok=True)
-                source_hash, code = _rewrite_test(module, config)
-                _write_pyc(config.stash[state_key], code, source_hash, pyc)
+        if _read_pyc(module, pyc) is not None:
+            continue
+        try:
+            pyc.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return
+        try:
+            source_hash, code = _rewrite_test(module, config)
+        except (OSError, SyntaxError, ValueError):  # unreadable or not Python: left to its import
+            continue
+        if not _write_pyc(config.stash[state_key], code, source_hash, pyc):
+            return  # an unwritable cache: the others would be rewritten for nothing

@@ -47,6 +47,24 @@ def test_a_worker_keeps_its_share_of_the_modules_rewritten_before_collecting(tmp
         rewritten["test_sum"]()  # type: ignore[operator]
 
 
+def test_a_worker_rewrites_no_more_after_the_first_module_it_cannot_keep(
+        tmp_path: Path, pytestconfig: pytest.Config, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read-only __pycache__: the rest of the share would be rewritten for nothing."""
+    from _pytest.assertion import rewrite
+
+    modules = [tmp_path / f"test_{name}.py" for name in "abc"]
+    for module in modules:
+        module.write_text("def test_sum():\n    assert 1 + 1 == 2\n")
+    rewritten: list[str] = []
+    rewrite_test = rewrite._rewrite_test
+    monkeypatch.setattr(rewrite, "_rewrite_test",
+                        lambda module, config: rewritten.append(module.name) or rewrite_test(module, config))
+    monkeypatch.setattr(rewrite, "_write_pyc", lambda state, code, source_hash, pyc: False)
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "cache"))
+    rewrite_share(pytestconfig, modules, 0, 1)
+    assert rewritten == ["test_a.py"]
+
+
 def test_only_a_pytest_xdist_worker_rewrites_a_share_ahead_not_a_pytest_its_tests_start(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A pytest that a worker's test starts inherits the worker's PYTEST_XDIST_WORKER and _COUNT, and is no worker."""
