@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import sys
+import types
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,7 +50,7 @@ def rewrite_share(config: pytest.Config, modules: list[Path], worker: int, worke
     """Rewrite and keep, as pytest's import would, every workers-th module from the worker-th that has none kept,
     until one cannot be kept."""
     try:
-        from _pytest.assertion.rewrite import PYC_TAIL, _read_pyc, _rewrite_test, _write_pyc, get_cache_dir
+        from _pytest.assertion.rewrite import PYC_TAIL, _read_pyc, _write_pyc, get_cache_dir
         from _pytest.assertion.rewrite import assertstate_key as state_key
     except ImportError:  # another pytest's insides: each worker rewrites them all as it imports them
         return
@@ -59,9 +62,19 @@ def rewrite_share(config: pytest.Config, modules: list[Path], worker: int, worke
             pyc.parent.mkdir(parents=True, exist_ok=True)
         except OSError:
             return
-        try:
-            source_hash, code = _rewrite_test(module, config)
-        except (OSError, SyntaxError, ValueError):  # unreadable or not Python: left to its import
-            continue
-        if not _write_pyc(config.stash[state_key], code, source_hash, pyc):
+        rewritten = quietly_rewritten(config, module)
+        if rewritten is not None and not _write_pyc(config.stash[state_key], rewritten[1], rewritten[0], pyc):
             return  # an unwritable cache: the others would be rewritten for nothing
+
+
+def quietly_rewritten(config: pytest.Config, module: Path) -> tuple[bytes, types.CodeType] | None:
+    """The module's source hash and rewritten code, or None where rewriting it warns or fails (its import says so)."""
+    from _pytest.assertion.rewrite import _rewrite_test
+
+    # under -W error a warning raised here, as any exception, ended the whole run: the module's import rewrites it
+    # again, and reports it as pytest does
+    with warnings.catch_warnings(record=True) as warned, contextlib.suppress(Exception):
+        warnings.simplefilter("always")
+        rewritten = _rewrite_test(module, config)
+        return None if warned else rewritten
+    return None

@@ -7,6 +7,7 @@ import marshal
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -45,6 +46,36 @@ def test_a_worker_keeps_its_share_of_the_modules_rewritten_before_collecting(tmp
     exec(marshal.loads(kept[0].read_bytes()[16:]), rewritten)
     with pytest.raises(AssertionError, match=r"assert \(2 \+ 1\) == 4"):
         rewritten["test_sum"]()  # type: ignore[operator]
+
+
+def kept_pycs(cache: Path) -> list[str]:
+    """The names of the rewritten modules' bytecode kept under a pycache prefix."""
+    return sorted(path.name.split(".")[0] for path in cache.rglob("*.pyc"))
+
+
+def test_a_module_whose_rewrite_warns_is_left_to_its_import_where_warnings_are_errors(
+        tmp_path: Path, pytestconfig: pytest.Config, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`assert (a, "message")` warns as it is rewritten: under -W error the rewrite ahead raised it, and pytest-xdist
+    ended the whole run; its import rewrites and reports it, as without the rewrite ahead."""
+    warns, plain = tmp_path / "test_warns.py", tmp_path / "test_plain.py"
+    warns.write_text('def test_tuple():\n    assert (1, "always true")\n')
+    plain.write_text("def test_sum():\n    assert 1 + 1 == 2\n")
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "cache"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rewrite_share(pytestconfig, [warns, plain], 0, 1)
+    assert kept_pycs(tmp_path / "cache") == ["test_plain"]
+
+
+def test_a_module_whose_rewrite_fails_in_any_way_is_left_to_its_import(
+        tmp_path: Path, pytestconfig: pytest.Config, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sum of 100,000 terms is too deep for Python's parser (RecursionError): its import reports it."""
+    deep, plain = tmp_path / "test_deep.py", tmp_path / "test_plain.py"
+    deep.write_text("total = " + " + ".join(["1"] * 100_000) + "\n")
+    plain.write_text("def test_sum():\n    assert 1 + 1 == 2\n")
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "cache"))
+    rewrite_share(pytestconfig, [deep, plain], 0, 1)
+    assert kept_pycs(tmp_path / "cache") == ["test_plain"]
 
 
 def test_a_worker_rewrites_no_more_after_the_first_module_it_cannot_keep(
