@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import os
 import sys
 import types
 import warnings
@@ -36,14 +37,38 @@ def pytest_collection(session: pytest.Session) -> Iterator[None]:
 
 
 def collected_modules(config: pytest.Config) -> list[Path]:
-    """The test modules the run's arguments (or testpaths) name, in order: files named, and those under folders."""
-    patterns = config.getini("python_files")
+    """The test modules the run's arguments (or testpaths) name, in order: files named, and those in folders."""
     modules: list[Path] = []
     for arg in config.args:
         path = config.invocation_params.dir / arg.split("::")[0]
-        found = sorted(path.rglob("*.py")) if path.is_dir() else [path] if path.is_file() else []
-        modules += [module for module in found if any(fnmatch.fnmatch(module.name, glob) for glob in patterns)]
+        if path.is_dir():
+            modules += modules_under(config, path)
+        elif path.is_file() and is_test_module(config, path):
+            modules.append(path)
     return list(dict.fromkeys(modules))
+
+
+def modules_under(config: pytest.Config, folder: Path) -> Iterator[Path]:
+    """The test modules pytest collects under a folder, in its order: none it ignores (norecursedirs...)."""
+    try:  # the folder's conftests, as pytest loads them before collecting it: their collect_ignore
+        config.pluginmanager._loadconftestmodules(folder, config.getoption("importmode"), rootpath=config.rootpath,
+                                                  consider_namespace_packages=config.getini(
+                                                      "consider_namespace_packages"))
+    except Exception:  # one that fails to import: collecting the folder reports it, and none under it is rewritten
+        return
+    for entry in sorted(os.scandir(folder), key=lambda entry: entry.name):
+        path = Path(entry.path)
+        if config.hook.pytest_ignore_collect(collection_path=path, config=config):
+            continue
+        if entry.is_dir():
+            yield from modules_under(config, path)
+        elif entry.is_file() and is_test_module(config, path):
+            yield path
+
+
+def is_test_module(config: pytest.Config, path: Path) -> bool:
+    """Whether the file is a Python module whose name python_files matches."""
+    return path.suffix == ".py" and any(fnmatch.fnmatch(path.name, glob) for glob in config.getini("python_files"))
 
 
 def rewrite_share(config: pytest.Config, modules: list[Path], worker: int, workers: int) -> None:

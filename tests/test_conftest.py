@@ -114,6 +114,67 @@ def test_only_a_pytest_xdist_worker_rewrites_a_share_ahead_not_a_pytest_its_test
     assert shares == [(2, 4)]
 
 
+RECORDING_CONFTEST = """
+import json
+from rewritten_modules import collected_modules
+
+collect_ignore = ["tests/test_root_ignored.py"]
+ahead = []
+
+def pytest_collection(session):
+    ahead.extend(str(path) for path in collected_modules(session.config))
+
+def pytest_collection_finish(session):
+    collected = list(dict.fromkeys(str(item.path) for item in session.items))
+    with open("modules.json", "w") as out:
+        json.dump({"ahead": ahead, "collected": collected}, out)
+"""
+
+
+def recorded_collection(project: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, list[str]]]:
+    """Collect a project with pytest as RECORDING_CONFTEST records: the run, and the modules it rewrites ahead and
+    collects."""
+    (project / "pytest.ini").write_text("[pytest]\n")
+    (project / "conftest.py").write_text(RECORDING_CONFTEST)
+    unrelated = ["-p", "no:xdist", "-p", "no:randomly", "-p", "no:cacheprovider", "-p", "no:benchmark", "-p",
+                 "no:hypothesispytest", "-p", "no:anyio"]
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", *unrelated, *args], cwd=project,
+                          capture_output=True, text=True, timeout=120, env={
+                              **os.environ, "PYTHONPATH": str(REPO_ROOT / "tests"),
+                              "PYTHONPYCACHEPREFIX": str(project / "cache")})
+    assert (project / "modules.json").is_file(), done.stdout + done.stderr
+    return done, json.loads((project / "modules.json").read_text())
+
+
+def test_the_modules_a_worker_rewrites_ahead_are_those_pytest_collects(tmp_path: Path) -> None:
+    """What norecursedirs, a virtualenv, --ignore and collect_ignore (a nested conftest's too) leave out is not
+    rewritten ahead: node_modules' test modules were, with their warnings, and with a .venv a checkout's
+    site-packages' would have been."""
+    (tmp_path / "tests" / "deep").mkdir(parents=True)
+    (tmp_path / "tests" / "deep" / "conftest.py").write_text('collect_ignore = ["test_deep_ignored.py"]\n')
+    (tmp_path / "tests" / "node_modules").mkdir()
+    (tmp_path / "venv" / "lib").mkdir(parents=True)
+    (tmp_path / "venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    for module in ["tests/test_a.py", "tests/test_by_option.py", "tests/test_root_ignored.py", "tests/helpers.py",
+                   "tests/deep/test_deep.py", "tests/deep/test_deep_ignored.py", "tests/node_modules/test_nm.py",
+                   "venv/lib/test_site.py"]:
+        (tmp_path / module).write_text("def test_sum():\n    assert 1 + 1 == 2\n")
+    done, modules = recorded_collection(tmp_path, "--ignore=tests/test_by_option.py", ".")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert modules["ahead"] == modules["collected"] == [str(tmp_path / "tests" / "deep" / "test_deep.py"),
+                                                         str(tmp_path / "tests" / "test_a.py")]
+
+
+def test_a_folder_whose_conftest_fails_to_import_is_left_to_its_collection(tmp_path: Path) -> None:
+    """Its collection reports the conftest's error, and the other folders' modules are collected."""
+    (tmp_path / "tests" / "broken").mkdir(parents=True)
+    (tmp_path / "tests" / "broken" / "conftest.py").write_text("raise RuntimeError('a broken conftest')\n")
+    for module in ["tests/broken/test_broken.py", "tests/test_a.py"]:
+        (tmp_path / module).write_text("def test_sum():\n    assert 1 + 1 == 2\n")
+    done, modules = recorded_collection(tmp_path, "--continue-on-collection-errors", "tests")
+    assert "RuntimeError: a broken conftest" in done.stdout, done.stdout + done.stderr
+    assert modules["ahead"] == modules["collected"] == [str(tmp_path / "tests" / "test_a.py")]
+
 FORKED_RUN = """
 import importlib, json, os, runpy, sys
 sys.path[0:0] = [sys.argv.pop(1), sys.argv.pop(1)]
