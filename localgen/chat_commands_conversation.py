@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import glob
 import os
 import shlex
 import sys
@@ -12,6 +11,7 @@ from collections.abc import Callable
 from localgen import console
 from localgen.attached import AttachedText
 from localgen.chat_commands_settings import settings_text
+from localgen.chat_file_words import dropped_files, one_at_a_time, pattern_files
 from localgen.config import settings
 from localgen.conversation import Conversation, Turn
 from localgen.conversation_names import NAME_PATTERN, NEW_NAME_HINT, check_name, empty_name
@@ -42,7 +42,7 @@ from localgen.repl_text import (
 from localgen.runner import LoadedModel
 from localgen.session import ChatSession
 from localgen.session_room import restart_command
-from localgen.shell_words import QUOTES, one_argument
+from localgen.shell_words import one_argument
 from localgen.stopping import escaped
 from localgen.think_switch import CHAT_HINT, think_problem
 from localgen.typed_paths import expand_user_path, option_path, short_path
@@ -102,9 +102,9 @@ def file_command(state: ChatState, argument: str) -> None:
         console.say(f"dropped {counted(len(attached), 'attached file')}" if attached else "no files are attached")
         session.attachments = []
         return
-    several = _dropped_files(argument)
+    several = dropped_files(argument)
     if several:
-        raise UsageError(f"no such file: {argument}", hint=_one_at_a_time(several))
+        raise UsageError(f"no such file: {argument}", hint=one_at_a_time(several))
     typed = one_argument(argument, "/file PATH")
     text = _file_text(typed)
     if text is None:
@@ -124,9 +124,9 @@ def _file_text(typed: str) -> str | None:
     that names files (/file *.txt) is refused with how to attach them."""
     option_path(typed, "/file")  # an empty name is refused, not read as the current folder
     path = expand_user_path(typed)
-    several = [] if os.path.lexists(path) else _pattern_files(typed)
+    several = [] if os.path.lexists(path) else pattern_files(typed)
     if several:
-        raise UsageError(f"no such file: {typed}", hint=_one_at_a_time(several))
+        raise UsageError(f"no such file: {typed}", hint=one_at_a_time(several))
     if typed == "-" and not os.path.lexists(path):  # run's -f -: stdin, which is the chat's terminal
         raise UsageError("- is stdin, which is the chat's terminal here, not a file",
                          hint="type or paste the text as a message; a file named - is /file ./-")
@@ -138,52 +138,6 @@ def _file_text(typed: str) -> str | None:
         warnings[-1] += ", so it is not attached"
     console.warn_each(warnings)
     return None if empty else text
-
-
-def _pattern_files(typed: str) -> list[str]:
-    """The files (two at most) that a /file argument naming no file matches as a shell's pattern (~ and $VAR
-    expanded, as in one file's name)."""
-    if any(char in typed for char in "*?["):
-        return sorted(filter(os.path.isfile, glob.glob(str(expand_user_path(typed)))))[:2]
-    return []
-
-
-def _dropped_files(argument: str) -> list[str]:
-    """The files (two at most) that a /file argument naming no file names as a shell's words, each quoted or escaped
-    as a terminal writes the files dropped on it ('my notes.txt' b.txt, my\\ notes.txt b.txt, a.txt b.txt); [] where
-    it names one file, or a word names none."""
-    try:
-        words = shlex.split(argument)
-    except ValueError:  # an apostrophe in a name typed whole (it's.txt)
-        return []
-    if len(words) < 2 or not all(_is_a_file(word) for word in words):
-        return []
-    whole = None if argument[0] in QUOTES else one_argument(argument, "/file PATH")
-    return [] if whole is not None and _exists(whole) else words[:2]
-
-
-def _exists(typed: str) -> bool:
-    """Whether a /file argument read whole names something, ~ and $VAR expanded (False for ~user with no such
-    user)."""
-    try:
-        return os.path.lexists(expand_user_path(typed))
-    except UsageError:
-        return False
-
-
-def _is_a_file(typed: str) -> bool:
-    """Whether a word of a /file argument names a file, ~ and $VAR expanded (False for ~user with no such user)."""
-    try:
-        return expand_user_path(typed).is_file()
-    except UsageError:
-        return False
-
-
-def _one_at_a_time(files: list[str]) -> str:
-    """How to attach the files a /file argument meant, one command each."""
-    if len(files) == 1:
-        return f"/file takes no pattern: /file {files[0]}"
-    return f"/file attaches one file at a time: /file {files[0]}, then /file {files[1]}"
 
 
 def save_command(state: ChatState, argument: str) -> None:

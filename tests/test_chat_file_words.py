@@ -33,6 +33,25 @@ def test_file_given_files_quoted_or_escaped_as_dropped_ones_says_to_attach_one_a
             chat.child.terminate(force=True)
 
 
+def test_file_given_bare_names_one_with_an_apostrophe_says_to_attach_one_at_a_time(tmp_path: Path) -> None:
+    """Bare names, an apostrophe in one, get the hint to attach them one at a time (they got "check the path", the
+    apostrophe read as a quote left open); where each word is a file and the whole argument is one too, the whole
+    one is attached."""
+    for name in ("it's.txt", "a.txt", "b.txt"):
+        (tmp_path / name).write_text("A file.\n")
+    (tmp_path / "a.txt b.txt").write_text("The file with a space.\n")
+    chat = Chat(tmp_path / "home", "-n", "2", cwd=tmp_path)
+    try:
+        hint = "/file attaches one file at a time: /file it's.txt, then /file b.txt)"
+        said = " ".join(chat.command_words("/file it's.txt b.txt", hint).split())
+        assert f"no such file: it's.txt b.txt (hint: {hint}" in said, said
+        chat.command_words("/file a.txt b.txt", "attached a.txt b.txt (23 characters)")
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
+
+
 def test_file_given_a_link_to_nothing_names_its_missing_target_as_f_does(tmp_path: Path) -> None:
     """`/file dl.txt`, dl.txt a link to a file not there: it said "no such file: dl.txt"."""
     (tmp_path / "dl.txt").symlink_to("/gone/notes.txt")
