@@ -48,6 +48,7 @@ def system_command(state: ChatState, argument: str) -> None:
 
 def set_command(state: ChatState, argument: str) -> None:
     """/set PARAM VALUE: change a setting (PARAM alone shows it; Ollama's spellings too)."""
+    _refuse_joined(argument)
     word, _, rest = argument.partition(" ")
     ollama = {"parameter": lambda: set_command(state, rest.strip()),
               "system": lambda: system_command(state, rest.strip()),
@@ -69,10 +70,6 @@ def set_command(state: ChatState, argument: str) -> None:
         ollama[word.lower()]()
         return
     parts = argument.split(None, 1)
-    if len(parts) == 1 and "=" in parts[0].strip("="):  # /set temperature=0.7, as a config file writes it
-        name, _, value = parts[0].partition("=")
-        raise UsageError(f"/set takes a setting and its value apart, not {parts[0]!r}",
-                         hint=f"/set {setting_key(name)} {value}")
     if len(parts) == 1:  # /set temp: the current value
         key, value = state.session.value_of(parts[0])
         console.say(f"{key} = {value} (/set {key} VALUE changes it)")
@@ -81,6 +78,22 @@ def set_command(state: ChatState, argument: str) -> None:
         raise usage_error("/set", "/set needs a setting and its value")
     key, value = state.session.set_value(parts[0], parts[1])
     console.say(f"{key} = {value}" + (f" ({UNSET_MEANS[key]})" if value == "none" and key in UNSET_MEANS else ""))
+
+
+def _refuse_joined(argument: str) -> None:
+    """Refuse a setting and its value joined by '=' (/set temperature=0.7, /set temperature= 0.7, as a config file
+    writes them; /set stop=a, /set system=TEXT) with the command that sets it; a stop string or system prompt after a
+    blank may be or hold '=' (/set stop =, /set stop a=b)."""
+    name, joined, value = argument.lstrip("=").partition("=")
+    if not joined or len(name.split()) != 1:
+        return
+    word = name.strip()
+    free_text = word.lower() in ("stop", "system")  # their own commands, which take text
+    if free_text and word != name:
+        return
+    key = word.lower() if free_text else setting_key(word)
+    raise UsageError(f"/set takes a setting and its value apart, not '{argument}'",
+                     hint=f"/set {key} {value.strip(' =') or ('TEXT' if free_text else 'VALUE')}")
 
 
 def _set_stop(session: ChatSession, argument: str) -> None:

@@ -24,3 +24,24 @@ def test_set_of_a_setting_and_its_value_joined_by_an_equals_sign_gives_the_comma
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
+
+
+def test_set_joined_by_an_equals_sign_with_blanks_stop_system_or_no_value_gives_the_command_that_sets_it(
+        tmp_path: Path) -> None:
+    """'=' with a blank after it, doubled, first, or with no value, and stop's and system's '=' get the command that
+    sets them (they were unknown settings 'temperature=', 'stop' or 'system=Be', or hinted /set temperature =0.7),
+    each quoted as typed; a stop string that is '=' after a blank is still set."""
+    chat = Chat(tmp_path / "home", "--temperature", "0.5", "--no-markdown", "-n", "5")
+    try:
+        for typed, hint in (("stop=a", "/set stop a"), ("temperature= 0.7", "/set temperature 0.7"),
+                            ("temperature=", "/set temperature VALUE"), ("system=Be brief", "/set system Be brief"),
+                            ("temperature==0.7", "/set temperature 0.7"), ("=temperature=0.7", "/set temperature 0.7"),
+                            ("temp=it's", "/set temperature it's")):
+            said = " ".join(chat.command_words(f"/set {typed}", f"(hint: {hint})").split())
+            assert f"/set takes a setting and its value apart, not '{typed}' (hint: {hint})" in said, said
+        chat.command("/set temperature", "temperature = 0.5")
+        chat.command_words("/set stop ==", "stop strings (this chat): '=='")
+        assert chat.quit() == 0
+    finally:
+        if chat.child.isalive():
+            chat.child.terminate(force=True)
