@@ -355,7 +355,9 @@ def model_command(state: ChatState, argument: str) -> None:
         console.say(f"now using {loaded.resolved.display_name}"
                     + (f" (changed with it: {', '.join(changed)})" if changed else ""))
         if not loaded.prompt_format.is_chat:
-            console.say(plain_text_note(loaded.resolved.display_name))
+            restart = restart_command(session, None, model=reference, unsaveable=state.leaving.quiet,
+                                      option="--chat-template FILE")  # /model takes no --chat-template
+            console.say(plain_text_note(loaded.resolved.display_name, f"a chat template: {restart}"))
         if len(conversation.in_context()) < seen:
             console.say(f"[the conversation: {exchanges_in_context(conversation)}]")
         think = session.options.think

@@ -32,10 +32,11 @@ def brief(text: str, limit: int = 80) -> str:
     return f"{cut_characters(line, limit - 1)}… ({character_count(text):,} characters)"
 
 
-def plain_text_note(name: str) -> str:
-    """What the chat says of a model with no chat template, as it starts and as /model switches to one."""
-    return (f"localgen: {name} has no chat template, so the conversation goes to it as plain text to continue "
-            "(--chat-template FILE gives it one)")
+def plain_text_note(name: str, gives_one: str = "--chat-template FILE gives it one") -> str:
+    """What the chat says of a model with no chat template, as it starts and (gives_one: how the chat gets a template
+    for it) as /model switches to one."""
+    return f"localgen: {name} has no chat template, so the conversation goes to it as plain text to continue " \
+           f"({gives_one})"
 
 
 SHOWS_REASONING = "/thinking on shows its reasoning"

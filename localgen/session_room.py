@@ -326,25 +326,26 @@ class ContextRoom:
 
 
 def restart_command(room: ContextRoom, needed: int | None, *, model: str | None = None, asking: bool = False,
-                    unsaveable: bool = False) -> str:
+                    unsaveable: bool = False, option: str | None = None) -> str:
     """How a chat, which takes its context as it starts, gets another one: /exit, then the command that goes on with
     its conversation (as the chat's closing note gives it, with the chat's loading options and how it shows answers,
     which the conversation does not keep) with one of needed tokens (None: not counted), by the name
     the closing note gives where it is saved first as the chat ends (its first exchange unsaved, or asking: the
     message about to be answered is its first), with another model's -m (model); a chat with no exchange, or one
     whose start said it cannot be saved (unsaveable), of which nothing is saved, gets the command that starts it
-    again as it stands (start_options) with these."""
+    again as it stands (start_options) with these; option: another option it is given in place of the context's
+    (--chat-template FILE)."""
     conversation = room.conversation
-    size = "SIZE" if needed is None else str(needed)
+    size = f"-c {'SIZE' if needed is None else needed}" if option is None else option
     kept = [*_loading_options(room.options, same_model=model is None), *room.display_options()]  # not saved with it
-    options = "".join(f" {word}" for word in [*([f"-m {typed(model)}"] if model else []), *kept, f"-c {size}"])
+    options = "".join(f" {word}" for word in [*([f"-m {typed(model)}"] if model else []), *kept, size])
     if conversation.on_disk:
         return f"/exit, then `{resume_command(conversation.name, options)}`"
     if (asking or conversation.turns) and not unsaveable:
         return f"/exit, then `{resume_command('NAME', options)}` with the NAME the chat says it is saved as"
     started = model or conversation.model
     words = ["localgen chat", *([f"-m {typed(started)}"] if started else []),
-             *start_options(room, same_model=model is None), f"-c {size}"]
+             *start_options(room, same_model=model is None), size]
     why = "this chat cannot be saved, so there is nothing to resume" if unsaveable else \
         "it has no exchange saved to resume"
     return f"/exit, then start the chat again with `{' '.join(words)}`, as {why}"

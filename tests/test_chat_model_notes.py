@@ -28,8 +28,11 @@ def test_model_to_one_without_a_chat_template_says_the_conversation_goes_to_it_a
     base = copy_with_metadata(bundled_model, tmp_path / "base.gguf", drop=["tokenizer.chat_template"])
     chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "5")
     try:
-        said = chat.command_words(f"/model {base}", PLAIN_TEXT)
-        assert f"now using {base}" in " ".join(said.split()), said
+        said = " ".join(chat.command_words(f"/model {base}", "saved to resume)").split())
+        assert f"now using {base}" in said, said
+        assert (f"{PLAIN_TEXT} (a chat template: /exit, then start the chat again with `localgen chat -m {base} "
+                "--temperature 0 -n 5 --no-markdown --chat-template FILE`, as it has no exchange saved to resume)"
+                ) in said, said  # /model takes no --chat-template
         assert chat.ask("Once upon a time")["turns"][-1]["model"] == str(base)
         since = len(chat.transcript.getvalue())
         chat.command_words("/model smollm2-135m", "now using smollm2-135m")  # then the prompt, drawn whole
