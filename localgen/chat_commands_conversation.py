@@ -324,7 +324,7 @@ def model_command(state: ChatState, argument: str) -> None:
         return
     reference = one_argument(argument, "/model REF")
     before, system, stops = session.settings(), session.conversation.system, session.limits.stop
-    system_said = _system_prompt_text(session)  # the template's own, where none is set, may change with it
+    own = session.loaded.prompt_format.default_system()  # the template's own, where none is set, may change with it
     n_ctx, seen, previous = session.loaded.engine.n_ctx, len(session.conversation.in_context()), session.loaded
     try:
         loaded = session.switch_model(reference, note=console.say, keep_loaded=True)
@@ -345,7 +345,7 @@ def model_command(state: ChatState, argument: str) -> None:
         changed = [f"{key}={session.value_of(key)[1]}" for key, value in session.settings().items()
                    if before[key] != value]
         conversation = session.conversation
-        if conversation.system != system or _system_prompt_text(session) != system_said:
+        if conversation.system != system or (system is None and loaded.prompt_format.default_system() != own):
             changed.append(_system_prompt_text(session))
         if session.limits.stop != stops:
             now_stops = session.limits.stop

@@ -72,6 +72,30 @@ def test_model_names_the_template_s_own_system_prompt_the_new_model_gives_where_
         _stop(chat)
 
 
+def test_model_names_the_template_s_own_system_prompt_that_differs_past_where_a_summary_cuts_it(
+        tmp_path: Path, bundled_model: Path) -> None:
+    """Two chat templates' own system prompts of one length that differ only past the 80 characters a summary quotes
+    are told apart: /model from one to the other names the new one (it said only "now using")."""
+    from gguf_builders import copy_with_metadata
+
+    from localgen.gguf_reader import read_gguf
+
+    template = read_gguf(bundled_model).metadata["tokenizer.chat_template"]
+    own = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+    long = "You are Nemo, a pilot who flies small planes over the mountains and the sea, and who answers briefly: "
+    models = [copy_with_metadata(bundled_model, tmp_path / f"{word}.gguf",
+                                 set_values={"tokenizer.chat_template": template.replace(own, long + word)})
+              for word in ("yes", "now")]
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "5")
+    try:
+        chat.command_words(f"/model {models[0]}", "changed with it: the chat template's own system prompt")
+        said = chat.command_words(f"/model {models[1]}", "(105 characters)')")
+        assert "changed with it: the chat template's own system prompt 'You are Nemo" in " ".join(said.split()), said
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
+
+
 def test_an_answer_stopped_at_the_end_of_the_context_gets_the_command_that_resumes_it_with_a_larger_one(
         tmp_path: Path, bundled_model: Path) -> None:
     """An answer that fills the chat's context is told how to go on with a larger one, the conversation resumed (it
