@@ -11,6 +11,7 @@ from typing import IO, TYPE_CHECKING, BinaryIO
 from localgen.errors import UsageError
 
 GIVEN_LIMIT = "-n/--max-tokens"  # the token limit's source where this command line gave it (token_limit_source)
+RUN_CONTEXT_HELP = "raise --ctx-size for longer output"  # where the model does not say the most it takes
 
 if TYPE_CHECKING:
     import os
@@ -354,15 +355,14 @@ def token_limit_source(*, given: bool, conversation: Conversation | None) -> str
 def context_end_help(engine: Engine) -> str:
     """What run's answer stopped at the end of the context window is told of a larger context: the --ctx-size the
     model takes, or that this one is the most it takes (prompt_room.context_end_help, as the chat says it)."""
-    from localgen import console, prompt_room
+    from localgen import prompt_room
 
-    return prompt_room.context_end_help(
-        engine, lambda: f"{console.RUN_CONTEXT_HELP}: {prompt_room.larger_context_words(engine)}",
-        unknown=console.RUN_CONTEXT_HELP)
+    larger = f"{RUN_CONTEXT_HELP}: {prompt_room.larger_context_words(engine)}"
+    return prompt_room.context_end_help(engine, lambda: larger, unknown=RUN_CONTEXT_HELP)
 
 
-def report_after_run(completion: Finished, *, json_output: bool, stats: bool, limit_source: str = GIVEN_LIMIT,
-                     stops: str | None = None, context_help: str | None = None) -> None:
+def report_after_run(completion: Finished, *, json_output: bool, stats: bool, context_help: str,
+                     limit_source: str = GIVEN_LIMIT, stops: str | None = None) -> None:
     """The notes on stderr once the answer is out: why it stopped early (a token limit named by where it came from,
     token_limit_source, and said for -n given on the command line with --stats alone, as asked for; the end of the
     context, with context_help: context_end_help), an empty answer and why (stops: where the stop strings came from,

@@ -113,9 +113,9 @@ class RunOutcome:
 
     completion: Finished
     exit_code: int | None
+    context_help: str  # what an answer at the end of the context is told (cli_run.context_end_help)
     stops: str | None = None  # where the stop strings that end it as the model's end of answer does came from
     limit_source: str = GIVEN_LIMIT  # where its token limit came from (cli_run.token_limit_source)
-    context_help: str | None = None  # what an answer at the end of the context is told (cli_run.context_end_help)
 
 
 def run_command(request: RunRequest) -> None:

@@ -22,8 +22,6 @@ FINISH_NOTES = {
     "context": ("stopped at the end of the context window ({context_help})",) * 2,
     "interrupted": ("interrupted", "interrupted"),
 }  # (for run, for chat)
-CHAT_CONTEXT_HELP = "start the chat with a larger --ctx-size"  # where the chat knows no better: see context_end_help
-RUN_CONTEXT_HELP = "raise --ctx-size for longer output"  # where run knows no better: see context_end_help
 
 
 class TextOutput:
@@ -268,16 +266,14 @@ def format_stats(completion: Finished, *, context: tuple[int, int] | None = None
     return "\n".join([line, "; ".join(extras)] if extras else [line])
 
 
-def finish_note(completion: Finished, *, chat: bool = False, limit_source: str = "-n/--max-tokens",
-                context_help: str | None = None) -> str | None:
+def finish_note(completion: Finished, *, context_help: str, chat: bool = False,
+                limit_source: str = "-n/--max-tokens") -> str | None:
     """A note about why output stopped early, or None when it ended normally (limit_source: where the token limit
-    came from; context_help: how a larger context is had, prompt_room.context_end_help, else what run or the chat
-    says where it knows no better)."""
+    came from; context_help: how a larger context is had, as run's or the chat's context_end_help says it)."""
     notes = FINISH_NOTES.get(completion.finish_reason)
     tokens = counted(completion.usage.completion_tokens, "token")  # where the limit came from, it is the count
-    larger = context_help or (CHAT_CONTEXT_HELP if chat else RUN_CONTEXT_HELP)
     return notes[1 if chat else 0].format(tokens=tokens, limit_source=limit_source,
-                                          context_help=larger) if notes else None
+                                          context_help=context_help) if notes else None
 
 
 SHORT_COLUMN = 12  # a column no wider than this (sizes, dates, quants) stays on one line while the table fits

@@ -423,7 +423,7 @@ class Repl:
                 done, limit_source=self.session.limit_source(),
                 hidden_reasoning=view.shows_nothing_but_hidden_reasoning,
                 still_reasoning=splitter is not None and splitter.inside, earlier_kept=self.session.earlier_kept,
-                chat_ends=chat_ends(), context_help=self.session.context_end_help), cut_off=cut_off(done))
+                chat_ends=chat_ends(), context_help=self.session.context_end_help()), cut_off=cut_off(done))
 
     def _opens_thinking(self) -> bool:
         """True when this model's generation prompt opens a reasoning block itself."""

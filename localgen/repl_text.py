@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from localgen import console
@@ -43,19 +42,17 @@ SHOWS_REASONING = "/thinking on shows its reasoning"
 EARLIER_KEPT = "interrupted: the earlier answer is kept"
 
 
-def answer_note(done: Finished, *, limit_source: str = "/set max_tokens", hidden_reasoning: bool = False,
-                still_reasoning: bool = False, earlier_kept: bool = False, chat_ends: bool = False,
-                context_help: Callable[[], str] | None = None) -> str | None:
+def answer_note(done: Finished, *, context_help: str, limit_source: str = "/set max_tokens",
+                hidden_reasoning: bool = False, still_reasoning: bool = False, earlier_kept: bool = False,
+                chat_ends: bool = False) -> str | None:
     """The note after an answer: why it stopped early (a token limit named by where it came from: limit_source; the
-    end of the context, with what context_help says of a larger one), or that it was empty; hidden_reasoning: the
-    model said nothing but reasoning, which /thinking off hid (still_reasoning: it ended inside it), so the note says
-    so; earlier_kept: a /regen stopped, so the question keeps the answer it had (said for a Ctrl-C, in place of the
-    rest; /regen can ask again unless chat_ends: SIGTERM or SIGHUP stopped it)."""
+    end of the context, with what context_help says of a larger one: ChatSession.context_end_help), or that it was
+    empty; hidden_reasoning: the model said nothing but reasoning, which /thinking off hid (still_reasoning: it ended
+    inside it), so the note says so; earlier_kept: a /regen stopped, so the question keeps the answer it had (said for
+    a Ctrl-C, in place of the rest; /regen can ask again unless chat_ends: SIGTERM or SIGHUP stopped it)."""
     if earlier_kept and done.finish_reason == "interrupted":
         return EARLIER_KEPT if chat_ends else f"{EARLIER_KEPT}; /regen asks again"
-    larger = context_help() if context_help is not None and done.finish_reason == "context" else None
-    stopped = console.finish_note(done, chat=True, limit_source=limit_source,
-                                  context_help=larger or console.CHAT_CONTEXT_HELP)
+    stopped = console.finish_note(done, chat=True, limit_source=limit_source, context_help=context_help)
     if not hidden_reasoning:
         return stopped or empty_answer_note(done)
     if still_reasoning:

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from localgen.chat import Message
 from localgen.config import DEFAULT_BATCH_SIZE, DEFAULT_UBATCH_SIZE
-from localgen.console import CHAT_CONTEXT_HELP
 from localgen.conversation import MessageTooLongError, asks_for_no_system_prompt
 from localgen.conversation_names import typed
 from localgen.errors import ContextOverflowError, LocalgenError, answer_room_passes, beyond_the_model
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
     from localgen.system_file import SystemFile
 
 DEFAULT_ANSWER_RESERVE = 512
+CHAT_CONTEXT_HELP = "start the chat with a larger --ctx-size"  # where the model does not say the most it takes
 SAMPLED_CHARS = 65_536  # a longer attachment's first lines are counted first: one far too long shows it there
 
 

@@ -180,6 +180,11 @@ def _done(text: str, reason: str) -> Finished:
     return Finished(text, reason, Usage(5, 0, 3), Timings(0.1, 0.1, 10.0, 0.1, 10.0))
 
 
+def _note(done: Finished, **options: bool) -> str | None:
+    """The note after done, an answer that did not reach the end of the context (answer_note)."""
+    return answer_note(done, context_help="a larger context", **options)
+
+
 @pytest.mark.parametrize(("reason", "still", "note"), [
     ("interrupted", True, "interrupted while the model was still reasoning (/thinking on shows its reasoning)"),
     ("stop", True, "the answer ended while the model was still reasoning (/thinking on shows its reasoning)"),
@@ -189,16 +194,16 @@ def _done(text: str, reason: str) -> Finished:
                     "again)"),
 ])
 def test_the_note_of_an_answer_that_showed_nothing_but_hidden_reasoning(reason: str, still: bool, note: str) -> None:
-    assert answer_note(_done("Let me see", reason), hidden_reasoning=True, still_reasoning=still) == note
-    assert answer_note(_done("Six.", reason)) == ("interrupted" if reason == "interrupted" else None)
-    assert answer_note(_done(" ", "stop")) == "the model gave an empty answer (/regen asks again)"
+    assert _note(_done("Let me see", reason), hidden_reasoning=True, still_reasoning=still) == note
+    assert _note(_done("Six.", reason)) == ("interrupted" if reason == "interrupted" else None)
+    assert _note(_done(" ", "stop")) == "the model gave an empty answer (/regen asks again)"
 
 
 def test_the_note_of_a_stopped_regen_says_the_earlier_answer_is_kept_before_or_after_text() -> None:
     kept = "interrupted: the earlier answer is kept; /regen asks again"
-    assert answer_note(_done("", "interrupted"), earlier_kept=True) == kept
-    assert answer_note(_done("Let me see", "interrupted"), hidden_reasoning=True, earlier_kept=True) == kept
-    assert answer_note(_done("Six.", "length"), earlier_kept=True) == answer_note(_done("Six.", "length"))
+    assert _note(_done("", "interrupted"), earlier_kept=True) == kept
+    assert _note(_done("Let me see", "interrupted"), hidden_reasoning=True, earlier_kept=True) == kept
+    assert _note(_done("Six.", "length"), earlier_kept=True) == _note(_done("Six.", "length"))
 
 
 def test_the_chat_s_input_and_show_modules_load_without_the_session_and_its_engine() -> None:
@@ -209,8 +214,16 @@ def test_the_chat_s_input_and_show_modules_load_without_the_session_and_its_engi
     assert loaded.stdout.strip() == "[]", loaded.stdout
 
 
+def test_the_room_a_chat_s_context_leaves_is_worked_out_without_the_console() -> None:
+    """The session's context room (its help for an answer at the end of the context too) loads no console module: the
+    console depends on the session's services, not they on it."""
+    code = "import sys, localgen.session_room\nprint('localgen.console' in sys.modules)"
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "False", loaded.stdout
+
+
 def test_the_note_of_a_regen_a_signal_stopped_as_the_chat_ends_offers_no_regen() -> None:
-    assert answer_note(_done("Let", "interrupted"), earlier_kept=True, chat_ends=True) == \
+    assert _note(_done("Let", "interrupted"), earlier_kept=True, chat_ends=True) == \
         "interrupted: the earlier answer is kept"
 
 
