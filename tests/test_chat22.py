@@ -14,6 +14,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from tests.chat_terminal import ESCAPE
 from tests.conftest import REPO_ROOT, bundled_model_file
 
 
@@ -86,7 +87,7 @@ def test_memory_running_out_in_an_answer_ends_the_chat_in_one_line_naming_the_li
         chat.child.send("Tell me about dragons\r")
         chat.child.expect(pexpect.EOF, timeout=60)
         chat.child.close()
-        said = re.sub(r"\x1b\[[\d;?]*[A-Za-z]", "", chat.transcript.getvalue()[start:])
+        said = ESCAPE.sub("", chat.transcript.getvalue()[start:])
         assert chat.child.exitstatus == 1, (chat.child.exitstatus, said)
         assert "localgen: error: out of memory (hint: `ulimit -d` of" in said, said
         assert said.count("localgen: error:") == 1 and "internal error" not in said, said

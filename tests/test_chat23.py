@@ -7,16 +7,15 @@ from pathlib import Path
 
 import pexpect
 
+from tests.chat_terminal import ESCAPE
 from tests.test_repl import Chat
-
-_ESCAPE = re.compile(r"\x1b\[[\d;?]*[A-Za-z]")
 
 
 def _said(chat: Chat) -> str:
     """What the chat wrote, less escape sequences, each run of spaces and line breaks one space."""
     chat.child.sendcontrol("d")
     chat.child.expect(pexpect.EOF)
-    return re.sub(r"\s+", " ", _ESCAPE.sub("", chat.transcript.getvalue()))
+    return re.sub(r"\s+", " ", ESCAPE.sub("", chat.transcript.getvalue()))
 
 
 def test_a_file_beyond_the_model_is_refused_in_run_s_words_with_the_chat_s_help(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.chat_terminal import end_chat
 from tests.test_repl import Chat
 
 
@@ -29,8 +30,7 @@ def test_file_given_files_quoted_or_escaped_as_dropped_ones_says_to_attach_one_a
         chat.command_words("/file b.txt 'nosuch'", "check the path given to /file")
         assert chat.quit() == 0
     finally:
-        if chat.child.isalive():
-            chat.child.terminate(force=True)
+        end_chat(chat)
 
 
 def test_file_given_bare_names_one_with_an_apostrophe_says_to_attach_one_at_a_time(tmp_path: Path) -> None:
@@ -48,8 +48,7 @@ def test_file_given_bare_names_one_with_an_apostrophe_says_to_attach_one_at_a_ti
         chat.command_words("/file a.txt b.txt", "attached a.txt b.txt (23 characters)")
         assert chat.quit() == 0
     finally:
-        if chat.child.isalive():
-            chat.child.terminate(force=True)
+        end_chat(chat)
 
 
 def test_file_given_a_link_to_nothing_names_its_missing_target_as_f_does(tmp_path: Path) -> None:
@@ -62,5 +61,4 @@ def test_file_given_a_link_to_nothing_names_its_missing_target_as_f_does(tmp_pat
                 "the file's own path to /file)") in said, said
         assert chat.quit() == 0
     finally:
-        if chat.child.isalive():
-            chat.child.terminate(force=True)
+        end_chat(chat)

@@ -10,16 +10,9 @@ from pathlib import Path
 
 import pexpect
 
+from tests.chat_terminal import ESCAPE, end_chat
 from tests.test_console import _terminal_lines
 from tests.test_repl import Chat
-
-_ESCAPE = re.compile(r"\x1b\[[\d;?]*[A-Za-z]")
-
-
-def _stop(chat: Chat) -> None:
-    """End a chat a failed test left running."""
-    if chat.child.isalive():
-        chat.child.terminate(force=True)
 
 
 def _view_raw(document: str, *, cut_off: bool = False, wrap: bool = True, width: int = 60) -> str:
@@ -72,11 +65,11 @@ def test_an_answer_cut_off_by_the_token_limit_inside_a_bare_fence_shows_its_code
         since = len(chat.transcript.getvalue())
         answer = chat.ask("Show the command to print the date.")["turns"][-1]["answer"]
         assert answer.startswith("```\n") and answer.count("```") == 1, answer
-        shown = _ESCAPE.sub("", chat.transcript.getvalue()[since:])
+        shown = ESCAPE.sub("", chat.transcript.getvalue()[since:])
         assert answer.split("\n", 1)[1].strip() in shown and "```" not in shown, shown
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_a_line_after_a_backslash_line_break_keeps_its_indentation() -> None:
@@ -124,7 +117,7 @@ def test_resume_and_load_name_the_system_prompt_the_chat_template_adds_where_non
         assert "no system prompt" not in " ".join(chat.transcript.getvalue().split())
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_a_conversation_with_no_exchange_is_listed_as_empty_and_save_writes_none(tmp_path: Path) -> None:
@@ -153,7 +146,7 @@ def test_a_conversation_with_no_exchange_is_listed_as_empty_and_save_writes_none
         assert "nothing to save: emptied has no exchange, and no system prompt" in said, said
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
     saved = sorted(p.name for p in (home / "data" / "conversations").glob("*.json"))
     assert saved == ["emptied.json", "full.json", "preset.json"], saved
 
@@ -172,12 +165,12 @@ def test_without_wrap_every_markdown_block_s_lines_are_whole_and_with_wrap_they_
     joined, for the terminal to break (continued rows not indented), where they broke between words; a table wider
     than the window is laid out at its natural width, each row a line."""
     raw = _view_raw(BLOCKS, wrap=False, width=40)
-    written = re.split(r"[\r\n]+", _ESCAPE.sub("", raw))
+    written = re.split(r"[\r\n]+", ESCAPE.sub("", raw))
     assert all(any(line.startswith(whole) for line in written) for whole in WHOLE_LINES), written
     screen = _terminal_lines(raw, 40, 60)
     assert screen[screen.index(" • item w0 w1 w2 w3 w4 w5 w6 w7 w8 w9 w1") + 1].startswith("0 w11"), screen
     assert " • short" in screen and "▌ more" in screen, screen
-    wrapped = re.split(r"[\r\n]+", _ESCAPE.sub("", _view_raw(BLOCKS, wrap=True, width=40)))
+    wrapped = re.split(r"[\r\n]+", ESCAPE.sub("", _view_raw(BLOCKS, wrap=True, width=40)))
     assert not any(line.startswith(whole) for line in wrapped for whole in WHOLE_LINES[:-1]), wrapped
     screen = _terminal_lines(_view_raw(BLOCKS, wrap=True, width=40), 40, 60)
     assert "   w10 w11 w12 w13 w14 w15 w16 w17 w18" in screen, "an item's lines indented under it"
@@ -189,7 +182,7 @@ def test_chat_no_wrap_shows_a_list_item_s_line_whole(tmp_path: Path) -> None:
         since = len(chat.transcript.getvalue())
         answer = chat.ask("List three benefits of exercise.")["turns"][-1]["answer"]
         item = next(line for line in answer.splitlines() if line.startswith("1. ") and len(line) > 80)
-        assert f" {item}" in _ESCAPE.sub("", chat.transcript.getvalue()[since:]), "the item's line whole"
+        assert f" {item}" in ESCAPE.sub("", chat.transcript.getvalue()[since:]), "the item's line whole"
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)

@@ -17,13 +17,8 @@ import pexpect
 import pytest
 
 from localgen.signals import SignalExit
+from tests.chat_terminal import end_chat
 from tests.test_repl import Chat
-
-
-def _stop(chat: Chat) -> None:
-    """End a chat a failed test left running."""
-    if chat.child.isalive():
-        chat.child.terminate(force=True)
 
 
 def test_undo_of_a_message_with_a_file_attached_names_the_file_as_the_listings_do(tmp_path: Path) -> None:
@@ -39,7 +34,7 @@ def test_undo_of_a_message_with_a_file_attached_names_the_file_as_the_listings_d
         assert "banana" not in said, "the file's text is not quoted as the message"
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 @pytest.mark.parametrize(("given", "saved"), [("You are a cat.", "You are a cat."), ("none", None)])
@@ -57,7 +52,7 @@ def test_a_system_prompt_given_to_a_resumed_chat_stays_with_the_conversation_lef
         assert chat.quit() == 0
         assert json.loads(path.read_text())["system"] == saved
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def _pets(home: Path, answer: str = "Ahoy.") -> Path:
@@ -96,7 +91,7 @@ def test_a_conversation_changed_while_the_chat_starts_is_kept_and_the_start_says
         assert json.loads(path.read_text()) == edited, "the edit kept"
         assert json.loads(path.with_name("pets-2.json").read_text())["system"] == "You are a cat."
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_a_system_prompt_given_to_a_resumed_chat_that_cannot_be_saved_says_why_after_the_banner(
@@ -117,7 +112,7 @@ def test_a_system_prompt_given_to_a_resumed_chat_that_cannot_be_saved_says_why_a
         assert chat.quit() == 0
         assert path.read_text() == before
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 @pytest.mark.parametrize("system", [(), ("-s", "You are a cat.")])
@@ -133,7 +128,7 @@ def test_options_given_to_a_resumed_chat_left_before_any_change_are_not_saved_wi
         assert saved["settings"] == {}, saved
         assert saved["system"] == (system[1] if system else "You are a pirate.")
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 DIM = "\x1b[2m"
@@ -149,7 +144,7 @@ def test_no_color_shows_an_answer_s_note_undimmed_in_the_chat(tmp_path: Path, mo
         assert "[stopped at the limit of 3 tokens" in shown and DIM not in shown, repr(shown)
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 class _Terminal(io.StringIO):
@@ -193,7 +188,7 @@ def test_help_shortcuts_names_the_keys_readme_gives_for_a_newline_and_for_quitti
         assert "Ctrl-D on an empty line quits" in shown, shown
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def _long_conversation_chat(tmp_path: Path) -> Chat:
@@ -223,7 +218,7 @@ def test_ctrl_c_during_a_long_history_says_interrupted_on_a_line_of_its_own(tmp_
         assert re.search(r"\n(\x1b\[[\d;]*m)*\[interrupted\]", shown), repr(shown[-300:])
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 @pytest.mark.parametrize(("size", "cut_in", "put"), [
@@ -312,4 +307,4 @@ def test_sigterm_during_a_long_history_ends_its_line_with_its_style_reset(tmp_pa
         after = shown[shown.rfind("Answer "):]
         assert re.fullmatch(r"Answer \d+:[ word\r\n]*\x1b\[0m\r\n.*", after, re.S), repr(after[-300:])
     finally:
-        _stop(chat)
+        end_chat(chat)

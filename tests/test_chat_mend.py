@@ -14,13 +14,8 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from tests.chat_terminal import end_chat
 from tests.test_repl import Chat
-
-
-def _stop(chat: Chat) -> None:
-    """End a chat a failed test left running."""
-    if chat.child.isalive():
-        chat.child.terminate(force=True)
 
 
 def test_stats_after_model_names_the_model_that_gave_the_last_answer(tmp_path: Path, bundled_model: Path) -> None:
@@ -42,7 +37,7 @@ def test_stats_after_model_names_the_model_that_gave_the_last_answer(tmp_path: P
         chat.command("/stats", "tok/s")
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_list_counts_a_pipe_under_a_misnamed_name_as_conversations_list_lists_it(tmp_path: Path) -> None:
@@ -62,7 +57,7 @@ def test_list_counts_a_pipe_under_a_misnamed_name_as_conversations_list_lists_it
         assert re.search(r"bad\s+name.*\(damaged:\s+not\s+a\s+file\)", rows), rows
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 @pytest.mark.parametrize("no_color", ["", "1"])
@@ -84,7 +79,7 @@ def test_history_sets_an_answer_s_details_apart_as_the_one_dim_rule_says(tmp_pat
         assert re.search(re.escape(start) + r"[^\x1b*]* tok/s[^\x1b*]*" + re.escape(end), said), repr(said)
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_the_answer_room_warning_gives_a_larger_context_as_the_chat_s_other_hints_do(tmp_path: Path) -> None:
@@ -108,7 +103,7 @@ def test_the_answer_room_warning_gives_a_larger_context_as_the_chat_s_other_hint
         assert "--ctx-size" not in said, said
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_a_history_whose_newest_entry_is_longer_than_a_trim_reads_keeps_that_entry_alone(tmp_path: Path) -> None:
@@ -128,7 +123,7 @@ def test_a_history_whose_newest_entry_is_longer_than_a_trim_reads_keeps_that_ent
         chat.command("/wrap", "answers' lines")
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
     text = paste.removeprefix("\n# 2026-01-01 10:00:01\n")  # the mark takes its header's place
     data, kept = history.read_text(), (ALONE_MARK % len(text)).decode() + text
     assert data.startswith(kept) and data[len(kept):].endswith("\n+/wrap\n"), data[len(kept):]
@@ -153,7 +148,7 @@ def test_model_beyond_the_chat_s_context_is_hinted_the_chat_that_takes_a_smaller
         chat.command("/model", "using smollm2-135m")
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_stats_of_an_answer_an_error_cut_short_after_model_say_it_has_no_figures(
@@ -218,7 +213,7 @@ def test_stats_after_model_of_a_file_of_the_same_name_names_the_last_answer_s_mo
                "of answers from the model in use)" in said, said
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_stats_of_a_loaded_answer_after_model_of_the_file_that_gave_it_are_its_saved_figures(
@@ -240,7 +235,7 @@ def test_stats_of_a_loaded_answer_after_model_of_the_file_that_gave_it_are_its_s
         assert "the saved answer's figures" in said and "no answer from the model in use" not in said, said
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_the_answer_room_warning_on_a_chat_s_first_message_hints_the_command_that_resumes_it(tmp_path: Path) -> None:
@@ -261,14 +256,14 @@ def test_the_answer_room_warning_on_a_chat_s_first_message_hints_the_command_tha
         name = chat.child.match[1]
         chat.child.expect(pexpect.EOF)
     finally:
-        _stop(chat)
+        end_chat(chat)
     again = Chat(home, "--resume", name, "-c", hinted[1], "--no-markdown")
     try:
         started = " ".join(again.transcript.getvalue().split())
         assert f"resumed {name}: " in started and "1 exchange" in started, started
         assert again.quit() == 0
     finally:
-        _stop(again)
+        end_chat(again)
 
 
 def test_the_context_hints_of_a_chat_that_cannot_be_saved_say_to_start_it_again(tmp_path: Path) -> None:
@@ -301,7 +296,7 @@ def test_the_context_hints_of_a_chat_that_cannot_be_saved_say_to_start_it_again(
         chat.child.expect(pexpect.EOF)
         assert "saved as" not in chat.transcript.getvalue(), chat.transcript.getvalue()
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_model_beyond_the_context_of_a_chat_with_no_exchange_says_its_options_are_not_saved(
@@ -321,7 +316,7 @@ def test_model_beyond_the_context_of_a_chat_with_no_exchange_says_its_options_ar
             in said, said
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_model_beyond_the_context_of_a_chat_whose_first_save_failed_hints_resuming_it_once_saved(
@@ -352,7 +347,7 @@ def test_model_beyond_the_context_of_a_chat_whose_first_save_failed_hints_resumi
         chat.child.expect(r"conversation saved as (\S+);")
         chat.child.expect(pexpect.EOF)
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 
@@ -380,7 +375,7 @@ def test_model_beyond_the_context_of_a_chat_that_cannot_be_saved_says_to_start_i
                "resume)" in said, said
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 OLDER = "".join(f"\n# 2026-01-01 10:00:00\n+old {i}\n" for i in range(100))
 

@@ -9,10 +9,10 @@ import re
 import time
 from pathlib import Path
 
+from tests.chat_terminal import ESCAPE, end_chat
 from tests.conftest import run_localgen
 from tests.test_repl import Chat
 
-_ESCAPE = re.compile(r"\x1b\[[\d;?]*[A-Za-z]")
 ENDLESS = ("--grammar", 'root ::= "ab " root', "--temperature", "0")  # never ends by itself: the context ends it
 
 
@@ -34,12 +34,6 @@ def test_run_s_answer_that_fills_the_context_says_how_large_a_one_the_model_take
         most.err
 
 
-def _stop(chat: Chat) -> None:
-    """End a chat a failed test left running."""
-    if chat.child.isalive():
-        chat.child.terminate(force=True)
-
-
 def test_undo_of_a_message_sent_with_a_file_attaches_the_file_to_the_next_message_again(tmp_path: Path) -> None:
     """/undo of a message sent with /file says its file is attached to the next message again, and the next message
     carries it (it was dropped with the exchange); one sent with none leaves what is attached as it is."""
@@ -50,7 +44,7 @@ def test_undo_of_a_message_sent_with_a_file_attaches_the_file_to_the_next_messag
         chat.command_words(f"/file {notes}", "to the next message")
         chat.ask("What is the secret word?")
         said = chat.command_words("/undo", "/file none drops it)")
-        said = " ".join(_ESCAPE.sub("", said).split())
+        said = " ".join(ESCAPE.sub("", said).split())
         assert "dropped: '[notes.txt] What is the secret word?' (" in said, said
         assert f"; {notes} is attached to the next message again; /file none drops it)" in said, said
         turns = chat.ask("Say it again.")["turns"]
@@ -61,7 +55,7 @@ def test_undo_of_a_message_sent_with_a_file_attaches_the_file_to_the_next_messag
         chat.command_words("/file none", "no files are attached")  # (where it dropped notes.txt, attached again)
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_model_too_small_for_the_last_exchange_says_so_with_the_way_back(tmp_path: Path, bundled_model: Path) -> None:
@@ -75,14 +69,14 @@ def test_model_too_small_for_the_last_exchange_says_so_with_the_way_back(tmp_pat
     try:
         chat.ask("Repeat these words: " + " ".join(f"word{i}" for i in range(120)))
         said = chat.command_words(f"/model {small}", "goes back to the model before")
-        said = " ".join(_ESCAPE.sub("", said).split())
+        said = " ".join(ESCAPE.sub("", said).split())
         assert re.search(r"localgen: warning: the last exchange takes \d+ tokens, more than the 123 the context leaves "
                          r"for the conversation: the next message goes without it, and /regen cannot ask it again; "
                          r"/model smollm2-135m goes back to the model before", said), said
         assert len(chat.ask("Hi.")["turns"]) == 2
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_ctrl_c_amid_load_says_which_conversation_is_open_and_lets_the_other_go(tmp_path: Path) -> None:
@@ -112,11 +106,11 @@ def test_ctrl_c_amid_load_says_which_conversation_is_open_and_lets_the_other_go(
             other.sync()
             assert other.quit() == 0
         finally:
-            _stop(other)
+            end_chat(other)
         chat.command_words("/load long", "loaded long")
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_a_note_after_an_answer_breaks_its_line_without_a_space_at_the_break(tmp_path: Path) -> None:
@@ -126,7 +120,7 @@ def test_a_note_after_an_answer_breaks_its_line_without_a_space_at_the_break(tmp
     try:
         start = len(chat.transcript.getvalue())
         chat.ask("Name a fruit.")
-        shown = _ESCAPE.sub("", chat.transcript.getvalue()[start:])
+        shown = ESCAPE.sub("", chat.transcript.getvalue()[start:])
         note = shown[shown.index("[stopped at the limit"):]
         note = note[:note.index("]") + 1]
         assert " ".join(note.split()) == \
@@ -134,4 +128,4 @@ def test_a_note_after_an_answer_breaks_its_line_without_a_space_at_the_break(tmp
         assert "\n" in note and " \r\n" not in note, repr(note)
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -14,10 +13,10 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from tests.chat_terminal import ESCAPE
 from tests.conftest import REPO_ROOT, spawn_localgen
 
 MIB = 1024 * 1024
-_ESCAPE = re.compile(r"\x1b\[[\d;?]*[A-Za-z]")
 needs_data_limit = pytest.mark.skipif(shutil.which("bash") is None or not sys.platform.startswith("linux"),
                                       reason="needs Linux's RLIMIT_DATA, which holds memory maps to, and bash")
 
@@ -41,7 +40,7 @@ def _chat_under_data_limit(home: Path, limit: int, *, afresh: bool = False) -> t
         child.sendcontrol("d")
         child.expect(pexpect.EOF)
     child.close()
-    return started, child.exitstatus, _ESCAPE.sub("", said)
+    return started, child.exitstatus, ESCAPE.sub("", said)
 
 
 def _whole_context_kv_bytes() -> int:

@@ -4,19 +4,12 @@ chat template writes another system prompt of its own gives the model that one, 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
+from tests.chat_terminal import ESCAPE, end_chat
 from tests.test_repl import Chat
 
-_ESCAPE = re.compile(r"\x1b\[[\d;?]*[A-Za-z]")
 PLAIN_TEXT = "has no chat template, so the conversation goes to it as plain text to continue"
-
-
-def _stop(chat: Chat) -> None:
-    """End a chat a failed test left running."""
-    if chat.child.isalive():
-        chat.child.terminate(force=True)
 
 
 def test_model_to_one_without_a_chat_template_says_the_conversation_goes_to_it_as_plain_text(
@@ -40,7 +33,7 @@ def test_model_to_one_without_a_chat_template_says_the_conversation_goes_to_it_a
         assert "no chat template" not in back, back
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_model_names_the_template_s_own_system_prompt_the_new_model_gives_where_it_differs(
@@ -69,7 +62,7 @@ def test_model_names_the_template_s_own_system_prompt_the_new_model_gives_where_
         assert "system prompt" not in switched, switched
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_model_names_the_template_s_own_system_prompt_that_differs_past_where_a_summary_cuts_it(
@@ -93,7 +86,7 @@ def test_model_names_the_template_s_own_system_prompt_that_differs_past_where_a_
         assert "changed with it: the chat template's own system prompt 'You are Nemo" in " ".join(said.split()), said
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_an_answer_stopped_at_the_end_of_the_context_gets_the_command_that_resumes_it_with_a_larger_one(
@@ -106,18 +99,18 @@ def test_an_answer_stopped_at_the_end_of_the_context_gets_the_command_that_resum
     chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "-1", "-c", "160")
     try:
         name = chat.ask("Write a long story about a dragon.")["name"]
-        said = " ".join(_ESCAPE.sub("", chat.transcript.getvalue()).split())
+        said = " ".join(ESCAPE.sub("", chat.transcript.getvalue()).split())
         assert (f"[stopped at the end of the context window (a larger context: /exit, then `localgen chat --resume "
                 f"{name} --no-markdown -c SIZE` (up to 8,192 for this model; it is 160 now))]") in said, said
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
     small = copy_with_metadata(bundled_model, tmp_path / "small.gguf", set_values={"llama.context_length": 128})
     chat = Chat(tmp_path / "home2", "-m", str(small), "--temperature", "0", "--no-markdown", "-n", "-1")
     try:
         chat.ask("Write a long story about a dragon.")
-        said = " ".join(_ESCAPE.sub("", chat.transcript.getvalue()).split())
+        said = " ".join(ESCAPE.sub("", chat.transcript.getvalue()).split())
         assert "[stopped at the end of the context window (128 tokens, the most this model takes)]" in said, said
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)

