@@ -14,9 +14,11 @@ from localgen.chat_commands_settings import settings_text
 from localgen.chat_file_words import dropped_files, one_at_a_time, pattern_files
 from localgen.config import settings
 from localgen.conversation import Conversation, Turn
+from localgen.conversation_lock import held_names, release
 from localgen.conversation_names import NAME_PATTERN, NEW_NAME_HINT, check_name, empty_name
 from localgen.conversation_store import (
     MissingConversationError,
+    conversations_dir,
     let_go,
     list_conversations,
     load_conversation,
@@ -188,16 +190,17 @@ def load_command(state: ChatState, argument: str) -> None:
     if not argument:
         raise usage_error("/load", "/load needs the name of a saved conversation (/list lists them)")
     name = one_argument(argument, "/load NAME")  # quoted, as the name /model and the path /file take
-    previous, opened = session.conversation, None
+    previous, folder = session.conversation, conversations_dir()
+    held_before = held_names(folder)
     try:
-        opened = _opened(name)
-        _load(state, opened)
+        _load(state, _opened(name))
     except KeyboardInterrupt:
         now = session.conversation
-        for other in (opened, previous):  # (let go already, unless the Ctrl-C came between the steps)
-            if other is not None and other.name != now.name:
-                let_go(other)
-        console.say(f"[interrupted: {now.name} is loaded (/show tells of it)]" if now is opened else
+        for other in held_names(folder) - held_before - {now.name}:  # taken by this /load (between its steps)
+            release(folder, other)
+        if previous.name != now.name:
+            let_go(previous)
+        console.say(f"[interrupted: {now.name} is loaded (/show tells of it)]" if now is not previous else
                     f"[interrupted: {now.name} is still the conversation open]")
 
 

@@ -144,6 +144,12 @@ def _open_lock_file(folder: Path, path: Path) -> int:
                                                  write_hint(exc, path.parent))) from exc
 
 
+def held_names(folder: Path) -> set[str]:
+    """The names of the conversations in folder this process holds."""
+    locks = folder / LOCKS_FOLDER
+    return {path.name.removesuffix(".lock") for path in _held if path.parent == locks}
+
+
 def holds(folder: Path, name: str) -> bool:
     """Whether this process holds conversation name."""
     return lock_path(folder, name) in _held

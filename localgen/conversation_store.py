@@ -225,15 +225,15 @@ def load_conversation(name: str, *, shell: bool = False) -> Conversation:
     _refuse_other_than_a_file(path, name, shell)
     newly = hold(folder, name, hint="finish that chat first, or " + (
         "run `localgen chat` for a new conversation" if shell else "/load another (/list shows them)"))
-    try:
+    try:  # a Ctrl-C anywhere here leaves it free
         data = _read_saved(path, shell)
         conversation = Conversation.from_json(_text(data, path), path, name=name)  # saves go back there
+        conversation.on_disk = True
+        remember(conversation, data, path.resolve() if path.is_symlink() else None)  # saves write through a link
     except BaseException:
         if newly:
             release(folder, name)
         raise
-    conversation.on_disk = True
-    remember(conversation, data, path.resolve() if path.is_symlink() else None)  # saves write through such a link
     return conversation
 
 
