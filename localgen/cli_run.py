@@ -352,7 +352,7 @@ def token_limit_source(*, given: bool, conversation: Conversation | None) -> str
     return "max_tokens in models.toml; -n overrides it"
 
 
-def context_end_help(engine: Engine) -> str:
+def run_context_end_help(engine: Engine) -> str:
     """What run's answer stopped at the end of the context window is told of a larger context: the --ctx-size the
     model takes, or that this one is the most it takes (prompt_room.context_end_help, as the chat says it)."""
     from localgen import prompt_room
@@ -365,7 +365,7 @@ def report_after_run(completion: Finished, *, json_output: bool, stats: bool, co
                      limit_source: str = GIVEN_LIMIT, stops: str | None = None) -> None:
     """The notes on stderr once the answer is out: why it stopped early (a token limit named by where it came from,
     token_limit_source, and said for -n given on the command line with --stats alone, as asked for; the end of the
-    context, with context_help: context_end_help), an empty answer and why (stops: where the stop strings came from,
+    context, with context_help: run_context_end_help), an empty answer and why (stops: where the stop strings came from,
     --stop or models.toml), reasoning left out, and --stats."""
     from localgen import console
 

@@ -113,7 +113,7 @@ class RunOutcome:
 
     completion: Finished
     exit_code: int | None
-    context_help: str  # what an answer at the end of the context is told (cli_run.context_end_help)
+    context_help: str  # what an answer at the end of the context is told (cli_run.run_context_end_help)
     stops: str | None = None  # where the stop strings that end it as the model's end of answer does came from
     limit_source: str = GIVEN_LIMIT  # where its token limit came from (cli_run.token_limit_source)
 
@@ -317,9 +317,9 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     from localgen.cli_options import from_command_line, given_settings, with_model_settings
     from localgen.cli_output import finish_output, stream_to_stdout
     from localgen.cli_run import (
-        context_end_help,
         fresh_answer,
         fresh_messages,
+        run_context_end_help,
         token_limit_source,
         user_message,
         write_prompt,
@@ -377,7 +377,7 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     if late_error is not None:  # the answer is out; now the failure to save it
         raise late_error
     return RunOutcome(completion, exit_code, stops=stops, limit_source=limit_source,
-                      context_help=context_end_help(loaded.engine))
+                      context_help=run_context_end_help(loaded.engine))
 
 
 def report_run(request: RunRequest, outcome: RunOutcome) -> None:
