@@ -160,8 +160,8 @@ class AnswerView:
         if self._thinking_open:
             self._end_thinking()
         self._previous, self._pending = "", ""
-        if note:  # broken between words as console.say breaks its lines (rich keeps the space at each break)
-            wrap = WordWrap(lambda: self._console.width, wide_breaks=False)
+        if note:  # broken between words as console.say breaks its lines (rich keeps the space at each break), never
+            wrap = WordWrap(lambda: self._console.width, wide_breaks=False, keep_whole=True)  # inside a command
             self._console.print(wrap.feed(f"[{note}]") + wrap.flush(), style=self._note_style, markup=False,
                                 soft_wrap=True)
 

@@ -129,3 +129,21 @@ def test_a_note_after_an_answer_breaks_its_line_without_a_space_at_the_break(tmp
         assert chat.quit() == 0
     finally:
         end_chat(chat)
+
+
+def test_the_context_end_note_after_an_answer_keeps_the_command_it_names_on_one_line(tmp_path: Path) -> None:
+    """The note after an answer that fills the context, wider than a narrow terminal, breaks between words but never
+    inside the command it names (it broke inside `localgen chat --resume ...`), as the chat's other messages do."""
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "-1", "-c", "160", columns=90)
+    try:
+        start = len(chat.transcript.getvalue())
+        name = chat.ask("Write a long story about a dragon.")["name"]
+        shown = ESCAPE.sub("", chat.transcript.getvalue()[start:]).replace("\r", "")
+        note = shown[shown.index("[stopped at the end of the context window"):]
+        note = note[:note.index(")]") + 2]
+        command = f"`localgen chat --resume {name} --no-markdown -c SIZE`"
+        assert command in " ".join(note.split()), note
+        assert any(command in line for line in note.split("\n")), note
+        assert chat.quit() == 0
+    finally:
+        end_chat(chat)
