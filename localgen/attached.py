@@ -81,10 +81,17 @@ class SentFiles:
         """None sent yet."""
         self._sent: dict[str, list[str]] = {}
 
-    def remember(self, turn: Turn, attachments: list[str]) -> None:
-        """Keep the attachments the message of turn carries (none: nothing to keep)."""
+    def remember(self, turn: Turn, attachments: list[str], turns: Sequence[Turn]) -> None:
+        """Keep the attachments the message of turn carries (none: nothing to keep), and only those of the messages
+        still among turns (the conversation's)."""
         if attachments:
             self._sent[turn.user] = list(attachments)
+        self.keep_only(turns)
+
+    def keep_only(self, turns: Sequence[Turn]) -> None:
+        """Forget the files of the messages no longer among turns (undone, or of a conversation left: none)."""
+        kept = {turn.user for turn in turns if turn.attached}
+        self._sent = {user: texts for user, texts in self._sent.items() if user in kept}
 
     def taken_back(self, turn: Turn, attached: list[str]) -> list[str] | None:
         """The files turn's message carried, then those attached since (attached) but for a text among them already;

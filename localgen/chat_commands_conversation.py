@@ -76,8 +76,8 @@ def undo_command(state: ChatState, _: str) -> None:
     if session.attachments is not attached:
         one = len(turn.attached) == 1
         names = ", ".join(short_path(file.name) for file in turn.attached)
-        notes.append(f"{names} {'is' if one else 'are'} attached to the next message again; /file none drops "
-                     f"{'it' if one else 'them'}")
+        notes.append(f"{names} {'is' if one else 'are'} attached to the next message again as sent; "
+                     f"/file none drops {'it' if one else 'them'}")
     note = f" ({'; '.join(notes)})" if notes else ""
     console.say(f"dropped: {gist(turn.headline())!r}{note}")  # files attached named, as listings name them
 

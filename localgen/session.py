@@ -190,6 +190,7 @@ class ChatSession(SessionSettings, SessionThink, SessionFigures, ContextRoom):
         conversation = self.conversation
         turn = conversation.turns.pop()
         self.attachments = self.sent_files.taken_back(turn, self.attachments) or self.attachments
+        self.sent_files.keep_only(conversation.turns)
         self.dropped_question = None
         self._bring_back_earlier()
         if not conversation.turns and conversation is self._autosaved:
@@ -205,6 +206,7 @@ class ChatSession(SessionSettings, SessionThink, SessionFigures, ContextRoom):
         self.conversation.ctx_size = previous.ctx_size
         self.attachments, self.dropped_question = [], None
         self.unsaved = False
+        self.sent_files.keep_only([])
         return previous
 
     def set_system(self, text: str | None) -> None:
@@ -272,6 +274,7 @@ class ChatSession(SessionSettings, SessionThink, SessionFigures, ContextRoom):
                 let_go(conversation)
             raise
         self.unsaved, self.dropped_question, self._loaded_with = False, None, self._model_file
+        self.sent_files.keep_only([])  # (a conversation reread is one read with its files as they are)
         if conversation.name != previous[0].name:
             let_go(previous[0])
 
@@ -358,7 +361,7 @@ class ChatSession(SessionSettings, SessionThink, SessionFigures, ContextRoom):
             self.earlier_kept = again and (not answered or turn.interrupted)
             if answered and not self.earlier_kept:
                 self.dropped_question = None
-                self.sent_files.remember(turn, before[2] if sends_attachments else [])
+                self.sent_files.remember(turn, before[2] if sends_attachments else [], conversation.turns)
                 if not self._figures or self._figures[-1][0] is not turn:  # an error cut it short: no figures
                     keep((turn, None, given_by))
             if not answered or self.earlier_kept:

@@ -46,7 +46,7 @@ def test_undo_of_a_message_sent_with_a_file_attaches_the_file_to_the_next_messag
         said = chat.command_words("/undo", "/file none drops it)")
         said = " ".join(ESCAPE.sub("", said).split())
         assert "dropped: '[notes.txt] What is the secret word?' (" in said, said
-        assert f"; {notes} is attached to the next message again; /file none drops it)" in said, said
+        assert f"; {notes} is attached to the next message again as sent; /file none drops it)" in said, said
         turns = chat.ask("Say it again.")["turns"]
         assert len(turns) == 1 and turns[0]["attached"] == [{"name": str(notes), "characters": 25}], turns
         assert turns[0]["user"] == "The secret word is plum.\n\nSay it again.", turns
@@ -56,6 +56,28 @@ def test_undo_of_a_message_sent_with_a_file_attaches_the_file_to_the_next_messag
         assert chat.quit() == 0
     finally:
         end_chat(chat)
+
+
+def test_undo_in_a_conversation_reloaded_after_reset_attaches_no_file_sent_before(tmp_path: Path) -> None:
+    """After /reset, /undo of the message a file went with, in its conversation loaded again, attaches nothing: the
+    files of the conversation left are forgotten with it (they were kept for the chat's life)."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("The secret word is plum.\n")
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "5")
+    try:
+        chat.command_words(f"/file {notes}", "to the next message")
+        name = chat.ask("What is the secret word?")["name"]
+        chat.command("/reset", ">>>")
+        chat.command_words(f"/load {name}", f"loaded {name}")
+        start = len(chat.transcript.getvalue())
+        chat.command_words("/undo", "dropped:")  # (then the prompt again, the whole line said)
+        said = " ".join(_ESCAPE.sub("", chat.transcript.getvalue()[start:]).split())
+        assert "dropped: '[notes.txt] What is the secret word?'" in said, said
+        assert "attached to the next message" not in said, said
+        chat.command_words("/file none", "no files are attached")
+        assert chat.quit() == 0
+    finally:
+        _stop(chat)
 
 
 def test_model_too_small_for_the_last_exchange_says_so_with_the_way_back(tmp_path: Path, bundled_model: Path) -> None:

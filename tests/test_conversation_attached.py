@@ -88,3 +88,22 @@ def test_run_with_a_file_into_a_conversation_names_the_file_as_a_chat_does(tmp_p
     assert turn["typed"] == "Summarize"
     listed = run_localgen("conversations", "list", "--json")
     assert json.loads(listed.out)[0]["first_message"] == f"[{document.name}] Summarize", listed.out
+
+
+def _sent(question: str) -> Turn:
+    return Turn(user=f"{DOCUMENT.strip()}\n\n{question}", answer="Yes.",
+                attached=(Attachment("docs/report.txt", len(DOCUMENT)),), typed=question)
+
+
+def test_the_files_kept_for_undo_are_only_those_of_the_conversation_s_messages() -> None:
+    """The files a chat keeps for /undo to attach again are those of the messages still in its conversation: one
+    undone, or of a conversation left, is forgotten (they were kept for the chat's life)."""
+    from localgen.attached import SentFiles
+
+    sent, turns = SentFiles(), []
+    for question in ("One?", "Two?", "Three?"):
+        turns.append(_sent(question))
+        sent.remember(turns[-1], [DOCUMENT], turns[-1:])  # the earlier ones dropped from the conversation
+    assert [sent.taken_back(turn, []) for turn in turns] == [None, None, [DOCUMENT]]
+    sent.keep_only([])
+    assert sent.taken_back(turns[-1], []) is None
