@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.chat_terminal import ESCAPE, end_chat
 from tests.conftest import run_localgen
-from tests.test_repl import Chat
+from tests.test_repl import TIMEOUT, Chat
 
 ENDLESS = ("--grammar", 'root ::= "ab " root', "--temperature", "0")  # never ends by itself: the context ends it
 
@@ -101,6 +101,14 @@ def test_model_too_small_for_the_last_exchange_says_so_with_the_way_back(tmp_pat
         end_chat(chat)
 
 
+def _wait_until_held(lock: Path) -> None:
+    """Wait until a process holds the conversation of lock file lock (its pid written there)."""
+    deadline = time.monotonic() + TIMEOUT
+    while not lock.read_text():
+        assert time.monotonic() < deadline, f"{lock} was never held"
+        time.sleep(0.001)
+
+
 def test_ctrl_c_amid_load_says_which_conversation_is_open_and_lets_the_other_go(tmp_path: Path) -> None:
     """Ctrl-C while /load reads a long conversation says the one open before is still open (it said only
     [interrupted]), and leaves the long one free: another chat resumes it, and this one loads it after."""
@@ -116,9 +124,10 @@ def test_ctrl_c_amid_load_says_which_conversation_is_open_and_lets_the_other_go(
                           for i in range(20_000)]  # a load of a few seconds
         path.write_text(json.dumps(saved))
         chat.command_words("/save other", "other")
+        lock = home / "data" / "conversations" / ".locks" / "long.lock"
+        assert lock.read_text() == "", "long let go: its lock file names no holder"
         chat.child.sendline("/load long")
-        chat.child.expect(r"/load long[^\n]*\r\r\n")  # the line accepted: the load is under way
-        time.sleep(0.3)
+        _wait_until_held(lock)  # the load under way: the hold taken, the file still to read
         chat.child.sendintr()
         chat.expect_words("[interrupted: other is still the conversation open]")
         chat.sync()
