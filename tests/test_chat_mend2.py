@@ -71,13 +71,13 @@ def test_undo_in_a_conversation_reloaded_after_reset_attaches_no_file_sent_befor
         chat.command_words(f"/load {name}", f"loaded {name}")
         start = len(chat.transcript.getvalue())
         chat.command_words("/undo", "dropped:")  # (then the prompt again, the whole line said)
-        said = " ".join(_ESCAPE.sub("", chat.transcript.getvalue()[start:]).split())
+        said = " ".join(ESCAPE.sub("", chat.transcript.getvalue()[start:]).split())
         assert "dropped: '[notes.txt] What is the secret word?'" in said, said
         assert "attached to the next message" not in said, said
         chat.command_words("/file none", "no files are attached")
         assert chat.quit() == 0
     finally:
-        _stop(chat)
+        end_chat(chat)
 
 
 def test_model_too_small_for_the_last_exchange_says_so_with_the_way_back(tmp_path: Path, bundled_model: Path) -> None:
