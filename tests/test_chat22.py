@@ -71,13 +71,18 @@ def _data_in_use(pid: int) -> int:
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists() or not hasattr(resource, "prlimit"),
                     reason="needs Linux's /proc and prlimit")
-def test_memory_running_out_in_an_answer_ends_the_chat_in_one_line_naming_the_limit(tmp_path: Path) -> None:
+def test_memory_running_out_in_an_answer_ends_the_chat_in_one_line_naming_the_limit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Under a data limit set once the chat is at its prompt to what it maps then (prlimit, as `ulimit -d` would
     be), a message's answer runs out of memory: the chat ends, exit 1, with one line that names the limit (Python,
     its allocations failing, may be left calling the wrong functions: the answers after it failed as `'str' object
     is not callable`), where it said an internal error to report and its prompt waited for ever on the thread that
-    prefills while typing, which could not start."""
+    prefills while typing, which could not start. The chat starts afresh, as a user's does: one forked by the test
+    zygote has imported ahead what its first answer imports, and answers within the limit."""
+    import tests.conftest
     from tests.test_repl import Chat
+
+    monkeypatch.setattr(tests.conftest, "FORK_CHILDREN", False)
 
     chat = Chat(tmp_path / "home", "-m", str(bundled_model_file()), "--offline", "-n", "4", "--temp", "0")
     try:
