@@ -102,15 +102,13 @@ def _model_key(reference: str) -> tuple[str | None, ...]:
 def _pulled_already(reference: str, fetched: list[Path]) -> bool:
     """Whether a reference that names its quant or file (ORG/REPO:QUANT after ORG/REPO) names a model this pull just
     fetched by a Hub or registry name, as its copy here tells without the network."""
-    from localgen.quant_choice import model_target, resolve_downloaded
+    from localgen.quant_choice import model_target
+    from localgen.runner import pulled_before
 
     target = model_target(reference)
     if target.repo is not None and target.quant is None and target.filename is None:
         return False  # ORG/REPO: its quant is chosen online, and may be another
-    try:
-        return resolve_downloaded(reference, offline=True).path.absolute() in fetched
-    except LocalgenError:
-        return False
+    return pulled_before(reference, fetched) is not None
 
 
 def warnings_only(warn: Callable[[str], None]) -> Callable[[str], None]:

@@ -416,16 +416,18 @@ def _check_own_pin(path: Path, spec: ModelSpec) -> None:
 def _readable_file(path: Path, typed: str) -> Path:
     """Check that a local model path is a readable file (typed: the path as messages give it)."""
     shown = short_path(typed)
+    broken = None
     try:
         mode = path.stat().st_mode  # is_file() and exists() would hide a loop of links as a missing file
     except FileNotFoundError:
         mode = None
+        broken = broken_link(path)  # None too where the target appeared since the stat
     except OSError as exc:  # a name too long, a loop of links, a directory that cannot be searched
-        if broken_link(path) is None:  # else a link into a loop of links, or through a file: said as a link below
+        broken = broken_link(path)  # a link into a loop of links, or through a file: said as a link below
+        if broken is None:
             raise ModelNotFoundError(f"cannot use {shown} as a model file: {os_reason(exc)}",
                                      hint="check the path") from None
         mode = None
-    broken = broken_link(path) if mode is None else None  # None too where the target appeared since the stat
     if broken is not None:
         raise ModelNotFoundError(f"{shown} is {broken}",
                                  hint="point the link at the model's .gguf file, or pass the file's own path")

@@ -175,7 +175,7 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
         with one_listing_per_repo():
             reference, chosen = choose_download(options.model, hw=hw, request=fit_request(options),
                                                 download_only=download_only, note=note)
-            fetched = _pulled_before(reference, pulled)
+            fetched = pulled_before(reference, pulled)
             if fetched is not None:
                 return fetched
             for text in chosen:  # said now, before the download starts
@@ -185,7 +185,7 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
         raise with_unverified_copy(exc, options.model) from exc
 
 
-def _pulled_before(reference: str | None, pulled: Collection[Path]) -> ResolvedModel | None:
+def pulled_before(reference: str | None, pulled: Collection[Path]) -> ResolvedModel | None:
     """The downloaded copy of the model a chosen reference names where it is one of the files just pulled, else None."""
     if not pulled:
         return None

@@ -1,6 +1,6 @@
-"""More of the chat's mends and run's that match them, in a real pseudo-terminal on the bundled model for the chat:
-the note of an answer that fills the context (run's, as the chat's), /undo of a message with an attachment, /model
-of a model too small for the last exchange, Ctrl-C amid /load, and the wrapped notes' line breaks."""
+"""What the chat says around a turn, in a real pseudo-terminal on the bundled model, and run's words that match
+them: the note of an answer that fills the context (run's, as the chat's), /undo of a message with an attachment,
+/model of a model too small for the last exchange, Ctrl-C amid /load, and the wrapped notes' line breaks."""
 
 from __future__ import annotations
 
