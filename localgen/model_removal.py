@@ -75,13 +75,15 @@ class RemovedModel:
     loaded_by: tuple[int, ...] = ()  # the processes that had its data loaded as it was deleted: it is freed as they end
     sharers: tuple[Path, ...] = ()  # the snapshot entries of other models that lead to the data it keeps
     kept_for: tuple[str, ...] = ()  # the models those entries are, by name
+    in_part: bool = False  # only what a pull that stopped part way kept of it
 
     @property
     def described(self) -> str:
-        """The name, with the repository when the name is a registry name (which the bundled copy may share), and the
-        other names of its file."""
+        """The name, with the repository when the name is a registry name (which the bundled copy may share), the other
+        names of its file, and whether it was downloaded in part."""
         named = self.name if self.name.startswith(self.repo) else f"{self.name} from {self.repo}"
-        return named + (f", also named {' and '.join(self.also_named)}" if self.also_named else "")
+        also = f", also named {' and '.join(self.also_named)}" if self.also_named else ""
+        return named + also + (", downloaded in part" if self.in_part else "")
 
 
 @dataclass(frozen=True)
@@ -163,11 +165,8 @@ def _kept_parts(registry: Registry, reference: str, repo: str, quant: str | None
     as localgen last listed the repo), and the repo's folder where that leaves it empty; None when it kept nothing."""
     repo = hub_cache.cached_spelling(repo)
     files = listed_model(repo, quant, pattern)
-    parts = []
-    for f in files:
-        blob = f.blob
-        if blob and hub_cache.partial_path(repo, blob).is_file() and hub_cache.download_running(repo, blob) is False:
-            parts.append(hub_cache.partial_path(repo, blob))
+    parts = [hub_cache.partial_path(repo, blob) for f in files if (blob := f.blob)
+             and hub_cache.partial_path(repo, blob).is_file() and hub_cache.download_running(repo, blob) is False]
     if not parts:
         return None
     freed = sum(part.stat().st_size for part in parts)
@@ -178,8 +177,8 @@ def _kept_parts(registry: Registry, reference: str, repo: str, quant: str | None
                 _unlink(part)
         _prune(hub_cache.hub_cache_dir() / hub_cache.repo_folder(repo))
     name = display_name(registry, repo, quant_of(files[0].filename), files[0].filename)
-    return RemovedModel(name=f"{name} (downloaded in part)", paths=tuple(parts), bytes_freed=freed, kept_shared=(),
-                        dry_run=dry_run, repo=repo)
+    return RemovedModel(name=name, paths=tuple(parts), bytes_freed=freed, kept_shared=(), dry_run=dry_run, repo=repo,
+                        in_part=True)
 
 
 def _refuse_path(registry: Registry, ref: ModelRef) -> None:

@@ -66,7 +66,8 @@ def test_rm_of_a_split_model_cut_part_way_removes_the_shard_it_was_downloading(
 def test_rm_of_a_model_a_pull_downloaded_in_part_removes_the_repo_folder_it_empties(
         hub: tuple[HubServer, dict[str, str]], tmp_path: Path, whole_in: str) -> None:
     """rm deleted the part and left models--org--part-GGUF with an empty blobs folder (and the cache's refs), where
-    rm of a whole model removes its folder; a model downloaded whole stays as it is, in its repo or the same one."""
+    rm of a whole model removes its folder; a model downloaded whole stays as it is, in its repo or the same one. Its
+    question and its line read "NAME, downloaded in part", where two groups in parentheses ran together."""
     server, env = hub
     part_file = {"p-Q8_0.gguf": make_gguf_bytes("p", 6_000_000)}  # past the first read of its header
     server.add_repo("org/part-GGUF", part_file | ({"w-Q4_K_M.gguf": make_gguf_bytes("w")} if whole_in == PART else {}))
@@ -81,9 +82,13 @@ def test_rm_of_a_model_a_pull_downloaded_in_part_removes_the_repo_folder_it_empt
     server.down = False
     (part,) = (cache / _hub_folder(PART) / "blobs").glob("*.incomplete")
     kept = part.stat().st_size
+    asked = run_cli(env, "models", "rm", f"{PART}:Q8_0")  # no terminal: what it would ask is said
+    assert asked.returncode == 2 and asked.stderr.startswith(
+        f"localgen: error: removing {PART}:Q8_0, downloaded in part ({binary_size(kept)}) needs confirmation"), \
+        asked.stderr
     removed = run_cli(env, "models", "rm", f"{PART}:Q8_0", "-y")
     assert removed.returncode == 0 and removed.stderr == (
-        f"localgen: removed {PART}:Q8_0 (downloaded in part): freed {binary_size(kept)}\n"), removed.stderr
+        f"localgen: removed {PART}:Q8_0, downloaded in part: freed {binary_size(kept)}\n"), removed.stderr
     assert (cache / _hub_folder(PART)).exists() == (whole_in == PART), "an empty folder of a model no longer there"
     assert sorted(p.relative_to(cache) for p in (cache / _hub_folder(whole_in)).rglob("*") if p.is_file()) == whole
 
