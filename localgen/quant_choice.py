@@ -30,13 +30,12 @@ from localgen.fit import (
 )
 from localgen.hardware import Hardware, probe_hardware
 from localgen.hub_choice import EMPTY_ON_THE_HUB, choose_model, is_auxiliary, only_auxiliary
+from localgen.model_target import Target, model_target
 from localgen.units import binary_size, counted
 
 if TYPE_CHECKING:
     from localgen.gguf_info import GGUFInfo
     from localgen.hub_types import HubFile
-    from localgen.references import ModelRef
-    from localgen.registry import ModelSpec
     from localgen.resolve import ResolvedModel
 
 HEADER_READ_BYTES = 4 * 2**20  # first range read of a Hub file's header; grown x4 up to HEADER_READ_MAX_BYTES
@@ -225,41 +224,6 @@ def local_option(path: Path, hw: Hardware, request: FitRequest, *, label: str | 
     if len(present) > 1:
         validate_split(path)
     return evaluate(label, shape.quant, (path.name,), shape.file_size, shape, hw, request, path=path)
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a reference points: a local path, or a Hub repo with the quant or file named (if any)."""
-
-    text: str  # the reference as every command names it (a registry entry by its name), or the default model's
-    path: Path | None
-    repo: str | None
-    quant: str | None
-    filename: str | None
-    default_ctx: int | None
-    ref: ModelRef
-    spec: ModelSpec | None  # the registry entry named, if one is
-
-
-def model_target(reference: str | None) -> Target:
-    """Parse a reference the way resolve_model does."""
-    from localgen.config import settings
-    from localgen.hub_cache import cached_spelling
-    from localgen.hub_names import reference_name
-    from localgen.registry import hub_target, load_registry
-
-    registry = load_registry(settings().user_registry)
-    ref = registry.reference(reference if reference is not None else registry.default_reference())
-    spec = registry.spec_for(ref)
-    text = None  # SmolLM2, smollm2:latest, qwen2.5:0.5b: named by the entry's name, as models list names it
-    if ref.name is not None and spec is not None:
-        text = f"{spec.name}:{ref.quant}" if ref.quant else spec.name
-    if ref.path is not None:  # a path, or an entry's own file (spec)
-        return Target(text=text or ref.text, path=ref.path, repo=None, quant=None, filename=None,
-                       default_ctx=spec.context if spec is not None else None, ref=ref, spec=spec)
-    repo, quant, filename = hub_target(ref, spec)
-    return Target(text=text or reference_name(ref), path=None, repo=cached_spelling(repo), quant=quant,
-                  filename=filename, default_ctx=spec.context if spec is not None else None, ref=ref, spec=spec)
 
 
 def smaller_quants(sizes: Sequence[tuple[str, int]], size: int) -> tuple[str, ...]:

@@ -23,7 +23,8 @@ NONE_FITS = "the Hub has no quant of {repo} that fits here either"  # ... or wha
 if TYPE_CHECKING:
     from localgen.hardware import Hardware
     from localgen.hub_types import HubFile
-    from localgen.quant_choice import FitOption, Target
+    from localgen.model_target import Target
+    from localgen.quant_choice import FitOption
     from localgen.resolve import ResolvedModel
 
 

@@ -12,15 +12,14 @@ from localgen.errors import InsufficientMemoryError, LocalgenError, ModelNotFoun
 from localgen.fit import FitRequest, ignored_requests, plan_fit
 from localgen.hardware import Hardware, probe_hardware
 from localgen.hub_choice import choose_model, no_gguf_files
+from localgen.model_target import Target, model_target
 from localgen.quant_choice import (
     FitOption,
-    Target,
     cached_options,
     choose_option,
     hub_options,
     listed_smaller_quants,
     local_option,
-    model_target,
     option_reference,
     resolve_downloaded,
     smaller_quants,
