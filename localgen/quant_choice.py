@@ -61,6 +61,7 @@ class FitOption:
     plan: LoadPlan | None = None  # None: does not fit (problem says why)
     problem: str | None = None
     path: Path | None = None  # the local file, when there is one
+    refused: GGUFError | None = None  # its header (or empty file) on the Hub, which a download would be refused for
 
     @property
     def fits_in(self) -> str:
@@ -112,11 +113,11 @@ def remote_header(repo: str, filename: str, size: int, *, revision: str | None =
     """A Hub file's GGUF header from HTTP range reads of its first few MB (more only when the header is longer), or
     as kept from an earlier read of the file with that sha256 (kept where the Hub named the bytes read by it)."""
     from localgen import gguf_cache, hub_range
-    from localgen.gguf_cursor import HUB_COPY_HINT, GGUFTruncatedError
+    from localgen.gguf_cursor import GGUFTruncatedError
     from localgen.gguf_reader import read_gguf_bytes
 
     if size == 0:  # nothing to read (the Hub refuses a range of no bytes), and no model
-        raise GGUFError(f"{repo}/{filename} is {EMPTY_ON_THE_HUB}", hint=HUB_COPY_HINT)
+        raise empty_on_the_hub(repo, filename)
     kept = gguf_cache.kept_hub_header(sha256, filename) if sha256 else None
     if kept is not None:
         return kept
@@ -135,6 +136,13 @@ def remote_header(repo: str, filename: str, size: int, *, revision: str | None =
             n = min(n * 4, size, HEADER_READ_MAX_BYTES)
         except GGUFError as exc:
             raise _on_the_hub(exc, repo) from None
+
+
+def empty_on_the_hub(repo: str, filename: str) -> GGUFError:
+    """The refusal of a file the Hub lists with no bytes."""
+    from localgen.gguf_cursor import HUB_COPY_HINT
+
+    return GGUFError(f"{repo}/{filename} is {EMPTY_ON_THE_HUB}", hint=HUB_COPY_HINT)
 
 
 def _on_the_hub(exc: GGUFError, repo: str) -> GGUFError:
@@ -197,13 +205,14 @@ def hub_options(repo: str, hw: Hardware, request: FitRequest, *, files: Sequence
         names, size = tuple(f.filename for f in group), sum(f.size for f in group)
         if first.size == 0:
             options.append(FitOption(label=label, quant=first.quant, filenames=names, file_size=size,
-                                     problem=EMPTY_ON_THE_HUB))
+                                     problem=EMPTY_ON_THE_HUB, refused=empty_on_the_hub(repo, first.filename)))
             continue
         try:
             shape = hub_header(group)[1]
         except LocalgenError as exc:
             options.append(FitOption(label=label, quant=first.quant, filenames=names, file_size=size,
-                                     problem=f"header not readable: {exc.message}"))
+                                     problem=f"header not readable: {exc.message}",
+                                     refused=exc if isinstance(exc, GGUFError) else None))
             continue
         options.append(evaluate(label, first.quant, names, size, shape, hw, request))
     return options
@@ -315,8 +324,10 @@ def _choose_download(reference: str | None, target: Target, *, hw: Hardware, req
     index = choose_option(options, request)
     if index is None:
         smallest = smallest_option(options)
-        if smallest is None:
-            return reference, ()
+        if smallest is None:  # no header read: a quant whose header is refused is not downloaded
+            from localgen.quant_unreadable import choice_without_headers
+
+            return choice_without_headers(reference, repo, options, files)
         assert smallest.shape is not None  # smallest_option takes only options whose header was read
         ref = option_reference(repo, smallest)
         note = pulled_at_a_smaller_context(too_big_repo(repo, smallest, hw, request), smallest.shape, hw,
