@@ -30,6 +30,7 @@ from localgen.fit import (
 )
 from localgen.hardware import Hardware, probe_hardware
 from localgen.hub_choice import EMPTY_ON_THE_HUB, choose_model, is_auxiliary, only_auxiliary
+from localgen.hub_header_blame import empty_on_the_hub
 from localgen.model_target import Target, model_target
 from localgen.units import binary_size, counted
 
@@ -115,6 +116,7 @@ def remote_header(repo: str, filename: str, size: int, *, revision: str | None =
     from localgen import gguf_cache, hub_range
     from localgen.gguf_cursor import GGUFTruncatedError
     from localgen.gguf_reader import read_gguf_bytes
+    from localgen.hub_header_blame import refused_as_sent, sent_short
 
     if size == 0:  # nothing to read (the Hub refuses a range of no bytes), and no model
         raise empty_on_the_hub(repo, filename)
@@ -131,25 +133,13 @@ def remote_header(repo: str, filename: str, size: int, *, revision: str | None =
                 gguf_cache.keep_hub_header(sha256, info)
             return info
         except GGUFTruncatedError as exc:  # the header goes on past the bytes read; any other problem is final
-            if len(data) < n or n >= min(size, HEADER_READ_MAX_BYTES):
-                raise _on_the_hub(exc, repo) from None
+            if len(data) < n:  # the Hub sent less than asked of a file it lists as longer
+                raise sent_short(repo, filename, len(data), n, size) from None
+            if n >= min(size, HEADER_READ_MAX_BYTES):
+                raise refused_as_sent(exc, repo, filename, data, revision=revision) from None
             n = min(n * 4, size, HEADER_READ_MAX_BYTES)
         except GGUFError as exc:
-            raise _on_the_hub(exc, repo) from None
-
-
-def empty_on_the_hub(repo: str, filename: str) -> GGUFError:
-    """The refusal of a file the Hub lists with no bytes."""
-    from localgen.gguf_cursor import HUB_COPY_HINT
-
-    return GGUFError(f"{repo}/{filename} is {EMPTY_ON_THE_HUB}", hint=HUB_COPY_HINT)
-
-
-def _on_the_hub(exc: GGUFError, repo: str) -> GGUFError:
-    """A header problem of a Hub file, said as the repository's: it was read from the Hub, not from a local file."""
-    from localgen.gguf_cursor import HINT, HUB_COPY_HINT
-
-    return GGUFError(f"{repo}/{exc.message} (the Hub's copy)", hint=HUB_COPY_HINT if exc.hint == HINT else exc.hint)
+            raise refused_as_sent(exc, repo, filename, data, revision=revision) from None
 
 
 def hub_header(files: Sequence[HubFile], *, revision: str | None = None) -> tuple[GGUFInfo, ModelShape]:

@@ -195,6 +195,9 @@ def make_handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
             while server.count_logged("HEAD", name) < server.hold_body_until_heads and time.monotonic() < deadline:
                 time.sleep(0.01)
             abort_at = server.abort_after.get(key) if server.aborts_left > 0 else None
+            corrupt = key in server.corrupt and server.corrupt_gets != 0
+            if corrupt and server.corrupt_gets is not None:
+                server.corrupt_gets -= 1
             pos = start
             handle = src.open("rb") if isinstance(src, Path) else None
             try:
@@ -208,7 +211,7 @@ def make_handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
                     if abort_at is not None and pos + n > abort_at:
                         n = max(abort_at - pos, 0)
                     chunk = handle.read(n) if handle else src[pos:pos + n]
-                    if key in server.corrupt:
+                    if corrupt:
                         chunk = bytes(b ^ 0xFF for b in chunk[:64]) + chunk[64:]
                     if chunk:
                         self.wfile.write(chunk)

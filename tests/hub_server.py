@@ -97,6 +97,7 @@ class HubServer:
         self.requests: list[Request] = []
         self.status: dict[str, tuple[int, str | None]] = {}   # repo -> (status, X-Error-Code)
         self.corrupt: set[tuple[str, str]] = set()            # (repo, file) served with flipped bytes
+        self.corrupt_gets: int | None = None                   # ... in only this many GETs (None: in every one)
         self.abort_after: dict[tuple[str, str], int] = {}     # (repo, file) -> drop the connection at byte N
         self.aborts_left = 1                                   # how many GETs are dropped
         self.down_after_abort = False                          # after a drop, answer 503 to everything

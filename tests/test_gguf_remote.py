@@ -1,4 +1,5 @@
-"""Hub header range reads: only a header cut short by the read is read again, larger; other problems at once."""
+"""Hub header range reads: only a header cut short by the read is read again, larger; other problems at once, the same
+bytes read a second time to tell the Hub's file from damage on the way."""
 
 from __future__ import annotations
 
@@ -7,12 +8,10 @@ from pathlib import Path
 
 import gguf_builders as gb
 import pytest
-from hub_server import (
-    HubEnv,
-)
+from hub_server import HubEnv, run_cli
 
 from localgen import quant_choice
-from localgen.errors import GGUFError
+from localgen.errors import GGUFError, HubError
 from localgen.fit import FitRequest
 from localgen.hardware import probe_hardware
 from localgen.quant_choice import choose_download, remote_header
@@ -57,7 +56,7 @@ def _bad_value_type(tmp_path: Path) -> tuple[Path, Path]:
 
 @pytest.mark.parametrize(("make", "problem"), [(_odd_architecture, "architecture 'notanarch' is not supported"),
                                                 (_bad_value_type, "invalid value type 77")])
-def test_a_header_problem_other_than_truncation_is_reported_after_one_read(
+def test_a_header_problem_other_than_truncation_is_reported_without_reading_more(
         make: Callable[[Path], tuple[Path, Path]], problem: str, hubenv: HubEnv, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     path, layout = make(tmp_path)
@@ -65,10 +64,10 @@ def test_a_header_problem_other_than_truncation_is_reported_after_one_read(
     _serve(hubenv, path)
     with pytest.raises(GGUFError, match=problem):
         remote_header(REPO, path.name, path.stat().st_size)
-    assert _ranges(hubenv, path.name) == [f"bytes=0-{header - 1}"]
+    assert _ranges(hubenv, path.name) == [f"bytes=0-{header - 1}"] * 2, "the same bytes, once more"
 
 
-def test_a_vocabulary_of_millions_of_tokens_is_refused_after_one_read(hubenv: HubEnv, tmp_path: Path) -> None:
+def test_a_vocabulary_of_millions_of_tokens_is_refused_without_reading_more(hubenv: HubEnv, tmp_path: Path) -> None:
     """A Hub file whose header claims 4,000,001 tokens is refused on the count in its first range read, where the
     reads grew until they held every token (229 MiB of 30 million) and the file was taken for a model."""
     from localgen.gguf_format import MAX_VOCABULARY_TOKENS
@@ -77,7 +76,7 @@ def test_a_vocabulary_of_millions_of_tokens_is_refused_after_one_read(hubenv: Hu
     _serve(hubenv, path)
     with pytest.raises(GGUFError, match=f"has {MAX_VOCABULARY_TOKENS + 1:,} tokens"):
         remote_header(REPO, path.name, path.stat().st_size)
-    assert _ranges(hubenv, path.name) == [f"bytes=0-{quant_choice.HEADER_READ_BYTES - 1}"]
+    assert _ranges(hubenv, path.name) == [f"bytes=0-{quant_choice.HEADER_READ_BYTES - 1}"] * 2
 
 
 def test_a_header_cut_short_by_the_read_is_read_again_four_times_larger(hubenv: HubEnv, tmp_path: Path,
@@ -119,7 +118,7 @@ def _corrupt_count(kind: str, tiny: Path, dst: Path) -> tuple[Path, int, str]:
 
 
 @pytest.mark.parametrize("kind", ["metadata-count", "array-count", "string-length"])
-def test_a_count_too_large_for_the_whole_file_is_reported_after_one_read(
+def test_a_count_too_large_for_the_whole_file_is_reported_without_reading_more(
         kind: str, hubenv: HubEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tiny = gb.tiny_model(tmp_path / "tiny.gguf")
     path, first_read, words = _corrupt_count(kind, tiny, tmp_path / "corrupt.gguf")
@@ -134,8 +133,8 @@ def test_a_count_too_large_for_the_whole_file_is_reported_after_one_read(
     assert error.message.startswith(f"{REPO}/{path.name}: corrupt header: {words}"), error.message
     assert error.message.endswith(f"past the end of the file ({size:,} bytes) (the Hub's copy)"), error.message
     assert "repository's own file is damaged" in (error.hint or ""), "a header read from the Hub is not local damage"
-    assert _ranges(hubenv, path.name) == [f"bytes=0-{first_read - 1}"]
-    assert hubenv.server.bytes_sent[(REPO, path.name)] == first_read
+    assert _ranges(hubenv, path.name) == [f"bytes=0-{first_read - 1}"] * 2
+    assert hubenv.server.bytes_sent[(REPO, path.name)] == 2 * first_read
 
 
 @pytest.mark.parametrize("key", ["tokenizer.ggml.merges", "tokenizer.chat_template"])
@@ -151,7 +150,7 @@ def test_a_read_cut_short_just_past_a_count_the_file_can_hold_is_read_again(
     assert _ranges(hubenv, path.name) == [f"bytes=0-{first_read - 1}", f"bytes=0-{4 * first_read - 1}"]
 
 
-def test_a_count_past_the_header_limit_is_reported_after_one_read(hubenv: HubEnv, tmp_path: Path,
+def test_a_count_past_the_header_limit_is_reported_without_reading_more(hubenv: HubEnv, tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     from localgen import gguf_cursor
 
@@ -165,7 +164,7 @@ def test_a_count_past_the_header_limit_is_reported_after_one_read(hubenv: HubEnv
     with pytest.raises(GGUFError, match=f"header larger than 8,192 bytes: array '{key}' of 5,000 items") as caught:
         remote_header(REPO, path.name, path.stat().st_size)
     assert type(caught.value) is GGUFError
-    assert _ranges(hubenv, path.name) == [f"bytes=0-{first_read - 1}"]
+    assert _ranges(hubenv, path.name) == [f"bytes=0-{first_read - 1}"] * 2
 
 
 def test_a_count_the_file_could_hold_is_no_reason_to_read_more_before_parsing_what_was_read(
@@ -177,7 +176,7 @@ def test_a_count_the_file_could_hold_is_no_reason_to_read_more_before_parsing_wh
     with pytest.raises(GGUFError, match=r"metadata key #22 is [0-9,]+ bytes long") as caught:  # a tensor entry
         remote_header(REPO, path.name, path.stat().st_size)
     assert type(caught.value) is GGUFError
-    assert _ranges(hubenv, path.name) == [f"bytes=0-{header - 1}"]
+    assert _ranges(hubenv, path.name) == [f"bytes=0-{header - 1}"] * 2, "the same bytes, once more"
 
 
 def test_a_named_file_whose_header_cannot_be_loaded_is_refused_before_its_download(hubenv: HubEnv,
@@ -187,7 +186,74 @@ def test_a_named_file_whose_header_cannot_be_loaded_is_refused_before_its_downlo
     with pytest.raises(GGUFError, match="architecture 'notanarch' is not supported"):
         choose_download(f"{REPO}/{path.name}", hw=probe_hardware(), request=FitRequest())
     ranges = _ranges(hubenv, path.name)
-    assert hubenv.blobs(REPO) == [] and len(ranges) == 1 and (ranges[0] or "").startswith("bytes=0-")
+    assert hubenv.blobs(REPO) == [] and len(ranges) == 2 and (ranges[0] or "").startswith("bytes=0-")
+
+
+def test_a_header_damaged_on_the_way_is_said_to_be_so_not_blamed_on_the_repository(hubenv: HubEnv,
+                                                                                    tmp_path: Path) -> None:
+    """Bytes the Hub sent damaged once were refused as the repository's file, "so downloading it will not help": a
+    second read that differs says they were damaged on the way, and to try again, which reads the header."""
+    path = gb.tiny_model(tmp_path / "tiny.gguf")
+    _serve(hubenv, path)
+    hubenv.server.corrupt.add((REPO, path.name))
+    hubenv.server.corrupt_gets = 1
+    with pytest.raises(HubError) as caught:
+        remote_header(REPO, path.name, path.stat().st_size)
+    assert caught.value.message == (f"{REPO}/{path.name}: the header the Hub sent differed on a second read: it was "
+                                    "damaged on the way"), caught.value.message
+    assert (caught.value.hint or "").startswith("try again"), caught.value.hint
+    assert remote_header(REPO, path.name, path.stat().st_size).architecture == "llama"
+
+
+def test_a_damaged_header_that_cannot_be_read_again_is_not_blamed_on_the_repository(
+        hubenv: HubEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the second read fails, nothing tells damage on the way from the repository's file: it says neither."""
+    from localgen import hub_range
+
+    path, _ = _bad_value_type(tmp_path)
+    _serve(hubenv, path)
+    reads = []
+    read = hub_range.read_header_bytes
+
+    def first_only(*args: object, **kwargs: object) -> hub_range.HeaderBytes:
+        reads.append(args)
+        if len(reads) > 1:
+            raise HubError("the Hub did not answer")
+        return read(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hub_range, "read_header_bytes", first_only)
+    with pytest.raises(GGUFError) as caught:
+        remote_header(REPO, path.name, path.stat().st_size)
+    message = caught.value.message
+    assert "invalid value type 77" in message and message.endswith(" (as the Hub sent it)"), message
+    assert "repository's own file" not in (caught.value.hint or "") and len(reads) == 2, caught.value.hint
+
+
+def test_a_header_the_hub_sends_less_of_than_it_lists_is_not_blamed_on_the_repository(hubenv: HubEnv,
+                                                                                       tmp_path: Path) -> None:
+    """A read that got fewer bytes than asked for, of a file the Hub lists as longer, was refused as a truncated file
+    of the repository's: it says the Hub sent less than it lists, and to try again."""
+    path = gb.tiny_model(tmp_path / "tiny.gguf")
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(path.read_bytes()[:300])  # in the header: the file as the Hub has it now
+    hubenv.server.add_repo(REPO, {path.name: cut})
+    with pytest.raises(HubError) as caught:
+        remote_header(REPO, path.name, path.stat().st_size)  # as its listing gave it
+    size = path.stat().st_size
+    assert caught.value.message == (f"{REPO}/{path.name}: the Hub sent 300 bytes of the first {size:,} asked for, "
+                                    f"where it lists the file as {size:,} bytes"), caught.value.message
+    assert (caught.value.hint or "").startswith("try again"), caught.value.hint
+
+
+def test_a_named_quant_whose_header_was_damaged_on_the_way_is_downloaded(hubenv: HubEnv, tmp_path: Path) -> None:
+    """pull of a quant whose header read came damaged refused it as the repository's file; the download, checked
+    against the Hub's checksum, goes on."""
+    path = gb.tiny_model(tmp_path / "m-Q8_0.gguf")
+    _serve(hubenv, path)
+    hubenv.server.corrupt.add((REPO, path.name))
+    hubenv.server.corrupt_gets = 1
+    pulled = run_cli(hubenv.env, "pull", f"{REPO}:Q8_0")
+    assert pulled.returncode == 0 and pulled.stdout.strip().endswith(path.name), pulled.stderr
 
 
 def test_a_header_read_from_the_hub_is_kept_by_its_file_s_sha256_and_not_read_again(hubenv: HubEnv,
