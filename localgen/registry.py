@@ -126,7 +126,7 @@ class Registry:
             names = [] if ref.quant else self._sizes_of(ref.name)
         if not names:
             return OLLAMA_HUB_HINT
-        return f"localgen's name for it is {' or '.join(names)} (`localgen models list --all`)"
+        return f"localgen's name for it is {alternatives(names)} (`localgen models list --all`)"
 
     def own_file_entry(self, text: str) -> ModelSpec | None:
         """The entry naming a file of the user's own (path =) that a reference means, with a quant or without one

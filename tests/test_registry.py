@@ -534,8 +534,8 @@ _ON_THE_HUB = "find the model's GGUF repo on Hugging Face and give it as ORG/REP
      "localgen's name for it is llama3.2-3b:Q8_0 (`localgen models list --all`)"),
     ("ollama.com/library/smollm2:135m/", "localgen's name for it is smollm2-135m (`localgen models list --all`)"),
     ("ollama.com/library/qwen2.5:72b", _ON_THE_HUB),  # no entry of that size
-    ("ollama.com/library/qwen2.5", "localgen's name for it is qwen2.5-0.5b or qwen2.5-1.5b or qwen2.5-3b or qwen2.5-7b "
-     "(`localgen models list --all`)"),  # was: qwen2.5-coder-1.5b and -7b too, another model
+    ("ollama.com/library/qwen2.5", "localgen's name for it is qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b or qwen2.5-7b "
+     "(`localgen models list --all`)"),  # was: qwen2.5-coder-1.5b and -7b too, another model; and joined by "or"
     ("https://ollama.com/huihui_ai/qwen3-abliterated:8b", _ON_THE_HUB),  # a user's model
 ])
 def test_an_address_of_ollama_s_registry_is_refused_with_localgen_s_name(text: str, hint: str,
