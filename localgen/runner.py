@@ -293,7 +293,8 @@ def load_model(options: ModelOptions, *, release: Callable[[], None] | None = No
             resolved = _resolved_held(options, freed, note, loading)
             if found is not None:
                 found(resolved)
-            header, _ = validate_split(resolved.path)  # every shard is checked in Python before llama.cpp opens it
+            # every shard is checked in Python before llama.cpp opens it
+            header, _ = validate_split(resolved.path, offline_flag=options.offline is True)
         if release is not None:
             release()
             hw = probe_hardware()
@@ -381,7 +382,7 @@ def preflight(options: ModelOptions) -> TextBound | None:
         return None  # checked once it is downloaded, after the input is read
     with named_as_typed(options.model):
         refuse_missing_shards(resolved, offline_flag=options.offline is True)
-        header, _ = validate_split(resolved.path)
+        header, _ = validate_split(resolved.path, offline_flag=options.offline is True)
     if preflight_checks_think(options):  # the template loading would take: --chat-template's, models.toml's, its own
         override, name, hint = _template_naming(options, resolved)  # named as loading names it
         template = override or header.chat_template

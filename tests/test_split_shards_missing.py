@@ -120,3 +120,28 @@ def test_model_in_a_chat_of_a_cache_file_with_a_shard_missing_names_it_and_keeps
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
+
+
+def test_the_check_of_every_shard_a_load_makes_hints_at_offline_mode_as_the_check_before_it(hubenv: HubEnv,
+                                                                                           tmp_path: Path) -> None:
+    """The load's check of every shard (validate_split: a shard gone since the check before it) saw offline mode only
+    in the environment: under --offline its hint said to pull the model, as if online."""
+    from localgen.errors import GGUFError
+    from localgen.gguf_split import validate_split
+    from localgen.runner import ModelOptions, load_model
+
+    first = _pulled_split(hubenv, tmp_path)
+    with pytest.raises(GGUFError, match=r"missing shard 2 of 3") as refused:
+        validate_split(first, offline_flag=True)
+    assert refused.value.hint == f"drop --offline, then run `localgen pull {REPO}:Q8_0`", refused.value.hint
+    gone: list[Path] = []
+
+    def removed_meanwhile(resolved: object) -> None:
+        """Remove the third shard as the load found the model, after the check before its own."""
+        gone.append(first.with_name(SHARD.format(3)))
+        gone[0].unlink()
+
+    first.with_name(SHARD.format(2)).symlink_to(first.with_name(SHARD.format(3)).resolve())  # all there up front
+    with pytest.raises(GGUFError, match=r"missing shard") as refused:
+        load_model(ModelOptions(model=str(first), offline=True), found=removed_meanwhile)
+    assert gone and refused.value.hint == f"drop --offline, then run `localgen pull {REPO}:Q8_0`", refused.value.hint
