@@ -1,13 +1,20 @@
 """What a Hub file's header read before a download that cannot be loaded is said to be: the repository's file only
-where the Hub sent the same bytes on a second read; bytes that differed, or fewer than asked for, are the transfer's,
-and a second read that failed tells neither."""
+where the Hub sent the same bytes on a second read; bytes that differed (where the second read's cannot be loaded
+either), or fewer than asked for, are the transfer's, and a second read that failed tells neither."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from localgen.errors import GGUFError, HubError, LocalgenError
 from localgen.gguf_cursor import HINT, HUB_COPY_HINT
 from localgen.hub_choice import EMPTY_ON_THE_HUB
 
+if TYPE_CHECKING:
+    from localgen.gguf_info import GGUFInfo
+    from localgen.hub_range import HeaderBytes
+
+AS_SENT = "(as the Hub sent it)"  # ends the refusal of a header that could not be read a second time
 RETRY_HINT = "try again; where it recurs, a proxy or the network between here and the Hub may be changing what it sends"
 
 
@@ -24,20 +31,25 @@ def sent_short(repo: str, filename: str, sent: int, asked: int, size: int) -> Hu
                     hint="try again: the transfer was cut short, or the file changed on the Hub as it was read")
 
 
-def refused_as_sent(exc: GGUFError, repo: str, filename: str, data: bytes, *, revision: str | None) -> LocalgenError:
-    """The header error of bytes read from the Hub, after reading them again: the repository's file where the Hub sent
-    the same bytes, damage on the way where it sent others, and said as the bytes the Hub sent where it could not be
-    asked again."""
+def read_again(exc: GGUFError, repo: str, filename: str, data: bytes, *, size: int,
+               revision: str | None) -> tuple[HeaderBytes, GGUFInfo]:
+    """The header of bytes read from the Hub that exc refused, read again: the second read and its header where it
+    differs and loads; else the refusal, as the repository's file where the Hub sent the same bytes, as damage on the
+    way where it sent others, and as the bytes the Hub sent where it could not be asked again."""
     from localgen import hub_range
+    from localgen.gguf_reader import read_gguf_bytes
 
     try:
-        again = hub_range.read_header_bytes(repo, filename, len(data), revision=revision).data
+        again = hub_range.read_header_bytes(repo, filename, len(data), revision=revision)
     except LocalgenError:
-        return GGUFError(f"{repo}/{exc.message} (as the Hub sent it)",
-                         hint="it could not be read again to tell damage on the way from damage in the repository's "
-                              "file: try again, and where it recurs, choose another quant or repository")
-    if again != data:
-        return HubError(f"{repo}/{filename}: the header the Hub sent differed on a second read: it was damaged on the "
-                        "way", hint=RETRY_HINT)
+        raise GGUFError(f"{repo}/{exc.message} {AS_SENT}",
+                        hint="it could not be read again to tell damage on the way from damage in the repository's "
+                             "file: try again, and where it recurs, choose another quant or repository") from None
+    if again.data != data:
+        try:
+            return again, read_gguf_bytes(again.data, filename, file_size=size)
+        except GGUFError:
+            raise HubError(f"{repo}/{filename}: the header the Hub sent differed on a second read: it was damaged on "
+                           "the way", hint=RETRY_HINT) from None
     hint = f"the Hub sent the same bytes on a second read, so {HUB_COPY_HINT}" if exc.hint == HINT else exc.hint
-    return GGUFError(f"{repo}/{exc.message} (the Hub's copy)", hint=hint)
+    raise GGUFError(f"{repo}/{exc.message} (the Hub's copy)", hint=hint)

@@ -116,7 +116,7 @@ def remote_header(repo: str, filename: str, size: int, *, revision: str | None =
     from localgen import gguf_cache, hub_range
     from localgen.gguf_cursor import GGUFTruncatedError
     from localgen.gguf_reader import read_gguf_bytes
-    from localgen.hub_header_blame import refused_as_sent, sent_short
+    from localgen.hub_header_blame import read_again, sent_short
 
     if size == 0:  # nothing to read (the Hub refuses a range of no bytes), and no model
         raise empty_on_the_hub(repo, filename)
@@ -126,20 +126,18 @@ def remote_header(repo: str, filename: str, size: int, *, revision: str | None =
     n = min(HEADER_READ_BYTES, size)
     while True:
         read = hub_range.read_header_bytes(repo, filename, n, revision=revision)
-        data = read.data
         try:
-            info = read_gguf_bytes(data, filename, file_size=size)
-            if sha256 and read.sha256 == sha256:  # not a file the Hub changed since its listing
-                gguf_cache.keep_hub_header(sha256, info)
-            return info
-        except GGUFTruncatedError as exc:  # the header goes on past the bytes read; any other problem is final
-            if len(data) < n:  # the Hub sent less than asked of a file it lists as longer
-                raise sent_short(repo, filename, len(data), n, size) from None
-            if n >= min(size, HEADER_READ_MAX_BYTES):
-                raise refused_as_sent(exc, repo, filename, data, revision=revision) from None
-            n = min(n * 4, size, HEADER_READ_MAX_BYTES)
+            info = read_gguf_bytes(read.data, filename, file_size=size)
         except GGUFError as exc:
-            raise refused_as_sent(exc, repo, filename, data, revision=revision) from None
+            if len(read.data) < n:  # the Hub sent less than asked of a file it lists as longer: whatever the bytes
+                raise sent_short(repo, filename, len(read.data), n, size) from None
+            if isinstance(exc, GGUFTruncatedError) and n < min(size, HEADER_READ_MAX_BYTES):
+                n = min(n * 4, size, HEADER_READ_MAX_BYTES)  # the header goes on past the bytes read
+                continue
+            read, info = read_again(exc, repo, filename, read.data, size=size, revision=revision)
+        if sha256 and read.sha256 == sha256:  # not a file the Hub changed since its listing
+            gguf_cache.keep_hub_header(sha256, info)
+        return info
 
 
 def hub_header(files: Sequence[HubFile], *, revision: str | None = None) -> tuple[GGUFInfo, ModelShape]:

@@ -189,14 +189,35 @@ def test_a_named_file_whose_header_cannot_be_loaded_is_refused_before_its_downlo
     assert hubenv.blobs(REPO) == [] and len(ranges) == 2 and (ranges[0] or "").startswith("bytes=0-")
 
 
-def test_a_header_damaged_on_the_way_is_said_to_be_so_not_blamed_on_the_repository(hubenv: HubEnv,
-                                                                                    tmp_path: Path) -> None:
-    """Bytes the Hub sent damaged once were refused as the repository's file, "so downloading it will not help": a
-    second read that differs says they were damaged on the way, and to try again, which reads the header."""
+def test_a_header_damaged_on_the_way_once_is_taken_from_the_second_read(hubenv: HubEnv, tmp_path: Path) -> None:
+    """Bytes the Hub sent damaged once, then whole: the second read, which loads, was thrown away and the quant
+    refused as damaged on the way; its header is taken, and kept by the file's sha256 as any header read is."""
     path = gb.tiny_model(tmp_path / "tiny.gguf")
     _serve(hubenv, path)
     hubenv.server.corrupt.add((REPO, path.name))
     hubenv.server.corrupt_gets = 1
+    size, sha256 = path.stat().st_size, hubenv.server.repos[REPO].sha256(path.name)
+    assert remote_header(REPO, path.name, size, sha256=sha256).architecture == "llama"
+    assert remote_header(REPO, path.name, size, sha256=sha256).architecture == "llama"
+    assert len(_ranges(hubenv, path.name)) == 2, "read twice, then kept"
+
+
+def test_a_header_damaged_on_the_way_twice_is_said_to_be_so_not_blamed_on_the_repository(
+        hubenv: HubEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bytes the Hub sent damaged, then damaged otherwise: a second read that differs and cannot be loaded says they
+    were damaged on the way, and to try again, which reads the header."""
+    from localgen import hub_range
+
+    path = gb.tiny_model(tmp_path / "tiny.gguf")
+    _serve(hubenv, path)
+    read = hub_range.read_header_bytes
+    damage = iter([b"\xff", b"\xfe"])
+
+    def damaged(*args: object, **kwargs: object) -> hub_range.HeaderBytes:
+        sent = read(*args, **kwargs)  # type: ignore[arg-type]
+        return hub_range.HeaderBytes(next(damage, b"G")[:1] + sent.data[1:], sent.sha256)
+
+    monkeypatch.setattr(hub_range, "read_header_bytes", damaged)
     with pytest.raises(HubError) as caught:
         remote_header(REPO, path.name, path.stat().st_size)
     assert caught.value.message == (f"{REPO}/{path.name}: the header the Hub sent differed on a second read: it was "
@@ -243,6 +264,21 @@ def test_a_header_the_hub_sends_less_of_than_it_lists_is_not_blamed_on_the_repos
     assert caught.value.message == (f"{REPO}/{path.name}: the Hub sent 300 bytes of the first {size:,} asked for, "
                                     f"where it lists the file as {size:,} bytes"), caught.value.message
     assert (caught.value.hint or "").startswith("try again"), caught.value.hint
+
+
+def test_a_short_reply_that_is_no_gguf_is_not_blamed_on_the_repository(hubenv: HubEnv) -> None:
+    """A 39-byte web page sent for a file the Hub lists as 5,000,000 bytes was read twice, the same both times, and
+    refused as the repository's file ("not a GGUF file ... (the Hub's copy)", the hint of a saved web page): fewer
+    bytes than the Hub lists are the transfer's whatever they hold."""
+    page = b"<html><body>Bad gateway</body></html>\n\n"
+    assert len(page) == 39
+    hubenv.server.add_repo(REPO, {"m-Q8_0.gguf": page})
+    with pytest.raises(HubError) as caught:
+        remote_header(REPO, "m-Q8_0.gguf", 5_000_000)  # as its listing gave it
+    assert caught.value.message == (f"{REPO}/m-Q8_0.gguf: the Hub sent 39 bytes of the first 4,194,304 asked for, "
+                                    "where it lists the file as 5,000,000 bytes"), caught.value.message
+    assert (caught.value.hint or "").startswith("try again"), caught.value.hint
+    assert len(_ranges(hubenv, "m-Q8_0.gguf")) == 1
 
 
 def test_a_named_quant_whose_header_was_damaged_on_the_way_is_downloaded(hubenv: HubEnv, tmp_path: Path) -> None:
