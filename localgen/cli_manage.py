@@ -123,7 +123,9 @@ def _part_size(part: PartialDownload) -> str:
 
 def _part_source(part: PartialDownload) -> str:
     """The SOURCE cell of a model downloaded in part."""
-    return "hub (downloading)" if part.running else "hub (partly downloaded)"
+    from localgen.partial_downloads import PARTLY_DOWNLOADED
+
+    return "hub (downloading)" if part.running else f"hub ({PARTLY_DOWNLOADED})"
 
 
 def _part_note(part: PartialDownload) -> str:
@@ -185,7 +187,9 @@ def _downloaded_cell(row: ListedModel, part: PartialDownload | None) -> str:
     pin refuses."""
     source = row.model.source if row.model is not None else None
     if part is not None:
-        return f"no (partly downloaded: {_part_size(part)})"
+        from localgen.partial_downloads import PARTLY_DOWNLOADED
+
+        return f"no ({PARTLY_DOWNLOADED}: {_part_size(part)})"
     if row.model is not None and row.model.missing_shards:
         return f"no (incomplete: {counted(row.model.missing_shards, 'shard')} missing)"
     if not row.downloaded:

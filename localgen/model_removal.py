@@ -47,7 +47,7 @@ from localgen.hub_settings import cache_place
 from localgen.hub_slips import with_downloaded_repo
 from localgen.load_locks import loading_locks_of_links, taken_for_removal
 from localgen.model_file_errors import path_not_removed
-from localgen.partial_downloads import partial_downloads
+from localgen.partial_downloads import PARTLY_DOWNLOADED, partial_downloads
 from localgen.promptcache import CacheEntry, remove_entries
 from localgen.promptcache_models import entries_of, identity_keys
 from localgen.references import ModelRef, normalize_quant
@@ -79,11 +79,10 @@ class RemovedModel:
 
     @property
     def described(self) -> str:
-        """The name, with the repository when the name is a registry name (which the bundled copy may share), the other
-        names of its file, and whether it was downloaded in part."""
+        """The name, with the repository when the name is a registry name (which the bundled copy may share), and the
+        other names of its file."""
         named = self.name if self.name.startswith(self.repo) else f"{self.name} from {self.repo}"
-        also = f", also named {' and '.join(self.also_named)}" if self.also_named else ""
-        return named + also + (", downloaded in part" if self.in_part else "")
+        return named + (f", also named {' and '.join(self.also_named)}" if self.also_named else "")
 
 
 @dataclass(frozen=True)
@@ -124,7 +123,7 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
                                      ModelNotFoundError)
     if not matches:
         names = sorted(display_name(registry, fs[0].repo, quant_of(fs[0].filename), fs[0].filename) for fs in groups)
-        names += [f"{part.name} (partly downloaded)" for part in partial_downloads(registry)
+        names += [f"{part.name} ({PARTLY_DOWNLOADED})" for part in partial_downloads(registry)
                   if part.repo.lower() == repo.lower()]
         there = (f"of that repo, the cache holds {', '.join(names)}" if names
                  else with_downloaded_repo("see `localgen models list`", reference, repo))

@@ -14,6 +14,8 @@ from localgen.hub_choice import shard_group_key, shard_of
 from localgen.hub_types import HubFile, HubListing, HubModel
 from localgen.registry import Registry
 
+PARTLY_DOWNLOADED = "partly downloaded"  # what localgen calls a model of which a stopped pull kept a part
+
 
 @dataclass(frozen=True)
 class PartialDownload:
@@ -114,15 +116,14 @@ def parts_left_note(registry: Registry, repo: str) -> str | None:
     (None: none is kept)."""
     import shlex
 
-    from localgen.units import binary_size
+    from localgen.units import alternatives, binary_size
 
     parts = [part for part in partial_downloads(registry) if part.repo.lower() == repo.lower() and not part.running]
     if not parts:
         return None
-    names, kept = [part.name for part in parts], binary_size(sum(part.kept for part in parts))
-    what = "the part a stopped pull" if len(parts) == 1 else "the parts stopped pulls"
-    return (f"localgen: left {what} of {', '.join(names)} kept ({kept}): "
-            f"`{shlex.join(['localgen', 'models', 'rm', *names])}` removes {'it' if len(parts) == 1 else 'them'}")
+    left = alternatives([f"{part.name} ({binary_size(part.kept)}, {PARTLY_DOWNLOADED})" for part in parts], "and")
+    return (f"localgen: left {left}: `{shlex.join(['localgen', 'models', 'rm', *(part.name for part in parts)])}` "
+            f"removes {'it' if len(parts) == 1 else 'them'}")
 
 
 def repo_parts_said(repo: str) -> str | None:

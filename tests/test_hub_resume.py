@@ -231,7 +231,7 @@ def test_models_rm_of_a_model_a_pull_downloaded_in_part_deletes_the_part(hubenv:
     planned = remove_model(registry, f"{REPO}:q4_k_m", dry_run=True)
     assert planned.paths == (part,) and planned.bytes_freed == 300_000 and part.exists()
     removed = remove_model(registry, f"{REPO}:Q4_K_M")
-    assert removed.described == f"{REPO}:Q4_K_M, downloaded in part" and not part.exists()
+    assert removed.described == f"{REPO}:Q4_K_M" and removed.in_part and not part.exists()
     with pytest.raises(ModelNotFoundError, match="is not in the cache"):
         remove_model(registry, f"{REPO}:Q4_K_M")
 

@@ -102,7 +102,7 @@ def test_models_rm_of_a_repo_with_only_a_part_kept_names_that_part(hubenv: HubEn
             f"localgen: error: {typed} is not in the cache (hint: of that repo, the cache holds test/Cut-GGUF:Q8_0 "
             "(partly downloaded))\n"), removed.stderr
     removed = run_cli(hubenv.env, "models", "rm", "test/Cut-GGUF:Q8_0", "-y")
-    assert removed.returncode == 0 and ", downloaded in part: freed " in removed.stderr, removed.stderr
+    assert removed.returncode == 0 and " (partly downloaded): freed " in removed.stderr, removed.stderr
     assert hubenv.incomplete_files() == []
 
 
@@ -170,7 +170,7 @@ def test_models_rm_of_a_repo_says_what_stopped_pulls_kept_of_its_other_quants(hu
         assert run_cli(hubenv.env, "pull", "test/Cut-GGUF:Q4_0").returncode == 0
         removed = run_cli(hubenv.env, "models", "rm", typed, "-y")
         assert removed.returncode == 0 and removed.stderr.startswith("localgen: removed test/Cut-GGUF:Q4_0: freed ")
-        note = ("localgen: left the part a stopped pull of test/Cut-GGUF:Q8_0 kept (2.0 MiB): `localgen models rm "
+        note = ("localgen: left test/Cut-GGUF:Q8_0 (2.0 MiB, partly downloaded): `localgen models rm "
                 "test/Cut-GGUF:Q8_0` removes it\n")
         assert removed.stderr.endswith(note) == (typed == "test/Cut-GGUF"), removed.stderr
     assert len(hubenv.incomplete_files()) == 1, "the part stays"
