@@ -1,6 +1,7 @@
 """The checked facts of GGUF headers kept in the cache folder by the file's identity, so that a start does not read
 and check a header it checked before (the bundled model's 49,152 tokens and 48,900 merges: 27 ms of CPU); and those of
-Hub files, read by range requests, by the file's sha256, so that choosing a quant again reads none from the Hub."""
+Hub files, read by range requests, by the file's sha256, so that choosing a quant again reads none from the Hub (nor
+one the Hub sent twice the same and that was refused: its refusal is kept)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
+from typing import TypeVar
 
 from localgen.config import settings
 from localgen.file_versions import settled, stat_version
@@ -29,6 +32,7 @@ CHECKING_MODULES = ("gguf_cache", "gguf_checks", "gguf_cursor", "gguf_foreign", 
                     "gguf_reader")  # a change to any of them makes every kept header stale
 
 log = logging.getLogger("localgen.gguf")
+T = TypeVar("T")
 
 
 def _entry_path(path: Path) -> Path:
@@ -87,7 +91,26 @@ def keep_header(path: Path, st: os.stat_result, info: GGUFInfo) -> None:
 
 def kept_hub_header(sha256: str, filename: str) -> GGUFInfo | None:
     """The header kept for the Hub file whose content has this sha256 (named filename), marked as used, or None (none
-    kept, kept by other checks, or an entry that cannot be read: it is ignored)."""
+    kept, kept by other checks, a refusal kept, or an entry that cannot be read: it is ignored)."""
+    return _kept_hub_entry(sha256, filename, lambda entry: _info(Path(filename), entry["info"]))
+
+
+def kept_hub_refusal(sha256: str, filename: str) -> tuple[str, str | None] | None:
+    """The problem and hint kept for the Hub file whose content has this sha256 (named filename) where the Hub sent
+    the same header twice and it was refused, marked as used, or None (none kept, or as kept_hub_header)."""
+
+    def refusal(entry: dict) -> tuple[str, str | None]:
+        problem, hint = entry["refused"]["problem"], entry["refused"]["hint"]
+        if not isinstance(problem, str) or not isinstance(hint, str | None):
+            raise TypeError("a refusal of other values")
+        return problem, hint
+
+    return _kept_hub_entry(sha256, filename, refusal)
+
+
+def _kept_hub_entry(sha256: str, filename: str, fact: Callable[[dict], T]) -> T | None:
+    """What fact makes of the entry kept for the Hub file with this sha256, the entry marked as used; None where none
+    is kept, it was kept by other checks, or it cannot be read or made that of (it is ignored)."""
     entry_path = _hub_entry_path(sha256)
     if entry_path is None:
         return None
@@ -95,10 +118,10 @@ def kept_hub_header(sha256: str, filename: str) -> GGUFInfo | None:
         entry = json.loads(entry_path.read_bytes())
         if (entry["format"], entry["checks"]) != (CACHE_FORMAT, _checks_fingerprint()):
             return None
-        info = _info(Path(filename), entry["info"])
+        made = fact(entry)
         with contextlib.suppress(OSError):
             os.utime(entry_path)  # the most recently used are kept
-        return info
+        return made
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         if not isinstance(exc, FileNotFoundError):
             log.debug("header entry of %s ignored: %s", filename, exc)
@@ -108,6 +131,18 @@ def kept_hub_header(sha256: str, filename: str) -> GGUFInfo | None:
 def keep_hub_header(sha256: str, info: GGUFInfo) -> None:
     """Keep the header just read from the Hub file whose content has this sha256, the entries used least recently
     past HUB_HEADERS_KEPT dropped; a failure to write it only costs a read next time."""
+    _keep_hub_entry(sha256, lambda: {"info": _facts(info)})
+
+
+def keep_hub_refusal(sha256: str, problem: str, hint: str | None) -> None:
+    """Keep the refusal of the header the Hub sent twice the same of the file whose content has this sha256 (its
+    problem, without the file's name, and its hint), as keep_hub_header keeps a header."""
+    _keep_hub_entry(sha256, lambda: {"refused": {"problem": problem, "hint": hint}})
+
+
+def _keep_hub_entry(sha256: str, facts: Callable[[], dict[str, object]]) -> None:
+    """Write the entry of the Hub file with this sha256 (facts, with the format and checks), the entries used least
+    recently past HUB_HEADERS_KEPT dropped; a failure to write it only costs a read next time."""
     from localgen.errors import LocalgenError
     from localgen.storage import atomic_write_text
 
@@ -115,7 +150,7 @@ def keep_hub_header(sha256: str, info: GGUFInfo) -> None:
     if entry_path is None:
         return
     with contextlib.suppress(LocalgenError, OSError, ValueError):
-        entry = {"format": CACHE_FORMAT, "checks": _checks_fingerprint(), "info": _facts(info)}
+        entry = {"format": CACHE_FORMAT, "checks": _checks_fingerprint(), **facts()}
         atomic_write_text(entry_path, json.dumps(entry, separators=(",", ":")), own_record=True)
         _trim_hub_headers(entry_path.parent)
 

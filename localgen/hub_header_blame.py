@@ -4,6 +4,7 @@ either), or fewer than asked for, are the transfer's, and a second read that fai
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from localgen.errors import GGUFError, HubError, LocalgenError
@@ -31,12 +32,26 @@ def sent_short(repo: str, filename: str, sent: int, asked: int, size: int) -> Hu
                     hint="try again: the transfer was cut short, or the file changed on the Hub as it was read")
 
 
-def read_again(exc: GGUFError, repo: str, filename: str, data: bytes, *, size: int,
-               revision: str | None) -> tuple[HeaderBytes, GGUFInfo]:
+def kept_refusal(repo: str, filename: str, sha256: str) -> GGUFError | None:
+    """The refusal kept of the file with this sha256, whose header the Hub sent twice the same (None: none kept)."""
+    from localgen import gguf_cache
+
+    kept = gguf_cache.kept_hub_refusal(sha256, filename)
+    return _hub_copy(repo, filename, *kept) if kept is not None else None
+
+
+def _hub_copy(repo: str, filename: str, problem: str, hint: str | None) -> GGUFError:
+    """The refusal of a header the Hub sent twice the same: the repository's own file."""
+    return GGUFError(f"{repo}/{Path(filename).name}: {problem} (the Hub's copy)", hint=hint)
+
+
+def read_again(exc: GGUFError, repo: str, filename: str, data: bytes, *, size: int, revision: str | None,
+               sha256: str | None) -> tuple[HeaderBytes, GGUFInfo]:
     """The header of bytes read from the Hub that exc refused, read again: the second read and its header where it
-    differs and loads; else the refusal, as the repository's file where the Hub sent the same bytes, as damage on the
-    way where it sent others, and as the bytes the Hub sent where it could not be asked again."""
-    from localgen import hub_range
+    differs and loads; else the refusal, as the repository's file where the Hub sent the same bytes (kept by the
+    listing's sha256 where the Hub named it for them), as damage on the way where it sent others, and as the bytes the
+    Hub sent where it could not be asked again."""
+    from localgen import gguf_cache, hub_range
     from localgen.gguf_reader import read_gguf_bytes
 
     try:
@@ -52,4 +67,10 @@ def read_again(exc: GGUFError, repo: str, filename: str, data: bytes, *, size: i
             raise HubError(f"{repo}/{filename}: the header the Hub sent differed on a second read: it was damaged on "
                            "the way", hint=RETRY_HINT) from None
     hint = f"the Hub sent the same bytes on a second read, so {HUB_COPY_HINT}" if exc.hint == HINT else exc.hint
-    raise GGUFError(f"{repo}/{exc.message} (the Hub's copy)", hint=hint)
+    label = f"{Path(filename).name}: "  # read_gguf_bytes's, which begins its message
+    if not exc.message.startswith(label):
+        raise GGUFError(f"{repo}/{exc.message} (the Hub's copy)", hint=hint)
+    problem = exc.message.removeprefix(label)
+    if sha256 and again.sha256 == sha256:  # not a file the Hub changed since its listing
+        gguf_cache.keep_hub_refusal(sha256, problem, hint)
+    raise _hub_copy(repo, filename, problem, hint)

@@ -112,17 +112,20 @@ def choose_option(options: Sequence[FitOption], request: FitRequest) -> int | No
 def remote_header(repo: str, filename: str, size: int, *, revision: str | None = None,
                   sha256: str | None = None) -> GGUFInfo:
     """A Hub file's GGUF header from HTTP range reads of its first few MB (more only when the header is longer), or
-    as kept from an earlier read of the file with that sha256 (kept where the Hub named the bytes read by it)."""
+    as kept from an earlier read of the file with that sha256 (kept where the Hub named the bytes read by it), as is
+    the refusal of a header the Hub sent twice the same."""
     from localgen import gguf_cache, hub_range
     from localgen.gguf_cursor import GGUFTruncatedError
     from localgen.gguf_reader import read_gguf_bytes
-    from localgen.hub_header_blame import read_again, sent_short
+    from localgen.hub_header_blame import kept_refusal, read_again, sent_short
 
     if size == 0:  # nothing to read (the Hub refuses a range of no bytes), and no model
         raise empty_on_the_hub(repo, filename)
     kept = gguf_cache.kept_hub_header(sha256, filename) if sha256 else None
     if kept is not None:
         return kept
+    if sha256 and (refusal := kept_refusal(repo, filename, sha256)) is not None:
+        raise refusal
     n = min(HEADER_READ_BYTES, size)
     while True:
         read = hub_range.read_header_bytes(repo, filename, n, revision=revision)
@@ -134,7 +137,7 @@ def remote_header(repo: str, filename: str, size: int, *, revision: str | None =
             if isinstance(exc, GGUFTruncatedError) and n < min(size, HEADER_READ_MAX_BYTES):
                 n = min(n * 4, size, HEADER_READ_MAX_BYTES)  # the header goes on past the bytes read
                 continue
-            read, info = read_again(exc, repo, filename, read.data, size=size, revision=revision)
+            read, info = read_again(exc, repo, filename, read.data, size=size, revision=revision, sha256=sha256)
         if sha256 and read.sha256 == sha256:  # not a file the Hub changed since its listing
             gguf_cache.keep_hub_header(sha256, info)
         return info

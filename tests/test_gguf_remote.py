@@ -317,6 +317,26 @@ def test_a_header_read_from_the_hub_is_kept_by_its_file_s_sha256_and_not_read_ag
     assert len(_ranges(hubenv, path.name)) == 3 and read[0].shape is not None and read[0].shape.n_layer == 3
 
 
+def test_a_header_the_hub_sent_twice_the_same_and_refused_is_kept_by_its_file_s_sha256(hubenv: HubEnv,
+                                                                                        tmp_path: Path) -> None:
+    """A refused header was read twice from the Hub by every choice of a quant (pull, fit): its refusal, confirmed
+    by the second read, is kept by the file's sha256 as a header read is, and said the same from it."""
+    from localgen.quant_choice import hub_options
+
+    path, hw = _bad_value_type(tmp_path)[0], probe_hardware()
+    named = path.rename(tmp_path / "m-Q8_0.gguf")
+    _serve(hubenv, named)
+    first = hub_options(REPO, hw, FitRequest())
+    assert first[0].refused is not None and len(_ranges(hubenv, named.name)) == 2
+    again = hub_options(REPO, hw, FitRequest())
+    assert len(_ranges(hubenv, named.name)) == 2, "not read again"
+    assert again[0].problem == first[0].problem and (again[0].problem or "").endswith(
+        "invalid value type 77 (the Hub's copy)"), again[0].problem
+    refused = again[0].refused
+    assert refused is not None and (refused.message, refused.hint) == (first[0].refused.message, first[0].refused.hint)
+    assert "repository's own file" in (refused.hint or ""), refused.hint
+
+
 def test_a_header_read_of_a_file_changed_on_the_hub_since_its_listing_is_not_kept_as_the_listed_one(
         hubenv: HubEnv, tmp_path: Path) -> None:
     """A file changed on the Hub between its listing and the read of its header: the new file's header was kept by
