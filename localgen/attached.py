@@ -9,7 +9,7 @@ from localgen.chat import compose_user_message
 from localgen.conversation_turn import Attachment, Turn
 from localgen.inputs import InputFile
 from localgen.stdin_names import STDIN_NAME
-from localgen.typed_paths import FILE_OPTION
+from localgen.typed_paths import FILE_OPTION, expand_user_path
 from localgen.units import alternatives
 
 
@@ -73,6 +73,65 @@ def question_turn(typed: str, attachments: Sequence[str]) -> Turn:
                 typed=said if files else None)
 
 
+def texts_in_record(turn: Turn) -> list[str] | None:
+    """The texts of the files turn's message carried, as a saved exchange gives them: its message split where the one
+    way to split it into its files' texts (compose_user_message joins them, each no longer than its characters, with
+    a blank line) then what was typed gives; each padded with the newlines its characters count and compose drops
+    (a file's CRs, the newlines about it), so that a message they go with again is sent and recorded as it was.
+    None where no one split is found (a message changed by hand, files whose blank lines leave it open)."""
+    typed, block = turn.typed or "", turn.user
+    if typed:  # after a blank line, and the spaces before its first line
+        block = block[:-len(typed)].rstrip(" \t\f\v") if block.endswith(typed) else ""
+        block = block[:-2] if block.endswith("\n\n") else ""
+    ends = _one_split(block, [file.characters for file in turn.attached]) if turn.attached else None
+    if ends is None:
+        return None
+    texts: list[str] = []
+    for file, start, end in zip(turn.attached, [0, *(end + 2 for end in ends)], ends, strict=False):
+        text = block[start:end] + "\n" * (file.characters - (end - start))
+        texts.append(text if file.name == "(text)" else AttachedText(text, _file_named(file.name)))
+    return texts
+
+
+def _file_named(name: str) -> InputFile:
+    """The file a saved exchange names as attached (- for stdin), as /file attaches it."""
+    return InputFile(FILE_OPTION) if name == "-" else InputFile("/file", expand_user_path(name), name)
+
+
+def _one_split(block: str, sizes: list[int]) -> list[int] | None:
+    """Where each of the texts of sizes characters or fewer (at least one that is not blank, no newline at either
+    end) that block joins with blank lines ends, where only one way of splitting it gives them; else None."""
+    found: dict[tuple[int, int], list[list[int]]] = {}
+
+    def splits(index: int, start: int) -> list[list[int]]:
+        """At most two ways of splitting block from start into the texts from index on."""
+        if (index, start) not in found:
+            last = index == len(sizes) - 1
+            ends = [len(block)] if last else _blank_lines(block, start, start + sizes[index])
+            ways = []
+            for end in ends:
+                text = block[start:end]
+                if not text.strip() or len(text) > sizes[index] or text[0] == "\n" or text[-1] == "\n":
+                    continue
+                ways += [[end]] if last else [[end, *rest] for rest in splits(index + 1, end + 2)]
+                if len(ways) > 1:
+                    break
+            found[index, start] = ways[:2]
+        return found[index, start]
+
+    ways = splits(0, 0) if sizes else []
+    return ways[0] if len(ways) == 1 else None
+
+
+def _blank_lines(text: str, start: int, end: int) -> list[int]:
+    """Where a blank line's two newlines start in text, from start to end."""
+    found, at = [], text.find("\n\n", start, end + 2)
+    while at >= 0:
+        found.append(at)
+        at = text.find("\n\n", at + 1, end + 2)
+    return found
+
+
 class SentFiles:
     """The texts of the files each message this chat sent carried, by the message they made, for /undo to attach
     them again (a /regen's question is the same message)."""
@@ -94,9 +153,12 @@ class SentFiles:
         self._sent = {user: texts for user, texts in self._sent.items() if user in kept}
 
     def taken_back(self, turn: Turn, attached: list[str]) -> list[str] | None:
-        """The files turn's message carried, then those attached since (attached) but for a text among them already;
-        None where this chat sent no such message with files (one read with the conversation)."""
+        """The files turn's message carried (as this chat sent them, or as its saved exchange gives them:
+        texts_in_record), then those attached since (attached) but for a text among them already; None where it
+        carried none, or the record gives no texts for them."""
         sent = self._sent.get(turn.user) if turn.attached else None
+        if sent is None and turn.attached:
+            sent = texts_in_record(turn)
         if sent is None:
             return None
         return [*sent, *(text for text in attached if text not in sent)]

@@ -73,11 +73,15 @@ def undo_command(state: ChatState, _: str) -> None:
     notes = [f"{name} had no other exchange and is no longer saved"] if deleted else []
     if saved and conversation.on_disk and not conversation.turns:  # one the user saved (/save, /load) is kept
         notes = [f"{name} has no exchange left and stays saved; `localgen conversations rm {name}` deletes it"]
+    one = len(turn.attached) == 1
+    names = ", ".join(short_path(file.name) for file in turn.attached)
     if session.attachments is not attached:
-        one = len(turn.attached) == 1
-        names = ", ".join(short_path(file.name) for file in turn.attached)
         notes.append(f"{names} {'is' if one else 'are'} attached to the next message again as sent; "
                      f"/file none drops {'it' if one else 'them'}")
+    elif turn.attached:  # a saved message whose files' texts cannot be told apart
+        again = f"/file {shlex.quote(turn.attached[0].name)} attaches it" if one else "/file attaches each"
+        notes.append(f"{names} {'is' if one else 'are'} not attached again: the saved conversation holds "
+                     f"{'its text' if one else 'their texts'} only as part of the message; {again} again")
     note = f" ({'; '.join(notes)})" if notes else ""
     console.say(f"dropped: {gist(turn.headline())!r}{note}")  # files attached named, as listings name them
 

@@ -58,23 +58,33 @@ def test_undo_of_a_message_sent_with_a_file_attaches_the_file_to_the_next_messag
         end_chat(chat)
 
 
-def test_undo_in_a_conversation_reloaded_after_reset_attaches_no_file_sent_before(tmp_path: Path) -> None:
-    """After /reset, /undo of the message a file went with, in its conversation loaded again, attaches nothing: the
-    files of the conversation left are forgotten with it (they were kept for the chat's life)."""
-    notes = tmp_path / "notes.txt"
+def test_undo_in_a_conversation_loaded_attaches_the_files_its_record_gives_as_sent(tmp_path: Path) -> None:
+    """/undo in a conversation loaded (the files this chat sent forgotten with it at /reset) attaches the files of
+    the message it drops again as the saved exchange gives them, and the next message is sent and recorded as it
+    was (nothing was attached, unsaid); files whose texts the record cannot tell apart are said to be left out,
+    with how to attach them."""
+    notes, crlf, paragraphs = tmp_path / "notes.txt", tmp_path / "crlf.txt", tmp_path / "paragraphs.txt"
     notes.write_text("The secret word is plum.\n")
+    crlf.write_bytes(b"one\r\ntwo\r\n")  # its message could end it after paragraphs.txt's first paragraph
+    paragraphs.write_text("x\n\ny\n")
     chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "5")
     try:
         chat.command_words(f"/file {notes}", "to the next message")
-        name = chat.ask("What is the secret word?")["name"]
+        first = chat.ask("What is the secret word?")["turns"][0]
+        chat.command_words(f"/file {crlf}", "to the next message")
+        chat.command_words(f"/file {paragraphs}", "to the next message")
+        name = chat.ask("Count them.")["name"]
         chat.command("/reset", ">>>")
         chat.command_words(f"/load {name}", f"loaded {name}")
-        start = len(chat.transcript.getvalue())
-        chat.command_words("/undo", "dropped:")  # (then the prompt again, the whole line said)
-        said = " ".join(ESCAPE.sub("", chat.transcript.getvalue()[start:]).split())
-        assert "dropped: '[notes.txt] What is the secret word?'" in said, said
-        assert "attached to the next message" not in said, said
-        chat.command_words("/file none", "no files are attached")
+        said = " ".join(ESCAPE.sub("", chat.command_words("/undo", "attaches each again)")).split())
+        assert (f"dropped: '[crlf.txt, paragraphs.txt] Count them.' ({crlf}, {paragraphs} are not attached again: "
+                "the saved conversation holds their texts only as part of the message; /file attaches each again)"
+                in said), said
+        said = " ".join(ESCAPE.sub("", chat.command_words("/undo", "/file none drops it)")).split())
+        assert f"; {notes} is attached to the next message again as sent; /file none drops it)" in said, said
+        turns = chat.ask("What is the secret word?")["turns"]
+        assert len(turns) == 1 and turns[0]["user"] == first["user"] and turns[0]["attached"] == first["attached"] \
+            == [{"name": str(notes), "characters": 25}], (turns, first)
         assert chat.quit() == 0
     finally:
         end_chat(chat)

@@ -97,13 +97,51 @@ def _sent(question: str) -> Turn:
 
 def test_the_files_kept_for_undo_are_only_those_of_the_conversation_s_messages() -> None:
     """The files a chat keeps for /undo to attach again are those of the messages still in its conversation: one
-    undone, or of a conversation left, is forgotten (they were kept for the chat's life)."""
+    undone, or of a conversation left, is forgotten (they were kept for the chat's life), and /undo takes its files'
+    texts from the saved exchange instead."""
     from localgen.attached import SentFiles
 
     sent, turns = SentFiles(), []
     for question in ("One?", "Two?", "Three?"):
         turns.append(_sent(question))
         sent.remember(turns[-1], [DOCUMENT], turns[-1:])  # the earlier ones dropped from the conversation
-    assert [sent.taken_back(turn, []) for turn in turns] == [None, None, [DOCUMENT]]
+    taken = [sent.taken_back(turn, []) for turn in turns]
+    assert [texts == [DOCUMENT] for texts in taken] == [True] * 3, taken
+    assert [texts is not None and texts[0] is DOCUMENT for texts in taken] == [False, False, True]
     sent.keep_only([])
-    assert sent.taken_back(turns[-1], []) is None
+    again = sent.taken_back(turns[-1], [])
+    assert again == [DOCUMENT] and again[0] is not DOCUMENT, again
+
+
+@pytest.mark.parametrize(("files", "typed"), [
+    ([("notes.txt", "The secret word is plum.\n")], "What is it?"),
+    ([("a.txt", "one\n\ntwo\n"), ("b.txt", "three\n\n\nfour")], "    indented code"),
+    ([("a.txt", "\n\npadded\n\n\n"), ("-", "from stdin\n")], ""),
+    ([("a.txt", "one\r\ntwo\r\n")], "Sum it up\n\nin two words"),
+])
+def test_a_saved_message_s_files_come_back_as_sent(files: list[tuple[str, str]], typed: str) -> None:
+    """The texts of the files a saved exchange's message carried, split from it by their sizes, make that message and
+    its record again (a file's CRs and the newlines about it, which the message drops, as newlines at its end)."""
+    from localgen.attached import AttachedText, question_turn, texts_in_record
+    from localgen.inputs import InputFile
+
+    attached = [AttachedText(text, InputFile("-f") if name == "-" else InputFile("-f", Path(name), name))
+                for name, text in files]
+    sent = question_turn(typed, attached)
+    texts = texts_in_record(sent)
+    assert texts is not None
+    again = question_turn(typed, texts)
+    assert (again.user, again.attached, again.typed) == (sent.user, sent.attached, sent.typed), texts
+
+
+@pytest.mark.parametrize("turn", [
+    Turn(user="one\ntwo\n\nx\n\ny\n\nq", attached=(Attachment("a.txt", 10), Attachment("b.txt", 5)), typed="q"),
+    Turn(user="changed by hand\n\nq", attached=(Attachment("a.txt", 5),), typed="q"),
+    Turn(user="text\n\nq", attached=(Attachment("a.txt", 5),), typed="not what was typed"),
+])
+def test_a_saved_message_whose_files_cannot_be_told_apart_gives_none_back(turn: Turn) -> None:
+    """Files whose blank lines split the message in more ways than one (a's CRLFs could end it after x), or a record
+    that does not hold what it names, give no texts: /undo says so instead of attaching a guess."""
+    from localgen.attached import texts_in_record
+
+    assert texts_in_record(turn) is None
