@@ -1460,7 +1460,8 @@ def test_keys_typed_during_an_answer_survive_ctrl_c(home: Path) -> None:
 def test_a_paste_typed_during_an_answer_stays_one_message(home: Path) -> None:
     """Bracketed paste is turned on again as soon as a message is sent (the check on the modes), so a terminal
     marks a paste typed during the answer; at the next prompt such a paste is one message, not one message per
-    line sent by its own Enter."""
+    line sent by its own Enter; one that ends on an unfinished line, with keys typed after it ahead too, is that
+    line's start, all of it waiting unsent at the prompt."""
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "40")
     mark = len(chat.transcript.getvalue())
     chat.child.sendline(LONG_QUESTION)
@@ -1471,7 +1472,8 @@ def test_a_paste_typed_during_an_answer_stays_one_message(home: Path) -> None:
         if sent.rfind("\x1b[?2004h") > sent.find("\x1b[?2004l") >= 0:
             break
     assert not chat.conversation()["turns"], "the terminal is asked to mark pastes while the answer streams"
-    chat.child.send("\x1b[200~First line.\rSecond line.\x1b[201~")  # as a terminal sends a marked paste
+    chat.child.send("\x1b[200~First line.\rSecond li\x1b[201~")  # as a terminal sends a marked paste
+    chat.child.send("ne.")  # typed after it, still during the answer
     chat.wait_for(lambda s: s["turns"] and s["turns"][0]["answer"] is not None)
     chat.settle()
     assert len(chat.conversation()["turns"]) == 1, "the paste waits at the prompt"
