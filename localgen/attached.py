@@ -154,11 +154,12 @@ class SentFiles:
 
     def taken_back(self, turn: Turn, attached: list[str]) -> list[str] | None:
         """The files turn's message carried (as this chat sent them, or as its saved exchange gives them:
-        texts_in_record), then those attached since (attached) but for a text among them already; None where it
-        carried none, or the record gives no texts for them."""
+        texts_in_record), then those attached since (attached) but for a text among them already, as the message
+        has it (a file's CRs aside); None where it carried none, or the record gives no texts for them."""
         sent = self._sent.get(turn.user) if turn.attached else None
         if sent is None and turn.attached:
             sent = texts_in_record(turn)
         if sent is None:
             return None
-        return [*sent, *(text for text in attached if text not in sent)]
+        carried = {compose_user_message(None, [text]) for text in sent}
+        return [*sent, *(text for text in attached if compose_user_message(None, [text]) not in carried)]

@@ -134,6 +134,17 @@ def test_a_saved_message_s_files_come_back_as_sent(files: list[tuple[str, str]],
     assert (again.user, again.attached, again.typed) == (sent.user, sent.attached, sent.typed), texts
 
 
+def test_a_file_attached_again_before_undo_of_a_saved_message_that_carried_it_goes_once() -> None:
+    """/undo of a loaded conversation's message attaches its file once, where /file attached the same file again
+    first: the text the record gives is the message's (its CRs gone), which the file read again holds too."""
+    from localgen.attached import AttachedText, SentFiles, question_turn
+    from localgen.inputs import InputFile
+
+    read = AttachedText("one\r\ntwo\r\n", InputFile("/file", Path("crlf.txt"), "crlf.txt"))
+    taken = SentFiles().taken_back(question_turn("Count them.", [read]), [read])
+    assert taken is not None and len(taken) == 1, taken
+
+
 @pytest.mark.parametrize("turn", [
     Turn(user="one\ntwo\n\nx\n\ny\n\nq", attached=(Attachment("a.txt", 10), Attachment("b.txt", 5)), typed="q"),
     Turn(user="changed by hand\n\nq", attached=(Attachment("a.txt", 5),), typed="q"),
