@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 
 from localgen import console
-from localgen.attached import AttachedText
+from localgen.attached import AttachedText, attached_files
 from localgen.chat_commands_settings import settings_text
 from localgen.chat_file_words import dropped_files, one_at_a_time, pattern_files
 from localgen.config import settings
@@ -99,10 +99,14 @@ def regen_command(state: ChatState, _: str) -> None:
 
 
 def file_command(state: ChatState, argument: str) -> None:
-    """/file PATH|none: attach a file's text to the next message, or drop the attached files."""
+    """/file [PATH|none]: attach a file's text to the next message, or drop the attached files (alone: list them)."""
     session = state.session
     if not argument:
-        raise usage_error("/file", "/file needs a file's path, or none")
+        files = [f"{short_path(file.name)} ({file.characters:,} characters)"
+                 for file in attached_files(session.attachments)]
+        console.say(f"attached to the next message: {', '.join(files)} (/file none drops them)" if files else
+                    "no files are attached (/file PATH attaches one)")
+        return
     if argument == "none":  # a file named none: /file ./none
         attached = session.attachments
         console.say(f"dropped {counted(len(attached), 'attached file')}" if attached else "no files are attached")

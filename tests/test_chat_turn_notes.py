@@ -47,6 +47,8 @@ def test_undo_of_a_message_sent_with_a_file_attaches_the_file_to_the_next_messag
         said = " ".join(ESCAPE.sub("", said).split())
         assert "dropped: '[notes.txt] What is the secret word?' (" in said, said
         assert f"; {notes} is attached to the next message again as sent; /file none drops it)" in said, said
+        said = " ".join(ESCAPE.sub("", chat.command_words("/file", "(/file none drops them)")).split())
+        assert f"attached to the next message: {notes} (25 characters) (/file none drops them)" in said, said
         turns = chat.ask("Say it again.")["turns"]
         assert len(turns) == 1 and turns[0]["attached"] == [{"name": str(notes), "characters": 25}], turns
         assert turns[0]["user"] == "The secret word is plum.\n\nSay it again.", turns
@@ -82,6 +84,8 @@ def test_undo_in_a_conversation_loaded_attaches_the_files_its_record_gives_as_se
                 in said), said
         said = " ".join(ESCAPE.sub("", chat.command_words("/undo", "/file none drops it)")).split())
         assert f"; {notes} is attached to the next message again as sent; /file none drops it)" in said, said
+        said = " ".join(ESCAPE.sub("", chat.command_words("/file", "(/file none drops them)")).split())
+        assert f"attached to the next message: {notes} (25 characters) (/file none drops them)" in said, said
         turns = chat.ask("What is the secret word?")["turns"]
         assert len(turns) == 1 and turns[0]["user"] == first["user"] and turns[0]["attached"] == first["attached"] \
             == [{"name": str(notes), "characters": 25}], (turns, first)

@@ -737,7 +737,7 @@ def test_unknown_command_and_bad_arguments_do_not_crash(chat: Chat) -> None:
     chat.command_words("/set verbose now", "error: /set verbose takes no argument (hint: type /set verbose alone)")
     chat.command_words("/load", "error: /load needs the name of a saved conversation (/list lists them) (hint: "
                        "/load NAME: continue a saved conversation)")
-    chat.command_words("/file", "error: /file needs a file's path, or none (hint: /file PATH|none: attach a file's")
+    chat.command_words("/file", "no files are attached (/file PATH attaches one)")  # alone: lists them
     chat.command("/file /nonexistent/x.txt", "no such file")
     chat.command('/file "unclosed.txt', "unbalanced quote")
     chat.command("/file ~no-such-user-here/x.txt", "no such user")
