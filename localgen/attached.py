@@ -3,7 +3,8 @@ and the system prompt."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Sequence
 
 from localgen.chat import compose_user_message
 from localgen.conversation_turn import Attachment, Turn
@@ -11,6 +12,9 @@ from localgen.inputs import InputFile
 from localgen.stdin_names import STDIN_NAME
 from localgen.typed_paths import FILE_OPTION, expand_user_path
 from localgen.units import alternatives
+
+SPLIT_TRIES = 100_000  # the ends of files' texts /undo tries in a saved message, to find the one split of it
+_NOT_BLANK = re.compile(r"\S")
 
 
 class AttachedText(str):
@@ -100,18 +104,25 @@ def _file_named(name: str) -> InputFile:
 
 def _one_split(block: str, sizes: list[int]) -> list[int] | None:
     """Where each of the texts of sizes characters or fewer (at least one that is not blank, no newline at either
-    end) that block joins with blank lines ends, where only one way of splitting it gives them; else None."""
+    end) that block joins with blank lines ends, where only one way of splitting it gives them; else None (also
+    where SPLIT_TRIES ends are tried first, as files of many blank lines and Windows line ends can make them)."""
+    after = [sum(sizes[index + 1:]) + 2 * (len(sizes) - 1 - index) for index in range(len(sizes))]  # the most
+    # the texts after each one take, with the blank lines before them
     found: dict[tuple[int, int], list[list[int]]] = {}
+    tries = iter(range(SPLIT_TRIES))
 
     def splits(index: int, start: int) -> list[list[int]]:
         """At most two ways of splitting block from start into the texts from index on."""
         if (index, start) not in found:
             last = index == len(sizes) - 1
-            ends = [len(block)] if last else _blank_lines(block, start, start + sizes[index])
-            ways = []
+            ends = iter([len(block)]) if last else _blank_lines(block, max(start, len(block) - after[index]),
+                                                                start + sizes[index])
+            ways: list[list[int]] = []
             for end in ends:
-                text = block[start:end]
-                if not text.strip() or len(text) > sizes[index] or text[0] == "\n" or text[-1] == "\n":
+                if next(tries, None) is None:
+                    raise _Undecided
+                if not start < end <= start + sizes[index] or "\n" in (block[start], block[end - 1]) \
+                        or not _NOT_BLANK.search(block, start, end):
                     continue
                 ways += [[end]] if last else [[end, *rest] for rest in splits(index + 1, end + 2)]
                 if len(ways) > 1:
@@ -119,17 +130,23 @@ def _one_split(block: str, sizes: list[int]) -> list[int] | None:
             found[index, start] = ways[:2]
         return found[index, start]
 
-    ways = splits(0, 0) if sizes else []
+    try:
+        ways = splits(0, 0) if sizes else []
+    except _Undecided:
+        return None
     return ways[0] if len(ways) == 1 else None
 
 
-def _blank_lines(text: str, start: int, end: int) -> list[int]:
+class _Undecided(Exception):
+    """Too many ways were tried to tell whether one split of a message into its files' texts is the only one."""
+
+
+def _blank_lines(text: str, start: int, end: int) -> Iterator[int]:
     """Where a blank line's two newlines start in text, from start to end."""
-    found, at = [], text.find("\n\n", start, end + 2)
+    at = text.find("\n\n", start, end + 2)
     while at >= 0:
-        found.append(at)
+        yield at
         at = text.find("\n\n", at + 1, end + 2)
-    return found
 
 
 class SentFiles:

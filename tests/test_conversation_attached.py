@@ -145,6 +145,25 @@ def test_a_file_attached_again_before_undo_of_a_saved_message_that_carried_it_go
     assert taken is not None and len(taken) == 1, taken
 
 
+def test_a_saved_message_of_many_files_is_split_in_bounded_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files of many paragraphs split at once where they end as their sizes say (each end tried is a blank line
+    within the sizes that can end there); a search that would try more ends than SPLIT_TRIES gives none back."""
+    import time
+
+    from localgen import attached
+    from localgen.attached import AttachedText, question_turn, texts_in_record
+    from localgen.inputs import InputFile
+
+    files = [AttachedText(f"file {index}: " + "a paragraph.\n\n" * 5000, InputFile("/file", Path(f"{index}.txt")))
+             for index in range(5)]
+    sent = question_turn("Compare them.", files)
+    began = time.perf_counter()
+    assert texts_in_record(sent) == files
+    assert time.perf_counter() - began < 1, "each file's end is looked for among a few blank lines, not all"
+    monkeypatch.setattr(attached, "SPLIT_TRIES", 4)
+    assert texts_in_record(sent) is None
+
+
 @pytest.mark.parametrize("turn", [
     Turn(user="one\ntwo\n\nx\n\ny\n\nq", attached=(Attachment("a.txt", 10), Attachment("b.txt", 5)), typed="q"),
     Turn(user="changed by hand\n\nq", attached=(Attachment("a.txt", 5),), typed="q"),
