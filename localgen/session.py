@@ -184,7 +184,7 @@ class ChatSession(SessionSettings, SessionThink, SessionFigures, ContextRoom):
         return start, self._answer(question=planned, again=again)
 
     def undo(self) -> Turn:
-        """Drop the last exchange (the files its message carried, where this chat sent it, attached again)."""
+        """Drop the last exchange (the files its message carried attached again, as SentFiles.taken_back gives them)."""
         if not self.conversation.turns:
             raise UsageError("there is nothing to undo", hint="the conversation is empty")
         conversation = self.conversation
