@@ -15,6 +15,7 @@ from localgen.units import alternatives
 
 SPLIT_TRIES = 100_000  # the ends of files' texts /undo tries in a saved message, to find the one split of it
 _NOT_BLANK = re.compile(r"\S")
+_SPACES_AT_END = re.compile(r"[^\S\n]+\Z")  # those of a line's end (a no-break space too), not its newline
 
 
 class AttachedText(str):
@@ -85,7 +86,7 @@ def texts_in_record(turn: Turn) -> list[str] | None:
     None where no one split is found (a message changed by hand, files whose blank lines leave it open)."""
     typed, block = turn.typed or "", turn.user
     if typed:  # after a blank line, and the spaces before its first line
-        block = block[:-len(typed)].rstrip(" \t\f\v") if block.endswith(typed) else ""
+        block = _SPACES_AT_END.sub("", block[:-len(typed)]) if block.endswith(typed) else ""
         block = block[:-2] if block.endswith("\n\n") else ""
     ends = _one_split(block, [file.characters for file in turn.attached]) if turn.attached else None
     if ends is None:

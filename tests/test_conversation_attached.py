@@ -118,6 +118,7 @@ def test_the_files_kept_for_undo_are_only_those_of_the_conversation_s_messages()
     ([("a.txt", "one\n\ntwo\n"), ("b.txt", "three\n\n\nfour")], "    indented code"),
     ([("a.txt", "\n\npadded\n\n\n"), ("-", "from stdin\n")], ""),
     ([("a.txt", "one\r\ntwo\r\n")], "Sum it up\n\nin two words"),
+    ([("a.txt", "one\n")], "\u00a0\tindented with a no-break space"),
 ])
 def test_a_saved_message_s_files_come_back_as_sent(files: list[tuple[str, str]], typed: str) -> None:
     """The texts of the files a saved exchange's message carried, split from it by their sizes, make that message and
