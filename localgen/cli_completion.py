@@ -49,11 +49,13 @@ def complete(app: Any, variable: str) -> int:
 
 
 def _add_completers(command: Any) -> None:
-    """Give each option and argument that names a model or a saved conversation its names, in every command (a
-    completer of click's parameter, set for this process alone), and mark those whose value is never a file's path."""
+    """Give each option and argument that names a model or a saved conversation or takes one of a few values its names,
+    and each number option none, in every command (a completer of click's parameter, set for this process alone), and
+    mark those whose value is never a file's path."""
     for path, param in parameters(command):
         completion = ARGUMENTS.get((path, param.name)) or next(
-            (completion for option, completion in _OPTIONS if option in param.opts), None)
+            (completion for option, completion in OPTIONS if option in param.opts), None) or (
+            _NUMBER if param.param_type_name == "option" and param.metavar in NUMBER_METAVARS else None)
         if completion is None:
             continue
         param._custom_shell_complete = _completer(completion)  # as click's Parameter(shell_complete=...) sets it
@@ -94,8 +96,29 @@ def think_values(typed: str) -> list[str]:
     return list(THINK_VALUES)
 
 
+def draft_values(typed: str) -> list[str]:
+    """--draft's values."""
+    from localgen.speculative import DRAFT_MODES
+
+    return list(DRAFT_MODES)
+
+
+def kv_type_values(typed: str) -> list[str]:
+    """--kv-type's values."""
+    from localgen.params import KV_TYPE_NAMES
+
+    return list(KV_TYPE_NAMES)
+
+
+def flash_attn_values(typed: str) -> list[str]:
+    """--flash-attn's values."""
+    from localgen.params import FLASH_ATTN_NAMES
+
+    return list(FLASH_ATTN_NAMES)
+
+
 def no_names(typed: str) -> list[str]:
-    """Nothing: a name not taken yet (`conversations mv OLD NEW`)."""
+    """Nothing: a name not taken yet (`conversations mv OLD NEW`), a number."""
     return []
 
 
@@ -114,9 +137,13 @@ _MODEL = Completion(model_names, files=True)
 _CONVERSATION = Completion(conversation_names, files=False, identity=offered_names.conversation_identity)
 _LISTED_CONVERSATION = Completion(offered_names.conversations_listed, files=False,
                                   identity=offered_names.conversation_identity)  # by the name listed (my notes too)
-_OPTIONS: tuple[tuple[str, Completion], ...] = (  # the options whose values are completed, and with what
+OPTIONS: tuple[tuple[str, Completion], ...] = (  # the options whose values are completed, and with what
     ("--model", _MODEL), ("--resume", _CONVERSATION), ("--conversation", _CONVERSATION),
-    ("--think", Completion(think_values, files=False)))
+    ("--think", Completion(think_values, files=False)), ("--draft", Completion(draft_values, files=False)),
+    ("--kv-type", Completion(kv_type_values, files=False)),
+    ("--flash-attn", Completion(flash_attn_values, files=False)))
+NUMBER_METAVARS = frozenset({"INTEGER", "FLOAT", "N"})  # an option's value that is a number: no name, no file
+_NUMBER = Completion(no_names, files=False)
 ARGUMENTS: dict[tuple[str, str], Completion] = {  # (command, parameter): what completes the argument
     ("pull", "references"): Completion(offered_names.models_to_pull, files=False),  # a file: nothing to download
     ("fit", "reference"): _MODEL,

@@ -196,6 +196,32 @@ def test_every_argument_of_every_command_has_a_completion_rule() -> None:
     assert arguments - set(ARGUMENTS) == {("run", "prompt")}  # a prompt's text: the folder's files
 
 
+@pytest.mark.parametrize("shell", _shells("bash", "zsh", "fish"))
+def test_an_option_of_a_few_values_offers_them_and_a_number_offers_nothing(tmp_path: Path, shell: str) -> None:
+    """--draft, --kv-type and --flash-attn Tab offered the folder's files where --think offered its values, and so
+    did a number's option (-n Tab: notes.txt)."""
+    typed = ("localgen run --draft l", "localgen chat --kv-type q8", "localgen bench --flash-attn of",
+             "localgen fit --kv-type n", "localgen run -n ", "localgen bench --n-prompt n", "localgen chat --temp n",
+             "localgen conversations -n n")
+    assert _shell_lines(shell, tmp_path, *typed) == [
+        "localgen run --draft lookup ", "localgen chat --kv-type q8_0 ", "localgen bench --flash-attn off ",
+        *typed[3:]]
+
+
+def test_every_option_that_takes_a_value_is_offered_its_values_files_or_nothing() -> None:
+    """An option left out of cli_completion's rules is offered the folder's files: --draft, --kv-type, --flash-attn
+    and each number were."""
+    from localgen.cli import app
+    from localgen.cli_args import click_command
+    from localgen.cli_completion import NUMBER_METAVARS, OPTIONS, parameters
+
+    ruled = {option for option, _ in OPTIONS}
+    files_or_text = {"--system-file", "--file", "--chat-template", "--json-schema", "--grammar", "--system", "--stop"}
+    left = {param.opts[0] for _, param in parameters(click_command(app)) if param.param_type_name == "option" and
+            not param.is_flag and param.metavar not in NUMBER_METAVARS and not ruled & set(param.opts)}
+    assert left == files_or_text  # a file's path (or a text, which may be one): the folder's files
+
+
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 @pytest.mark.parametrize("breaks", ["=", ":="])
 def test_bash_without_equals_among_its_word_breaks_completes_a_long_option_s_value_keeping_the_option(
