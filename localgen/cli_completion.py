@@ -72,16 +72,17 @@ def parameters(command: Any, path: str = "") -> Iterator[tuple[str, Any]]:
 
 
 def model_names(typed: str) -> list[str]:
-    """The models -m takes by name, as the chat's /model offers them (offline: the downloaded ones alone)."""
+    """The models -m takes by name, and the quants of the one typed before a colon, as the chat's /model offers them
+    (offline: the downloaded ones alone)."""
     from localgen.config import settings
 
-    return [name for name, _ in offered_names.models_offered(offline=settings().offline)]
+    return [name for name, _ in offered_names.models_offered(offline=settings().offline, typed=typed)]
 
 
 def listed_model_names(typed: str) -> list[str]:
     """The models `models list --all` lists, downloaded or not: those `models show` describes and `models default`
     sets, offline too."""
-    return [name for name, _ in offered_names.models_offered(offline=False)]
+    return [name for name, _ in offered_names.models_offered(offline=False, typed=typed)]
 
 
 def conversation_names(typed: str) -> list[str]:

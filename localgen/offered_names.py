@@ -13,10 +13,33 @@ if TYPE_CHECKING:
     from localgen.registry import Registry
 
 
-def models_offered(*, offline: bool) -> list[tuple[str, bool]]:
-    """The models `models list --all` lists, by name, with whether each is downloaded: offline, the downloaded ones
-    alone (nothing else can run); none where they cannot be listed (a broken models.toml: a run says why)."""
-    return sorted((row.name, row.downloaded) for row in _listed_models()[0] if row.downloaded or not offline)
+def models_offered(*, offline: bool, typed: str = "") -> list[tuple[str, bool]]:
+    """The models `models list --all` lists, by name, with whether each is downloaded, and where typed names one
+    before a colon (smollm2-135m:), its quants (_typed_quants): offline, the downloaded ones alone (nothing else can
+    run); none where they cannot be listed (a broken models.toml: a run says why)."""
+    rows, registry = _listed_models()
+    offered = {row.name: row.downloaded for row in rows if row.downloaded or not offline}
+    for name, downloaded in _typed_quants(typed, rows, registry, offline=offline):
+        offered[name] = offered.get(name, False) or downloaded
+    return sorted(offered.items())
+
+
+def _typed_quants(typed: str, rows: list[ListedModel], registry: Registry | None, *,
+                  offline: bool) -> set[tuple[str, bool]]:
+    """NAME:QUANT, with whether it is downloaded, for the model typed before a colon: the quant its downloaded file
+    has under its own name (the bundled smollm2-135m's Q4_1), and online the registry's quant and those the entry's
+    repo was last listed with, never with the network; none where no listed name is typed before a colon."""
+    name, colon, _ = typed.rpartition(":")
+    if not colon:
+        return set()
+    quants = {(f"{row.name}:{row.model.quant}", True) for row in rows if row.name.lower() == name.lower() and
+              row.model is not None and row.model.quant}
+    spec = None if registry is None or offline else next(
+        (spec for spec in registry.models.values() if spec.name.lower() == name.lower()), None)
+    if spec is not None:
+        listed = _quant_names(spec.repo or "", spec.name) | ({f"{spec.name}:{spec.quant}"} if spec.quant else set())
+        quants.update((quant_name, False) for quant_name in listed)
+    return quants
 
 
 def models_to_pull(typed: str = "") -> list[str]:

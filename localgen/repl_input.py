@@ -222,7 +222,7 @@ class SlashCompleter(Completer):
             yield from _words(conversations_offered(), text[len("/load "):])
         elif text.startswith("/model ") and " " not in text[len("/model "):]:
             typed, offline = text[len("/model "):], self._offline()
-            models = dict(models_offered(offline=offline))
+            models = dict(models_offered(offline=offline, typed=typed))
             meta = {} if offline else {name: "downloaded" for name, downloaded in models.items() if downloaded}
             yield from _words(models, typed, meta=meta)
         elif text.startswith("/set ") and " " not in text[len("/set "):]:

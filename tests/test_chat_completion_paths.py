@@ -192,3 +192,14 @@ def test_tab_in_the_chat_completes_an_escaped_and_a_quoted_name_that_file_then_a
     finally:
         if chat.child.isalive():
             chat.child.terminate(force=True)
+
+
+@pytest.mark.parametrize(("offline", "typed", "offered"), [
+    (True, "/model smollm2-135m:", ["/model smollm2-135m:Q4_1 "]), (False, "/model SmolLM2-135M:q", [
+        "/model smollm2-135m:Q4_1 "]), (True, "/model qwen2.5-0.5b:", []),
+    (False, "/model qwen2.5-0.5b:", ["/model qwen2.5-0.5b:Q4_K_M "])])
+def test_model_completes_the_quant_of_a_registry_model_after_its_colon(home: Path, offline: bool, typed: str,
+                                                                     offered: list[str]) -> None:
+    """/model smollm2-135m: Tab offered nothing, though the bundled model's Q4_1 is on disk."""
+    found = SlashCompleter(lambda: offline).get_completions(Document(typed), CompleteEvent(completion_requested=True))
+    assert [typed[:len(typed) + completion.start_position] + completion.text for completion in found] == offered

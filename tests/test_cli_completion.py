@@ -155,8 +155,8 @@ def test_bash_completes_a_model_name_with_a_colon_and_a_model_after_equals(pulle
     """bash splits its words at : and =, which click's script sent as they were split: acme/Tiny-GGUF:Q8 Tab, :q Tab
     and --model=smo Tab did nothing."""
     assert _bash_lines(pulled, "localgen run -m acme/T", "localgen run -m acme/Tiny-GGUF:Q8",
-                       "localgen run -m acme/Tiny-GGUF:", "localgen chat --model=smo", "localgen run -m smollm2-135m:q",
-                       "localgen run --model=acme/Tiny-GGUF:Q4") == [
+                       "localgen run -m acme/Tiny-GGUF:", "localgen chat --model=smo",
+                       "localgen run -m smollm2-135m:q8", "localgen run --model=acme/Tiny-GGUF:Q4") == [
         "localgen run -m acme/Tiny-GGUF:Q", "localgen run -m acme/Tiny-GGUF:Q8_0 ", "localgen run -m acme/Tiny-GGUF:Q",
         "localgen chat --model=smollm2-135m", "localgen run -m smollm2-135m:Q8_0 ",
         "localgen run --model=acme/Tiny-GGUF:Q4_1 "]
@@ -208,6 +208,25 @@ def test_an_option_of_a_few_values_offers_them_and_a_number_offers_nothing(tmp_p
         *typed[3:]]
 
 
+@pytest.mark.parametrize("shell", _shells("bash", "zsh", "fish"))
+def test_a_registry_model_s_name_and_colon_offer_its_quants(tmp_path: Path, shell: str) -> None:
+    """smollm2-135m: Tab offered nothing (run, chat, models show), though the bundled model's Q4_1 is on disk."""
+    assert _shell_lines(shell, tmp_path, "localgen run -m smollm2-135m:", "localgen chat --model=smollm2-135m:q",
+                        "localgen models show smollm2-135m:", "localgen bench -m qwen2.5-0.5b:") == [
+        "localgen run -m smollm2-135m:Q4_1 ", "localgen chat --model=smollm2-135m:Q4_1 ",
+        "localgen models show smollm2-135m:Q4_1 ", "localgen bench -m qwen2.5-0.5b:Q4_K_M "]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_offline_a_model_s_colon_offers_the_downloaded_quants_alone(tmp_path: Path) -> None:
+    """Offline, smollm2-135m: Tab offers the bundled Q4_1, and a model not downloaded no quant, as -m offers it no
+    name; `models show` describes one offline too."""
+    assert _bash_lines(tmp_path, "localgen run -m smollm2-135m:", "localgen run -m qwen2.5-0.5b:Q",
+                       "localgen models show qwen2.5-0.5b:", offline="1") == [
+        "localgen run -m smollm2-135m:Q4_1 ", "localgen run -m qwen2.5-0.5b:Q",
+        "localgen models show qwen2.5-0.5b:Q4_K_M "]
+
+
 def test_every_option_that_takes_a_value_is_offered_its_values_files_or_nothing() -> None:
     """An option left out of cli_completion's rules is offered the folder's files: --draft, --kv-type, --flash-attn
     and each number were."""
@@ -257,7 +276,7 @@ def test_zsh_and_fish_complete_commands_options_models_conversations_and_files(p
     smollm2-135m:q), and zsh and fish took click's answer to --model=acme/Tiny-GGUF:Q4, the value alone, for the whole
     word, so nothing was offered."""
     typed = ("localgen ch", "localgen run --tempe", "localgen run -m acme/T", "localgen run -m acme/Tiny-GGUF:Q8",
-             "localgen run -m smollm2-135m:q", "localgen chat --model=acme/Tiny-GGUF:Q4", "localgen run -m=smo",
+             "localgen run -m smollm2-135m:q8", "localgen chat --model=acme/Tiny-GGUF:Q4", "localgen run -m=smo",
              "localgen chat --resume WO", "localgen models rm sm", "localgen pull smollm2-135m:q6",
              "localgen pull acme/tiny-gguf:q6",
              "localgen conversations show w", "localgen run -f no", "localgen run -m ./no")
