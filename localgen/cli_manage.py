@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from localgen.cli_options import JsonOpt, PlainUsage, confirmed, list_by_default
-from localgen.config import settings
+from localgen.cli_options import JsonOpt, OfflineOpt, PlainUsage, confirmed, list_by_default
+from localgen.config import settings, take_offline_flag
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.units import alternatives, binary_size, counted, iso_time, local_minute
 
@@ -243,6 +243,7 @@ def models_show(
                               "without one, the default model.")] = None,
     template: Annotated[bool, typer.Option("--template", help="Print the chat template.")] = False,
     json_output: JsonOpt = False,
+    offline: OfflineOpt = False,
 ) -> None:
     """Describe a model from its GGUF header (no weights are loaded; one not downloaded, online, as the Hub lists it and
     its header); without REF, the default model."""
@@ -265,12 +266,14 @@ def models_show(
     from localgen.shards_missing import is_own_split
     from localgen.verify import recorded_sha256
 
+    if offline:
+        take_offline_flag()
     if template and json_output:
         raise UsageError("--template and --json contradict each other",
                          hint="--template prints the chat template as it is; --json's record says whether there is one")
     text = reference if reference is not None else load_registry(settings().user_registry).default_reference()
     try:
-        resolved = resolve_downloaded(reference, offline=None)
+        resolved = resolve_downloaded(reference, offline=offline or None)
     except ModelNotFoundError as not_here:
         unverified = unverified_copy(text)  # another tool's download: its header can be read all the same
         entry = None if unverified is not None else undownloaded_entry(text)

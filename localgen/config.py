@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -250,6 +250,7 @@ class Settings:
     debug: bool
     offline: bool
     offline_envs: tuple[str, ...] = ()  # the variables of OFFLINE_ENVS that turned offline mode on
+    offline_flag: bool = False  # --offline turned it on for the whole command (take_offline_flag)
     memory_limit: str | None = None  # LOCALGEN_MEMORY_LIMIT as set (size_limit reads it)
     vram_limit: str | None = None  # LOCALGEN_VRAM_LIMIT as set
     prompt_cache_size: str | None = None  # LOCALGEN_PROMPT_CACHE_BYTES as set (prompt_cache_bytes reads it)
@@ -312,6 +313,13 @@ def settings() -> Settings:
     if _settings is None:
         _settings = load_settings()
     return _settings
+
+
+def take_offline_flag() -> None:
+    """--offline, given to a command that asks the Hub in many places (`models show`): offline mode for the rest of
+    this process, as the environment's LOCALGEN_OFFLINE=1 turns it on, its hints saying to drop the flag."""
+    global _settings
+    _settings = replace(settings(), offline=True, offline_flag=True)
 
 
 def prompt_cache_bytes() -> int:

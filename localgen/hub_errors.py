@@ -156,8 +156,9 @@ def checking_pull_hint(reference: str, *, offline: bool, flag: bool = False) -> 
 
 
 def leave_offline(flag: bool) -> str:
-    """How to turn offline mode off: drop the flag and unset the variables that turned it on."""
-    names = " and ".join(settings().offline_envs)
+    """How to turn offline mode off: drop the flag (given here, or taken for the whole command) and unset the
+    variables that turned it on."""
+    names, flag = " and ".join(settings().offline_envs), flag or settings().offline_flag
     if names and flag:
         return f"drop --offline and unset {names} (set in the environment)"
     if names:

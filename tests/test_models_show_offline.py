@@ -1,0 +1,30 @@
+"""`models show --offline`, as run, chat, bench and fit take it: the Hub is never asked, and what is missing for that
+says to drop the flag; against the loopback Hub, which counts what it is asked."""
+
+from __future__ import annotations
+
+from hub_server import HubEnv, make_gguf_bytes, run_cli
+
+from tests.conftest import user_registry
+
+
+def test_models_show_offline_never_asks_the_hub_and_says_to_drop_the_flag(hubenv: HubEnv) -> None:
+    """models show had no --offline (`no such option`, with a hint to set LOCALGEN_OFFLINE=1), though it asks the Hub
+    about a model not downloaded."""
+    hubenv.server.add_repo("acme/Tiny-GGUF", {"tiny-Q4_0.gguf": make_gguf_bytes("tiny")})
+    user_registry(hubenv.localgen_home, '[models.tiny]\nrepo = "acme/Tiny-GGUF"\nquant = "Q4_0"\n')
+    entry = run_cli(hubenv.env, "models", "show", "tiny", "--offline")
+    assert entry.returncode == 0 and entry.stderr == (
+        "localgen: the Hub's view of acme/Tiny-GGUF:Q4_0 (its file size, header and load plan) is not shown: "
+        "localgen is offline (--offline)\n"), entry.stderr
+    assert "downloaded:    no (`localgen pull tiny` downloads it)" in entry.stdout, entry.stdout
+    repo = run_cli(hubenv.env, "models", "show", "--offline", "acme/Tiny-GGUF")
+    assert repo.returncode == 1 and repo.stderr == (
+        "localgen: error: model 'acme/Tiny-GGUF' is not downloaded, and localgen has never listed acme/Tiny-GGUF "
+        "(hint: drop --offline, then `localgen models show acme/Tiny-GGUF` lists what the repo has)\n"), repo.stderr
+    assert hubenv.server.count() == 0
+    before = run_cli(hubenv.env, "--offline", "models", "show", "tiny")
+    assert before.returncode == 2 and before.stderr.endswith(
+        "(hint: options go after the command: `localgen models show --offline tiny`)\n"), before.stderr
+    online = run_cli(hubenv.env, "models", "show", "acme/Tiny-GGUF")
+    assert online.returncode == 0 and hubenv.server.count() > 0, online.stderr
