@@ -25,6 +25,11 @@ OLLAMA_SWITCHES = {  # Ollama's /set WORD and /set noWORD that localgen has no s
     "history": ("always keeps the input history",
                 "`ln -sf /dev/null {history}` keeps none, in place of the history kept so far"),
 }
+OLLAMA_ALREADY = {  # Ollama's /set WORD that asks for what localgen always does: the note that says so
+    "history": "localgen always keeps the input history (Up and Ctrl-R recall it) and the conversation (/clear starts "
+               "afresh)",
+    "noformat": "localgen never makes a chat's answers JSON: they come as the model writes them",
+}
 
 
 def system_command(state: ChatState, argument: str) -> None:
@@ -55,8 +60,13 @@ def set_command(state: ChatState, argument: str) -> None:
               "verbose": lambda: stats_command(state, "on"), "quiet": lambda: stats_command(state, "off"),
               "wordwrap": lambda: wrap_command(state, "on"), "nowordwrap": lambda: wrap_command(state, "off"),
               "think": lambda: think_command(state, "on"), "nothink": lambda: think_command(state, "off")}
-    switches = ("verbose", "quiet", "wordwrap", "nowordwrap", "think", "nothink")  # Ollama's /set WORD, alone
+    switches = ("verbose", "quiet", "wordwrap", "nowordwrap", "think", "nothink", *OLLAMA_ALREADY)  # /set WORD alone
     switch = word.lower().removeprefix("no")
+    if word.lower() in switches and rest.strip():
+        raise UsageError(f"/set {word.lower()} takes no argument", hint=f"type /set {word.lower()} alone")
+    if word.lower() in OLLAMA_ALREADY:  # Ollama's /set history: on here already
+        console.say(f"/set {word.lower()} is Ollama's: {OLLAMA_ALREADY[word.lower()]}")
+        return
     if switch in OLLAMA_SWITCHES:  # Ollama's /set nothink, /set format json, /set nowordwrap
         does, way = OLLAMA_SWITCHES[switch]
         raise UsageError(f"/set {word.lower()} is Ollama's: localgen {does}",
@@ -65,8 +75,6 @@ def set_command(state: ChatState, argument: str) -> None:
         _set_stop(state.session, rest.strip())
         return
     if word.lower() in ollama:  # Ollama's spellings: /set parameter NAME VALUE, /set system TEXT, /set verbose
-        if word.lower() in switches and rest.strip():
-            raise UsageError(f"/set {word.lower()} takes no argument", hint=f"type /set {word.lower()} alone")
         ollama[word.lower()]()
         return
     parts = argument.split(None, 1)

@@ -203,6 +203,9 @@ def test_other_tools_commands_get_localgen_s_name_and_a_bare_exit_leaves(tmp_pat
             assert f"{typed.split()[1]} is Ollama's: localgen " in answer and "unknown setting" not in answer, answer
         history = shlex.quote(str(tmp_path / "my home" / "data" / "history"))
         assert f"`ln -sf /dev/null {history}` keeps none" in answer, "the command to type, its path quoted"
+        for typed, said in (("/set history", "(/clear starts afresh)"), ("/set noformat", "as the model writes them")):
+            answer = " ".join(chat.command_words(typed, said).split())  # on already: a note, where it was an error
+            assert f"{typed} is Ollama's: localgen " in answer and "error" not in answer, answer
         assert "did you mean" not in chat.command("/frobnicate", "/help lists the commands")
         cleared = " ".join(chat.command_words("/system none", '/system "" leaves it out)').split())
         assert "no system prompt set; the chat template adds its own: 'You are a helpful AI assistant named " \
