@@ -226,14 +226,19 @@ def missing_value_hint(app: typer.Typer, exc: Exception, args: list[str]) -> str
     return _value_hint(names, command, words, len(words) - 1 - words[::-1].index(typed))
 
 
-def run_option_hint(app: typer.Typer, command: str, typed: str) -> str | None:
-    """For an option of run given to chat (--json, --grammar, --no-wrap): that it is run's; None for another."""
+_OTHER_COMMAND = {"chat": ("run", "which answers one prompt"), "run": ("chat", "the conversation at a terminal")}
+
+
+def other_command_option_hint(app: typer.Typer, command: str, typed: str) -> str | None:
+    """For an option of run given to chat (--json, --grammar, --no-wrap), or of chat given to run (--no-markdown,
+    --no-prefill-while-typing): whose it is; None for another."""
     from localgen.cli_args import option_arity
 
-    if command != "chat" or typed.partition("=")[0] not in option_arity(app, "run"):
+    other, what = _OTHER_COMMAND.get(command, ("", ""))
+    if not other or typed.partition("=")[0] not in option_arity(app, other):
         return None
-    return (f"{typed} is an option of `localgen run`, which answers one prompt; chat has none like it "
-            "(`localgen chat --help` lists its own)")
+    return (f"{typed} is an option of `localgen {other}`, {what}; {command} has none like it "
+            f"(`localgen {command} --help` lists its own)")
 
 
 def run_options_of_chat(app: typer.Typer, args: list[str]) -> list[str]:

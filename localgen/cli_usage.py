@@ -36,7 +36,7 @@ from localgen.cli_option_values import (
     files_after_file_hint,
     missing_value_hint,
     number_hint,
-    run_option_hint,
+    other_command_option_hint,
 )
 from localgen.cli_options import NumberSlip
 from localgen.errors import LocalgenError
@@ -361,7 +361,7 @@ def _help_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) 
     command = _command_with_subcommand(app, args, command)
     typed = str(getattr(exc, "option_name", "")) if _is_no_such_option(exc) else ""
     takes_value = arity(typed_command(app, command.split())[1].params) | dict.fromkeys(help_option_names(app), False)
-    habit = option_habit_hint(command, typed, args[1:]) or run_option_hint(app, command, typed) or \
+    habit = option_habit_hint(command, typed, args[1:]) or other_command_option_hint(app, command, typed) or \
         habit_hint(command, typed, args[len(command.split()):], takes_value)
     if habit is not None:
         return habit

@@ -114,7 +114,7 @@ def model_quant_option_hint(command: str, words: list[str], at: int) -> str:
     """For `run --quant Q8_0 "..."` (or chat's): the quant goes in -m's reference, and the command so written with the
     model -m names, or the default model where -m is not given; None for a -q that names no quant."""
     option, quant, rest = quant_option(words, at)
-    if quant is None and option == "-q":  # no quant after it: run's -q, --quiet (chat's hint says so: run_option_hint)
+    if quant is None and option == "-q":  # no quant: run's -q, --quiet (chat's hint: other_command_option_hint)
         return None
     given = next((index for index, word in enumerate(rest)
                   if word in ("-m", "--model") or word.startswith("--model=") or word[:2] == "-m"), None)

@@ -464,6 +464,14 @@ def test_an_option_of_run_given_to_chat_is_said_to_be_run_s(option: str, capsys:
     assert _usage(["chat", "--bogus"], capsys) == ("no such option: --bogus", "see `localgen chat --help`")
 
 
+@pytest.mark.parametrize("option", ["--no-markdown", "--no-prefill-while-typing"])
+def test_an_option_of_chat_given_to_run_is_said_to_be_chat_s(option: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """run --no-markdown got only `see localgen run --help`, as an option no command has does."""
+    assert _usage(["run", option, "hi"], capsys) == (f"no such option: {option}", f"{option} is an option of "
+                                                     "`localgen chat`, the conversation at a terminal; run has none "
+                                                     "like it (`localgen run --help` lists its own)")
+
+
 @pytest.mark.parametrize(("args", "ask", "meant"), [
     (["chat", "-m", "smollm2-135m", "-f", "notes.md", "summarize"], "localgen run -m smollm2-135m -f notes.md "
      "'summarize'", {"model": "smollm2-135m", "file": ("notes.md",), "prompt": "summarize"}),  # was: run 'summarize'
