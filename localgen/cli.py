@@ -88,9 +88,12 @@ app = typer.Typer(
 
 
 def _version_callback(value: bool) -> None:
-    """Print the version and exit."""
+    """Print the version, and llama-cpp-python's (read, not imported: its library takes a while to load), and exit."""
     if value:
-        print(f"localgen {__version__}")
+        from localgen.llama_install import installed_version
+
+        binding = installed_version()
+        print(f"localgen {__version__} (llama-cpp-python {binding or 'not installed'})")
         raise typer.Exit()
 
 

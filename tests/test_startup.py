@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from localgen import __version__
 from tests.conftest import REPO_ROOT
 
 HEAVY = ("importlib.metadata", "llama_cpp.llama", "numpy", "diskcache", "httpx", "requests",
@@ -56,6 +57,14 @@ print(sorted({m.split(".")[0] for m in sys.modules} & {"rich", "llama_cpp", "hug
 def test_help_imports_neither_rich_nor_the_engine() -> None:
     result = subprocess.run([sys.executable, "-c", HELP], capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
     assert result.stdout.startswith("Usage: localgen [OPTIONS] COMMAND [ARGS]..."), result.stdout
+    assert result.stderr.strip().splitlines()[-1] == "[]", result.stderr
+
+
+def test_version_names_llama_cpp_python_s_without_importing_it() -> None:
+    script = HELP.replace('"--help"', '"--version"')
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    binding = metadata.version("llama_cpp_python")
+    assert result.stdout == f"localgen {__version__} (llama-cpp-python {binding})\n", result.stdout
     assert result.stderr.strip().splitlines()[-1] == "[]", result.stderr
 
 
