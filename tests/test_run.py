@@ -919,9 +919,34 @@ def test_a_long_prompt_shows_progress_on_a_terminal_then_erases_it(tmp_path: Pat
     assert piped.returncode == 0 and "reading the prompt" not in piped.err, "pipes and files get no progress"
 
 
-def test_no_arguments_print_the_help_once() -> None:
-    result = run_localgen()
-    assert result.returncode == 0 and result.out.count("Usage: localgen") == 1, result.out
+def test_no_arguments_on_a_terminal_print_the_help_once() -> None:
+    child = spawn_localgen(env=dict(os.environ), encoding="utf-8", timeout=60)
+    shown = child.read()
+    child.wait()
+    assert child.exitstatus == 0 and shown.count("Usage: localgen") == 1, shown
+
+
+def test_no_command_at_a_terminal_with_stdout_in_a_file_writes_no_help_there(tmp_path: Path) -> None:
+    import pexpect
+
+    out = tmp_path / "out.txt"
+    child = pexpect.spawn("bash", ["-c", f"{sys.executable} -m localgen > {out}"], cwd=str(REPO_ROOT),
+                          dimensions=(24, 200),
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, encoding="utf-8", timeout=60)
+    said = child.read()
+    child.wait()
+    assert child.exitstatus == 2 and out.read_text() == "", said
+    assert "no command given: localgen alone writes its help to a terminal only" in " ".join(said.split()), said
+
+
+@pytest.mark.parametrize("stdin", [b"Summarize: text\n", None], ids=["piped", "dev-null"])
+def test_no_command_off_a_terminal_is_refused_with_the_run_that_answers(stdin: bytes | None) -> None:
+    """`echo text | localgen > out.txt` (run forgotten) wrote the help into out.txt and dropped what was piped in."""
+    result = run_localgen(stdin=stdin)
+    assert result.returncode == 2 and result.out == "", result.out
+    assert result.err == ("localgen: error: no command given: localgen alone reads nothing from stdin (hint: answer a "
+                          'prompt with `... | localgen run "PROMPT"`; `localgen --help` lists the commands)\n'), \
+        result.err
 
 
 def test_a_stderr_that_cannot_be_written_does_not_fail_the_run() -> None:
