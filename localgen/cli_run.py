@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, BinaryIO
 
-from localgen.errors import UsageError
+from localgen.errors import LocalgenError, UsageError
 
 GIVEN_LIMIT = "-n/--max-tokens"  # the token limit's source where this command line gave it (token_limit_source)
 RUN_CONTEXT_HELP = "raise --ctx-size for longer output"  # where the model does not say the most it takes
@@ -362,17 +362,19 @@ def run_context_end_help(engine: Engine) -> str:
 
 
 def report_after_run(completion: Finished, *, json_output: bool, stats: bool, context_help: str,
-                     limit_source: str = GIVEN_LIMIT, stops: str | None = None) -> None:
+                     limit_source: str = GIVEN_LIMIT, stops: str | None = None, constraint: str | None = None) -> None:
     """The notes on stderr once the answer is out: why it stopped early (a token limit named by where it came from,
     token_limit_source, and said for -n given on the command line with --stats alone, as asked for; the end of the
     context, with context_help: run_context_end_help), an empty answer and why (stops: where the stop strings came from,
-    --stop or models.toml), reasoning left out, and --stats."""
+    --stop or models.toml), reasoning left out, and --stats; then the error for an answer cut short before the grammar
+    of its constraint (--grammar, --json-schema) could end (grammar_cut_error)."""
     from localgen import console
 
     note = console.finish_note(completion, limit_source=limit_source, context_help=context_help)
+    cut = grammar_cut_error(completion, constraint, limit_source=limit_source, context_help=context_help)
     asked = completion.finish_reason == "length" and limit_source == GIVEN_LIMIT and not stats
-    if note and completion.finish_reason != "interrupted" and not json_output and not asked:  # --json: finish_reason
-        console.say(f"localgen: {note}")
+    if note and completion.finish_reason != "interrupted" and not json_output and not asked and cut is None:
+        console.say(f"localgen: {note}")  # --json: finish_reason; a cut grammar: its error
     all_hidden = completion.thinking_closed is not None and completion.usage.completion_tokens and not completion.text
     if all_hidden and not json_output:
         console.say("localgen: the answer after its <think> reasoning is empty (--hide-thinking left the reasoning out)"
@@ -383,6 +385,28 @@ def report_after_run(completion: Finished, *, json_output: bool, stats: bool, co
         console.say(f"localgen: {empty}")
     if stats:
         console.say(console.format_stats(completion))
+    if cut is not None:
+        raise cut
+
+
+def grammar_cut_error(completion: Finished, constraint: str | None, *, limit_source: str,
+                      context_help: str) -> LocalgenError | None:
+    """The error for an answer that a token limit or the context's end stopped before the grammar of its constraint
+    (--grammar, --json-schema) could end, which a script must not take as an answer in it; None otherwise."""
+    from localgen.errors import LocalgenError
+    from localgen.params import SCHEMA_SOURCE
+    from localgen.units import counted
+
+    if constraint is None or completion.grammar_complete is not False or \
+            completion.finish_reason not in ("length", "context"):
+        return None
+    if completion.finish_reason == "length":
+        where = f"at the limit of {counted(completion.usage.completion_tokens, 'token')} ({limit_source})"
+        hint = f"give a larger {GIVEN_LIMIT}" + ("" if limit_source == GIVEN_LIMIT else ", which overrides it")
+    else:
+        where, hint = "at the end of the context window", context_help
+    what = "it is not complete JSON" if constraint == SCHEMA_SOURCE else "it is cut short"
+    return LocalgenError(f"the answer stopped {where} before its {constraint} grammar could end: {what}", hint=hint)
 
 
 def empty_answer_note(completion: Finished, *, stops: str | None) -> str | None:

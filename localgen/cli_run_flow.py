@@ -386,6 +386,8 @@ def report_run(request: RunRequest, outcome: RunOutcome) -> None:
     from localgen.cli_run import report_after_run
 
     report_after_run(outcome.completion, json_output=request.json_output, stats=request.stats,
-                     limit_source=outcome.limit_source, stops=outcome.stops, context_help=outcome.context_help)
+                     limit_source=outcome.limit_source, stops=outcome.stops, context_help=outcome.context_help,
+                     constraint="--json-schema" if request.json_schema is not None else
+                     "--grammar" if request.grammar is not None else None)
     if outcome.exit_code is not None:
         raise typer.Exit(outcome.exit_code)

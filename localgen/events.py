@@ -77,6 +77,8 @@ class Finished:
     threads: int = 0  # the threads chosen at load (--threads, or the physical cores)
     decode_threads: int = 0  # the threads decoding at the end (fewer than threads: other processes were busy)
     stop_string: str | None = None  # the stop string that ended it (None: the model ended it, or another reason did)
+    grammar_complete: bool | None = None  # under a grammar, whether it could end where the answer stopped (None: no
+    # grammar, or a stop string cut the text)
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict of the completion (the same usage keys every time; draft figures when drafting)."""
@@ -86,6 +88,8 @@ class Finished:
                                      "stop_string": self.stop_string, "usage": usage,
                                      "timings": asdict(self.timings), "seed": self.seed,
                                      "threads": self.threads, "decode_threads": self.decode_threads}
+        if self.grammar_complete is not None:
+            record["grammar_complete"] = self.grammar_complete
         if self.thinking is not None:
             record["thinking"] = self.thinking
         if self.draft is not None:

@@ -14,7 +14,7 @@ from localgen.input_text import argument_utf8
 from localgen.inputs import STDIN_NAME, InputFile, Waiting
 from localgen.json_schema import SCHEMA_HINT, schema_grammar
 from localgen.json_schema_words import MAX_COUNT
-from localgen.params import Grammar
+from localgen.params import SCHEMA_SOURCE, Grammar
 from localgen.stdin_names import names_stdin
 from localgen.thinking import CLOSE_TAG
 from localgen.typed_paths import reads_as_no_path
@@ -113,7 +113,7 @@ def grammar_for(source: ConstraintSource | None, warn: list[str], *, waiting: Wa
             raise UsageError(f"{file.name} has no root rule: the answer starts at `root ::= ...`", hint=GRAMMAR_HINT)
         return _checked(Grammar(text, source=source.typed or "--grammar" if file is None else
                                 f"{file.option} {file.name}"))
-    return _checked(Grammar(schema_grammar(text, warn), source="--json-schema"))
+    return _checked(Grammar(schema_grammar(text, warn), source=SCHEMA_SOURCE))
 
 
 def _checked(grammar: Grammar) -> Grammar:

@@ -26,6 +26,7 @@ MAX_THREADS = 1024
 MAX_TOP_K = 2**31 - 1  # llama.cpp takes an int32
 MAX_SEED = 2**32 - 2
 RANDOM_SEED = -1  # as a seed: a random one, as in llama.cpp
+SCHEMA_SOURCE = "--json-schema"  # the source of a Grammar made from a JSON schema
 
 
 def _check(ok: bool, message: str, hint: str) -> None:
@@ -76,7 +77,7 @@ class Grammar:
     """GBNF text an answer must follow, and where it came from (for messages)."""
 
     text: str
-    source: str  # "--grammar FILE" or "--json-schema"
+    source: str  # "--grammar FILE" or SCHEMA_SOURCE
 
 
 @dataclass(frozen=True)

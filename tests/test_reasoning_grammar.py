@@ -37,8 +37,8 @@ def test_a_json_schema_applies_after_the_reasoning_the_prompt_opened(tmp_path: P
     assert record["thinking"] == "Three plus three is six.", "the reasoning is the model's own text"
     assert json.loads(record["text"]) == {"answer": 6} and record["finish_reason"] == "stop", record
     cut = run_localgen(*ask, "-n", "8")
-    assert cut.returncode == 0 and cut.out == "", "-n counts the reasoning's tokens too"
-    assert "the answer ended inside its <think> reasoning" in cut.err
+    assert cut.returncode == 1 and cut.out == "", "-n counts the reasoning's tokens too"
+    assert "the answer ended inside its <think> reasoning" in cut.err and "not complete JSON" in cut.err
 
 
 def test_a_grammar_waits_for_the_reasoning_where_the_template_opens_it_with_a_control_token(tmp_path: Path) -> None:

@@ -98,17 +98,17 @@ FRUITS = ("--grammar", 'root ::= "apple banana cherry"', "--temperature", "0")  
 
 def test_the_json_record_names_the_stop_string_that_ended_the_answer() -> None:
     """finish_reason is stop whether the model ended its answer or a stop string matched: stop_string says which."""
-    def record(*args: str) -> dict:
+    def record(*args: str, code: int = 0) -> dict:
         result = run_localgen("run", *FRUITS, *args, "--json", "Fruits?")
-        assert result.returncode == 0 and result.err == "", result.err
+        assert result.returncode == code and (result.err == "") == (code == 0), result.err
         return json.loads(result.out)
 
     stopped = record("--stop", "kiwi", "--stop", "banana")
     assert (stopped["text"], stopped["finish_reason"], stopped["stop_string"]) == ("apple ", "stop", "banana")
     ended = record("--stop", "kiwi")
     assert (ended["text"], ended["finish_reason"], ended["stop_string"]) == ("apple banana cherry", "stop", None)
-    cut = record("--stop", "cherry", "-n", "2")
-    assert (cut["finish_reason"], cut["stop_string"]) == ("length", None)
+    cut = record("--stop", "cherry", "-n", "2", code=1)  # before the grammar could end
+    assert (cut["finish_reason"], cut["stop_string"], cut["grammar_complete"]) == ("length", None, False)
     hidden = run_localgen("run", "--grammar", 'root ::= "<think>banana</think>apple banana"', "--temperature", "0",
                           "--hide-thinking", "--stop", "banana", "--json", "Fruits?")
     assert json.loads(hidden.out)["stop_string"] == "banana", "matched in the answer, past the reasoning"

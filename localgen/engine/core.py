@@ -228,7 +228,7 @@ class Engine(Decoding):
                                               event.first_token_at, event.last_token_at,
                                               drafter.stats() if drafter else None, restored, ahead, seed,
                                               (self.decode_threads, self.options.n_threads), event.stop_string,
-                                              computing)
+                                              computing, event.grammar_complete)
                     if prefix_cache is not None and event.finish != "interrupted":
                         save_prefix(self._kv, prefix_cache, len(prompt), len(prompt) - reused)
                     yield finished

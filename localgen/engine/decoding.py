@@ -108,7 +108,8 @@ class Decoding(ModelView):
             parts.append(tail)
             yield TextChunk(tail)
         stop_string = stops.matched if finish == "stop" else None  # a Ctrl-C's answer names none
-        yield DecodeResult("".join(parts), finish, generated, first_token_at, last_token_at, stop_string)
+        complete = sampler.grammar_complete(vocab) if stop_string is None else None  # a stop string cut its text
+        yield DecodeResult("".join(parts), finish, generated, first_token_at, last_token_at, stop_string, complete)
 
     def _step(self, sampler: Sampler, token: int) -> list[int]:
         """Feed one token to the model and sample the next."""

@@ -18,6 +18,8 @@ class DecodeResult:
     first_token_at: float
     last_token_at: float
     stop_string: str | None = None  # the stop string that ended it (None: the model did, or another reason)
+    grammar_complete: bool | None = None  # whether the grammar could end where it stopped (None: no grammar, or a
+    # stop string cut the text)
 
 
 LOG_HINT = "run with LOCALGEN_DEBUG=1 for llama.cpp's log"
@@ -59,7 +61,7 @@ def finished_event(text: str, finish: str, n_prompt: int, reused: int, prefilled
                    started: float, prefill_done: float, first_token_at: float | None, last_token_at: float,
                    draft: DraftStats | None = None, restored: int = 0, ahead: int = 0, seed: int | None = None,
                    threads: tuple[int, int] = (0, 0), stop_string: str | None = None,
-                   computing_s: float | None = None) -> Finished:
+                   computing_s: float | None = None, grammar_complete: bool | None = None) -> Finished:
     """Fold the measurements of one generation into its final event (first_token_at None: no token came; threads:
     those decoding at the end, then those chosen at load; stop_string: the stop string that ended it; computing_s:
     the seconds the prompt's chunks took to compute, prefill_s, else the time from started to prefill_done); a
@@ -84,4 +86,5 @@ def finished_event(text: str, finish: str, n_prompt: int, reused: int, prefilled
         decode_threads=threads[0],
         threads=threads[1],
         stop_string=stop_string,
+        grammar_complete=grammar_complete,
     )

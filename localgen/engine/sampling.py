@@ -15,7 +15,7 @@ from localgen.engine.native import lc, native_errors
 from localgen.engine.reasoning_gate import ReasoningGate
 from localgen.errors import UsageError
 from localgen.grammar import AFTER_REASONING_ROOT, after_reasoning, token_id, token_references, worded_parse_error
-from localgen.params import Grammar, SamplingParams
+from localgen.params import SCHEMA_SOURCE, Grammar, SamplingParams
 from localgen.thinking import CLOSE_TAG
 
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF  # llama.cpp: draw a random seed
@@ -80,10 +80,12 @@ class Sampler:
     """One generation's sampler: llama.cpp's chain, and the repetition penalties localgen applies before it."""
 
     def __init__(self, chain: lc.llama_sampler_p, penalties: RepetitionPenalties | None,
-                 gate: ReasoningGate | None = None) -> None:
+                 gate: ReasoningGate | None = None, *, grammar: bool = False, trigger: int | None = None) -> None:
         self.chain = chain
         self._penalties = penalties
         self._gate = gate  # a grammar held back until the answer's </think> of several tokens
+        self._grammar = grammar  # a grammar applies: first in the chain, or held by the gate
+        self._trigger = trigger  # the </think> token a lazy grammar in the chain waits for, until it is sampled
 
     @property
     def cut(self) -> int | None:
@@ -100,8 +102,7 @@ class Sampler:
         penalties = self._penalties
         if penalties is None:
             token = lc.llama_sampler_sample(self.chain, ctx, index)
-            if self._gate is not None:
-                self._gate.accept(self.chain, token)
+            self._accepted(token)
             return token
         logits = lc.llama_get_logits_ith(ctx, index)
         saved = penalties.apply(logits)
@@ -111,9 +112,29 @@ class Sampler:
             for position, logit in saved:
                 logits[position] = logit
         penalties.accept(token)
+        self._accepted(token)
+        return token
+
+    def _accepted(self, token: int) -> None:
+        """Note a token the chain accepted: one that starts a lazy grammar, or the gate's."""
+        if token == self._trigger:
+            self._trigger = None
         if self._gate is not None:
             self._gate.accept(self.chain, token)
-        return token
+
+    def grammar_complete(self, vocab: lc.llama_vocab_p) -> bool | None:
+        """Whether the grammar could end the answer after the tokens sampled so far (it allows a token that ends the
+        answer only where it is complete); False where it has not started (the reasoning before it never closed);
+        None without a grammar, or without a token that ends answers to ask it of."""
+        end = next((token for token in (lc.llama_vocab_eos(vocab), lc.llama_vocab_eot(vocab)) if token >= 0), None)
+        if not self._grammar or end is None:
+            return None
+        if self._trigger is not None or (self._gate is not None and self._gate.grammar is not None):
+            return False
+        data = (lc.llama_token_data * 1)(lc.llama_token_data(end, 0.0, 0.0))
+        candidates = lc.llama_token_data_array(data, 1, -1, False)
+        lc.llama_sampler_apply(lc.llama_sampler_chain_get(self.chain, 0), ctypes.byref(candidates))
+        return data[0].logit != float("-inf")
 
     def free(self) -> None:
         """Free the native chain, and a grammar still held back."""
@@ -143,11 +164,13 @@ def build_sampler(vocab: lc.llama_vocab_p, sampling: SamplingParams, prompt: Seq
             penalties.accept(token)
     chain = lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
     add = lc.llama_sampler_chain_add
-    gate = None
+    gate = trigger = None
     try:
         if sampling.grammar is not None:
             grammar = grammar_sampler(vocab, sampling.grammar, reasoning_open=reasoning_open)
-            if _waits_for_reasoning(vocab, sampling.grammar, reasoning_open) and _close_token(vocab) is None:
+            waits = _waits_for_reasoning(vocab, sampling.grammar, reasoning_open)
+            trigger = _close_token(vocab) if waits else None
+            if waits and trigger is None:
                 gate = ReasoningGate(vocab, grammar, sampling.grammar.text)  # joins the chain at </think>
             else:
                 add(chain, grammar)  # the chain owns each sampler once added
@@ -169,7 +192,7 @@ def build_sampler(vocab: lc.llama_vocab_p, sampling: SamplingParams, prompt: Seq
         if gate is not None:
             gate.free()
         raise
-    return Sampler(chain, penalties, gate)
+    return Sampler(chain, penalties, gate, grammar=sampling.grammar is not None, trigger=trigger)
 
 
 def native_penalties(n_vocab: int, sampling: SamplingParams, primed: Sequence[int]) -> lc.llama_sampler_p:
@@ -203,7 +226,7 @@ def grammar_sampler(vocab: lc.llama_vocab_p | None, grammar: Grammar, *,
         lines = [line.strip() for line in [*text.splitlines(), *logged] if line.strip()]
         reason = worded_parse_error(lines[0].removeprefix("parse: ").removeprefix("error parsing grammar: ")
                                     if lines else "")
-        from_schema = grammar.source == "--json-schema"
+        from_schema = grammar.source == SCHEMA_SOURCE
         what = "the grammar made from the JSON schema" if from_schema else f"{grammar.source}: the grammar"
         raise UsageError(f"{what} does not parse{': ' + reason[:200] if reason else ''}",
                          hint=SCHEMA_CONVERTER_HINT if from_schema else

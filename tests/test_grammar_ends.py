@@ -1,0 +1,47 @@
+"""Where a constrained answer ends: cut before its grammar could end (an error, exit 1), or complete; on the real
+engine."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import run_localgen
+
+GREEDY = ("--temperature", "0", "--seed", "1")
+CITY = json.dumps({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+YES_NO = 'root ::= "yes" | "no"'
+
+
+def test_a_json_schema_answer_cut_by_n_is_an_error_after_its_text() -> None:
+    result = run_localgen("run", "--json-schema", CITY, "-n", "3", *GREEDY, "Where is the Eiffel tower?")
+    assert result.returncode == 1, result.err
+    assert result.out.startswith("{") and result.out.endswith("\n"), result.out  # the text so far, as it came
+    assert result.err == ("localgen: error: the answer stopped at the limit of 3 tokens (-n/--max-tokens) before its "
+                          "--json-schema grammar could end: it is not complete JSON (hint: give a larger "
+                          "-n/--max-tokens)\n"), result.err
+
+
+def test_a_cut_answer_s_json_record_says_its_grammar_is_incomplete() -> None:
+    result = run_localgen("run", "--json", "--json-schema", CITY, "-n", "3", *GREEDY, "Where is the Eiffel tower?")
+    assert result.returncode == 1, result.err
+    record = json.loads(result.out)
+    assert record["finish_reason"] == "length" and record["grammar_complete"] is False, record
+    assert "--json-schema grammar could end" in result.err and len(result.err.splitlines()) == 1, result.err
+
+
+def test_a_grammar_cut_by_n_is_an_error() -> None:
+    result = run_localgen("run", "--grammar", 'root ::= "abc" [a-z]{20}', "-n", "2", *GREEDY, "Say abc.")
+    assert result.returncode == 1, result.err
+    assert "before its --grammar grammar could end: it is cut short" in result.err, result.err
+
+
+def test_an_answer_complete_at_the_limit_is_no_error() -> None:
+    """yes and no are one token each: -n 1 stops at the limit, with the grammar complete."""
+    result = run_localgen("run", "--json", "--grammar", YES_NO, "-n", "1", *GREEDY, "Is the sky blue?")
+    assert result.returncode == 0, result.err
+    record = json.loads(result.out)
+    assert record["text"] in ("yes", "no") and record["grammar_complete"] is True, record
+    assert result.err == ""
+    free = run_localgen("run", "--json", "-n", "1", *GREEDY, "Is the sky blue?")
+    assert free.returncode == 0 and "grammar_complete" not in json.loads(free.out), free.err
+
