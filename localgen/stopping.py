@@ -141,3 +141,26 @@ class StopMatcher:
         held, self._held = self._held, ""
         return held
 
+
+
+class TrailingBlank:
+    """Holds back the blank space at the end of the text so far, given out once other text follows it: the space a
+    JSON schema's grammar allows after a value, left out where the answer ends there (off: text passes as it is)."""
+
+    def __init__(self, *, on: bool) -> None:
+        self._on = on
+        self._held = ""
+
+    def feed(self, text: str) -> str:
+        """Add streamed text; return it without the blank space at its end, which is held back."""
+        if not self._on:
+            return text
+        buffer = self._held + text
+        kept = buffer.rstrip(" \t\r\n")
+        self._held = buffer[len(kept):]
+        return kept
+
+    def flush(self) -> str:
+        """Release the held-back blank space (an answer cut short keeps it)."""
+        held, self._held = self._held, ""
+        return held

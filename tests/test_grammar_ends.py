@@ -1,5 +1,5 @@
-"""Where a constrained answer ends: cut before its grammar could end (an error, exit 1), or complete; on the real
-engine."""
+"""Where a constrained answer ends: cut before its grammar could end (an error, exit 1), or complete, and a JSON
+schema's answer without the blank space its grammar allows after the value; on the real engine."""
 
 from __future__ import annotations
 
@@ -45,3 +45,11 @@ def test_an_answer_complete_at_the_limit_is_no_error() -> None:
     free = run_localgen("run", "--json", "-n", "1", *GREEDY, "Is the sky blue?")
     assert free.returncode == 0 and "grammar_complete" not in json.loads(free.out), free.err
 
+
+def test_a_json_schema_answer_ends_without_the_space_its_grammar_allows_after_it() -> None:
+    """The converter's grammar ends each value with an optional space, which this greedy answer took: `[1] `."""
+    schema = json.dumps({"type": "array", "items": {"type": "integer"}, "maxItems": 2})
+    printed = run_localgen("run", "--json-schema", schema, *GREEDY, "Give 3 and 5 as a JSON array.")
+    assert printed.returncode == 0 and printed.out == "[1]\n", (printed.out, printed.err)
+    recorded = run_localgen("run", "--json", "--json-schema", schema, *GREEDY, "Give 3 and 5 as a JSON array.")
+    assert json.loads(recorded.out)["text"] == "[1]", recorded.out

@@ -24,7 +24,7 @@ from localgen.engine.vocab import Vocab
 from localgen.errors import ContextOverflowError, LocalgenError, ModelLoadError, UsageError
 from localgen.estimate import allocated_context
 from localgen.events import Event, PrefillProgress
-from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+from localgen.params import SCHEMA_SOURCE, GenerationLimits, LoadOptions, SamplingParams
 from localgen.signals import deferred_signals
 from localgen.speculative import PromptLookup, check_draft_mode
 
@@ -221,7 +221,9 @@ class Engine(Decoding):
                                      computing_s=computing)
                 return
             drafter = PromptLookup(prompt) if draft == "lookup" and self._facts.rolls_back else None
-            for event in self._decode(sampler, limits, ignore_eog, drafter, spelled=sampling.grammar is not None):
+            grammar = sampling.grammar
+            for event in self._decode(sampler, limits, ignore_eog, drafter, spelled=grammar is not None,
+                                      json_value=grammar is not None and grammar.source == SCHEMA_SOURCE):
                 if isinstance(event, DecodeResult):
                     finished = finished_event(event.text, event.finish, len(prompt), reused,
                                               len(prompt) - reused, event.generated, started, prefill_done,

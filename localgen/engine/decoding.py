@@ -18,7 +18,7 @@ from localgen.engine.vocab import Vocab
 from localgen.events import TextChunk
 from localgen.params import GenerationLimits
 from localgen.speculative import DRAFT_MAX, PromptLookup
-from localgen.stopping import StopMatcher
+from localgen.stopping import StopMatcher, TrailingBlank
 from localgen.thinking import AnswerStops, prompt_opens_thinking
 
 PROMPT_TAIL_TOKENS = 8  # enough of a prompt's end to tell whether its template opened a <think> block
@@ -46,9 +46,10 @@ class Decoding(ModelView):
         return prompt_opens_thinking(tail.decode("utf-8", errors="replace"))
 
     def _decode(self, sampler: Sampler, limits: GenerationLimits, ignore_eog: bool, drafter: PromptLookup | None,
-                *, spelled: bool = False) -> Iterator[TextChunk | DecodeResult]:
+                *, spelled: bool = False, json_value: bool = False) -> Iterator[TextChunk | DecodeResult]:
         """The decode loop: sample, emit text, feed tokens back (drafts verified in one batch), until a stop; spelled:
-        a control token (<|im_start|>) is its text, as llama.cpp's grammar sampler reads it (the answer it allowed)."""
+        a control token (<|im_start|>) is its text, as llama.cpp's grammar sampler reads it (the answer it allowed);
+        json_value: the grammar is a JSON schema's, and the blank space it allows after the value ends no answer."""
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         max_tokens = limits.max_tokens if limits.max_tokens is not None else -1
         n_ctx = self.n_ctx
@@ -56,6 +57,7 @@ class Decoding(ModelView):
         piece = partial(self._vocab.piece, special=True) if spelled else self._vocab.piece
         stops = AnswerStops(limits.stop, inside=self._opens_thinking(kv)) \
             if limits.stops_in_answer_only and limits.stop else StopMatcher(limits.stop)
+        blank = TrailingBlank(on=json_value)
         parts: list[str] = []
         generated = 0
         finish = ""
@@ -72,7 +74,7 @@ class Decoding(ModelView):
                     data = piece(token)
                     if index == len(out) - 1 and sampler.cut is not None:  # text after </think> the grammar rejects
                         data = data[:sampler.cut]
-                    text = stops.feed(decoder.decode(data))
+                    text = blank.feed(stops.feed(decoder.decode(data)))
                     if text:
                         parts.append(text)
                         yield TextChunk(text)
@@ -104,6 +106,8 @@ class Decoding(ModelView):
             tail = stops.feed(decoder.decode(b"", final=True))  # (one a limit or Ctrl-C cut short is dropped)
         tail += stops.flush() if stops.matched is None else ""  # held back: no stop string came, or one does now
         finish = "stop" if stops.matched is not None and finish != "interrupted" else finish  # Ctrl-C stays said
+        ended = finish == "stop" and stops.matched is None  # by the model, where the grammar was complete
+        tail = blank.feed(tail) + ("" if ended else blank.flush())
         if tail:
             parts.append(tail)
             yield TextChunk(tail)
