@@ -3,31 +3,30 @@ and the system prompt."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from pathlib import Path
 
 from localgen.chat import compose_user_message
 from localgen.conversation_turn import Attachment, Turn
 from localgen.inputs import InputFile
 from localgen.stdin_names import STDIN_NAME
-from localgen.typed_paths import FILE_OPTION, expand_user_path
+from localgen.typed_paths import FILE_OPTION
 from localgen.units import alternatives
-
-SPLIT_TRIES = 100_000  # the ends of files' texts /undo tries in a saved message, to find the one split of it
-_NOT_BLANK = re.compile(r"\S")
-_SPACES_AT_END = re.compile(r"[^\S\n]+\Z")  # those of a line's end (a no-break space too), not its newline
 
 
 class AttachedText(str):
     """A file's text attached to a chat message, with the file it was read from (-f or /file), for a refusal of the
-    message to name it."""
+    message to name it, and the characters the file's text has (where the text is its part of a saved message,
+    whose CRs and newlines about it may be fewer)."""
 
     file: InputFile
+    characters: int
 
-    def __new__(cls, text: str, file: InputFile) -> AttachedText:
-        """The text, knowing its file."""
+    def __new__(cls, text: str, file: InputFile, *, characters: int | None = None) -> AttachedText:
+        """The text, knowing its file (and its characters, where the text is not the file's as read)."""
         attached = super().__new__(cls, text)
         attached.file = file
+        attached.characters = len(text) if characters is None else characters
         return attached
 
 
@@ -61,9 +60,9 @@ def with_attached(attachments: Sequence[str]) -> str:
 
 def attached_files(attachments: Sequence[str]) -> tuple[Attachment, ...]:
     """The files attached to a chat message as its exchange records them: each one that adds text, by the name it
-    was given (stdin as -), with its size in characters."""
-    return tuple(Attachment(as_given(text.file) if isinstance(text, AttachedText) else "(text)", len(text))
-                 for text in attachments if text.strip())
+    was given (stdin as -), with its size in characters and that of its part of the message (as_sent)."""
+    return tuple(Attachment(as_given(text.file), text.characters, len(as_sent(text))) if isinstance(text, AttachedText)
+                 else Attachment("(text)", len(text), len(as_sent(text))) for text in attachments if text.strip())
 
 
 def question_turn(typed: str, attachments: Sequence[str]) -> Turn:
@@ -79,75 +78,42 @@ def question_turn(typed: str, attachments: Sequence[str]) -> Turn:
 
 
 def texts_in_record(turn: Turn) -> list[str] | None:
-    """The texts of the files turn's message carried, as a saved exchange gives them: its message split where the one
-    way to split it into its files' texts (compose_user_message joins them, each no longer than its characters, with
-    a blank line) then what was typed gives; each padded with the newlines its characters count and compose drops
-    (a file's CRs, the newlines about it), so that a message they go with again is sent and recorded as it was.
-    None where no one split is found (a message changed by hand, files whose blank lines leave it open)."""
-    typed, block = turn.typed or "", turn.user
-    if typed:  # after a blank line, and the spaces before its first line
-        block = _SPACES_AT_END.sub("", block[:-len(typed)]) if block.endswith(typed) else ""
-        block = block[:-2] if block.endswith("\n\n") else ""
-    ends = _one_split(block, [file.characters for file in turn.attached]) if turn.attached else None
-    if ends is None:
+    """The texts of the files turn's message carried, as a saved exchange gives them: its message cut where each
+    file's part of it ends (the sizes the exchange records as sent), each as a text that /file's would be sent as
+    (as_sent) and that names its file with its characters; None where the exchange was saved before localgen
+    recorded those sizes, or its message does not hold the parts they give (changed by hand)."""
+    if not turn.attached or any(file.sent is None for file in turn.attached):
         return None
     texts: list[str] = []
-    for file, start, end in zip(turn.attached, [0, *(end + 2 for end in ends)], ends, strict=False):
-        text = block[start:end] + "\n" * (file.characters - (end - start))
-        texts.append(text if file.name == "(text)" else AttachedText(text, _file_named(file.name)))
+    start, user = 0, turn.user
+    for file in turn.attached:
+        end = start + (file.sent or 0)
+        part = user[start:end]
+        text = part.replace("\r\n", "\r\r\n")  # as_sent makes CRLF LF: the message's own CRLFs come back so
+        if end > len(user) or not part.strip() or as_sent(text) != part or user[end:end + 2] not in ("\n\n", ""):
+            return None
+        texts.append(text if file.name == "(text)" else
+                     AttachedText(text, _file_named(file.name), characters=file.characters))
+        start = end + 2
     return texts
 
 
 def _file_named(name: str) -> InputFile:
-    """The file a saved exchange names as attached (- for stdin), as /file attaches it."""
-    return InputFile(FILE_OPTION) if name == "-" else InputFile("/file", expand_user_path(name), name)
+    """The file a saved exchange names as attached (- for stdin), as /file attaches it (its path as named: only its
+    name is said)."""
+    return InputFile(FILE_OPTION) if name == "-" else InputFile("/file", Path(name), name)
 
 
-def _one_split(block: str, sizes: list[int]) -> list[int] | None:
-    """Where each of the texts of sizes characters or fewer (at least one that is not blank, no newline at either
-    end) that block joins with blank lines ends, where only one way of splitting it gives them; else None (also
-    where SPLIT_TRIES ends are tried first, as files of many blank lines and Windows line ends can make them)."""
-    after = [sum(sizes[index + 1:]) + 2 * (len(sizes) - 1 - index) for index in range(len(sizes))]  # the most
-    # the texts after each one take, with the blank lines before them
-    found: dict[tuple[int, int], list[list[int]]] = {}
-    tries = iter(range(SPLIT_TRIES))
-
-    def splits(index: int, start: int) -> list[list[int]]:
-        """At most two ways of splitting block from start into the texts from index on."""
-        if (index, start) not in found:
-            last = index == len(sizes) - 1
-            ends = iter([len(block)]) if last else _blank_lines(block, max(start, len(block) - after[index]),
-                                                                start + sizes[index])
-            ways: list[list[int]] = []
-            for end in ends:
-                if next(tries, None) is None:
-                    raise _Undecided
-                if not start < end <= start + sizes[index] or "\n" in (block[start], block[end - 1]) \
-                        or not _NOT_BLANK.search(block, start, end):
-                    continue
-                ways += [[end]] if last else [[end, *rest] for rest in splits(index + 1, end + 2)]
-                if len(ways) > 1:
-                    break
-            found[index, start] = ways[:2]
-        return found[index, start]
-
-    try:
-        ways = splits(0, 0) if sizes else []
-    except _Undecided:
-        return None
-    return ways[0] if len(ways) == 1 else None
+def as_sent(text: str) -> str:
+    """A file's text as a message carries it (chat.compose_user_message: its CRLFs LF, the newlines about it gone)."""
+    return compose_user_message(None, [text])
 
 
-class _Undecided(Exception):
-    """Too many ways were tried to tell whether one split of a message into its files' texts is the only one."""
-
-
-def _blank_lines(text: str, start: int, end: int) -> Iterator[int]:
-    """Where a blank line's two newlines start in text, from start to end."""
-    at = text.find("\n\n", start, end + 2)
-    while at >= 0:
-        yield at
-        at = text.find("\n\n", at + 1, end + 2)
+def attached_already(text: str, attachments: Sequence[str]) -> bool:
+    """Whether a message would carry text already among attachments, as sent (a file read again whose CRLFs the
+    text kept for it no longer holds)."""
+    sent = as_sent(text)
+    return any(as_sent(other) == sent for other in attachments)
 
 
 class SentFiles:
@@ -179,5 +145,4 @@ class SentFiles:
             sent = texts_in_record(turn)
         if sent is None:
             return None
-        carried = {compose_user_message(None, [text]) for text in sent}
-        return [*sent, *(text for text in attached if compose_user_message(None, [text]) not in carried)]
+        return [*sent, *(text for text in attached if not attached_already(text, sent))]

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 
 from localgen import console
-from localgen.attached import AttachedText, attached_files
+from localgen.attached import AttachedText, attached_already, attached_files
 from localgen.chat_commands_settings import settings_text
 from localgen.chat_file_words import dropped_files, one_at_a_time, pattern_files
 from localgen.config import settings
@@ -78,8 +78,10 @@ def undo_command(state: ChatState, _: str) -> None:
     if session.attachments is not attached:
         notes.append(f"{names} {'is' if one else 'are'} attached to the next message again as sent; "
                      f"/file none drops {'it' if one else 'them'}")
-    elif turn.attached:  # a saved message whose files' texts cannot be told apart
-        again = f"/file {shlex.quote(turn.attached[0].name)} attaches it" if one else "/file attaches each"
+    elif turn.attached:  # saved before localgen recorded each file's part of the message
+        named = turn.attached[0].name not in ("-", "(text)")  # stdin's text has no name /file takes
+        again = "/file attaches each" if not one else \
+            f"/file {shlex.quote(turn.attached[0].name)} attaches it" if named else "/file PATH attaches it"
         notes.append(f"{names} {'is' if one else 'are'} not attached again: the saved conversation holds "
                      f"{'its text' if one else 'their texts'} only as part of the message; {again} again")
     note = f" ({'; '.join(notes)})" if notes else ""
@@ -99,12 +101,13 @@ def regen_command(state: ChatState, _: str) -> None:
 
 
 def file_command(state: ChatState, argument: str) -> None:
-    """/file [PATH|none]: attach a file's text to the next message, or drop the attached files (alone: list them)."""
+    """/file [PATH|none]: attach a file's text to the next message; none drops the attached files; alone, lists them."""
     session = state.session
     if not argument:
         files = [f"{short_path(file.name)} ({file.characters:,} characters)"
                  for file in attached_files(session.attachments)]
-        console.say(f"attached to the next message: {', '.join(files)} (/file none drops them)" if files else
+        console.say(f"attached to the next message: {', '.join(files)} (/file none drops "
+                    f"{'it' if len(files) == 1 else 'them'})" if files else
                     "no files are attached (/file PATH attaches one)")
         return
     if argument == "none":  # a file named none: /file ./none
@@ -120,7 +123,7 @@ def file_command(state: ChatState, argument: str) -> None:
     if text is None:
         return
     text = AttachedText(text, InputFile("/file", expand_user_path(typed), typed))  # a refusal names it
-    if text in session.attachments:
+    if attached_already(text, session.attachments):
         console.say(f"{short_path(typed)} is attached already, or a file with the same text is "
                     "(/file none drops the attached files)")
         return

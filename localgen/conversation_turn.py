@@ -40,11 +40,12 @@ _PARSED_AS: dict[type, tuple[type, ...]] = {str: (str,), int: (int,), float: (in
 
 @dataclass(frozen=True)
 class Attachment:
-    """A file attached to a message (/file, chat -f), as its exchange records it: its name as given, and the
-    characters of its text."""
+    """A file attached to a message (/file, chat -f), as its exchange records it: its name as given, the characters
+    of its text, and those of its part of the message (sent: None in exchanges saved before localgen recorded it)."""
 
     name: str
     characters: int
+    sent: int | None = None  # the message's CRLFs made LF, the newlines about the text dropped
 
 
 @dataclass
@@ -91,12 +92,17 @@ def checked_attachments(item: dict[str, object]) -> tuple[tuple[Attachment, ...]
     ValueError says which is off."""
     attached, typed = item.get("attached", []), item.get("typed")
     if not isinstance(attached, list) or not all(
-            isinstance(file, dict) and isinstance(file.get("name"), str) and type(file.get("characters")) is int
-            and file["characters"] >= 0 for file in attached):
+            isinstance(file, dict) and isinstance(file.get("name"), str) and _is_count(file.get("characters"))
+            and (file.get("sent") is None or _is_count(file["sent"])) for file in attached):
         raise ValueError("a turn's 'attached' is not a list of files, each with a 'name' and 'characters'")
     if not (typed is None or isinstance(typed, str)):
         raise ValueError("a turn's 'typed' is not text")
-    return tuple(Attachment(file["name"], file["characters"]) for file in attached), typed
+    return tuple(Attachment(file["name"], file["characters"], file.get("sent")) for file in attached), typed
+
+
+def _is_count(value: object) -> bool:
+    """Whether a saved value is a count: a whole number of at least 0."""
+    return type(value) is int and value >= 0
 
 
 def _details_from_json(item: dict[str, object]) -> AnswerDetails | None:
@@ -127,7 +133,8 @@ def turn_record(turn: dict[str, object]) -> dict[str, object]:
     if not turn["attached"]:  # a message without files is saved as before
         del turn["attached"], turn["typed"]
     else:
-        turn["attached"] = [dict(file) for file in turn["attached"]]
+        turn["attached"] = [{key: value for key, value in dict(file).items() if value is not None}  # sent: where known
+                            for file in turn["attached"]]
     return with_extra(turn | {key: value for key, value in details.items() if value is not None})
 
 

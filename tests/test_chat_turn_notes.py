@@ -47,10 +47,10 @@ def test_undo_of_a_message_sent_with_a_file_attaches_the_file_to_the_next_messag
         said = " ".join(ESCAPE.sub("", said).split())
         assert "dropped: '[notes.txt] What is the secret word?' (" in said, said
         assert f"; {notes} is attached to the next message again as sent; /file none drops it)" in said, said
-        said = " ".join(ESCAPE.sub("", chat.command_words("/file", "(/file none drops them)")).split())
-        assert f"attached to the next message: {notes} (25 characters) (/file none drops them)" in said, said
+        said = " ".join(ESCAPE.sub("", chat.command_words("/file", "(/file none drops it)")).split())
+        assert f"attached to the next message: {notes} (25 characters) (/file none drops it)" in said, said
         turns = chat.ask("Say it again.")["turns"]
-        assert len(turns) == 1 and turns[0]["attached"] == [{"name": str(notes), "characters": 25}], turns
+        assert len(turns) == 1 and turns[0]["attached"] == [{"name": str(notes), "characters": 25, "sent": 24}], turns
         assert turns[0]["user"] == "The secret word is plum.\n\nSay it again.", turns
         chat.ask("Thanks.")
         chat.command_words("/undo", "dropped: 'Thanks.'")
@@ -62,33 +62,61 @@ def test_undo_of_a_message_sent_with_a_file_attaches_the_file_to_the_next_messag
 
 def test_undo_in_a_conversation_loaded_attaches_the_files_its_record_gives_as_sent(tmp_path: Path) -> None:
     """/undo in a conversation loaded (the files this chat sent forgotten with it at /reset) attaches the files of
-    the message it drops again as the saved exchange gives them, and the next message is sent and recorded as it
-    was (nothing was attached, unsaid); files whose texts the record cannot tell apart are said to be left out,
-    with how to attach them."""
-    notes, crlf, paragraphs = tmp_path / "notes.txt", tmp_path / "crlf.txt", tmp_path / "paragraphs.txt"
-    notes.write_text("The secret word is plum.\n")
-    crlf.write_bytes(b"one\r\ntwo\r\n")  # its message could end it after paragraphs.txt's first paragraph
-    paragraphs.write_text("x\n\ny\n")
-    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "5")
+    the message it drops again, cut from the saved message by the sizes recorded, Windows line ends as sent: the
+    next message is sent and recorded as it was, and /file of one of them finds it attached already."""
+    notes, table, other = tmp_path / "notes.md", tmp_path / "a.csv", tmp_path / "b.csv"
+    notes.write_bytes(b"# Notes\r\n\r\nThe secret word is plum.\r\n")
+    table.write_bytes(b"a,b\r\n1,2\r\n\r\n")  # a blank line after it, as a file's paragraphs end
+    other.write_bytes(b"x,y\r\r\n3,4\r\r\n")
+    chat = Chat(tmp_path / "home", "--temperature", "0", "--no-markdown", "-n", "3")
     try:
-        chat.command_words(f"/file {notes}", "to the next message")
-        first = chat.ask("What is the secret word?")["turns"][0]
-        chat.command_words(f"/file {crlf}", "to the next message")
-        chat.command_words(f"/file {paragraphs}", "to the next message")
-        name = chat.ask("Count them.")["name"]
+        for path in (notes, table, other):
+            chat.command_words(f"/file {path}", "to the next message")
+        sent = chat.ask("Count them.")
         chat.command("/reset", ">>>")
-        chat.command_words(f"/load {name}", f"loaded {name}")
-        said = " ".join(ESCAPE.sub("", chat.command_words("/undo", "attaches each again)")).split())
-        assert (f"dropped: '[crlf.txt, paragraphs.txt] Count them.' ({crlf}, {paragraphs} are not attached again: "
-                "the saved conversation holds their texts only as part of the message; /file attaches each again)"
-                in said), said
-        said = " ".join(ESCAPE.sub("", chat.command_words("/undo", "/file none drops it)")).split())
-        assert f"; {notes} is attached to the next message again as sent; /file none drops it)" in said, said
+        chat.command_words(f"/load {sent['name']}", f"loaded {sent['name']}")
+        said = " ".join(ESCAPE.sub("", chat.command_words("/undo", "/file none drops them)")).split())
+        assert f"; {notes}, {table}, {other} are attached to the next message again as sent; /file none drops them)" \
+            in said, said
+        said = " ".join(ESCAPE.sub("", chat.command_words(f"/file {table}", "is attached already")).split())
         said = " ".join(ESCAPE.sub("", chat.command_words("/file", "(/file none drops them)")).split())
-        assert f"attached to the next message: {notes} (25 characters) (/file none drops them)" in said, said
-        turns = chat.ask("What is the secret word?")["turns"]
-        assert len(turns) == 1 and turns[0]["user"] == first["user"] and turns[0]["attached"] == first["attached"] \
-            == [{"name": str(notes), "characters": 25}], (turns, first)
+        assert f"attached to the next message: {notes} (37 characters), {table} (12 characters), {other} (12 " \
+               "characters) (/file none drops them)" in said, said
+        again = chat.ask("Count them.")["turns"]
+        assert len(again) == 1 and again[0]["user"] == sent["turns"][0]["user"] \
+            and again[0]["attached"] == sent["turns"][0]["attached"], (again, sent)
+        assert chat.quit() == 0
+    finally:
+        end_chat(chat)
+
+
+def test_undo_of_a_message_saved_without_its_files_sizes_says_how_to_attach_them(tmp_path: Path) -> None:
+    """/undo of a message saved before each file's part of it was recorded says its files are not attached again,
+    with how to attach them (stdin's text by a file /file takes); a file named with a ~ that is no user's home
+    comes back as named, where its exchange was dropped from the chat, not its file, with an error."""
+    home = tmp_path / "home"
+    (home / "data" / "conversations").mkdir(parents=True)
+    turns = [{"user": "draft text\n\nQ1", "answer": "A1", "attached": [{"name": "~draft.txt", "characters": 11,
+                                                                         "sent": 10}], "typed": "Q1"},
+             {"user": "piped\n\nQ2", "answer": "A2", "attached": [{"name": "-", "characters": 6}], "typed": "Q2"},
+             {"user": "one\n\ntwo\n\nQ3", "answer": "A3", "attached": [{"name": "a.txt", "characters": 3},
+                                                                        {"name": "b.txt", "characters": 3}],
+              "typed": "Q3"}]
+    path = home / "data" / "conversations" / "old.json"
+    path.write_text(json.dumps({"format": 1, "name": "old", "turns": turns}))
+    chat = Chat(home, "--resume", "old", "--no-markdown")
+    try:
+        said = " ".join(ESCAPE.sub("", chat.command_words("/undo", "attaches each again)")).split())
+        assert ("(a.txt, b.txt are not attached again: the saved conversation holds their texts only as part of the "
+                "message; /file attaches each again)") in said, said
+        said = " ".join(ESCAPE.sub("", chat.command_words("/undo", "attaches it again)")).split())
+        assert "(- is not attached again: the saved conversation holds its text only as part of the message; /file " \
+            "PATH attaches it again)" in said, said
+        said = " ".join(ESCAPE.sub("", chat.command_words("/undo", "/file none drops it)")).split())
+        assert "; ~draft.txt is attached to the next message again as sent; /file none drops it)" in said, said
+        assert json.loads(path.read_text())["turns"] == []
+        said = " ".join(ESCAPE.sub("", chat.command_words("/file", "(/file none drops it)")).split())
+        assert "attached to the next message: ~draft.txt (11 characters) (/file none drops it)" in said, said
         assert chat.quit() == 0
     finally:
         end_chat(chat)
@@ -192,3 +220,4 @@ def test_the_context_end_note_after_an_answer_keeps_the_command_it_names_on_one_
         assert chat.quit() == 0
     finally:
         end_chat(chat)
+

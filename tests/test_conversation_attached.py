@@ -4,6 +4,7 @@ listings and transcripts show `[doc.txt] Summarize` rather than the document; fi
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -84,7 +85,7 @@ def test_run_with_a_file_into_a_conversation_names_the_file_as_a_chat_does(tmp_p
     assert ran.returncode == 0, ran.err
     turn = json.loads((conversations_dir() / "rf.json").read_text())["turns"][0]
     assert turn["user"] == f"{text.strip()}\n\nSummarize", "the model saw the file, then the prompt"
-    assert turn["attached"] == [{"name": str(document), "characters": len(text)}], turn
+    assert turn["attached"] == [{"name": str(document), "characters": len(text), "sent": len(text.strip())}], turn
     assert turn["typed"] == "Summarize"
     listed = run_localgen("conversations", "list", "--json")
     assert json.loads(listed.out)[0]["first_message"] == f"[{document.name}] Summarize", listed.out
@@ -92,25 +93,26 @@ def test_run_with_a_file_into_a_conversation_names_the_file_as_a_chat_does(tmp_p
 
 def _sent(question: str) -> Turn:
     return Turn(user=f"{DOCUMENT.strip()}\n\n{question}", answer="Yes.",
-                attached=(Attachment("docs/report.txt", len(DOCUMENT)),), typed=question)
+                attached=(Attachment("docs/report.txt", len(DOCUMENT), len(DOCUMENT.strip())),), typed=question)
 
 
 def test_the_files_kept_for_undo_are_only_those_of_the_conversation_s_messages() -> None:
     """The files a chat keeps for /undo to attach again are those of the messages still in its conversation: one
     undone, or of a conversation left, is forgotten (they were kept for the chat's life), and /undo takes its files'
     texts from the saved exchange instead."""
-    from localgen.attached import SentFiles
+    from localgen.attached import SentFiles, as_sent
 
     sent, turns = SentFiles(), []
     for question in ("One?", "Two?", "Three?"):
         turns.append(_sent(question))
         sent.remember(turns[-1], [DOCUMENT], turns[-1:])  # the earlier ones dropped from the conversation
     taken = [sent.taken_back(turn, []) for turn in turns]
-    assert [texts == [DOCUMENT] for texts in taken] == [True] * 3, taken
+    assert [texts is not None and [as_sent(text) for text in texts] == [DOCUMENT.strip()] for texts in taken] \
+        == [True] * 3, taken
     assert [texts is not None and texts[0] is DOCUMENT for texts in taken] == [False, False, True]
     sent.keep_only([])
     again = sent.taken_back(turns[-1], [])
-    assert again == [DOCUMENT] and again[0] is not DOCUMENT, again
+    assert again == [DOCUMENT.strip()] and again[0] is not DOCUMENT, again
 
 
 @pytest.mark.parametrize(("files", "typed"), [
@@ -119,20 +121,28 @@ def test_the_files_kept_for_undo_are_only_those_of_the_conversation_s_messages()
     ([("a.txt", "\n\npadded\n\n\n"), ("-", "from stdin\n")], ""),
     ([("a.txt", "one\r\ntwo\r\n")], "Sum it up\n\nin two words"),
     ([("a.txt", "one\n")], "\u00a0\tindented with a no-break space"),
+    ([("notes.md", "# Notes\r\n\r\nplum\r\n"), ("a.csv", "a,b\r\n1,2\r\n\r\n"), ("b.csv", "x,y\r\n3,4\r\n")],
+     "Join them."),
+    ([("cr.txt", "one\r\r\ntwo\r\r\n"), ("~draft.txt", "\r\r\nthree\r")], "Count."),
+    ([("spaces.txt", " " * 30_000 + "\n\nend\n")], " " * 30_000 + "\nq"),
 ])
 def test_a_saved_message_s_files_come_back_as_sent(files: list[tuple[str, str]], typed: str) -> None:
-    """The texts of the files a saved exchange's message carried, split from it by their sizes, make that message and
-    its record again (a file's CRs and the newlines about it, which the message drops, as newlines at its end)."""
-    from localgen.attached import AttachedText, question_turn, texts_in_record
+    """The texts of the files a saved exchange's message carried, cut from it by the sizes it records them sent
+    with, make that message and its record again, Windows line ends (and CRs before them) as sent; a ~ in a name
+    is kept as the record gives it, not expanded."""
+    from localgen.attached import AttachedText, attached_already, question_turn, texts_in_record
     from localgen.inputs import InputFile
 
     attached = [AttachedText(text, InputFile("-f") if name == "-" else InputFile("-f", Path(name), name))
                 for name, text in files]
     sent = question_turn(typed, attached)
-    texts = texts_in_record(sent)
+    _save("sent", replace(sent, answer="Yes."))
+    loaded = load_conversation("sent").turns[0]
+    texts = texts_in_record(loaded)
     assert texts is not None
     again = question_turn(typed, texts)
     assert (again.user, again.attached, again.typed) == (sent.user, sent.attached, sent.typed), texts
+    assert all(attached_already(text, texts) for text in attached), "a file read again is attached already"
 
 
 def test_a_file_attached_again_before_undo_of_a_saved_message_that_carried_it_goes_once() -> None:
@@ -146,33 +156,49 @@ def test_a_file_attached_again_before_undo_of_a_saved_message_that_carried_it_go
     assert taken is not None and len(taken) == 1, taken
 
 
-def test_a_saved_message_of_many_files_is_split_in_bounded_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Files of many paragraphs split at once where they end as their sizes say (each end tried is a blank line
-    within the sizes that can end there); a search that would try more ends than SPLIT_TRIES gives none back."""
+def test_a_saved_message_s_files_are_cut_from_it_in_linear_time() -> None:
+    """A message of many large files (and a line of many spaces, on which a search took seconds) is cut at once."""
     import time
 
-    from localgen import attached
     from localgen.attached import AttachedText, question_turn, texts_in_record
     from localgen.inputs import InputFile
 
-    files = [AttachedText(f"file {index}: " + "a paragraph.\n\n" * 5000, InputFile("/file", Path(f"{index}.txt")))
-             for index in range(5)]
-    sent = question_turn("Compare them.", files)
+    files = [AttachedText(f"file {index}: " + "a paragraph.\n\n" * 5000 + " " * 30_000 + "\n",
+                          InputFile("/file", Path(f"{index}.txt"))) for index in range(5)]
+    sent = question_turn(" " * 30_000 + "\nCompare them.", files)
     began = time.perf_counter()
-    assert texts_in_record(sent) == files
-    assert time.perf_counter() - began < 1, "each file's end is looked for among a few blank lines, not all"
-    monkeypatch.setattr(attached, "SPLIT_TRIES", 4)
-    assert texts_in_record(sent) is None
+    assert texts_in_record(sent) == [text.strip("\n") for text in files]
+    assert time.perf_counter() - began < 0.5, "each file's part is cut where its size ends it"
 
 
 @pytest.mark.parametrize("turn", [
-    Turn(user="one\ntwo\n\nx\n\ny\n\nq", attached=(Attachment("a.txt", 10), Attachment("b.txt", 5)), typed="q"),
-    Turn(user="changed by hand\n\nq", attached=(Attachment("a.txt", 5),), typed="q"),
-    Turn(user="text\n\nq", attached=(Attachment("a.txt", 5),), typed="not what was typed"),
+    Turn(user="one\n\nq", attached=(Attachment("a.txt", 5),), typed="q"),  # saved before sizes were
+    Turn(user="one\n\nq", attached=(Attachment("a.txt", 5, 3), Attachment("b.txt", 1)), typed="q"),
+    Turn(user="changed by hand\n\nq", attached=(Attachment("a.txt", 5, 5),), typed="q"),
+    Turn(user="text\n\nq", attached=(Attachment("a.txt", 5, 40),), typed="q"),
+    Turn(user="\ntext\n\nq", attached=(Attachment("a.txt", 5, 5),), typed="q"),
+    Turn(user="one\n\n  \n\nq", attached=(Attachment("a.txt", 3, 3), Attachment("b.txt", 2, 2)), typed="q"),
 ])
-def test_a_saved_message_whose_files_cannot_be_told_apart_gives_none_back(turn: Turn) -> None:
-    """Files whose blank lines split the message in more ways than one (a's CRLFs could end it after x), or a record
-    that does not hold what it names, give no texts: /undo says so instead of attaching a guess."""
+def test_a_saved_message_whose_record_does_not_give_its_files_gives_none_back(turn: Turn) -> None:
+    """An exchange saved before the sizes of the files' parts were recorded, or whose message does not hold the
+    parts they give (changed by hand), gives no texts: /undo says the files are not attached again."""
     from localgen.attached import texts_in_record
 
     assert texts_in_record(turn) is None
+
+
+def test_each_file_s_part_of_the_message_is_saved_beside_its_size() -> None:
+    """The record names each file's part of the message (sent) beside its characters, and a saved part of the
+    wrong shape makes the file damaged; one saved without it reads as before."""
+    from localgen.attached import AttachedText, question_turn
+    from localgen.inputs import InputFile
+
+    crlf = AttachedText("one\r\ntwo\r\n\n", InputFile("/file", Path("crlf.txt"), "crlf.txt"))
+    record = json.loads(_save("sizes", question_turn("Count.", [crlf])).read_text())["turns"][0]
+    assert record["attached"] == [{"name": "crlf.txt", "characters": 11, "sent": 7}], record
+    conversations_dir().mkdir(parents=True, exist_ok=True)
+    (conversations_dir() / "odd.json").write_text(json.dumps({"format": 1, "name": "odd", "turns": [
+        {"user": "x\n\nq", "answer": "y", "attached": [{"name": "a", "characters": 1, "sent": "1"}]}]}))
+    with pytest.raises(DamagedConversationError, match="'attached' is not a list of files"):
+        load_conversation("odd")
+

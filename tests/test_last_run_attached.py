@@ -13,6 +13,7 @@ from tests.conftest import run_localgen
 
 pytestmark = pytest.mark.usefixtures("home")  # every test in a localgen home of its own (conftest)
 DOCUMENT = "The quarterly report says revenue grew by ten percent.\n" * 4  # 44 tokens: a prefill of milliseconds
+FILE_RECORD = {"characters": len(DOCUMENT), "sent": len(DOCUMENT.strip())}  # its size, and its part of the message
 SHORT = ("-n", "2", "--temperature", "0", "--seed", "1")
 
 
@@ -45,7 +46,7 @@ def test_a_plain_run_with_a_file_names_it_in_the_exchange_it_keeps(tmp_path: Pat
     document = _document(tmp_path)
     turn = _kept_turn("-f", str(document), "Summarize")
     assert turn["user"] == f"{DOCUMENT.strip()}\n\nSummarize", "the model saw the file, then the prompt"
-    assert turn["attached"] == [{"name": str(document), "characters": len(DOCUMENT)}], turn
+    assert turn["attached"] == [FILE_RECORD | {"name": str(document)}], turn
     assert turn["typed"] == "Summarize"
     assert _first_message_once_continued() == "[doc.txt] Summarize"
 
@@ -53,7 +54,7 @@ def test_a_plain_run_with_a_file_names_it_in_the_exchange_it_keeps(tmp_path: Pat
 def test_a_plain_run_with_piped_text_names_it_as_run_conversation_does() -> None:
     """Text piped to a plain run is named (text) in its exchange, as in run --conversation's."""
     turn = _kept_turn("Summarize", stdin=DOCUMENT.encode())
-    assert turn["attached"] == [{"name": "(text)", "characters": len(DOCUMENT)}] and turn["typed"] == "Summarize"
+    assert turn["attached"] == [FILE_RECORD | {"name": "(text)"}] and turn["typed"] == "Summarize"
     assert _first_message_once_continued() == "[(text)] Summarize"
 
 
@@ -77,7 +78,7 @@ def test_a_prompt_read_from_stdin_after_a_file_is_what_was_typed(tmp_path: Path)
     document = _document(tmp_path)
     turn = _kept_turn("-f", str(document), "-", stdin=b"Summarize\n")
     assert turn["user"] == f"{DOCUMENT.strip()}\n\nSummarize", "the model saw the file, then the prompt"
-    assert turn["attached"] == [{"name": str(document), "characters": len(DOCUMENT)}], turn
+    assert turn["attached"] == [FILE_RECORD | {"name": str(document)}], turn
     assert turn["typed"] == "Summarize"
     assert _first_message_once_continued() == "[doc.txt] Summarize"
 
@@ -91,7 +92,7 @@ def test_run_conversation_keeps_a_prompt_read_from_stdin_as_typed(tmp_path: Path
     assert ran.returncode == 0, ran.err
     turn = json.loads((home / "data" / "conversations" / "notes.json").read_text())["turns"][0]
     if file:
-        assert turn["attached"] == [{"name": str(document), "characters": len(DOCUMENT)}], turn
+        assert turn["attached"] == [FILE_RECORD | {"name": str(document)}], turn
         assert turn["typed"] == "Summarize"
     else:
         assert turn["user"] == "Summarize" and "attached" not in turn and "typed" not in turn, turn

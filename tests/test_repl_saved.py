@@ -168,7 +168,8 @@ def test_a_message_with_a_file_attached_is_saved_and_listed_with_the_file_named(
     try:
         chat.command("/file doc.txt", "to the next message")
         turn = chat.ask("Summarize")["turns"][-1]
-        assert turn["attached"] == [{"name": "doc.txt", "characters": 275}] and turn["typed"] == "Summarize", turn
+        assert turn["attached"] == [{"name": "doc.txt", "characters": 275, "sent": 274}], turn
+        assert turn["typed"] == "Summarize", turn
         saved = chat.saved_at()
         chat.child.sendline("/regen")
         chat.wait_for(lambda _: chat.saved_at() > saved)
