@@ -188,14 +188,16 @@ class ChatSession(SessionSettings, SessionThink, SessionFigures, ContextRoom):
         if not self.conversation.turns:
             raise UsageError("there is nothing to undo", hint="the conversation is empty")
         conversation = self.conversation
-        turn = conversation.turns.pop()
-        self.attachments = self.sent_files.taken_back(turn, self.attachments) or self.attachments
-        self.sent_files.keep_only(conversation.turns)
-        self.dropped_question = None
-        self._bring_back_earlier()
-        if not conversation.turns and conversation is self._autosaved:
-            unsave(conversation, self.save_notes.append)  # a chat's own one left empty is unsaved, as before it began
-        self._save(command=True)
+        attachments = self.sent_files.taken_back(conversation.turns[-1], self.attachments) or self.attachments
+        with whole_save(command=True):  # the exchange leaves the conversation and its file together
+            turn = conversation.turns.pop()
+            self.attachments = attachments
+            self.sent_files.keep_only(conversation.turns)
+            self.dropped_question = None
+            self._bring_back_earlier()
+            if not conversation.turns and conversation is self._autosaved:  # a chat's own one left empty is unsaved,
+                unsave(conversation, self.save_notes.append)  # as before it began
+            self._save(command=True)
         return turn
 
     def reset(self) -> Conversation:

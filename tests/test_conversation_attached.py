@@ -12,6 +12,7 @@ import pytest
 from localgen.conversation import Conversation, DamagedConversationError, Turn
 from localgen.conversation_store import conversations_dir, let_go, load_conversation, save_conversation
 from localgen.conversation_turn import Attachment
+from localgen.session import ChatSession
 from tests.conftest import run_localgen
 
 pytestmark = pytest.mark.usefixtures("home")  # every test in a localgen home of its own (conftest)
@@ -202,3 +203,51 @@ def test_each_file_s_part_of_the_message_is_saved_beside_its_size() -> None:
     with pytest.raises(DamagedConversationError, match="'attached' is not a list of files"):
         load_conversation("odd")
 
+
+def _loaded_session(model: Path) -> ChatSession:
+    """A chat going on with a saved conversation of two exchanges, the last one's file recorded with its part."""
+    from localgen.params import GenerationLimits, SamplingParams
+    from localgen.runner import ModelOptions, load_model
+
+    kept = Turn(user="draft text\n\nQ", answer="A", attached=(Attachment("~draft.txt", 11, 10),), typed="Q")
+    _save("kept", Turn("Hi", "Hello."), kept)
+    options = ModelOptions(model=str(model), ctx_size=512, threads=1)
+    return ChatSession(load_model(options), options, load_conversation("kept"), SamplingParams(temperature=0.0),
+                       GenerationLimits(max_tokens=8))
+
+
+def _saved_turns() -> int:
+    return len(json.loads((conversations_dir() / "kept.json").read_text())["turns"])
+
+
+def test_undo_drops_the_exchange_from_the_chat_and_its_file_together(bundled_model: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """/undo works out the files it attaches again before it drops the exchange (a failure there left it gone from
+    the chat, still on file), and a Ctrl-C amid it waits until the file holds the change too."""
+    import signal
+
+    from localgen.attached import SentFiles
+    from localgen.errors import UsageError
+
+    session = _loaded_session(bundled_model)
+    try:
+        def failing(*_: object) -> None:
+            raise UsageError("cannot read the files")
+
+        with monkeypatch.context() as patched:
+            patched.setattr(SentFiles, "taken_back", failing)
+            with pytest.raises(UsageError):
+                session.undo()
+        assert (len(session.conversation.turns), _saved_turns(), session.attachments) == (2, 2, [])
+        bring_back = session._bring_back_earlier
+
+        def interrupted() -> None:
+            signal.raise_signal(signal.SIGINT)
+            bring_back()
+
+        monkeypatch.setattr(session, "_bring_back_earlier", interrupted)
+        session.undo()
+        assert (len(session.conversation.turns), _saved_turns(), session.attachments) == (1, 1, ["draft text"])
+    finally:
+        session.loaded.close()
+        let_go(session.conversation)
