@@ -254,6 +254,7 @@ def read_chat_inputs(checked: CheckedChat) -> ChatStart:
                             made_of=lambda files, _: prompt_parts(files, system=bool(system)))  # those read by then
     attachments = once_each([AttachedText(text, file) for text, file in zip(read, checked.files, strict=True)],
                             [file.name for file in checked.files], warnings)  # a refusal of the message names them
+    attachments = [text for text in attachments if text.strip()]  # a blank one, warned about, is not attached (/file's)
     template = read_chat_template(checked.template_file, waiting=say_waiting_for)
     check_given_template(replace(checked.options, chat_template=template))  # before the model loads
     console.warn_each(warnings)

@@ -174,9 +174,9 @@ class Repl:
         if no_room is not None:
             console.warn(no_room)
         if self.session.attachments:
-            which = "next" if self.resumed else "first"
-            console.say(f"{counted(len(self.session.attachments), 'file')} attached to your {which} message "
-                        "(/file none drops them)")
+            which, files = "next" if self.resumed else "first", len(self.session.attachments)
+            console.say(f"{counted(files, 'file')} attached to your {which} message "
+                        f"(/file none drops {'it' if files == 1 else 'them'})")
         try:
             while self.state.running:
                 self._step()

@@ -46,8 +46,8 @@ COMMAND_HELP = {
     "/reset": "start a new conversation (same system prompt; the current one is saved already if it changed)",
     "/undo": "drop the last exchange",
     "/regen": "answer the last question again (or send the message Ctrl-C stopped before its answer)",
-    "/file [PATH|none]": "attach a file's text to the next message, or drop the attached files (none) (alone: "
-                         "list them)",
+    "/file [PATH|none]": "attach a file's text to the next message; none drops the attached files; alone, lists "
+                         "them",
     "/save [NAME]": "save the conversation (it is also autosaved after every answer); NAME renames one still under "
                     "its automatic name (chat-...), and saves a copy of one you named, going on in the copy",
     "/load NAME": "continue a saved conversation",

@@ -221,3 +221,21 @@ def test_the_context_end_note_after_an_answer_keeps_the_command_it_names_on_one_
     finally:
         end_chat(chat)
 
+
+def test_a_blank_file_given_to_chat_is_not_counted_among_those_attached(tmp_path: Path) -> None:
+    """chat -f of a blank file and another said "2 files attached" where /file listed one: the blank one, warned
+    about, is not attached (as /file attaches none), and /help says what /file alone does."""
+    empty, notes = tmp_path / "empty.txt", tmp_path / "notes.txt"
+    empty.write_text("")
+    notes.write_text("The secret word is plum.\n")
+    chat = Chat(tmp_path / "home", "-f", str(empty), "-f", str(notes), wait_for_prompt=False)
+    try:
+        chat.expect_words("1 file attached to your first message (/file none drops it)")
+        chat.sync()
+        said = " ".join(ESCAPE.sub("", chat.command_words("/file", "(/file none drops it)")).split())
+        assert f"attached to the next message: {notes} (25 characters) (/file none drops it)" in said, said
+        said = " ".join(ESCAPE.sub("", chat.command_words("/help", "alone, lists them")).split())
+        assert "attach a file's text to the next message; none drops the attached files; alone, lists them" in said
+        assert chat.quit() == 0
+    finally:
+        end_chat(chat)

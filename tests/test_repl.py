@@ -880,7 +880,7 @@ def test_chat_f_attaches_files_to_the_first_message(home: Path, tmp_path: Path) 
     doc = tmp_path / "note.txt"
     doc.write_text("The secret code is 4711.\n")
     chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "10", "-f", str(doc))
-    assert "1 file attached to your first message (/file none drops them)" in chat.transcript.getvalue()
+    assert "1 file attached to your first message (/file none drops it)" in chat.transcript.getvalue()
     state = chat.ask("What is the secret code?")
     assert state["turns"][0]["user"] == "The secret code is 4711.\n\nWhat is the secret code?"
     assert chat.ask("Thanks.")["turns"][1]["user"] == "Thanks.", "only the first message"
