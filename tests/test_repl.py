@@ -1462,7 +1462,7 @@ def test_a_paste_typed_during_an_answer_stays_one_message(home: Path) -> None:
     marks a paste typed during the answer; at the next prompt such a paste is one message, not one message per
     line sent by its own Enter; one that ends on an unfinished line, with keys typed after it ahead too, is that
     line's start, all of it waiting unsent at the prompt."""
-    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "40")
+    chat = Chat(home, "--temperature", "0", "--no-markdown", "-n", "200")  # long enough to type during it
     mark = len(chat.transcript.getvalue())
     chat.child.sendline(LONG_QUESTION)
     deadline = time.monotonic() + TIMEOUT
@@ -1474,6 +1474,7 @@ def test_a_paste_typed_during_an_answer_stays_one_message(home: Path) -> None:
     assert not chat.conversation()["turns"], "the terminal is asked to mark pastes while the answer streams"
     chat.child.send("\x1b[200~First line.\rSecond li\x1b[201~")  # as a terminal sends a marked paste
     chat.child.send("ne.")  # typed after it, still during the answer
+    assert not chat.conversation()["turns"], "the keys are typed while the answer streams"
     chat.wait_for(lambda s: s["turns"] and s["turns"][0]["answer"] is not None)
     chat.settle()
     assert len(chat.conversation()["turns"]) == 1, "the paste waits at the prompt"
