@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pexpect
 import pytest
+from bundled_verified import bundled_verified_unless_first_use, seed_bundled_verified  # noqa: F401  (autouse)
 from forked_popen import ForkedPopen, run_with
 from forked_pty import ForkedPty, ForkedSpawn
 from hub_server import hub_fixture, hubenv_fixture, loopback_hub_fixture  # noqa: F401  (the loopback Hub fixtures)
@@ -75,8 +76,9 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Declare the serial mark."""
+    """Declare the serial and first_use marks."""
     config.addinivalue_line("markers", "serial: timing-sensitive or CPU-bound: runs while no other test runs")
+    config.addinivalue_line("markers", "first_use: fresh homes hold no record of the bundled model checked")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -181,6 +183,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
     monkeypatch.setenv("LOCALGEN_HOME", str(tmp_path))
     monkeypatch.setattr(config, "_settings", None)
+    seed_bundled_verified(os.environ)
     return tmp_path
 
 
@@ -230,6 +233,7 @@ def run_localgen(*args: str, stdin: bytes | None = None, env: dict[str, str] | N
 def run_localgen_in(env: dict[str, str], *args: str, stdin: bytes | None = None, timeout: float = 120,
                     limits: dict[str, int] | None = None) -> CliResult:
     """Run `python -m localgen ARGS` as run_localgen does, with env as its whole environment."""
+    seed_bundled_verified(env)
     with _free_zygote(env) as zygote:
         if zygote is not None:
             return zygote.run(args, stdin, env, timeout, limits or {})
@@ -260,6 +264,7 @@ def spawn_localgen(*args: str, env: dict[str, str], cwd: Path = REPO_ROOT, limit
     tests/zygote.py as run_localgen's are (in a session of its own, the pty its controlling terminal), started
     afresh otherwise; limits as run_localgen's."""
     command = [sys.executable, "-m", "localgen", *args]
+    seed_bundled_verified(env)
     with _free_zygote(env) as zygote:
         if zygote is not None:
             return ForkedSpawn(functools.partial(zygote.spawn_pty, limits=limits or {}), command[0], command[1:],
@@ -273,6 +278,8 @@ def popen_localgen(command: list[str], **options: Any) -> subprocess.Popen:
     folder, an environment and their encoding, with its child forked by tests/zygote.py as run_localgen's are (a
     real pid, which signals reach, its exit status as Popen gives it), started afresh otherwise."""
     env = options.get("env")
+    if command[:3] == [sys.executable, "-m", "localgen"]:
+        seed_bundled_verified(os.environ if env is None else env)
     if command[:3] == [sys.executable, "-m", "localgen"] and options.keys() <= FORKED_POPEN_OPTIONS:
         with _free_zygote(dict(os.environ if env is None else env)) as zygote:
             if zygote is not None:

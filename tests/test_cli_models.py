@@ -341,6 +341,7 @@ def test_models_show_of_an_entry_not_downloaded_gives_what_the_entry_says(hub: t
     assert server.requests == [], "models show never downloads"
 
 
+@pytest.mark.first_use
 def test_a_file_another_tool_downloaded_is_marked_and_named(hub: tuple[HubServer, dict[str, str]],
                                                            tmp_path: Path) -> None:
     server, env = hub
@@ -943,6 +944,7 @@ def test_models_show_json_gives_the_load_plan_as_fit_json_gives_it(home: Path) -
     assert f"load plan:       does not fit: {refused['problem']}\n" in said, said
 
 
+@pytest.mark.first_use
 def test_models_json_says_a_bundled_file_not_checked_yet_is_null_then_true_as_models_show_does(home: Path) -> None:
     """models --json said `"verified": false` of the bundled file until a run or models show had checked it, where
     models show --json said true of the same file: not checked yet is null, and once checked both say true."""

@@ -227,3 +227,30 @@ def test_a_chat_forked_by_the_zygote_imports_none_of_the_modules_its_answer_show
     imported = json.loads(report.read_text())
     assert child.exitstatus == 0 and [name for name in imported if name.startswith(("localgen", "rich.markdown",
                                                                                      "markdown_it"))] == [], imported
+
+
+def _bundled_verified(home: Path) -> list[bool | None]:
+    """What `models --json` says of the bundled file's check in the localgen home home."""
+    from tests.conftest import run_localgen
+
+    listed = run_localgen("models", "--json", env={"LOCALGEN_HOME": str(home), "LOCALGEN_OFFLINE": "1"})
+    assert listed.returncode == 0, listed.err
+    return [row["verified"] for row in json.loads(listed.out)]
+
+
+def test_a_fresh_home_holds_the_bundled_model_checked_as_localgen_records_it(tmp_path: Path) -> None:
+    from tests.bundled_verified import bundled_marker
+
+    assert _bundled_verified(tmp_path / "home") == [True]
+    where, text = bundled_marker()
+    assert (tmp_path / "home" / "cache" / where).read_bytes() == text
+    assert ((tmp_path / "home" / "cache" / where).stat().st_mode & 0o777) == 0o600
+    made = tmp_path / "made"
+    (made / "cache").mkdir(parents=True)
+    assert _bundled_verified(made) == [None], "a cache folder the test made is left as it is"
+
+
+@pytest.mark.first_use
+def test_a_fresh_home_of_a_first_use_test_holds_no_record_of_the_bundled_model(tmp_path: Path) -> None:
+    assert _bundled_verified(tmp_path / "home") == [None]
+    assert not (tmp_path / "home" / "cache" / "verified").exists()

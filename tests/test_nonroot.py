@@ -326,6 +326,7 @@ def test_chat_command_meeting_a_folder_it_cannot_enter_says_so_not_an_internal_e
     assert chat.exitstatus == 0
 
 
+@pytest.mark.first_use
 def test_offline_run_says_a_verification_record_it_cannot_read_is_there(hub: tuple[HubServer, dict[str, str]]) -> None:
     """An offline run of a download whose verification record cannot be read (another user's: a pull under sudo)
     says the record is there and cannot be read, naming it, where it said localgen had not verified the file."""

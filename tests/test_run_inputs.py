@@ -471,6 +471,7 @@ def test_print_prompt_shows_the_bos_token_the_tokenizer_adds(tmp_path: Path, bun
     assert printed_prompt("--raw", "Hello") == "Hello", "the bundled model adds none"
 
 
+@pytest.mark.first_use
 def test_print_prompt_is_refused_for_a_conversation(tmp_path: Path) -> None:
     result = run_localgen("run", "--print-prompt", "--conversation", "notes", "hi",
                           env={"LOCALGEN_HOME": str(tmp_path / "home")})
