@@ -3,8 +3,9 @@ home before a test's localgen first uses it: there, a first use would hash the 9
 homes are made hundreds of times a run). A test of that first-use check itself, or of what a fresh home holds, is
 marked `first_use` and gets its homes as localgen finds them on a machine: the bundled file not checked yet.
 
-A home is fresh where LOCALGEN_HOME names a folder of this user's (or one not made yet) without a cache folder: what a
-test put there stays as the test made it, and a home a test gave another user is left alone."""
+A home is fresh where LOCALGEN_HOME names a folder without a cache folder, of this user's and with a mode that lets the
+user write to it (or, where it is not made yet, the nearest folder above it is so): what a test put there stays as the
+test made it, and a home a test gave another user or took the user's own rights to is left alone."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import contextlib
 import dataclasses
 import functools
 import os
+import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -62,7 +64,8 @@ def seed_bundled_verified(env: Mapping[str, str]) -> None:
         return
     cache = Path(home) / "cache"
     with contextlib.suppress(OSError):  # whatever is in the way, localgen meets it as the test made it
-        if os.path.lexists(cache) or (os.path.lexists(home) and not _own_folder(Path(home))):
+        nearest = next(folder for folder in (Path(home), *Path(home).parents) if os.path.lexists(folder))
+        if os.path.lexists(cache) or not _own_folder(nearest):
             return
         where, text = bundled_marker()
         marker = cache / where
@@ -73,6 +76,6 @@ def seed_bundled_verified(env: Mapping[str, str]) -> None:
 
 
 def _own_folder(path: Path) -> bool:
-    """True where path is a folder (not a link) of this user's."""
+    """True where path is a folder (not a link) of this user's that its mode lets the user read, enter and write."""
     info = path.lstat()
-    return os.path.isdir(path) and not path.is_symlink() and info.st_uid == os.getuid()
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and info.st_mode & 0o700 == 0o700

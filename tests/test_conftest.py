@@ -239,7 +239,7 @@ def _bundled_verified(home: Path) -> list[bool | None]:
 
 
 def test_a_fresh_home_holds_the_bundled_model_checked_as_localgen_records_it(tmp_path: Path) -> None:
-    from tests.bundled_verified import bundled_marker
+    from bundled_verified import bundled_marker  # conftest's (tests/ is on the path), made once a run
 
     assert _bundled_verified(tmp_path / "home") == [True]
     where, text = bundled_marker()

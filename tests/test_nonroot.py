@@ -17,7 +17,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests.conftest import REPO_ROOT, run_localgen
+from tests.conftest import REPO_ROOT, run_localgen, seed_bundled_verified
 from tests.hub_server import HubServer, make_gguf_bytes, run_cli
 from tests.test_repl import TIMEOUT, _env
 
@@ -42,6 +42,7 @@ def run_unprivileged(home: Path, *args: str, **env: str) -> subprocess.Completed
 
 def run_unprivileged_in(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """`python -m localgen ARGS` with env as its whole environment, where file permissions bind."""
+    seed_bundled_verified(env)
     return subprocess.run(unprivileged([sys.executable, "-m", "localgen", *args]), env=env, text=True,
                           capture_output=True, timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
 
@@ -50,6 +51,7 @@ def spawn_unprivileged_chat(home: Path, *args: str) -> pexpect.spawn:
     """`localgen chat ARGS` offline in a pty with LOCALGEN_HOME home, where file permissions bind."""
     command = unprivileged([sys.executable, "-m", "localgen", "chat", *args])
     env = {**_env(home, columns=COLUMNS), "LOCALGEN_OFFLINE": "1"}
+    seed_bundled_verified(env)
     return pexpect.spawn(command[0], command[1:], env=env, cwd=str(REPO_ROOT), encoding="utf-8",
                          codec_errors="replace", timeout=TIMEOUT, dimensions=(30, COLUMNS))
 
