@@ -15,6 +15,7 @@ import functools
 import os
 import stat
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -33,18 +34,32 @@ def bundled_verified_unless_first_use(request: pytest.FixtureRequest) -> Iterato
     _seeding = True
 
 
-@functools.cache
-def bundled_marker() -> tuple[Path, bytes]:
+def bundled_marker() -> tuple[Path, bytes] | None:
     """Where, under a localgen cache folder, the bundled model's verification marker lives, and its bytes, as
-    localgen's own check (verify_file, against the built-in entry's sha256 and size) writes them."""
+    localgen's own check (verify_file, against the built-in entry's sha256 and size) writes them, made once (a
+    test's threads may ask at once); None without the bundled model's package."""
+    with _making:
+        return _bundled_marker()
+
+
+_making = threading.Lock()
+
+
+@functools.cache
+def _bundled_marker() -> tuple[Path, bytes] | None:
+    """bundled_marker's answer, made."""
     from localgen import config
     from localgen.catalog import builtin_bundled_file
+    from localgen.errors import LocalgenError
     from localgen.registry import load_registry
     from localgen.verify import _marker_path, verify_file
 
     registry = load_registry()
     spec = registry.get(registry.default_model)
-    path = builtin_bundled_file()
+    try:
+        path = builtin_bundled_file()
+    except LocalgenError:  # not installed: no run finds the file to check
+        return None
     kept = config._settings
     with tempfile.TemporaryDirectory() as cache:
         config._settings = dataclasses.replace(config.settings(), cache_dir=Path(cache))
@@ -67,7 +82,10 @@ def seed_bundled_verified(env: Mapping[str, str]) -> None:
         nearest = next(folder for folder in (Path(home), *Path(home).parents) if os.path.lexists(folder))
         if os.path.lexists(cache) or not _own_folder(nearest):
             return
-        where, text = bundled_marker()
+        made = bundled_marker()
+        if made is None:
+            return
+        where, text = made
         marker = cache / where
         marker.parent.mkdir(parents=True)
         descriptor = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -242,7 +242,9 @@ def test_a_fresh_home_holds_the_bundled_model_checked_as_localgen_records_it(tmp
     from bundled_verified import bundled_marker  # conftest's (tests/ is on the path), made once a run
 
     assert _bundled_verified(tmp_path / "home") == [True]
-    where, text = bundled_marker()
+    made = bundled_marker()
+    assert made is not None
+    where, text = made
     assert (tmp_path / "home" / "cache" / where).read_bytes() == text
     assert ((tmp_path / "home" / "cache" / where).stat().st_mode & 0o777) == 0o600
     made = tmp_path / "made"
