@@ -33,10 +33,13 @@ def own_descriptor(name: str) -> int | None:
 
 
 def _descriptor_name(name: str) -> re.Match[str] | None:
-    """The match of name, its path made plain (/dev/./stdout, //dev/fd/1), against the names of descriptors."""
+    """The match of name against the names of descriptors, its directory resolved as the kernel resolves it as the
+    file opens (/dev/./stdout and //dev/fd/1 name descriptors; /dev/fd/../stdin does not: /dev/fd links to
+    /proc/self/fd, so it is /proc/self/stdin, which is no file)."""
     if not name.startswith("/"):
         return None
-    return _DESCRIPTOR_NAME.fullmatch("/" + os.path.normpath(name).lstrip("/"))
+    directory, base = os.path.split(name)
+    return _DESCRIPTOR_NAME.fullmatch(os.path.join(os.path.realpath(directory), base))
 
 
 def names_stdin(name: str) -> bool:

@@ -226,6 +226,23 @@ def test_stdin_asked_for_twice_is_a_one_line_error(args: tuple[str, ...], messag
     assert result.err == f"localgen: error: {message}\n"
 
 
+def test_a_name_reaching_stdin_through_dev_fd_s_parent_is_stdin_as_the_kernel_opens_it() -> None:
+    """/dev/fd links to /proc/self/fd, so /dev/fd/../../self/fd/0 opens stdin: with -f - too it was read twice."""
+    result = run_localgen("run", "--print-prompt", "-f", "/dev/fd/../../self/fd/0", "-f", "-", "hi", stdin=b"piped")
+    assert result.returncode == 2 and result.out == "", result.err
+    assert result.err == ("localgen: error: -f /dev/fd/../../self/fd/0 and -f - both read stdin, which is read once "
+                          "(hint: give one of them)\n")
+
+
+def test_dev_fd_s_parent_s_stdin_is_no_file_even_with_stdin_closed() -> None:
+    """/dev/fd/../stdin is /proc/self/stdin, no file: it was said to have nothing to read as stdin is closed."""
+    closed = subprocess.run([sys.executable, "-m", "localgen", "run", "-f", "/dev/fd/../stdin", "hi"],
+                            capture_output=True, text=True, timeout=120, cwd=REPO_ROOT, preexec_fn=lambda: os.close(0))
+    assert closed.returncode == 2 and closed.stdout == "", closed.stderr
+    assert closed.stderr == ("localgen: error: no such file: /dev/fd/../stdin (hint: check the path given to "
+                             "-f/--file)\n")
+
+
 def test_chat_takes_its_system_prompt_from_a_file_even_a_slow_pipe(tmp_path: Path) -> None:
     fifo = tmp_path / "system.fifo"
     os.mkfifo(fifo)
