@@ -17,7 +17,7 @@ from localgen.console import PrefillStatus, TextOutput, without_prefill_progress
 from localgen.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, LocalgenError
 from localgen.events import Event, Finished, TextChunk
 from localgen.interrupt_echo import ECHOES, key_echo_held
-from localgen.output_writes import WriteGivenUp, end_writes_on
+from localgen.output_writes import RecordRoom, WriteGivenUp, end_writes_on
 from localgen.runner import LoadedModel
 from localgen.signals import (
     ANSWER_ENDING_SIGNALS,
@@ -44,6 +44,7 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
     pipe_closed = texted = False
     closed_by: BrokenPipeError | None = None
     status = PrefillStatus(sys.stderr)
+    record_room = RecordRoom.of_stdout() if output is None else None  # streamed text's writes fail as they come
     with StopOnSignal(engine.request_stop, signals=(signal.SIGINT, *ANSWER_ENDING_SIGNALS),
                       ending=ANSWER_ENDING_SIGNALS, reset=engine.clear_stop, ended=end_writes_on) as signals, \
             watching_the_reader(sys.stdout, engine.request_stop) as reader, \
@@ -52,6 +53,8 @@ def stream_to_stdout(loaded: LoadedModel, start: Callable[[], Iterator[Event]],
         try:
             for event in without_prefill_progress(events, status):
                 texted = texted or isinstance(event, TextChunk)
+                if isinstance(event, TextChunk) and record_room is not None:
+                    record_room.add(event.text)
                 if isinstance(event, TextChunk) and output is not None and not pipe_closed:
                     try:
                         output.write(event.text)

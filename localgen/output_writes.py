@@ -10,6 +10,7 @@ import resource
 import select
 import signal
 import stat
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,6 +31,7 @@ class WriteGivenUp(BrokenPipeError):
         self.signum = signum
 
 
+ROOM_CHECK_SECONDS = 0.5  # how often a --json answer's growing text is held against the room its file has left
 _ending: int | None = None  # the signal ending the program, once it has come
 _wait_left = 0.0  # how long writes may still wait on their reader once it has come (set as it comes)
 _writing = False  # the main thread's write is under way (signal handlers run in that thread alone)
@@ -278,30 +280,65 @@ _STDOUT_HINTS = {errno.EFBIG: f"the file it goes to has reached a size limit {SI
                  errno.EBADF: "stdout is open for reading only (1< FILE): send the output to a file with > FILE"}
 
 
-def file_refusal(fd: int) -> LocalgenError | None:
-    """The error for a regular file fd goes to that no write can add to, found before anything is written: at the
-    process's file size limit (`ulimit -f`: every write past it fails), or on a file system with no block free for
-    it to grow into (the room a last block leaves, or space set aside for it, is written into, and not refused);
-    None where a write may go in, or where it cannot be told (a pipe, a terminal, a file system that gives no
-    counts)."""
+def file_refusal(fd: int, needed: int = 0) -> LocalgenError | None:
+    """The error for a regular file fd goes to that cannot take needed more bytes (0: any), found before they are
+    written: past the process's file size limit (`ulimit -f`: every write past it fails), or on a file system with
+    too few blocks free for it to grow into (the room a last block leaves, or space set aside for it, is written
+    into, and not refused); None where they may go in, or where it cannot be told (a pipe, a terminal, a file system
+    that gives no counts)."""
     try:
         status = os.fstat(fd)
         if not stat.S_ISREG(status.st_mode):
             return None
         at = status.st_size if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND else os.lseek(fd, 0, os.SEEK_CUR)
         limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-        if limit != resource.RLIM_INFINITY and at >= limit:
-            return LocalgenError(f"cannot write to stdout: {os.strerror(errno.EFBIG)}: {_file_name(fd)} has reached "
-                                 f"the size limit on files this process writes ({limit:,} bytes)",
+        if limit != resource.RLIM_INFINITY and at + max(needed, 1) > limit:
+            reached = f"has reached the size limit on files this process writes ({limit:,} bytes)" if at >= limit \
+                else f"has no room for the answer ({needed:,} bytes so far) under the size limit on files this " \
+                     f"process writes ({limit:,} bytes)"
+            return LocalgenError(f"cannot write to stdout: {os.strerror(errno.EFBIG)}: {_file_name(fd)} {reached}",
                                  hint="raise it with `ulimit -f`, or send the output elsewhere")
         space = os.fstatvfs(fd)
     except (OSError, ValueError):
         return None
-    free = space.f_bfree if may_use_reserved_blocks() else space.f_bavail
-    if not space.f_blocks or free or at < status.st_size or status.st_blocks * 512 > at:
+    free = (space.f_bfree if may_use_reserved_blocks() else space.f_bavail) * space.f_frsize
+    allocated = max(status.st_blocks * 512, status.st_size)  # written over, or set aside for it, without a new block
+    if not space.f_blocks or free + allocated - at >= max(needed, 1):
         return None
+    what = "has no free space" if not needed else f"has no room left for the answer ({needed:,} bytes so far)"
     return LocalgenError(f"cannot write to stdout: {os.strerror(errno.ENOSPC)}: the file system of {_file_name(fd)} "
-                         "has no free space", hint=_STDOUT_HINTS_DEFAULT)
+                         f"{what}", hint=_STDOUT_HINTS_DEFAULT)
+
+
+class RecordRoom:
+    """The room left for a record written whole once the answer ends (--json) in the regular file stdout goes to,
+    looked at as the answer's text grows (every ROOM_CHECK_SECONDS at most): a disk that fills, or a `ulimit -f` the
+    text outgrows, stops the answer then, not once it has all been generated."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._bytes = 0
+        self._next_check = 0.0
+
+    @classmethod
+    def of_stdout(cls) -> RecordRoom | None:
+        """A RecordRoom for stdout where it is a regular file; None otherwise (a pipe, a terminal, closed)."""
+        try:
+            fd = sys.stdout.fileno()
+            return cls(fd) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+        except (OSError, ValueError, AttributeError):
+            return None
+
+    def add(self, text: str) -> None:
+        """Count text into the record; the LocalgenError of file_refusal where the file has no room left for it."""
+        self._bytes += len(text.encode("utf-8", errors="surrogatepass"))
+        now = time.monotonic()
+        if now < self._next_check:
+            return
+        self._next_check = now + ROOM_CHECK_SECONDS
+        refusal = file_refusal(self._fd, self._bytes)
+        if refusal is not None:
+            raise refusal
 
 
 CAP_SYS_RESOURCE = 24  # the capability that lets a process write into a file system's blocks set aside (ext4's)
