@@ -129,3 +129,37 @@ def test_under_an_address_space_limit_the_whole_context_is_allocated_at_load(bun
                         if which == resource.RLIMIT_AS else real(which))
     with _growing_engine(bundled_model, monkeypatch) as eng:
         assert lc.llama_n_ctx(eng._ctx) == 512
+
+
+_FIRST_BATCH_BEYOND_LIMIT = """
+import resource, sys
+from pathlib import Path
+from localgen.engine import Engine
+from localgen.errors import LocalgenError
+from localgen.memory_limits import data_in_use
+from localgen.params import LoadOptions, SamplingParams
+engine = Engine(Path(sys.argv[1]), LoadOptions(n_ctx=1024, n_batch=512, n_ubatch=512, n_threads=2, n_threads_batch=2))
+resource.setrlimit(resource.RLIMIT_DATA, (data_in_use() + 4 * 2**20, resource.RLIM_INFINITY))
+try:
+    for _ in engine.generate(list(range(1000, 1400)), SamplingParams(temperature=0.0)):
+        pass
+except LocalgenError as exc:
+    print(exc.message, "|", exc.hint)
+"""
+
+
+def test_a_first_batch_beyond_the_memory_left_is_refused_not_aborted(bundled_model: Path) -> None:
+    """Memory taken after the context was made (4 MiB left under `ulimit -d`) left too little for the first batch's
+    work buffer and threads: llama.cpp's bad_alloc aborted the process (status 134) with no word of localgen's."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    result = subprocess.run([sys.executable, "-c", _FIRST_BATCH_BEYOND_LIMIT, str(bundled_model)], capture_output=True,
+                            text=True, timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("not enough memory is left to evaluate the prompt: its first batch takes "), \
+        result.stdout
+    assert result.stdout.endswith("leaves 4.0 MiB | try a smaller --batch-size or --ubatch-size, fewer --threads, or "
+                                  "raise `ulimit -d`\n"), result.stdout

@@ -12,7 +12,7 @@ from localgen.engine.abort import StopBetweenNodes, node_stopper
 from localgen.engine.chunks import AHEAD_CHUNK, chunk_bounds
 from localgen.engine.decoding import Decoding
 from localgen.engine.facts import read_facts
-from localgen.engine.growth import first_cells
+from localgen.engine.growth import first_batch_beyond_memory_limit, first_cells
 from localgen.engine.kv import KvCache
 from localgen.engine.loading import load_weights, new_context, new_draft_batch
 from localgen.engine.native import lc, library_build
@@ -63,6 +63,7 @@ class Engine(Decoding):
             self._one_token = (lc.llama_token * 1)()
             self._one_batch = lc.llama_batch_get_one(self._one_token, 1)
             self._stop_requested = False
+            self._batch_room_checked = False  # whether the first batch's room was looked at, or a batch ran (growth)
             self._last_use: object | None = None  # the generation that used the engine last (see generate())
             self._ahead_from: int | None = None  # where the prompt computed by prefill_ahead() begins
             exact_from = count_matters_from(options.flash_attention, options.kv_type)
@@ -310,6 +311,7 @@ class Engine(Decoding):
                     lc.llama_set_n_threads(self._ctx, lc.llama_n_threads(self._ctx),
                                            ahead_threads(self._batch_threads(self.decode_threads)))
                     status = self._kv.evaluate(prompt[begin:end])
+                    self._batch_room_checked = True  # a batch ran: its threads and work buffer are mapped
                     stopper.raise_caught()
                     if status != 0:
                         if status != ABORTED:
@@ -341,6 +343,11 @@ class Engine(Decoding):
         total = len(prompt)
         chunks = list(chunk_bounds(start, total, self.n_ubatch, self.n_batch))
         computing = 0.0
+        if chunks and not self._batch_room_checked:  # past a memory limit, llama.cpp's first batch aborts the process
+            refusal = first_batch_beyond_memory_limit(self.options, self.path)
+            if refusal is not None:
+                raise refusal
+            self._batch_room_checked = True
         if len(chunks) > 1:
             yield PrefillProgress(done=0, total=total - start)
         for begin, end in chunks:

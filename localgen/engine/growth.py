@@ -6,9 +6,9 @@ import resource
 from pathlib import Path
 
 from localgen.errors import LocalgenError, ModelLoadError
-from localgen.estimate import allocated_context, estimate_memory, kv_cache_bytes, read_shape
+from localgen.estimate import ModelShape, allocated_context, estimate_memory, kv_cache_bytes, read_shape
 from localgen.hardware import repacked_weight_types
-from localgen.memory_limits import data_in_use, data_limit, least_room, thread_stacks_bytes
+from localgen.memory_limits import NEAR_THE_LIMIT_BYTES, data_in_use, data_limit, least_room, thread_stacks_bytes
 from localgen.params import LoadOptions
 from localgen.units import binary_size
 
@@ -17,6 +17,7 @@ DATA_MARGIN_BYTES = 128 * 1024 * 1024  # what else a chat may map under `ulimit 
 # what the process maps between making the context and its first batch (the prompt's template and tokens, the
 # sampler): a context that leaves less is refused, where the first batch's bad_alloc aborted the process
 FIRST_BATCH_MARGIN_BYTES = 16 * 1024 * 1024
+CACHE_LINE_BYTES = 64  # ggml-cpu's work buffer holds one for each thread beside the converted activations
 
 
 def first_cells(options: LoadOptions, whole: int, path: Path) -> int:
@@ -61,7 +62,7 @@ def context_beyond_memory_limit(options: LoadOptions, path: Path, cells: int) ->
 
     llama.cpp fails cleanly where the KV cache or the compute buffer cannot be allocated, but aborts the process
     where the scheduler's context between them cannot (ggml_init's GGML_ASSERT), or ggml-cpu's work buffer or a
-    thread's stack in the first batch (a bad_alloc): its refusal must come before.
+    thread's stack in the first batch (a bad_alloc, first_batch_bytes): its refusal must come before.
     """
     if options.n_gpu_layers != 0:  # offloaded, the cache and buffers are the GPU's
         return None
@@ -75,14 +76,44 @@ def context_beyond_memory_limit(options: LoadOptions, path: Path, cells: int) ->
     n_ubatch = min(options.n_ubatch, options.n_batch)
     context = estimate_memory(shape, n_ctx=cells, kv_type=options.kv_type, n_ubatch=n_ubatch,
                               flash_attn=options.flash_attention)
-    needed = context.context_bytes + thread_stacks_bytes(max(options.n_threads, options.n_threads_batch)) + \
-        FIRST_BATCH_MARGIN_BYTES
+    needed = context.context_bytes + first_batch_bytes(options, shape) + FIRST_BATCH_MARGIN_BYTES
     if needed <= room.free:
         return None
     return ModelLoadError(f"could not create a context of {options.n_ctx} tokens for {path.name}: its KV cache and "
                           f"compute buffers take {binary_size(needed)} or more, and `{room.name}` of "
                           f"{binary_size(room.limit)} leaves {binary_size(max(room.free, 0))}",
                           hint=smaller_context_hint(options, room.name))
+
+
+def first_batch_bytes(options: LoadOptions, shape: ModelShape) -> int:
+    """What a context's first batch maps beyond its KV cache and compute buffers: the stacks of the threads that
+    compute it, and ggml-cpu's work buffer, where the activations are converted to the weights' type for their
+    products (2 bytes an element at most, of the widest layer input: the feed-forward's, n_ubatch tokens of it)."""
+    threads = max(options.n_threads, options.n_threads_batch)
+    work = 2 * max(shape.n_ff, shape.n_embd) * min(options.n_ubatch, options.n_batch) + CACHE_LINE_BYTES * threads
+    return thread_stacks_bytes(threads) + work
+
+
+def first_batch_beyond_memory_limit(options: LoadOptions, path: Path) -> LocalgenError | None:
+    """The refusal of a context's first batch (on the CPU) where `ulimit -d` or `ulimit -v` leaves less than it maps
+    (first_batch_bytes): llama.cpp aborts the process where its work buffer cannot be allocated (a bad_alloc), and
+    memory taken since the context was made (a prompt read, a prompt cache restored) may leave less than its check
+    saw; None where it may fit, or where no limit is set or it cannot be told."""
+    if options.n_gpu_layers != 0 or all(resource.getrlimit(which)[0] == resource.RLIM_INFINITY
+                                        for which in (resource.RLIMIT_DATA, resource.RLIMIT_AS)):
+        return None
+    try:
+        room = least_room()
+        shape = read_shape(path)
+    except (OSError, ValueError, LocalgenError):  # no /proc, or a header llama.cpp judged
+        return None
+    needed = first_batch_bytes(options, shape) + NEAR_THE_LIMIT_BYTES  # what else the batch maps (its threads' heaps)
+    if room is None or needed <= room.free:
+        return None
+    return LocalgenError(f"not enough memory is left to evaluate the prompt: its first batch takes "
+                         f"{binary_size(needed)} or more, and `{room.name}` of {binary_size(room.limit)} leaves "
+                         f"{binary_size(max(room.free, 0))}",
+                         hint=f"try a smaller --batch-size or --ubatch-size, fewer --threads, or raise `{room.name}`")
 
 
 def smaller_context_hint(options: LoadOptions, limit: str | None = None) -> str:
