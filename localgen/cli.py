@@ -439,10 +439,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(flush_stdout(without_traceback(lambda: complete(app, COMPLETE_VAR))))
     with exit_on_signals():  # SIGTERM or SIGHUP while downloading or loading: cleanups run, partial files go
         args = sys.argv[1:] if argv is None else argv
-        if not args and not (console.is_terminal(sys.stdin) and console.is_terminal(sys.stdout)):
-            from localgen.cli_extra_words import no_command_error
+        if not args and not console.is_terminal(sys.stdin):  # text piped in, `run` forgotten: not dropped silently
+            from localgen.cli_bare import no_command_error
 
-            console.error(*no_command_error(stdin_piped=not console.is_terminal(sys.stdin)))
+            console.error(*no_command_error())
             sys.exit(EXIT_USAGE)
         code = run_app(app, _help_as_option(_resume_without_value(args)), help_asked=args[:1] == ["help"])
     sys.exit(flush_stdout(code))

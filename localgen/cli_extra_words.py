@@ -1,6 +1,6 @@
 """Hints for words left over on run's and chat's command lines: a model named where the prompt goes (Ollama's
 `run MODEL "prompt"`), a prompt split into words, stdin's - after the prompt, a prompt given to chat; and the command
-line such a hint suggests. And the error for no words at all off a terminal (`run` forgotten)."""
+line such a hint suggests."""
 
 from __future__ import annotations
 
@@ -162,11 +162,3 @@ def _model_name_given(words: list[str]) -> str | None:
     if word.lower().endswith(".gguf") or hub_repo or hub_address or names_a_model(word, settings().user_registry):
         return word
     return None
-
-
-def no_command_error(*, stdin_piped: bool) -> tuple[str, str]:
-    """The error, and its hint, for `localgen` alone where stdin or stdout is not a terminal (`echo text | localgen >
-    out.txt`, `run` forgotten): the help would go where the answer was meant to, and what was piped in be dropped."""
-    lost = "reads nothing from stdin" if stdin_piped else "writes its help to a terminal only"
-    return (f"no command given: localgen alone {lost}",
-            'answer a prompt with `... | localgen run "PROMPT"`; `localgen --help` lists the commands')

@@ -926,22 +926,36 @@ def test_no_arguments_on_a_terminal_print_the_help_once() -> None:
     assert child.exitstatus == 0 and shown.count("Usage: localgen") == 1, shown
 
 
-def test_no_command_at_a_terminal_with_stdout_in_a_file_writes_no_help_there(tmp_path: Path) -> None:
+def test_no_command_typed_at_a_terminal_prints_the_help_into_a_pipe(tmp_path: Path) -> None:
+    """`localgen | less`: stdin is the terminal, so nothing piped in is dropped; the help goes to the pager."""
     import pexpect
 
     out = tmp_path / "out.txt"
-    child = pexpect.spawn("bash", ["-c", f"{sys.executable} -m localgen > {out}"], cwd=str(REPO_ROOT),
+    child = pexpect.spawn("bash", ["-c", f"{sys.executable} -m localgen | cat > {out}; echo code=${{PIPESTATUS[0]}}"],
+                          cwd=str(REPO_ROOT), dimensions=(24, 200),
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, encoding="utf-8", timeout=60)
+    said = child.read()
+    child.wait()
+    assert said.strip() == "code=0" and out.read_text().count("Usage: localgen") == 1, said
+
+
+def test_no_command_with_text_piped_in_is_refused_on_a_terminal_too() -> None:
+    """`echo text | localgen`: what was piped in would be dropped, whatever stdout is."""
+    import pexpect
+
+    child = pexpect.spawn("bash", ["-c", f"echo text | {sys.executable} -m localgen"], cwd=str(REPO_ROOT),
                           dimensions=(24, 200),
                           env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, encoding="utf-8", timeout=60)
     said = child.read()
     child.wait()
-    assert child.exitstatus == 2 and out.read_text() == "", said
-    assert "no command given: localgen alone writes its help to a terminal only" in " ".join(said.split()), said
+    assert child.exitstatus == 2 and "Usage:" not in said, said
+    assert "no command given: localgen alone reads nothing from stdin" in said, said
 
 
 @pytest.mark.parametrize("stdin", [b"Summarize: text\n", None], ids=["piped", "dev-null"])
 def test_no_command_off_a_terminal_is_refused_with_the_run_that_answers(stdin: bytes | None) -> None:
-    """`echo text | localgen > out.txt` (run forgotten) wrote the help into out.txt and dropped what was piped in."""
+    """`echo text | localgen > out.txt` (run forgotten) wrote the help into out.txt and dropped what was piped in;
+    stdout a terminal or not, stdin decides."""
     result = run_localgen(stdin=stdin)
     assert result.returncode == 2 and result.out == "", result.out
     assert result.err == ("localgen: error: no command given: localgen alone reads nothing from stdin (hint: answer a "
