@@ -142,7 +142,6 @@ class StopMatcher:
         return held
 
 
-
 class TrailingBlank:
     """Holds back the blank space at the end of the text so far, given out once other text follows it: the space a
     JSON schema's grammar allows after a value, left out where the answer ends there (off: text passes as it is)."""
