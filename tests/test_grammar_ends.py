@@ -53,3 +53,12 @@ def test_a_json_schema_answer_ends_without_the_space_its_grammar_allows_after_it
     assert printed.returncode == 0 and printed.out == "[1]\n", (printed.out, printed.err)
     recorded = run_localgen("run", "--json", "--json-schema", schema, *GREEDY, "Give 3 and 5 as a JSON array.")
     assert json.loads(recorded.out)["text"] == "[1]", recorded.out
+
+
+def test_a_json_schema_answer_n_stops_just_after_its_value_s_space_ends_with_its_value() -> None:
+    """-n 4 stops right after the space the greedy answer takes after `[1]`: complete, so left out all the same."""
+    schema = json.dumps({"type": "array", "items": {"type": "integer"}, "maxItems": 2})
+    result = run_localgen("run", "--json", "--json-schema", schema, "-n", "4", *GREEDY, "Give 3 and 5 as a JSON array.")
+    assert result.returncode == 0 and result.err == "", result.err
+    record = json.loads(result.out)
+    assert (record["text"], record["finish_reason"], record["grammar_complete"]) == ("[1]", "length", True), record

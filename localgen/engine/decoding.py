@@ -106,13 +106,12 @@ class Decoding(ModelView):
             tail = stops.feed(decoder.decode(b"", final=True))  # (one a limit or Ctrl-C cut short is dropped)
         tail += stops.flush() if stops.matched is None else ""  # held back: no stop string came, or one does now
         finish = "stop" if stops.matched is not None and finish != "interrupted" else finish  # Ctrl-C stays said
-        ended = finish == "stop" and stops.matched is None  # by the model, where the grammar was complete
-        tail = blank.feed(tail) + ("" if ended else blank.flush())
+        stop_string = stops.matched if finish == "stop" else None  # a Ctrl-C's answer names none
+        complete = sampler.grammar_complete(vocab) if stop_string is None else None  # a stop string cut its text
+        tail = blank.feed(tail) + ("" if complete and stops.matched is None else blank.flush())  # a value's end
         if tail:
             parts.append(tail)
             yield TextChunk(tail)
-        stop_string = stops.matched if finish == "stop" else None  # a Ctrl-C's answer names none
-        complete = sampler.grammar_complete(vocab) if stop_string is None else None  # a stop string cut its text
         yield DecodeResult("".join(parts), finish, generated, first_token_at, last_token_at, stop_string, complete)
 
     def _step(self, sampler: Sampler, token: int) -> list[int]:
