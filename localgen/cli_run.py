@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from localgen.events import Event, Finished
     from localgen.input_text import TextBound
     from localgen.inputs import InputFile
-    from localgen.params import GenerationLimits, SamplingParams
+    from localgen.params import GenerationLimits, Grammar, SamplingParams
     from localgen.runner import LoadedModel
 
 
@@ -362,16 +362,16 @@ def run_context_end_help(engine: Engine) -> str:
 
 
 def report_after_run(completion: Finished, *, json_output: bool, stats: bool, context_help: str,
-                     limit_source: str = GIVEN_LIMIT, stops: str | None = None, constraint: str | None = None) -> None:
+                     limit_source: str = GIVEN_LIMIT, stops: str | None = None, grammar: Grammar | None = None) -> None:
     """The notes on stderr once the answer is out: why it stopped early (a token limit named by where it came from,
     token_limit_source, and said for -n given on the command line with --stats alone, as asked for; the end of the
     context, with context_help: run_context_end_help), an empty answer and why (stops: where the stop strings came from,
-    --stop or models.toml), reasoning left out, and --stats; then the error for an answer cut short before the grammar
-    of its constraint (--grammar, --json-schema) could end (grammar_cut_error)."""
+    --stop or models.toml), reasoning left out, and --stats; then the error for an answer that stopped before its
+    grammar (--grammar, --json-schema) could end (grammar_cut_error)."""
     from localgen import console
 
     note = console.finish_note(completion, limit_source=limit_source, context_help=context_help)
-    cut = grammar_cut_error(completion, constraint, limit_source=limit_source, context_help=context_help)
+    cut = grammar_cut_error(completion, grammar, limit_source=limit_source, context_help=context_help)
     asked = completion.finish_reason == "length" and limit_source == GIVEN_LIMIT and not stats
     if note and completion.finish_reason != "interrupted" and not json_output and not asked and cut is None:
         console.say(f"localgen: {note}")  # --json: finish_reason; a cut grammar: its error
@@ -389,24 +389,24 @@ def report_after_run(completion: Finished, *, json_output: bool, stats: bool, co
         raise cut
 
 
-def grammar_cut_error(completion: Finished, constraint: str | None, *, limit_source: str,
+def grammar_cut_error(completion: Finished, grammar: Grammar | None, *, limit_source: str,
                       context_help: str) -> LocalgenError | None:
-    """The error for an answer that a token limit or the context's end stopped before the grammar of its constraint
-    (--grammar, --json-schema) could end, which a script must not take as an answer in it; None otherwise."""
-    from localgen.errors import LocalgenError
-    from localgen.params import SCHEMA_SOURCE
+    """The error for an answer that a token limit or the context's end stopped before its grammar could end, which a
+    script must not take as an answer in it (a stop string's cut is not checked); None otherwise."""
     from localgen.units import counted
 
-    if constraint is None or completion.grammar_complete is not False or \
-            completion.finish_reason not in ("length", "context"):
+    if grammar is None or completion.grammar_complete is not False:
         return None
     if completion.finish_reason == "length":
         where = f"at the limit of {counted(completion.usage.completion_tokens, 'token')} ({limit_source})"
         hint = f"give a larger {GIVEN_LIMIT}" + ("" if limit_source == GIVEN_LIMIT else ", which overrides it")
-    else:
+    elif completion.finish_reason == "context":
         where, hint = "at the end of the context window", context_help
-    what = "it is not complete JSON" if constraint == SCHEMA_SOURCE else "it is cut short"
-    return LocalgenError(f"the answer stopped {where} before its {constraint} grammar could end: {what}", hint=hint)
+    else:
+        return None
+    whole = ": it is not complete JSON" if grammar.is_json_schema else ""
+    return LocalgenError(f"the answer stopped {where} before the grammar of {grammar.source} could end{whole}",
+                         hint=hint)
 
 
 def empty_answer_note(completion: Finished, *, stops: str | None) -> str | None:

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from localgen.input_text import TextBound
     from localgen.inputs import InputFile
     from localgen.last_run import Continued
-    from localgen.params import GenerationLimits, SamplingParams
+    from localgen.params import GenerationLimits, Grammar, SamplingParams
     from localgen.runner import LoadedModel, ModelOptions
 
 
@@ -116,6 +116,7 @@ class RunOutcome:
     context_help: str  # what an answer at the end of the context is told (cli_run.run_context_end_help)
     stops: str | None = None  # where the stop strings that end it as the model's end of answer does came from
     limit_source: str = GIVEN_LIMIT  # where its token limit came from (cli_run.token_limit_source)
+    grammar: Grammar | None = None  # what the answer had to follow (--grammar, --json-schema)
 
 
 def run_command(request: RunRequest) -> None:
@@ -377,7 +378,7 @@ def answer_run(request: RunRequest, checked: CheckedRun, inputs: RunInputs, load
     if late_error is not None:  # the answer is out; now the failure to save it
         raise late_error
     return RunOutcome(completion, exit_code, stops=stops, limit_source=limit_source,
-                      context_help=run_context_end_help(loaded.engine))
+                      context_help=run_context_end_help(loaded.engine), grammar=sampling.grammar)
 
 
 def report_run(request: RunRequest, outcome: RunOutcome) -> None:
@@ -387,7 +388,6 @@ def report_run(request: RunRequest, outcome: RunOutcome) -> None:
 
     report_after_run(outcome.completion, json_output=request.json_output, stats=request.stats,
                      limit_source=outcome.limit_source, stops=outcome.stops, context_help=outcome.context_help,
-                     constraint="--json-schema" if request.json_schema is not None else
-                     "--grammar" if request.grammar is not None else None)
+                     grammar=outcome.grammar)
     if outcome.exit_code is not None:
         raise typer.Exit(outcome.exit_code)

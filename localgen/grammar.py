@@ -113,7 +113,7 @@ def grammar_for(source: ConstraintSource | None, warn: list[str], *, waiting: Wa
             raise UsageError(f"{file.name} has no root rule: the answer starts at `root ::= ...`", hint=GRAMMAR_HINT)
         return _checked(Grammar(text, source=source.typed or "--grammar" if file is None else
                                 f"{file.option} {file.name}"))
-    return _checked(Grammar(schema_grammar(text, warn), source=SCHEMA_SOURCE))
+    return _checked(Grammar(schema_grammar(text, warn), source=SCHEMA_SOURCE, is_json_schema=True))
 
 
 def _checked(grammar: Grammar) -> Grammar:

@@ -78,6 +78,7 @@ class Grammar:
 
     text: str
     source: str  # "--grammar FILE" or SCHEMA_SOURCE
+    is_json_schema: bool = False  # made from a JSON schema: its answer is one JSON value
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ LINE_GRAMMAR = Grammar('root ::= "{" [^\\n]+', "--grammar")  # one line that ope
 
 def _schema(text: str) -> Grammar:
     """The grammar --json-schema makes of a schema."""
-    return Grammar(schema_grammar(text, []), "--json-schema")
+    return Grammar(schema_grammar(text, []), "--json-schema", is_json_schema=True)
 
 
 @pytest.fixture(scope="module")

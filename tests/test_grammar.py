@@ -126,7 +126,7 @@ def test_hide_thinking_leaves_the_reasoning_out_of_stdout_and_keeps_it_in_json()
                        *GREEDY)
     assert cut.returncode == 1 and cut.out == ""
     assert "the answer ended inside its <think> reasoning, which --hide-thinking left out" in cut.err
-    assert "before its --grammar grammar could end" in cut.err
+    assert "before the grammar of --grammar could end" in cut.err
 
 
 @pytest.mark.parametrize(("grammar", "note"), [

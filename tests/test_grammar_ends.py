@@ -4,6 +4,7 @@ schema's answer without the blank space its grammar allows after the value; on t
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from tests.conftest import run_localgen
 
@@ -16,8 +17,8 @@ def test_a_json_schema_answer_cut_by_n_is_an_error_after_its_text() -> None:
     result = run_localgen("run", "--json-schema", CITY, "-n", "3", *GREEDY, "Where is the Eiffel tower?")
     assert result.returncode == 1, result.err
     assert result.out.startswith("{") and result.out.endswith("\n"), result.out  # the text so far, as it came
-    assert result.err == ("localgen: error: the answer stopped at the limit of 3 tokens (-n/--max-tokens) before its "
-                          "--json-schema grammar could end: it is not complete JSON (hint: give a larger "
+    assert result.err == ("localgen: error: the answer stopped at the limit of 3 tokens (-n/--max-tokens) before the "
+                          "grammar of --json-schema could end: it is not complete JSON (hint: give a larger "
                           "-n/--max-tokens)\n"), result.err
 
 
@@ -26,13 +27,18 @@ def test_a_cut_answer_s_json_record_says_its_grammar_is_incomplete() -> None:
     assert result.returncode == 1, result.err
     record = json.loads(result.out)
     assert record["finish_reason"] == "length" and record["grammar_complete"] is False, record
-    assert "--json-schema grammar could end" in result.err and len(result.err.splitlines()) == 1, result.err
+    assert "grammar of --json-schema could end" in result.err and len(result.err.splitlines()) == 1, result.err
 
 
-def test_a_grammar_cut_by_n_is_an_error() -> None:
+def test_a_grammar_cut_by_n_is_an_error_naming_the_grammar_as_given(tmp_path: Path) -> None:
     result = run_localgen("run", "--grammar", 'root ::= "abc" [a-z]{20}', "-n", "2", *GREEDY, "Say abc.")
     assert result.returncode == 1, result.err
-    assert "before its --grammar grammar could end: it is cut short" in result.err, result.err
+    assert result.err == ("localgen: error: the answer stopped at the limit of 2 tokens (-n/--max-tokens) before the "
+                          "grammar of --grammar could end (hint: give a larger -n/--max-tokens)\n"), result.err
+    (tmp_path / "abc.gbnf").write_text('root ::= "abc" [a-z]{20}\n')
+    from_file = run_localgen("run", "--grammar-file", str(tmp_path / "abc.gbnf"), "-n", "2", *GREEDY, "Say abc.")
+    assert from_file.returncode == 1, from_file.err
+    assert f"before the grammar of --grammar-file {tmp_path / 'abc.gbnf'} could end" in from_file.err, from_file.err
 
 
 def test_an_answer_complete_at_the_limit_is_no_error() -> None:

@@ -24,7 +24,7 @@ from localgen.engine.vocab import Vocab
 from localgen.errors import ContextOverflowError, LocalgenError, ModelLoadError, UsageError
 from localgen.estimate import allocated_context
 from localgen.events import Event, PrefillProgress
-from localgen.params import SCHEMA_SOURCE, GenerationLimits, LoadOptions, SamplingParams
+from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.signals import deferred_signals
 from localgen.speculative import PromptLookup, check_draft_mode
 
@@ -224,7 +224,7 @@ class Engine(Decoding):
             drafter = PromptLookup(prompt) if draft == "lookup" and self._facts.rolls_back else None
             grammar = sampling.grammar
             for event in self._decode(sampler, limits, ignore_eog, drafter, spelled=grammar is not None,
-                                      json_value=grammar is not None and grammar.source == SCHEMA_SOURCE):
+                                      json_value=grammar is not None and grammar.is_json_schema):
                 if isinstance(event, DecodeResult):
                     finished = finished_event(event.text, event.finish, len(prompt), reused,
                                               len(prompt) - reused, event.generated, started, prefill_done,

@@ -15,7 +15,7 @@ from localgen.engine.native import lc, native_errors
 from localgen.engine.reasoning_gate import ReasoningGate
 from localgen.errors import UsageError
 from localgen.grammar import AFTER_REASONING_ROOT, after_reasoning, token_id, token_references, worded_parse_error
-from localgen.params import SCHEMA_SOURCE, Grammar, SamplingParams
+from localgen.params import Grammar, SamplingParams
 from localgen.thinking import CLOSE_TAG
 
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF  # llama.cpp: draw a random seed
@@ -226,7 +226,7 @@ def grammar_sampler(vocab: lc.llama_vocab_p | None, grammar: Grammar, *,
         lines = [line.strip() for line in [*text.splitlines(), *logged] if line.strip()]
         reason = worded_parse_error(lines[0].removeprefix("parse: ").removeprefix("error parsing grammar: ")
                                     if lines else "")
-        from_schema = grammar.source == SCHEMA_SOURCE
+        from_schema = grammar.is_json_schema
         what = "the grammar made from the JSON schema" if from_schema else f"{grammar.source}: the grammar"
         raise UsageError(f"{what} does not parse{': ' + reason[:200] if reason else ''}",
                          hint=SCHEMA_CONVERTER_HINT if from_schema else
