@@ -391,12 +391,18 @@ def report_after_run(completion: Finished, *, json_output: bool, stats: bool, co
 
 def grammar_cut_error(completion: Finished, grammar: Grammar | None, *, limit_source: str,
                       context_help: str) -> LocalgenError | None:
-    """The error for an answer that a token limit or the context's end stopped before its grammar could end, which a
-    script must not take as an answer in it (a stop string's cut is not checked); None otherwise."""
+    """The error for an answer that stopped before its grammar could end, which a script must not take as an answer
+    in it: a token limit or the context's end cut it, or the model ended inside the reasoning the grammar waits out
+    (a stop string's cut is not checked); None otherwise."""
     from localgen.units import counted
 
     if grammar is None or completion.grammar_complete is not False:
         return None
+    if completion.finish_reason == "stop":  # by the model, not a stop string: where the grammar had not begun
+        return LocalgenError(f"the model ended the answer inside its <think> reasoning, before the grammar of "
+                             f"{grammar.source} began",
+                             hint="the grammar applies after the reasoning's </think>, which the model never wrote: "
+                                  "reword the prompt, or try another --seed with --temperature above 0")
     if completion.finish_reason == "length":
         where = f"at the limit of {counted(completion.usage.completion_tokens, 'token')} ({limit_source})"
         hint = f"give a larger {GIVEN_LIMIT}" + ("" if limit_source == GIVEN_LIMIT else ", which overrides it")

@@ -41,6 +41,37 @@ def test_a_json_schema_applies_after_the_reasoning_the_prompt_opened(tmp_path: P
     assert "the answer ended inside its <think> reasoning" in cut.err and "not complete JSON" in cut.err
 
 
+# The examples end the answer inside the reasoning: the bundled model follows them, never writing </think>.
+ENDS_IN_REASONING = """\
+<|im_start|>user
+What is 1+1?<|im_end|>
+<|im_start|>assistant
+<think>One plus one is two.<|im_end|>
+{% for m in messages %}{% if m.role == 'user' %}<|im_start|>user
+{{ m.content }}<|im_end|>
+{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
+<think>{% endif %}
+"""
+
+
+def test_an_answer_the_model_ends_inside_its_reasoning_is_an_error(tmp_path: Path) -> None:
+    """Its grammar never began: the prose it wrote is no answer in it, though the model ended it."""
+    template = tmp_path / "ends.jinja"
+    template.write_text(ENDS_IN_REASONING)
+    ask = ("run", "--chat-template", str(template), "--temperature", "0", "--json-schema", ANSWER_SCHEMA,
+           "What is 3+3?")
+    printed = run_localgen(*ask)
+    assert printed.returncode == 1 and printed.out.startswith("Three plus three"), (printed.out, printed.err)
+    assert printed.err == ("localgen: error: the model ended the answer inside its <think> reasoning, before the "
+                           "grammar of --json-schema began (hint: the grammar applies after the reasoning's </think>, "
+                           "which the model never wrote: reword the prompt, or try another --seed with --temperature "
+                           "above 0)\n"), printed.err
+    hidden = run_localgen(*ask, "--hide-thinking", "--json")
+    record = json.loads(hidden.out)
+    assert hidden.returncode == 1 and "before the grammar of --json-schema began" in hidden.err, hidden.err
+    assert (record["text"], record["finish_reason"], record["grammar_complete"]) == ("", "stop", False), record
+
+
 def test_a_grammar_waits_for_the_reasoning_where_the_template_opens_it_with_a_control_token(tmp_path: Path) -> None:
     """DeepSeek-R1's template on a tiny model whose <think> and </think> are control tokens: the reasoning the
     random model writes is its own, not the grammar's one answer."""
