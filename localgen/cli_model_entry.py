@@ -81,8 +81,8 @@ def _entry_view(text: str, spec: ModelSpec, quant: str, pin: Pin | None) -> (
     if settings().offline:
         envs = " and ".join(settings().offline_envs)
         why = [*([f"{envs} {'are' if ' and ' in envs else 'is'} set"] if envs else []),
-               *(["--offline"] if settings().offline_flag else [])]
-        return f"localgen is offline ({', '.join(why)})" if why else "localgen is offline"
+               *(["--offline is given"] if settings().offline_flag else [])]
+        return f"localgen is offline ({' and '.join(why)})" if why else "localgen is offline"
     ref = load_registry(settings().user_registry).reference(text)
     found = listed_model(ref, spec)
     if isinstance(found, RepoNotFoundError):  # asked: the repo is not there

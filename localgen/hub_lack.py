@@ -58,14 +58,15 @@ def typed_quant_lack(ref: ModelRef, spec: ModelSpec, repo: str, quant: str) -> s
     is here: refuse it where its repo lacks it (as localgen last listed it; online, as the Hub lists it now, asked
     where localgen never listed the repo), with the quants meant after the name as typed; else None, or where that is
     not known (offline, the repo never listed; the Hub not reached), what `downloaded: no` then says."""
+    from localgen.hub_errors import leave_offline
     from localgen.hub_types import NotInRepoError, RepoNotFoundError
 
     typed = shlex.quote(ref.text)
     if hub_cache.load_listing(repo) is not None:
         lack = known_lack(repo, quant, None)
     elif settings().offline:
-        return (f"localgen has never listed {repo}, so whether it has a {quant} file is not known; `localgen pull "
-                f"{typed}` downloads it if it has")
+        return (f"localgen has never listed {repo}, so whether it has a {quant} file is not known; "
+                f"{leave_offline(False)}, then `localgen pull {typed}` downloads it if it has")
     else:
         lack = _hub_lack(repo, quant, None)
     if lack is None:

@@ -346,8 +346,8 @@ def test_models_show_of_a_quant_typed_after_a_registry_name_checks_the_repo_has_
         return result.stdout.splitlines()[-1].split(None, 1)[1]
 
     assert downloaded(run_cli(offline, "models", "show", "tiny:q8")) == (
-        "no (localgen has never listed org/tiny-GGUF, so whether it has a Q8 file is not known; `localgen pull "
-        "tiny:q8` downloads it if it has)")
+        "no (localgen has never listed org/tiny-GGUF, so whether it has a Q8 file is not known; offline mode comes "
+        "from LOCALGEN_OFFLINE in the environment: unset it, then `localgen pull tiny:q8` downloads it if it has)")
     assert downloaded(run_cli(offline, "models", "show", "tiny")) == "no (`localgen pull tiny` downloads it)"
     assert loopback_hub.requests == [], "the entry's own quant is taken as the entry gives it"
     lacking = ("localgen: error: model 'tiny:q8' is not downloaded, and org/tiny-GGUF {} (hint: did you mean "

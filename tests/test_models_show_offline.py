@@ -16,8 +16,13 @@ def test_models_show_offline_never_asks_the_hub_and_says_to_drop_the_flag(hubenv
     entry = run_cli(hubenv.env, "models", "show", "tiny", "--offline")
     assert entry.returncode == 0 and entry.stderr == (
         "localgen: the Hub's view of acme/Tiny-GGUF:Q4_0 (its file size, header and load plan) is not shown: "
-        "localgen is offline (--offline)\n"), entry.stderr
+        "localgen is offline (--offline is given)\n"), entry.stderr
     assert "downloaded:    no (`localgen pull tiny` downloads it)" in entry.stdout, entry.stdout
+    both = run_cli({**hubenv.env, "LOCALGEN_OFFLINE": "1"}, "models", "show", "tiny", "--offline")
+    assert both.stderr.endswith("localgen is offline (LOCALGEN_OFFLINE is set and --offline is given)\n"), both.stderr
+    quant = run_cli(hubenv.env, "models", "show", "--offline", "tiny:q8")
+    assert "downloaded:    no (localgen has never listed acme/Tiny-GGUF, so whether it has a Q8 file is not known; " \
+        "drop --offline, then `localgen pull tiny:q8` downloads it if it has)" in quant.stdout, quant.stdout
     repo = run_cli(hubenv.env, "models", "show", "--offline", "acme/Tiny-GGUF")
     assert repo.returncode == 1 and repo.stderr == (
         "localgen: error: model 'acme/Tiny-GGUF' is not downloaded, and localgen has never listed acme/Tiny-GGUF "
