@@ -19,15 +19,15 @@ from localgen.stopping import words_read
 from localgen.think_switch import CHAT_HINT, parse_think, refuse_think, think_line
 
 UNSET_MEANS = {"seed": "random", "max_tokens": "no limit"}  # what /set says a setting of none does
+KEEPS_HISTORY = "always keeps the input history"  # what localgen does of Ollama's /set history and /set nohistory
 OLLAMA_SWITCHES = {  # Ollama's /set WORD and /set noWORD that localgen has no switch for: what it does, and the way
     "format": ("does not make a chat's answers JSON", 'localgen run --json-schema SCHEMA "..." answers in JSON that '
                                                      "follows a schema"),
-    "history": ("always keeps the input history",
+    "history": (KEEPS_HISTORY,
                 "`ln -sf /dev/null {history}` keeps none, in place of the history kept so far"),
 }
 OLLAMA_ALREADY = {  # Ollama's /set WORD that asks for what localgen always does: the note that says so
-    "history": "localgen always keeps the input history (Up and Ctrl-R recall it) and the conversation (/clear starts "
-               "afresh)",
+    "history": f"localgen {KEEPS_HISTORY} (Up and Ctrl-R recall it) and the conversation (/clear starts afresh)",
     "noformat": "localgen never makes a chat's answers JSON: they come as the model writes them",
 }
 

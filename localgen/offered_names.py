@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from localgen.catalog import ListedModel
-    from localgen.registry import Registry
+    from localgen.registry import ModelSpec, Registry
 
 
 def models_offered(*, offline: bool, typed: str = "") -> list[tuple[str, bool]]:
@@ -34,12 +34,21 @@ def _typed_quants(typed: str, rows: list[ListedModel], registry: Registry | None
         return set()
     quants = {(f"{row.name}:{row.model.quant}", True) for row in rows if row.name.lower() == name.lower() and
               row.model is not None and row.model.quant}
-    spec = None if registry is None or offline else next(
-        (spec for spec in registry.models.values() if spec.name.lower() == name.lower()), None)
+    spec = None if registry is None or offline else _entry_named(registry, name)
     if spec is not None:
-        listed = _quant_names(spec.repo or "", spec.name) | ({f"{spec.name}:{spec.quant}"} if spec.quant else set())
+        listed = _entry_quant_names(spec) | ({f"{spec.name}:{spec.quant}"} if spec.quant else set())
         quants.update((quant_name, False) for quant_name in listed)
     return quants
+
+
+def _entry_named(registry: Registry, name: str) -> ModelSpec | None:
+    """The registry entry name names, as a run reads it; None where it names none (a repo, a path, an unknown one)."""
+    from localgen.errors import LocalgenError
+
+    try:
+        return registry.spec_for(registry.reference(name))
+    except LocalgenError:  # an unknown name, or one that cannot be read: none
+        return None
 
 
 def models_to_pull(typed: str = "") -> list[str]:
@@ -49,11 +58,16 @@ def models_to_pull(typed: str = "") -> list[str]:
     rows, registry = _listed_models()
     names = {row.name for row in rows}
     for spec in registry.models.values() if registry is not None else ():
-        names.update(_quant_names(spec.repo or "", spec.name))
+        names.update(_entry_quant_names(spec))
     repo, colon, _ = typed.rpartition(":")
     if colon and repo.count("/") == 1:  # ORG/REPO: a repo id, as pull takes it
         names.update(_quant_names(repo))
     return sorted(names)
+
+
+def _entry_quant_names(spec: ModelSpec) -> set[str]:
+    """NAME:QUANT for each model the entry's repo was last listed with (none for an entry of a file)."""
+    return _quant_names(spec.repo or "", spec.name)
 
 
 def _quant_names(repo: str, name: str = "") -> set[str]:
