@@ -245,9 +245,9 @@ def bench_context(n_prompt: int, n_gen: int) -> int:
 
 
 def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, threads_batch: int | None,
-              batch_size: int | None, ubatch_size: int, flash_attn: str, kv_type: str, offline: bool | None,
+              batch_size: int | None, ubatch_size: int, flash_attn: str, kv_type: str,
               progress: Callable[[str], None], started: Callable[[str, str], None] | None = None,
-              gpu_layers: int | None = None, no_gpu: bool = False) -> BenchResult:
+              gpu_layers: int | None = None, no_gpu: bool = False, offline: bool | None = None) -> BenchResult:
     """Load a model the way `run` does and benchmark it: each test in a context of its own size, as llama-bench
     runs them, the one with the larger context first (so a size beyond the model is refused before any test).
 

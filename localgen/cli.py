@@ -67,6 +67,7 @@ from localgen.config import (
     DEFAULT_TOP_K,
     DEFAULT_TOP_P,
     DEFAULT_UBATCH_SIZE,
+    offline_given,
     settings,
 )
 from localgen.errors import (
@@ -181,12 +182,13 @@ def run(
     """Generate an answer to PROMPT (and piped stdin / -f files), streamed to stdout."""
     from localgen.cli_run_flow import RunRequest, run_command
 
-    run_command(RunRequest(
-        ctx, prompt=prompt, model=model, system=system, system_file=system_file, files=tuple(file or ()),
-        max_tokens=max_tokens, stop=tuple(stop or ()), json_schema=json_schema, grammar=grammar, ctx_size=ctx_size,
-        raw=raw, chat_template=chat_template, json_output=json_output, print_prompt=print_prompt,
-        continue_latest=continue_latest, conversation_name=conversation_name, stats=stats, quiet=quiet,
-        no_wrap=no_wrap, hide_thinking=hide_thinking, think=think, no_cache=no_cache, draft=draft))
+    with offline_given(offline):
+        run_command(RunRequest(
+            ctx, prompt=prompt, model=model, system=system, system_file=system_file, files=tuple(file or ()),
+            max_tokens=max_tokens, stop=tuple(stop or ()), json_schema=json_schema, grammar=grammar, ctx_size=ctx_size,
+            raw=raw, chat_template=chat_template, json_output=json_output, print_prompt=print_prompt,
+            continue_latest=continue_latest, conversation_name=conversation_name, stats=stats, quiet=quiet,
+            no_wrap=no_wrap, hide_thinking=hide_thinking, think=think, no_cache=no_cache, draft=draft))
 
 
 @app.command(short_help="Chat with a model in the terminal.", epilog=cli_examples.CHAT)
@@ -239,11 +241,12 @@ def chat(
     """Chat interactively with a model (history, slash commands, Ctrl-C stops an answer)."""
     from localgen.cli_chat_flow import ChatRequest, chat_command
 
-    chat_command(ChatRequest(
-        ctx, model=model, system=system, system_file=system_file, max_tokens=max_tokens, stop=tuple(stop or ()),
-        ctx_size=ctx_size, markdown=not no_markdown, wrap=not no_wrap, show_thinking=not hide_thinking, stats=stats,
-        prefill_while_typing=not no_prefill_while_typing, resume=resume, files=tuple(file or ()),
-        chat_template=chat_template, think=think))
+    with offline_given(offline):
+        chat_command(ChatRequest(
+            ctx, model=model, system=system, system_file=system_file, max_tokens=max_tokens, stop=tuple(stop or ()),
+            ctx_size=ctx_size, markdown=not no_markdown, wrap=not no_wrap, show_thinking=not hide_thinking, stats=stats,
+            prefill_while_typing=not no_prefill_while_typing, resume=resume, files=tuple(file or ()),
+            chat_template=chat_template, think=think))
 
 
 @app.command(short_help="Measure prefill, decode and TTFT, like llama-bench.", epilog=cli_examples.BENCH)
@@ -277,11 +280,12 @@ def bench(
 
     config = BenchConfig(n_prompt=n_prompt, n_gen=n_gen, reps=reps)
     try:
-        result = run_bench(model=model, config=config, threads=threads, threads_batch=threads_batch,
-                           batch_size=batch_size if from_command_line(ctx, "batch_size") else None,
-                           ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
-                           offline=offline or None, gpu_layers=gpu_layers, no_gpu=no_gpu, progress=console.say,
-                           started=None if json_output else started)
+        with offline_given(offline):
+            result = run_bench(model=model, config=config, threads=threads, threads_batch=threads_batch,
+                               batch_size=batch_size if from_command_line(ctx, "batch_size") else None,
+                               ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
+                               gpu_layers=gpu_layers, no_gpu=no_gpu, progress=console.say,
+                               started=None if json_output else started)
     except BenchInterrupted as stopped:
         console.say("localgen: interrupted before any repetition finished: nothing was measured")
         raise typer.Exit(signal_exit_code(stopped.signum)) from None
@@ -355,8 +359,8 @@ def fit(
     reference = reference if reference is not None else model
     request = FitRequest(ctx_size=ctx, gpu_layers=gpu_layers, no_gpu=no_gpu, kv_type=kv_type)
     hw = probe_hardware()
-    with named_as_typed(reference):
-        report = fit_report(reference, request=request, hw=hw, offline=offline or None)
+    with named_as_typed(reference), offline_given(offline):
+        report = fit_report(reference, request=request, hw=hw)
     if json_output:
         console.print_json(report.to_dict(), indent=2)
         return

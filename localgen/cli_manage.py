@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from localgen.cli_options import JsonOpt, OfflineOpt, PlainUsage, confirmed, list_by_default
-from localgen.config import settings, take_offline_flag
+from localgen.config import offline_given, settings
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.units import alternatives, binary_size, counted, iso_time, local_minute
 
@@ -247,6 +247,15 @@ def models_show(
 ) -> None:
     """Describe a model from its GGUF header (no weights are loaded; one not downloaded, online, as the Hub lists it and
     its header); without REF, the default model."""
+    if template and json_output:
+        raise UsageError("--template and --json contradict each other",
+                         hint="--template prints the chat template as it is; --json's record says whether there is one")
+    with offline_given(offline):
+        _show_model(reference, template=template, json_output=json_output)
+
+
+def _show_model(reference: str | None, *, template: bool, json_output: bool) -> None:
+    """What `models show` prints of the model reference names (None: the default model)."""
     from localgen import console
     from localgen.cli_model_entry import show_entry
     from localgen.cli_model_fields import entry_fields, entry_json, load_plan_field, template_field, template_in_use
@@ -266,14 +275,9 @@ def models_show(
     from localgen.shards_missing import is_own_split
     from localgen.verify import recorded_sha256
 
-    if offline:
-        take_offline_flag()
-    if template and json_output:
-        raise UsageError("--template and --json contradict each other",
-                         hint="--template prints the chat template as it is; --json's record says whether there is one")
     text = reference if reference is not None else load_registry(settings().user_registry).default_reference()
     try:
-        resolved = resolve_downloaded(reference, offline=offline or None)
+        resolved = resolve_downloaded(reference, offline=None)
     except ModelNotFoundError as not_here:
         unverified = unverified_copy(text)  # another tool's download: its header can be read all the same
         entry = None if unverified is not None else undownloaded_entry(text)

@@ -127,7 +127,7 @@ def model_options(ctx: typer.Context, *, model: str | None, ctx_size: int | None
         flash_attn = "on"  # lookup's verified batches round as one-token steps do only in flash attention's kernels
     return ModelOptions(model=model, ctx_size=ctx_size, threads=given["threads"], threads_batch=given["threads_batch"],
                         batch_size=given["batch_size"], ubatch_size=given["ubatch_size"],
-                        flash_attn=flash_attn, kv_type=given["kv_type"], offline=given["offline"] or None,
+                        flash_attn=flash_attn, kv_type=given["kv_type"],
                         gpu_layers=given["gpu_layers"], no_gpu=given["no_gpu"], raw=raw, chat_template=chat_template,
                         chat_template_file=given["chat_template"], min_ctx=min_ctx, floor_bytes=floor_bytes,
                         floor_texts=floor_texts)

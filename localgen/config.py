@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from localgen.errors import ConfigError, LocalgenError
 
 SettingError = TypeVar("SettingError", bound="LocalgenError")
@@ -250,7 +253,7 @@ class Settings:
     debug: bool
     offline: bool
     offline_envs: tuple[str, ...] = ()  # the variables of OFFLINE_ENVS that turned offline mode on
-    offline_flag: bool = False  # --offline turned it on for the whole command (take_offline_flag)
+    offline_flag: bool = False  # --offline turned it on for the whole command (offline_given)
     memory_limit: str | None = None  # LOCALGEN_MEMORY_LIMIT as set (size_limit reads it)
     vram_limit: str | None = None  # LOCALGEN_VRAM_LIMIT as set
     prompt_cache_size: str | None = None  # LOCALGEN_PROMPT_CACHE_BYTES as set (prompt_cache_bytes reads it)
@@ -315,11 +318,20 @@ def settings() -> Settings:
     return _settings
 
 
-def take_offline_flag() -> None:
-    """--offline, given to a command that asks the Hub in many places (`models show`): offline mode for the rest of
-    this process, as the environment's LOCALGEN_OFFLINE=1 turns it on, its hints saying to drop the flag."""
+@contextmanager
+def offline_given(given: bool) -> Iterator[None]:
+    """--offline, where given: offline mode while the command runs, as LOCALGEN_OFFLINE=1 turns it on, its hints saying
+    to drop the flag; the settings as they were afterwards."""
     global _settings
-    _settings = replace(settings(), offline=True, offline_flag=True)
+    if not given:
+        yield
+        return
+    before = settings()
+    _settings = replace(before, offline=True, offline_flag=True)
+    try:
+        yield
+    finally:
+        _settings = before
 
 
 def prompt_cache_bytes() -> int:

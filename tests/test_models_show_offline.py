@@ -3,6 +3,8 @@ says to drop the flag; against the loopback Hub, which counts what it is asked."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hub_server import HubEnv, make_gguf_bytes, run_cli
 
 from tests.conftest import user_registry
@@ -33,3 +35,21 @@ def test_models_show_offline_never_asks_the_hub_and_says_to_drop_the_flag(hubenv
         "(hint: options go after the command: `localgen models show --offline tiny`)\n"), before.stderr
     online = run_cli(hubenv.env, "models", "show", "acme/Tiny-GGUF")
     assert online.returncode == 0 and hubenv.server.count() > 0, online.stderr
+
+
+def test_offline_holds_while_the_command_runs_and_no_longer(home: Path) -> None:
+    """models show --offline left offline mode on for the rest of the process, so that a command run in it after
+    (in-process, as here) never asked the Hub either."""
+    from typer.testing import CliRunner
+
+    from localgen import config
+    from localgen.cli import app
+    from localgen.errors import LocalgenError
+
+    user_registry(home, '[models.tiny]\nrepo = "acme/Tiny-GGUF"\nquant = "Q4_0"\n')
+    shown = CliRunner().invoke(app, ["models", "show", "tiny", "--offline"])
+    assert shown.exit_code == 0 and "localgen is offline (--offline is given)" in shown.output, shown.output
+    assert not config.settings().offline and not config.settings().offline_flag
+    fit = CliRunner().invoke(app, ["fit", "--offline", "acme/Tiny-GGUF"])  # refused: offline, never listed
+    assert isinstance(fit.exception, LocalgenError) and "drop --offline" in str(fit.exception.hint), fit.exception
+    assert not config.settings().offline and not config.settings().offline_flag
