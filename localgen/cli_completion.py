@@ -162,11 +162,14 @@ ARGUMENTS: dict[tuple[str, str], Completion] = {  # (command, parameter): what c
 
 def _completer(completion: Completion) -> Callable[[Any, Any, str], list[str]]:
     """A click completer offering the names that start with what was typed, in any case, but those the argument was
-    already given (models rm a b), and none where they cannot be listed."""
+    already given (models rm a b), and none where they cannot be listed; offline where the line gives --offline."""
+    from localgen.config import offline_given
+
     def offered(ctx: Any, param: Any, typed: str) -> list[str]:
         """The names that start with typed."""
         try:
-            listed = completion.names(typed)
+            with offline_given(bool(ctx.params.get("offline"))):
+                listed = completion.names(typed)
         except Exception:  # a folder that is a link to itself: the shell is offered nothing, never a traceback
             return []
         given = ctx.params.get(param.name) if param.multiple or param.nargs != 1 else None

@@ -220,11 +220,15 @@ def test_a_registry_model_s_name_and_colon_offer_its_quants(tmp_path: Path, shel
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_offline_a_model_s_colon_offers_the_downloaded_quants_alone(tmp_path: Path) -> None:
     """Offline, smollm2-135m: Tab offers the bundled Q4_1, and a model not downloaded no quant, as -m offers it no
-    name; `models show` describes one offline too."""
+    name; `models show` describes one offline too; --offline on the line is offline (it was the environment alone)."""
     assert _bash_lines(tmp_path, "localgen run -m smollm2-135m:", "localgen run -m qwen2.5-0.5b:Q",
                        "localgen models show qwen2.5-0.5b:", offline="1") == [
         "localgen run -m smollm2-135m:Q4_1 ", "localgen run -m qwen2.5-0.5b:Q",
         "localgen models show qwen2.5-0.5b:Q4_K_M "]
+    assert _bash_lines(tmp_path, "localgen run --offline -m qwen2.5-0.5b:Q", "localgen fit --offline qwen2.5-0.5b:Q",
+                       "localgen run -m qwen2.5-0.5b:Q") == [  # --offline as the environment's LOCALGEN_OFFLINE=1
+        "localgen run --offline -m qwen2.5-0.5b:Q", "localgen fit --offline qwen2.5-0.5b:Q",
+        "localgen run -m qwen2.5-0.5b:Q4_K_M "]
 
 
 def test_every_option_that_takes_a_value_is_offered_its_values_files_or_nothing() -> None:
