@@ -247,7 +247,7 @@ def bench_context(n_prompt: int, n_gen: int) -> int:
 def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, threads_batch: int | None,
               batch_size: int | None, ubatch_size: int, flash_attn: str, kv_type: str,
               progress: Callable[[str], None], started: Callable[[str, str], None] | None = None,
-              gpu_layers: int | None = None, no_gpu: bool = False, offline: bool | None = None) -> BenchResult:
+              gpu_layers: int | None = None, no_gpu: bool = False) -> BenchResult:
     """Load a model the way `run` does and benchmark it: each test in a context of its own size, as llama-bench
     runs them, the one with the larger context first (so a size beyond the model is refused before any test).
 
@@ -263,7 +263,7 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
                                BenchTest(decode_context(config.n_gen), "decode", "-n", config.n_gen)) if test.size]
     run = _BenchRun(started)
     load = bench_loader(tests, model=model, threads=threads, threads_batch=threads_batch, batch_size=batch_size,
-                        ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type, offline=offline,
+                        ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
                         gpu_layers=gpu_layers, no_gpu=no_gpu, progress=progress)
     stopped_by, ending = 0, None
     try:

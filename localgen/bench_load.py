@@ -30,7 +30,7 @@ class BenchTest(NamedTuple):
 
 
 def bench_loader(tests: Sequence[BenchTest], *, model: str | None, threads: int | None, threads_batch: int | None,
-                 batch_size: int | None, ubatch_size: int, flash_attn: str, kv_type: str, offline: bool | None,
+                 batch_size: int | None, ubatch_size: int, flash_attn: str, kv_type: str,
                  gpu_layers: int | None, no_gpu: bool,
                  progress: Callable[[str], None]) -> Callable[[BenchTest], LoadedModel]:
     """How each of the tests loads the model: in a context of the test's size (a context beyond the model or this
@@ -41,7 +41,7 @@ def bench_loader(tests: Sequence[BenchTest], *, model: str | None, threads: int 
         """The model loaded in the test's context."""
         options = ModelOptions(model=model, ctx_size=test.ctx, threads=threads, threads_batch=threads_batch,
                                batch_size=DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
-                               ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type, offline=offline,
+                               ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
                                gpu_layers=gpu_layers, no_gpu=no_gpu,
                                min_ctx=test.ctx,  # the KV cache whole from the start, as llama-bench's
                                adapt_threads=False)  # measured at one thread count, as llama-bench measures

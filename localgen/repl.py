@@ -133,7 +133,7 @@ class Repl:
         """Whether the network is off for this chat (chat --offline, LOCALGEN_OFFLINE=1, HF_HUB_OFFLINE=1)."""
         from localgen.hub import is_offline
 
-        return bool(self.session.options.offline) or is_offline()
+        return is_offline()
 
     def _think_values(self) -> tuple[str, ...]:
         """What /think takes with the model in use: none where its chat template has no switch for thinking."""

@@ -56,7 +56,6 @@ class ModelOptions:
     gpu_layers: int | None = None  # None: as many as fit; -1: all
     flash_attn: str = "auto"
     kv_type: str = "f16"
-    offline: bool | None = None
     raw: bool = False
     no_gpu: bool = False
     min_ctx: int = 0  # a generous context for the prompt (fit.prompt_context), 0 when unknown
@@ -97,8 +96,7 @@ def plan_load(options: ModelOptions, resolved: ResolvedModel, header: GGUFInfo,
               hw: Hardware | None = None) -> tuple[LoadOptions, LoadPlan, ModelShape]:
     """Choose context, GPU layers, KV type and threads for a model on this machine (fit.plan_fit)."""
     shape = header_shape(header, resolved.path)
-    plan = plan_resolved(resolved, shape, hw or probe_hardware(), fit_request(options, default_ctx=resolved.context),
-                         offline=options.offline)
+    plan = plan_resolved(resolved, shape, hw or probe_hardware(), fit_request(options, default_ctx=resolved.context))
     threads = options.threads if options.threads is not None else physical_cores()
     load_options = LoadOptions(
         n_ctx=plan.n_ctx,
@@ -160,17 +158,17 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
             return kept
     else:
         try:
-            found = resolve_downloaded(options.model, offline=options.offline, hw=hw, request=fit_request(options))
+            found = resolve_downloaded(options.model, offline=None, hw=hw, request=fit_request(options))
         except ModelNotFoundError:
-            if options.offline or is_offline():
+            if is_offline():
                 raise
         else:  # a run uses a downloaded model as it is, never downloading another quant in its place (its refusal
             if not download_only or found.path.absolute() in pulled:  # names the one that fits); pull brings it up
                 return found  # to date, or pulls the one that fits
             with one_listing_per_repo():  # a repo asked for a quant that fits is not listed again to refresh it
                 instead = fitting_download(found, options.model, hw=hw, request=fit_request(options), note=note,
-                                           offline=options.offline)
-                return instead if instead is not None else refreshed(found, offline=options.offline)
+                                           offline=None)
+                return instead if instead is not None else refreshed(found)
     try:
         with one_listing_per_repo():
             reference, chosen = choose_download(options.model, hw=hw, request=fit_request(options),
@@ -180,7 +178,7 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
                 return fetched
             for text in chosen:  # said now, before the download starts
                 note(text)
-            return resolve_model(reference, offline=options.offline, force=force)
+            return resolve_model(reference, force=force)
     except HubError as exc:  # the Hub cannot be asked: a copy another tool downloaded can still be used as it is
         raise with_unverified_copy(exc, options.model) from exc
 
@@ -203,9 +201,9 @@ def _kept_from_force(options: ModelOptions) -> ResolvedModel | None:
     from localgen.hub import is_offline
     from localgen.hub_errors import leave_offline
 
-    offline = options.offline or is_offline()
+    offline = is_offline()
     try:
-        found = resolve_model(options.model, offline=options.offline, pull=False)
+        found = resolve_model(options.model, pull=False)
     except LocalgenError:
         if offline:
             raise  # unknown or missing: as without --force
@@ -215,7 +213,7 @@ def _kept_from_force(options: ModelOptions) -> ResolvedModel | None:
     if not offline:
         return None
     raise LocalgenError("--force downloads the model again, which needs the network, and localgen is offline",
-                        hint=f"{leave_offline(options.offline)} to download it again, or drop --force to use the "
+                        hint=f"{leave_offline(False)} to download it again, or drop --force to use the "
                              f"{'bundled' if found.source == 'bundled' else 'cached'} copy")
 
 
@@ -258,7 +256,7 @@ def _resolved_held(options: ModelOptions, freed: Hardware, note: Callable[[str],
 
     for _ in range(RESOLVE_TRIES):
         resolved = resolve_fitting(options, freed, note)
-        refuse_missing_shards(resolved, offline_flag=options.offline is True)  # a path: none to resolve again
+        refuse_missing_shards(resolved)  # a path: none to resolve again
         if loading.enter_context(held_for_loading(split_shard_paths(resolved.path), waiting=waiting)):
             return resolved
         loading.close()  # removed as it was resolved: resolved again
@@ -294,7 +292,7 @@ def load_model(options: ModelOptions, *, release: Callable[[], None] | None = No
             if found is not None:
                 found(resolved)
             # every shard is checked in Python before llama.cpp opens it
-            header, _ = validate_split(resolved.path, offline_flag=options.offline is True)
+            header, _ = validate_split(resolved.path)
         if release is not None:
             release()
             hw = probe_hardware()
@@ -375,14 +373,14 @@ def preflight(options: ModelOptions) -> TextBound | None:
         check_reference(options.model)  # a local file or a models.toml name, whether or not the Hub can be asked
     try:
         with named_as_typed(options.model):
-            resolved = resolve_downloaded(options.model, offline=options.offline, request=fit_request(options))
+            resolved = resolve_downloaded(options.model, offline=None, request=fit_request(options))
     except ModelNotFoundError:
-        if options.offline or is_offline():
+        if is_offline():
             raise
         return None  # checked once it is downloaded, after the input is read
     with named_as_typed(options.model):
-        refuse_missing_shards(resolved, offline_flag=options.offline is True)
-        header, _ = validate_split(resolved.path, offline_flag=options.offline is True)
+        refuse_missing_shards(resolved)
+        header, _ = validate_split(resolved.path)
     if preflight_checks_think(options):  # the template loading would take: --chat-template's, models.toml's, its own
         override, name, hint = _template_naming(options, resolved)  # named as loading names it
         template = override or header.chat_template

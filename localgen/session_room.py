@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from localgen.chat import Message
-from localgen.config import DEFAULT_BATCH_SIZE, DEFAULT_UBATCH_SIZE
+from localgen.config import DEFAULT_BATCH_SIZE, DEFAULT_UBATCH_SIZE, settings
 from localgen.conversation import MessageTooLongError, asks_for_no_system_prompt
 from localgen.conversation_names import typed
 from localgen.errors import ContextOverflowError, LocalgenError, answer_room_passes, beyond_the_model
@@ -401,7 +401,7 @@ def _loading_options(options: ModelOptions, *, same_model: bool) -> list[str]:
              "--kv-type": options.kv_type if options.kv_type != "f16" else None,
              "--chat-template": options.chat_template_file if same_model else None}
     words = [f"{option} {typed(str(value))}" for option, value in given.items() if value is not None]
-    return words + [flag for flag, on in (("--no-gpu", options.no_gpu), ("--offline", options.offline)) if on]
+    return words + [flag for flag, on in (("--no-gpu", options.no_gpu), ("--offline", settings().offline_flag)) if on]
 
 
 def resume_command(name: str, options: str = "") -> str:

@@ -339,7 +339,7 @@ def test_a_model_file_that_is_no_gguf_is_refused_before_the_probe_runs(
     monkeypatch.setattr(devices, "cpu_extra_buffer_types", lambda: (amx.AMX_BUFFER_TYPE, "CPU_REPACK"))
     notes = tmp_path / "notes.gguf"
     notes.write_text("# notes\n")
-    with pytest.raises(LocalgenError, match="not a GGUF file"):
-        load_model(ModelOptions(model=str(notes), offline=True))
+    with pytest.raises(LocalgenError, match="not a GGUF file"), config.offline_given(True):
+        load_model(ModelOptions(model=str(notes)))
     assert probing == []
     assert probe_hardware().cpu_repack_types >= amx.AMX_WEIGHT_TYPES and len(probing) == 1

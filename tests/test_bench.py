@@ -26,7 +26,7 @@ from localgen.bench import (
     run_bench,
 )
 from localgen.bench_load import BenchTest, in_test_sizes
-from localgen.config import DEFAULT_BATCH_SIZE
+from localgen.config import DEFAULT_BATCH_SIZE, offline_given
 from localgen.console import format_stats
 from localgen.engine import Engine, supports_gpu_offload, use_cpu_extra_buffers
 from localgen.errors import InsufficientMemoryError, ModelLoadError, UsageError
@@ -428,9 +428,9 @@ def test_a_context_llama_cpp_cannot_make_is_refused_naming_bench_s_option(monkey
     from localgen.engine import loading
 
     monkeypatch.setattr(loading.lc, "llama_init_from_model", lambda _model, _params: None)  # as out of VRAM
-    with pytest.raises(ModelLoadError) as refused:
+    with pytest.raises(ModelLoadError) as refused, offline_given(True):
         run_bench(model=None, config=BenchConfig(n_prompt=16, n_gen=8, reps=1), threads=1, threads_batch=1,
-                  batch_size=None, ubatch_size=512, flash_attn="auto", kv_type="f16", offline=True,
+                  batch_size=None, ubatch_size=512, flash_attn="auto", kv_type="f16",
                   progress=lambda _text: None)
     assert refused.value.message.startswith("could not create a context of 208 tokens for "), refused.value.message
     assert refused.value.hint == "try a smaller -p, or --kv-type q8_0", refused.value.hint
@@ -450,9 +450,9 @@ def test_a_decode_failure_in_a_test_hints_bench_s_options(monkeypatch: pytest.Mo
     from localgen.engine.results import DecodeFailure
 
     monkeypatch.setattr(kv.lc, "llama_decode", lambda _ctx, _batch: status)  # as a full KV cache, or out of memory
-    with pytest.raises(DecodeFailure) as failed:
+    with pytest.raises(DecodeFailure) as failed, offline_given(True):
         run_bench(model=None, config=BenchConfig(n_prompt=n_prompt, n_gen=8, reps=1), threads=1, threads_batch=1,
-                  batch_size=None, ubatch_size=512, flash_attn="auto", kv_type="f16", offline=True,
+                  batch_size=None, ubatch_size=512, flash_attn="auto", kv_type="f16",
                   progress=lambda _text: None)
     assert (failed.value.message, failed.value.hint, failed.value.status) == (message, hint, status)
     assert "--ctx-size" not in failed.value.hint

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hub_server import HubEnv, make_gguf_bytes, run_cli
 
+from localgen.config import offline_given
 from tests.conftest import run_localgen
 
 REPO = "test/Split-GGUF"
@@ -142,6 +143,6 @@ def test_the_check_of_every_shard_a_load_makes_hints_at_offline_mode_as_the_chec
         gone[0].unlink()
 
     first.with_name(SHARD.format(2)).symlink_to(first.with_name(SHARD.format(3)).resolve())  # all there up front
-    with pytest.raises(GGUFError, match=r"missing shard") as refused:
-        load_model(ModelOptions(model=str(first), offline=True), found=removed_meanwhile)
+    with pytest.raises(GGUFError, match=r"missing shard") as refused, offline_given(True):
+        load_model(ModelOptions(model=str(first)), found=removed_meanwhile)
     assert gone and refused.value.hint == f"drop --offline, then run `localgen pull {REPO}:Q8_0`", refused.value.hint
