@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from localgen import __version__, cli_examples
+from localgen import cli_examples
 from localgen.cli_cache import cache_app
 from localgen.cli_click_words import COMPLETE_VAR
 from localgen.cli_conversations import conversations_app
@@ -89,12 +89,11 @@ app = typer.Typer(
 
 
 def _version_callback(value: bool) -> None:
-    """Print the version, and llama-cpp-python's (read, not imported: its library takes a while to load), and exit."""
+    """Print localgen's version and llama-cpp-python's, and exit."""
     if value:
-        from localgen.llama_install import installed_version
+        from localgen.cli_bare import version_line
 
-        binding = installed_version()
-        print(f"localgen {__version__} (llama-cpp-python {binding or 'not installed'})")
+        print(version_line())
         raise typer.Exit()
 
 
@@ -444,9 +443,8 @@ def main(argv: list[str] | None = None) -> None:
     with exit_on_signals():  # SIGTERM or SIGHUP while downloading or loading: cleanups run, partial files go
         args = sys.argv[1:] if argv is None else argv
         if not args and not console.is_terminal(sys.stdin):  # text piped in, `run` forgotten: not dropped silently
-            from localgen.cli_bare import no_command_error
+            from localgen.cli_bare import refuse_no_command
 
-            console.error(*no_command_error())
-            sys.exit(EXIT_USAGE)
+            refuse_no_command()
         code = run_app(app, _help_as_option(_resume_without_value(args)), help_asked=args[:1] == ["help"])
     sys.exit(flush_stdout(code))
