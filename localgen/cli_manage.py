@@ -277,7 +277,7 @@ def _show_model(reference: str | None, *, template: bool, json_output: bool) -> 
 
     text = reference if reference is not None else load_registry(settings().user_registry).default_reference()
     try:
-        resolved = resolve_downloaded(reference, offline=None)
+        resolved = resolve_downloaded(reference)
     except ModelNotFoundError as not_here:
         unverified = unverified_copy(text)  # another tool's download: its header can be read all the same
         entry = None if unverified is not None else undownloaded_entry(text)

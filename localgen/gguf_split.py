@@ -50,9 +50,8 @@ def parameter_count(first: GGUFInfo, first_shard: Path) -> int:
     return total
 
 
-def validate_split(first_shard: Path, *, offline_flag: bool = False) -> tuple[GGUFInfo, list[Path]]:
-    """Check all shards of a split model (or a lone file) are there, valid and alike: (first header, paths in order);
-    offline_flag: --offline was given, for the hint where shards are missing (as refuse_missing_shards takes it)."""
+def validate_split(first_shard: Path) -> tuple[GGUFInfo, list[Path]]:
+    """Check all shards of a split model (or a lone file) are there, valid and alike: (first header, paths in order)."""
     first_shard = Path(first_shard)
     first = read_gguf(first_shard)
     parts = split_name_parts(first_shard.name)
@@ -74,7 +73,7 @@ def validate_split(first_shard: Path, *, offline_flag: bool = False) -> tuple[GG
         from localgen.shards_missing import missing_shards_hint
 
         raise GGUFError(missing_shards_text(missing),
-                        hint=missing_shards_hint(first_shard, missing, offline_flag=offline_flag))
+                        hint=missing_shards_hint(first_shard, missing))
     expected_tensors = as_int(first.metadata.get("split.tensors.count"))
     names = {t.name for t in first.tensors}
     total = len(first.tensors)

@@ -140,25 +140,22 @@ def offline_error(repo: str, quant: str | None, filename: str | None, reference:
     return OfflineError(f"{ref} is not in the local cache and the network is off (offline mode)", hint, repo=repo)
 
 
-def offline_hint(reference: str, *, flag: bool = False) -> str:
-    """How to get a model offline mode keeps out: leave offline mode as it was entered, then download it.
-
-    flag: --offline was given; the environment's part comes from the settings.
-    """
-    return f"{leave_offline(flag)}, then {_download(reference)}"
+def offline_hint(reference: str) -> str:
+    """How to get a model offline mode keeps out: leave offline mode as it was entered, then download it."""
+    return f"{leave_offline()}, then {_download(reference)}"
 
 
-def checking_pull_hint(reference: str, *, offline: bool, flag: bool = False) -> str:
+def checking_pull_hint(reference: str, *, offline: bool) -> str:
     """The pull that checks a copy here against the Hub, downloading it again where it does not match (offline: after
     leaving offline mode); named to `fit` too, whose run online reads the Hub's header and leaves the copy as it is."""
     pull = "run the command again" if _running_command == "pull" else f"run `localgen pull {reference}`"
-    return f"{leave_offline(flag)}, then {pull}" if offline else f"run `localgen pull {reference}`"
+    return f"{leave_offline()}, then {pull}" if offline else f"run `localgen pull {reference}`"
 
 
-def leave_offline(flag: bool) -> str:
-    """How to turn offline mode off: drop the flag (given here, or taken for the whole command) and unset the
-    variables that turned it on."""
-    names, flag = " and ".join(settings().offline_envs), flag or settings().offline_flag
+def leave_offline() -> str:
+    """How to turn offline mode off: drop --offline where the running command was given it, and unset the variables
+    that turned it on."""
+    names, flag = " and ".join(settings().offline_envs), settings().offline_flag
     if names and flag:
         return f"drop --offline and unset {names} (set in the environment)"
     if names:

@@ -30,7 +30,7 @@ def refuse_lacking(text: str, *, failed: HubError | None = None) -> None:
     repo, quant, filename = hub_target(ref, spec)
     never_listed = ref.kind != "name" and hub_cache.load_listing(repo) is None
     if never_listed and settings().offline:
-        listing_hint = (f"{leave_offline(False)}, then `localgen models show {shlex.quote(ref.text)}` lists what the "
+        listing_hint = (f"{leave_offline()}, then `localgen models show {shlex.quote(ref.text)}` lists what the "
                         "repo has")
         raise ModelNotFoundError(f"model '{ref.text}' is not downloaded, and localgen has never listed {repo}",
                                  hint=with_downloaded_repo(listing_hint, ref.text, repo))
@@ -66,7 +66,7 @@ def typed_quant_lack(ref: ModelRef, spec: ModelSpec, repo: str, quant: str) -> s
         lack = known_lack(repo, quant, None)
     elif settings().offline:
         return (f"localgen has never listed {repo}, so whether it has a {quant} file is not known; "
-                f"{leave_offline(False)}, then `localgen pull {typed}` downloads it if it has")
+                f"{leave_offline()}, then `localgen pull {typed}` downloads it if it has")
     else:
         lack = _hub_lack(repo, quant, None)
     if lack is None:

@@ -23,13 +23,13 @@ def pulled_name(found: ResolvedModel) -> str:
     return found.display_name
 
 
-def refreshed(found: ResolvedModel, *, offline: bool | None = None) -> ResolvedModel:
+def refreshed(found: ResolvedModel) -> ResolvedModel:
     """For `pull` of a downloaded Hub model: the Hub's current copy of the same quant or file (one listing request;
     a file changed on the Hub is downloaded, and the copy it replaces removed once it is verified; one that did not is
     kept), or the downloaded copy when the Hub cannot be asked; its `hub_check` says which."""
     if found.source != "cache":
         return found  # a local file or the bundled model is the one
-    if offline or settings().offline:
+    if settings().offline:
         return replace(found, hub_check=HubCheck(HubOutcome.OFFLINE))
     repo, quant, filename = hub_target(found.ref, found.spec)
     if quant is None and filename is None:  # ORG/REPO alone, no downloaded quant fitting: the one a run takes

@@ -345,7 +345,7 @@ def pulled_at_a_smaller_context(refusal: InsufficientMemoryError, shape: ModelSh
             f"{binary_size(refusal.needed_bytes)} at {refusal.n_ctx:,}): run it with --ctx-size {most}")
 
 
-def resolve_downloaded(reference: str | None, *, offline: bool | None, hw: Hardware | None = None,
+def resolve_downloaded(reference: str | None, *, offline: bool | None = None, hw: Hardware | None = None,
                        request: FitRequest | None = None) -> ResolvedModel:
     """A reference resolved with no download: for a repo named without a quant, the best downloaded quant that fits
     (the one `fit` marks), else its own file if that is here (ModelNotFoundError when there is none)."""

@@ -107,7 +107,7 @@ def _named(target: Target, option: FitOption) -> str:
 
 
 def fitting_download(found: ResolvedModel, reference: str | None, *, hw: Hardware, request: FitRequest,
-                     note: Callable[[str], None], offline: bool | None) -> ResolvedModel | None:
+                     note: Callable[[str], None]) -> ResolvedModel | None:
     """For `pull ORG/REPO` (no quant named), online, whose downloaded quant a run takes does not fit here (none of its
     downloaded quants does): the quant of the repo that fits, chosen on the Hub as where none is downloaded, said and
     downloaded. None where the downloaded one fits, none on the Hub fits better, or the Hub cannot be asked: the
@@ -126,7 +126,7 @@ def fitting_download(found: ResolvedModel, reference: str | None, *, hw: Hardwar
     if target.repo is None:
         return None
     request = replace(request, default_ctx=target.default_ctx)
-    offline = bool(offline) or is_offline()
+    offline = is_offline()
     own_quant = quant_of_filename(found.path.name)
     own = f"{target.repo}:{own_quant}" if own_quant else f"{target.repo}/{found.path.name}"
     if target.quant or target.filename:  # the quant or file named is the one pulled: the warning its first pull gave
@@ -197,7 +197,7 @@ def _warn_of_a_misfit(found: ResolvedModel, target: Target, label: str, hw: Hard
 
 
 def naming_the_fitting_quant(refusal: InsufficientMemoryError, reference: str | None, size: int, hw: Hardware,
-                             request: FitRequest, *, offline: bool | None = None) -> InsufficientMemoryError:
+                             request: FitRequest) -> InsufficientMemoryError:
     """A run's refusal of a quant (ORG/REPO:QUANT, a registry name's, or the downloaded one ORG/REPO takes), its hint
     ending with the quant of its repo that fits here, from the Hub's headers of the smaller ones (size: the refused
     quant's files'); the refusal as it was where the Hub is offline or cannot be asked."""
@@ -207,7 +207,7 @@ def naming_the_fitting_quant(refusal: InsufficientMemoryError, reference: str | 
     from localgen.quant_choice import model_target, quant_groups
 
     target = model_target(reference)
-    if target.repo is None or offline or is_offline():
+    if target.repo is None or is_offline():
         return refusal
     instead: str | None = None
     with one_listing_per_repo(), answers_within(HINT_WAIT_S):
@@ -224,11 +224,10 @@ def naming_the_fitting_quant(refusal: InsufficientMemoryError, reference: str | 
     return refusal.with_hint(f"{refusal.hint}; {instead}" if refusal.hint else instead)
 
 
-def plan_resolved(resolved: ResolvedModel, shape: ModelShape, hw: Hardware, request: FitRequest, *,
-                  offline: bool | None = None) -> LoadPlan:
+def plan_resolved(resolved: ResolvedModel, shape: ModelShape, hw: Hardware, request: FitRequest) -> LoadPlan:
     """plan_fit for a model about to load; when it does not fit, the hint names the smaller quants of its repo as
     localgen last listed it, and, online, the one that fits; warns of a models.toml entry's context beyond the
-    model's maximum, where it is used (offline: --offline's flag)."""
+    model's maximum, where it is used."""
     from localgen.quant_choice import listed_smaller_quants
     from localgen.registry_entries import warn_context_beyond
 
@@ -245,4 +244,4 @@ def plan_resolved(resolved: ResolvedModel, shape: ModelShape, hw: Hardware, requ
             refusal = exc
     if resolved.source != "cache":  # bundled or one's own: no repo to look in
         raise refusal
-    raise naming_the_fitting_quant(refusal, resolved.ref.text, shape.file_size, hw, request, offline=offline)
+    raise naming_the_fitting_quant(refusal, resolved.ref.text, shape.file_size, hw, request)

@@ -60,18 +60,16 @@ def _named_index(options: Sequence[FitOption], files: Sequence[HubFile], target:
     return next((i for i, o in enumerate(options) if o.filenames[0] == group[0].filename), None)
 
 
-def fit_report(reference: str | None, *, request: FitRequest, hw: Hardware | None = None,
-               offline: bool | None = None) -> FitReport:
+def fit_report(reference: str | None, *, request: FitRequest, hw: Hardware | None = None) -> FitReport:
     """Estimate and plan every quant of a reference's repo (or its one local file) and mark the one to use."""
     from localgen.hub_errors import blamed_on_entry
 
     target = model_target(reference)
     with blamed_on_entry(target.spec, target.ref):
-        return _fit_report(reference, target, request=request, hw=hw or probe_hardware(), offline=offline)
+        return _fit_report(reference, target, request=request, hw=hw or probe_hardware())
 
 
-def _fit_report(reference: str | None, target: Target, *, request: FitRequest, hw: Hardware,
-                offline: bool | None) -> FitReport:
+def _fit_report(reference: str | None, target: Target, *, request: FitRequest, hw: Hardware) -> FitReport:
     """fit_report of a parsed reference."""
     from localgen import hub
 
@@ -79,7 +77,7 @@ def _fit_report(reference: str | None, target: Target, *, request: FitRequest, h
     text = target.text
     notes = ignored_requests(request, hw)
     survey_error: LocalgenError | None = None
-    if target.path is None and target.repo is not None and not (offline or hub.is_offline()):
+    if target.path is None and target.repo is not None and not hub.is_offline():
         try:
             files = hub.list_gguf_files(target.repo)
             if not files:
@@ -101,7 +99,7 @@ def _fit_report(reference: str | None, target: Target, *, request: FitRequest, h
             survey_error = exc
             notes.append(f"showing the local copy only: {exc.message} (--offline skips asking the Hub)")
     try:
-        resolved = resolve_downloaded(reference, offline=offline, hw=hw, request=request)
+        resolved = resolve_downloaded(reference, hw=hw, request=request)
     except ModelNotFoundError:
         if survey_error is not None:
             raise survey_error from None  # not downloaded either: the Hub's error is the one to fix
@@ -131,7 +129,7 @@ def _run_choice(options: Sequence[FitOption], reference: str | None, target: Tar
     that fits on the Hub, which it would download), and a note when a better fit is on the Hub but not downloaded."""
     best = choose_option(options, request)
     try:
-        used = resolve_downloaded(reference, offline=None, hw=hw, request=request).path.name
+        used = resolve_downloaded(reference, hw=hw, request=request).path.name
     except ModelNotFoundError:
         return best, []
     index = next((i for i, o in enumerate(options) if Path(o.filenames[0]).name == used), None)

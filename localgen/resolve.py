@@ -189,7 +189,6 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
     """Resolve a reference (None = the default) to a verified file: cache, bundled, then the Hub."""
     registry = registry or load_registry(settings().user_registry)
     ref = registry.reference(text if text is not None else registry.default_reference())
-    flag = offline is True  # --offline, as opposed to the environment's HF_HUB_OFFLINE / LOCALGEN_OFFLINE
     offline = settings().offline if offline is None else offline
     spec = registry.spec_for(ref)
     if ref.path is not None:  # a path, or an entry that names a file of the user's own (spec)
@@ -222,8 +221,8 @@ def resolve_model(text: str | None, *, offline: bool | None = None, registry: Re
     if offline or not pull:
         unverified = hub_unverified.unverified_file(repo, quant=quant, filename=filename)
         if offline and unverified is None:
-            _refuse_unlisted(ref, spec, repo, quant, filename, flag=flag)
-        _refuse_missing(ref.text, repo, unverified, offline=offline, flag=flag, quant=quant, filename=filename)
+            _refuse_unlisted(ref, spec, repo, quant, filename)
+        _refuse_missing(ref.text, repo, unverified, offline=offline, quant=quant, filename=filename)
     with blamed_on_entry(spec, ref):
         paths = hub.download_model(repo, quant=quant, filename=filename, force=force, reference=ref.text, pin=pin)
     return ResolvedModel(ref=ref, path=paths[0], spec=spec, source="hub")
@@ -317,11 +316,11 @@ def refused_by_pin(path: Path, pin: Pin | None, label: str | None = None) -> Loc
     return None
 
 
-def _refuse_missing(reference: str, repo: str, unverified: Path | None, *, offline: bool, flag: bool,
-                    quant: str | None, filename: str | None) -> None:
+def _refuse_missing(reference: str, repo: str, unverified: Path | None, *, offline: bool, quant: str | None,
+                    filename: str | None) -> None:
     """Raise the error for a model that is not downloaded, or that another tool downloaded unverified."""
     where = " and localgen is offline" if offline else ""
-    hint = offline_hint(reference, flag=flag) if offline else f"run `localgen pull {reference}`"
+    hint = offline_hint(reference) if offline else f"run `localgen pull {reference}`"
     hint = with_known_repo(with_alternative(hint, repo) or hint, reference, repo) or hint
     part = _downloaded_part(unverified or hub_unverified.unverified_file(repo, quant=quant, filename=filename,
                                                                      incomplete=True))
@@ -333,7 +332,7 @@ def _refuse_missing(reference: str, repo: str, unverified: Path | None, *, offli
             kept_of_each = repo_parts_said(repo)
             said = f"; {kept_of_each}" if kept_of_each else ""
         raise ModelNotFoundError(f"model '{reference}' is {part or 'not downloaded'}{where}{said}", hint=hint)
-    check = checking_pull_hint(reference, offline=offline, flag=flag)  # a copy here: the pull that checks it
+    check = checking_pull_hint(reference, offline=offline)  # a copy here: the pull that checks it
     hint = with_known_repo(with_alternative(check, repo) or check, reference, repo) or check
     if offline:
         refuse_broken_header(unverified, hint)
@@ -363,13 +362,12 @@ def _downloaded_part(first: Path | None) -> str:
     return f"downloaded only in part ({counted(len(missing), 'shard')} of {len(present) + len(missing)} missing)"
 
 
-def _refuse_unlisted(ref: ModelRef, spec: ModelSpec | None, repo: str, quant: str | None, filename: str | None, *,
-                     flag: bool) -> None:
+def _refuse_unlisted(ref: ModelRef, spec: ModelSpec | None, repo: str, quant: str | None, filename: str | None) -> None:
     """Offline, a quant or file that the repo lacked when localgen last listed it is said to be missing from it (not
     merely not downloaded); the Hub, which may have it since, is asked again only with the network."""
     lack = listed_lack(repo, quant, filename)
     if lack is not None:
-        again = f"to check the repo again, {offline_hint(ref.text, flag=flag)}"
+        again = f"to check the repo again, {offline_hint(ref.text)}"
         raise lacking_refusal(ref, spec, lack, then=again) from None
 
 

@@ -158,7 +158,7 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
             return kept
     else:
         try:
-            found = resolve_downloaded(options.model, offline=None, hw=hw, request=fit_request(options))
+            found = resolve_downloaded(options.model, hw=hw, request=fit_request(options))
         except ModelNotFoundError:
             if is_offline():
                 raise
@@ -166,8 +166,7 @@ def resolve_fitting(options: ModelOptions, hw: Hardware, note: Callable[[str], N
             if not download_only or found.path.absolute() in pulled:  # names the one that fits); pull brings it up
                 return found  # to date, or pulls the one that fits
             with one_listing_per_repo():  # a repo asked for a quant that fits is not listed again to refresh it
-                instead = fitting_download(found, options.model, hw=hw, request=fit_request(options), note=note,
-                                           offline=None)
+                instead = fitting_download(found, options.model, hw=hw, request=fit_request(options), note=note)
                 return instead if instead is not None else refreshed(found)
     try:
         with one_listing_per_repo():
@@ -213,7 +212,7 @@ def _kept_from_force(options: ModelOptions) -> ResolvedModel | None:
     if not offline:
         return None
     raise LocalgenError("--force downloads the model again, which needs the network, and localgen is offline",
-                        hint=f"{leave_offline(False)} to download it again, or drop --force to use the "
+                        hint=f"{leave_offline()} to download it again, or drop --force to use the "
                              f"{'bundled' if found.source == 'bundled' else 'cached'} copy")
 
 
@@ -373,7 +372,7 @@ def preflight(options: ModelOptions) -> TextBound | None:
         check_reference(options.model)  # a local file or a models.toml name, whether or not the Hub can be asked
     try:
         with named_as_typed(options.model):
-            resolved = resolve_downloaded(options.model, offline=None, request=fit_request(options))
+            resolved = resolve_downloaded(options.model, request=fit_request(options))
     except ModelNotFoundError:
         if is_offline():
             raise

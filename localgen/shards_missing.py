@@ -14,9 +14,9 @@ if TYPE_CHECKING:
     from localgen.resolve import ResolvedModel
 
 
-def refuse_missing_shards(resolved: ResolvedModel, *, offline_flag: bool = False) -> None:
+def refuse_missing_shards(resolved: ResolvedModel) -> None:
     """Refuse a model given by its first shard's path whose split shards are not all on disk, naming those missing
-    (a later shard is told to open the first by validate_split; offline_flag: --offline was given, for the hint)."""
+    (a later shard is told to open the first by validate_split)."""
     from localgen.gguf_split import missing_shards_text, present_shards, split_name_parts
 
     parts = split_name_parts(resolved.path.name)
@@ -25,12 +25,12 @@ def refuse_missing_shards(resolved: ResolvedModel, *, offline_flag: bool = False
     missing = present_shards(resolved.path)[1]
     if missing:
         raise ModelNotFoundError(missing_shards_text(missing),
-                                 hint=missing_shards_hint(resolved.path, missing, offline_flag=offline_flag))
+                                 hint=missing_shards_hint(resolved.path, missing))
 
 
-def missing_shards_hint(first_shard: Path, missing: list[Path], *, offline_flag: bool = False) -> str:
+def missing_shards_hint(first_shard: Path, missing: list[Path]) -> str:
     """What to do about a split model's missing shards: the `localgen pull` of its name for a file of the Hub cache
-    (offline: how to leave offline mode first; offline_flag: --offline was given), else the folder to put them in."""
+    (offline: how to leave offline mode first), else the folder to put them in."""
     from localgen.hub import is_offline
     from localgen.hub_errors import offline_hint
     from localgen.model_names import listed_name
@@ -40,8 +40,8 @@ def missing_shards_hint(first_shard: Path, missing: list[Path], *, offline_flag:
     name = listed_name(first_shard)
     if name is None:
         return f"put {them} in {short_path(first_shard.parent)}, beside the first shard"
-    if offline_flag or is_offline():
-        return offline_hint(name, flag=offline_flag)
+    if is_offline():
+        return offline_hint(name)
     return f"run `localgen pull {name}` to download {them}"
 
 

@@ -23,6 +23,7 @@ from hub_server import (
     run_python,
 )
 
+from localgen.config import offline_given
 from localgen.errors import HubError, ModelNotFoundError
 from localgen.hub_errors import map_hub_error, offline_error, offline_hint
 from tests.conftest import REPO_ROOT, run_localgen_process
@@ -105,7 +106,8 @@ def _settings(monkeypatch: pytest.MonkeyPatch, **env: str) -> None:
 
 def test_the_offline_hint_names_the_flag_when_the_flag_set_it(monkeypatch: pytest.MonkeyPatch) -> None:
     _settings(monkeypatch)
-    hint = offline_hint("qwen2.5-1.5b", flag=True)
+    with offline_given(True):
+        hint = offline_hint("qwen2.5-1.5b")
     assert hint == "drop --offline, then run `localgen pull qwen2.5-1.5b`"
 
 
@@ -149,7 +151,8 @@ def test_offline_mode_is_read_from_the_environment_as_huggingface_hub_reads_it(
 
 def test_the_offline_hint_names_flag_and_variable_when_both_are_set(monkeypatch: pytest.MonkeyPatch) -> None:
     _settings(monkeypatch, LOCALGEN_OFFLINE="yes")
-    hint = offline_hint("org/r:Q4_0", flag=True)
+    with offline_given(True):
+        hint = offline_hint("org/r:Q4_0")
     assert hint.startswith("drop --offline and unset LOCALGEN_OFFLINE (set in the environment)")
     assert "HF_HUB_OFFLINE" not in hint
 

@@ -125,15 +125,15 @@ def test_model_in_a_chat_of_a_cache_file_with_a_shard_missing_names_it_and_keeps
 
 def test_the_check_of_every_shard_a_load_makes_hints_at_offline_mode_as_the_check_before_it(hubenv: HubEnv,
                                                                                            tmp_path: Path) -> None:
-    """The load's check of every shard (validate_split: a shard gone since the check before it) saw offline mode only
-    in the environment: under --offline its hint said to pull the model, as if online."""
+    """Under --offline, the load's check of every shard (validate_split: a shard gone since the check before it) says
+    to drop --offline before the pull that fetches it, as the check before it does."""
     from localgen.errors import GGUFError
     from localgen.gguf_split import validate_split
     from localgen.runner import ModelOptions, load_model
 
     first = _pulled_split(hubenv, tmp_path)
-    with pytest.raises(GGUFError, match=r"missing shard 2 of 3") as refused:
-        validate_split(first, offline_flag=True)
+    with pytest.raises(GGUFError, match=r"missing shard 2 of 3") as refused, offline_given(True):
+        validate_split(first)
     assert refused.value.hint == f"drop --offline, then run `localgen pull {REPO}:Q8_0`", refused.value.hint
     gone: list[Path] = []
 
