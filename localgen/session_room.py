@@ -392,7 +392,8 @@ def _option_given(value: str, option: str, long: str) -> str:
 
 
 def _loading_options(options: ModelOptions, *, same_model: bool) -> list[str]:
-    """The loading options given in options, each as a shell takes it (the context's and model's aside)."""
+    """The loading options given in options, each as a shell takes it (the context's and model's aside), and --offline
+    where the chat was started with it."""
     given = {"--threads": options.threads, "--threads-batch": options.threads_batch,
              "--gpu-layers": options.gpu_layers,
              "--batch-size": options.batch_size if options.batch_size != DEFAULT_BATCH_SIZE else None,
