@@ -159,10 +159,17 @@ def leave_offline() -> str:
     if names and flag:
         return f"drop --offline and unset {names} (set in the environment)"
     if names:
-        return f"offline mode comes from {names} in the environment: unset {'them' if ' and ' in names else 'it'}"
+        return unset_offline_envs()
     if flag:
         return "drop --offline"
     return f"turn offline mode off (drop --offline, unset {', '.join(OFFLINE_ENVS[:-1])} and {OFFLINE_ENVS[-1]})"
+
+
+def unset_offline_envs() -> str:
+    """How to turn off the offline mode the environment's variables turned on (as a command with no --offline needs)."""
+    names = settings().offline_envs
+    them = "them" if len(names) > 1 else "it"
+    return f"offline mode comes from {' and '.join(names)} in the environment: unset {them}"
 
 
 _running_command: str | None = None  # the localgen command running now (`pull`, `run`), set by the CLI

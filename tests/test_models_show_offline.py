@@ -11,8 +11,8 @@ from tests.conftest import user_registry
 
 
 def test_models_show_offline_never_asks_the_hub_and_says_to_drop_the_flag(hubenv: HubEnv) -> None:
-    """models show had no --offline (`no such option`, with a hint to set LOCALGEN_OFFLINE=1), though it asks the Hub
-    about a model not downloaded."""
+    """models show --offline never asks the Hub about a model not downloaded; what that leaves out says to drop the
+    flag, where the command named next takes it (a pull, which takes no --offline, is named as it is)."""
     hubenv.server.add_repo("acme/Tiny-GGUF", {"tiny-Q4_0.gguf": make_gguf_bytes("tiny")})
     user_registry(hubenv.localgen_home, '[models.tiny]\nrepo = "acme/Tiny-GGUF"\nquant = "Q4_0"\n')
     entry = run_cli(hubenv.env, "models", "show", "tiny", "--offline")
@@ -24,7 +24,10 @@ def test_models_show_offline_never_asks_the_hub_and_says_to_drop_the_flag(hubenv
     assert both.stderr.endswith("localgen is offline (LOCALGEN_OFFLINE is set and --offline is given)\n"), both.stderr
     quant = run_cli(hubenv.env, "models", "show", "--offline", "tiny:q8")
     assert "downloaded:    no (localgen has never listed acme/Tiny-GGUF, so whether it has a Q8 file is not known; " \
-        "drop --offline, then `localgen pull tiny:q8` downloads it if it has)" in quant.stdout, quant.stdout
+        "`localgen pull tiny:q8` downloads it if it has)" in quant.stdout, quant.stdout
+    both_quant = run_cli({**hubenv.env, "LOCALGEN_OFFLINE": "1"}, "models", "show", "--offline", "tiny:q8")
+    assert "is not known; offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then `localgen pull " \
+        "tiny:q8` downloads it if it has)" in both_quant.stdout, both_quant.stdout
     repo = run_cli(hubenv.env, "models", "show", "--offline", "acme/Tiny-GGUF")
     assert repo.returncode == 1 and repo.stderr == (
         "localgen: error: model 'acme/Tiny-GGUF' is not downloaded, and localgen has never listed acme/Tiny-GGUF "
