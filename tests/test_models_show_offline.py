@@ -41,8 +41,8 @@ def test_models_show_offline_never_asks_the_hub_and_says_to_drop_the_flag(hubenv
 
 
 def test_offline_holds_while_the_command_runs_and_no_longer(home: Path) -> None:
-    """models show --offline left offline mode on for the rest of the process, so that a command run in it after
-    (in-process, as here) never asked the Hub either."""
+    """--offline holds only while its command runs: a command run after models show --offline in the same process
+    (in-process, as here) is not offline."""
     from typer.testing import CliRunner
 
     from localgen import config
