@@ -66,7 +66,7 @@ def read_again(exc: GGUFError, repo: str, filename: str, data: bytes, *, size: i
         except GGUFError:
             raise HubError(f"{repo}/{filename}: the header the Hub sent differed on a second read: it was damaged on "
                            "the way", hint=RETRY_HINT) from None
-    hint = f"the Hub sent the same bytes on a second read, so {HUB_COPY_HINT}" if exc.hint == HINT else exc.hint
+    hint = f"the Hub sent the same bytes on a second read: {HUB_COPY_HINT}" if exc.hint == HINT else exc.hint
     label = f"{Path(filename).name}: "  # read_gguf_bytes's, which begins its message
     if not exc.message.startswith(label):
         raise GGUFError(f"{repo}/{exc.message} (the Hub's copy)", hint=hint)
