@@ -138,28 +138,46 @@ from localgen.engine import Engine
 from localgen.errors import LocalgenError
 from localgen.memory_limits import data_in_use
 from localgen.params import LoadOptions, SamplingParams
-engine = Engine(Path(sys.argv[1]), LoadOptions(n_ctx=1024, n_batch=512, n_ubatch=512, n_threads=2, n_threads_batch=2))
-resource.setrlimit(resource.RLIMIT_DATA, (data_in_use() + 4 * 2**20, resource.RLIM_INFINITY))
+n_ctx, n_batch, prompt_tokens, left_mib = map(int, sys.argv[2:])
+engine = Engine(Path(sys.argv[1]), LoadOptions(n_ctx=n_ctx, n_batch=n_batch, n_ubatch=n_batch, n_threads=2,
+                                               n_threads_batch=2))
+resource.setrlimit(resource.RLIMIT_DATA, (data_in_use() + left_mib * 2**20, resource.RLIM_INFINITY))
 try:
-    for _ in engine.generate(list(range(1000, 1400)), SamplingParams(temperature=0.0)):
-        pass
+    for _ in engine.generate(list(range(1000, 1000 + prompt_tokens)), SamplingParams(temperature=0.0)):
+        break
+    print("answered")
 except LocalgenError as exc:
     print(exc.message, "|", exc.hint)
 """
 
 
-def test_a_first_batch_beyond_the_memory_left_is_refused_not_aborted(bundled_model: Path) -> None:
-    """Memory taken after the context was made (4 MiB left under `ulimit -d`) left too little for the first batch's
-    work buffer and threads: llama.cpp's bad_alloc aborted the process (status 134) with no word of localgen's."""
+def _first_batch_under_data_limit(model: Path, n_ctx: int, n_batch: int, prompt_tokens: int, left_mib: int) -> str:
+    """What a first batch of prompt_tokens prints with left_mib MiB left under `ulimit -d` after its context loads."""
     import subprocess
     import sys
 
     from tests.conftest import REPO_ROOT
 
-    result = subprocess.run([sys.executable, "-c", _FIRST_BATCH_BEYOND_LIMIT, str(bundled_model)], capture_output=True,
-                            text=True, timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("not enough memory is left to evaluate the prompt: its first batch takes "), \
-        result.stdout
-    assert result.stdout.endswith("leaves 4.0 MiB | try a smaller --batch-size or --ubatch-size, fewer --threads, or "
-                                  "raise `ulimit -d`\n"), result.stdout
+    result = subprocess.run([sys.executable, "-c", _FIRST_BATCH_BEYOND_LIMIT, str(model), str(n_ctx), str(n_batch),
+                             str(prompt_tokens), str(left_mib)], capture_output=True, text=True, timeout=120,
+                            cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+def test_a_first_batch_beyond_the_memory_left_is_refused_not_aborted(bundled_model: Path) -> None:
+    """Memory taken after the context was made (4 MiB left under `ulimit -d`) left too little for the first batch's
+    work buffer and threads: llama.cpp's bad_alloc aborted the process (status 134) with no word of localgen's."""
+    stdout = _first_batch_under_data_limit(bundled_model, 1024, 512, 400, 4)
+    assert stdout.startswith("not enough memory is left to evaluate the prompt: its first batch takes "), stdout
+    assert stdout.endswith("leaves 4.0 MiB | try a smaller --batch-size or --ubatch-size, fewer --threads, or "
+                          "raise `ulimit -d`\n"), stdout
+
+
+def test_a_first_batch_counts_the_attention_scores_it_converts(bundled_model: Path) -> None:
+    """Without flash attention a 2,000-token batch converts its attention scores (9 heads of 2,048 cells for each
+    token, 70 MiB) for their product with V: 40 MiB left, which its feed-forward input alone fits, is refused where
+    llama.cpp aborted, and the room the check asks for is enough."""
+    stdout = _first_batch_under_data_limit(bundled_model, 4096, 2048, 2000, 40)
+    assert stdout.startswith("not enough memory is left to evaluate the prompt: its first batch takes 88.0 MiB"), stdout
+    assert _first_batch_under_data_limit(bundled_model, 4096, 2048, 2000, 89) == "answered\n"

@@ -6,7 +6,7 @@ import resource
 from pathlib import Path
 
 from localgen.errors import LocalgenError, ModelLoadError
-from localgen.estimate import ModelShape, allocated_context, estimate_memory, kv_cache_bytes, read_shape
+from localgen.estimate import ModelShape, allocated_context, estimate_memory, kv_cache_bytes, padded_context, read_shape
 from localgen.hardware import repacked_weight_types
 from localgen.memory_limits import NEAR_THE_LIMIT_BYTES, data_in_use, data_limit, least_room, thread_stacks_bytes
 from localgen.params import LoadOptions
@@ -88,9 +88,14 @@ def context_beyond_memory_limit(options: LoadOptions, path: Path, cells: int) ->
 def first_batch_bytes(options: LoadOptions, shape: ModelShape) -> int:
     """What a context's first batch maps beyond its KV cache and compute buffers: the stacks of the threads that
     compute it, and ggml-cpu's work buffer, where the activations are converted to the weights' type for their
-    products (2 bytes an element at most, of the widest layer input: the feed-forward's, n_ubatch tokens of it)."""
+    products (2 bytes an element, of the widest input for n_ubatch tokens: the feed-forward's, or without flash
+    attention the attention scores', n_head rows as long as the cells the batch sees, for the product with V)."""
     threads = max(options.n_threads, options.n_threads_batch)
-    work = 2 * max(shape.n_ff, shape.n_embd) * min(options.n_ubatch, options.n_batch) + CACHE_LINE_BYTES * threads
+    n_ubatch = min(options.n_ubatch, options.n_batch)
+    widest = max(shape.n_ff, shape.n_embd)
+    if not options.flash_attention:
+        widest = max(widest, shape.n_head * min(padded_context(options.n_ctx), padded_context(n_ubatch)))
+    work = 2 * widest * n_ubatch + CACHE_LINE_BYTES * threads
     return thread_stacks_bytes(threads) + work
 
 
