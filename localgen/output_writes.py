@@ -303,7 +303,7 @@ def file_refusal(fd: int, needed: int = 0) -> LocalgenError | None:
         return None
     free = (space.f_bfree if may_use_reserved_blocks() else space.f_bavail) * space.f_frsize
     allocated = max(status.st_blocks * 512, status.st_size)  # written over, or set aside for it, without a new block
-    if not space.f_blocks or free + allocated - at >= max(needed, 1):
+    if not space.f_blocks or free + max(allocated - at, 0) >= max(needed, 1):  # past the end: a hole, no room
         return None
     what = "has no free space" if not needed else f"has no room left for the answer ({needed:,} bytes so far)"
     return LocalgenError(f"cannot write to stdout: {os.strerror(errno.ENOSPC)}: the file system of {_file_name(fd)} "

@@ -151,3 +151,18 @@ def test_ctrl_c_with_a_process_substitution_alive_and_a_neighbour_dying_of_it_en
 def test_ctrl_c_writing_to_a_process_substitution_beside_another_has_its_line_ended(tmp_path: Path) -> None:
     """`> >(cat)`: cat, dead of the Ctrl-C, is the run's child, no part of bash's job, so the run ends the line."""
     assert _shown_after_ctrl_c(f"{STREAMING} > >(cat)", tmp_path, _answering) == b"\r\n"
+
+
+def test_a_file_seeked_far_past_its_end_is_written(tmp_path: Path) -> None:
+    """stdout placed a terabyte past the end of a short file (a hole the file system allocates no blocks for) was
+    said to have no free space: only the room from where it writes on counts, never less than none."""
+    out = tmp_path / "sparse.txt"
+    out.write_bytes(b"x" * 100)
+    with out.open("r+b") as stdout:
+        stdout.seek(1 << 40)
+        result = subprocess.run([sys.executable, "-m", "localgen", "run", "-n", "3", "--temperature", "0", "Hi"],
+                                stdout=stdout, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                                env={**os.environ, **_env(tmp_path / "home")}, timeout=120, cwd=REPO_ROOT)
+    assert result.returncode == 0, result.stderr
+    with out.open("rb") as written:
+        assert written.read(100) == b"x" * 100 and written.seek(1 << 40) and written.read().endswith(b"\n")
