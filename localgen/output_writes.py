@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from localgen.config import settings
 from localgen.errors import SIZE_LIMITS, LocalgenError, os_reason
@@ -31,7 +31,7 @@ class WriteGivenUp(BrokenPipeError):
         self.signum = signum
 
 
-ROOM_CHECK_SECONDS = 0.5  # how often a --json answer's growing text is held against the room its file has left
+ROOM_CHECK_SECONDS = 0.5  # how often a --json answer's file is looked at again for room others may have taken
 _ending: int | None = None  # the signal ending the program, once it has come
 _wait_left = 0.0  # how long writes may still wait on their reader once it has come (set as it comes)
 _writing = False  # the main thread's write is under way (signal handlers run in that thread alone)
@@ -280,30 +280,63 @@ _STDOUT_HINTS = {errno.EFBIG: f"the file it goes to has reached a size limit {SI
                  errno.EBADF: "stdout is open for reading only (1< FILE): send the output to a file with > FILE"}
 
 
-def file_refusal(fd: int, needed: int = 0) -> LocalgenError | None:
-    """The error for a regular file fd goes to that cannot take needed more bytes (0: any), found before they are
-    written: past the process's file size limit (`ulimit -f`: every write past it fails), or on a file system with
-    too few blocks free for it to grow into (the room a last block leaves, or space set aside for it, is written
-    into, and not refused); None where they may go in, or where it cannot be told (a pipe, a terminal, a file system
-    that gives no counts)."""
+class FileRoom(NamedTuple):
+    """Where a regular file is written next (at), and what may go in from there: up to its `ulimit -f` (limit), and
+    the bytes its file system has free for it (disk: the room its last block or space set aside leaves counted,
+    None where the file system gives no counts)."""
+
+    at: int
+    limit: int | None
+    disk: int | None
+
+    @property
+    def bytes(self) -> int | None:
+        """The bytes that may go in from at (None: no bound can be told)."""
+        bounds = [bound for bound in (None if self.limit is None else self.limit - self.at, self.disk)
+                  if bound is not None]
+        return min(bounds) if bounds else None
+
+
+def file_room(fd: int) -> FileRoom | None:
+    """The FileRoom of the regular file fd goes to; None where it is no regular file, or it cannot be told."""
     try:
         status = os.fstat(fd)
         if not stat.S_ISREG(status.st_mode):
             return None
         at = status.st_size if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND else os.lseek(fd, 0, os.SEEK_CUR)
         limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-        if limit != resource.RLIM_INFINITY and at + max(needed, 1) > limit:
-            reached = f"has reached the size limit on files this process writes ({limit:,} bytes)" if at >= limit \
-                else f"has no room for the answer ({needed:,} bytes so far) under the size limit on files this " \
-                     f"process writes ({limit:,} bytes)"
-            return LocalgenError(f"cannot write to stdout: {os.strerror(errno.EFBIG)}: {_file_name(fd)} {reached}",
-                                 hint="raise it with `ulimit -f`, or send the output elsewhere")
-        space = os.fstatvfs(fd)
+        limit = None if limit == resource.RLIM_INFINITY else limit
+        try:
+            space = os.fstatvfs(fd)
+        except (OSError, ValueError):
+            return FileRoom(at, limit, None)
     except (OSError, ValueError):
         return None
     free = (space.f_bfree if may_use_reserved_blocks() else space.f_bavail) * space.f_frsize
     allocated = max(status.st_blocks * 512, status.st_size)  # written over, or set aside for it, without a new block
-    if not space.f_blocks or free + max(allocated - at, 0) >= max(needed, 1):  # past the end: a hole, no room
+    # past the end of the file (a hole) its blocks leave no room
+    return FileRoom(at, limit, free + max(allocated - at, 0) if space.f_blocks else None)
+
+
+def file_refusal(fd: int, needed: int = 0) -> LocalgenError | None:
+    """The error for a regular file fd goes to that cannot take needed more bytes (0: any), found before they are
+    written: past the process's file size limit (`ulimit -f`: every write past it fails), or on a file system with
+    too few blocks free for it to grow into (the room a last block leaves, or space set aside for it, is written
+    into, and not refused); None where they may go in, or where it cannot be told (a pipe, a terminal, a file system
+    that gives no counts)."""
+    room = file_room(fd)
+    return None if room is None else room_refusal(fd, room, needed)
+
+
+def room_refusal(fd: int, room: FileRoom, needed: int) -> LocalgenError | None:
+    """file_refusal's error for the file fd goes to, with room found in it (file_room)."""
+    if room.limit is not None and room.at + max(needed, 1) > room.limit:
+        reached = f"has reached the size limit on files this process writes ({room.limit:,} bytes)" \
+            if room.at >= room.limit else f"has no room for the answer ({needed:,} bytes so far) under the size " \
+                                          f"limit on files this process writes ({room.limit:,} bytes)"
+        return LocalgenError(f"cannot write to stdout: {os.strerror(errno.EFBIG)}: {_file_name(fd)} {reached}",
+                             hint="raise it with `ulimit -f`, or send the output elsewhere")
+    if room.disk is None or room.disk >= max(needed, 1):
         return None
     what = "has no free space" if not needed else f"has no room left for the answer ({needed:,} bytes so far)"
     return LocalgenError(f"cannot write to stdout: {os.strerror(errno.ENOSPC)}: the file system of {_file_name(fd)} "
@@ -312,12 +345,14 @@ def file_refusal(fd: int, needed: int = 0) -> LocalgenError | None:
 
 class RecordRoom:
     """The room left for a record written whole once the answer ends (--json) in the regular file stdout goes to,
-    looked at as the answer's text grows (every ROOM_CHECK_SECONDS at most): a disk that fills, or a `ulimit -f` the
-    text outgrows, stops the answer then, not once it has all been generated."""
+    held against the answer's text as it grows: looked at again as the text outgrows the room last found, or
+    ROOM_CHECK_SECONDS after (others may fill the disk), so a disk that fills, or a `ulimit -f` the text outgrows,
+    stops the answer then, not once it has all been generated."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
         self._bytes = 0
+        self._room = -1  # the bytes the file could take at the last look (none yet: -1)
         self._next_check = 0.0
 
     @classmethod
@@ -333,12 +368,17 @@ class RecordRoom:
         """Count text into the record; the LocalgenError of file_refusal where the file has no room left for it."""
         self._bytes += len(text.encode("utf-8", errors="surrogatepass"))
         now = time.monotonic()
-        if now < self._next_check:
+        if self._bytes <= self._room and now < self._next_check:
             return
         self._next_check = now + ROOM_CHECK_SECONDS
-        refusal = file_refusal(self._fd, self._bytes)
+        room = file_room(self._fd)
+        if room is None:
+            self._room = sys.maxsize
+            return
+        refusal = room_refusal(self._fd, room, self._bytes)
         if refusal is not None:
             raise refusal
+        self._room = sys.maxsize if room.bytes is None else room.bytes
 
 
 CAP_SYS_RESOURCE = 24  # the capability that lets a process write into a file system's blocks set aside (ext4's)

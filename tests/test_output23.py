@@ -84,14 +84,15 @@ def test_a_run_into_a_file_at_the_size_limit_is_refused_before_the_model_loads(t
 def test_a_json_answer_that_outgrows_the_room_of_its_file_stops_as_it_does(tmp_path: Path) -> None:
     """--json's record is written whole once the answer ends: a file that could not take it (a disk filling, `ulimit
     -f`) was found so only once all of the answer had been generated; the answer stops as its text outgrows the
-    room, and the file is left as it was."""
+    room (the token that passes it, however fast tokens come), and the file is left as it was."""
     out = tmp_path / "out.json"
     result = _run_limited(tmp_path / "home", out, 512, LONG)
     said = re.fullmatch(r"localgen: error: cannot write to stdout: File too large: \S+ has no room for the answer "
                         r"\(([\d,]+) bytes so far\) under the size limit on files this process writes \(512 bytes\) "
                         r"\(hint: raise it with `ulimit -f`, or send the output elsewhere\)\n", result.stderr)
     assert result.returncode == 1 and said, result.stderr
-    assert int(said[1].replace(",", "")) < 300 * 3 and out.read_bytes() == b""
+    so_far = int(said[1].replace(",", ""))
+    assert 512 < so_far <= 512 + 32 and out.read_bytes() == b"", so_far  # as soon as the text passes the room
 
 
 def test_a_file_below_the_size_limit_is_written(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -117,3 +118,24 @@ def test_a_write_cut_in_on_a_waiting_one_leaves_it_bounded_once_a_signal_ends_th
     leaves the answer's write bounded: a signal that ends the program after it gives that write up, where the end
     of the write cut in marked the answer's as over and it waited on its reader for ever."""
     assert run_script(WRITE_CUT_IN_ON, writer).splitlines() == ["given up 15"]
+
+
+def test_a_record_s_room_refuses_the_text_that_outgrows_it_at_once(tmp_path: Path) -> None:
+    """RecordRoom looked at its file every half second: text that came faster outgrew the room unseen until then.
+    Under `ulimit -f` of 512 bytes, 500 bytes fit, and the 13 that follow at once are refused."""
+    import resource
+
+    from localgen.errors import LocalgenError
+    from localgen.output_writes import RecordRoom
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    with (tmp_path / "out.json").open("wb") as out:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (512, hard))
+        try:
+            room = RecordRoom(out.fileno())
+            for _ in range(5):
+                room.add("x" * 100)
+            with pytest.raises(LocalgenError, match=r"has no room for the answer \(513 bytes so far\)"):
+                room.add("y" * 13)
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
