@@ -170,8 +170,8 @@ def test_a_first_batch_beyond_the_memory_left_is_refused_not_aborted(bundled_mod
     work buffer and threads: llama.cpp's bad_alloc aborted the process (status 134) with no word of localgen's."""
     stdout = _first_batch_under_data_limit(bundled_model, 1024, 512, 400, 4)
     assert stdout.startswith("not enough memory is left to evaluate the prompt: its first batch takes "), stdout
-    assert stdout.endswith("leaves 4.0 MiB | try a smaller --batch-size or --ubatch-size, fewer --threads, or "
-                          "raise `ulimit -d`\n"), stdout
+    assert stdout.endswith("leaves 4.0 MiB | try a smaller --batch-size or --ubatch-size, fewer "
+                           "--threads/--threads-batch, or raise `ulimit -d`\n"), stdout
 
 
 def test_a_first_batch_counts_the_attention_scores_it_converts(bundled_model: Path) -> None:

@@ -118,7 +118,8 @@ def first_batch_beyond_memory_limit(options: LoadOptions, path: Path) -> Localge
     return LocalgenError(f"not enough memory is left to evaluate the prompt: its first batch takes "
                          f"{binary_size(needed)} or more, and `{room.name}` of {binary_size(room.limit)} leaves "
                          f"{binary_size(max(room.free, 0))}",
-                         hint=f"try a smaller --batch-size or --ubatch-size, fewer --threads, or raise `{room.name}`")
+                         hint=f"try a smaller --batch-size or --ubatch-size, fewer --threads/--threads-batch, or "
+                              f"raise `{room.name}`")
 
 
 def smaller_context_hint(options: LoadOptions, limit: str | None = None) -> str:
