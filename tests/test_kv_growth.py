@@ -138,10 +138,14 @@ from localgen.engine import Engine
 from localgen.errors import LocalgenError
 from localgen.memory_limits import data_in_use
 from localgen.params import LoadOptions, SamplingParams
-n_ctx, n_batch, prompt_tokens, left_mib = map(int, sys.argv[2:])
+n_ctx, n_batch, prompt_tokens, left_mib, ahead_before, ahead_after = map(int, sys.argv[2:])
 engine = Engine(Path(sys.argv[1]), LoadOptions(n_ctx=n_ctx, n_batch=n_batch, n_ubatch=n_batch, n_threads=2,
                                                n_threads_batch=2))
+if ahead_before:
+    print("ahead", engine.prefill_ahead(list(range(1000, 1000 + ahead_before)), lambda: False))
 resource.setrlimit(resource.RLIMIT_DATA, (data_in_use() + left_mib * 2**20, resource.RLIM_INFINITY))
+if ahead_after:
+    print("ahead", engine.prefill_ahead(list(range(1000, 1000 + ahead_after)), lambda: False))
 try:
     for _ in engine.generate(list(range(1000, 1000 + prompt_tokens)), SamplingParams(temperature=0.0)):
         break
@@ -151,16 +155,19 @@ except LocalgenError as exc:
 """
 
 
-def _first_batch_under_data_limit(model: Path, n_ctx: int, n_batch: int, prompt_tokens: int, left_mib: int) -> str:
-    """What a first batch of prompt_tokens prints with left_mib MiB left under `ulimit -d` after its context loads."""
+def _first_batch_under_data_limit(model: Path, n_ctx: int, n_batch: int, prompt_tokens: int, left_mib: int,
+                                  ahead_before: int = 0, ahead_after: int = 0) -> str:
+    """What a first batch of prompt_tokens prints with left_mib MiB left under `ulimit -d` after its context loads,
+    with the first tokens of it prefilled ahead (as a chat message is typed) before the limit (ahead_before) or
+    after it (ahead_after)."""
     import subprocess
     import sys
 
     from tests.conftest import REPO_ROOT
 
-    result = subprocess.run([sys.executable, "-c", _FIRST_BATCH_BEYOND_LIMIT, str(model), str(n_ctx), str(n_batch),
-                             str(prompt_tokens), str(left_mib)], capture_output=True, text=True, timeout=120,
-                            cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+    args = [str(model), *map(str, (n_ctx, n_batch, prompt_tokens, left_mib, ahead_before, ahead_after))]
+    result = subprocess.run([sys.executable, "-c", _FIRST_BATCH_BEYOND_LIMIT, *args], capture_output=True, text=True,
+                            timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
 
@@ -181,3 +188,17 @@ def test_a_first_batch_counts_the_attention_scores_it_converts(bundled_model: Pa
     stdout = _first_batch_under_data_limit(bundled_model, 4096, 2048, 2000, 40)
     assert stdout.startswith("not enough memory is left to evaluate the prompt: its first batch takes 88.0 MiB"), stdout
     assert _first_batch_under_data_limit(bundled_model, 4096, 2048, 2000, 89) == "answered\n"
+
+
+def test_a_prefill_ahead_beyond_the_memory_left_stops_and_the_message_is_refused(bundled_model: Path) -> None:
+    """A chat message prefilled as it is typed ran its first batch unchecked, where llama.cpp aborted the process:
+    it stops quietly, and the message's own prefill says why as it is sent."""
+    stdout = _first_batch_under_data_limit(bundled_model, 1024, 512, 400, 4, ahead_after=400)
+    assert stdout.startswith("ahead 0\nnot enough memory is left to evaluate the prompt"), stdout
+
+
+def test_a_short_prefill_ahead_leaves_the_first_full_batch_checked(bundled_model: Path) -> None:
+    """A few tokens prefilled ahead map a small work buffer only: the message's first full batch, under a limit set
+    since, is still looked at, where it ran unchecked and llama.cpp aborted the process."""
+    stdout = _first_batch_under_data_limit(bundled_model, 1024, 512, 400, 4, ahead_before=10)
+    assert stdout.startswith("ahead 10\nnot enough memory is left to evaluate the prompt"), stdout

@@ -302,16 +302,18 @@ class Engine(Decoding):
             return len(prompt)
         common = self._kv.reuse(prompt, self.n_ubatch, self.n_batch, most=AHEAD_CHUNK)
         self._ahead_from = common if self._ahead_from is None else min(self._ahead_from, common)
+        refused = self._first_batch_refusal() is not None  # the message's own prefill says so as it is sent
         try:
             with node_stopper(self._ctx, should_stop) as stopper:
                 for begin, end in chunk_bounds(common, len(prompt), self.n_ubatch, self.n_batch, most=AHEAD_CHUNK):
-                    if should_stop():
+                    if refused or should_stop():
                         break
                     self._before_chunk(begin, end)
                     lc.llama_set_n_threads(self._ctx, lc.llama_n_threads(self._ctx),
                                            ahead_threads(self._batch_threads(self.decode_threads)))
                     status = self._kv.evaluate(prompt[begin:end])
-                    self._batch_room_checked = True  # a batch ran: its threads and work buffer are mapped
+                    # a full-size batch ran: its threads and whole work buffer are mapped
+                    self._batch_room_checked |= end - begin >= min(self.n_ubatch, self.n_batch)
                     stopper.raise_caught()
                     if status != 0:
                         if status != ABORTED:
@@ -343,8 +345,8 @@ class Engine(Decoding):
         total = len(prompt)
         chunks = list(chunk_bounds(start, total, self.n_ubatch, self.n_batch))
         computing = 0.0
-        if chunks and not self._batch_room_checked:  # past a memory limit, llama.cpp's first batch aborts the process
-            refusal = first_batch_beyond_memory_limit(self.options, self.path)
+        if chunks:
+            refusal = self._first_batch_refusal()
             if refusal is not None:
                 raise refusal
             self._batch_room_checked = True
@@ -366,6 +368,11 @@ class Engine(Decoding):
                 raise decode_failure(status)
             yield PrefillProgress(done=end - start, total=total - start)
         return computing
+
+    def _first_batch_refusal(self) -> LocalgenError | None:
+        """The refusal of a first batch past a memory limit, where llama.cpp's would abort the process
+        (first_batch_beyond_memory_limit); None where it may run, or a full-size batch has run already."""
+        return None if self._batch_room_checked else first_batch_beyond_memory_limit(self.options, self.path)
 
     def _before_chunk(self, begin: int, end: int) -> None:
         """Tell the thread governor of a prompt chunk whose last physical batch is one token (llama.cpp cuts a
