@@ -8,7 +8,14 @@ from pathlib import Path
 from localgen.errors import LocalgenError, ModelLoadError
 from localgen.estimate import ModelShape, allocated_context, estimate_memory, kv_cache_bytes, padded_context, read_shape
 from localgen.hardware import repacked_weight_types
-from localgen.memory_limits import NEAR_THE_LIMIT_BYTES, data_in_use, data_limit, least_room, thread_stacks_bytes
+from localgen.memory_limits import (
+    NEAR_THE_LIMIT_BYTES,
+    MemoryRoom,
+    data_in_use,
+    data_limit,
+    least_room,
+    thread_stacks_bytes,
+)
 from localgen.params import LoadOptions
 from localgen.units import binary_size
 
@@ -64,15 +71,10 @@ def context_beyond_memory_limit(options: LoadOptions, path: Path, cells: int) ->
     where the scheduler's context between them cannot (ggml_init's GGML_ASSERT), or ggml-cpu's work buffer or a
     thread's stack in the first batch (a bad_alloc, first_batch_bytes): its refusal must come before.
     """
-    if options.n_gpu_layers != 0:  # offloaded, the cache and buffers are the GPU's
+    limited = _limited_cpu_context(options, path)
+    if limited is None:
         return None
-    try:
-        room = least_room()
-        shape = read_shape(path)
-    except (OSError, ValueError, LocalgenError):  # no /proc, or a header llama.cpp judges
-        return None
-    if room is None:
-        return None
+    room, shape = limited
     n_ubatch = min(options.n_ubatch, options.n_batch)
     context = estimate_memory(shape, n_ctx=cells, kv_type=options.kv_type, n_ubatch=n_ubatch,
                               flash_attn=options.flash_attention)
@@ -104,22 +106,31 @@ def first_batch_beyond_memory_limit(options: LoadOptions, path: Path) -> Localge
     (first_batch_bytes): llama.cpp aborts the process where its work buffer cannot be allocated (a bad_alloc), and
     memory taken since the context was made (a prompt read, a prompt cache restored) may leave less than its check
     saw; None where it may fit, or where no limit is set or it cannot be told."""
-    if options.n_gpu_layers != 0 or all(resource.getrlimit(which)[0] == resource.RLIM_INFINITY
-                                        for which in (resource.RLIMIT_DATA, resource.RLIMIT_AS)):
+    limited = _limited_cpu_context(options, path)
+    if limited is None:
         return None
-    try:
-        room = least_room()
-        shape = read_shape(path)
-    except (OSError, ValueError, LocalgenError):  # no /proc, or a header llama.cpp judged
-        return None
+    room, shape = limited
     needed = first_batch_bytes(options, shape) + NEAR_THE_LIMIT_BYTES  # what else the batch maps (its threads' heaps)
-    if room is None or needed <= room.free:
+    if needed <= room.free:
         return None
     return LocalgenError(f"not enough memory is left to evaluate the prompt: its first batch takes "
                          f"{binary_size(needed)} or more, and `{room.name}` of {binary_size(room.limit)} leaves "
                          f"{binary_size(max(room.free, 0))}",
                          hint=f"try a smaller --batch-size or --ubatch-size, fewer --threads/--threads-batch, or "
                               f"raise `{room.name}`")
+
+
+def _limited_cpu_context(options: LoadOptions, path: Path) -> tuple[MemoryRoom, ModelShape] | None:
+    """The least room a memory limit leaves (`ulimit -d`, `-v`) and the shape of the model at path, for a context on
+    the CPU; None where it is offloaded (its cache and buffers are the GPU's), no limit is set, or it cannot be told
+    (no /proc, or a header llama.cpp judges)."""
+    if options.n_gpu_layers != 0:
+        return None
+    try:
+        room = least_room()
+        return None if room is None else (room, read_shape(path))
+    except (OSError, ValueError, LocalgenError):
+        return None
 
 
 def smaller_context_hint(options: LoadOptions, limit: str | None = None) -> str:
