@@ -71,14 +71,13 @@ def _data_in_use(pid: int) -> int:
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists() or not hasattr(resource, "prlimit"),
                     reason="needs Linux's /proc and prlimit")
-def test_memory_running_out_in_an_answer_ends_the_chat_in_one_line_naming_the_limit(
+def test_a_message_under_a_data_limit_its_first_batch_cannot_pass_is_refused_in_one_line_and_the_chat_goes_on(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Under a data limit set once the chat is at its prompt to what it maps then (prlimit, as `ulimit -d` would
-    be), a message's answer runs out of memory: the chat ends, exit 1, with one line that names the limit (Python,
-    its allocations failing, may be left calling the wrong functions: the answers after it failed as `'str' object
-    is not callable`), where it said an internal error to report and its prompt waited for ever on the thread that
-    prefills while typing, which could not start. The chat starts afresh, as a user's does: one forked by the test
-    zygote has imported ahead what its first answer imports, and answers within the limit."""
+    be), a message is refused before its first batch, in one line naming the limit, and the chat waits at its prompt
+    (nothing was allocated, so nothing is left half done) and quits cleanly: where the answer ran out of memory
+    inside llama.cpp and the chat had to end. The chat starts afresh, as a user's does: one forked by the test
+    zygote has imported ahead what its first answer imports."""
     import tests.conftest
     from tests.test_repl import Chat
 
@@ -90,11 +89,14 @@ def test_memory_running_out_in_an_answer_ends_the_chat_in_one_line_naming_the_li
         resource.prlimit(chat.child.pid, resource.RLIMIT_DATA, (_data_in_use(chat.child.pid), resource.RLIM_INFINITY))
         start = len(chat.transcript.getvalue())
         chat.child.send("Tell me about dragons\r")
+        chat.child.expect("raise `ulimit -d`", timeout=60)
+        chat.child.expect(">>>", timeout=30)
+        chat.child.sendcontrol("d")
         chat.child.expect(pexpect.EOF, timeout=60)
         chat.child.close()
         said = ESCAPE.sub("", chat.transcript.getvalue()[start:])
-        assert chat.child.exitstatus == 1, (chat.child.exitstatus, said)
-        assert "localgen: error: out of memory (hint: `ulimit -d` of" in said, said
+        assert chat.child.exitstatus == 0, (chat.child.exitstatus, said)
+        assert "localgen: error: not enough memory is left to evaluate the prompt" in said, said
         assert said.count("localgen: error:") == 1 and "internal error" not in said, said
         assert "Traceback" not in said and "Exception ignored" not in said, said
     finally:

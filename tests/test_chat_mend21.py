@@ -182,7 +182,7 @@ def _run_under_limit(home: Path, flag: str, limit: int, *args: str) -> tuple[int
 def _said_as_out_of_memory(status: int, said: str) -> bool:
     """Whether a run ended with exit 1 and one line of error that says memory ran short, naming what to do."""
     return status == 1 and _one_line_memory_error(said) and "terminate called" not in said and (
-        "out of memory" in said or "could not create a context" in said)
+        "out of memory" in said or "could not create a context" in said or "not enough memory is left" in said)
 
 
 @needs_data_limit
