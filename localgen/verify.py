@@ -70,13 +70,18 @@ def _identity(path: Path) -> dict[str, int]:
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino}
 
 
-def is_verified(path: Path, sha256: str) -> bool:
-    """True when a marker says this exact file was verified against sha256."""
+def _marker_says(path: Path, key: str, sha256: str) -> bool:
+    """True when this exact file's marker holds sha256 under key ("sha256": verified, "failed_sha256": failed)."""
     try:
         marker = json.loads(_marker_path(path).read_text())
-        return marker.get("sha256") == sha256.lower() and marker.get("identity") == _identity(path)
+        return marker.get(key) == sha256.lower() and marker.get("identity") == _identity(path)
     except (OSError, ValueError, AttributeError):
         return False
+
+
+def is_verified(path: Path, sha256: str) -> bool:
+    """True when a marker says this exact file was verified against sha256."""
+    return _marker_says(path, "sha256", sha256)
 
 
 @dataclass(frozen=True)
@@ -127,11 +132,7 @@ def record_failed(path: Path, sha256: str) -> None:
 
 def failed_check(path: Path, sha256: str) -> bool:
     """True when a marker says this exact file failed its check against sha256."""
-    try:
-        marker = json.loads(_marker_path(path).read_text())
-        return marker.get("failed_sha256") == sha256.lower() and marker.get("identity") == _identity(path)
-    except (OSError, ValueError, AttributeError):
-        return False
+    return _marker_says(path, "failed_sha256", sha256)
 
 
 def forget_verified(path: Path) -> None:
