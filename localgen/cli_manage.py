@@ -132,10 +132,12 @@ def _part_note(part: PartialDownload) -> str:
     """What `models list` says of a model downloaded in part: how much is kept, and the pull that resumes it."""
     import shlex
 
+    from localgen.hub_errors import online_pull
+
     if part.running:
         return f"localgen: {part.name} is being downloaded: {_part_size(part)} so far"
     return (f"localgen: a pull of {part.name} stopped part way: {_part_size(part)} are kept; "
-            f"`localgen pull {shlex.quote(part.name)}` resumes it")
+            f"{online_pull(shlex.quote(part.name))} resumes it")
 
 
 def _source(model: CachedModel) -> str:

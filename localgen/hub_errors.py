@@ -172,6 +172,13 @@ def unset_offline_envs() -> str:
     return f"offline mode comes from {' and '.join(names)} in the environment: unset {them}"
 
 
+def online_pull(reference: str) -> str:
+    """The `localgen pull REF` a hint names (reference: as typed, quoted), led, where the environment turns offline mode
+    on, by how to unset it: pull takes no --offline, so --offline alone leaves it free to download."""
+    pull = f"`localgen pull {reference}`"
+    return f"{unset_offline_envs()}, then {pull}" if settings().offline_envs else pull
+
+
 _running_command: str | None = None  # the localgen command running now (`pull`, `run`), set by the CLI
 
 

@@ -58,16 +58,15 @@ def typed_quant_lack(ref: ModelRef, spec: ModelSpec, repo: str, quant: str) -> s
     is here: refuse it where its repo lacks it (as localgen last listed it; online, as the Hub lists it now, asked
     where localgen never listed the repo), with the quants meant after the name as typed; else None, or where that is
     not known (offline, the repo never listed; the Hub not reached), what `downloaded: no` then says."""
-    from localgen.hub_errors import unset_offline_envs
+    from localgen.hub_errors import online_pull
     from localgen.hub_types import NotInRepoError, RepoNotFoundError
 
     typed = shlex.quote(ref.text)
     if hub_cache.load_listing(repo) is not None:
         lack = known_lack(repo, quant, None)
     elif settings().offline:
-        online = f"{unset_offline_envs()}, then " if settings().offline_envs else ""  # pull takes no --offline
         return (f"localgen has never listed {repo}, so whether it has a {quant} file is not known; "
-                f"{online}`localgen pull {typed}` downloads it if it has")
+                f"{online_pull(typed)} downloads it if it has")
     else:
         lack = _hub_lack(repo, quant, None)
     if lack is None:

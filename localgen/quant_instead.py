@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from localgen.errors import HubError, InsufficientMemoryError, LocalgenError
 from localgen.estimate import ModelShape, padded_context
 from localgen.fit import FitRequest, LoadPlan, estimate_at, fitting_context, plan_fit
+from localgen.hub_errors import online_pull
 from localgen.units import binary_size
 
 HINT_WAIT_S = 3.0  # the most a run's refusal waits for each answer of the Hub naming the quant that fits: a hint only
@@ -64,14 +65,14 @@ def fitting_instead(target: Target, groups: Sequence[tuple[HubFile, ...]], size:
     index = choose_option(options, request)
     if index is not None:
         named = _named(target, options[index])
-        return f"{named} fits" + (f" (`localgen pull {named}`)" if pull else " here")
+        return f"{named} fits" + (f" ({online_pull(named)})" if pull else " here")
     smallest = smallest_option(options)
     if smallest is not None and smallest.shape is not None:
         refusal = too_big_repo(target.repo, smallest, hw, request)
         most = fitting_context(smallest.shape, hw, request, refusal.n_ctx)
         if most is not None:
             named = _named(target, smallest)
-            return f"{named} fits with --ctx-size {most} or less" + (f" (`localgen pull {named}`)" if pull else "")
+            return f"{named} fits with --ctx-size {most} or less" + (f" ({online_pull(named)})" if pull else "")
     return f"no smaller quant of {target.repo} fits here either"
 
 

@@ -12,6 +12,7 @@ from localgen.errors import InsufficientMemoryError, LocalgenError, ModelNotFoun
 from localgen.fit import FitRequest, ignored_requests, plan_fit
 from localgen.hardware import Hardware, probe_hardware
 from localgen.hub_choice import choose_model, no_gguf_files
+from localgen.hub_errors import online_pull
 from localgen.model_target import Target, model_target
 from localgen.quant_choice import (
     FitOption,
@@ -141,7 +142,7 @@ def _run_choice(options: Sequence[FitOption], reference: str | None, target: Tar
         said = f"a run takes the downloaded {options[index].label}, which does not fit here; {better} fits"
     else:
         said = f"a run uses the downloaded {options[index].label}; {better} fits better here"
-    return index, [f"{said} (`localgen pull {better}` for runs to use it)"]
+    return index, [f"{said} ({online_pull(better)} for runs to use it)"]
 
 
 def _with_other_downloads(option: FitOption, target: Target, hw: Hardware, request: FitRequest) -> list[FitOption]:

@@ -351,7 +351,8 @@ def test_models_show_of_a_quant_typed_after_a_registry_name_checks_the_repo_has_
     assert downloaded(run_cli(offline, "models", "show", "tiny:q8")) == (
         "no (localgen has never listed org/tiny-GGUF, so whether it has a Q8 file is not known; offline mode comes "
         "from LOCALGEN_OFFLINE in the environment: unset it, then `localgen pull tiny:q8` downloads it if it has)")
-    assert downloaded(run_cli(offline, "models", "show", "tiny")) == "no (`localgen pull tiny` downloads it)"
+    unset = "offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then "
+    assert downloaded(run_cli(offline, "models", "show", "tiny")) == f"no ({unset}`localgen pull tiny` downloads it)"
     assert loopback_hub.requests == [], "the entry's own quant is taken as the entry gives it"
     lacking = ("localgen: error: model 'tiny:q8' is not downloaded, and org/tiny-GGUF {} (hint: did you mean "
                "tiny:Q8_0? quants in this repo: Q4_K_M, Q8_0; choose one with tiny:QUANT")
@@ -361,7 +362,8 @@ def test_models_show_of_a_quant_typed_after_a_registry_name_checks_the_repo_has_
     listed = run_cli(offline, "models", "show", "tiny:q8")  # as localgen last listed the repo
     assert listed.returncode == 1 and listed.stderr.startswith(lacking.format(
         "had no Q8 file when localgen last listed it")), listed.stderr
-    assert downloaded(run_cli(offline, "models", "show", "tiny:Q8_0")) == "no (`localgen pull tiny:Q8_0` downloads it)"
+    assert downloaded(run_cli(offline, "models", "show", "tiny:Q8_0")) == (
+        f"no ({unset}`localgen pull tiny:Q8_0` downloads it)")
     assert loopback_hub.count("GET", "/resolve/") == 0
 
 

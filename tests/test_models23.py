@@ -112,7 +112,8 @@ def test_models_show_json_of_a_quant_a_stopped_pull_kept_part_of_gives_the_part(
         resume = f"localgen pull {typed}"
         assert (record["downloaded"], record["partial"]) == (False, {**part, "resume": resume}), (typed, record)
     fields = _fields(run_cli(offline, "models", "show", "cut").stdout)
-    assert fields["downloaded"] == ("no (a pull stopped part way: 2.0 MiB of 4.0 MiB are kept; `localgen pull cut` "
+    assert fields["downloaded"] == ("no (a pull stopped part way: 2.0 MiB of 4.0 MiB are kept; offline mode comes "
+                                    "from LOCALGEN_OFFLINE in the environment: unset it, then `localgen pull cut` "
                                     "resumes it)"), fields
     assert run_cli(hubenv.env, "pull", "test/Cut-GGUF:Q4_0").returncode == 0
     for typed in ("test/Cut-GGUF:Q4_0", "test/Cut-GGUF", "smollm2-135m"):
