@@ -132,7 +132,7 @@ def _part_note(part: PartialDownload) -> str:
     """What `models list` says of a model downloaded in part: how much is kept, and the pull that resumes it."""
     import shlex
 
-    from localgen.hub_errors import online_pull
+    from localgen.offline_words import online_pull
 
     if part.running:
         return f"localgen: {part.name} is being downloaded: {_part_size(part)} so far"

@@ -117,7 +117,7 @@ def _downloaded(view: HubModelView) -> str:
 def not_downloaded(reference: str, part: PartialDownload | None) -> str:
     """The `downloaded` field of a model that is not: no, with the pull that fetches it (reference: as it names the
     model), or what a stopped pull kept of it and the pull that resumes it, or how much a running one has so far."""
-    from localgen.hub_errors import online_pull
+    from localgen.offline_words import online_pull
     from localgen.partial_downloads import kept_said
 
     pull = online_pull(shlex.quote(reference))

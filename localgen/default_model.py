@@ -251,7 +251,7 @@ def not_downloaded_note(default: str) -> str:
     it."""
     import shlex
 
-    from localgen.hub_errors import online_pull
+    from localgen.offline_words import online_pull
 
     return (f"localgen: the default model, {default}, is not downloaded yet: {online_pull(shlex.quote(default))} "
             "downloads it now, else the first run or chat does")

@@ -11,12 +11,12 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from localgen.config import OFFLINE_ENVS, settings
 from localgen.errors import DISK_FULL_ERRNOS, UNWRITABLE_ERRNOS, HubError, LocalgenError
 from localgen.hub_settings import hub_cache_dir, hub_endpoint
 from localgen.hub_slips import with_known_repo
 from localgen.hub_types import NotInRepoError, RepoNotFoundError
 from localgen.links import refusing_place
+from localgen.offline_words import leave_offline
 from localgen.storage import unwritable_hint
 
 if TYPE_CHECKING:
@@ -150,33 +150,6 @@ def checking_pull_hint(reference: str, *, offline: bool) -> str:
     leaving offline mode); named to `fit` too, whose run online reads the Hub's header and leaves the copy as it is."""
     pull = "run the command again" if _running_command == "pull" else f"run `localgen pull {reference}`"
     return f"{leave_offline()}, then {pull}" if offline else f"run `localgen pull {reference}`"
-
-
-def leave_offline() -> str:
-    """How to turn offline mode off: drop --offline where the running command was given it, and unset the variables
-    that turned it on."""
-    names, flag = " and ".join(settings().offline_envs), settings().offline_flag
-    if names and flag:
-        return f"drop --offline and unset {names} (set in the environment)"
-    if names:
-        return unset_offline_envs()
-    if flag:
-        return "drop --offline"
-    return f"turn offline mode off (drop --offline, unset {', '.join(OFFLINE_ENVS[:-1])} and {OFFLINE_ENVS[-1]})"
-
-
-def unset_offline_envs() -> str:
-    """How to turn off the offline mode the environment's variables turned on (as a command with no --offline needs)."""
-    names = settings().offline_envs
-    them = "them" if len(names) > 1 else "it"
-    return f"offline mode comes from {' and '.join(names)} in the environment: unset {them}"
-
-
-def online_pull(reference: str) -> str:
-    """The `localgen pull REF` a hint names (reference: as typed, quoted), led, where the environment turns offline mode
-    on, by how to unset it: pull takes no --offline, so --offline alone leaves it free to download."""
-    pull = f"`localgen pull {reference}`"
-    return f"{unset_offline_envs()}, then {pull}" if settings().offline_envs else pull
 
 
 _running_command: str | None = None  # the localgen command running now (`pull`, `run`), set by the CLI

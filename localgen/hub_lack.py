@@ -20,7 +20,7 @@ def refuse_lacking(text: str, *, failed: HubError | None = None) -> None:
     file its repo lacked when localgen last listed it and lacks still (the Hub asked again), and ask the Hub for a
     repo never listed, saying what it has (or lacks); offline, say a repo was never listed and how to list it.
     failed: the Hub's error to the listing just asked, which is not asked again."""
-    from localgen.hub_errors import leave_offline
+    from localgen.offline_words import leave_offline
 
     registry = load_registry(settings().user_registry)
     ref = registry.reference(text)
@@ -58,8 +58,8 @@ def typed_quant_lack(ref: ModelRef, spec: ModelSpec, repo: str, quant: str) -> s
     is here: refuse it where its repo lacks it (as localgen last listed it; online, as the Hub lists it now, asked
     where localgen never listed the repo), with the quants meant after the name as typed; else None, or where that is
     not known (offline, the repo never listed; the Hub not reached), what `downloaded: no` then says."""
-    from localgen.hub_errors import online_pull
     from localgen.hub_types import NotInRepoError, RepoNotFoundError
+    from localgen.offline_words import online_pull
 
     typed = shlex.quote(ref.text)
     if hub_cache.load_listing(repo) is not None:

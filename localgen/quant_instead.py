@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from localgen.errors import HubError, InsufficientMemoryError, LocalgenError
 from localgen.estimate import ModelShape, padded_context
 from localgen.fit import FitRequest, LoadPlan, estimate_at, fitting_context, plan_fit
-from localgen.hub_errors import online_pull
+from localgen.offline_words import online_pull
 from localgen.units import binary_size
 
 HINT_WAIT_S = 3.0  # the most a run's refusal waits for each answer of the Hub naming the quant that fits: a hint only

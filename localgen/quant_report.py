@@ -12,8 +12,8 @@ from localgen.errors import InsufficientMemoryError, LocalgenError, ModelNotFoun
 from localgen.fit import FitRequest, ignored_requests, plan_fit
 from localgen.hardware import Hardware, probe_hardware
 from localgen.hub_choice import choose_model, no_gguf_files
-from localgen.hub_errors import online_pull
 from localgen.model_target import Target, model_target
+from localgen.offline_words import online_pull
 from localgen.quant_choice import (
     FitOption,
     cached_options,

@@ -198,7 +198,7 @@ def _kept_from_force(options: ModelOptions) -> ResolvedModel | None:
     one's own, or the bundled file where the cache holds none of it: its Python package's reinstall replaces it), else
     None; offline, a cached copy is refused, as downloading it again needs the network."""
     from localgen.hub import is_offline
-    from localgen.hub_errors import leave_offline
+    from localgen.offline_words import leave_offline
 
     offline = is_offline()
     try:
