@@ -123,9 +123,9 @@ def _part_size(part: PartialDownload) -> str:
 
 def _part_source(part: PartialDownload) -> str:
     """The SOURCE cell of a model downloaded in part."""
-    from localgen.partial_downloads import PARTLY_DOWNLOADED
+    from localgen.partial_downloads import STOPPED_PULL_KEPT
 
-    return "hub (downloading)" if part.running else f"hub ({PARTLY_DOWNLOADED})"
+    return "hub (downloading)" if part.running else f"hub ({STOPPED_PULL_KEPT})"
 
 
 def _part_note(part: PartialDownload) -> str:
@@ -136,7 +136,7 @@ def _part_note(part: PartialDownload) -> str:
 
     if part.running:
         return f"localgen: {part.name} is being downloaded: {_part_size(part)} so far"
-    return (f"localgen: a pull of {part.name} stopped part way: {_part_size(part)} are kept; "
+    return (f"localgen: a stopped pull of {part.name} kept {_part_size(part)}; "
             f"{online_pull(shlex.quote(part.name))} resumes it")
 
 
@@ -184,14 +184,14 @@ def _list_all(registry: Registry, default: DefaultRow, parts: list[PartialDownlo
 
 def _downloaded_cell(row: ListedModel, part: PartialDownload | None) -> str:
     """yes, yes (bundled), yes (local) for an entry's own file, no, no (missing) for one that is not there (or
-    no (not a file), no (unreadable)), no (partly downloaded: ...) for one a pull kept a part of, no (incomplete:
+    no (not a file), no (unreadable)), no (a stopped pull kept ...) for one a pull kept a part of, no (incomplete:
     ...) for a split model with shards missing, or no (does not match the pinned sha256) for a download its entry's
     pin refuses."""
     source = row.model.source if row.model is not None else None
     if part is not None:
-        from localgen.partial_downloads import PARTLY_DOWNLOADED
+        from localgen.partial_downloads import kept_said
 
-        return f"no ({PARTLY_DOWNLOADED}: {_part_size(part)})"
+        return f"no ({kept_said(part)})"
     if row.model is not None and row.model.missing_shards:
         return f"no (incomplete: {counted(row.model.missing_shards, 'shard')} missing)"
     if not row.downloaded:

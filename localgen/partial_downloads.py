@@ -14,7 +14,7 @@ from localgen.hub_choice import shard_group_key, shard_of
 from localgen.hub_types import HubFile, HubListing, HubModel
 from localgen.registry import Registry
 
-PARTLY_DOWNLOADED = "partly downloaded"  # what localgen calls a model of which a stopped pull kept a part
+STOPPED_PULL_KEPT = "what a stopped pull kept"  # what localgen calls the part of a model a stopped pull kept
 
 
 @dataclass(frozen=True)
@@ -116,12 +116,12 @@ def parts_left_note(registry: Registry, repo: str) -> str | None:
     (None: none is kept)."""
     import shlex
 
-    from localgen.units import alternatives, binary_size
+    from localgen.units import binary_size
 
     parts = [part for part in partial_downloads(registry) if part.repo.lower() == repo.lower() and not part.running]
     if not parts:
         return None
-    left = alternatives([f"{part.name} ({binary_size(part.kept)}, {PARTLY_DOWNLOADED})" for part in parts], "and")
+    left = kept_of([f"{part.name} ({binary_size(part.kept)})" for part in parts])
     return (f"localgen: left {left}: `{shlex.join(['localgen', 'models', 'rm', *(part.name for part in parts)])}` "
             f"removes {'it' if len(parts) == 1 else 'them'}")
 
@@ -152,7 +152,15 @@ def kept_said(part: PartialDownload) -> str:
     from localgen.units import binary_size
 
     kept = f"{binary_size(part.kept)} of {binary_size(part.size)}"
-    return f"being downloaded: {kept} so far" if part.running else f"a pull stopped part way: {kept} are kept"
+    return f"being downloaded: {kept} so far" if part.running else f"a stopped pull kept {kept}"
+
+
+def kept_of(names: list[str]) -> str:
+    """'what a stopped pull kept of A', 'what stopped pulls kept of A and B': the parts of models named so."""
+    from localgen.units import alternatives
+
+    said = STOPPED_PULL_KEPT if len(names) == 1 else STOPPED_PULL_KEPT.replace("a stopped pull", "stopped pulls")
+    return f"{said} of {alternatives(names, 'and')}"
 
 
 def listed_part(repo: str, quant: str | None, filename: str | None) -> PartialDownload | None:
