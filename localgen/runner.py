@@ -187,7 +187,7 @@ def pulled_before(reference: str | None, pulled: Collection[Path]) -> ResolvedMo
     if not pulled:
         return None
     try:
-        found = resolve_downloaded(reference, offline=True)
+        found = resolve_downloaded(reference)
     except LocalgenError:
         return None
     return found if found.path.absolute() in pulled else None
