@@ -74,3 +74,26 @@ def test_a_repo_whose_headers_could_not_be_read_a_second_time_is_refused_with_th
     assert (caught.value.hint or "").startswith("nothing was downloaded; a header that could not be read a second "
                                                 "time may have been damaged on the way: try again"), caught.value.hint
     assert "choose another repository" not in (caught.value.hint or "") and hubenv.blobs(REPO) == []
+
+
+def test_a_pull_of_a_quant_whose_header_the_hub_did_not_send_says_so_before_downloading_it(
+        hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`pull ORG/REPO:QUANT` whose header read failed on the network says so in one line before its download (whose
+    sha256 checks the file), where it downloaded saying nothing of it; --quiet leaves the line out."""
+    from localgen import hub_range
+    from localgen.cli_pull import pull_models
+
+    hubenv.server.add_repo("org/Good-GGUF", {"good-Q4_0.gguf": make_gguf_bytes("good"),
+                                             "good-Q8_0.gguf": make_gguf_bytes("better")})
+
+    def unanswered(*args: object, **kwargs: object) -> hub_range.HeaderBytes:
+        raise HubError("the Hub did not answer")
+
+    monkeypatch.setattr(hub_range, "read_header_bytes", unanswered)
+    assert pull_models(["org/Good-GGUF:Q4_0"], force=False, options=[]) == 0
+    said = capsys.readouterr().err
+    assert said.startswith("localgen: org/Good-GGUF:Q4_0's header could not be checked ahead (the Hub did not "
+                           "answer); downloading it all the same, its sha256 checked as it downloads\nlocalgen: "
+                           "downloading org/Good-GGUF/good-Q4_0.gguf"), said
+    assert pull_models(["org/Good-GGUF:Q8_0"], force=False, options=["--quiet"], quiet=True) == 0
+    assert capsys.readouterr().err == ""
