@@ -85,8 +85,9 @@ def _split_quant(text: str) -> tuple[str, str | None]:
     if not sep:
         return text, None
     if not quant:
-        raise UsageError(f"model reference '{shown_name(text)}' has an empty quant after ':'",
-                         hint="write NAME:QUANT, e.g. qwen2.5-1.5b:Q8_0")
+        hint = ("write ORG/REPO:QUANT, e.g. bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M, or ORG/REPO alone for the "
+                "quant that fits best here") if "/" in base else "write NAME:QUANT, e.g. qwen2.5-1.5b:Q8_0"
+        raise UsageError(f"model reference '{shown_name(text)}' has an empty quant after ':'", hint=hint)
     if len(quant) > HUB_NAME_CHARS:  # no file's quant tag is as long: a name pasted after the ':'
         raise UsageError(f"model reference '{shown_name(text)}' has a quant of {len(quant):,} characters after ':'",
                          hint=f"a quant is a tag of at most {HUB_NAME_CHARS} characters, e.g. Q8_0: write NAME:QUANT")
@@ -112,8 +113,8 @@ def parse_reference(text: str, base: Path | None = None) -> ModelRef:
     given, else in the current folder; raise UsageError for malformed ones."""
     raw = text.strip()
     if not raw:
-        raise UsageError("empty model reference", hint="name a model: NAME, ORG/REPO[:QUANT] or path/to/model.gguf "
-                                                       "(`localgen models list --all`)")
+        raise UsageError("empty model reference", hint="name a model: NAME, ORG/REPO[:QUANT] or path/to/model.gguf; "
+                                                       "`localgen models list --all` lists the names")
     if looks_like_path(raw, base):
         path = expand_user_path(raw)
         refuse_file_as_folder(raw, path)
