@@ -26,10 +26,10 @@ if TYPE_CHECKING:
 # Exception class names (httpx2, as huggingface_hub 2.x raises them) for a connection lost mid-response.
 _DROPPED = {"RemoteProtocolError", "ReadError", "ProtocolError"}
 # True of every command: a downloaded model is found in the cache before the Hub is asked for anything.
-_WITHOUT_NETWORK = "models already downloaded work without the network (`localgen models list` shows them)"
+_WITHOUT_NETWORK = "models already downloaded work without the network: `localgen models list` shows them"
 # How to get at a gated or private repo; what to check when the Hub cannot be reached.
 LOGIN = "log in with `hf auth login` or set HF_TOKEN"
-_NET_HINT = f"check your network connection (and HF_ENDPOINT / proxy settings); {_WITHOUT_NETWORK}"
+_NET_HINT = f"check your network connection, HF_ENDPOINT and proxy settings; {_WITHOUT_NETWORK}"
 # Errors of a program's own making: raised in localgen's code they are its bugs, for its internal-error path to report.
 _PROGRAMMING_ERRORS = (TypeError, AttributeError, NameError, KeyError, IndexError, AssertionError)
 # Another way to get a repo's model than the Hub (reinstalling a damaged package), by repo id in lower case.

@@ -57,9 +57,9 @@ def test_pull_of_a_downloaded_model_offline_or_with_the_hub_unreachable_says_it_
     assert unreachable == first and said == (f"localgen: {REPO}:Q8_0 is already downloaded (64.0 KiB); not checked "
                                              "against the Hub: cannot reach the Hugging Face Hub "
                                              f"(http://127.0.0.1:9) for {REPO} (hint: check your network "
-                                             "connection (and HF_ENDPOINT / proxy settings); models already "
-                                             "downloaded work without the network (`localgen models list` shows "
-                                             "them))\n")
+                                             "connection, HF_ENDPOINT and proxy settings; models already "
+                                             "downloaded work without the network: `localgen models list` shows "
+                                             "them)\n")
 
 
 def test_pull_on_a_narrow_terminal_breaks_its_start_line_between_words(

@@ -59,8 +59,8 @@ def test_a_server_error_says_what_still_works_without_brackets_in_brackets() -> 
     unavailable.response = SimpleNamespace(status_code=503)  # type: ignore[attr-defined]  # as HTTP errors carry it
     error = map_hub_error(unavailable, repo="org/r", filename="m.gguf")
     assert error.message == "the Hugging Face Hub returned a server error (HTTP 503) for org/r/m.gguf"
-    assert error.hint == ("the Hub may be down: try again later; models already downloaded work without the network "
-                          "(`localgen models list` shows them)")
+    assert error.hint == ("the Hub may be down: try again later; models already downloaded work without the network: "
+                          "`localgen models list` shows them")
 
 
 def test_other_os_errors_are_not_called_a_full_disk() -> None:
@@ -167,7 +167,7 @@ def test_an_offline_error_from_the_environment_does_not_mention_the_flag(monkeyp
 @pytest.mark.parametrize("exc", [ConnectionError("refused"), TimeoutError("slow")], ids=["refused", "timeout"])
 def test_network_hints_are_true_for_every_command(exc: Exception) -> None:
     hint = map_hub_error(exc, repo="org/r").hint or ""
-    assert "check your network connection (and HF_ENDPOINT / proxy settings)" in hint
+    assert "check your network connection, HF_ENDPOINT and proxy settings; " in hint and "(`" not in hint
     assert "models already downloaded work without the network" in hint and "run --offline" not in hint
 
 
