@@ -351,15 +351,15 @@ def _refuse_missing(reference: str, repo: str, unverified: Path | None, *, offli
 
 
 def _downloaded_part(first: Path | None) -> str:
-    """For the first shard of a split model a pull stopped part way, how much of it is missing ("" for any other
-    file, or none)."""
+    """For the first shard of a split model a pull stopped part way, how much of it is missing, in the words `models
+    list` says it in ("" for any other file, or none)."""
     from localgen.gguf_split import present_shards
     from localgen.units import counted
 
     present, missing = present_shards(first) if first is not None else ([], [])
     if not missing:
         return ""
-    return f"downloaded only in part ({counted(len(missing), 'shard')} of {len(present) + len(missing)} missing)"
+    return f"incomplete ({counted(len(missing), 'shard')} of {len(present) + len(missing)} missing)"
 
 
 def _refuse_unlisted(ref: ModelRef, spec: ModelSpec | None, repo: str, quant: str | None, filename: str | None) -> None:

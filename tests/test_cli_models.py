@@ -390,7 +390,7 @@ def test_a_split_model_whose_pull_stopped_part_way_is_shown_as_incomplete(hub: t
     assert "source:               hub (incomplete: 1 shard missing)" in shown.stdout, shown.stdout
     assert "1 of 2 shards" in shown.stdout
     offline = run_cli(env, "run", "--offline", "-m", "org/split-GGUF:Q4_0", "hi")  # said as models shows it
-    assert offline.returncode == 1 and "model 'org/split-GGUF:Q4_0' is downloaded only in part (1 shard of 2 " \
+    assert offline.returncode == 1 and "model 'org/split-GGUF:Q4_0' is incomplete (1 shard of 2 " \
         "missing) and localgen is offline (hint: drop --offline, then run `localgen pull org/split-GGUF:Q4_0`)" \
         in offline.stderr, offline.stderr
     every = run_cli(env, "models", "list", "--all")

@@ -192,8 +192,8 @@ def test_a_split_models_first_shard_alone_is_said_to_be_downloaded_in_part_not_o
     assert fetched.returncode == 0, fetched.stderr
     offline = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "run", "-m", f"{SPLIT}:Q4_K_M", "hi")
     assert offline.returncode == 1 and offline.stderr == (
-        f"localgen: error: model '{SPLIT}:Q4_K_M' is downloaded only in part (2 shards of 3 missing) and localgen is "
-        "offline (hint: offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then run "
+        f"localgen: error: model '{SPLIT}:Q4_K_M' is incomplete (2 shards of 3 missing) and localgen is offline "
+        "(hint: offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then run "
         f"`localgen pull {SPLIT}:Q4_K_M`)\n"), offline.stderr
     server.down = True
     failing = run_cli(env, "run", "-m", f"{SPLIT}:Q4_K_M", "hi")
