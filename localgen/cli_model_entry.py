@@ -88,7 +88,7 @@ def _entry_view(text: str, spec: ModelSpec, quant: str, pin: Pin | None) -> (
     if isinstance(found, RepoNotFoundError):  # asked: the repo is not there
         return found, found.message
     if not isinstance(found, HubModel):
-        return found if isinstance(found, tuple) else f"the Hub could not be asked ({found.message})"
+        return found if isinstance(found, tuple) else f"the Hub could not be asked: {found.message}"
     name = spec.name if quant == normalize_quant(spec.quant) else f"{spec.name}:{quant}"
     return model_view(found, name, spec, typed=text, refused=_pin_refusal(found, pin))
 

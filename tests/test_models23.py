@@ -67,14 +67,15 @@ def test_models_show_of_an_entry_not_downloaded_shows_the_hubs_view_online(huben
 
 def test_models_show_of_an_entry_without_the_hub_says_why_in_one_line(hubenv: HubEnv) -> None:
     """Offline, or where the Hub fails, `models show NAME` of an entry not downloaded shows the entry as before and one
-    line on stderr of why the Hub's view is missing (--json too, stdout its record alone); --template fails saying so;
-    an entry whose pinned sha256 the Hub's file breaks says a pull refuses it."""
+    line on stderr of why the Hub's view is missing (--json too, stdout its record alone), the Hub's error after a
+    colon, not in parentheses inside its own; --template fails saying so; an entry whose pinned sha256 the Hub's file
+    breaks says a pull refuses it."""
     _serve_smol(hubenv)
     user_registry(hubenv.localgen_home, MINE)
     offline_env = {**hubenv.env, "LOCALGEN_OFFLINE": "1"}
     for env, why in ((offline_env, "localgen is offline (LOCALGEN_OFFLINE is set)"),
-                     (hubenv.env, "the Hub could not be asked (the Hugging Face Hub returned a server error (HTTP "
-                                  f"500) for {SMOL_REPO})")):
+                     (hubenv.env, "the Hub could not be asked: the Hugging Face Hub returned a server error (HTTP "
+                                  f"500) for {SMOL_REPO}")):
         if env is hubenv.env:
             hubenv.server.status[SMOL_REPO] = (500, None)
         for json_output in ((), ("--json",)):
