@@ -38,7 +38,7 @@ def default_setting(text: str, registry: Registry, base: Path) -> tuple[str, boo
         path = local_file(ref, spec)
         if spec is None and not _utf8(str(path)):
             raise UsageError(f"{short_path(path)} cannot be the default model: models.toml holds UTF-8 text, and "
-                             "this path is not", hint="rename the file (or its folder), or pass it with -m")
+                             "this path is not", hint="rename the file or its folder, or pass it with -m")
         with named_as_typed(text):
             validate_split(path)  # the header check -m makes: a file that is no GGUF model is no default
         return (spec.name if spec is not None else str(path)), True

@@ -146,4 +146,4 @@ def listed_empty(files: Sequence[HubFile], repo: str) -> tuple[HubError, str] | 
     if files[0].size:
         return None
     what = f"{repo}/{files[0].filename} is {EMPTY_ON_THE_HUB}"
-    return HubError(what, hint=f"choose another quant or file of {repo} (`localgen fit {repo}` lists them)"), what
+    return HubError(what, hint=f"choose another quant or file of {repo}: `localgen fit {repo}` lists them"), what

@@ -191,8 +191,8 @@ def _refuse_path(registry: Registry, ref: ModelRef) -> None:
     model = _cached_model_of(registry, ref.path) if ref.path is not None else None
     if model is not None:  # a path into the Hugging Face cache (in any snapshot): its model goes by its name
         raise UsageError(f"{ref.text} is a file of the cached model {model}",
-                         hint=f"remove the whole model (every shard, and its blobs): localgen models rm "
-                              f"{shlex.quote(model)}")
+                         hint=f"remove the whole model, every shard and its blobs: `localgen models rm "
+                              f"{shlex.quote(model)}`")
     raise path_not_removed(ref.text, ref.path)
 
 

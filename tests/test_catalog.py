@@ -206,7 +206,7 @@ def test_remove_of_a_path_into_the_cache_names_the_model_to_remove(hubenv: HubEn
         with pytest.raises(UsageError) as info:
             model_removal.remove_model(reg, str(path))
         assert info.value.message == f"{path} is a file of the cached model tiny:Q4_0"
-        assert info.value.hint == "remove the whole model (every shard, and its blobs): localgen models rm tiny:Q4_0"
+        assert info.value.hint == "remove the whole model, every shard and its blobs: `localgen models rm tiny:Q4_0`"
     assert first.is_file() and second.is_file()
     assert model_removal.remove_model(reg, "tiny:Q4_0").name == "tiny:Q4_0"  # the name the hint gives works
     assert not first.exists() and not second.exists()

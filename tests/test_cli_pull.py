@@ -481,7 +481,7 @@ def test_a_file_the_hub_lists_empty_is_said_to_be_no_model_and_never_asked_for(
     shown = run_cli(env, "models", "show", "org/z-GGUF:Q4_K_M")
     assert shown.returncode == 1
     assert shown.stderr == (f"localgen: error: model 'org/z-GGUF:Q4_K_M' is not downloaded, and {empty} (hint: "
-                            "choose another quant or file of org/z-GGUF (`localgen fit org/z-GGUF` lists them))\n")
+                            "choose another quant or file of org/z-GGUF: `localgen fit org/z-GGUF` lists them)\n")
     fit = run_cli(env, "fit", "org/z-GGUF")
     assert fit.returncode == 0, fit.stderr
     assert "Q4_K_M\t0 B\t-\t-\t-\tno\tan empty file (0 bytes) on the Hub, not a model" in fit.stdout.splitlines()
@@ -502,7 +502,7 @@ def test_a_copy_of_a_file_the_hub_lists_empty_is_not_said_to_be_worth_downloadin
     assert shown.returncode == 1
     assert shown.stderr == ("localgen: error: model 'org/z-GGUF:Q4_K_M' is not downloaded, and "
                             "org/z-GGUF/m-Q4_K_M.gguf is an empty file (0 bytes) on the Hub, not a model (hint: choose "
-                            "another quant or file of org/z-GGUF (`localgen fit org/z-GGUF` lists them))\n")
+                            "another quant or file of org/z-GGUF: `localgen fit org/z-GGUF` lists them)\n")
 
 
 def test_a_path_named_first_leaves_the_hub_name_after_it_to_be_checked_and_forced(

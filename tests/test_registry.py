@@ -222,8 +222,9 @@ def test_a_default_model_s_path_is_written_as_utf_8_and_one_that_is_not_is_refus
     undecodable.write_bytes(b"GGUF")
     before = user.read_bytes()
     with pytest.raises(UsageError, match=r"cannot be the default model: models\.toml holds UTF-8 text, and this path "
-                                         r"is not"):
+                                         r"is not") as refused:
         set_default_model(str(undecodable), user)
+    assert refused.value.hint == "rename the file or its folder, or pass it with -m", "no parentheses in the hint's"
     assert user.read_bytes() == before
 
 
