@@ -74,9 +74,9 @@ def entry_error(exc: HubError, spec: ModelSpec | None, ref: ModelRef) -> HubErro
     if spec is None or key is None:
         return exc
     if isinstance(exc, RepoNotFoundError):
-        hint = f"fix that entry's repo (check the spelling: ORG/REPO); for a private repo, {LOGIN}"
+        hint = f"fix that entry's repo, checking its ORG/REPO spelling; for a private repo, {LOGIN}"
     elif isinstance(exc, NotInRepoError) and exc.choices:
-        hint = f"fix that entry's {key} ({exc.choices})"
+        hint = f"fix that entry's {key}; {exc.choices}"
     else:
         hint = f"fix that entry's {key}" + (f"; {exc.hint}" if exc.hint else "")
     message = f"{exc.message}{_blame(key, spec)}"
@@ -282,7 +282,7 @@ def _hf_error(err: BaseException, status: int | None, *, repo: str, filename: st
     if isinstance(err, _hf_kind("RepositoryNotFoundError")):
         private = " (or it is private)" if status in (401, 403) else ""
         return RepoNotFoundError(f"repository {repo} not found on the Hugging Face Hub{private}",
-                                 hint=with_known_repo(f"check the spelling (ORG/REPO); for a private repo, "
+                                 hint=with_known_repo(f"check the ORG/REPO spelling; for a private repo, "
                                                       f"{LOGIN}", repo, repo))
     if isinstance(err, _hf_kind("RevisionNotFoundError")):
         return HubError(f"{repo}: the revision localgen asked for no longer exists",
@@ -304,7 +304,7 @@ def _http_status_error(status: int | None, *, repo: str, where: str) -> HubError
                         hint="wait a minute and try again, or log in to get a higher limit")
     if status == 404:  # no error code says what is missing: a mirror's or a proxy's answer
         return HubError(f"{where} not found on the Hugging Face Hub at {hub_endpoint().rstrip('/')} (HTTP 404)",
-                        hint="check the spelling (ORG/REPO), and HF_ENDPOINT if you use a mirror")
+                        hint="check the ORG/REPO spelling, and HF_ENDPOINT if you use a mirror")
     if status is not None and status >= 500:
         return HubError(f"the Hugging Face Hub returned a server error (HTTP {status}) for {where}",
                         hint=f"the Hub may be down: try again later; {_WITHOUT_NETWORK}")

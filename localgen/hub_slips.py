@@ -54,31 +54,31 @@ def registry_repo_like(repo: str) -> tuple[str, str] | None:
 
 
 def with_downloaded_repo(hint: str | None, typed: str, repo: str) -> str | None:
-    """A hint led by the downloaded repo a misspelt one stands for ('did you mean org/tiny-GGUF (downloaded)?', or
-    'did you mean org/tiny-GGUF:Q8_0 (of the downloaded org/tiny-GGUF)?', typed as given with the repo put right),
+    """A hint led by the downloaded repo a misspelt one stands for ('did you mean org/tiny-GGUF, downloaded here?', or
+    'did you mean org/tiny-GGUF:Q8_0, of the downloaded org/tiny-GGUF?', typed as given with the repo put right),
     else the hint as it was."""
     meant = downloaded_repo_like(repo)
     if meant is None:
         return hint
     offered = _put_right(typed, repo, meant)
     if offered.endswith(meant):  # the repo alone, as typed (hf.co/ORG/REPO)
-        lead = f"did you mean {offered} (downloaded)?"
+        lead = f"did you mean {offered}, downloaded here?"
     else:  # a quant or file of it, which may not be downloaded itself
-        lead = f"did you mean {offered} (of the downloaded {meant})?"
+        lead = f"did you mean {offered}, of the downloaded {meant}?"
     return f"{lead} {hint}" if hint else lead
 
 
 def with_known_repo(hint: str | None, typed: str, repo: str) -> str | None:
     """with_downloaded_repo's hint, or, where no downloaded repo is alike (and the repo is not downloaded itself), one
-    led by the repo of the models.toml entry it misspells ('did you mean bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M
-    (the repo of llama3.2-1b)?')."""
+    led by the repo of the models.toml entry it misspells ('did you mean bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M,
+    the repo of llama3.2-1b?')."""
     if repo.lower() in (name.lower() for name in downloaded_repos()) or downloaded_repo_like(repo) is not None:
         return with_downloaded_repo(hint, typed, repo)
     entry = registry_repo_like(repo)
     if entry is None:
         return hint
     meant, name = entry
-    lead = f"did you mean {_put_right(typed, repo, meant)} (the repo of {name})?"
+    lead = f"did you mean {_put_right(typed, repo, meant)}, the repo of {name}?"
     return f"{lead} {hint}" if hint else lead
 
 

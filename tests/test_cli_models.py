@@ -115,18 +115,18 @@ def test_a_misspelt_repo_is_offered_the_downloaded_one_it_is_like(hub: tuple[Hub
     assert run_cli(env, "pull", "org/tiny-GGUF").returncode == 0
     online = run_cli(env, "pull", "org/tiny-GUF")
     assert online.returncode == 1 and online.stderr == (
-        "localgen: error: repository org/tiny-GUF not found on the Hugging Face Hub (hint: did you mean org/tiny-GGUF "
-        "(downloaded)? check the spelling (ORG/REPO); for a private repo, log in with `hf auth login` or set "
+        "localgen: error: repository org/tiny-GUF not found on the Hugging Face Hub (hint: did you mean org/tiny-GGUF, "
+        "downloaded here? check the ORG/REPO spelling; for a private repo, log in with `hf auth login` or set "
         "HF_TOKEN)\n"), online.stderr
     server.requests.clear()
     offline = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "run", "-m", "org/Tiny-GUF:Q8_0", "hi")
     assert offline.returncode == 1 and offline.stderr.startswith(
         "localgen: error: model 'org/Tiny-GUF:Q8_0' is not downloaded and localgen is offline (hint: did you mean "
-        "org/tiny-GGUF:Q8_0 (of the downloaded org/tiny-GGUF)? "), offline.stderr
+        "org/tiny-GGUF:Q8_0, of the downloaded org/tiny-GGUF? "), offline.stderr
     removed = run_cli(env, "models", "rm", "hf.co/org/tiny-GUF", "--yes")
     assert removed.returncode == 1 and removed.stderr == (
-        "localgen: error: hf.co/org/tiny-GUF is not in the cache (hint: did you mean hf.co/org/tiny-GGUF (downloaded)? "
-        "see `localgen models list`)\n"), removed.stderr
+        "localgen: error: hf.co/org/tiny-GUF is not in the cache (hint: did you mean hf.co/org/tiny-GGUF, downloaded "
+        "here? see `localgen models list`)\n"), removed.stderr
     assert server.requests == []
     far = run_cli(env, "pull", "org/other-GGUF")
     assert far.returncode == 1 and "did you mean" not in far.stderr, "only a slip is offered the downloaded repo"
@@ -867,12 +867,12 @@ def test_a_misspelt_repo_is_offered_the_repo_of_the_registry_entry_it_is_like(
         hub: tuple[HubServer, dict[str, str]]) -> None:
     server, env = hub
     offline = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "run", "-m", "bartowski/Llama-3.2-1B-Instruct-GUF:Q4_K_M", "hi")
-    assert offline.returncode == 1 and ("(hint: did you mean bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M (the repo of "
-                                        "llama3.2-1b)? offline mode comes from LOCALGEN_OFFLINE") in offline.stderr
+    assert offline.returncode == 1 and ("(hint: did you mean bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M, the repo of "
+                                        "llama3.2-1b? offline mode comes from LOCALGEN_OFFLINE") in offline.stderr
     online = run_cli(env, "pull", "QuantFactory/SmolLM2-135M-Instruct-GUF")
     assert online.returncode == 1 and online.stderr.startswith(
         "localgen: error: repository QuantFactory/SmolLM2-135M-Instruct-GUF not found on the Hugging Face Hub (hint: "
-        f"did you mean {REPO} (the repo of smollm2-135m)? check the spelling (ORG/REPO); for a private repo, "), \
+        f"did you mean {REPO}, the repo of smollm2-135m? check the ORG/REPO spelling; for a private repo, "), \
         online.stderr
     assert server.count("GET", "/resolve/") == 0
     for unlike in ("bartowski/Llama-3.2-3B-Instruct-GUF:Q4_K_M", "bartowski/llama-3.2-1b-instruct-gguf:Q4_K_M"):

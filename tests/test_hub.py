@@ -498,13 +498,13 @@ def test_unsafe_file_names_from_the_server_are_rejected(hubenv: HubEnv, bad: str
 
 
 @pytest.mark.parametrize(("status", "code", "message", "hint"), [
-    (404, "RepoNotFound", "repository org/tiny-GGUF not found on the Hugging Face Hub", "check the spelling"),
+    (404, "RepoNotFound", "repository org/tiny-GGUF not found on the Hugging Face Hub", "check the ORG/REPO spelling"),
     (401, "RepoNotFound", "not found on the Hugging Face Hub (or it is private)", "HF_TOKEN"),
     (401, "GatedRepo", "org/tiny-GGUF is a gated repository", "hf auth login"),
     (403, None, "access to org/tiny-GGUF was denied (HTTP 403)", "HF_TOKEN"),
     (500, None, "server error (HTTP 500)", "try again later"),
     (404, None, "org/tiny-GGUF not found on the Hugging Face Hub at http://127.0.0.1:",
-     "check the spelling (ORG/REPO), and HF_ENDPOINT if you use a mirror"),  # a mirror's 404 gives no code
+     "check the ORG/REPO spelling, and HF_ENDPOINT if you use a mirror"),  # a mirror's 404 gives no code
 ])
 def test_hub_http_errors_have_specific_messages(hubenv: HubEnv, status: int, code: str | None, message: str,
                                                 hint: str) -> None:

@@ -15,8 +15,8 @@ def test_models_show_of_a_quant_typed_after_an_entry_whose_repo_is_missing_names
     shown = run_cli(hubenv.env, "models", "show", "mine:q8_0")
     assert shown.returncode == 1 and shown.stderr == (
         "localgen: error: model 'mine:q8_0' is not downloaded, and repository org/Missing-GGUF not found on the "
-        f"Hugging Face Hub (the repo of [models.mine] in {user}) (hint: fix that entry's repo (check the spelling: "
-        "ORG/REPO); for a private repo, log in with `hf auth login` or set HF_TOKEN)\n"
+        f"Hugging Face Hub (the repo of [models.mine] in {user}) (hint: fix that entry's repo, checking its "
+        "ORG/REPO spelling; for a private repo, log in with `hf auth login` or set HF_TOKEN)\n"
     ), shown.stderr
     ran = run_cli(hubenv.env, "run", "-m", "mine:q8_0", "hi")
     assert ran.returncode == 1 and f"(the repo of [models.mine] in {user})" in ran.stderr, ran.stderr

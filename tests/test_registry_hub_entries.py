@@ -38,7 +38,7 @@ def test_a_quant_the_repo_lacks_names_the_entry_and_the_quants_there_are(hubenv:
     for args in (("pull", "mine"), ("fit", "mine")):
         line = _error_line(run_cli(hubenv.env, *args))
         assert line == (f"localgen: error: {TINY_REPO} has no Q5_K_M file (the quant of [models.mine] in {registry}) "
-                        "(hint: fix that entry's quant (quants in this repo: Q4_K_M, Q8_0))"), (args, line)
+                        "(hint: fix that entry's quant; quants in this repo: Q4_K_M, Q8_0)"), (args, line)
 
 
 def test_a_quant_typed_on_the_command_line_is_not_blamed_on_the_entry(hubenv: HubEnv) -> None:
@@ -56,7 +56,7 @@ def test_a_file_the_repo_lacks_names_the_entry(hubenv: HubEnv) -> None:
     with pytest.raises(HubError) as info:
         resolve_model("mine", registry=load_registry(user))
     assert info.value.message == f"{TINY_REPO} has no file 'tiny-q4.gguf' (the file of [models.mine] in {user})"
-    assert info.value.hint == "fix that entry's file (GGUF files in this repo: tiny-Q4_K_M.gguf, tiny-Q8_0.gguf)"
+    assert info.value.hint == "fix that entry's file; GGUF files in this repo: tiny-Q4_K_M.gguf, tiny-Q8_0.gguf"
 
 
 def test_a_malformed_repo_is_reported_before_a_missing_quant(tmp_path: Path) -> None:
@@ -102,8 +102,8 @@ def test_offline_a_quant_the_repo_lacked_when_last_listed_is_said_so_not_just_no
     assert run_cli(hubenv.env, "pull", f"{TINY_REPO}:Q8_0").returncode == 0  # localgen lists the repo
     hubenv.server.requests.clear()
     lacking = (f"localgen: error: model 'mine' is not downloaded, and {TINY_REPO} had no Q5_K_M file when localgen "
-               f"last listed it (the quant of [models.mine] in {registry}) (hint: fix that entry's quant (quants in "
-               "this repo: Q4_K_M, Q8_0); to check the repo again, ")
+               f"last listed it (the quant of [models.mine] in {registry}) (hint: fix that entry's quant; quants in "
+               "this repo: Q4_K_M, Q8_0; to check the repo again, ")
     line = _error_line(run_cli(hubenv.env, "run", "--offline", "-m", "mine", "hi"))
     assert line == f"{lacking}drop --offline, then run `localgen pull mine`)", line
     line = _error_line(run_cli({**hubenv.env, "LOCALGEN_OFFLINE": "1"}, "fit", "mine"))
