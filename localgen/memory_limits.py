@@ -64,11 +64,17 @@ def thread_stacks_bytes(threads: int) -> int:
 def room_for_a_thread() -> bool:
     """Whether the memory limits set leave room for one more thread's stack and NEAR_THE_LIMIT_BYTES besides (True
     where none is set, or /proc does not tell)."""
+    return limit_short_of(thread_stacks_bytes(2)) is None
+
+
+def limit_short_of(size: int) -> MemoryRoom | None:
+    """The memory limit set on this process that leaves less than size bytes and NEAR_THE_LIMIT_BYTES besides; None
+    where each leaves room, none is set, or /proc does not tell."""
     try:
         room = least_room()
     except (OSError, ValueError):
-        return True
-    return room is None or room.free >= thread_stacks_bytes(2) + NEAR_THE_LIMIT_BYTES
+        return None
+    return room if room is not None and room.free < size + NEAR_THE_LIMIT_BYTES else None
 
 
 def memory_limit_words() -> str | None:

@@ -29,7 +29,13 @@ from localgen.promptcache_format import (
 )
 from localgen.promptcache_partial import WRITING_TEMP_S, PartialWrite, remove_file, sweep_partial_writes, write_entry
 from localgen.promptcache_prefixes import redundant_prefixes
-from localgen.promptcache_unsaved import listable, warn_if_unlisted, warn_if_unwritable
+from localgen.promptcache_unsaved import (
+    listable,
+    room_to_restore,
+    say_unrestored,
+    warn_if_unlisted,
+    warn_if_unwritable,
+)
 from localgen.storage import check_folder, unwritable_hint
 from localgen.tokens import common_prefix, tokens_array
 from localgen.units import binary_size, counted
@@ -155,13 +161,16 @@ class PromptCache:
 
     def _load(self, path: Path, found: EntryHeader) -> SavedPrefix | None:
         """Read and verify the entry whose header was found; None (and a debug log) when it is damaged, deleted then,
-        or holds other tokens than found (replaced by another run meanwhile, or damaged in place since an earlier
+        its state does not fit in memory (said on stderr: the prompt is read without it), or holds other tokens than
+        found (replaced by another run meanwhile, or damaged in place since an earlier
         scan: its checksum tells which), its header and state read from the one file opened; the next scan reads
         whatever is there then."""
         try:
             with open_entry(path) as handle:
                 status = os.fstat(handle.fileno())
                 header = read_header(handle, status.st_size)
+                if not room_to_restore(header.state_size):
+                    return None
                 state = bytearray(header.state_size)
                 if handle.readinto(state) != header.state_size or \
                         entry_digest(header.tokens.tobytes(), state) != header.digest:
@@ -172,6 +181,9 @@ class PromptCache:
                     return None
                 with contextlib.suppress(OSError):
                     os.utime(handle.fileno() if os.utime in os.supports_fd else path)  # mark as recently used
+        except MemoryError:  # more was mapped than /proc told of: the prompt is read as if none were cached
+            say_unrestored(found.state_size)
+            return None
         except DamagedEntryError as exc:
             log.debug("prompt cache entry %s is corrupt (%s); deleting it", path.name, exc)
             remove_found(path, status)

@@ -3,6 +3,7 @@ real bundled model: the cells llama.cpp holds, the tokens kept, the greedy text 
 
 from __future__ import annotations
 
+import re
 import resource
 from pathlib import Path
 
@@ -202,3 +203,43 @@ def test_a_short_prefill_ahead_leaves_the_first_full_batch_checked(bundled_model
     since, is still looked at, where it ran unchecked and llama.cpp aborted the process."""
     stdout = _first_batch_under_data_limit(bundled_model, 1024, 512, 400, 4, ahead_before=10)
     assert stdout.startswith("ahead 10\nnot enough memory is left to evaluate the prompt"), stdout
+
+
+_CACHED_PROMPT_UNDER_LIMIT = """
+import resource, sys
+from pathlib import Path
+from localgen.engine import Engine
+from localgen.memory_limits import data_in_use
+from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+from localgen.promptcache import PromptCache
+cache = PromptCache(Path(sys.argv[2]), "model", max_bytes=1 << 30)
+prompt = list(range(1000, 1700))
+with Engine(Path(sys.argv[1]), LoadOptions(n_ctx=1024, n_threads=1, n_threads_batch=1)) as engine:
+    for left_mib in (None, 14, 64):
+        if left_mib is not None:
+            resource.setrlimit(resource.RLIMIT_DATA, (data_in_use() + left_mib * 2**20, resource.RLIM_INFINITY))
+        engine.reset()
+        *_, done = engine.generate(prompt, SamplingParams(temperature=0.0), GenerationLimits(max_tokens=4),
+                                   prefix_cache=cache)
+        print(left_mib, repr(done.text), done.restored_tokens, flush=True)
+"""
+
+
+def test_a_cached_prompt_beyond_the_memory_left_is_read_without_it(bundled_model: Path, tmp_path: Path) -> None:
+    """A cached prompt's state (15.4 MiB for 700 tokens) under a data limit that leaves less (14 MiB) was read into
+    memory all the same, and the MemoryError ended the run as "out of memory": the prompt is read without it, said
+    in one line on stderr, and the answer is the same; its state, which would not fit either, is not saved (where
+    the MemoryError came once the answer was out). With room enough (64 MiB), it is restored."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    result = subprocess.run([sys.executable, "-c", _CACHED_PROMPT_UNDER_LIMIT, str(bundled_model), str(tmp_path)],
+                            capture_output=True, text=True, timeout=300, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr[-2000:]
+    cold, short, roomy = (line.split(" ", 1)[1].rsplit(" ", 1) for line in result.stdout.splitlines())
+    assert cold[1] == short[1] == "0" and int(roomy[1]) > 600, result.stdout
+    assert cold[0] == short[0] == roomy[0], result.stdout
+    assert re.fullmatch(r"localgen: the cached prompt \(15\.4 MiB\) did not fit in memory \(`ulimit -d` of [\d.]+ MiB "
+                        r"leaves 1[34]\.\d MiB\): reading the prompt without it\n", result.stderr), result.stderr

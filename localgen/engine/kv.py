@@ -137,9 +137,13 @@ class KvCache:
                                 hint="run without --draft lookup")
         return sampled
 
+    def state_size(self) -> int:
+        """The bytes save_state takes."""
+        return int(lc.llama_state_seq_get_size(self._ctx, 0))
+
     def save_state(self) -> bytearray:
         """The state of the cached tokens as bytes."""
-        size = int(lc.llama_state_seq_get_size(self._ctx, 0))
+        size = self.state_size()
         data = bytearray(size)
         written = int(lc.llama_state_seq_get_data(self._ctx, (ctypes.c_uint8 * size).from_buffer(data), size, 0))
         del data[written:]

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from localgen.engine.kv import KvCache
 from localgen.errors import ContextOverflowError, LocalgenError
+from localgen.memory_limits import limit_short_of
 
 log = logging.getLogger("localgen.engine")
 
@@ -96,13 +97,19 @@ def _kernel(queries: int) -> str:
 
 
 def save_prefix(kv: KvCache, cache: PrefixCache, n_prompt: int, prefilled: int) -> None:
-    """Save the prompt's KV state (the answer dropped) when enough new prompt tokens were computed."""
+    """Save the prompt's KV state (the answer dropped) when enough new prompt tokens were computed, and the memory
+    limits set leave room for its bytes."""
     if prefilled < cache.min_new_tokens or not kv.tokens:
         return
     kv.drop_last(len(kv) - n_prompt)  # answer tokens were computed one at a time
     if len(kv) != n_prompt:  # the memory could not drop the answer alone
         return
+    if limit_short_of(kv.state_size()) is not None:  # the answer is out: a MemoryError would end the run as failed
+        log.debug("the prompt's KV state does not fit under the memory limit; not saved")
+        return
     try:
         cache.store(kv.tokens, kv.save_state())
     except LocalgenError as exc:
         log.debug("prompt cache store failed: %s", exc.message)
+    except MemoryError:  # more was mapped than /proc told of
+        log.debug("no memory to save the prompt's KV state; not saved")
