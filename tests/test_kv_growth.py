@@ -243,3 +243,46 @@ def test_a_cached_prompt_beyond_the_memory_left_is_read_without_it(bundled_model
     assert cold[0] == short[0] == roomy[0], result.stdout
     assert re.fullmatch(r"localgen: the cached prompt \(15\.4 MiB\) did not fit in memory \(`ulimit -d` of [\d.]+ MiB "
                         r"leaves 1[34]\.\d MiB\): reading the prompt without it\n", result.stderr), result.stderr
+
+
+_LATER_BATCHES_UNDER_LIMIT = """
+import resource, sys
+from pathlib import Path
+from localgen.engine import Engine
+from localgen.errors import LocalgenError
+from localgen.memory_limits import data_in_use
+from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+with Engine(Path(sys.argv[1]), LoadOptions(n_ctx=2048, n_threads=2, n_threads_batch=2, flash_attn="off")) as engine:
+    for tokens, left_mib in ((2000, 22), (1024, None), (2000, 4), (2000, 40)):
+        limit = resource.RLIM_INFINITY if left_mib is None else data_in_use() + left_mib * 2**20
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, resource.RLIM_INFINITY))
+        try:
+            *_, done = engine.generate(list(range(1000, 1000 + tokens)), SamplingParams(temperature=0.0),
+                                       GenerationLimits(max_tokens=1))
+            print(tokens, left_mib, "answered", flush=True)
+        except LocalgenError as exc:
+            print(tokens, left_mib, exc.message, flush=True)
+"""
+
+
+def test_a_prompt_s_later_batches_beyond_the_memory_left_are_refused_not_aborted(bundled_model: Path) -> None:
+    """Without flash attention a batch's work buffer grows with the cells it sees (9 heads of 2,048 cells for the
+    last of a 2,000-token prompt: 18 MiB, where its first batch's is 4.5 MiB): a prompt whose first batch fitted in
+    what a data limit left (22 MiB) ended in llama.cpp's bad_alloc (exit 134) in its third batch, and a turn that
+    took a context holding 1,024 tokens on to 2,000 ran unchecked. Both are refused before their first batch, in one
+    line; with room enough, the prompt is answered."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    result = subprocess.run([sys.executable, "-c", _LATER_BATCHES_UNDER_LIMIT, str(bundled_model)],
+                            capture_output=True, text=True, timeout=300, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr[-2000:]
+    whole, first_turn, next_turn, roomy = result.stdout.splitlines()
+    assert re.fullmatch(r"2000 22 not enough memory is left to evaluate the prompt: its last batch takes 3\d\.\d MiB "
+                        r"or more, and `ulimit -d` of [\d.]+ MiB leaves 22\.0 MiB", whole), result.stdout
+    assert first_turn == "1024 None answered" and roomy == "2000 40 answered", result.stdout
+    assert re.fullmatch(r"2000 4 not enough memory is left to evaluate the prompt: its last batch takes 1\d\.\d MiB "
+                        r"or more beyond what the batches before it mapped, and `ulimit -d` of [\d.]+ MiB leaves "
+                        r"4\.0 MiB", next_turn), result.stdout

@@ -69,7 +69,7 @@ def context_beyond_memory_limit(options: LoadOptions, path: Path, cells: int) ->
 
     llama.cpp fails cleanly where the KV cache or the compute buffer cannot be allocated, but aborts the process
     where the scheduler's context between them cannot (ggml_init's GGML_ASSERT), or ggml-cpu's work buffer or a
-    thread's stack in the first batch (a bad_alloc, first_batch_bytes): its refusal must come before.
+    thread's stack in the first batch (a bad_alloc, batch_bytes): its refusal must come before.
     """
     limited = _limited_cpu_context(options, path)
     if limited is None:
@@ -78,7 +78,7 @@ def context_beyond_memory_limit(options: LoadOptions, path: Path, cells: int) ->
     n_ubatch = min(options.n_ubatch, options.n_batch)
     context = estimate_memory(shape, n_ctx=cells, kv_type=options.kv_type, n_ubatch=n_ubatch,
                               flash_attn=options.flash_attention)
-    needed = context.context_bytes + first_batch_bytes(options, shape) + FIRST_BATCH_MARGIN_BYTES
+    needed = context.context_bytes + batch_bytes(options, shape, n_ubatch) + FIRST_BATCH_MARGIN_BYTES
     if needed <= room.free:
         return None
     return ModelLoadError(f"could not create a context of {options.n_ctx} tokens for {path.name}: its KV cache and "
@@ -87,35 +87,42 @@ def context_beyond_memory_limit(options: LoadOptions, path: Path, cells: int) ->
                           hint=smaller_context_hint(options, room.name))
 
 
-def first_batch_bytes(options: LoadOptions, shape: ModelShape) -> int:
-    """What a context's first batch maps beyond its KV cache and compute buffers: the stacks of the threads that
-    compute it, and ggml-cpu's work buffer, where the activations are converted to the weights' type for their
-    products (2 bytes an element, of the widest input for n_ubatch tokens: the feed-forward's, or without flash
-    attention the attention scores', n_head rows as long as the cells the batch sees, for the product with V)."""
+def batch_bytes(options: LoadOptions, shape: ModelShape, cells: int) -> int:
+    """What a context's batch of n_ubatch tokens that sees cells KV cells maps beyond its KV cache and compute
+    buffers: the stacks of the threads that compute it, and ggml-cpu's work buffer, where the activations are
+    converted to the weights' type for their products (2 bytes an element, of the widest input for n_ubatch tokens:
+    the feed-forward's, or without flash attention the attention scores', n_head rows as long as the cells the batch
+    sees (a multiple of 256), for the product with V). ggml-cpu frees the work buffer before it maps a larger one."""
     threads = max(options.n_threads, options.n_threads_batch)
     n_ubatch = min(options.n_ubatch, options.n_batch)
     widest = max(shape.n_ff, shape.n_embd)
     if not options.flash_attention:
-        widest = max(widest, shape.n_head * min(padded_context(options.n_ctx), padded_context(n_ubatch)))
+        widest = max(widest, shape.n_head * min(padded_context(options.n_ctx), padded_context(cells)))
     work = 2 * widest * n_ubatch + CACHE_LINE_BYTES * threads
     return thread_stacks_bytes(threads) + work
 
 
-def first_batch_beyond_memory_limit(options: LoadOptions, path: Path) -> LocalgenError | None:
-    """The refusal of a context's first batch (on the CPU) where `ulimit -d` or `ulimit -v` leaves less than it maps
-    (first_batch_bytes): llama.cpp aborts the process where its work buffer cannot be allocated (a bad_alloc), and
-    memory taken since the context was made (a prompt read, a prompt cache restored) may leave less than its check
-    saw; None where it may fit, or where no limit is set or it cannot be told."""
+def batch_beyond_memory_limit(options: LoadOptions, path: Path, cells: int, cells_run: int) -> LocalgenError | None:
+    """The refusal of a prompt's batches (on the CPU) where `ulimit -d` or `ulimit -v` leaves less than the last maps
+    (batch_bytes, for the cells the prompt ends at), beyond what a batch run before, which saw cells_run cells (0:
+    none ran), has mapped: llama.cpp aborts the process where its work buffer cannot be allocated (a bad_alloc);
+    without flash attention it grows with the cells a batch sees, and memory taken since the context was made (a
+    prompt read, a prompt cache restored) may leave less than its check saw. None where it may fit, or where no limit
+    is set or it cannot be told."""
     limited = _limited_cpu_context(options, path)
     if limited is None:
         return None
     room, shape = limited
-    needed = first_batch_bytes(options, shape) + NEAR_THE_LIMIT_BYTES  # what else the batch maps (its threads' heaps)
-    if needed <= room.free:
+    mapped = batch_bytes(options, shape, cells_run) if cells_run else 0
+    grows = batch_bytes(options, shape, cells) - mapped
+    needed = grows + NEAR_THE_LIMIT_BYTES  # what else the batch maps (its threads' heaps)
+    if grows <= 0 or needed <= room.free:
         return None
-    return LocalgenError(f"not enough memory is left to evaluate the prompt: its first batch takes "
-                         f"{binary_size(needed)} or more, and `{room.name}` of {binary_size(room.limit)} leaves "
-                         f"{binary_size(max(room.free, 0))}",
+    which = "first" if not cells_run and cells <= min(options.n_ubatch, options.n_batch) else "last"
+    beyond = " beyond what the batches before it mapped" if cells_run else ""
+    return LocalgenError(f"not enough memory is left to evaluate the prompt: its {which} batch takes "
+                         f"{binary_size(needed)} or more{beyond}, and `{room.name}` of {binary_size(room.limit)} "
+                         f"leaves {binary_size(max(room.free, 0))}",
                          hint=f"try a smaller --batch-size or --ubatch-size, fewer --threads/--threads-batch, or "
                               f"raise `{room.name}`")
 
