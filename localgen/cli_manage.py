@@ -44,7 +44,7 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
     from localgen.default_model import default_in_listing, default_missing_note, default_refusal
     from localgen.hub_cache import repo_folders
     from localgen.hub_errors import unread_cache_warnings
-    from localgen.partial_downloads import partial_downloads
+    from localgen.partial_downloads import kept_of_size, partial_downloads
     from localgen.registry import load_registry
 
     registry = load_registry(settings().user_registry)
@@ -69,7 +69,7 @@ def models_list(json_output: JsonOpt = False, all_models: AllOpt = False) -> Non
             *(_part_json(p) for p in alone)], indent=2)
         return
     rows = [_model_row(m, part_of.get(m.name) if m.source == SOURCE_HUB else None) for m in models]
-    rows += [[p.name, p.quant or "-", _part_size(p), "-", _part_source(p), str(p.parts[0])] for p in alone]
+    rows += [[p.name, p.quant or "-", kept_of_size(p), "-", _part_source(p), str(p.parts[0])] for p in alone]
     _print_listing(["NAME", "QUANT", "SIZE", "LAST USED", "SOURCE", "PATH"], rows, squeeze=(), marked=marked)
     for part in parts:
         console.say(_part_note(part))
@@ -91,8 +91,10 @@ def _print_listing(headers: list[str], rows: list[list[str]], *, squeeze: tuple[
 def _model_row(model: CachedModel, part: PartialDownload | None) -> list[str]:
     """A model's `models list` row; one lacking shards that a pull kept a part of shows as the partial rows do, with
     what is kept of the whole (a whole copy beside the part of a newer one is listed as the copy it is)."""
+    from localgen.partial_downloads import kept_of_size
+
     if part is not None and model.missing_shards:
-        return [model.name, model.quant or "-", _part_size(part), _when(model.last_used), _part_source(part),
+        return [model.name, model.quant or "-", kept_of_size(part), _when(model.last_used), _part_source(part),
                 str(model.path)]
     return [model.name, model.quant or "-", binary_size(model.size) if model.size is not None else "-",
             _when(model.last_used), _source(model), str(model.path)]
@@ -116,16 +118,11 @@ def _default_index(models: Sequence[CachedModel | None], default: DefaultRow) ->
                  and (model.source == SOURCE_LOCAL or model.problem)), None)
 
 
-def _part_size(part: PartialDownload) -> str:
-    """The SIZE cell of a model downloaded in part: '40.0 MiB of 90.0 MiB'."""
-    return f"{binary_size(part.kept)} of {binary_size(part.size)}"
-
-
 def _part_source(part: PartialDownload) -> str:
     """The SOURCE cell of a model downloaded in part."""
-    from localgen.partial_downloads import STOPPED_PULL_KEPT
+    from localgen.partial_downloads import PARTLY_DOWNLOADED
 
-    return "hub (downloading)" if part.running else f"hub ({STOPPED_PULL_KEPT})"
+    return "hub (downloading)" if part.running else f"hub ({PARTLY_DOWNLOADED})"
 
 
 def _part_note(part: PartialDownload) -> str:
@@ -133,11 +130,10 @@ def _part_note(part: PartialDownload) -> str:
     import shlex
 
     from localgen.offline_words import online_pull
+    from localgen.partial_downloads import part_said
 
-    if part.running:
-        return f"localgen: {part.name} is being downloaded: {_part_size(part)} so far"
-    return (f"localgen: a stopped pull of {part.name} kept {_part_size(part)}; "
-            f"{online_pull(shlex.quote(part.name))} resumes it")
+    said = f"localgen: {part_said(part.name, part)}"
+    return said if part.running else f"{said}; {online_pull(shlex.quote(part.name))} resumes it"
 
 
 def _source(model: CachedModel) -> str:
@@ -184,7 +180,7 @@ def _list_all(registry: Registry, default: DefaultRow, parts: list[PartialDownlo
 
 def _downloaded_cell(row: ListedModel, part: PartialDownload | None) -> str:
     """yes, yes (bundled), yes (local) for an entry's own file, no, no (missing) for one that is not there (or
-    no (not a file), no (unreadable)), no (a stopped pull kept ...) for one a pull kept a part of, no (incomplete:
+    no (not a file), no (unreadable)), no (partly downloaded: ...) for one a pull kept a part of, no (incomplete:
     ...) for a split model with shards missing, or no (does not match the pinned sha256) for a download its entry's
     pin refuses."""
     source = row.model.source if row.model is not None else None

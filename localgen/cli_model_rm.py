@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from localgen.partial_downloads import kept_of
+from localgen.partial_downloads import PARTLY_DOWNLOADED
 from localgen.units import alternatives, binary_size, counted
 
 if TYPE_CHECKING:
@@ -14,15 +14,11 @@ if TYPE_CHECKING:
 
 def asked_of(plan: RemovedModel) -> str:
     """What the question before removing names of a model (its dry run): its name, the space freed (and whether it is
-    only what a stopped pull kept of it), the bytes kept for the models that share them, the models removed after it
-    whose file it is, and its prompt cache entries."""
-    return (f"{_what_of(plan)} ({binary_size(plan.bytes_freed)}{_kept_for(plan)}{_same_later(plan)})"
+    only partly downloaded), the bytes kept for the models that share them, the models removed after it whose file it
+    is, and its prompt cache entries."""
+    state = f", {PARTLY_DOWNLOADED}" if plan.in_part else ""
+    return (f"{plan.described} ({binary_size(plan.bytes_freed)}{state}{_kept_for(plan)}{_same_later(plan)})"
             f"{_its_states(plan)}")
-
-
-def _what_of(plan: RemovedModel) -> str:
-    """The model as rm names it: described, or what a stopped pull kept of it."""
-    return kept_of([plan.described]) if plan.in_part else plan.described
 
 
 def removals_around(plans: list[tuple[str, RemovedModel]], index: int) -> Removals:
@@ -38,7 +34,8 @@ def removed_line(removed: RemovedModel) -> str:
     """What `models rm` says of a model it removed: the space freed, the data it kept for others, and the files of
     the user's outside the cache it kept (only its links to them went), and their links to the data it deleted."""
     kept, later = removed.kept_shared, removed.shared_later
-    line = f"localgen: removed {_what_of(removed)}: freed {binary_size(removed.bytes_freed)}"
+    state = f" ({PARTLY_DOWNLOADED})" if removed.in_part else ""
+    line = f"localgen: removed {removed.described}{state}: freed {binary_size(removed.bytes_freed)}"
     line += _its_states(removed)
     if pids := [str(pid) for pid in removed.loaded_by]:  # its data stays on disk (and in use) until they end
         line += (f" once process {pids[0]} ends (it has the model loaded, and runs on until then)" if len(pids) == 1

@@ -47,7 +47,7 @@ from localgen.hub_settings import cache_place
 from localgen.hub_slips import with_downloaded_repo
 from localgen.load_locks import loading_locks_of_links, taken_for_removal
 from localgen.model_file_errors import path_not_removed
-from localgen.partial_downloads import kept_of, partial_downloads
+from localgen.partial_downloads import are_partly_downloaded, partial_downloads
 from localgen.promptcache import CacheEntry, remove_entries
 from localgen.promptcache_models import entries_of, identity_keys
 from localgen.references import ModelRef, normalize_quant
@@ -124,9 +124,9 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
     if not matches:
         names = sorted(display_name(registry, fs[0].repo, quant_of(fs[0].filename), fs[0].filename) for fs in groups)
         parts = [part.name for part in partial_downloads(registry) if part.repo.lower() == repo.lower()]
-        held = ", ".join(names) + (f" and {kept_of(parts)}" if names and parts else f"only {kept_of(parts)}" if parts
-                                   else "")
-        there = (f"of that repo, the cache holds {held}" if held
+        held = "; ".join(filter(None, [f"the cache holds {', '.join(names)}" if names else "",
+                                        are_partly_downloaded(parts) if parts else ""]))
+        there = (f"of that repo, {held}" if held
                  else with_downloaded_repo("see `localgen models list`", reference, repo))
         shown = reference_name(ref) if held else reference  # as the cache spells the repo, where it holds it
         raise ModelNotFoundError(f"{shown} is not in the cache", hint=there)

@@ -14,7 +14,7 @@ from localgen.hub_choice import shard_group_key, shard_of
 from localgen.hub_types import HubFile, HubListing, HubModel
 from localgen.registry import Registry
 
-STOPPED_PULL_KEPT = "what a stopped pull kept"  # what localgen calls the part of a model a stopped pull kept
+PARTLY_DOWNLOADED = "partly downloaded"  # what localgen calls a model of which a stopped pull kept a part
 
 
 @dataclass(frozen=True)
@@ -116,12 +116,12 @@ def parts_left_note(registry: Registry, repo: str) -> str | None:
     (None: none is kept)."""
     import shlex
 
-    from localgen.units import binary_size
+    from localgen.units import alternatives, binary_size
 
     parts = [part for part in partial_downloads(registry) if part.repo.lower() == repo.lower() and not part.running]
     if not parts:
         return None
-    left = kept_of([f"{part.name} ({binary_size(part.kept)})" for part in parts])
+    left = alternatives([f"{part.name} ({binary_size(part.kept)}, {PARTLY_DOWNLOADED})" for part in parts], "and")
     return (f"localgen: left {left}: `{shlex.join(['localgen', 'models', 'rm', *(part.name for part in parts)])}` "
             f"removes {'it' if len(parts) == 1 else 'them'}")
 
@@ -134,7 +134,7 @@ def repo_parts_said(repo: str) -> str | None:
 
     parts = [part for part in partial_downloads(load_registry(settings().user_registry))
              if part.repo.lower() == repo.lower()]
-    return "; ".join(f"{part.name}: {kept_said(part)}" for part in parts) or None
+    return "; ".join(part_said(part.name, part) for part in parts) or None
 
 
 def part_of_files(files: tuple[HubFile, ...]) -> PartialDownload | None:
@@ -148,19 +148,31 @@ def part_of_files(files: tuple[HubFile, ...]) -> PartialDownload | None:
 
 
 def kept_said(part: PartialDownload) -> str:
-    """How much of a model a running pull has so far, or a stopped one kept."""
-    from localgen.units import binary_size
+    """How much of a model a running pull has so far, or a stopped one kept: 'partly downloaded: 4.0 MiB of 94.0
+    MiB', for a cell or a field."""
+    kept = kept_of_size(part)
+    return f"being downloaded: {kept} so far" if part.running else f"{PARTLY_DOWNLOADED}: {kept}"
 
-    kept = f"{binary_size(part.kept)} of {binary_size(part.size)}"
-    return f"being downloaded: {kept} so far" if part.running else f"a stopped pull kept {kept}"
+
+def part_said(subject: str, part: PartialDownload) -> str:
+    """The same said of subject in a sentence: 'NAME is partly downloaded (4.0 MiB of 94.0 MiB)'."""
+    if part.running:
+        return f"{subject} is {kept_said(part)}"
+    return f"{are_partly_downloaded([subject])} ({kept_of_size(part)})"
 
 
-def kept_of(names: list[str]) -> str:
-    """'what a stopped pull kept of A', 'what stopped pulls kept of A and B': the parts of models named so."""
+def are_partly_downloaded(names: list[str]) -> str:
+    """'A is partly downloaded', 'A and B are partly downloaded'."""
     from localgen.units import alternatives
 
-    said = STOPPED_PULL_KEPT if len(names) == 1 else STOPPED_PULL_KEPT.replace("a stopped pull", "stopped pulls")
-    return f"{said} of {alternatives(names, 'and')}"
+    return f"{alternatives(names, 'and')} {'is' if len(names) == 1 else 'are'} {PARTLY_DOWNLOADED}"
+
+
+def kept_of_size(part: PartialDownload) -> str:
+    """'4.0 MiB of 94.0 MiB': how much of a model is kept, of its size once downloaded."""
+    from localgen.units import binary_size
+
+    return f"{binary_size(part.kept)} of {binary_size(part.size)}"
 
 
 def listed_part(repo: str, quant: str | None, filename: str | None) -> PartialDownload | None:

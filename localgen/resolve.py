@@ -26,7 +26,7 @@ from localgen.hub_verify import Pin, check_pinned_file
 from localgen.links import broken_link
 from localgen.model_file_errors import folder_gguf_models, folder_hint, missing_file_hint
 from localgen.own_files import MISSING, own_file_problem
-from localgen.partial_downloads import kept_said, listed_part, repo_parts_said
+from localgen.partial_downloads import listed_part, part_said, repo_parts_said
 from localgen.pull_checks import refuse_broken_header
 from localgen.references import ModelRef, normalize_quant
 from localgen.registry import (
@@ -327,7 +327,7 @@ def _refuse_missing(reference: str, repo: str, unverified: Path | None, *, offli
     if unverified is None or part:  # a split model's first shard, its others missing, is no copy to use as it is
         if quant or filename:
             kept = listed_part(repo, quant, filename)
-            said = f"; {kept_said(kept)}" if kept is not None else ""
+            said = f"; {part_said('it', kept)}" if kept is not None else ""
         else:  # ORG/REPO: what is kept of each of its quants, named, whichever a pull chooses
             kept_of_each = repo_parts_said(repo)
             said = f"; {kept_of_each}" if kept_of_each else ""

@@ -96,11 +96,11 @@ def _check_listed_as_partly_downloaded(partial: Path, kept: int, capsys: pytest.
     models_list()
     table, notes = capsys.readouterr()
     shown = f"{binary_size(kept)} of 976.6 KiB"
-    assert f"{REPO}:Q4_K_M\tQ4_K_M\t{shown}\t-\thub (what a stopped pull kept)\t{partial}\tno\n" in table, table
-    assert notes == f"localgen: a stopped pull of {REPO}:Q4_K_M kept {shown}; `localgen pull {REPO}:Q4_K_M` " \
+    assert f"{REPO}:Q4_K_M\tQ4_K_M\t{shown}\t-\thub (partly downloaded)\t{partial}\tno\n" in table, table
+    assert notes == f"localgen: {REPO}:Q4_K_M is partly downloaded ({shown}); `localgen pull {REPO}:Q4_K_M` " \
                     "resumes it\n"
     models_list(all_models=True)
-    assert f"{REPO}:Q4_K_M\t{REPO}\tQ4_K_M\t-\tno (a stopped pull kept {shown})\t\tno\n" in capsys.readouterr().out
+    assert f"{REPO}:Q4_K_M\t{REPO}\tQ4_K_M\t-\tno (partly downloaded: {shown})\t\tno\n" in capsys.readouterr().out
     models_list(all_models=True, json_output=True)  # what is known of it, as models list --json gives it
     (part,) = [m for m in json.loads(capsys.readouterr().out) if m["name"] == f"{REPO}:Q4_K_M"]
     assert part == listed[1] | {"context": None, "description": "", "downloaded": False}, part
@@ -134,9 +134,9 @@ def test_a_split_model_cut_in_its_second_shard_is_listed_once_with_what_is_kept(
     models_list()  # its row, as a part alone's, says what is kept of the whole
     table = capsys.readouterr().out
     assert f"org/split-GGUF:Q4_0\tQ4_0\t{binary_size(kept)} of {binary_size(2 * SIZE)}\tnever\t" \
-           f"hub (what a stopped pull kept)\t{listed[0]['path']}\tno\n" in table, table
+           f"hub (partly downloaded)\t{listed[0]['path']}\tno\n" in table, table
     models_list(all_models=True)
-    assert "org/split-GGUF:Q4_0\torg/split-GGUF\tQ4_0\t-\tno (a stopped pull kept " in capsys.readouterr().out
+    assert "org/split-GGUF:Q4_0\torg/split-GGUF\tQ4_0\t-\tno (partly downloaded: " in capsys.readouterr().out
     with open(hub_cache.blob_lock_path("org/split-GGUF", repo.sha256(shards[1])), "wb") as held:
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # a pull is writing the part now
         models_list()

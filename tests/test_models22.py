@@ -99,10 +99,10 @@ def test_models_rm_of_a_repo_with_only_a_part_kept_names_that_part(hubenv: HubEn
     for typed in ("test/Cut-GGUF", "test/Cut-GGUF:Q4_0"):
         removed = run_cli(hubenv.env, "models", "rm", typed, "-y")
         assert removed.returncode == 1 and removed.stderr == (
-            f"localgen: error: {typed} is not in the cache (hint: of that repo, the cache holds only what a stopped "
-            "pull kept of test/Cut-GGUF:Q8_0)\n"), removed.stderr
+            f"localgen: error: {typed} is not in the cache (hint: of that repo, test/Cut-GGUF:Q8_0 is partly "
+            "downloaded)\n"), removed.stderr
     removed = run_cli(hubenv.env, "models", "rm", "test/Cut-GGUF:Q8_0", "-y")
-    assert removed.returncode == 0 and "removed what a stopped pull kept of test/Cut-GGUF:Q8_0: freed " in \
+    assert removed.returncode == 0 and "removed test/Cut-GGUF:Q8_0 (partly downloaded): freed " in \
         removed.stderr, removed.stderr
     assert hubenv.incomplete_files() == []
 
@@ -135,7 +135,7 @@ def test_models_show_of_a_hub_quant_a_pull_stopped_says_how_much_is_kept(hubenv:
     `models` does, where it said the pull would download it."""
     stopped_pull(hubenv)
     fields = _fields(run_cli(hubenv.env, "models", "show", "test/Cut-GGUF:Q8_0").stdout)
-    assert fields["downloaded"] == ("no (a stopped pull kept 2.0 MiB of 4.0 MiB; `localgen pull "
+    assert fields["downloaded"] == ("no (partly downloaded: 2.0 MiB of 4.0 MiB; `localgen pull "
                                     "test/Cut-GGUF:Q8_0` resumes it)"), fields
     other = _fields(run_cli(hubenv.env, "models", "show", "test/Cut-GGUF:Q4_0").stdout)
     assert other["downloaded"] == "no (`localgen pull test/Cut-GGUF:Q4_0` downloads it)", other
@@ -171,7 +171,7 @@ def test_models_rm_of_a_repo_says_what_stopped_pulls_kept_of_its_other_quants(hu
         assert run_cli(hubenv.env, "pull", "test/Cut-GGUF:Q4_0").returncode == 0
         removed = run_cli(hubenv.env, "models", "rm", typed, "-y")
         assert removed.returncode == 0 and removed.stderr.startswith("localgen: removed test/Cut-GGUF:Q4_0: freed ")
-        note = ("localgen: left what a stopped pull kept of test/Cut-GGUF:Q8_0 (2.0 MiB): `localgen models rm "
+        note = ("localgen: left test/Cut-GGUF:Q8_0 (2.0 MiB, partly downloaded): `localgen models rm "
                 "test/Cut-GGUF:Q8_0` removes it\n")
         assert removed.stderr.endswith(note) == (typed == "test/Cut-GGUF"), removed.stderr
     assert len(hubenv.incomplete_files()) == 1, "the part stays"

@@ -113,7 +113,7 @@ def test_models_show_json_of_a_quant_a_stopped_pull_kept_part_of_gives_the_part(
         resume = f"localgen pull {typed}"
         assert (record["downloaded"], record["partial"]) == (False, {**part, "resume": resume}), (typed, record)
     fields = _fields(run_cli(offline, "models", "show", "cut").stdout)
-    assert fields["downloaded"] == ("no (a stopped pull kept 2.0 MiB of 4.0 MiB; offline mode comes "
+    assert fields["downloaded"] == ("no (partly downloaded: 2.0 MiB of 4.0 MiB; offline mode comes "
                                     "from LOCALGEN_OFFLINE in the environment: unset it, then `localgen pull cut` "
                                     "resumes it)"), fields
     assert run_cli(hubenv.env, "pull", "test/Cut-GGUF:Q4_0").returncode == 0
@@ -202,7 +202,7 @@ def test_models_show_of_a_split_model_a_stopped_pull_kept_part_of_says_so_and_ho
     hubenv.server.down = False
     fields = _fields(run_cli(hubenv.env, "models", "show", "test/Split-GGUF:Q4_0").stdout)
     assert fields["source"] == "hub (incomplete: 1 shard missing)", fields
-    assert fields["downloaded"] == ("no (a stopped pull kept 4.0 MiB of 6.0 MiB; `localgen pull "
+    assert fields["downloaded"] == ("no (partly downloaded: 4.0 MiB of 6.0 MiB; `localgen pull "
                                     "test/Split-GGUF:Q4_0` resumes it)"), fields
     record = json.loads(run_cli(hubenv.env, "models", "show", "test/Split-GGUF:Q4_0", "--json").stdout)
     assert (record["downloaded"], record["missing_shards"], record["parameters"]) == (False, 1, None), record

@@ -126,20 +126,20 @@ def test_a_model_a_stopped_pull_kept_a_part_of_is_said_so_offline(hubenv: HubEnv
     downloaded, where `models` lists the part and how much is kept."""
     stopped_pull(hubenv)
     offline = {**hubenv.env, "LOCALGEN_OFFLINE": "1"}
-    kept = "a stopped pull kept 2.0 MiB of 4.0 MiB"
+    kept = "partly downloaded (2.0 MiB of 4.0 MiB)"
     for args in (("run", "-m", "test/Cut-GGUF:Q8_0", "hi"), ("models", "show", "test/Cut-GGUF:Q8_0"),
                  ("bench", "-m", "test/Cut-GGUF:Q8_0")):
         refused = run_cli(offline, *args)
         assert refused.returncode == 1 and refused.stderr.startswith(
-            f"localgen: error: model 'test/Cut-GGUF:Q8_0' is not downloaded and localgen is offline; {kept} (hint: "
-            "offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then run `localgen pull "
+            f"localgen: error: model 'test/Cut-GGUF:Q8_0' is not downloaded and localgen is offline; it is {kept} "
+            "(hint: offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then run `localgen pull "
             "test/Cut-GGUF:Q8_0`)"), refused.stderr
     refused = run_cli(offline, "run", "-m", "test/Cut-GGUF:Q4_0", "hi")
     assert refused.returncode == 1 and "stopped" not in refused.stderr, refused.stderr
     refused = run_cli(offline, "run", "-m", "test/Cut-GGUF", "hi")  # Q8_0: a quant the fixed preference puts after Q4_0
     assert refused.returncode == 1 and refused.stderr.startswith(
-        f"localgen: error: model 'test/Cut-GGUF' is not downloaded and localgen is offline; test/Cut-GGUF:Q8_0: {kept} "
-        "(hint: "), refused.stderr
+        f"localgen: error: model 'test/Cut-GGUF' is not downloaded and localgen is offline; test/Cut-GGUF:Q8_0 is "
+        f"{kept} (hint: "), refused.stderr
 
 
 def test_a_repo_of_one_quant_a_stopped_pull_kept_a_part_of_is_said_so_offline(hubenv: HubEnv) -> None:
@@ -148,8 +148,8 @@ def test_a_repo_of_one_quant_a_stopped_pull_kept_a_part_of_is_said_so_offline(hu
     stopped_pull(hubenv, "test/One-GGUF", other_quant=False)
     refused = run_cli({**hubenv.env, "LOCALGEN_OFFLINE": "1"}, "run", "-m", "test/One-GGUF", "hi")
     assert refused.returncode == 1 and refused.stderr.startswith(
-        "localgen: error: model 'test/One-GGUF' is not downloaded and localgen is offline; test/One-GGUF:Q8_0: a "
-        "stopped pull kept 2.0 MiB of 4.0 MiB (hint: "), refused.stderr
+        "localgen: error: model 'test/One-GGUF' is not downloaded and localgen is offline; test/One-GGUF:Q8_0 is "
+        "partly downloaded (2.0 MiB of 4.0 MiB) (hint: "), refused.stderr
 
 
 @pytest.mark.parametrize("width", [150, 90])  # a table wider than 150 columns, folded before: blocks

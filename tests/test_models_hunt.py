@@ -38,9 +38,9 @@ def test_a_stopped_update_leaves_the_whole_copy_listed_as_downloaded(hub: tuple[
     assert listing.returncode == 0, listing.stderr
     (row,) = [line for line in listing.stdout.splitlines() if line.startswith(REPO)]
     assert row.split("\t") == [f"{REPO}:Q8_0", "Q8_0", "1.0 MiB", "never", "hub", old_path, "no"], listing.stdout
-    kept = listing.stderr.removeprefix(f"localgen: a stopped pull of {REPO}:Q8_0 kept ").split(" of ")[0]
+    kept = listing.stderr.removeprefix(f"localgen: {REPO}:Q8_0 is partly downloaded (").split(" of ")[0]
     assert kept != "0 B" and listing.stderr == (
-        f"localgen: a stopped pull of {REPO}:Q8_0 kept {kept} of {binary_size(4 * 2**20)}; "
+        f"localgen: {REPO}:Q8_0 is partly downloaded ({kept} of {binary_size(4 * 2**20)}); "
         f"`localgen pull {REPO}:Q8_0` resumes it\n"), listing.stderr
 
 

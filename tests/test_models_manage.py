@@ -67,8 +67,8 @@ def test_rm_of_a_model_a_pull_downloaded_in_part_removes_the_repo_folder_it_empt
         hub: tuple[HubServer, dict[str, str]], tmp_path: Path, whole_in: str) -> None:
     """rm deleted the part and left models--org--part-GGUF with an empty blobs folder (and the cache's refs), where
     rm of a whole model removes its folder; a model downloaded whole stays as it is, in its repo or the same one. Its
-    question and its line say "what a stopped pull kept of NAME (SIZE)", as `models list` does, where a list of
-    models to remove read "NAME, downloaded in part (SIZE), OTHER (SIZE)", as if three."""
+    question and its line say "NAME (SIZE, partly downloaded)", as `models list` does, where a list of models to remove
+    read "NAME, downloaded in part (SIZE), OTHER (SIZE)", as if three."""
     server, env = hub
     part_file, w = {"p-Q8_0.gguf": make_gguf_bytes("p", 6_000_000)}, make_gguf_bytes("w")  # p: past one header read
     server.add_repo("org/part-GGUF", part_file | ({"w-Q4_K_M.gguf": w} if whole_in == PART else {}))
@@ -85,11 +85,11 @@ def test_rm_of_a_model_a_pull_downloaded_in_part_removes_the_repo_folder_it_empt
     kept = part.stat().st_size
     asked = run_cli(env, "models", "rm", f"{PART}:Q8_0", f"{whole_in}:Q4_K_M")  # no terminal: what it would ask is said
     assert asked.returncode == 2 and asked.stderr.startswith(
-        f"localgen: error: removing what a stopped pull kept of {PART}:Q8_0 ({binary_size(kept)}), {whole_in}:Q4_K_M "
+        f"localgen: error: removing {PART}:Q8_0 ({binary_size(kept)}, partly downloaded), {whole_in}:Q4_K_M "
         f"({binary_size(len(w))}) needs confirmation"), asked.stderr
     removed = run_cli(env, "models", "rm", f"{PART}:Q8_0", "-y")
     assert removed.returncode == 0 and removed.stderr == (
-        f"localgen: removed what a stopped pull kept of {PART}:Q8_0: freed {binary_size(kept)}\n"), removed.stderr
+        f"localgen: removed {PART}:Q8_0 (partly downloaded): freed {binary_size(kept)}\n"), removed.stderr
     assert (cache / _hub_folder(PART)).exists() == (whole_in == PART), "an empty folder of a model no longer there"
     assert sorted(p.relative_to(cache) for p in (cache / _hub_folder(whole_in)).rglob("*") if p.is_file()) == whole
 

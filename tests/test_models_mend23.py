@@ -218,5 +218,5 @@ def test_models_show_of_an_entry_a_pull_refuses_says_what_a_stopped_pull_kept_to
     user_registry(hubenv.localgen_home, f'[models.cut]\nrepo = "test/Cut-GGUF"\nquant = "Q8_0"\n{pin}')
     fields = _fields(run_cli(hubenv.env, "models", "show", "cut").stdout)
     assert fields["downloaded"].startswith("no (test/Cut-GGUF/cut-Q8_0.gguf does not match the sha256 of "), fields
-    assert fields["downloaded"].endswith(": `localgen pull` refuses it; a stopped pull kept 2.0 MiB of 4.0 MiB)"), \
+    assert fields["downloaded"].endswith(": `localgen pull` refuses it; partly downloaded: 2.0 MiB of 4.0 MiB)"), \
         fields

@@ -30,23 +30,26 @@ def test_a_pull_named_with_localgen_offline_set_says_to_unset_it_first(hubenv: H
     assert _field(flag.stdout, "downloaded") == "no (`localgen pull qwen2.5-1.5b` downloads it)", flag
 
 
-def test_what_a_stopped_pull_kept_is_called_so_by_models_list_rm_and_show(hubenv: HubEnv) -> None:
-    """`models list`, `models rm` and `models show` call what a stopped pull kept by that one name, where list and rm
-    said `partly downloaded`; rm of a quant not in the cache names what the repo has in a hint of one level, where it
-    nested `(partly downloaded)` inside the hint's own parentheses."""
+def test_a_model_a_stopped_pull_kept_a_part_of_is_called_partly_downloaded_everywhere(hubenv: HubEnv) -> None:
+    """`models list`, `models rm`, `models show` and an offline run call a model a stopped pull kept a part of
+    `partly downloaded`, where they called it `what a stopped pull kept`; rm of a quant not in the cache names what
+    the repo has in a hint of one level, with no parentheses inside the hint's own."""
     stopped_pull(hubenv)
     assert run_cli(hubenv.env, "pull", "test/Cut-GGUF:Q4_0").returncode == 0
     listed = run_cli(hubenv.env, "models")
-    assert "\thub (what a stopped pull kept)\t" in listed.stdout, listed.stdout
-    assert listed.stderr.startswith("localgen: a stopped pull of test/Cut-GGUF:Q8_0 kept 2.0 MiB of 4.0 MiB; "), listed
+    assert "\thub (partly downloaded)\t" in listed.stdout, listed.stdout
+    assert listed.stderr.startswith("localgen: test/Cut-GGUF:Q8_0 is partly downloaded (2.0 MiB of 4.0 MiB); "), listed
     every = run_cli(hubenv.env, "models", "list", "--all")
-    assert "\tno (a stopped pull kept 2.0 MiB of 4.0 MiB)\t" in every.stdout, every.stdout
+    assert "\tno (partly downloaded: 2.0 MiB of 4.0 MiB)\t" in every.stdout, every.stdout
+    shown = run_cli(hubenv.env, "models", "show", "test/Cut-GGUF:Q8_0")
+    assert _field(shown.stdout, "downloaded").startswith("no (partly downloaded: 2.0 MiB of 4.0 MiB; "), shown.stdout
+    refused = run_cli({**hubenv.env, "LOCALGEN_OFFLINE": "1"}, "run", "-m", "test/Cut-GGUF:Q8_0", "hi")
+    assert "; it is partly downloaded (2.0 MiB of 4.0 MiB) (hint: " in refused.stderr, refused.stderr
     removed = run_cli(hubenv.env, "models", "rm", "test/Cut-GGUF:Q6_K", "-y")
     assert removed.returncode == 1 and removed.stderr == (
         "localgen: error: test/Cut-GGUF:Q6_K is not in the cache (hint: of that repo, the cache holds "
-        "test/Cut-GGUF:Q4_0 and what a stopped pull kept of test/Cut-GGUF:Q8_0)\n"), removed.stderr
+        "test/Cut-GGUF:Q4_0; test/Cut-GGUF:Q8_0 is partly downloaded)\n"), removed.stderr
     asked = run_cli(hubenv.env, "models", "rm", "test/Cut-GGUF:Q8_0")
-    assert "removing what a stopped pull kept of test/Cut-GGUF:Q8_0 (2.0 MiB) needs confirmation" in asked.stderr, \
-        asked.stderr
-    said = [listed.stderr, every.stderr, removed.stderr, asked.stderr]
-    assert not [text for text in said if "partly downloaded" in text or "part way" in text], said
+    assert "removing test/Cut-GGUF:Q8_0 (2.0 MiB, partly downloaded) needs confirmation" in asked.stderr, asked.stderr
+    said = [listed.stderr, every.stdout, shown.stdout, refused.stderr, removed.stderr, asked.stderr]
+    assert not [text for text in said if "stopped pull" in text or "part way" in text], said

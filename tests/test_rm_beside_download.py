@@ -328,7 +328,7 @@ def test_rm_of_a_repo_alone_removes_the_part_kept_of_its_first_quant_while_a_pul
         _wait_written(part, 5 * 2**20)
         removed = run_cli(env, "models", "rm", "--yes", REPO)
         assert removed.returncode == 0 and removed.stderr == (
-            f"localgen: removed what a stopped pull kept of {REPO}:Q4_K_M: freed 976.6 KiB\n"), removed.stderr
+            f"localgen: removed {REPO}:Q4_K_M (partly downloaded): freed 976.6 KiB\n"), removed.stderr
         assert not kept.exists() and part.stat().st_size == 5 * 2**20
     finally:
         loopback_hub.body_released.set()
