@@ -1,6 +1,6 @@
-"""The prompt cache's warnings that it cannot be saved (its folder's permissions, a read-only mount) or listed, held
-until the answer is out: said amid it, they would break the answer's text; and its note that a cached prompt does not
-fit in memory, said before the prompt is read without it."""
+"""The prompt cache's warnings that it cannot be saved (its folder's permissions, a read-only mount) or listed (its
+permissions, a file or a broken link in its place), held until the answer is out: said amid it, they would break the
+answer's text; and its note that a cached prompt does not fit in memory, said before the prompt is read without it."""
 
 from __future__ import annotations
 
@@ -27,30 +27,53 @@ def warn_if_unlisted(directory: Path, exc: OSError) -> None:
     that no run finds a prompt there, nor an entry to evict, to say once the answer is out (unsaid_warnings)."""
     if isinstance(exc, PermissionError):
         _hold(f"the prompt cache is not used: {directory} cannot be listed", directory, exc)
+    else:
+        _warned_not_a_folder(directory)
 
 
 def listable(directory: Path) -> bool:
     """Whether the prompt cache folder may be listed, or is not there yet (a write makes it): an entry saved in a
-    folder that may not be listed is never found, nor evicted (warned of, once)."""
+    folder that may not be listed, or that is no folder, is never found, nor evicted (warned of, once)."""
     try:
         os.scandir(directory).close()
     except PermissionError as exc:
         warn_if_unlisted(directory, exc)
         return False
     except OSError:
-        pass
+        return not _warned_not_a_folder(directory)
     return True
+
+
+def _warned_not_a_folder(directory: Path) -> bool:
+    """Whether a file, or a link to nothing or into a loop of links, stands where the prompt cache folder (or one above
+    it) should be; where one does, a warning is held (once a process) that the prompt cache is not used."""
+    from localgen.errors import LocalgenError
+    from localgen.storage import check_folder
+
+    try:
+        check_folder(directory, "prompt cache entries")
+    except LocalgenError as exc:
+        _hold_said(f"the prompt cache is not used: {exc.message}", exc.hint)
+        return True
+    except OSError:  # it cannot be told: a save tries, and a failed one is logged
+        pass
+    return False
 
 
 def _hold(what: str, directory: Path, exc: OSError) -> None:
     """Hold the warning what (once a process), with why (exc) and what to do about it."""
-    from localgen.config import PROMPT_CACHE_BYTES_ENV
-    from localgen.once import first_time
     from localgen.storage import unwritable_hint, write_hint
 
-    hint = unwritable_hint(exc, directory, write_hint(exc, directory))
-    message = first_time(f"{what} ({os_reason(exc)}) ({hint}; {PROMPT_CACHE_BYTES_ENV}=0 turns the prompt cache off, "
-                         "and warns no more)")
+    _hold_said(f"{what} ({os_reason(exc)})", unwritable_hint(exc, directory, write_hint(exc, directory)))
+
+
+def _hold_said(what: str, hint: str | None) -> None:
+    """Hold the warning what (once a process), with hint and the switch that turns the prompt cache off."""
+    from localgen.config import PROMPT_CACHE_BYTES_ENV
+    from localgen.once import first_time
+
+    off = f"{PROMPT_CACHE_BYTES_ENV}=0 turns the prompt cache off, and warns no more"
+    message = first_time(f"{what} ({hint}; {off})" if hint else f"{what} ({off})")
     if message is not None:
         _UNSAID.append(message)
 

@@ -341,8 +341,8 @@ def atomic_write_text(path: Path, text: str, *, mode: int = 0o600, replace: bool
 
 
 def check_folder(path: Path, keeps: str) -> None:
-    """Raise a LocalgenError when path, or a folder above it, is a file or a link to something not there, or when it
-    cannot be read: a listing of it would look empty.
+    """Raise a LocalgenError when path, or a folder above it, is a file or a link to something not there (or into a
+    loop of links), or when it cannot be read: a listing of it would look empty.
 
     A folder that does not exist yet is fine; keeps names what the folder holds ("saved conversations").
     """
@@ -359,6 +359,10 @@ def check_folder(path: Path, keeps: str) -> None:
     except PermissionError:  # a folder above it may not be entered
         is_folder = True
         readable = False
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        is_folder = False  # a link that leads into a loop of links, in its place or above it
     else:
         readable = os.access(path, os.R_OK | os.X_OK)
     if not is_folder:

@@ -44,6 +44,12 @@ def test_a_file_where_a_folder_belongs_is_named_not_listed_as_empty(home: Path, 
         assert result.returncode == 1 and result.out == "", (args, result.err)
         assert f"cannot hold {'prompt' if listing == 'cache' else 'saved conversations'}" in result.err, result.err
         assert f"{path} is a file, where a folder should be" in result.err and "Traceback" not in result.err, result.err
+    if listing == "cache":  # a run answers, and says once that its prompt cache is not used, where it saved nothing
+        answered = run_localgen("run", "-n", "3", "--temperature", "0", "Say hello.")
+        assert answered.returncode == 0 and answered.out.strip(), answered.err
+        assert answered.err == f"localgen: warning: the prompt cache is not used: {path} cannot hold prompt cache " \
+            f"entries: {path} is a file, where a folder should be (move that file out of the way; " \
+            "LOCALGEN_PROMPT_CACHE_BYTES=0 turns the prompt cache off, and warns no more)\n", answered.err
 
 
 @pytest.mark.parametrize("blocked", ["data/conversations", "data"])
@@ -84,6 +90,35 @@ def test_a_dangling_link_in_place_of_the_data_folder_is_named_not_listed_as_empt
     with pytest.raises(LocalgenError) as named:  # chat --resume NAME, conversations show NAME
         read_conversation("q")
     assert (named.value.message, named.value.hint) == (f"no saved conversation named 'q': {link}", hint)
+
+
+@pytest.mark.parametrize("looped", ["data/conversations", "cache/prompts"])
+def test_a_folder_that_is_a_link_to_itself_is_named_not_an_internal_error(home: Path, looped: str) -> None:
+    """A folder that is a link to itself (a loop of links) gave `internal error: OSError: [Errno 40] Too many levels
+    of symbolic links` where it was listed; a run warns once, its answer out, that its prompt cache is not used."""
+    from localgen.conversation_store import list_conversations
+    from localgen.errors import LocalgenError
+
+    path = home / looped
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.symlink_to(path)
+    keeps = "prompt cache entries" if looped.startswith("cache") else "saved conversations"
+    said = f"{path} cannot hold {keeps}: {path} is a link to {path}, which leads into a loop of links"
+    hint = "point the link at a folder that is there, or remove it"
+    listing = ("cache", "cache clear") if looped.startswith("cache") else ("conversations", "conversations list",
+                                                                           "run --continue hi")
+    for args in listing:
+        result = run_localgen(*args.split())
+        assert result.returncode == 1 and result.err == f"localgen: error: {said} (hint: {hint})\n", (args, result.err)
+    if looped.startswith("cache"):
+        answered = run_localgen("run", "-n", "3", "--temperature", "0", "Say hello.")
+        assert answered.returncode == 0 and answered.out.strip(), answered.err
+        assert answered.err == f"localgen: warning: the prompt cache is not used: {said} ({hint}; " \
+            "LOCALGEN_PROMPT_CACHE_BYTES=0 turns the prompt cache off, and warns no more)\n", answered.err
+    else:
+        with pytest.raises(LocalgenError) as latest:  # chat --resume
+            list_conversations()
+        assert (latest.value.message, latest.value.hint) == (said, hint)
 
 
 def test_the_listing_shows_each_conversation_s_size_model_and_first_message() -> None:
