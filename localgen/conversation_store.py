@@ -31,6 +31,7 @@ from localgen.conversation_names import (
     numbered_name,
 )
 from localgen.errors import LocalgenError, UsageError, read_failure
+from localgen.links import broken_link
 from localgen.slips import NAME_SUGGESTIONS, close_names
 from localgen.storage import atomic_write_text, check_folder, file_in_the_way, in_the_way, make_folder
 from localgen.units import alternatives
@@ -355,20 +356,10 @@ def _refuse_other_than_a_file(path: Path, name: str, shell: bool) -> None:
     if not saved_file_there(path):
         raise missing_error(name, shell)
     if not path.is_file():
-        target = missing_target(path)
-        reason = "not a file" if target is None else f"a link to {target}, which is not there"
+        reason = broken_link(path) or "not a file"  # a link to a file not there, or into a loop of links
         raise DamagedConversationError(f"{path} is not a saved conversation ({reason})",
                                        hint="move it away, or use another name", name=name,
                                        removable=not path.is_dir())
-
-
-def missing_target(path: Path) -> str | None:
-    """Where a link at path leads, when that is not there (its file in a folder not mounted now, say); None for any
-    other file."""
-    try:
-        return os.readlink(path) if not path.exists() else None
-    except OSError:  # no link (or deleted since): reading it says what is wrong
-        return None
 
 
 def _missing_hint(shell: bool) -> str:

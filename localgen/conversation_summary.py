@@ -16,11 +16,11 @@ from localgen.conversation_names import NAME_PATTERN, misnamed_file, name_taken
 from localgen.conversation_store import (
     conversations_dir,
     list_conversations,
-    missing_target,
     read_conversation,
     saved_path,
 )
 from localgen.errors import LocalgenError
+from localgen.links import broken_link
 from localgen.text_cut import one_line
 from localgen.units import counted, iso_time
 
@@ -71,8 +71,8 @@ def summaries(limit: int | None = None, *, listing: list[tuple[str, float]] | No
             problem = "not a file" if irregular else misnamed_file(name, name_taken)
             found.append(Summary(name, mtime, problem=problem, kept=not irregular))
             continue
-        if (target := missing_target(saved_path(name))) is not None:  # its file in a folder not mounted now, say
-            found.append(Summary(name, mtime, problem=f"a link to {target}, which is not there"))
+        if (broken := broken_link(saved_path(name))) is not None:  # its file in a folder not mounted now, say
+            found.append(Summary(name, mtime, problem=broken))
             continue
         if (glanced := glance(name)) is not None:  # each exchange not built: a whole read says what is off
             found.append(Summary(name, mtime, *glanced))

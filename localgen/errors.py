@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import errno
+import os
+from pathlib import Path
 from typing import TypeVar
+
+from localgen.links import FILE_LINK_HINT, broken_link
 
 EXIT_OK = 0
 EXIT_RUNTIME = 1
@@ -156,6 +160,10 @@ def os_reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def read_failure(path: object, exc: OSError, hint: str | None = None) -> LocalgenError:
-    """The error for a file that could not be read: `cannot read PATH: REASON`."""
+def read_failure(path: str | os.PathLike[str], exc: OSError, hint: str | None = None) -> LocalgenError:
+    """The error for a file that could not be read: `cannot read PATH: REASON`, where path is a link that leads to
+    nothing (into a loop of links, say) `cannot read PATH: it is a link to TARGET, which ...`, with the hint for it."""
+    broken = broken_link(Path(path))
+    if broken is not None:
+        return LocalgenError(f"cannot read {path}: it is {broken}", hint=FILE_LINK_HINT)
     return LocalgenError(f"cannot read {path}: {os_reason(exc)}", hint=hint)

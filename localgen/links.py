@@ -10,6 +10,8 @@ from pathlib import Path
 
 from localgen.shorten import short_path
 
+FILE_LINK_HINT = "point the link at a file that is there, or remove it"  # for a file's broken_link
+
 
 def broken_link(path: Path) -> str | None:
     """What path is where it is a link that leads to nothing ("a link to X, which is not there", X the last link's

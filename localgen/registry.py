@@ -3,7 +3,6 @@ them, and the defaults they give. Reading and checking an entry is registry_entr
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from localgen.errors import ConfigError, LocalgenError, ModelNotFoundError, UsageError, os_reason
+from localgen.links import broken_link
 from localgen.own_files import own_file_problem
 from localgen.params import CHAT_SETTINGS, stored_setting
 from localgen.references import (
@@ -351,9 +351,9 @@ def load_registry(user_file: Path | None = None) -> Registry:
 def user_file_text(user_file: Path) -> str | None:
     """The text of the user's models.toml; None when there is none (a link to nothing, or no file, is an error)."""
     try:
-        if user_file.is_symlink() and not user_file.exists():
-            raise ConfigError(f"{user_file}: a link to {os.readlink(user_file)}, which is not there",
-                              hint="point the link at your models.toml, or remove it")
+        broken = broken_link(user_file)  # its target not there, or a loop of links
+        if broken is not None:
+            raise ConfigError(f"{user_file}: {broken}", hint="point the link at your models.toml, or remove it")
         if user_file.exists() and not user_file.is_file():
             raise ConfigError(f"{user_file}: not a file", hint="models.toml must be a TOML file; remove or rename this")
         if not user_file.is_file():

@@ -121,6 +121,18 @@ def test_a_folder_that_is_a_link_to_itself_is_named_not_an_internal_error(home: 
         assert (latest.value.message, latest.value.hint) == (said, hint)
 
 
+def test_a_last_run_record_that_is_a_link_into_a_loop_of_links_is_named_so(home: Path) -> None:
+    """A last-run.json that is a link to itself was refused with the OS's words and a hint to check its folder's
+    permissions."""
+    record = home / "data" / "last-run.json"
+    record.parent.mkdir(parents=True)
+    record.symlink_to(record)
+    continued = run_localgen("run", "--continue", "-n", "1", "hi")
+    assert continued.returncode == 1 and continued.err == f"localgen: error: cannot read {record}: it is a link to " \
+        f"{record}, which leads into a loop of links (hint: point the link at a file that is there, or remove it)\n", \
+        continued.err
+
+
 def test_the_listing_shows_each_conversation_s_size_model_and_first_message() -> None:
     long_question = "Summarize this report about the harbour, the market and the library in three lines please."
     _save("report", Turn(long_question, "Done."), Turn("Shorter?", "Yes."))
@@ -223,17 +235,20 @@ def test_show_of_a_damaged_file_points_at_rm() -> None:
                               "bad`))\n"), shown.err
 
 
-def test_a_dangling_link_is_named_alike_by_show_run_and_rm() -> None:
+@pytest.mark.parametrize("looped", [False, True])
+def test_a_dangling_link_is_named_alike_by_show_run_and_rm(looped: bool) -> None:
+    """A link whose file is not there, or that leads into a loop of links (once said to lead to a file not there)."""
     conversations_dir().mkdir(parents=True)
     link = conversations_dir() / "gone.json"
-    link.symlink_to(conversations_dir() / "nowhere.json")
+    link.symlink_to(link if looped else conversations_dir() / "nowhere.json")
+    problem = f"a link to {link}, which leads into a loop of links" if looped else \
+        f"a link to {conversations_dir() / 'nowhere.json'}, which is not there"
     listed = run_localgen("conversations")  # its file in a folder not mounted now, say: listed, saying why
     assert listed.returncode == 0 and listed.out.splitlines()[1].split("\t")[2:] == [
-        "-", "-", f"(damaged: a link to {conversations_dir() / 'nowhere.json'}, which is not there)"], listed.out
+        "-", "-", f"(damaged: {problem})"], listed.out
     (record,) = json.loads(run_localgen("conversations", "--json").out)
-    assert (record["name"], record["exchanges"], record["problem"]) == (
-        "gone", None, f"a link to {conversations_dir() / 'nowhere.json'}, which is not there")
-    said = f"{link} is not a saved conversation (a link to {conversations_dir() / 'nowhere.json'}, which is not there)"
+    assert (record["name"], record["exchanges"], record["problem"]) == ("gone", None, problem)
+    said = f"{link} is not a saved conversation ({problem})"
     shown = run_localgen("conversations", "show", "gone")
     assert shown.returncode == 1 and said in shown.err, shown.err
     assert "(`localgen conversations rm gone`)" in shown.err

@@ -121,6 +121,17 @@ def test_a_conversation_open_in_another_process_is_refused_with_its_process_id()
     assert load_conversation("shared").turns == [Turn("a", "b")], "free again once the other process ended"
 
 
+def test_a_lock_file_that_is_a_link_into_a_loop_of_links_is_named_so(home: Path) -> None:
+    """A conversation's lock file that is a link to itself was refused with the OS's words and a hint to check its
+    permissions."""
+    lock = conversations_dir() / ".locks" / "notes.lock"
+    lock.parent.mkdir(parents=True)
+    lock.symlink_to(lock)
+    done = run_localgen("run", "--conversation", "notes", "-n", "1", "Hi")
+    assert done.returncode == 1 and done.err == f"localgen: error: could not open {lock}: it is a link to {lock}, " \
+        "which leads into a loop of links (hint: point the link at a file that is there, or remove it)\n", done.err
+
+
 def test_a_conversation_this_process_holds_cannot_be_opened_elsewhere_until_let_go() -> None:
     conversation = Conversation(name="mine")
     save_conversation(conversation)

@@ -356,6 +356,17 @@ def test_a_models_toml_link_to_nothing_is_an_error_not_an_empty_file(tmp_path: P
     assert result.returncode == 1 and "which is not there (hint: point the link at your models.toml" in result.err
 
 
+def test_a_models_toml_link_into_a_loop_of_links_is_named_so(tmp_path: Path) -> None:
+    """A models.toml that is a link to itself was said to be a link to a file not there."""
+    link = tmp_path / "models.toml"
+    link.symlink_to(link)
+    with pytest.raises(ConfigError) as looped:
+        load_registry(link)
+    assert (looped.value.message, looped.value.hint) == (
+        f"{link}: a link to {link}, which leads into a loop of links",
+        "point the link at your models.toml, or remove it")
+
+
 @pytest.mark.parametrize("text", ['[models.x]\nrepo = "a/b"\n', "not toml [[[", '[models.x]\nrepo = 3\nquant="Q4_0"\n',
                                   '[models.x]\nrepo = "a/b"\nquant = "Q4_0"\nbogus = 1\n',
                                   "[defaults]\ntemperature = \"hot\"\n", "[defaults]\ncolour = 1\n",
