@@ -11,7 +11,9 @@ from localgen.conversation_turn import Attachment, Turn
 from localgen.inputs import InputFile
 from localgen.stdin_names import STDIN_NAME
 from localgen.typed_paths import FILE_OPTION
-from localgen.units import alternatives
+from localgen.units import alternatives, counted
+
+NAMED_FILES = 3  # a refusal of a prompt names this many of its files, and counts the rest
 
 
 class AttachedText(str):
@@ -39,10 +41,14 @@ def prompt_parts(files: Sequence[InputFile], *, system: bool, stdin: bool = Fals
     """The texts a prompt is made of, as an error that refuses them names them after the tokens they take: the -f
     files ("-f -" for stdin among them; a chat's /file ones as /file FILE), piped stdin, the prompt and the system
     prompt, those given ('with -f a.txt, stdin, the prompt and the system prompt'; a chat's message: its files); ''
-    without files, stdin or a system prompt (the prompt alone is what "the prompt" means already)."""
+    without files, stdin or a system prompt (the prompt alone is what "the prompt" means already). The first
+    NAMED_FILES files are named, the rest counted ('-f a.txt, -f b.txt, -f c.txt, 1,497 more files and the prompt'):
+    the line stays short however many files there are."""
     if not (files or stdin or system):
         return ""
-    named = [*(f"{'-f' if file.option == FILE_OPTION else file.option} {as_given(file)}" for file in files),
+    shown = files if len(files) <= NAMED_FILES + 1 else files[:NAMED_FILES]  # one more is as short as its count
+    named = [*(f"{'-f' if file.option == FILE_OPTION else file.option} {as_given(file)}" for file in shown),
+             *[counted(len(files) - len(shown), "more file")] * (len(shown) < len(files)),
              *["stdin"] * stdin, *["the prompt"] * prompt, *["the system prompt"] * system]
     return f"with {alternatives(named, 'and')}"
 

@@ -427,12 +427,17 @@ def first_with_text(texts: list[str]) -> list[int]:
 
 
 def once_each(texts: list[str], names: list[str], warnings: list[str]) -> list[str]:
-    """The attachments' texts less a repeated one (-f a.txt -f a.txt), with a warning: run -f, chat -f and /file attach
-    a text once; names are their files' (an empty one is warned about already, and adds nothing)."""
+    """The attachments' texts less a repeated one (-f a.txt -f a.txt), with a warning for each file left out, one
+    however often it was given (counted where more than once): run -f, chat -f and /file attach a text once; names are
+    their files' (an empty one is warned about already, and adds nothing)."""
     kept: list[str] = []
+    left_out: list[str] = []  # the names of the texts left out, each once
     for name, text in zip(names, texts, strict=True):
         if text.strip() and text in kept:
-            warnings.append(f"{name} is attached already, or a file with the same text is: it is attached once")
+            left_out += [name] * (name not in left_out)
         else:
             kept.append(text)
+    for name in left_out:
+        given = f"given {names.count(name):,} times, " if names.count(name) > 1 else ""
+        warnings.append(f"{name} is attached already, or a file with the same text is: {given}it is attached once")
     return kept

@@ -103,10 +103,43 @@ def test_a_text_attached_twice_is_attached_once_with_a_warning_as_in_chat(tmp_pa
     assert result.returncode == 0, result.err
     assert result.out == chatml("Eggs boil in 7 minutes.\n\nWhen?")
     said = "is attached already, or a file with the same text is: it is attached once"
-    assert result.err == f"localgen: warning: {notes} {said}\nlocalgen: warning: {copy} {said}\n" \
+    assert result.err == f"localgen: warning: {notes} is attached already, or a file with the same text is: given 2 " \
+                         f"times, it is attached once\nlocalgen: warning: {copy} {said}\n" \
                          f"localgen: warning: stdin {said}\n", result.err
     other = run_localgen("run", "--print-prompt", "-f", str(notes), "When?", stdin=b"Tea takes 3.\n")
     assert other.err == "" and other.out == chatml("Eggs boil in 7 minutes.\n\nTea takes 3.\n\nWhen?"), other.err
+
+
+def test_a_file_given_many_times_is_warned_about_in_one_line_that_counts_them(tmp_path: Path) -> None:
+    """-f a.txt given 300 times printed 299 lines alike; one line now says how often it was given."""
+    notes, other = tmp_path / "notes.txt", tmp_path / "other.txt"
+    notes.write_text("Eggs boil in 7 minutes.\n")
+    other.write_text("Tea takes 3.\n")
+    result = run_localgen("run", "--print-prompt", *["-f", str(notes)] * 300, "-f", str(other), "-f", str(other),
+                          "When?")
+    assert result.returncode == 0 and result.out == chatml("Eggs boil in 7 minutes.\n\nTea takes 3.\n\nWhen?")
+    assert result.err == (f"localgen: warning: {notes} is attached already, or a file with the same text is: given "
+                          "300 times, it is attached once\n"
+                          f"localgen: warning: {other} is attached already, or a file with the same text is: given 2 "
+                          "times, it is attached once\n"), result.err
+
+
+def test_a_prompt_of_many_files_too_long_names_three_and_counts_the_rest(tmp_path: Path) -> None:
+    """A prompt too long for the model, of 1,500 -f files, named every one of them in one line of 20 KB."""
+    files = [tmp_path / f"f{number}.txt" for number in range(1, 1501)]
+    for number, path in enumerate(files, 1):
+        path.write_text(f"Some words in file number {number} about the harbour and the market.\n")
+    result = run_localgen("run", "-n", "2", *(arg for path in files for arg in ("-f", str(path))), "hi")
+    assert result.returncode == 1 and result.out == "" and result.err.count("\n") == 1, result.err
+    assert re.fullmatch(rf"localgen: error: the prompt is too long for the model's maximum of 8,192 tokens: it takes "
+                        rf"[\d,]+ tokens with -f {files[0]}, -f {files[1]}, -f {files[2]}, 1,497 more files and the "
+                        r"prompt \(hint: shorten the input, or split it and ask about each part\)\n", result.err), \
+        result.err
+    four = [*files[:3], tmp_path / "big.txt"]
+    four[3].write_text("word " * 9000)
+    named = run_localgen("run", "-n", "2", *(arg for path in four for arg in ("-f", str(path))), "hi")
+    assert f"with -f {four[0]}, -f {four[1]}, -f {four[2]}, -f {four[3]} and the prompt (hint:" in named.err, \
+        named.err  # a fourth file is named: its name is no longer than its count
 
 
 def test_a_file_given_twice_is_warned_about_once_for_its_encoding_or_emptiness(tmp_path: Path) -> None:
@@ -119,8 +152,8 @@ def test_a_file_given_twice_is_warned_about_once_for_its_encoding_or_emptiness(t
     assert result.err == (f"localgen: warning: {latin} is not valid UTF-8; undecodable bytes were replaced with "
                           "U+FFFD\n"
                           f"localgen: warning: {empty} is empty\n"
-                          f"localgen: warning: {latin} is attached already, or a file with the same text is: it is "
-                          "attached once\n"), result.err
+                          f"localgen: warning: {latin} is attached already, or a file with the same text is: given 2 "
+                          "times, it is attached once\n"), result.err
 
 
 @pytest.mark.parametrize("command", [("fit",), ("pull",), ("bench", "-m"), ("models", "show")])
