@@ -442,9 +442,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(flush_stdout(without_traceback(lambda: complete(app, COMPLETE_VAR))))
     with exit_on_signals():  # SIGTERM or SIGHUP while downloading or loading: cleanups run, partial files go
         args = sys.argv[1:] if argv is None else argv
-        if not args and not console.is_terminal(sys.stdin):  # text piped in, `run` forgotten: not dropped silently
-            from localgen.cli_bare import refuse_no_command
+        if not args:  # text piped in, `run` forgotten: not dropped silently
+            from localgen.cli_bare import refuse_no_command, stdin_may_send_text
 
-            refuse_no_command()
+            if stdin_may_send_text():
+                refuse_no_command()
         code = run_app(app, _help_as_option(_resume_without_value(args)), help_asked=args[:1] == ["help"])
     sys.exit(flush_stdout(code))

@@ -3,15 +3,32 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from typing import NoReturn
 
 NO_COMMAND_HINT = 'answer a prompt with `... | localgen run "PROMPT"`; `localgen --help` lists the commands'
 
 
+def stdin_may_send_text() -> bool:
+    """Whether stdin may hold text that `localgen` alone would drop: a pipe, a socket, a file with text in it or a
+    device other than a terminal; not a terminal, /dev/null, an empty file, nor a closed stdin (<&-)."""
+    try:
+        status = os.fstat(0)
+    except OSError:  # closed
+        return False
+    if os.isatty(0) or (stat.S_ISREG(status.st_mode) and status.st_size == 0):
+        return False
+    try:
+        return not os.path.samestat(status, os.stat(os.devnull))
+    except OSError:  # no /dev/null to tell it by
+        return True
+
+
 def refuse_no_command() -> NoReturn:
-    """Refuse `localgen` alone where stdin is not a terminal: what was piped in would be dropped, and the help
-    written where the answer was meant to go."""
+    """Refuse `localgen` alone where stdin may send text (stdin_may_send_text): what was piped in would be dropped,
+    and the help written where the answer was meant to go."""
     from localgen import console
     from localgen.errors import EXIT_USAGE
 

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -952,15 +953,31 @@ def test_no_command_with_text_piped_in_is_refused_on_a_terminal_too() -> None:
     assert "no command given: localgen alone reads nothing from stdin" in said, said
 
 
-@pytest.mark.parametrize("stdin", [b"Summarize: text\n", None], ids=["piped", "dev-null"])
-def test_no_command_off_a_terminal_is_refused_with_the_run_that_answers(stdin: bytes | None) -> None:
+@pytest.mark.parametrize("redirect", ["| localgen", "< notes.txt"], ids=["piped", "file"])
+def test_no_command_with_text_sent_is_refused_with_the_run_that_answers(tmp_path: Path, redirect: str) -> None:
     """`echo text | localgen > out.txt` (run forgotten) wrote the help into out.txt and dropped what was piped in;
     stdout a terminal or not, stdin decides."""
-    result = run_localgen(stdin=stdin)
-    assert result.returncode == 2 and result.out == "", result.out
-    assert result.err == ("localgen: error: no command given: localgen alone reads nothing from stdin (hint: answer a "
-                          'prompt with `... | localgen run "PROMPT"`; `localgen --help` lists the commands)\n'), \
-        result.err
+    (tmp_path / "notes.txt").write_text("Summarize: text\n")
+    command = f"{shlex.quote(sys.executable)} -m localgen"
+    line = f"echo 'Summarize: text' | {command}" if redirect.startswith("|") else f"{command} < notes.txt"
+    result = subprocess.run(["bash", "-c", line], capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert result.returncode == 2 and result.stdout == "", result.stdout
+    assert result.stderr == ("localgen: error: no command given: localgen alone reads nothing from stdin (hint: answer "
+                             'a prompt with `... | localgen run "PROMPT"`; `localgen --help` lists the commands)\n'), \
+        result.stderr
+
+
+@pytest.mark.parametrize("redirect", ["</dev/null", "<&-", "< empty.txt"], ids=["dev-null", "closed", "empty-file"])
+def test_no_command_with_nothing_on_stdin_shows_the_help(tmp_path: Path, redirect: str) -> None:
+    """`localgen </dev/null` (as cron and loops give it) or with stdin closed sends no text: the help, as at a
+    terminal."""
+    (tmp_path / "empty.txt").write_text("")
+    result = subprocess.run(["bash", "-c", f"{shlex.quote(sys.executable)} -m localgen {redirect}"],
+                            capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert result.stdout.count("Usage: localgen") == 1, result.stdout
 
 
 def test_a_stderr_that_cannot_be_written_does_not_fail_the_run() -> None:
