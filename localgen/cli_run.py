@@ -175,23 +175,15 @@ def say_reading_a_terminal(stdin: BinaryIO | None, what: str) -> None:
 
 def refuse_an_unwritable_stdout() -> None:
     """Refuse a stdout where no answer can be written, before anything is read or loaded for it: one open for
-    reading only (`localgen run "..." 1< FILE`), /dev/full, which fails every write, or a file that cannot grow (a
-    full file system, `ulimit -f`: file_refusal); a --json answer, written whole once generated, found it so only
+    reading only (`localgen run "..." 1< FILE`), or /dev/full or a file that cannot grow (a full file system,
+    `ulimit -f`), as file_refusal finds them; a --json answer, written whole once generated, found it so only
     then."""
-    import errno
-    import os
-
     from localgen.cli_exit import stdout_open_to_read
-    from localgen.errors import LocalgenError
     from localgen.output_writes import file_refusal
 
     if stdout_open_to_read():
         raise UsageError("stdout is open for reading only: there is nowhere to write the answer",
                          hint="send it to a file with > FILE, or to a pipe")
-    with contextlib.suppress(OSError, ValueError, AttributeError):  # closed, or no /dev/full here
-        if os.path.samestat(os.fstat(sys.stdout.fileno()), os.stat("/dev/full")):
-            raise LocalgenError(f"cannot write to stdout: {os.strerror(errno.ENOSPC)}: it is /dev/full, where every "
-                                "write fails", hint="send the output elsewhere")
     with contextlib.suppress(OSError, ValueError, AttributeError):  # closed
         refusal = file_refusal(sys.stdout.fileno())
         if refusal is not None:

@@ -319,11 +319,13 @@ def file_room(fd: int) -> FileRoom | None:
 
 
 def file_refusal(fd: int, needed: int = 0) -> LocalgenError | None:
-    """The error for a regular file fd goes to that cannot take needed more bytes (0: any), found before they are
-    written: past the process's file size limit (`ulimit -f`: every write past it fails), or on a file system with
-    too few blocks free for it to grow into (the room a last block leaves, or space set aside for it, is written
-    into, and not refused); None where they may go in, or where it cannot be told (a pipe, a terminal, a file system
-    that gives no counts)."""
+    """The error for /dev/full, or a regular file fd goes to that cannot take needed more bytes (0: any), found
+    before they are written: past the process's file size limit (`ulimit -f`: every write past it fails), or on a
+    file system with too few blocks free for it to grow into (the room a last block leaves, or space set aside for
+    it, is written into, and not refused); None where they may go in, or where it cannot be told (a pipe, a
+    terminal, a file system that gives no counts)."""
+    if writes_to_dev_full(fd):
+        return no_space_error(fd)
     room = file_room(fd)
     return None if room is None else room_refusal(fd, room, needed)
 
@@ -338,9 +340,27 @@ def room_refusal(fd: int, room: FileRoom, needed: int) -> LocalgenError | None:
                              hint="raise it with `ulimit -f`, or send the output elsewhere")
     if room.disk is None or room.disk >= max(needed, 1):
         return None
-    what = "has no free space" if not needed else f"has no room left for the answer ({needed:,} bytes so far)"
-    return LocalgenError(f"cannot write to stdout: {os.strerror(errno.ENOSPC)}: the file system of {_file_name(fd)} "
-                         f"{what}", hint=_STDOUT_HINTS_DEFAULT)
+    return no_space_error(fd, None if not needed else f"has no room left for the answer ({needed:,} bytes so far)")
+
+
+def writes_to_dev_full(fd: int) -> bool:
+    """Whether fd is open on /dev/full, where every write fails for want of space."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat("/dev/full"))
+    except OSError:  # closed, or no /dev/full here
+        return False
+
+
+def no_space_error(fd: int | None, lack: str | None = None) -> LocalgenError:
+    """The error for stdout (fd) out of space, for every command: /dev/full, where no write can go, or the full file
+    system of the regular file it goes to (lack: what it lacks, where more than its having no free space)."""
+    reason = f"cannot write to stdout: {os.strerror(errno.ENOSPC)}"
+    if fd is not None and writes_to_dev_full(fd):
+        return LocalgenError(f"{reason}: it is /dev/full, where every write fails", hint="send the output elsewhere")
+    with contextlib.suppress(OSError):
+        if fd is not None and stat.S_ISREG(os.fstat(fd).st_mode):
+            reason += f": the file system of {_file_name(fd)} {lack or 'has no free space'}"
+    return LocalgenError(reason, hint=_STDOUT_HINTS_DEFAULT)
 
 
 class RecordRoom:
@@ -407,5 +427,15 @@ def _file_name(fd: int) -> str:
 
 def stdout_error(exc: OSError) -> LocalgenError:
     """The error for output that cannot be written (a full disk, a size limit, an I/O error, stdout open to read)."""
+    if exc.errno == errno.ENOSPC:
+        return no_space_error(_stdout_fd())
     hint = _STDOUT_HINTS.get(exc.errno or 0, _STDOUT_HINTS_DEFAULT)
     return LocalgenError(f"cannot write to stdout: {os_reason(exc)}", hint=hint)
+
+
+def _stdout_fd() -> int | None:
+    """The descriptor stdout writes to, or None where it has none (closed, replaced)."""
+    try:
+        return sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError):
+        return None

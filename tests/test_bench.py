@@ -246,8 +246,8 @@ def test_a_stdout_that_cannot_be_written_fails_before_the_benchmark() -> None:
                                     stdout=full, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
                                     cwd=REPO_ROOT, timeout=120)
     assert proc.returncode == 1 and proc.stderr.endswith(
-        "localgen: error: cannot write to stdout: No space left on device (hint: free some space or send the output "
-        "elsewhere)\n"), proc.stderr
+        "localgen: error: cannot write to stdout: No space left on device: it is /dev/full, where every write fails "
+        "(hint: send the output elsewhere)\n"), proc.stderr
     assert "warm-up" not in proc.stderr, "no test runs for a table that cannot be printed"
 
 

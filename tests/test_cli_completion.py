@@ -313,8 +313,8 @@ def test_a_completion_script_that_cannot_be_written_is_a_one_line_error(tmp_path
         done = run_localgen_process([sys.executable, "-m", "localgen"], env=_env(tmp_path, _LOCALGEN_COMPLETE=
                                     "bash_source"), stdout=full, stderr=subprocess.PIPE, text=True)
     assert done.returncode == 1
-    assert done.stderr.startswith("localgen: error: cannot write to stdout: No space left on device (hint: "), \
-        done.stderr
+    assert done.stderr == ("localgen: error: cannot write to stdout: No space left on device: it is /dev/full, where "
+                           "every write fails (hint: send the output elsewhere)\n"), done.stderr
 
 
 @pytest.mark.parametrize(("shell", "calls_back"), [("zsh", "_LOCALGEN_COMPLETE=complete_zsh"),

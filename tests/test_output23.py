@@ -44,6 +44,29 @@ def test_a_run_into_a_file_on_a_full_file_system_is_refused_before_the_model_loa
                              "elsewhere)\n"), result.stderr
 
 
+@pytest.mark.parametrize("command", [["models"], ["run", "--help"], ["--version"]], ids=["models", "help", "version"])
+def test_every_command_says_why_dev_full_takes_no_output_as_run_does(tmp_path: Path, command: list[str]) -> None:
+    """`models > /dev/full` told the user to free some space, where run said it is /dev/full."""
+    with open("/dev/full", "wb") as full:
+        result = subprocess.run([sys.executable, "-m", "localgen", *command], stdout=full, stderr=subprocess.PIPE,
+                                text=True, env={**os.environ, **_env(tmp_path / "home")}, cwd=REPO_ROOT, timeout=60,
+                                stdin=subprocess.DEVNULL)
+    assert (result.returncode, result.stderr) == (1, "localgen: error: cannot write to stdout: No space left on "
+                                                     "device: it is /dev/full, where every write fails (hint: send "
+                                                     "the output elsewhere)\n"), result.stderr
+
+
+def test_output_that_fills_a_file_system_names_it_as_run_s_refusal_does(tmp_path: Path) -> None:
+    """`models` into a file on a full file system said only "No space left on device", where run names the file."""
+    full = tmp_path / "full"
+    full.mkdir()
+    result = run_mounted(_full_tmpfs(full), ["models"], _env(tmp_path / "home"), stdout_to=full / "out.txt")
+    assert (result.returncode, result.stderr) == (1, f"localgen: error: cannot write to stdout: No space left on "
+                                                     f"device: the file system of {full}/out.txt has no free space "
+                                                     "(hint: free some space or send the output elsewhere)\n"), \
+        result.stderr
+
+
 def test_a_file_whose_last_block_has_room_on_a_full_file_system_is_written(tmp_path: Path) -> None:
     """The room a file's last block leaves takes a short answer: a full file system alone is no refusal."""
     full = tmp_path / "full"
