@@ -15,9 +15,11 @@ from localgen.errors import LocalgenError, UsageError
 from localgen.events import Event, Finished
 from localgen.params import GenerationLimits, SamplingParams
 from localgen.signals import SignalExit
+from localgen.units import milliseconds, token_rate
 
 if TYPE_CHECKING:
     from localgen.engine import Engine
+    from localgen.engine.threads import CpuSample
     from localgen.runner import LoadedModel
 
 GREEDY = SamplingParams(temperature=0.0, repeat_penalty=1.0)
@@ -28,7 +30,6 @@ FOLLOW_UP_ROOM = 128  # tokens for FOLLOW_UP_TEXT and its first answer token, in
 SEED = 1234
 MAX_BENCH_VALUE = 1_000_000
 BUSY_WINDOW_S = 1.0  # a test shorter than this is too short to tell how busy other processes kept the CPUs
-BUSY_NOTE_CPUS = 0.25  # CPUs' worth of a test's threads' time other processes may take before its figures are low
 TABLE_HEADER = ("test", "what", "result")
 
 
@@ -247,12 +248,14 @@ def bench_context(n_prompt: int, n_gen: int) -> int:
 def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, threads_batch: int | None,
               batch_size: int | None, ubatch_size: int, flash_attn: str, kv_type: str,
               progress: Callable[[str], None], started: Callable[[str, str], None] | None = None,
-              gpu_layers: int | None = None, no_gpu: bool = False) -> BenchResult:
+              gpu_layers: int | None = None, no_gpu: bool = False,
+              warned: Callable[[str], None] | None = None) -> BenchResult:
     """Load a model the way `run` does and benchmark it: each test in a context of its own size, as llama-bench
     runs them, the one with the larger context first (so a size beyond the model is refused before any test).
 
     batch_size is None when no --batch-size was given (the default is used, and a cap on it is not worth a note).
-    started hears the model's name and path once it is loaded, before the first test (the table's first line).
+    started hears the model's name and path once it is loaded, before the first test (the table's first line);
+    warned, that other processes keep the CPUs busy, where they did from the start to the first test.
     Ctrl-C, SIGTERM or SIGHUP ends it with the repetitions that finished (stopped_by set); when none did, Ctrl-C
     raises BenchInterrupted and the others their SignalExit.
     """
@@ -261,7 +264,9 @@ def run_bench(*, model: str | None, config: BenchConfig, threads: int | None, th
 
     tests = [test for test in (BenchTest(prefill_context(config.n_prompt), "prefill", "-p", config.n_prompt),
                                BenchTest(decode_context(config.n_gen), "decode", "-n", config.n_gen)) if test.size]
-    run = _BenchRun(started)
+    from localgen.engine.threads import cpu_sample
+
+    run = _BenchRun(started, warned, [test.name for test in tests], cpu_sample())
     load = bench_loader(tests, model=model, threads=threads, threads_batch=threads_batch, batch_size=batch_size,
                         ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
                         gpu_layers=gpu_layers, no_gpu=no_gpu, progress=progress)
@@ -303,6 +308,9 @@ class _BenchRun:
     test's)."""
 
     started: Callable[[str, str], None] | None = None  # told the model's name and path at the first load
+    warned: Callable[[str], None] | None = None  # told that other processes keep the CPUs busy, before the tests
+    tests: list[str] = field(default_factory=list)  # the names of the tests to run
+    since: CpuSample | None = None  # the start, from which the CPUs are watched until the first test
     prefill: PrefillFigures | None = None
     decode: list[float] | None = None
     decode_ctx: int | None = None
@@ -315,8 +323,11 @@ class _BenchRun:
         try:
             engine = loaded.engine
             o = engine.options
+            on_cpu = loaded.plan is None or loaded.plan.where != "gpu"  # (the GPU's speed is not the CPUs' to take)
             if self.setup is None and self.started is not None:
                 self.started(loaded.resolved.display_name, str(loaded.resolved.path))
+            if self.setup is None and self.warned is not None and on_cpu:
+                self._warn_if_busy(engine.options.n_threads, engine.options.n_threads_batch)
             if name == "prefill" or self.setup is None:  # known before a repetition, for one Ctrl-C may stop
                 self.setup = dict(model=loaded.resolved.display_name, model_path=str(loaded.resolved.path),
                                   backend=engine.backend_version, threads=o.n_threads,
@@ -327,7 +338,6 @@ class _BenchRun:
                     self.setup |= dict(gpu_layers=loaded.plan.n_gpu_layers, placement=loaded.plan.placement)
             from localgen.engine.threads import others_busy
 
-            on_cpu = loaded.plan is None or loaded.plan.where != "gpu"  # (the GPU's speed is not the CPUs' to take)
             watch = others_busy(lambda cpus: self.busy.update({name: round(cpus, 2)}), least_s=BUSY_WINDOW_S)
             with watch if on_cpu else nullcontext():
                 if name == "prefill":
@@ -343,6 +353,23 @@ class _BenchRun:
             loaded.close()
 
 
+    def _warn_if_busy(self, threads: int, threads_batch: int) -> None:
+        """Warn where other processes kept the CPUs busy from the start (watched BUSY_BEFORE_S at least)."""
+        import time
+
+        from localgen.bench_contention import BUSY_BEFORE_S, busy_before_note
+        from localgen.engine.threads import busy_elsewhere, cpu_sample
+
+        if self.since is None:
+            return
+        time.sleep(max(0.0, self.since.wall_s + BUSY_BEFORE_S - time.monotonic()))
+        busy = busy_elsewhere(self.since, cpu_sample())
+        note = None if busy is None else busy_before_note(busy, {"prefill": threads_batch, "decode": threads},
+                                                          self.tests)
+        if note is not None and self.warned is not None:
+            self.warned(note)
+
+
 def model_line(model: str, path: str) -> str:
     """The table's first line: the model measured."""
     return f"model {model} ({path})"
@@ -352,14 +379,7 @@ def format_result(result: BenchResult, *, first_line: bool = True) -> str:
     """A llama-bench-like table of the result (without its first line, model_line, when that was printed when the
     model was loaded)."""
     r, f = result, result.figures
-    def rate(stat: Stat) -> str:
-        """A speed, as llama-bench shows it."""
-        return f"{stat.mean:.2f} ± {stat.stdev:.2f} tok/s"
-
-    def millis(stat: Stat) -> str:
-        """A time in milliseconds."""
-        return f"{stat.mean * 1000:.1f} ± {stat.stdev * 1000:.1f} ms"
-
+    rate, millis = token_rate, milliseconds  # as run --stats shows them
     prefill, decode = r.n_prompt > 0, r.n_gen > 0
     measured = [
         (f"pp{r.n_prompt}", "prefill", f.prefill_tokens_per_s, rate, prefill),
@@ -390,34 +410,6 @@ def format_result(result: BenchResult, *, first_line: bool = True) -> str:
     return head + "\n".join([line(TABLE_HEADER), rule, *map(line, rows)])
 
 
-def contention_note(result: BenchResult, n_cpus: int) -> str | None:
-    """A warning where other processes took CPU time that a test's threads needed: its figures are below what the
-    machine does idle."""
-    threads = {"prefill": result.threads_batch, "decode": result.threads}
-    busy = [(test, cpus) for test, cpus in result.busy_elsewhere.items()
-            if cpus >= max(0, n_cpus - threads[test]) + BUSY_NOTE_CPUS]
-    if not busy:
-        return None
-    used = " and ".join(f"{cpus:.2f} during the {test} test" for test, cpus in busy)
-    return (f"other processes kept CPUs busy ({used}): these figures are below this machine's when it is idle"
-            + _fewer_threads_hint(result, busy, n_cpus))
-
-
-def _fewer_threads_hint(result: BenchResult, busy: list[tuple[str, float]], n_cpus: int) -> str:
-    """'; beside them, -t 1 --threads-batch 2 may measure more (...)' where a test ran more threads than the CPUs
-    others left it: its threads waited on each other while one was preempted, as `localgen run` avoids by decoding
-    with fewer. -t alone would set the prefill's threads too, so the prefill's are named with it."""
-    threads = {"decode": result.threads, "prefill": result.threads_batch}
-    fewer = {test: left for test, cpus in busy if (left := max(1, int(n_cpus - cpus + 0.5))) < threads[test]}
-    if not fewer:
-        return ""
-    suggested = {**threads, **fewer}
-    options = f"-t {suggested['decode']} --threads-batch {suggested['prefill']}" if "decode" in fewer else \
-        f"--threads-batch {suggested['prefill']}"
-    return (f"; beside them, {options} may measure more (localgen run decodes with fewer threads on its own while "
-            "the CPUs are busy)")
-
-
 def stopped_by(signum: int) -> str:
     """The signal that stopped a benchmark, as people name it: Ctrl-C, SIGTERM, SIGHUP."""
     return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
@@ -433,10 +425,12 @@ def _batch_cap(result: BenchResult) -> str:
     return f"capped at the {ctx_size:,}-token context" if result.batch_size == ctx_size else ""
 
 
-def _shown_figure(stat: Stat | None, shown: Callable[[Stat], str], result: BenchResult) -> str:
-    """A figure as the table shows it: with the repetitions it is of when Ctrl-C stopped the test short of them."""
+def _shown_figure(stat: Stat | None, shown: Callable[[float, float | None], str], result: BenchResult) -> str:
+    """A figure as the table shows it: its mean ± its spread, the mean alone for one sample (whose spread means
+    nothing); with the repetitions it is of when Ctrl-C stopped the test short of them."""
     if stat is None:
         return "not measured"
+    figure = shown(stat.mean, stat.stdev if len(stat.samples) > 1 else None)
     if len(stat.samples) < result.repetitions:
-        return f"{shown(stat)} ({len(stat.samples)} of {result.repetitions} reps)"
-    return shown(stat)
+        return f"{figure} ({len(stat.samples)} of {result.repetitions} reps)"
+    return figure

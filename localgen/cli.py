@@ -269,8 +269,8 @@ def bench(
 ) -> None:
     """Measure prefill and decode speed, TTFT and KV-reuse TTFT (like llama-bench's pp and tg tests)."""
     from localgen import console
-    from localgen.bench import BenchConfig, BenchInterrupted, contention_note, format_result, model_line, run_bench
-    from localgen.hardware import allowed_cpus
+    from localgen.bench import BenchConfig, BenchInterrupted, format_result, model_line, run_bench
+    from localgen.bench_contention import contention_note
     from localgen.signals import signal_exit_code
 
     def started(name: str, path: str) -> None:
@@ -284,7 +284,7 @@ def bench(
                                batch_size=batch_size if from_command_line(ctx, "batch_size") else None,
                                ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
                                gpu_layers=gpu_layers, no_gpu=no_gpu, progress=console.say,
-                               started=None if json_output else started)
+                               started=None if json_output else started, warned=console.warn)
     except BenchInterrupted as stopped:
         console.say("localgen: interrupted before any repetition finished: nothing was measured")
         raise typer.Exit(signal_exit_code(stopped.signum)) from None
@@ -292,8 +292,7 @@ def bench(
         console.print_json(result.to_dict(), indent=2)  # as the other listings and reports; run --json is one line
     else:
         console.print_lines(format_result(result, first_line=False))
-    busy = contention_note(result, allowed_cpus())
-    if busy is not None:
+    if (busy := contention_note(result)) is not None:
         console.warn(busy)
     if result.interrupted:
         raise typer.Exit(signal_exit_code(result.stopped_by))

@@ -14,7 +14,7 @@ from localgen.dim_style import dim_escapes, shows_dim
 from localgen.events import Event, Finished, PrefillProgress
 from localgen.line_ends import write_status_line
 from localgen.output_writes import write_out, write_record, write_whole
-from localgen.units import counted
+from localgen.units import counted, milliseconds, token_rate
 from localgen.wordwrap import WordWrap, terminal_width
 
 FINISH_NOTES = {
@@ -243,9 +243,9 @@ def format_stats(completion: Finished, *, context: tuple[int, int] | None = None
     usage, t = completion.usage, completion.timings
     cached = f" ({usage.cached_tokens:,} cached)" if usage.cached_tokens else ""
     used = f", context {context[0]:,}/{context[1]:,}" if context else ""
-    ttft = "-" if t.ttft_s is None else f"{t.ttft_s * 1000:,.0f} ms"
-    prefill = f"{t.prefill_tokens_per_s:,.1f} tok/s" if t.prefill_tokens_per_s else "-"  # all of it cached
-    decode = f"{t.decode_tokens_per_s:,.1f} tok/s" if t.decode_tokens_per_s else "-"  # the first token is prefill's
+    ttft = "-" if t.ttft_s is None else milliseconds(t.ttft_s)
+    prefill = token_rate(t.prefill_tokens_per_s) if t.prefill_tokens_per_s else "-"  # all of it cached
+    decode = token_rate(t.decode_tokens_per_s) if t.decode_tokens_per_s else "-"  # the first token is prefill's
     line = (f"prompt {usage.prompt_tokens:,} tok{cached}, TTFT {ttft}, "
             f"prefill {prefill}, generated {usage.completion_tokens:,} tok, "
             f"decode {decode}{used}, finish {completion.finish_reason}"

@@ -1,5 +1,5 @@
-"""Byte counts for people: every size localgen prints, files and memory alike, in binary units (MiB, GiB) as llama.cpp
-prints them, through binary_size."""
+"""Figures for people: every size localgen prints, files and memory alike, in binary units (MiB, GiB) as llama.cpp
+prints them, through binary_size; times and speeds as run's stats and bench show them."""
 
 from __future__ import annotations
 
@@ -34,6 +34,16 @@ def binary_size(n: int) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{n} B"
+
+
+def milliseconds(seconds: float, spread: float | None = None) -> str:
+    """A time as the figures (run --stats, bench) show it: '8,881 ms'; with spread (seconds), '8,881 ± 12 ms'."""
+    return f"{seconds * 1000:,.0f}{'' if spread is None else f' ± {spread * 1000:,.0f}'} ms"
+
+
+def token_rate(per_s: float, spread: float | None = None) -> str:
+    """A speed as the figures (run --stats, bench) show it: '1,234.5 tok/s'; with spread, '1,234.5 ± 6.7 tok/s'."""
+    return f"{per_s:,.1f}{'' if spread is None else f' ± {spread:,.1f}'} tok/s"
 
 
 def counted(count: int, noun: str, plural: str | None = None) -> str:

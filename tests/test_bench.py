@@ -18,13 +18,13 @@ from localgen.bench import (
     BenchResult,
     Measurements,
     Stat,
-    contention_note,
     format_result,
     measure_decode,
     measure_prefill,
     measurements,
     run_bench,
 )
+from localgen.bench_contention import busy_before_note, contention_note
 from localgen.bench_load import BenchTest, in_test_sizes
 from localgen.config import DEFAULT_BATCH_SIZE, offline_given
 from localgen.console import format_stats
@@ -75,8 +75,14 @@ def test_table_names_every_test() -> None:
                          batch_size=512, ubatch_size=512, prefill_ctx_size=1024, flash_attn="auto", kv_type="f16",
                          n_prompt=512, n_gen=128, repetitions=2, figures=figures)
     table = format_result(result)
-    for needle in ("pp512", "tg128", "105.00 ± 7.07 tok/s", "ttft +29 after pp512", "500.0 ± 0.0 ms"):
-        assert needle in table
+    for needle in ("pp512", "tg128", "105.0 ± 7.1 tok/s", "ttft +29 after pp512", " 500 ms (1 of 2 reps) |"):
+        assert needle in table, table
+    slow = format_result(replace(result, figures=replace(figures, ttft_s=Stat.of([10.6850, 10.6851]),
+                                                          prefill_tokens_per_s=Stat.of([1234.5, 1234.7]))))
+    assert "10,685 ± 0 ms" in slow and "1,234.6 ± 0.1 tok/s" in slow, "as run --stats shows them: 8,881 ms"
+    once = format_result(replace(result, repetitions=1, figures=replace(figures, prefill_tokens_per_s=Stat.of([9.5]))))
+    rows = {line.split("|")[1].strip(): line.split("|")[3].strip() for line in once.splitlines()[3:]}
+    assert (rows["pp512"], rows["ttft pp512"]) == ("9.5 tok/s", "500 ms"), "one sample: the value alone"
     assert "batch 512, ubatch 512, flash-attn" in table and "repack" not in table
     assert "llama-cpp-python x, CPU only, threads 2/2," in table
     offloaded = format_result(replace(result, gpu_layers=31, placement="all 30 layers on the GPU"))
@@ -106,7 +112,7 @@ def test_an_interrupted_table_says_so_and_what_each_figure_is_of() -> None:
     table = format_result(result, first_line=False)
     assert not table.startswith("model ")
     assert "\ninterrupted (Ctrl-C): the figures are of the repetitions that finished\n" in table
-    assert "| 100.00 ± 0.00 tok/s (1 of 3 reps) |" in table and "500.0 ± 0.0 ms (1 of 3 reps) |" in table
+    assert " 100.0 tok/s (1 of 3 reps) |" in table and " 500 ms (1 of 3 reps) |" in table, "one sample: no spread"
     assert re.search(r"\| tg128 +\| decode +\| +not measured \|", table), table
     assert "reps)" not in format_result(replace(result, repetitions=1, stopped_by=0)), "every repetition finished"
     assert "\ninterrupted (SIGTERM): the figures" in format_result(replace(result, stopped_by=signal.SIGTERM))
@@ -124,10 +130,10 @@ def test_a_table_of_labels_shorter_than_its_header_words_lines_up() -> None:
                          ubatch_size=256, prefill_ctx_size=None, decode_ctx_size=70, flash_attn="auto",
                          kv_type="f16", n_prompt=0, n_gen=4, repetitions=3, figures=figures, stopped_by=signal.SIGINT)
     stopped = format_result(result)
-    assert "| test | what   |" in stopped and "| tg4  | decode | 9.50 ± 0.00 tok/s (1 of 3 reps) |" in stopped, stopped
+    assert "| test | what   |" in stopped and "| tg4  | decode | 9.5 tok/s (1 of 3 reps) |" in stopped, stopped
     assert len(_bars(stopped)) == 1, stopped
     finished = format_result(replace(result, repetitions=1, stopped_by=0))
-    assert "\n|------|--------|------------------:|\n" in finished and len(_bars(finished)) == 1, finished
+    assert "\n|------|--------|----------:|\n" in finished and len(_bars(finished)) == 1, finished
 
 
 def test_a_test_whose_threads_lost_cpu_time_to_other_processes_is_said_to_be_low() -> None:
@@ -161,6 +167,17 @@ def test_a_test_whose_threads_lost_cpu_time_to_other_processes_is_said_to_be_low
     assert result.to_dict()["busy_elsewhere"] == {"prefill": 0.3, "decode": 1.04}
 
 
+def test_cpus_busy_before_the_tests_are_said_to_lower_the_figures_to_come() -> None:
+    threads = {"prefill": 2, "decode": 2}
+    assert busy_before_note(1.6, threads, ["prefill", "decode"], 2) == (
+        "other processes kept CPUs busy (1.60 before the tests): the figures will be below this machine's when it is "
+        "idle; beside them, -t 1 --threads-batch 1 may measure more (localgen run decodes with fewer threads on its "
+        "own while the CPUs are busy)")
+    assert "; beside them, --threads-batch 1 may measure" in (busy_before_note(1.6, threads, ["prefill"], 2) or "")
+    assert busy_before_note(0.2, threads, ["prefill", "decode"], 2) is None
+    assert busy_before_note(1.6, {"prefill": 1, "decode": 1}, ["decode"], 4) is None, "3 CPUs left for 1 thread"
+
+
 @pytest.mark.serial
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs two CPUs to pin to")
@@ -184,6 +201,10 @@ def test_bench_beside_busy_processes_says_its_figures_are_low(tmp_path: Path) ->
     assert list(busy) == ["decode"] and busy["decode"] >= 1.25, busy
     assert f"other processes kept CPUs busy ({busy['decode']:.2f} during the decode test): these figures are " \
         "below this machine's when it is idle" in proc.stderr, proc.stderr
+    before = re.search(r"localgen: warning: other processes kept CPUs busy \(([0-9.]+) before the tests\): the "
+                       r"figures will be below this machine's when it is idle\n", proc.stderr)
+    assert before and float(before[1]) >= 1.25, proc.stderr
+    assert proc.stderr.index("before the tests") < proc.stderr.index("warm-up"), "said before the tests start"
 
 
 def _bench_interrupted_at(progress: str, *args: str, signum: int = signal.SIGINT,
@@ -218,7 +239,7 @@ def test_ctrl_c_during_bench_prints_what_was_measured_and_exits_130() -> None:
     code, out, err = _bench_interrupted_at(f"rep 2/3: pp{LONG_PROMPT}", "-p", str(LONG_PROMPT), "-n", "4", "-r", "3")
     assert code == 130 and "Traceback" not in err, err
     assert out.startswith("model smollm2-135m (") and "interrupted (Ctrl-C)" in out, out
-    assert re.search(rf"\| pp{LONG_PROMPT} +\| prefill +\| +[0-9.]+ ± 0\.00 tok/s \(1 of 3 reps\) \|", out), out
+    assert re.search(rf"\| pp{LONG_PROMPT} +\| prefill +\| +[0-9.,]+ tok/s \(1 of 3 reps\) \|", out), out
     assert re.search(r"\| tg4 +\| decode +\| +not measured \|", out), out
 
 
