@@ -201,16 +201,17 @@ def status_width() -> int:
     return terminal_width(sys.stderr)()
 
 
-def say(message: str, *, made_safe: bool = False) -> None:
+def say(message: str, *, made_safe: bool = False, wrapped: bool = True) -> None:
     """A status line on stderr, its lines broken between words on a terminal, never inside a command it names, and
     the control characters of what it quotes (a model file's text, a system prompt) shown there, not obeyed
-    (made_safe: the caller showed them, and its escapes are its own style; best effort: a stderr that cannot be
-    written must not fail the command)."""
+    (made_safe: the caller showed them, and its escapes are its own style; wrapped False: no line broken, the
+    terminal folding at its edge what does not fit, as a path to be copied after its label; best effort: a stderr
+    that cannot be written must not fail the command)."""
     try:
         text = without_surrogates(message)
         text = terminal_safe(text) if is_terminal(sys.stderr) and not made_safe else text  # a pipe gets it as it is
-        wrap = WordWrap(terminal_width(sys.stderr), wide_breaks=False, keep_whole=True)  # a path, a command whole
-        write_status_line(wrap.feed(text) + wrap.flush() + "\n")
+        wrap = WordWrap(terminal_width(sys.stderr) if wrapped else lambda: 0, wide_breaks=False, keep_whole=True)
+        write_status_line(wrap.feed(text) + wrap.flush() + "\n")  # kept whole: a path, a command
     except (OSError, ValueError, AttributeError):  # closed or missing stderr, or a full disk
         pass
 

@@ -71,7 +71,8 @@ def _model(session: ChatSession) -> None:
     loaded = session.loaded
     opts = loaded.engine.options
     console.say(f"model: {loaded.resolved.display_name} ({loaded.resolved.shown_source})")
-    console.say(f"path: {loaded.resolved.path}")  # whole, to be copied: the terminal wraps it
+    console.say(f"path: {loaded.resolved.path}", wrapped=False)  # after its label, whole, to be copied: the terminal
+    # folds it where it is wider than what the line has left
     console.say(f"context: {loaded.engine.n_ctx:,} tokens (trained {loaded.engine.n_ctx_train:,}); "
                 f"GPU layers: {opts.n_gpu_layers}; threads: {opts.n_threads}; KV type: {opts.kv_type}")
     if loaded.plan is not None:

@@ -579,7 +579,8 @@ def test_save_and_load_take_a_quoted_name_as_file_and_model_take_theirs(chat: Ch
 
 def test_list_and_show_fit_a_narrow_terminal(home: Path) -> None:
     """A row of /list never wraps at the terminal's edge: the first message ends in … (and "(this chat)" gives way
-    to the * that also says it); /show's path is whole, on a line of its own, for the terminal to wrap."""
+    to the * that also says it); /show's path is whole, after its label (not moved to a line of its own), for the
+    terminal to fold."""
     chat = Chat(home, "--no-markdown", "-n", "1", columns=60)
     chat.ask("Tell me everything about the long history of the lighthouse keepers of the northern coast.")
     chat.command("/list", "1 exchange")
@@ -588,7 +589,7 @@ def test_list_and_show_fit_a_narrow_terminal(home: Path) -> None:
     listed = screen.rpartition("/list")[2].partition("/show info")[0]
     row = next(line for line in listed.split("\n") if "1 exchange" in line)
     assert re.fullmatch(r" \*chat-\S+  \d{4}-\d\d-\d\d \d\d:\d\d  1 exchange  Tell…", row), listed  # 60 columns
-    assert f"\n{bundled_model_file()}\n" in screen.rpartition("/show info")[2], "whole, no newline in it"
+    assert f"\npath: {bundled_model_file()}\n" in screen.rpartition("/show info")[2], "whole, no newline in it"
     assert chat.quit() == 0
 
 
