@@ -13,11 +13,12 @@ import typer
 
 from localgen import console, line_ends
 from localgen.cli_exit import interrupt_behind, silence_stdout
-from localgen.console import PrefillStatus, TextOutput, without_prefill_progress
+from localgen.console import TextOutput
 from localgen.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, LocalgenError
 from localgen.events import Event, Finished, TextChunk
 from localgen.interrupt_echo import ECHOES, key_echo_held
 from localgen.output_writes import RecordRoom, WriteGivenUp, end_writes_on
+from localgen.prefill_status import PrefillStatus, without_prefill_progress
 from localgen.runner import LoadedModel
 from localgen.signals import (
     ANSWER_ENDING_SIGNALS,

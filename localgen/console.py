@@ -6,14 +6,13 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
 from localgen.control_chars import TerminalSafePieces, json_escaped, shown_on_one_line, terminal_safe
-from localgen.dim_style import dim_escapes, shows_dim
-from localgen.events import Event, Finished, PrefillProgress
+from localgen.dim_style import shows_dim
+from localgen.events import Finished
 from localgen.line_ends import write_status_line
-from localgen.output_writes import write_out, write_record, write_whole
+from localgen.output_writes import write_out, write_record
 from localgen.units import counted, milliseconds, token_rate
 from localgen.wordwrap import WordWrap, terminal_width
 
@@ -105,73 +104,6 @@ def shows_escapes_as_text(stream: TextIO) -> bool:
 def word_wrap_for(stream: TextIO) -> WordWrap | None:
     """A word wrapper when stream is a terminal; None for pipes and files, which get the text as it is."""
     return WordWrap(terminal_width(stream)) if is_terminal(stream) else None
-
-
-class PrefillStatus:
-    """A transient line on a terminal while a long prompt is read ("reading the prompt: 1,024/2,676 tokens").
-
-    It appears while some of the prompt is still to be read (the engine says 0/N at once for a prompt of
-    several chunks; one chunk shows nothing), and is erased before the answer's first text (erased: it has been).
-    A terminal that cannot erase a line (TERM=dumb: Emacs' shell) gets a plain line once, kept ("reading the prompt:
-    2,676 tokens"), as its status lines are; pipes and files get nothing.
-    """
-
-    def __init__(self, stream: TextIO) -> None:
-        self._stream: TextIO | None = stream if is_terminal(stream) else None
-        self._plain = shows_escapes_as_text(stream)  # TERM=dumb: no cursor moves, no style
-        self._style = dim_escapes()  # NO_COLOR puts italics for the dim style
-        self._width = terminal_width(stream)
-        self._shown = False
-        self.erased = False
-
-    def update(self, progress: PrefillProgress) -> None:
-        """Show how far prefill has come (or erase the line once it is done)."""
-        if self._stream is None or progress.done >= progress.total:
-            self.clear()
-            return
-        if self._plain:  # said once, as a line of its own that nothing erases
-            self._write(f"reading the prompt: {progress.total:,} tokens\n")
-            self._stream = None
-            return
-        percent = 100 * progress.done // max(1, progress.total)
-        counts = f"{progress.done:,}/{progress.total:,}"
-        width = self._width() or 80
-        # one row at most: a wrapped line could not be erased, so narrower terminals get shorter forms
-        text = next((t for t in (f"reading the prompt: {counts} tokens ({percent}%)", f"reading: {counts} ({percent}%)",
-                                 f"{percent}%") if len(t) < width), "")
-        dim, plain = self._style if text else ("", "")  # no escapes around nothing
-        self._shown = True  # first: Ctrl-Z's handler, run between these lines, must erase what is being written
-        self._write(f"\r\x1b[2K{dim}{text}{plain}")
-
-    def clear(self) -> None:
-        """Erase the line if it is shown."""
-        if self._shown:
-            self._write("\r\x1b[2K")
-            self._shown = False
-            self.erased = True
-
-    def _write(self, text: str) -> None:
-        """Write to the terminal; a status line that cannot be written is not worth an error."""
-        assert self._stream is not None
-        try:
-            write_whole(self._stream, text)  # a full terminal left non-blocking is waited on, as stdout is
-            self._stream.flush()
-        except OSError:
-            self._stream = None
-
-
-def without_prefill_progress(events: Iterable[Event], status: PrefillStatus) -> Iterator[Event]:
-    """The events less the prefill progress, which meanwhile shows on the status line (its caller may clear it
-    meanwhile)."""
-    try:
-        for event in events:
-            if isinstance(event, PrefillProgress):
-                status.update(event)
-            else:
-                status.clear()
-                yield event
-    finally:
-        status.clear()
 
 
 def without_surrogates(text: str) -> str:

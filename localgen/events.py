@@ -14,10 +14,12 @@ class TextChunk:
 
 @dataclass(frozen=True)
 class PrefillProgress:
-    """Prompt tokens evaluated so far out of those that needed evaluating."""
+    """Prompt tokens evaluated so far out of those that needed evaluating, and where the batch being evaluated ends
+    (until; None: not said)."""
 
     done: int
     total: int
+    until: int | None = None
 
 
 @dataclass(frozen=True)

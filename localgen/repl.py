@@ -23,6 +23,7 @@ from localgen.events import Event, Finished, TextChunk
 from localgen.memory_limits import out_of_memory_hint, ran_out_of_memory
 from localgen.output_writes import WholeWrites, end_writes_on
 from localgen.prefill_ahead import PrefillWhileTyping
+from localgen.prefill_status import PrefillStatus, without_prefill_progress
 from localgen.refusals import permission_failure
 from localgen.repl_echo import TallInputEcho
 from localgen.repl_editor import MessageEditor
@@ -103,7 +104,7 @@ class Repl:
         self._editor = MessageEditor()
         self._typed_ahead = typed_ahead or TypedAhead()
         self._view: AnswerView | None = None  # the answer being shown, if any
-        self._prefill_status: console.PrefillStatus | None = None  # the long prompt's progress line, if any
+        self._prefill_status: PrefillStatus | None = None  # the long prompt's progress line, if any
         self._prompt = PromptSession(
             # a redraw waits on a held terminal a bounded time once a signal ends the chat; on a dumb terminal, no
             # output: prompt_toolkit's plain prompt, on chat_terminal()'s output through the same bounded writes
@@ -404,8 +405,8 @@ class Repl:
         splitter: ThinkingSplitter | None = None  # made at the first text, once the prompt is final (/regen)
         done: Finished | None = None
         try:
-            self._prefill_status = console.PrefillStatus(sys.stderr)
-            for event in console.without_prefill_progress(events, self._prefill_status):
+            self._prefill_status = PrefillStatus(sys.stderr)
+            for event in without_prefill_progress(events, self._prefill_status):
                 if isinstance(event, TextChunk):
                     if splitter is None and notice:
                         console.say(notice)

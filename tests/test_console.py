@@ -258,8 +258,8 @@ def test_fields_and_tables_show_untrusted_header_text_as_one_plain_line(capsys: 
 ])
 def test_the_prefill_line_respects_dumb_terminals_and_no_color(monkeypatch: pytest.MonkeyPatch,
                                                                env: dict[str, str], expected: str) -> None:
-    from localgen.console import PrefillStatus
     from localgen.events import PrefillProgress
+    from localgen.prefill_status import PrefillStatus
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
@@ -280,8 +280,8 @@ def test_the_prefill_line_respects_dumb_terminals_and_no_color(monkeypatch: pyte
 def test_the_prefill_line_is_erased_by_a_pause_that_lands_while_it_is_written(monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-Z's handler clears the line (Repl.pause_view) wherever the main thread is: landing as the line is
     written, it must still erase it, or the shell writes Stopped after it."""
-    from localgen.console import PrefillStatus
     from localgen.events import PrefillProgress
+    from localgen.prefill_status import PrefillStatus
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
@@ -310,8 +310,8 @@ def test_the_prefill_line_never_wraps(monkeypatch: pytest.MonkeyPatch, columns: 
     import struct
     import termios
 
-    from localgen.console import PrefillStatus
     from localgen.events import PrefillProgress
+    from localgen.prefill_status import PrefillStatus
 
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("TERM", "xterm")
@@ -614,3 +614,37 @@ def test_a_path_column_folds_only_where_its_caller_lets_it(monkeypatch: pytest.M
     assert _columns(folded) == [_squashed("".join(column)) for column in zip(headers, *rows, strict=True)]
     whole = _table_on_terminal(monkeypatch, 40, headers, rows)
     assert all(f"  path: {row[1]}" in whole for row in rows), whole
+
+
+def test_the_prefill_line_moves_between_batches_at_the_speed_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The line moved only as each 512-token batch ended (0% for 8-12 s on a busy CPU, then 21%, 42%): between
+    batches it moves at the speed measured so far, never past the batch's end, never back, and not once cleared."""
+    import time
+
+    from localgen.events import PrefillProgress
+    from localgen.prefill_status import REDRAW_S, PrefillStatus
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setattr(config, "_settings", None)
+    monkeypatch.setattr(PrefillStatus, "tokens_per_s", None)
+    stream = Terminal()
+    status = PrefillStatus(stream)
+    status.update(PrefillProgress(done=0, total=2000, until=500))
+    time.sleep(3 * REDRAW_S)
+    assert stream.getvalue().count("reading") == 1, "no speed measured yet: nothing to move it by"
+    time.sleep(0.4)  # the first batch took about a second: 500 tokens/s
+    status.update(PrefillProgress(done=500, total=2000, until=1000))
+    time.sleep(4 * REDRAW_S)
+    shown = [int(figure.replace(",", "")) for figure in re.findall(r"reading the prompt: ([\d,]+)/", stream.getvalue())]
+    assert len(shown) >= 4 and shown == sorted(shown) and shown[-1] < 1000, shown
+    assert any(500 < figure < 1000 for figure in shown), shown
+    status.clear()
+    cleared = stream.getvalue()
+    time.sleep(2 * REDRAW_S)
+    assert stream.getvalue() == cleared and cleared.endswith("\r\x1b[2K"), "no redraw once cleared"
+    assert 0 < (PrefillStatus.tokens_per_s or 0) < 1000, "the next prompt's first batch moves at this speed"

@@ -192,3 +192,12 @@ def test_what_uses_the_context_says_it_is_being_replaced_while_it_is(small_batch
         assert small_batches.kv_token_list == held, "the KV cache is left as it was"
     finally:
         small_batches._ctx = context
+
+
+def test_prefill_progress_says_where_the_batch_being_read_ends(small_batches: Engine) -> None:
+    """The progress line moves between batches up to the end of the one being read, which each progress names."""
+    stream = small_batches.generate(chat_prompt(small_batches, "word " * 150), GREEDY, GenerationLimits(max_tokens=1))
+    progress = [event for event in stream if isinstance(event, PrefillProgress)]
+    total = progress[0].total
+    assert [event.done for event in progress] == [min(64 * n, total) for n in range(len(progress))], progress
+    assert [event.until for event in progress] == [min(64 * (n + 1), total) for n in range(len(progress))], progress

@@ -350,8 +350,8 @@ class Engine(Decoding):
             if refusal is not None:
                 raise refusal
         if len(chunks) > 1:
-            yield PrefillProgress(done=0, total=total - start)
-        for begin, end in chunks:
+            yield PrefillProgress(done=0, total=total - start, until=chunks[0][1] - start)
+        for index, (begin, end) in enumerate(chunks):
             if self._stop_requested:
                 break
             self._before_chunk(begin, end)
@@ -366,7 +366,8 @@ class Engine(Decoding):
                 break
             if status != 0:
                 raise decode_failure(status)
-            yield PrefillProgress(done=end - start, total=total - start)
+            following = chunks[index + 1][1] if index + 1 < len(chunks) else end
+            yield PrefillProgress(done=end - start, total=total - start, until=following - start)
         return computing
 
     def _batch_refusal(self, cells: int) -> LocalgenError | None:
