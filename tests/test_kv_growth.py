@@ -64,10 +64,10 @@ def _short_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     """llama.cpp cannot allocate a context of more than 256 cells from here on."""
     real = core.new_context
 
-    def short_of_memory(model: object, options: LoadOptions, path: Path, cells: int) -> object:
+    def short_of_memory(model: object, options: LoadOptions, path: Path, cells: int, shape: object) -> object:
         if cells > 256:
             raise ModelLoadError("could not create a context")
-        return real(model, options, path, cells)
+        return real(model, options, path, cells, shape)
 
     monkeypatch.setattr(core, "new_context", short_of_memory)
 
@@ -104,7 +104,7 @@ def test_a_kv_cache_that_cannot_grow_keeps_decoding_with_the_threads_the_busy_cp
 def test_a_context_that_cannot_be_made_again_unloads_the_model(bundled_model: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     with _growing_engine(bundled_model, monkeypatch) as eng:
-        def no_memory(model: object, options: LoadOptions, path: Path, cells: int) -> object:
+        def no_memory(model: object, options: LoadOptions, path: Path, cells: int, shape: object) -> object:
             raise ModelLoadError("could not create a context")
 
         monkeypatch.setattr(core, "new_context", no_memory)

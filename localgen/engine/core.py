@@ -12,7 +12,7 @@ from localgen.engine.abort import StopBetweenNodes, node_stopper
 from localgen.engine.chunks import AHEAD_CHUNK, chunk_bounds
 from localgen.engine.decoding import Decoding
 from localgen.engine.facts import read_facts
-from localgen.engine.growth import batch_beyond_memory_limit, first_cells
+from localgen.engine.growth import batch_beyond_memory_limit, first_cells, shape_for_limits
 from localgen.engine.kv import KvCache
 from localgen.engine.loading import load_weights, new_context, new_draft_batch
 from localgen.engine.native import lc, library_build
@@ -43,7 +43,8 @@ class Engine(Decoding):
         self._ctx: lc.llama_context_p | None = None
         self._draft_batch: lc.llama_batch | None = None
         self._full_cells = allocated_context(options.n_ctx, flash_attn=options.flash_attention)
-        self._cells = first_cells(options, self._full_cells, path)
+        self._shape = shape_for_limits(path)  # read while memory allows: a limit may leave too little later
+        self._cells = first_cells(options, self._full_cells, self._shape)
         adapt = options.adapt_threads and options.n_threads > 1
         self._repacked = loading.use_cpu_extra_buffers()  # repacked weights take other kernels: other sums
         before_load = load_started() if adapt else None  # the load's time tells the first prefill how busy CPUs are
@@ -51,7 +52,7 @@ class Engine(Decoding):
             with deferred_signals() as deferred:  # Ctrl-C lands once each pointer is stored, so it can be freed
                 self._model = load_weights(path, options, stop=deferred.pending, repack=self._repacked)
                 if not deferred.pending():
-                    self._ctx = new_context(self._model, options, path, self._cells)
+                    self._ctx = new_context(self._model, options, path, self._cells, self._shape)
                 if not deferred.pending():
                     self._draft_batch = new_draft_batch()
             if deferred.pending():  # the handler in place did not raise (it only asked to stop): stop here
@@ -83,10 +84,11 @@ class Engine(Decoding):
             old, self._ctx = self._ctx, None
             lc.llama_free(old)
             try:
-                self._ctx = new_context(self._model, self.options, self.path, self._full_cells)
+                self._ctx = new_context(self._model, self.options, self.path, self._full_cells, self._shape)
             except ModelLoadError:
                 try:
-                    self._ctx = new_context(self._model, self.options, self.path, self._cells)  # its memory was freed
+                    self._ctx = new_context(self._model, self.options, self.path, self._cells,
+                                            self._shape)  # its memory was freed
                 except ModelLoadError:
                     raise ModelLoadError("no memory is left for the model's context: the model was unloaded",
                                          hint=f"give a smaller --ctx-size (it is {self.n_ctx:,})") from None
@@ -373,7 +375,7 @@ class Engine(Decoding):
     def _batch_refusal(self, cells: int) -> LocalgenError | None:
         """The refusal of a prompt's batches, up to one that sees cells KV cells, past a memory limit, where llama.cpp
         would abort the process (batch_beyond_memory_limit); None where they may run."""
-        return batch_beyond_memory_limit(self.options, self.path, cells, self._batch_cells_run)
+        return batch_beyond_memory_limit(self.options, self._shape, cells, self._batch_cells_run)
 
     def _note_batches_run(self, begin: int, end: int) -> None:
         """Count the full-size batches of a chunk evaluated from begin to end (llama.cpp splits it into n_ubatch

@@ -27,9 +27,19 @@ FIRST_BATCH_MARGIN_BYTES = 16 * 1024 * 1024
 CACHE_LINE_BYTES = 64  # ggml-cpu's work buffer holds one for each thread beside the converted activations
 
 
-def first_cells(options: LoadOptions, whole: int, path: Path) -> int:
+def shape_for_limits(path: Path) -> ModelShape | None:
+    """The shape of the model at path, read as it loads for the memory checks of its contexts and batches, which then
+    need no memory to read its header (a limit may leave too little later); None where it cannot be read (llama.cpp
+    judges the file)."""
+    try:
+        return read_shape(path)
+    except (OSError, ValueError, LocalgenError):
+        return None
+
+
+def first_cells(options: LoadOptions, whole: int, shape: ModelShape | None) -> int:
     """The cells the KV cache starts with: FIRST_TOKENS' worth, or the whole context's (whole cells) where more
-    is expected, or where a memory limit may not hold its growth (the model's file at path tells its size).
+    is expected, or where a memory limit may not hold its growth (the model's shape tells its size).
 
     Allocating a KV cache writes all of it (llama.cpp clears it), in time and memory in proportion to its cells.
     Engine._make_room() moves to the whole context when a prompt or an answer needs more: one move at most, so it
@@ -38,22 +48,23 @@ def first_cells(options: LoadOptions, whole: int, path: Path) -> int:
     first = allocated_context(FIRST_TOKENS, flash_attn=options.flash_attention)
     if options.expected_tokens > FIRST_TOKENS or max(options.n_batch, options.n_ubatch) > first:
         return whole  # llama.cpp caps batches at the context's size
-    if resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY or _data_limit_tight(options, path, first):
+    if resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY or _data_limit_tight(options, shape, first):
         return whole  # `ulimit -v`, or a `-d` short of the growth: running short shows at load, not in an answer
     return min(first, whole)
 
 
-def _data_limit_tight(options: LoadOptions, path: Path, first: int) -> bool:
-    """Whether `ulimit -d` may not hold the whole context of the model at path on top of what this process has
+def _data_limit_tight(options: LoadOptions, shape: ModelShape | None, first: int) -> bool:
+    """Whether `ulimit -d` may not hold the whole context of the model of this shape on top of what this process has
     mapped, with a small cache's copy as it grows and DATA_MARGIN_BYTES more (True where that cannot be told); the
     weights llama.cpp repacks into its own buffers count, as the fit counts them."""
     limit = data_limit()
     if limit is None:
         return False
+    if shape is None:  # a header the load will judge
+        return True
     try:
         in_use = data_in_use()
-        shape = read_shape(path)
-    except (OSError, ValueError, LocalgenError):  # no /proc, or a header the load will judge
+    except (OSError, ValueError):  # no /proc
         return True
     whole = estimate_memory(shape, n_ctx=options.n_ctx, kv_type=options.kv_type, n_gpu_layers=options.n_gpu_layers,
                             n_ubatch=options.n_ubatch, flash_attn=options.flash_attention,
@@ -62,16 +73,17 @@ def _data_limit_tight(options: LoadOptions, path: Path, first: int) -> bool:
     return limit < in_use + whole.limited_bytes + growing + DATA_MARGIN_BYTES
 
 
-def context_beyond_memory_limit(options: LoadOptions, path: Path, cells: int) -> ModelLoadError | None:
-    """The refusal of a context of cells for the model at path (on the CPU) where `ulimit -d` or `ulimit -v` leaves
-    less than its KV cache, scheduler, compute buffer and first batch take; None where they may fit, or it cannot be
-    told.
+def context_beyond_memory_limit(options: LoadOptions, path: Path, cells: int,
+                                shape: ModelShape | None) -> ModelLoadError | None:
+    """The refusal of a context of cells for the model at path, of this shape (on the CPU), where `ulimit -d` or
+    `ulimit -v` leaves less than its KV cache, scheduler, compute buffer and first batch take; None where they may
+    fit, or it cannot be told.
 
     llama.cpp fails cleanly where the KV cache or the compute buffer cannot be allocated, but aborts the process
     where the scheduler's context between them cannot (ggml_init's GGML_ASSERT), or ggml-cpu's work buffer or a
     thread's stack in the first batch (a bad_alloc, batch_bytes): its refusal must come before.
     """
-    limited = _limited_cpu_context(options, path)
+    limited = _limited_cpu_context(options, shape)
     if limited is None:
         return None
     room, shape = limited
@@ -102,14 +114,15 @@ def batch_bytes(options: LoadOptions, shape: ModelShape, cells: int) -> int:
     return thread_stacks_bytes(threads) + work
 
 
-def batch_beyond_memory_limit(options: LoadOptions, path: Path, cells: int, cells_run: int) -> LocalgenError | None:
-    """The refusal of a prompt's batches (on the CPU) where `ulimit -d` or `ulimit -v` leaves less than the last maps
-    (batch_bytes, for the cells the prompt ends at), beyond what a batch run before, which saw cells_run cells (0:
-    none ran), has mapped: llama.cpp aborts the process where its work buffer cannot be allocated (a bad_alloc);
-    without flash attention it grows with the cells a batch sees, and memory taken since the context was made (a
-    prompt read, a prompt cache restored) may leave less than its check saw. None where it may fit, or where no limit
-    is set or it cannot be told."""
-    limited = _limited_cpu_context(options, path)
+def batch_beyond_memory_limit(options: LoadOptions, shape: ModelShape | None, cells: int,
+                              cells_run: int) -> LocalgenError | None:
+    """The refusal of a prompt's batches to a model of this shape (on the CPU) where `ulimit -d` or `ulimit -v`
+    leaves less than the last maps (batch_bytes, for the cells the prompt ends at), beyond what a batch run before,
+    which saw cells_run cells (0: none ran), has mapped: llama.cpp aborts the process where its work buffer cannot be
+    allocated (a bad_alloc); without flash attention it grows with the cells a batch sees, and memory taken since the
+    context was made (a prompt read, a prompt cache restored) may leave less than its check saw. None where it may
+    fit, or where no limit is set or it cannot be told."""
+    limited = _limited_cpu_context(options, shape)
     if limited is None:
         return None
     room, shape = limited
@@ -127,17 +140,17 @@ def batch_beyond_memory_limit(options: LoadOptions, path: Path, cells: int, cell
                               f"raise `{room.name}`")
 
 
-def _limited_cpu_context(options: LoadOptions, path: Path) -> tuple[MemoryRoom, ModelShape] | None:
-    """The least room a memory limit leaves (`ulimit -d`, `-v`) and the shape of the model at path, for a context on
-    the CPU; None where it is offloaded (its cache and buffers are the GPU's), no limit is set, or it cannot be told
-    (no /proc, or a header llama.cpp judges)."""
-    if options.n_gpu_layers != 0:
+def _limited_cpu_context(options: LoadOptions, shape: ModelShape | None) -> tuple[MemoryRoom, ModelShape] | None:
+    """The least room a memory limit leaves (`ulimit -d`, `-v`) and the model's shape, for a context on the CPU; None
+    where it is offloaded (its cache and buffers are the GPU's), no limit is set, or it cannot be told (no /proc, or
+    no shape: a header llama.cpp judges)."""
+    if options.n_gpu_layers != 0 or shape is None:
         return None
     try:
         room = least_room()
-        return None if room is None else (room, read_shape(path))
-    except (OSError, ValueError, LocalgenError):
+    except (OSError, ValueError):
         return None
+    return None if room is None else (room, shape)
 
 
 def smaller_context_hint(options: LoadOptions, limit: str | None = None) -> str:

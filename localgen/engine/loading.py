@@ -12,6 +12,7 @@ from localgen.engine.devices import cpu_extra_buffer_types
 from localgen.engine.growth import context_beyond_memory_limit, smaller_context_hint
 from localgen.engine.native import FLASH_ATTN, KV_TYPES, lc, native_errors, out_of_memory_said_as
 from localgen.errors import ModelLoadError
+from localgen.estimate import ModelShape
 from localgen.memory_limits import out_of_memory_hint
 from localgen.params import LoadOptions
 from localgen.speculative import DRAFT_MAX
@@ -82,9 +83,10 @@ def load_weights(path: Path, options: LoadOptions, stop: Callable[[], bool], *,
     return model
 
 
-def new_context(model: lc.llama_model_p, options: LoadOptions, path: Path, cells: int) -> lc.llama_context_p:
-    """The inference context (a KV cache of this many cells, and compute buffers) of a loaded model, or
-    ModelLoadError."""
+def new_context(model: lc.llama_model_p, options: LoadOptions, path: Path, cells: int,
+                shape: ModelShape | None) -> lc.llama_context_p:
+    """The inference context (a KV cache of this many cells, and compute buffers) of a loaded model, of this shape
+    (shape_for_limits), or ModelLoadError."""
     params = lc.llama_context_default_params()
     params.n_ctx = cells  # the engine keeps n_ctx
     params.n_batch = options.n_batch
@@ -98,7 +100,7 @@ def new_context(model: lc.llama_model_p, options: LoadOptions, path: Path, cells
     params.type_k = KV_TYPES[options.kv_type]
     params.type_v = KV_TYPES[options.kv_type]
     params.no_perf = True
-    refusal = context_beyond_memory_limit(options, path, cells)  # llama.cpp would abort the process, not fail
+    refusal = context_beyond_memory_limit(options, path, cells, shape)  # llama.cpp would abort the process, not fail
     if refusal is not None:
         raise refusal
     ctx = lc.llama_init_from_model(model, params) or None
