@@ -67,6 +67,13 @@ def number_slip_hint(text: str, *, whole: bool, example: str = "{}") -> str | No
     return None
 
 
+def typed_as_number(text: str) -> bool:
+    """Whether text an option could not read was typed as a number (2.5, .5, 1e308, nan, 4,096, 8k), a short
+    option's = before it too (-t=2.5, which click reads as "=2.5"): not a word, as llm's -t TEMPLATE or -c PROMPT."""
+    value = text.strip().removeprefix("=")
+    return value.lstrip("+-.")[:1].isdigit() or _REAL.fullmatch(value) is not None
+
+
 def whole_option(*names: str, help: str) -> OptionInfo:
     """An integer option whose value is typed in ASCII digits."""
     return typer.Option(*names, help=help, parser=whole_number, metavar="INTEGER")

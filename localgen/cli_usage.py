@@ -38,7 +38,7 @@ from localgen.cli_option_values import (
     number_hint,
     other_command_option_hint,
 )
-from localgen.cli_options import NumberSlip
+from localgen.cli_options import NumberSlip, typed_as_number
 from localgen.errors import LocalgenError
 from localgen.other_tools import (
     GROUP_COMMAND_HABITS,
@@ -312,15 +312,15 @@ def _file_argument_hint(app: typer.Typer, args: list[str], command: str, text: s
 
 def _ctx_flag_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) -> str | None:
     """For the context size's option without a number: -c in `run` or `chat` is --ctx-size here, not continue (but
-    where a number was meant: -c 4096,5); --ctx and --ctx-size take a number of tokens."""
+    where a number was meant: -c 4096,5, -c=nan); --ctx and --ctx-size take a number of tokens."""
     message = _usage_error_text(exc)
     if command not in ("run", "chat", "fit") or not any(f"'{name}'" in message for name in CTX_OPTIONS):
         return None
     typed = option_typed(args[1:], CTX_OPTIONS, option_arity(app, command))
     value = re.search(r"'([^']*)' is not a valid integer", message)
-    if typed == "-c" and command in ("run", "chat") and not (value and value[1].lstrip("+-")[:1].isdigit()):
+    if typed == "-c" and command in ("run", "chat") and not (value and typed_as_number(value[1])):
         return _continued(app, args)
-    kibi = re.fullmatch(r"(\d+)[kK]", value[1].strip()) if value else None  # 8k: 8,192 tokens, as sizes go
+    kibi = re.fullmatch(r"=?(\d+)[kK]", value[1].strip()) if value else None  # 8k: 8,192 tokens, as sizes go
     return f"{typed} takes the context size, a number of tokens: {typed} {int(kibi[1]) * 1024 if kibi else 4096}"
 
 
@@ -338,11 +338,11 @@ def _continued(app: typer.Typer, args: list[str]) -> str:
 
 
 def _threads_flag_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) -> str | None:
-    """For `-t NAME` in `run` or `chat` (llm's template option): it is --threads here (not for -t 2.5, no name, nor
-    for --threads NAME, which names the option it gives a value)."""
+    """For `-t NAME` in `run` or `chat` (llm's template option): it is --threads here (not for -t 2.5 or -t=1e308,
+    no name, nor for --threads NAME, which names the option it gives a value)."""
     message = _usage_error_text(exc)
     if command not in ("run", "chat") or "'--threads' / '-t'" not in message or "integer" not in message \
-            or (isinstance(exc, NumberSlip) and exc.text.lstrip("+-.")[:1].isdigit()) \
+            or (isinstance(exc, NumberSlip) and typed_as_number(exc.text)) \
             or option_typed(args[1:], ("-t", "--threads"), option_arity(app, command)) != "-t":
         return None
     return "-t is --threads N; llm's templates are models.toml entries here, each with a system prompt and settings"

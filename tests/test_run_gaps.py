@@ -33,6 +33,8 @@ from tests.usage_errors import usage_error as _usage
      "'be brief' hi`", {"seed": 2, "system": "be brief"}),
     (["run", "-t", "2.5", "hi"], f"-t takes a whole number: `localgen run -t {physical_cores()} hi`",
      {"threads": physical_cores()}),  # the default, the physical cores
+    (["run", "-t=1e308", "hi"], f"-t takes a whole number: `localgen run -t {physical_cores()} hi`",
+     {"threads": physical_cores()}),  # a number, = and all: not llm's -t TEMPLATE
     (["run", "--seed", "abc"], '--seed takes a whole number: `localgen run --seed 42 "..."`', {"seed": 42}),
     (["chat", "--top-k", "2.0"], "--top-k takes a whole number: `localgen chat --top-k 2`", {"top_k": 2}),
     (["bench", "-p", "1.5"], "-p takes a whole number: `localgen bench -p 512`", {"n_prompt": 512}),
@@ -52,6 +54,8 @@ def test_a_whole_number_option_given_a_decimal_or_a_word_gets_a_command_that_run
     (["run", "-t", "summarize", "x"], "-t is --threads N; llm's templates are models.toml entries here, each with a "
      "system prompt and settings"),  # llm's template option, as it was
     (["run", "-n", "4,096", "hi"], "write it without separators: -n 4096"),  # a thousands comma, as it was
+    (["run", "-c=nan", "hi"], "-c takes the context size, a number of tokens: -c 4096"),  # not llm's -c (continue)
+    (["run", "-c=8k", "hi"], "-c takes the context size, a number of tokens: -c 8192"),
 ])
 def test_a_whole_number_hint_writes_no_command_that_would_be_refused(
         args: list[str], hint: str, capsys: pytest.CaptureFixture[str]) -> None:
