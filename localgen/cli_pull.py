@@ -153,7 +153,7 @@ def _downloaded(reference: str) -> bool:
     from localgen.quant_choice import resolve_downloaded
 
     try:
-        resolve_downloaded(reference)
+        resolve_downloaded(reference, offline=True)
     except LocalgenError:
         return False
     return True

@@ -90,7 +90,7 @@ def names_loaded_file(current: LoadedModel, name: str) -> bool:
     """Whether a model's name resolves, with no network and nothing downloaded, to the file current's model came from
     (an older spelling of its name, smollm2-135m:q4_1 for smollm2-135m); False where it no longer resolves."""
     try:
-        found = resolve_model(name, pull=False)
+        found = resolve_model(name, offline=True, pull=False)
     except LocalgenError:
         return False
     return file_identity(found.path) == model_file(current)

@@ -346,15 +346,15 @@ def pulled_at_a_smaller_context(refusal: InsufficientMemoryError, shape: ModelSh
             f"{binary_size(refusal.needed_bytes)} at {refusal.n_ctx:,}): run it with --ctx-size {most}")
 
 
-def resolve_downloaded(reference: str | None, *, hw: Hardware | None = None,
+def resolve_downloaded(reference: str | None, *, offline: bool | None = None, hw: Hardware | None = None,
                        request: FitRequest | None = None) -> ResolvedModel:
     """A reference resolved with no download and no network: for a repo named without a quant, the best downloaded
     quant that fits (the one `fit` marks), else its own file if that is here (ModelNotFoundError when there is none);
-    its errors and warnings worded for offline mode only where it is on."""
+    its errors and warnings worded for offline mode where it is on, or where offline is True (no download follows)."""
     from localgen.resolve import resolve_model
 
     cached = choose_cached(reference, hw=hw, request=request or FitRequest())
-    return resolve_model(cached or reference, pull=False)
+    return resolve_model(cached or reference, offline=offline, pull=False)
 
 
 def choose_cached(reference: str | None, *, hw: Hardware | None, request: FitRequest) -> str | None:

@@ -17,6 +17,7 @@ from hub_server import (
     file_sha256,
     make_gguf_bytes,
     run_cli,
+    run_python,
 )
 
 from localgen import hub, hub_cache, hub_unverified
@@ -497,3 +498,22 @@ def test_a_pull_of_several_says_the_damaged_bundled_file_of_a_later_one_gives_wa
     assert pulled.returncode == 0, pulled.stderr
     (warning,) = _warnings(pulled.stderr)
     assert "; using the Hugging Face Hub instead; " in warning and "not using it" not in warning, warning
+
+
+def test_a_look_for_a_copy_here_warns_of_a_damaged_bundled_file_without_naming_the_hub(
+        damaged_bundle: dict[str, str]) -> None:
+    """Online, chat's /load asking whether a saved model's name is the model loaded, and pull --force's Ctrl-C
+    summary asking whether a copy is here, download nothing: their warning of the damaged bundled file says it is
+    not used, not that the Hub is used instead."""
+    code = ("from types import SimpleNamespace\n"
+            "from localgen.cli_pull import _downloaded\n"
+            "from localgen.model_switch import names_loaded_file\n"
+            "from localgen.resolve import _DAMAGED\n"
+            "print(_downloaded('fakebundled'))\n"
+            "_DAMAGED.clear()\n"
+            "print(names_loaded_file(SimpleNamespace(resolved=SimpleNamespace(path=__file__)), 'fakebundled'))\n")
+    looked = run_python(code.replace("__file__", repr(__file__)), damaged_bundle)
+    assert looked.stdout.split() == ["False", "False"], looked.stderr
+    warnings = _warnings(looked.stderr)
+    assert len(warnings) == 2 and all("; not using it; " in warning for warning in warnings), looked.stderr
+    assert "Hugging Face Hub" not in looked.stderr and "offline" not in looked.stderr, looked.stderr
