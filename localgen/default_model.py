@@ -248,10 +248,12 @@ def _lacking_default_warning(registry: Registry, ref: ModelRef, repo: str, quant
 
 def not_downloaded_note(default: str) -> str:
     """What models default and models list say of a default model that is not downloaded: the pull that downloads
-    it."""
+    it, and, where the environment leaves runs free to download, that the first run or chat does otherwise."""
     import shlex
 
+    from localgen.config import settings
     from localgen.offline_words import online_pull
 
+    otherwise = "" if settings().offline_envs else ", else the first run or chat does"
     return (f"localgen: the default model, {default}, is not downloaded yet: {online_pull(shlex.quote(default))} "
-            "downloads it now, else the first run or chat does")
+            f"downloads it now{otherwise}")
