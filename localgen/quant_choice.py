@@ -296,8 +296,8 @@ def _choose_download(reference: str | None, target: Target, *, hw: Hardware, req
         except GGUFError:
             raise  # a header this file cannot be loaded with: the download would be refused after the fact
         except LocalgenError as exc:  # no header to judge by: the load after the download will tell
-            return reference, (f"{model.label}'s header could not be checked ahead ({exc.message}); downloading it "
-                               "all the same, its sha256 checked as it downloads",)
+            return reference, (f"could not read {model.label}'s header from the Hub: {exc.message}; downloading it "
+                               "without checking it fits here",)
         groups = quant_groups(hub.list_gguf_files(target.repo), target.repo)  # the listing find_model fetched
         try:
             plan_fit(shape, hw, request, label=model.label, smaller_quants=smaller_quants(_sizes(groups), model.size))

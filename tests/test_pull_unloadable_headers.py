@@ -87,13 +87,13 @@ def test_a_pull_of_a_quant_whose_header_the_hub_did_not_send_says_so_before_down
                                              "good-Q8_0.gguf": make_gguf_bytes("better")})
 
     def unanswered(*args: object, **kwargs: object) -> hub_range.HeaderBytes:
-        raise HubError("the Hub did not answer")
+        raise HubError("cannot reach the Hugging Face Hub (https://huggingface.co) for org/Good-GGUF/good-Q4_0.gguf")
 
     monkeypatch.setattr(hub_range, "read_header_bytes", unanswered)
     assert pull_models(["org/Good-GGUF:Q4_0"], force=False, options=[]) == 0
     said = capsys.readouterr().err
-    assert said.startswith("localgen: org/Good-GGUF:Q4_0's header could not be checked ahead (the Hub did not "
-                           "answer); downloading it all the same, its sha256 checked as it downloads\nlocalgen: "
-                           "downloading org/Good-GGUF/good-Q4_0.gguf"), said
+    assert said.startswith("localgen: could not read org/Good-GGUF:Q4_0's header from the Hub: cannot reach the "
+                           "Hugging Face Hub (https://huggingface.co) for org/Good-GGUF/good-Q4_0.gguf; downloading "
+                           "it without checking it fits here\nlocalgen: downloading org/Good-GGUF/good-Q4_0.gguf"), said
     assert pull_models(["org/Good-GGUF:Q8_0"], force=False, options=["--quiet"], quiet=True) == 0
     assert capsys.readouterr().err == ""
