@@ -34,7 +34,8 @@ def describe_foreign(head: bytes) -> tuple[str, str]:
     if text is not None and stripped.lower().startswith((b"<!doctype html", b"<html")):
         return f"not a GGUF file (an HTML page: {text})", _NOT_FETCHED.format(what="the download saved a web page")
     if text is not None:
-        return f"not a GGUF file (text: {text})", "check the path: localgen loads GGUF model files, named .gguf"
+        return (f"not a GGUF file (text: {text})",
+                "check the path: this is a text file; localgen loads GGUF model files, usually ending in .gguf")
     return f"not a GGUF file (it starts {_first_bytes(head)}, where a GGUF file starts 'GGUF')", HINT
 
 

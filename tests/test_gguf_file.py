@@ -563,7 +563,7 @@ _CONVERT = "convert it to GGUF with llama.cpp's convert_hf_to_gguf.py, or find a
 
 @pytest.mark.parametrize(("head", "problem", "hint"), [
     (b"root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1", "text: 'root:x:0:0:root:/root:/b…'",
-     "check the path: localgen loads GGUF model files, named .gguf"),
+     "check the path: this is a text file; localgen loads GGUF model files, usually ending in .gguf"),
     (b"# Notes\r\n\tship\x1bv2", "it starts '# No', where a GGUF file starts 'GGUF'", HINT),  # no raw escape
     (b"\x7fELF\x02\x01\x01" + bytes(60), "it starts with the bytes 7f 45 4c 46, where a GGUF file starts 'GGUF'",
      HINT),

@@ -140,7 +140,7 @@ def test_a_file_that_is_no_gguf_is_an_error_naming_its_path_and_the_entry(tmp_pa
     assert result.err.strip().splitlines()[-1] == (
         f"localgen: error: {tmp_path / 'notes' / 'passwd'}: not a GGUF file (text: 'root:x:0:0:root:/root:/b…') "
         f"([models.text] in {registry})" + (f" ([defaults] model in {registry})" if by_default else "")
-        + " (hint: check the path: localgen loads GGUF model files, named .gguf"
+        + " (hint: check the path: this is a text file; localgen loads GGUF model files, usually ending in .gguf"
         + ("; or make another model the default with `localgen models default REF`)" if by_default else ")"))
 
 
