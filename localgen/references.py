@@ -85,13 +85,27 @@ def _split_quant(text: str) -> tuple[str, str | None]:
     if not sep:
         return text, None
     if not quant:
-        hint = ("write ORG/REPO:QUANT, e.g. bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M, or ORG/REPO alone for the "
-                "quant that fits best here") if "/" in base else "write NAME:QUANT, e.g. qwen2.5-1.5b:Q8_0"
-        raise UsageError(f"model reference '{shown_name(text)}' has an empty quant after ':'", hint=hint)
+        raise UsageError(f"model reference '{shown_name(text)}' has an empty quant after ':'",
+                         hint=_quant_written(base))
     if len(quant) > HUB_NAME_CHARS:  # no file's quant tag is as long: a name pasted after the ':'
+        tag = "" if _names_file(base) else f"a quant is a tag of at most {HUB_NAME_CHARS} characters, e.g. Q8_0: "
         raise UsageError(f"model reference '{shown_name(text)}' has a quant of {len(quant):,} characters after ':'",
-                         hint=f"a quant is a tag of at most {HUB_NAME_CHARS} characters, e.g. Q8_0: write NAME:QUANT")
+                         hint=tag + _quant_written(base))
     return base, None if quant.strip().lower() == DEFAULT_TAG else normalize_quant(quant)
+
+
+def _names_file(base: str) -> bool:
+    """Whether what a reference names before its ':' is a model file (ORG/REPO/FILE.gguf, FILE.gguf)."""
+    return base.lower().endswith(".gguf")
+
+
+def _quant_written(base: str) -> str:
+    """How to write the reference typed with base before its ':': base:QUANT, a repo alone too; a file without it."""
+    shown = shown_name(base)
+    if _names_file(base):
+        return f"a file takes no quant: drop the ':', writing {shown} alone"
+    alone = f", or {shown} alone for the quant that fits best here" if "/" in base else ""
+    return f"write {shown}:QUANT, e.g. {shown}:Q4_K_M{alone}"
 
 
 def looks_like_path(text: str, base: Path | None = None) -> bool:
