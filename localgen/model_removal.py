@@ -22,7 +22,6 @@ from pathlib import Path
 from localgen import hub_cache
 from localgen.blob_locks import HELD_WAIT_S, Waited, holding_blob_locks
 from localgen.catalog import (
-    bundled_file,
     bundled_use,
     display_name,
     display_names,
@@ -44,14 +43,12 @@ from localgen.hub_data_users import data_users
 from localgen.hub_entry_data import blob_data, data_behind, linked_file, model_blobs
 from localgen.hub_names import reference_name
 from localgen.hub_settings import cache_place
-from localgen.hub_slips import with_downloaded_repo
 from localgen.load_locks import loading_locks_of_links, taken_for_removal
-from localgen.model_file_errors import path_not_removed
-from localgen.partial_downloads import are_partly_downloaded, partial_downloads
 from localgen.promptcache import CacheEntry, remove_entries
 from localgen.promptcache_models import entries_of, identity_keys
 from localgen.references import ModelRef, normalize_quant
 from localgen.registry import ModelSpec, Registry, hub_target, own_file_refusal
+from localgen.removal_refusals import bundled_not_removable, not_in_cache, refuse_gone, refuse_path
 from localgen.storage import unwritable_hint
 
 
@@ -104,7 +101,7 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
         raise own_file_refusal(own, "delete")
     ref = registry.reference(reference)
     if ref.kind == "path":
-        _refuse_path(registry, ref)
+        refuse_path(registry, ref)
     repo, quant, pattern, spec = _target(registry, ref)
     groups = [fs for (r, _k), fs in hub_groups(dangling=True, folders=hub_cache.folders_of(repo)).items()  # data
               if r.lower() == repo.lower()]  # deleted by hand: its links go too
@@ -119,17 +116,10 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
         # nothing of it in the cache (a download of it would go): a model not found, not a usage mistake
         entry = used[0]
         what = f"{entry.name} is" if entry is spec else f"{reference} names the {entry.name} model"
-        raise _bundled_not_removable(entry, f"{what} bundled with the {entry.distribution} Python package",
+        raise bundled_not_removable(entry, f"{what} bundled with the {entry.distribution} Python package",
                                      ModelNotFoundError)
     if not matches:
-        names = sorted(display_name(registry, fs[0].repo, quant_of(fs[0].filename), fs[0].filename) for fs in groups)
-        parts = [part.name for part in partial_downloads(registry) if part.repo.lower() == repo.lower()]
-        held = "; ".join(filter(None, [f"the cache holds {', '.join(names)}" if names else "",
-                                        are_partly_downloaded(parts) if parts else ""]))
-        there = (f"of that repo, {held}" if held
-                 else with_downloaded_repo("see `localgen models list`", reference, repo))
-        shown = reference_name(ref) if held else reference  # as the cache spells the repo, where it holds it
-        raise ModelNotFoundError(f"{shown} is not in the cache", hint=there)
+        raise not_in_cache(registry, reference, ref, repo, groups)
     if len(matches) > 1:
         names = sorted(display_name(registry, repo, quant_of(fs[0].filename), fs[0].filename) for fs in matches)
         raise UsageError(f"several cached models match {reference_name(ref)}: {', '.join(names)}",
@@ -142,7 +132,7 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
             holding_blob_locks(files[0].repo, _blob_names(files), refuse=refuse,
                                loading=loading_locks_of_links(files[0].repo, _entries(files))) as waited:
         if not dry_run:  # as found under the locks
-            _refuse_gone(name, files)
+            refuse_gone(name, files)
         if waited.waited:
             refuse_model_held(registry, reference, files, waited)
         removed = _remove_files(name, files, dry_run=dry_run, others=others)  # planned, as deleted, under the locks
@@ -150,13 +140,6 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
         _prune(hub_cache.hub_cache_dir() / hub_cache.repo_folder(files[0].repo))
     return replace(removed, also_named=tuple(other for other in names if other != name),
                    kept_for=tuple(other for other in entry_models(registry, removed.sharers) if other not in names))
-
-
-def _refuse_gone(name: str, files: list[hub_cache.CachedHubFile]) -> None:
-    """Refuse a model none of whose files is there any longer (another models rm removed it as this one waited)."""
-    if not any(os.path.lexists(f.path) for f in files):
-        raise ModelNotFoundError(f"{name} is no longer in the cache",
-                                 hint="another command removed it meanwhile; see `localgen models list`")
 
 
 def _kept_parts(registry: Registry, reference: str, repo: str, quant: str | None, pattern: str | None, *,
@@ -179,40 +162,6 @@ def _kept_parts(registry: Registry, reference: str, repo: str, quant: str | None
     name = display_name(registry, repo, quant_of(files[0].filename), files[0].filename)
     return RemovedModel(name=name, paths=tuple(parts), bytes_freed=freed, kept_shared=(), dry_run=dry_run, repo=repo,
                         in_part=True)
-
-
-def _refuse_path(registry: Registry, ref: ModelRef) -> None:
-    """A file path is never removed: the bundled file gets its own message."""
-    target = Path(os.path.realpath(ref.path)) if ref.path else None  # Path.resolve raises for a loop of links
-    for spec in registry.models.values():
-        bundled = bundled_file(spec)
-        if bundled is not None and target == bundled.resolve():
-            raise _bundled_not_removable(spec, f"{ref.text} is the bundled {spec.name} model", UsageError)
-    model = _cached_model_of(registry, ref.path) if ref.path is not None else None
-    if model is not None:  # a path into the Hugging Face cache (in any snapshot): its model goes by its name
-        raise UsageError(f"{ref.text} is a file of the cached model {model}",
-                         hint=f"remove the whole model, every shard and its blobs: `localgen models rm "
-                              f"{shlex.quote(model)}`")
-    raise path_not_removed(ref.text, ref.path)
-
-
-def _cached_model_of(registry: Registry, path: Path) -> str | None:
-    """The name of the cached model a path is a file of, in the newest snapshot or an older one (None: of none)."""
-    try:
-        target = path.resolve()
-    except (OSError, RuntimeError):
-        return None
-    for (repo, _key), files in hub_groups(dangling=True).items():
-        for f in files:
-            if path == f.path or target == f.path.resolve() or target == f.path.parent.resolve() / f.path.name:
-                return display_name(registry, repo, quant_of(f.filename), f.filename)
-    return None
-
-
-def _bundled_not_removable(spec: ModelSpec, what: str, kind: type[LocalgenError]) -> LocalgenError:
-    """The refusal to remove a bundled model's file (what names it), with the command that does: a kind of
-    ModelNotFoundError for a name that has nothing in the cache, UsageError for a path (never removed)."""
-    return kind(f"{what} and cannot be removed", hint=f"`pip uninstall {spec.distribution}` removes it")
 
 
 def _target(registry: Registry, ref: ModelRef) -> tuple[str, str | None, str | None, ModelSpec | None]:
