@@ -133,7 +133,7 @@ def _part_note(part: PartialDownload) -> str:
     from localgen.partial_downloads import part_said
 
     said = f"localgen: {part_said(part.name, part)}"
-    return said if part.running else f"{said}; {online_pull(shlex.quote(part.name))} resumes it"
+    return said if part.running else f"{said}; {online_pull(shlex.quote(part.name), 'resumes it')}"
 
 
 def _source(model: CachedModel) -> str:

@@ -120,10 +120,10 @@ def not_downloaded(reference: str, part: PartialDownload | None) -> str:
     from localgen.offline_words import online_pull
     from localgen.partial_downloads import kept_said
 
-    pull = online_pull(shlex.quote(reference))
+    typed = shlex.quote(reference)
     if part is None:
-        return f"no ({pull} downloads it)"
-    return f"no ({kept_said(part)})" if part.running else f"no ({kept_said(part)}; {pull} resumes it)"
+        return f"no ({online_pull(typed, 'downloads it')})"
+    return f"no ({kept_said(part)})" if part.running else f"no ({kept_said(part)}; {online_pull(typed, 'resumes it')})"
 
 
 def kept_part_of(path: Path) -> PartialDownload | None:

@@ -255,5 +255,5 @@ def not_downloaded_note(default: str) -> str:
     from localgen.offline_words import online_pull
 
     otherwise = "" if settings().offline_envs else ", else the first run or chat does"
-    return (f"localgen: the default model, {default}, is not downloaded yet: {online_pull(shlex.quote(default))} "
-            f"downloads it now{otherwise}")
+    pull = online_pull(shlex.quote(default), "downloads it now")
+    return f"localgen: the default model, {default}, is not downloaded yet: {pull}{otherwise}"

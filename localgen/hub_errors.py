@@ -16,7 +16,7 @@ from localgen.hub_settings import hub_cache_dir, hub_endpoint
 from localgen.hub_slips import with_known_repo
 from localgen.hub_types import NotInRepoError, RepoNotFoundError
 from localgen.links import refusing_place
-from localgen.offline_words import leave_offline
+from localgen.offline_words import offline_hint
 from localgen.storage import unwritable_hint
 
 if TYPE_CHECKING:
@@ -140,18 +140,6 @@ def offline_error(repo: str, quant: str | None, filename: str | None, reference:
     return OfflineError(f"{ref} is not in the local cache and the network is off (offline mode)", hint, repo=repo)
 
 
-def offline_hint(reference: str) -> str:
-    """How to get a model offline mode keeps out: leave offline mode as it was entered, then download it."""
-    return f"{leave_offline()}, then {_download(reference)}"
-
-
-def checking_pull_hint(reference: str, *, offline: bool) -> str:
-    """The pull that checks a copy here against the Hub, downloading it again where it does not match (offline: after
-    leaving offline mode); named to `fit` too, whose run online reads the Hub's header and leaves the copy as it is."""
-    pull = "run the command again" if _running_command == "pull" else f"run `localgen pull {reference}`"
-    return f"{leave_offline()}, then {pull}" if offline else f"run `localgen pull {reference}`"
-
-
 _running_command: str | None = None  # the localgen command running now (`pull`, `run`), set by the CLI
 
 
@@ -161,9 +149,9 @@ def set_running_command(name: str | None) -> None:
     _running_command = name
 
 
-def _download(reference: str) -> str:
-    """What gets the model once online: `pull` and `fit` reach the Hub themselves, other commands name `pull`."""
-    return "run the command again" if _running_command in ("pull", "fit") else f"run `localgen pull {reference}`"
+def running_command() -> str | None:
+    """The localgen command running now (`pull`, `run`), None outside the CLI."""
+    return _running_command
 
 
 def error_chain(exc: BaseException) -> list[BaseException]:

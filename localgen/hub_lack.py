@@ -20,7 +20,7 @@ def refuse_lacking(text: str, *, failed: HubError | None = None) -> None:
     file its repo lacked when localgen last listed it and lacks still (the Hub asked again), and ask the Hub for a
     repo never listed, saying what it has (or lacks); offline, say a repo was never listed and how to list it.
     failed: the Hub's error to the listing just asked, which is not asked again."""
-    from localgen.offline_words import leave_offline
+    from localgen.offline_words import after_leaving_offline
 
     registry = load_registry(settings().user_registry)
     ref = registry.reference(text)
@@ -30,8 +30,7 @@ def refuse_lacking(text: str, *, failed: HubError | None = None) -> None:
     repo, quant, filename = hub_target(ref, spec)
     never_listed = ref.kind != "name" and hub_cache.load_listing(repo) is None
     if never_listed and settings().offline:
-        listing_hint = (f"{leave_offline()}, then `localgen models show {shlex.quote(ref.text)}` lists what the "
-                        "repo has")
+        listing_hint = after_leaving_offline(f"`localgen models show {shlex.quote(ref.text)}` lists what the repo has")
         raise ModelNotFoundError(f"model '{ref.text}' is not downloaded, and localgen has never listed {repo}",
                                  hint=with_downloaded_repo(listing_hint, ref.text, repo))
     if settings().offline:
@@ -66,7 +65,7 @@ def typed_quant_lack(ref: ModelRef, spec: ModelSpec, repo: str, quant: str) -> s
         lack = known_lack(repo, quant, None)
     elif settings().offline:
         return (f"localgen has never listed {repo}, so whether it has a {quant} file is not known; "
-                f"{online_pull(typed)} downloads it if it has")
+                f"{online_pull(typed, 'downloads it if it has')}")
     else:
         lack = _hub_lack(repo, quant, None)
     if lack is None:

@@ -26,8 +26,36 @@ def unset_offline_envs() -> str:
     return f"offline mode comes from {' and '.join(names)} in the environment: unset {them}"
 
 
-def online_pull(reference: str) -> str:
-    """The `localgen pull REF` a hint names (reference: as typed, quoted), led, where the environment turns offline mode
-    on, by how to unset it: pull takes no --offline, so --offline alone leaves it free to download."""
+def online_pull(reference: str, does: str = "") -> str:
+    """The `localgen pull REF` a hint names (reference: as typed, quoted), with what it does where given ('downloads
+    it'); led, where the environment turns offline mode on, by how to unset it (pull takes no --offline, so --offline
+    alone leaves it free to download): 'unset it, then run `localgen pull REF`, which downloads it'."""
     pull = f"`localgen pull {reference}`"
-    return f"{unset_offline_envs()}, then {pull}" if settings().offline_envs else pull
+    if settings().offline_envs:
+        return f"{unset_offline_envs()}, then run {pull}" + (f", which {does}" if does else "")
+    return f"{pull} {does}" if does else pull
+
+
+def after_leaving_offline(step: str) -> str:
+    """A step that needs the network (`run `localgen pull REF``), led by how to leave offline mode as it was entered."""
+    return f"{leave_offline()}, then {step}"
+
+
+def offline_hint(reference: str) -> str:
+    """How to get a model offline mode keeps out: leave offline mode as it was entered, then download it (`pull` and
+    `fit` reach the Hub themselves: run again; other commands name `pull`)."""
+    from localgen.hub_errors import running_command
+
+    again = running_command() in ("pull", "fit")
+    return after_leaving_offline("run the command again" if again else f"run `localgen pull {reference}`")
+
+
+def checking_pull_hint(reference: str, *, offline: bool) -> str:
+    """The pull that checks a copy here against the Hub, downloading it again where it does not match (offline: after
+    leaving offline mode); named to `fit` too, whose run online reads the Hub's header and leaves the copy as it is."""
+    from localgen.hub_errors import running_command
+
+    if not offline:
+        return f"run `localgen pull {reference}`"
+    return after_leaving_offline("run the command again" if running_command() == "pull"
+                                 else f"run `localgen pull {reference}`")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from localgen.config import settings
 from localgen.errors import GGUFError, GGUFUnreadableError, ModelNotFoundError
-from localgen.hub_errors import checking_pull_hint
+from localgen.offline_words import checking_pull_hint
 
 if TYPE_CHECKING:
     from localgen.resolve import ResolvedModel

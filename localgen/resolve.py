@@ -13,18 +13,13 @@ from localgen.catalog import bundled_file
 from localgen.config import settings
 from localgen.errors import HubError, LocalgenError, ModelNotFoundError, UsageError, os_reason
 from localgen.hub_check import HubCheck
-from localgen.hub_errors import (
-    blamed_on_entry,
-    checking_pull_hint,
-    offer_alternative,
-    offline_hint,
-    with_alternative,
-)
+from localgen.hub_errors import blamed_on_entry, offer_alternative, with_alternative
 from localgen.hub_lack import known_lack, lacking_refusal, listed_lack, typed_quant_lack
 from localgen.hub_slips import with_known_repo
 from localgen.hub_verify import Pin, check_pinned_file
 from localgen.links import broken_link
 from localgen.model_file_errors import folder_gguf_models, folder_hint, missing_file_hint
+from localgen.offline_words import checking_pull_hint, offline_hint
 from localgen.own_files import MISSING, own_file_problem
 from localgen.partial_downloads import listed_part, part_said, repo_parts_said
 from localgen.pull_checks import refuse_broken_header

@@ -32,8 +32,8 @@ def missing_shards_hint(first_shard: Path, missing: list[Path]) -> str:
     """What to do about a split model's missing shards: the `localgen pull` of its name for a file of the Hub cache
     (offline: how to leave offline mode first), else the folder to put them in."""
     from localgen.hub import is_offline
-    from localgen.hub_errors import offline_hint
     from localgen.model_names import listed_name
+    from localgen.offline_words import offline_hint
     from localgen.typed_paths import short_path
 
     them = "it" if len(missing) == 1 else "them"

@@ -323,13 +323,13 @@ def test_models_show_of_an_entry_not_downloaded_gives_what_the_entry_says(hub: t
         "system prompt: Be brief.", "settings:      temperature = 0.2", "stop strings:  '<|im_end|>', '\\n\\nUser:'",
         f"entry:         [models.pinned] in {config / 'models.toml'}", "quant:         Q4_0",
         "file size:     1.2 KiB (1,234 bytes)", f"sha256:        {'ab' * 32}",
-        "downloaded:    no (offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then `localgen pull "
-        "pinned` downloads it)"], shown.stdout
+        "downloaded:    no (offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then run "
+        "`localgen pull pinned`, which downloads it)"], shown.stdout
     other = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "models", "show", "pinned:q8_0")  # the pins: the default file's
     assert "quant:         Q8_0" in other.stdout and "sha256" not in other.stdout and "file size" not in other.stdout
     assert "downloaded:    no (localgen has never listed org/pinned-GGUF, so whether it has a Q8_0 file is not " \
-        "known; offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then `localgen pull " \
-        "pinned:q8_0` downloads it if it has)" in other.stdout, other.stdout
+        "known; offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then run `localgen pull " \
+        "pinned:q8_0`, which downloads it if it has)" in other.stdout, other.stdout
     facts = json.loads(run_cli(env, "models", "show", "qwen2.5-1.5b", "--json").stdout)
     assert (facts["name"], facts["quant"], facts["downloaded"], facts["path"], facts["layers"]) == (
         "qwen2.5-1.5b", "Q4_K_M", False, None, None)

@@ -25,7 +25,8 @@ from hub_server import (
 
 from localgen.config import offline_given
 from localgen.errors import HubError, ModelNotFoundError
-from localgen.hub_errors import map_hub_error, offline_error, offline_hint
+from localgen.hub_errors import map_hub_error, offline_error
+from localgen.offline_words import offline_hint
 from tests.conftest import REPO_ROOT, run_localgen_process
 
 
@@ -350,9 +351,11 @@ def test_models_show_of_a_quant_typed_after_a_registry_name_checks_the_repo_has_
 
     assert downloaded(run_cli(offline, "models", "show", "tiny:q8")) == (
         "no (localgen has never listed org/tiny-GGUF, so whether it has a Q8 file is not known; offline mode comes "
-        "from LOCALGEN_OFFLINE in the environment: unset it, then `localgen pull tiny:q8` downloads it if it has)")
-    unset = "offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then "
-    assert downloaded(run_cli(offline, "models", "show", "tiny")) == f"no ({unset}`localgen pull tiny` downloads it)"
+        "from LOCALGEN_OFFLINE in the environment: unset it, then run `localgen pull tiny:q8`, which downloads it if "
+        "it has)")
+    unset = "offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then run "
+    assert downloaded(run_cli(offline, "models", "show", "tiny")) == (
+        f"no ({unset}`localgen pull tiny`, which downloads it)")
     assert loopback_hub.requests == [], "the entry's own quant is taken as the entry gives it"
     lacking = ("localgen: error: model 'tiny:q8' is not downloaded, and org/tiny-GGUF {} (hint: did you mean "
                "tiny:Q8_0? quants in this repo: Q4_K_M, Q8_0; choose one with tiny:QUANT")
@@ -363,7 +366,7 @@ def test_models_show_of_a_quant_typed_after_a_registry_name_checks_the_repo_has_
     assert listed.returncode == 1 and listed.stderr.startswith(lacking.format(
         "had no Q8 file when localgen last listed it")), listed.stderr
     assert downloaded(run_cli(offline, "models", "show", "tiny:Q8_0")) == (
-        f"no ({unset}`localgen pull tiny:Q8_0` downloads it)")
+        f"no ({unset}`localgen pull tiny:Q8_0`, which downloads it)")
     assert loopback_hub.count("GET", "/resolve/") == 0
 
 

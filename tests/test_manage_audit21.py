@@ -93,7 +93,8 @@ def test_models_says_when_the_default_model_is_not_downloaded(home: Path) -> Non
     that downloads it, in the words `models default` said it in when it was set; once a row is the default's, it
     says nothing."""
     note = ("localgen: the default model, qwen2.5-1.5b, is not downloaded yet: offline mode comes from "
-            "LOCALGEN_OFFLINE in the environment: unset it, then `localgen pull qwen2.5-1.5b` downloads it now\n")
+            "LOCALGEN_OFFLINE in the environment: unset it, then run `localgen pull qwen2.5-1.5b`, which downloads it "
+            "now\n")
     set_default = run_localgen("models", "default", "qwen2.5-1.5b", env={"LOCALGEN_OFFLINE": "1"})
     assert set_default.returncode == 0 and set_default.err.endswith(f")\n{note}"), set_default.err
     listed = run_localgen("models", env={"LOCALGEN_OFFLINE": "1"})

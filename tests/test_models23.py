@@ -114,8 +114,8 @@ def test_models_show_json_of_a_quant_a_stopped_pull_kept_part_of_gives_the_part(
         assert (record["downloaded"], record["partial"]) == (False, {**part, "resume": resume}), (typed, record)
     fields = _fields(run_cli(offline, "models", "show", "cut").stdout)
     assert fields["downloaded"] == ("no (partly downloaded: 2.0 MiB of 4.0 MiB; offline mode comes "
-                                    "from LOCALGEN_OFFLINE in the environment: unset it, then `localgen pull cut` "
-                                    "resumes it)"), fields
+                                    "from LOCALGEN_OFFLINE in the environment: unset it, then run `localgen pull cut`, "
+                                    "which resumes it)"), fields
     assert run_cli(hubenv.env, "pull", "test/Cut-GGUF:Q4_0").returncode == 0
     for typed in ("test/Cut-GGUF:Q4_0", "test/Cut-GGUF", "smollm2-135m"):
         record = json.loads(run_cli(hubenv.env, "models", "show", typed, "--json").stdout)

@@ -71,7 +71,7 @@ def test_models_list_warns_of_a_default_whose_quant_the_repo_lacks(hub: tuple[Hu
     user_registry(Path(env["LOCALGEN_HOME"]), '[defaults]\nmodel = "acme/Other-GGUF:Q5_K_M"\n')  # never listed
     unknown = run_cli({**env, "LOCALGEN_OFFLINE": "1"}, "models")
     assert "is not downloaded yet: offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then " \
-        "`localgen pull acme/Other-GGUF:Q5_K_M` downloads it now" in unknown.stderr
+        "run `localgen pull acme/Other-GGUF:Q5_K_M`, which downloads it now" in unknown.stderr
 
 
 @pytest.mark.parametrize(("written", "said"), [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hub_server import HubEnv, run_cli, stopped_pull
 
-UNSET = "offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then "
+UNSET = "offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then run "
 
 
 def _field(text: str, name: str) -> str:
@@ -19,13 +19,13 @@ def test_a_pull_named_with_localgen_offline_set_says_to_unset_it_first(hubenv: H
     stopped_pull(hubenv)
     offline = {**hubenv.env, "LOCALGEN_OFFLINE": "1"}
     shown = run_cli(offline, "models", "show", "qwen2.5-1.5b")
-    assert _field(shown.stdout, "downloaded") == f"no ({UNSET}`localgen pull qwen2.5-1.5b` downloads it)", shown
+    assert _field(shown.stdout, "downloaded") == f"no ({UNSET}`localgen pull qwen2.5-1.5b`, which downloads it)", shown
     listed = run_cli(offline, "models")
-    assert listed.returncode == 0 and f"{UNSET}`localgen pull test/Cut-GGUF:Q8_0` resumes it\n" in listed.stderr, \
-        listed.stderr
+    assert listed.returncode == 0, listed.stderr
+    assert f"{UNSET}`localgen pull test/Cut-GGUF:Q8_0`, which resumes it\n" in listed.stderr, listed.stderr
     made = run_cli(offline, "models", "default", "qwen2.5-1.5b")
-    assert made.returncode == 0 and f"not downloaded yet: {UNSET}`localgen pull qwen2.5-1.5b` downloads it now" in \
-        made.stderr, made.stderr
+    assert made.returncode == 0, made.stderr
+    assert f"not downloaded yet: {UNSET}`localgen pull qwen2.5-1.5b`, which downloads it now" in made.stderr, made
     flag = run_cli(hubenv.env, "models", "show", "--offline", "qwen2.5-1.5b")
     assert _field(flag.stdout, "downloaded") == "no (`localgen pull qwen2.5-1.5b` downloads it)", flag
 

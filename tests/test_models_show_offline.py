@@ -26,8 +26,8 @@ def test_models_show_offline_never_asks_the_hub_and_says_to_drop_the_flag(hubenv
     assert "downloaded:    no (localgen has never listed acme/Tiny-GGUF, so whether it has a Q8 file is not known; " \
         "`localgen pull tiny:q8` downloads it if it has)" in quant.stdout, quant.stdout
     both_quant = run_cli({**hubenv.env, "LOCALGEN_OFFLINE": "1"}, "models", "show", "--offline", "tiny:q8")
-    assert "is not known; offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then `localgen pull " \
-        "tiny:q8` downloads it if it has)" in both_quant.stdout, both_quant.stdout
+    assert "is not known; offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then run " \
+        "`localgen pull tiny:q8`, which downloads it if it has)" in both_quant.stdout, both_quant.stdout
     repo = run_cli(hubenv.env, "models", "show", "--offline", "acme/Tiny-GGUF")
     assert repo.returncode == 1 and repo.stderr == (
         "localgen: error: model 'acme/Tiny-GGUF' is not downloaded, and localgen has never listed acme/Tiny-GGUF "

@@ -282,8 +282,8 @@ def test_models_default_prints_and_sets_the_model_run_takes_without_m(tmp_path: 
                                                             f"([defaults] model in {user})\nlocalgen: the default "
                                                             "model, llama3.2-1b, is not downloaded yet: offline mode "
                                                             "comes from LOCALGEN_OFFLINE in the environment: unset "
-                                                            "it, then `localgen pull llama3.2-1b` downloads it "
-                                                            "now\n")
+                                                            "it, then run `localgen pull llama3.2-1b`, which "
+                                                            "downloads it now\n")
     assert (tmp_path / "config" / "models.toml").is_symlink(), "the link to the dotfiles is kept"
     assert run_localgen("models", "default", env=env).out == "llama3.2-1b\n"
     (tmp_path / "mine.gguf").symlink_to(bundled_model_file())  # a file run knows by no other name

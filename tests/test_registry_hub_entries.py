@@ -117,8 +117,8 @@ def test_offline_a_quant_the_repo_lacked_when_last_listed_is_said_so_not_just_no
         "downloaded:", f"no ({TINY_REPO} had no Q5_K_M file when localgen last listed it)"], shown.stdout
     offline = {**hubenv.env, "LOCALGEN_OFFLINE": "1"}  # online, the Hub's view is asked for (test_models23)
     assert run_cli(offline, "models", "show", "never").stdout.splitlines()[-1].split(None, 1) == [
-        "downloaded:", "no (offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then `localgen pull "
-                       "never` downloads it)"]
+        "downloaded:", "no (offline mode comes from LOCALGEN_OFFLINE in the environment: unset it, then run "
+                       "`localgen pull never`, which downloads it)"]
     never = _error_line(run_cli(hubenv.env, "run", "--offline", "-m", "never", "hi"))  # a repo never listed
     assert never == ("localgen: error: model 'never' is not downloaded and localgen is offline "
                      "(hint: drop --offline, then run `localgen pull never`)"), never
@@ -146,8 +146,8 @@ def test_online_a_quant_the_repo_lacked_when_last_listed_is_asked_of_the_hub_bef
     hubenv.server.repos[TINY_REPO].files["tiny-Q6_K.gguf"] = make_gguf_bytes("q6")  # the repo gains it
     assert show(f"{TINY_REPO}:Q6_K") == (0, f"downloaded:     no (`localgen pull {TINY_REPO}:Q6_K` downloads it)")
     assert show("mine", LOCALGEN_OFFLINE="1") == (0, "downloaded:    no (offline mode comes from LOCALGEN_OFFLINE in "
-                                                     "the environment: unset it, then `localgen pull mine` downloads "
-                                                     "it)"), \
+                                                     "the environment: unset it, then run `localgen pull mine`, "
+                                                     "which downloads it)"), \
         "the listing the Hub gave is kept"
     other = "test/Other-GGUF"  # a repo localgen never listed: offline, said so; online, the Hub is asked
     hubenv.server.add_repo(other, {"other-Q4_K_M.gguf": make_gguf_bytes("q4"), "other-F16.gguf": make_gguf_bytes("")})
