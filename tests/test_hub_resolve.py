@@ -491,8 +491,7 @@ def test_models_json_says_a_damaged_bundled_file_a_run_checked_is_not_verified(d
 def test_a_pull_of_several_says_the_damaged_bundled_file_of_a_later_one_gives_way_to_the_hub(
         damaged_bundle: dict[str, str], loopback_hub: HubServer) -> None:
     """`pull A fakebundled` online warns of the damaged bundled file in the words a pull of it alone uses (the Hub
-    instead), where the check of whether A's pull had fetched it, made with no network, said `not using it` as if
-    offline, then downloaded it all the same."""
+    instead), as it downloads it from the Hub."""
     loopback_hub.add_repo("test/Other-GGUF", {"other-Q4_0.gguf": make_gguf_bytes("other")})
     pulled = run_cli(damaged_bundle, "pull", "test/Other-GGUF:Q4_0", "fakebundled")
     assert pulled.returncode == 0, pulled.stderr

@@ -13,9 +13,9 @@ def _field(text: str, name: str) -> str:
 
 
 def test_a_pull_named_with_localgen_offline_set_says_to_unset_it_first(hubenv: HubEnv) -> None:
-    """With LOCALGEN_OFFLINE=1, `models show` of an entry, `models list`'s
-    note of that part and `models default`'s note name the pull after saying to unset the variable, where they named
-    the pull alone, which offline mode refuses; `models show --offline` names it alone (pull takes no --offline)."""
+    """With LOCALGEN_OFFLINE=1, `models show` of an entry, `models list`'s note of a partly downloaded model and
+    `models default`'s note name the pull after saying to unset the variable; `models show --offline` names it alone
+    (pull takes no --offline)."""
     stopped_pull(hubenv)
     offline = {**hubenv.env, "LOCALGEN_OFFLINE": "1"}
     shown = run_cli(offline, "models", "show", "qwen2.5-1.5b")
@@ -32,8 +32,8 @@ def test_a_pull_named_with_localgen_offline_set_says_to_unset_it_first(hubenv: H
 
 def test_a_model_a_stopped_pull_kept_a_part_of_is_called_partly_downloaded_everywhere(hubenv: HubEnv) -> None:
     """`models list`, `models rm`, `models show` and an offline run call a model a stopped pull kept a part of
-    `partly downloaded`, where they called it `what a stopped pull kept`; rm of a quant not in the cache names what
-    the repo has in a hint of one level, with no parentheses inside the hint's own."""
+    `partly downloaded`; rm of a quant not in the cache names what the repo has in a hint of one level, with no
+    parentheses inside the hint's own."""
     stopped_pull(hubenv)
     assert run_cli(hubenv.env, "pull", "test/Cut-GGUF:Q4_0").returncode == 0
     listed = run_cli(hubenv.env, "models")

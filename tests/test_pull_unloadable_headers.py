@@ -24,7 +24,7 @@ def test_a_repo_whose_only_quant_has_a_damaged_header_is_refused_before_its_down
 
 def test_a_repo_none_of_whose_quants_header_can_be_loaded_is_refused_naming_why(hubenv: HubEnv) -> None:
     """A damaged header, text and an empty file: none is downloaded, and the error says why, with fit as the hint,
-    quoting the smallest header's refusal, where it quoted the empty file under "the header the Hub sent"."""
+    quoting the damaged Q4_K_M header's refusal, not the empty file's."""
     hubenv.server.add_repo(REPO, {"bad-Q4_K_M.gguf": DAMAGED, "bad-Q8_0.gguf": NOT_GGUF, "bad-Q4_0.gguf": b""})
     pulled = run_cli(hubenv.env, "pull", REPO)
     assert pulled.returncode == 1 and pulled.stderr.startswith(
@@ -78,8 +78,8 @@ def test_a_repo_whose_headers_could_not_be_read_a_second_time_is_refused_with_th
 
 def test_a_pull_of_a_quant_whose_header_the_hub_did_not_send_says_so_before_downloading_it(
         hubenv: HubEnv, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """`pull ORG/REPO:QUANT` whose header read failed on the network says so in one line before its download (whose
-    sha256 checks the file), where it downloaded saying nothing of it; --quiet leaves the line out."""
+    """`pull ORG/REPO:QUANT` whose header read failed on the network says so in one line, the Hub's error after a
+    colon, before its download; --quiet leaves the line out."""
     from localgen import hub_range
     from localgen.cli_pull import pull_models
 
