@@ -191,10 +191,11 @@ def test_where_the_count_changes_flash_attention_s_sums_every_thread_decodes() -
     assert count_matters_from(False, "f16") is count_matters_from(True, "q8_0") is None
 
 
-def _greedy_text(engine: Engine, prompt: list[int]) -> str:
-    """Eight tokens decoded greedily, end-of-generation tokens included."""
-    events = engine.generate(prompt, SamplingParams(temperature=0.0), GenerationLimits(max_tokens=8), ignore_eog=True)
-    return next(event.text for event in events if isinstance(event, Finished))
+def _greedy_text_and_logits(engine: Engine, prompt: list[int]) -> tuple[str, list[float]]:
+    """Four tokens decoded greedily, end-of-generation tokens included, and the logits the last was chosen from."""
+    events = engine.generate(prompt, SamplingParams(temperature=0.0), GenerationLimits(max_tokens=4), ignore_eog=True)
+    text = next(event.text for event in events if isinstance(event, Finished))
+    return text, lc.llama_get_logits_ith(engine._ctx, -1)[:engine._vocab.n_tokens]
 
 
 def test_a_busy_cpu_leaves_the_output_of_flash_attention_as_every_thread_computes_it(
@@ -209,7 +210,7 @@ def test_a_busy_cpu_leaves_the_output_of_flash_attention_as_every_thread_compute
     with Engine(bundled_model, options) as engine:
         prompt = engine.tokenize("Tell me about cats and why they sleep so much. " * 40, add_special=True)
         saved = {}
-        for held in (SPLIT_ATTENTION_FROM - 1, SPLIT_ATTENTION_FROM - 8):
+        for held in (SPLIT_ATTENTION_FROM - 1, SPLIT_ATTENTION_FROM - 4):
             engine.prefill_ahead(prompt[:held], lambda: False)
             saved[held] = (engine.kv_token_list, engine.save_state())
         real_decode = lc.llama_decode
@@ -220,16 +221,17 @@ def test_a_busy_cpu_leaves_the_output_of_flash_attention_as_every_thread_compute
 
         monkeypatch.setattr(lc, "llama_decode", decode)
         for held in saved:  # the prompt's last batch is one token past the position / steps start before it
-            texts = []
+            answers = []
             for free in (2.0, 1.0):
                 machine.free = free
                 assert engine.load_state(*saved[held])
                 batches.clear()
-                texts.append(_greedy_text(engine, prompt[:held + 2]))
+                answers.append(_greedy_text_and_logits(engine, prompt[:held + 2]))
             split = [threads for tokens, at, threads in batches if tokens == 1 and at >= SPLIT_ATTENTION_FROM]
             rest = [threads for tokens, at, threads in batches if tokens > 1 or at < SPLIT_ATTENTION_FROM]
             assert split and set(split) == {2} and rest and set(rest) == {1}, batches
-            assert texts[0] == texts[1]
+            assert answers[0][0] == answers[1][0]
+            assert answers[0][1] == answers[1][1], "the last step's logits are every thread's, bit for bit"
 
 
 def test_free_cpus_leave_out_this_processes_own_time() -> None:
