@@ -34,7 +34,8 @@ from localgen.resolve import resolve_model
 from localgen.runner import ModelOptions, plan_load
 from tests.conftest import REPO_ROOT, run_localgen_in
 
-pytestmark = pytest.mark.serial  # it measures how busy the CPUs are (conftest: serial)
+# The tests that measure how busy the CPUs are, or run two llama.cpp threads, run alone (serial, conftest); the
+# governor's rules, on a fake machine, run beside the others.
 
 PROMPT = "Write a long story about a lighthouse keeper."
 
@@ -198,6 +199,7 @@ def _greedy_text_and_logits(engine: Engine, prompt: list[int]) -> tuple[str, lis
     return text, lc.llama_get_logits_ith(engine._ctx, -1)[:engine._vocab.n_tokens]
 
 
+@pytest.mark.serial
 def test_a_busy_cpu_leaves_the_output_of_flash_attention_as_every_thread_computes_it(
         bundled_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """llama.cpp's flash attention over an f16 KV cache splits a one-token batch's keys among the threads from
@@ -241,6 +243,7 @@ def test_free_cpus_leave_out_this_processes_own_time() -> None:
     assert free_cpus(before, CpuSample(12.0, None, 53.0), 2) is None
 
 
+@pytest.mark.serial
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs a CPU to pin to")
 def test_others_busy_counts_another_process_s_time() -> None:
     """A busy loop in another process counts (this process's own time is left out: the test of free_cpus), and too
@@ -288,6 +291,7 @@ def test_stats_say_when_fewer_threads_decoded() -> None:
                                                   timings=done.timings, threads=2, decode_threads=2))
 
 
+@pytest.mark.serial
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs two CPUs to pin to")
 def test_a_busy_cpu_makes_the_real_engine_decode_with_fewer_threads_and_the_same_text(tmp_path: Path) -> None:
@@ -363,6 +367,7 @@ print(engine.decode_threads)
 """
 
 
+@pytest.mark.serial
 def test_the_real_engine_prefills_with_fewer_threads_after_a_busy_wait(tmp_path: Path) -> None:
     """An Engine on two CPUs, one of which a busy loop keeps busy while the prompt is awaited, prefills it with
     one thread (the two decode steps after it give no window of their own)."""
