@@ -20,7 +20,8 @@ from localgen.prefill_ahead import SETTLE_WAIT_S, TYPING_PAUSE_S, PrefillWhileTy
 from localgen.repl_input import message_text, typed_message
 from tests.conftest import chat_prompt
 
-# The tests that time typing against a prefill run alone (serial, conftest).
+# The tests that time typing or a signal against a prefill run alone (serial, conftest); those that only wait for the
+# worker to get somewhere run beside the others.
 
 
 class SlowPrefill:
@@ -62,7 +63,6 @@ def _wait(condition: Callable[[], bool]) -> None:
         time.sleep(0.001)
 
 
-@pytest.mark.serial
 def test_enter_on_the_text_being_prefilled_waits_for_it(prefill: SlowPrefill,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(prefill_ahead, "SETTLE_WAIT_S", 60.0)  # the release comes first, however slow the machine
@@ -100,7 +100,6 @@ def test_ctrl_c_while_enter_waits_stops_the_prefill_and_drops_the_line(prefill: 
     ahead.close()
 
 
-@pytest.mark.serial
 def test_enter_on_other_text_abandons_the_prefill_and_the_text_waiting(prefill: SlowPrefill) -> None:
     ahead = PrefillWhileTyping(prefill)
     ahead.arm("Hel")
@@ -112,7 +111,6 @@ def test_enter_on_other_text_abandons_the_prefill_and_the_text_waiting(prefill: 
     assert prefill.started == ["Hel"], "text typed before Enter is never prefilled after it"
 
 
-@pytest.mark.serial
 def test_nothing_is_prefilled_outside_the_prompt_or_for_a_command(prefill: SlowPrefill) -> None:
     ahead = PrefillWhileTyping(prefill)
     ahead.typed("before the prompt")
@@ -127,7 +125,6 @@ def test_nothing_is_prefilled_outside_the_prompt_or_for_a_command(prefill: SlowP
     assert prefill.started == [""]
 
 
-@pytest.mark.serial
 def test_the_latest_text_is_prefilled_next_and_close_stops_the_worker(prefill: SlowPrefill) -> None:
     ahead = PrefillWhileTyping(prefill)
     ahead.arm("a")
@@ -146,7 +143,6 @@ def test_the_latest_text_is_prefilled_next_and_close_stops_the_worker(prefill: S
     assert len(prefill.started) == 3
 
 
-@pytest.mark.serial
 def test_the_worker_ends_when_it_has_nothing_to_prefill(prefill: SlowPrefill) -> None:
     """An idle worker kept llama.cpp's OpenMP thread team alive, and the answer decoded beside it at half speed."""
     threads = _os_threads()
