@@ -28,6 +28,8 @@ from tests.conftest import REPO_ROOT, popen_localgen
 from tests.test_run_audit21 import QUICK_NOTE
 
 SERIAL = pytest.mark.serial  # signals timed against each other or against start-up (conftest: serial)
+# A signal this process sends itself is delivered before os.kill returns: the handlers' tests that time no two signals
+# against each other run beside the others.
 
 
 def _signal_self(signum: int = signal.SIGUSR1) -> None:
@@ -52,7 +54,6 @@ def test_a_second_signal_ends_the_program_by_default() -> None:
     assert info.value.code == 128 + signal.SIGUSR1
 
 
-@SERIAL
 def test_without_escalation_every_signal_only_asks_again_and_exit_resets() -> None:
     calls: list[str] = []
     with StopOnSignal(lambda: calls.append("stop"), signals=(signal.SIGUSR1,), escalate=False,
@@ -63,7 +64,6 @@ def test_without_escalation_every_signal_only_asks_again_and_exit_resets() -> No
     assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
 
 
-@SERIAL
 def test_a_signal_that_ends_the_program_outranks_ctrl_c() -> None:
     with StopOnSignal(lambda: None, signals=(signal.SIGINT, signal.SIGTERM), escalate=False) as handler:
         _signal_self(signal.SIGTERM)
@@ -85,14 +85,12 @@ def _signalled_app(*signals: int) -> typer.Typer:
     return app
 
 
-@SERIAL
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_the_same_signal_twice_exits_with_its_own_code(signum: int, code: int) -> None:
     assert run_app(_signalled_app(signum, signum), []) == code
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
 
 
-@SERIAL
 @pytest.mark.parametrize(("interrupt", "code"), [(KeyboardInterrupt, 130), (lambda: SignalExit(signal.SIGTERM), 143)])
 def test_a_signal_that_lands_as_a_class_is_made_exits_as_the_signal_not_as_an_internal_error(
         interrupt: Callable[[], BaseException], code: int, capsys: pytest.CaptureFixture[str]) -> None:
@@ -111,7 +109,6 @@ def test_a_signal_that_lands_as_a_class_is_made_exits_as_the_signal_not_as_an_in
     assert "internal error" not in capsys.readouterr().err
 
 
-@SERIAL
 def test_exit_on_signals_raises_signal_exit_and_restores_the_handlers() -> None:
     with pytest.raises(SignalExit) as info, exit_on_signals((signal.SIGUSR1,)):
         _signal_self()
@@ -173,7 +170,6 @@ def _blocked_writing_a_pipe(pid: int) -> bool:
     return "pipe_write" in wchan
 
 
-@SERIAL
 def test_deferred_signals_are_only_noted_then_delivered_on_exit_ending_signals_first() -> None:
     from localgen.signals import SignalExit, deferred_signals, exit_on_signals
 
@@ -186,7 +182,6 @@ def test_deferred_signals_are_only_noted_then_delivered_on_exit_ending_signals_f
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-@SERIAL
 def test_a_dropped_signal_is_let_go_on_exit_and_the_others_are_delivered() -> None:
     """A Ctrl-C during a save has nothing left to stop once it is done; a signal that ends the program still ends it."""
     from localgen.signals import SignalExit, deferred_signals, exit_on_signals
@@ -202,7 +197,6 @@ def test_a_dropped_signal_is_let_go_on_exit_and_the_others_are_delivered() -> No
     assert ended.value.code == 143
 
 
-@SERIAL
 def test_ctrl_backslash_is_deferred_as_sigterm_is_then_ends_with_131() -> None:
     from localgen.signals import QUIT_SIGNALS, SignalExit, deferred_signals, exit_on_signals
 
@@ -214,7 +208,6 @@ def test_ctrl_backslash_is_deferred_as_sigterm_is_then_ends_with_131() -> None:
     assert noted == [signal.SIGQUIT] and ended.value.code == 131
 
 
-@SERIAL
 def test_an_ignored_signal_stays_ignored_while_deferred() -> None:
     from localgen.signals import deferred_signals
 
@@ -228,7 +221,6 @@ def test_an_ignored_signal_stays_ignored_while_deferred() -> None:
         signal.signal(signal.SIGHUP, previous)
 
 
-@SERIAL
 def test_every_handler_is_restored_even_when_a_signal_raises_part_way(monkeypatch: pytest.MonkeyPatch) -> None:
     from localgen.signals import restore_handlers
 
