@@ -14,7 +14,7 @@ from pathlib import Path
 from localgen.conversation_names import NAME_RULE
 from localgen.errors import LocalgenError, os_reason
 from localgen.file_locks import HAS_FLOCK, locked_descriptor, still_names, try_flock
-from localgen.links import FILE_LINK_HINT, broken_link
+from localgen.links import broken_link_behind
 from localgen.storage import make_folder, remove_leftover_temp_files, unwritable_hint, write_hint
 
 LOCKS_FOLDER = ".locks"
@@ -139,9 +139,9 @@ def _open_lock_file(folder: Path, path: Path) -> int:
     try:
         return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
-        broken = broken_link(path)  # a link into a loop of links, say
-        if broken is not None:
-            raise LocalgenError(f"could not open {path}: it is {broken}", hint=FILE_LINK_HINT) from exc
+        broken = broken_link_behind(path, exc)  # a link into a loop of links, say
+        if broken is not None:  # localgen's own file: nothing to point it at
+            raise LocalgenError(f"could not open {path}: it is {broken}", hint="remove it") from exc
         there = os.path.lexists(path)  # another user's, left by a run under sudo, say
         raise LocalgenError(f"could not {'open' if there else 'create'} {path}: {os_reason(exc)}",
                             hint=unwritable_hint(exc, path.parent, "check its permissions" if there else

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import TypeVar
 
-from localgen.links import FILE_LINK_HINT, broken_link
+from localgen.links import FILE_LINK_HINT, broken_link_behind
 
 EXIT_OK = 0
 EXIT_RUNTIME = 1
@@ -163,7 +163,7 @@ def os_reason(exc: OSError) -> str:
 def read_failure(path: str | os.PathLike[str], exc: OSError, hint: str | None = None) -> LocalgenError:
     """The error for a file that could not be read: `cannot read PATH: REASON`, where path is a link that leads to
     nothing (into a loop of links, say) `cannot read PATH: it is a link to TARGET, which ...`, with the hint for it."""
-    broken = broken_link(Path(path))
+    broken = broken_link_behind(Path(path), exc)
     if broken is not None:
         return LocalgenError(f"cannot read {path}: it is {broken}", hint=FILE_LINK_HINT)
     return LocalgenError(f"cannot read {path}: {os_reason(exc)}", hint=hint)

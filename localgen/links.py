@@ -11,6 +11,8 @@ from pathlib import Path
 from localgen.shorten import short_path
 
 FILE_LINK_HINT = "point the link at a file that is there, or remove it"  # for a file's broken_link
+FOLDER_LINK_HINT = "point the link at a folder that is there, or remove it"  # for a folder's broken_link
+LINK_TO_NOTHING_ERRNOS = frozenset({errno.ELOOP, errno.ENOENT, errno.ENOTDIR})  # what a link to nothing fails with
 
 
 def broken_link(path: Path) -> str | None:
@@ -33,6 +35,12 @@ def broken_link(path: Path) -> str | None:
             return f"a link to {_missing_target(path, target)}, which is not there"
         return f"a link to {short_path(target)}, which cannot be followed ({exc.strerror})"
     return None
+
+
+def broken_link_behind(path: Path, exc: OSError) -> str | None:
+    """broken_link(path) where exc, what path failed with, is what a link that leads to nothing fails with (a target
+    not there, a loop of links, a path through a file); None otherwise: a refusal (permissions) is said as such."""
+    return broken_link(path) if exc.errno in LINK_TO_NOTHING_ERRNOS else None
 
 
 def _missing_target(path: Path, target: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -10,6 +11,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -129,7 +131,33 @@ def test_a_lock_file_that_is_a_link_into_a_loop_of_links_is_named_so(home: Path)
     lock.symlink_to(lock)
     done = run_localgen("run", "--conversation", "notes", "-n", "1", "Hi")
     assert done.returncode == 1 and done.err == f"localgen: error: could not open {lock}: it is a link to {lock}, " \
-        "which leads into a loop of links (hint: point the link at a file that is there, or remove it)\n", done.err
+        "which leads into a loop of links (hint: remove it)\n", done.err
+
+
+def test_a_lock_file_that_is_a_link_that_may_not_be_followed_is_refused_for_its_permissions(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lock file linked into a folder that may not be entered is said to be refused, with the hint to check its
+    permissions, not said to be a link that leads to nothing."""
+    from localgen.conversation_lock import hold
+
+    lock = conversations_dir() / ".locks" / "notes.lock"
+    lock.parent.mkdir(parents=True)
+    lock.symlink_to(home / "locked" / "notes.lock")
+    real_open, real_stat = os.open, os.stat
+
+    def refused(real: Any) -> Any:  # as for a user other than root, the target's folder mode 000
+        def call(path: Any, *args: Any, **kwargs: Any) -> Any:
+            if Path(os.fsdecode(path)) == lock:
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+            return real(path, *args, **kwargs)
+        return call
+
+    monkeypatch.setattr(os, "open", refused(real_open))
+    monkeypatch.setattr(os, "stat", refused(real_stat))
+    with pytest.raises(LocalgenError) as info:
+        hold(conversations_dir(), "notes", hint="")
+    assert (info.value.message, info.value.hint) == (f"could not open {lock}: Permission denied",
+                                                     "check its permissions")
 
 
 def test_a_conversation_this_process_holds_cannot_be_opened_elsewhere_until_let_go() -> None:

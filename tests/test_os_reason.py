@@ -22,6 +22,25 @@ def test_a_read_failure_names_the_file_and_why() -> None:
     assert (error.message, error.hint) == ("cannot read /data/notes.json: Input/output error", "check the disk")
 
 
+def test_a_link_whose_target_may_not_be_reached_keeps_the_permissions_hint(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A link into a folder that may not be entered is refused for its permissions, not said to lead to nothing."""
+    link = tmp_path / "last-run.json"
+    link.symlink_to(tmp_path / "locked" / "last-run.json")
+    refused = PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+    real_stat = os.stat
+
+    def refusing_stat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        if Path(str(path)) == link:  # as for a user other than root, the target's folder mode 000
+            raise refused
+        return real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "stat", refusing_stat)
+    error = read_failure(link, refused, hint="check the permissions of its folder")
+    assert (error.message, error.hint) == (f"cannot read {link}: Permission denied",
+                                           "check the permissions of its folder")
+
+
 def test_a_model_file_that_cannot_be_read_is_said_so_in_one_line(tmp_path: Path) -> None:
     """verify.reading, as a real read of a folder given for a file fails."""
     with pytest.raises(LocalgenError) as info, reading(tmp_path):
