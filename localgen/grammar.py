@@ -18,6 +18,7 @@ from localgen.params import SCHEMA_SOURCE, Grammar
 from localgen.stdin_names import names_stdin
 from localgen.thinking import CLOSE_TAG
 from localgen.typed_paths import reads_as_no_path
+from localgen.units import times
 from localgen.whole_inputs import whole_text, whole_text_cap
 
 GRAMMAR_HINT = 'give a GBNF grammar, as text or a file, with a root rule, e.g. --grammar \'root ::= "yes" | "no"\''
@@ -178,8 +179,7 @@ def repeated_rule_problem(text: str) -> tuple[str, str] | None:
     repeated = next((name for i, name in enumerate(names) if name in names[:i]), None)
     if repeated is None:
         return None
-    times = names.count(repeated)
-    return (f"rule {repeated} is defined {'twice' if times == 2 else f'{times} times'}, and llama.cpp would keep the "
+    return (f"rule {repeated} is defined {times(names.count(repeated))}, and llama.cpp would keep the "
             "last definition alone",
             f"define it once, its alternatives joined with |: {repeated} ::= ... | ...")
 

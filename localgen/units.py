@@ -51,6 +51,11 @@ def counted(count: int, noun: str, plural: str | None = None) -> str:
     return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
 
 
+def times(count: int) -> str:
+    """'once', 'twice', '3 times', '1,000 times': how often something happened."""
+    return {1: "once", 2: "twice"}.get(count, f"{count:,} times")
+
+
 def alternatives(names: Sequence[str], word: str = "or") -> str:
     """'a', 'a or b', 'a, b or c': names offered as alternatives (word 'and': 'a, b and c', names taken together)."""
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {word} {names[-1]}"

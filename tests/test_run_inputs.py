@@ -102,26 +102,28 @@ def test_a_text_attached_twice_is_attached_once_with_a_warning_as_in_chat(tmp_pa
                           "When?", stdin=b"Eggs boil in 7 minutes.\n")
     assert result.returncode == 0, result.err
     assert result.out == chatml("Eggs boil in 7 minutes.\n\nWhen?")
-    said = "is attached already, or a file with the same text is: it is attached once"
-    assert result.err == f"localgen: warning: {notes} is attached already, or a file with the same text is: given 2 " \
-                         f"times, it is attached once\nlocalgen: warning: {copy} {said}\n" \
-                         f"localgen: warning: stdin {said}\n", result.err
+    again = "it is not attached again"
+    assert result.err == f"localgen: warning: {notes} was given twice: it is attached once\n" \
+                         f"localgen: warning: {copy} has the same text as {notes}: {again}\n" \
+                         f"localgen: warning: stdin has the same text as {notes}: {again}\n", result.err
     other = run_localgen("run", "--print-prompt", "-f", str(notes), "When?", stdin=b"Tea takes 3.\n")
     assert other.err == "" and other.out == chatml("Eggs boil in 7 minutes.\n\nTea takes 3.\n\nWhen?"), other.err
 
 
 def test_a_file_given_many_times_is_warned_about_in_one_line_that_counts_them(tmp_path: Path) -> None:
-    """-f a.txt given 300 times printed 299 lines alike; one line now says how often it was given."""
-    notes, other = tmp_path / "notes.txt", tmp_path / "other.txt"
+    """-f a.txt given 300 times printed 299 lines alike; one line now says how often it was given, and a file given
+    again with the text of another is said to be left out for that one, not to be attached once."""
+    notes, other, copy = tmp_path / "notes.txt", tmp_path / "other.txt", tmp_path / "copy.txt"
     notes.write_text("Eggs boil in 7 minutes.\n")
     other.write_text("Tea takes 3.\n")
+    copy.write_text("Eggs boil in 7 minutes.\n")
     result = run_localgen("run", "--print-prompt", *["-f", str(notes)] * 300, "-f", str(other), "-f", str(other),
-                          "When?")
+                          *["-f", str(copy)] * 3, "When?")
     assert result.returncode == 0 and result.out == chatml("Eggs boil in 7 minutes.\n\nTea takes 3.\n\nWhen?")
-    assert result.err == (f"localgen: warning: {notes} is attached already, or a file with the same text is: given "
-                          "300 times, it is attached once\n"
-                          f"localgen: warning: {other} is attached already, or a file with the same text is: given 2 "
-                          "times, it is attached once\n"), result.err
+    assert result.err == (f"localgen: warning: {notes} was given 300 times: it is attached once\n"
+                          f"localgen: warning: {other} was given twice: it is attached once\n"
+                          f"localgen: warning: {copy} has the same text as {notes}: it is not attached again\n"), \
+        result.err
 
 
 def test_a_prompt_of_many_files_too_long_names_three_and_counts_the_rest(tmp_path: Path) -> None:
@@ -152,8 +154,7 @@ def test_a_file_given_twice_is_warned_about_once_for_its_encoding_or_emptiness(t
     assert result.err == (f"localgen: warning: {latin} is not valid UTF-8; undecodable bytes were replaced with "
                           "U+FFFD\n"
                           f"localgen: warning: {empty} is empty\n"
-                          f"localgen: warning: {latin} is attached already, or a file with the same text is: given 2 "
-                          "times, it is attached once\n"), result.err
+                          f"localgen: warning: {latin} was given twice: it is attached once\n"), result.err
 
 
 @pytest.mark.parametrize("command", [("fit",), ("pull",), ("bench", "-m"), ("models", "show")])
