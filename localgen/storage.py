@@ -18,7 +18,7 @@ from typing import BinaryIO
 from localgen.config import settings
 from localgen.errors import DISK_FULL_ERRNOS, SIZE_LIMITS, LocalgenError, os_reason
 from localgen.file_locks import still_names, try_flock
-from localgen.links import broken_link
+from localgen.links import FOLDER_LINK_HINT, broken_link
 from localgen.replaceable import check_replaceable, keep_group
 
 LINKS_UNSUPPORTED = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK})
@@ -205,7 +205,7 @@ def in_the_way(blocker: Path, folder: str = "a folder") -> tuple[str, str]:
     hint that clears it."""
     link = broken_link(blocker)
     if link is not None:
-        return f"{blocker} is {link}", "point the link at a folder that is there, or remove it"
+        return f"{blocker} is {link}", FOLDER_LINK_HINT
     return f"{blocker} is a file, where {folder} should be", "move that file out of the way"
 
 
