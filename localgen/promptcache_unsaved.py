@@ -47,17 +47,14 @@ def listable(directory: Path) -> bool:
 def _warned_not_a_folder(directory: Path) -> bool:
     """Whether a file, or a link to nothing or into a loop of links, stands where the prompt cache folder (or one above
     it) should be; where one does, a warning is held (once a process) that the prompt cache is not used."""
-    from localgen.errors import LocalgenError
-    from localgen.storage import check_folder
+    from localgen.storage import file_in_the_way, in_the_way
 
-    try:
-        check_folder(directory, "prompt cache entries")
-    except LocalgenError as exc:
-        _hold_said(f"the prompt cache is not used: {exc.message}", exc.hint)
-        return True
-    except OSError:  # it cannot be told: a save tries, and a failed one is logged
-        pass
-    return False
+    blocker = file_in_the_way(directory)
+    if blocker is None:  # a folder, or none yet: a save makes it, and a failed one is logged
+        return False
+    what, hint = in_the_way(blocker, "its folder" if blocker == directory else "a folder")
+    _hold_said(f"the prompt cache is not used: {what}", hint)
+    return True
 
 
 def _hold(what: str, directory: Path, exc: OSError) -> None:

@@ -20,6 +20,7 @@ from localgen.errors import DISK_FULL_ERRNOS, SIZE_LIMITS, LocalgenError, os_rea
 from localgen.file_locks import still_names, try_flock
 from localgen.links import FOLDER_LINK_HINT, broken_link
 from localgen.replaceable import check_replaceable, keep_group
+from localgen.shorten import short_path
 
 LINKS_UNSUPPORTED = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK})
 TEMP_SUFFIX = ".tmp"
@@ -201,12 +202,27 @@ def file_in_the_way(folder: Path) -> Path | None:
 
 
 def in_the_way(blocker: Path, folder: str = "a folder") -> tuple[str, str]:
-    """What file_in_the_way found, said (a file where folder should be, or a link that leads to nothing), and the
-    hint that clears it."""
+    """What file_in_the_way found, said (a file, a device, a link to one, where folder should be, or a link that leads
+    to nothing), and the hint that clears it."""
     link = broken_link(blocker)
     if link is not None:
         return f"{blocker} is {link}", FOLDER_LINK_HINT
-    return f"{blocker} is a file, where {folder} should be", "move that file out of the way"
+    try:
+        return f"{blocker} is a link to {short_path(os.readlink(blocker))}, where {folder} should be", FOLDER_LINK_HINT
+    except OSError:  # no link
+        pass
+    return f"{blocker} is {_kind_of_file(blocker)}, where {folder} should be", "move that file out of the way"
+
+
+def _kind_of_file(path: Path) -> str:
+    """What path is, said as in_the_way says it: a device, a pipe, a socket, else a file."""
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        return "a file"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a file"
 
 
 def make_folder(folder: Path, *, mode: int = 0o777) -> None:

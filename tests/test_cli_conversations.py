@@ -47,9 +47,10 @@ def test_a_file_where_a_folder_belongs_is_named_not_listed_as_empty(home: Path, 
     if listing == "cache":  # a run answers, and says once that its prompt cache is not used, where it saved nothing
         answered = run_localgen("run", "-n", "3", "--temperature", "0", "Say hello.")
         assert answered.returncode == 0 and answered.out.strip(), answered.err
-        assert answered.err == f"localgen: warning: the prompt cache is not used: {path} cannot hold prompt cache " \
-            f"entries: {path} is a file, where a folder should be (move that file out of the way; " \
-            "LOCALGEN_PROMPT_CACHE_BYTES=0 turns the prompt cache off, and warns no more)\n", answered.err
+        its = "its folder" if blocked == "cache/prompts" else "a folder"
+        assert answered.err == f"localgen: warning: the prompt cache is not used: {path} is a file, where {its} " \
+            "should be (move that file out of the way; LOCALGEN_PROMPT_CACHE_BYTES=0 turns the prompt cache off, and " \
+            "warns no more)\n", answered.err
 
 
 @pytest.mark.parametrize("blocked", ["data/conversations", "data"])
@@ -92,18 +93,23 @@ def test_a_dangling_link_in_place_of_the_data_folder_is_named_not_listed_as_empt
     assert (named.value.message, named.value.hint) == (f"no saved conversation named 'q': {link}", hint)
 
 
-@pytest.mark.parametrize("looped", ["data/conversations", "cache/prompts"])
-def test_a_folder_that_is_a_link_to_itself_is_named_not_an_internal_error(home: Path, looped: str) -> None:
+@pytest.mark.parametrize(("looped", "target"), [("data/conversations", None), ("cache/prompts", None),
+                                                ("cache/prompts", "unmounted")])
+def test_a_folder_that_is_a_link_to_itself_or_to_nothing_is_named_not_an_internal_error(
+        home: Path, looped: str, target: str | None) -> None:
     """A folder that is a link to itself (a loop of links) gave `internal error: OSError: [Errno 40] Too many levels
-    of symbolic links` where it was listed; a run warns once, its answer out, that its prompt cache is not used."""
+    of symbolic links` where it was listed; a run warns once, its answer out, that its prompt cache is not used, as
+    where the link leads to a folder not there."""
     from localgen.conversation_store import list_conversations
     from localgen.errors import LocalgenError
 
     path = home / looped
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.symlink_to(path)
+    path.symlink_to(path if target is None else home / target)
     keeps = "prompt cache entries" if looped.startswith("cache") else "saved conversations"
-    said = f"{path} cannot hold {keeps}: {path} is a link to {path}, which leads into a loop of links"
+    link = f"{path} is a link to {path}, which leads into a loop of links" if target is None else \
+        f"{path} is a link to {home}/{target}, which is not there"
+    said = f"{path} cannot hold {keeps}: {link}"
     hint = "point the link at a folder that is there, or remove it"
     listing = ("cache", "cache clear") if looped.startswith("cache") else ("conversations", "conversations list",
                                                                            "run --continue hi")
@@ -113,12 +119,28 @@ def test_a_folder_that_is_a_link_to_itself_is_named_not_an_internal_error(home: 
     if looped.startswith("cache"):
         answered = run_localgen("run", "-n", "3", "--temperature", "0", "Say hello.")
         assert answered.returncode == 0 and answered.out.strip(), answered.err
-        assert answered.err == f"localgen: warning: the prompt cache is not used: {said} ({hint}; " \
+        assert answered.err == f"localgen: warning: the prompt cache is not used: {link} ({hint}; " \
             "LOCALGEN_PROMPT_CACHE_BYTES=0 turns the prompt cache off, and warns no more)\n", answered.err
     else:
         with pytest.raises(LocalgenError) as latest:  # chat --resume
             list_conversations()
         assert (latest.value.message, latest.value.hint) == (said, hint)
+
+
+def test_a_prompt_cache_folder_that_is_a_link_to_a_device_is_named_a_link_not_a_file(home: Path) -> None:
+    """A prompt cache folder linked to /dev/null was called a file, and a run's warning named it twice."""
+    path = home / "cache" / "prompts"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.symlink_to("/dev/null")
+    hint = "point the link at a folder that is there, or remove it"
+    listed = run_localgen("cache")
+    assert listed.returncode == 1 and listed.err == f"localgen: error: {path} cannot hold prompt cache entries: " \
+        f"{path} is a link to /dev/null, where a folder should be (hint: {hint})\n", listed.err
+    answered = run_localgen("run", "-n", "3", "--temperature", "0", "Say hello.")
+    assert answered.returncode == 0 and answered.out.strip(), answered.err
+    assert answered.err == f"localgen: warning: the prompt cache is not used: {path} is a link to /dev/null, where " \
+        f"its folder should be ({hint}; LOCALGEN_PROMPT_CACHE_BYTES=0 turns the prompt cache off, and warns no " \
+        "more)\n", answered.err
 
 
 def test_a_last_run_record_that_is_a_link_into_a_loop_of_links_is_named_so(home: Path) -> None:

@@ -21,12 +21,17 @@ from tests.mount_namespace import run_mounted as _mounted
 
 
 def _blocked(tmp_path: Path, by: str) -> Path:
-    """A data folder with a file, or a link to a folder not there (or into a loop, or through a file), in its place."""
+    """A data folder with a file (a pipe), or a link to a folder not there (or into a loop, through a file, to a
+    device), in its place."""
     data = tmp_path / "data"
     if by == "file":
         data.write_text("not a folder")
     elif by == "loop":
         data.symlink_to("data")
+    elif by == "pipe":
+        os.mkfifo(data)
+    elif by == "link to a device":
+        data.symlink_to("/dev/null")
     elif by == "link through a file":
         (tmp_path / "file").write_text("not a folder")
         data.symlink_to(tmp_path / "file" / "place")
@@ -37,6 +42,9 @@ def _blocked(tmp_path: Path, by: str) -> Path:
 
 @pytest.mark.parametrize(("by", "says", "hint"), [
     ("file", "{data} is a file, where a folder should be", "move that file out of the way"),
+    ("pipe", "{data} is a pipe, where a folder should be", "move that file out of the way"),
+    ("link to a device", "{data} is a link to /dev/null, where a folder should be",
+     "point the link at a folder that is there, or remove it"),
     ("link", "{data} is a link to {tmp_path}/unmounted/place, which is not there",
      "point the link at a folder that is there, or remove it"),
     ("loop", "{data} is a link to data, which leads into a loop of links",
@@ -53,7 +61,7 @@ def test_what_stands_where_a_folder_should_be_is_named(tmp_path: Path, by: str, 
     with pytest.raises(LocalgenError) as made:
         make_folder(data / "conversations")
     assert (made.value.message, made.value.hint) == (f"could not create {data}/conversations: {said}", hint)
-    assert data.is_symlink() == (by != "file"), "nothing is made at the link's end, nor in its place"
+    assert data.is_symlink() == (by not in ("file", "pipe")), "nothing is made at the link's end, nor in its place"
     assert not (tmp_path / "unmounted").exists()
 
 
