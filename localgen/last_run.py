@@ -17,6 +17,7 @@ from localgen.conversation_lock import ConversationBusyError, hold, release
 from localgen.conversation_store import latest_conversation, list_conversations, save_conversation
 from localgen.errors import LocalgenError, read_failure
 from localgen.events import Event
+from localgen.links import broken_link
 from localgen.storage import atomic_write_text
 from localgen.text_cut import one_line
 
@@ -153,7 +154,9 @@ def _is_newest(path: Path) -> bool:
     saved = list_conversations()
     try:
         kept = path.stat().st_mtime
-    except FileNotFoundError:
+    except FileNotFoundError as exc:
+        if broken_link(path) is not None:  # a link to a file not there: named, not taken for no run kept
+            raise read_failure(path, exc) from exc
         return False
     except OSError as exc:
         raise read_failure(path, exc, hint="check the permissions of its folder") from exc

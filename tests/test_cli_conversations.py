@@ -143,16 +143,17 @@ def test_a_prompt_cache_folder_that_is_a_link_to_a_device_is_named_a_link_not_a_
         "more)\n", answered.err
 
 
-def test_a_last_run_record_that_is_a_link_into_a_loop_of_links_is_named_so(home: Path) -> None:
+@pytest.mark.parametrize("target", [None, "gone.json"])
+def test_a_last_run_record_that_is_a_link_to_nothing_is_named_so(home: Path, target: str | None) -> None:
     """A last-run.json that is a link to itself was refused with the OS's words and a hint to check its folder's
-    permissions."""
+    permissions; one that is a link to a file not there was taken for no run kept."""
     record = home / "data" / "last-run.json"
     record.parent.mkdir(parents=True)
-    record.symlink_to(record)
+    record.symlink_to(record if target is None else home / target)
+    said = f"{record}, which leads into a loop of links" if target is None else f"{home}/{target}, which is not there"
     continued = run_localgen("run", "--continue", "-n", "1", "hi")
     assert continued.returncode == 1 and continued.err == f"localgen: error: cannot read {record}: it is a link to " \
-        f"{record}, which leads into a loop of links (hint: point the link at a file that is there, or remove it)\n", \
-        continued.err
+        f"{said} (hint: point the link at a file that is there, or remove it)\n", continued.err
 
 
 def test_the_listing_shows_each_conversation_s_size_model_and_first_message() -> None:
