@@ -218,12 +218,12 @@ def _kept_from_force(options: ModelOptions) -> ResolvedModel | None:
 
 def open_engine(path: Path, load_options: LoadOptions, plan: LoadPlan, shape: ModelShape,
                 note: Callable[[str], None], *, retry: bool = True,
-                factory: Callable[[Path, LoadOptions], Engine] = Engine) -> tuple[Engine, LoadPlan]:
+                factory: Callable[[Path, LoadOptions, ModelShape], Engine] = Engine) -> tuple[Engine, LoadPlan]:
     """Load the engine; when llama.cpp fails with GPU layers the planner chose (retry: out of VRAM), retry with
     fewer and say so. Layers the user asked for with --gpu-layers are not changed behind their back."""
     while True:
         try:
-            return factory(path, load_options), plan
+            return factory(path, load_options, shape), plan  # the shape read: the engine reads no header again
         except ModelLoadError as exc:
             if load_options.n_gpu_layers == 0:
                 raise

@@ -519,7 +519,7 @@ def test_failed_gpu_load_is_retried_with_fewer_layers(bundled_shape: ModelShape)
 
     tried: list[int] = []
 
-    def factory(path: Path, options: LoadOptions) -> object:
+    def factory(path: Path, options: LoadOptions, shape: ModelShape) -> object:
         tried.append(options.n_gpu_layers)
         if options.n_gpu_layers > 10:
             raise ModelLoadError("could not load")
@@ -553,7 +553,7 @@ def test_given_gpu_layers_keep_the_failures_own_hint(bundled_shape: ModelShape, 
     from localgen.params import LoadOptions
     from localgen.runner import open_engine
 
-    def factory(path: Path, options: LoadOptions) -> object:
+    def factory(path: Path, options: LoadOptions, shape: ModelShape) -> object:
         raise ModelLoadError(message, hint=hint)
 
     plan = fit.plan_fit(bundled_shape, machine(offload=True, gpus=(GpuInfo(name="GPU", total_bytes=8 * GIB,
@@ -572,7 +572,7 @@ def test_given_gpu_layers_keep_the_failures_kind_and_fields(bundled_shape: Model
     from localgen.params import LoadOptions
     from localgen.runner import open_engine
 
-    def factory(path: Path, options: LoadOptions) -> object:
+    def factory(path: Path, options: LoadOptions, shape: ModelShape) -> object:
         raise InsufficientMemoryError("m.gguf needs about 9 GiB at 4,096 ctx", "try a smaller --ctx-size",
                                       needed_bytes=9 * GIB, usable_bytes=4 * GIB, n_ctx=4096, short="needs 9 GiB")
 

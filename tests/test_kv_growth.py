@@ -132,6 +132,23 @@ def test_under_an_address_space_limit_the_whole_context_is_allocated_at_load(bun
         assert lc.llama_n_ctx(eng._ctx) == 512
 
 
+def test_a_run_s_engine_takes_the_shape_its_plan_read_and_reads_no_header_again(
+        bundled_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run reads its model's header once, to plan the load: the engine's memory checks take that shape, where the
+    engine read the header again as it loaded, which every run waited for."""
+    from localgen.estimate import read_shape
+    from localgen.runner import ModelOptions, load_model
+
+    read_again: list[Path] = []
+    monkeypatch.setattr(core, "shape_for_limits", read_again.append)
+    loaded = load_model(ModelOptions(model=str(bundled_model), ctx_size=512, threads=1))
+    try:
+        assert read_again == []
+        assert loaded.engine._shape == read_shape(bundled_model)
+    finally:
+        loaded.close()
+
+
 _FIRST_BATCH_BEYOND_LIMIT = """
 import resource, sys
 from pathlib import Path

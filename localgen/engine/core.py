@@ -22,7 +22,7 @@ from localgen.engine.sampling import build_sampler
 from localgen.engine.threads import ThreadGovernor, ahead_threads, count_matters_from, load_started
 from localgen.engine.vocab import Vocab
 from localgen.errors import ContextOverflowError, LocalgenError, ModelLoadError, UsageError
-from localgen.estimate import allocated_context
+from localgen.estimate import ModelShape, allocated_context
 from localgen.events import Event, PrefillProgress
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.signals import deferred_signals
@@ -36,14 +36,17 @@ ABORTED = 2  # llama_decode's status when the abort callback stopped it (the abo
 class Engine(Decoding):
     """One loaded model and context; streams generations and keeps the KV cache between them."""
 
-    def __init__(self, path: Path, options: LoadOptions) -> None:
+    def __init__(self, path: Path, options: LoadOptions, shape: ModelShape | None = None) -> None:
+        """Load the model at path with these options; shape is the model's where its header was read already (the
+        memory checks of its contexts and batches use it), else it is read here."""
         self.path = path
         self.options = options
         self._model: lc.llama_model_p | None = None
         self._ctx: lc.llama_context_p | None = None
         self._draft_batch: lc.llama_batch | None = None
         self._full_cells = allocated_context(options.n_ctx, flash_attn=options.flash_attention)
-        self._shape = shape_for_limits(path)  # read while memory allows: a limit may leave too little later
+        # read while memory allows: a limit may leave too little later
+        self._shape = shape if shape is not None else shape_for_limits(path)
         self._cells = first_cells(options, self._full_cells, self._shape)
         adapt = options.adapt_threads and options.n_threads > 1
         self._repacked = loading.use_cpu_extra_buffers()  # repacked weights take other kernels: other sums
