@@ -156,12 +156,13 @@ from localgen.engine import Engine
 from localgen.errors import LocalgenError
 from localgen.memory_limits import data_in_use
 from localgen.params import LoadOptions, SamplingParams
-n_ctx, n_batch, prompt_tokens, left_mib, ahead_before, ahead_after = map(int, sys.argv[2:])
-engine = Engine(Path(sys.argv[1]), LoadOptions(n_ctx=n_ctx, n_batch=n_batch, n_ubatch=n_batch, n_threads=2,
-                                               n_threads_batch=2))
+n_ctx, n_batch, prompt_tokens, ahead_before, ahead_after, threads = map(int, sys.argv[2:5] + sys.argv[6:])
+left_mib = float(sys.argv[5])
+engine = Engine(Path(sys.argv[1]), LoadOptions(n_ctx=n_ctx, n_batch=n_batch, n_ubatch=n_batch, n_threads=threads,
+                                               n_threads_batch=threads))
 if ahead_before:
     print("ahead", engine.prefill_ahead(list(range(1000, 1000 + ahead_before)), lambda: False))
-resource.setrlimit(resource.RLIMIT_DATA, (data_in_use() + left_mib * 2**20, resource.RLIM_INFINITY))
+resource.setrlimit(resource.RLIMIT_DATA, (data_in_use() + int(left_mib * 2**20), resource.RLIM_INFINITY))
 if ahead_after:
     print("ahead", engine.prefill_ahead(list(range(1000, 1000 + ahead_after)), lambda: False))
 try:
@@ -173,17 +174,17 @@ except LocalgenError as exc:
 """
 
 
-def _first_batch_under_data_limit(model: Path, n_ctx: int, n_batch: int, prompt_tokens: int, left_mib: int,
-                                  ahead_before: int = 0, ahead_after: int = 0) -> str:
+def _first_batch_under_data_limit(model: Path, n_ctx: int, n_batch: int, prompt_tokens: int, left_mib: float,
+                                  ahead_before: int = 0, ahead_after: int = 0, threads: int = 2) -> str:
     """What a first batch of prompt_tokens prints with left_mib MiB left under `ulimit -d` after its context loads,
     with the first tokens of it prefilled ahead (as a chat message is typed) before the limit (ahead_before) or
-    after it (ahead_after)."""
+    after it (ahead_after), on this many threads."""
     import subprocess
     import sys
 
     from tests.conftest import REPO_ROOT
 
-    args = [str(model), *map(str, (n_ctx, n_batch, prompt_tokens, left_mib, ahead_before, ahead_after))]
+    args = [str(model), *map(str, (n_ctx, n_batch, prompt_tokens, left_mib, ahead_before, ahead_after, threads))]
     result = subprocess.run([sys.executable, "-c", _FIRST_BATCH_BEYOND_LIMIT, *args], capture_output=True, text=True,
                             timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -200,12 +201,13 @@ def test_a_first_batch_beyond_the_memory_left_is_refused_not_aborted(bundled_mod
 
 
 def test_a_first_batch_counts_the_attention_scores_it_converts(bundled_model: Path) -> None:
-    """Without flash attention a 2,000-token batch converts its attention scores (9 heads of 2,048 cells for each
-    token, 70 MiB) for their product with V: 40 MiB left, which its feed-forward input alone fits, is refused where
-    llama.cpp aborted, and the room the check asks for is enough."""
-    stdout = _first_batch_under_data_limit(bundled_model, 4096, 2048, 2000, 40)
-    assert stdout.startswith("not enough memory is left to evaluate the prompt: its first batch takes 88.0 MiB"), stdout
-    assert _first_batch_under_data_limit(bundled_model, 4096, 2048, 2000, 89) == "answered\n"
+    """Without flash attention a 250-token batch converts its attention scores (9 heads of 256 cells for each token,
+    1.1 MiB, where its feed-forward input takes 0.75 MiB) for their product with V: 8.9 MiB left, which the
+    feed-forward input and the 8 MiB kept for what else a batch maps fit, is refused, and the room the check asks for
+    is enough. (At 2,000 tokens the scores take 70 MiB, and llama.cpp aborted the process with 40 MiB left.)"""
+    stdout = _first_batch_under_data_limit(bundled_model, 256, 256, 250, 8.9, threads=1)
+    assert stdout.startswith("not enough memory is left to evaluate the prompt: its first batch takes 9.1 MiB"), stdout
+    assert _first_batch_under_data_limit(bundled_model, 256, 256, 250, 10, threads=1) == "answered\n"
 
 
 def test_a_prefill_ahead_beyond_the_memory_left_stops_and_the_message_is_refused(bundled_model: Path) -> None:
