@@ -527,12 +527,13 @@ TINY_SPM_VOCAB = ["<unk>", "<s>", "</s>", *(f"<0x{b:02X}>" for b in range(256)),
 
 def tiny_model(dst: Path, *, n_embd: int = 64, n_head: int = 4, n_head_kv: int = 2, n_layer: int = 2,
                n_ff: int = 128, n_ctx: int = 256, architecture: str = "llama", seed: int = 0,
-               tokenizer: str = "gpt2", spm_controls: tuple[str, ...] = ()) -> Path:
+               tokenizer: str = "gpt2", spm_controls: tuple[str, ...] = (), scale: float = 0.05) -> Path:
     """Write a tiny random-weight llama model with gguf.GGUFWriter that llama.cpp can fully load and run.
 
     tokenizer="gpt2": a byte-level BPE vocabulary of 102 tokens (TINY_VOCAB); tokenizer="llama": a
     SentencePiece one of 266 tokens with all 256 byte tokens (TINY_SPM_VOCAB), and spm_controls added as control
-    tokens (a chat template's). A ChatML template, F32 norms, F16 and Q8_0 weights.
+    tokens (a chat template's). A ChatML template, F32 norms, F16 and Q8_0 weights, of a normal distribution's
+    values times scale (the larger, the more its answers hang on each token it attends to and where).
     """
     import gguf
     import numpy as np
@@ -572,12 +573,12 @@ def tiny_model(dst: Path, *, n_embd: int = 64, n_head: int = 4, n_head_kv: int =
     writer.add_chat_template(TINY_TEMPLATE)
 
     _write_tiny_weights(writer, rng, n_vocab=n_vocab, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
-                        n_layer=n_layer, n_ff=n_ff)
+                        n_layer=n_layer, n_ff=n_ff, scale=scale)
     return Path(dst)
 
 
 def _write_tiny_weights(writer, rng, *, n_vocab: int, n_embd: int, n_head: int, n_head_kv: int, n_layer: int,
-                        n_ff: int) -> None:
+                        n_ff: int, scale: float = 0.05) -> None:
     """Add a tiny llama model's random tensors to writer and write the file out."""
     import gguf
     import numpy as np
@@ -587,7 +588,7 @@ def _write_tiny_weights(writer, rng, *, n_vocab: int, n_embd: int, n_head: int, 
 
     def add(name: str, shape: tuple[int, ...], kind: str) -> None:
         """Add a random tensor; shape is numpy order (ggml's reversed)."""
-        values = (rng.standard_normal(shape) * 0.05).astype(np.float32)
+        values = (rng.standard_normal(shape) * scale).astype(np.float32)
         if kind == "f32":
             writer.add_tensor(name, values)
         elif kind == "f16":

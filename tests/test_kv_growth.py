@@ -1,5 +1,5 @@
 """The KV cache starts small and moves into the whole context when a prompt or an answer needs it (Engine), on the
-real bundled model: the cells llama.cpp holds, the tokens kept, the greedy text unchanged."""
+real bundled model or a tiny one: the cells llama.cpp holds, the tokens kept, the greedy text unchanged."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from localgen.engine import Engine, core, growth, lc
 from localgen.errors import ContextOverflowError, ModelLoadError
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from tests.conftest import chat_prompt
+from tests.gguf_builders import tiny_model
 from tests.test_engine import _collect
 from tests.test_threads import busy_machine_governs
 
@@ -28,23 +29,30 @@ def _growing_engine(path: Path, monkeypatch: pytest.MonkeyPatch, *, expected: in
                                     expected_tokens=expected, adapt_threads=adapt))
 
 
+@pytest.fixture(scope="module")
+def tiny_512(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random-weight model of a 512-token context, which reads a few hundred tokens in milliseconds ("word "
+    is 5 of its tokens), its weights large enough that its greedy text changes where a token's cell or place does."""
+    return tiny_model(tmp_path_factory.mktemp("tiny") / "tiny.gguf", n_ctx=512, scale=0.5)
+
+
 @pytest.mark.parametrize("outgrown_by", ["answer", "prompt", "prompt prefilled ahead", "a turn's prompt"])
 def test_a_kv_cache_started_small_grows_once_keeping_its_tokens_and_the_greedy_text(
-        bundled_model: Path, monkeypatch: pytest.MonkeyPatch, outgrown_by: str) -> None:
+        tiny_512: Path, monkeypatch: pytest.MonkeyPatch, outgrown_by: str) -> None:
     """Allocating a context's KV cache writes all of it: a short prompt does not wait for a long context's. The
     cache moves into the whole context when an answer or a prompt needs more, and nothing it computed changes."""
-    # the 256 cells are outgrown by a prompt of 273 tokens, or by an answer of 24 past its 8th token after one of 248
-    question = "word " * {"answer": 215, "a turn's prompt": 0}.get(outgrown_by, 240) + "Count them."
+    # the 256 cells are outgrown by a prompt of 267 tokens, or by an answer of 24 past its 9th token after one of 247
+    question = "word " * {"answer": 44, "a turn's prompt": 0}.get(outgrown_by, 48) + "Count them."
     limits = GenerationLimits(max_tokens=24 if outgrown_by == "answer" else 8)
     texts, cells = [], []
     for expected in (0, 512):
-        with _growing_engine(bundled_model, monkeypatch, expected=expected) as eng:
+        with _growing_engine(tiny_512, monkeypatch, expected=expected) as eng:
             cells.append(lc.llama_n_ctx(eng._ctx))
             prompt = chat_prompt(eng, question)
             if outgrown_by == "a turn's prompt":  # the cache holds a first turn as the second's prompt outgrows it
                 _collect(eng.generate(prompt, GREEDY, limits))
                 held = eng.kv_token_list
-                prompt = held + eng.tokenize("word " * 250, add_special=False)
+                prompt = held + eng.tokenize("word " * 50, add_special=False)
             if outgrown_by == "prompt prefilled ahead":
                 assert eng.prefill_ahead(prompt, lambda: False) == len(prompt)
             _, done, _ = _collect(eng.generate(prompt, GREEDY, limits, ignore_eog=True))
