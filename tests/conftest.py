@@ -28,6 +28,11 @@ from forked_popen import ForkedPopen, run_with
 from forked_pty import ForkedPty, ForkedSpawn
 from hub_server import hub_fixture, hubenv_fixture, loopback_hub_fixture  # noqa: F401  (the loopback Hub fixtures)
 from rewritten_modules import pytest_collection  # noqa: F401  (the test modules' bytecode: kept, made once a run)
+from worker_schedule import (  # noqa: F401  (which worker runs what, and when: the serial tests alone, last)
+    pytest_collection_modifyitems,
+    pytest_runtest_protocol,
+    pytest_xdist_auto_num_workers,
+)
 
 if TYPE_CHECKING:
     from localgen.engine import Engine
@@ -69,60 +74,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         route_native_log()  # llama.cpp's log goes where localgen sends it, as in a localgen process
 
 
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`'s workers: one per CPU this process may use, and one more, for the time the workers wait on
-    terminals, children and sockets (the CPUs were 75-83% busy with one a CPU); serial tests still run alone."""
-    return len(os.sched_getaffinity(0)) + 1 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1) + 1
-
-
 def pytest_configure(config: pytest.Config) -> None:
     """Declare the serial and first_use marks."""
     config.addinivalue_line("markers", "serial: timing-sensitive or CPU-bound: runs while no other test runs")
     config.addinivalue_line("markers", "first_use: fresh homes hold no record of the bundled model checked")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist, the serial tests come last, in their order, so the workers meet them together.
-
-    Spread among the others, each serial test waited for the test the other worker had under way, and that
-    worker then waited for it: both CPUs stood half idle at every one. Last, they run one after another while
-    the other workers are done.
-    """
-    if "PYTEST_XDIST_WORKER" in os.environ:
-        items.sort(key=lambda item: item.get_closest_marker("serial") is not None)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """Under pytest-xdist, a test marked serial runs alone (its set-up and tear-down too), the others side by side.
-
-    Every test holds a lock file shared by the workers, a serial one exclusively: a test that times keys against an
-    answer or a signal against a prompt, or one that keeps the CPUs busy with llama.cpp's threads (which spin while
-    they wait for each other, so a busy CPU stalls them all), gets the machine to itself. A gate taken first, and
-    held by a serial test until it has the lock, keeps new tests from starting meanwhile (Linux grants a shared lock
-    while an exclusive one waits, so with many workers a serial test could wait until nearly the end).
-    """
-    folder = _workers_folder(item.config)
-    if folder is None:
-        yield
-        return
-    with (folder / "gate.lock").open("a") as gate, (folder / "one-at-a-time.lock").open("a") as lock:
-        fcntl.flock(gate, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX if item.get_closest_marker("serial") else fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(gate, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def _workers_folder(config: pytest.Config) -> Path | None:
-    """The folder the workers of this pytest-xdist run share (the run's temporary folder); None without xdist."""
-    if "PYTEST_XDIST_WORKER" not in os.environ:
-        return None
-    return config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]
 
 
 def bundled_model_file() -> Path:

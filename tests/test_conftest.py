@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import marshal
 import os
+import shlex
 import subprocess
 import sys
 import warnings
@@ -14,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 import tests.rewritten_modules as rewritten_modules
+from localgen.registry_toml import tomllib
 from tests.conftest import REPO_ROOT
 from tests.rewritten_modules import rewrite_share
 
@@ -256,3 +258,69 @@ def test_a_fresh_home_holds_the_bundled_model_checked_as_localgen_records_it(tmp
 def test_a_fresh_home_of_a_first_use_test_holds_no_record_of_the_bundled_model(tmp_path: Path) -> None:
     assert _bundled_verified(tmp_path / "home") == [None]
     assert not (tmp_path / "home" / "cache" / "verified").exists()
+
+
+SCHEDULED_CONFTEST = """
+import json, os, time
+import pytest
+from worker_schedule import pytest_collection_modifyitems, pytest_runtest_protocol, pytest_xdist_auto_num_workers
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "serial: runs alone")
+
+@pytest.fixture(autouse=True)
+def timed(request):
+    start = time.monotonic()
+    yield
+    with open("times.jsonl", "a") as out:
+        serial = request.node.get_closest_marker("serial") is not None
+        out.write(json.dumps([request.node.name, serial, start, time.monotonic()]) + "\\n")
+"""
+SHARED_MODULE = """
+import os, time
+import pytest
+
+@pytest.fixture(scope="module")
+def made():
+    with open("made.txt", "a") as out:
+        out.write(f"{os.getpid()}\\n")
+
+@pytest.mark.parametrize("n", range(12))
+def test_shared(made, n):
+    time.sleep(0.05)
+"""
+FREE_MODULE = """
+import time
+import pytest
+
+@pytest.mark.parametrize("n", range(12))
+def test_free(n):
+    time.sleep(0.05)
+
+@pytest.mark.serial
+@pytest.mark.parametrize("n", range(2))
+def test_alone(n):
+    time.sleep(0.2)
+"""
+
+
+def test_the_suite_s_workers_make_a_module_s_fixture_once_and_run_a_serial_test_alone(tmp_path: Path) -> None:
+    """Under the suite's own options (pyproject's addopts), the tests that share a module-scoped fixture run on one
+    worker, which makes it once, and no test runs while a serial one does."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "conftest.py").write_text(SCHEDULED_CONFTEST)
+    (tmp_path / "test_shared.py").write_text(SHARED_MODULE)
+    (tmp_path / "test_free.py").write_text(FREE_MODULE)
+    options = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
+    done = subprocess.run([sys.executable, "-m", "pytest", *shlex.split(options), "-p", "no:cacheprovider",
+                           "--basetemp", str(tmp_path / "base"), "test_shared.py", "test_free.py"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120,
+                          env={**env, "PYTHONPATH": str(REPO_ROOT / "tests")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len((tmp_path / "made.txt").read_text().split()) == 1
+    times = [json.loads(line) for line in (tmp_path / "times.jsonl").read_text().splitlines()]
+    assert len(times) == 26
+    for name, _serial, start, end in (test for test in times if test[1]):
+        assert not [other for other, _, other_start, other_end in times
+                    if other != name and other_start < end and start < other_end], name
