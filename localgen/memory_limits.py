@@ -7,7 +7,7 @@ import resource
 from dataclasses import dataclass
 from pathlib import Path
 
-from localgen.units import binary_size
+from localgen.units import binary_size, binary_size_up
 
 # `ulimit -d`, which Linux holds private writable mappings to (llama.cpp's buffers, thread stacks), and `ulimit -v`,
 # which holds every mapping (the model's mapped file too); each with Linux's count of what it holds
@@ -24,6 +24,14 @@ class MemoryRoom:
     name: str  # as a shell sets it: ulimit -d
     limit: int
     free: int
+
+    def needs(self, needed: int) -> str:
+        """An amount needed that this room falls short of, rounded up so that it never reads as what leaves() says."""
+        return binary_size_up(needed, above=max(self.free, 0))
+
+    def leaves(self) -> str:
+        """The limit and what it leaves, as messages say it: `ulimit -d` of 400.0 MiB leaves 39.4 MiB."""
+        return f"`{self.name}` of {binary_size(self.limit)} leaves {binary_size(max(self.free, 0))}"
 
 
 def data_limit() -> int | None:

@@ -26,10 +26,13 @@ def parse_size(text: str, *, name: str, hint: str = "use bytes or a size such as
     return int(float(match[1]) * (1000 if decimal else 1024) ** _UNIT_POWERS[match[2].lower()])
 
 
+BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+
+
 def binary_size(n: int) -> str:
     """A size in binary units, as llama.cpp prints them: 93.8 MiB, 1.5 GiB (the one form of sizes in output)."""
     value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+    for unit in BINARY_UNITS:
         if abs(round(value, 1)) < 1024 or unit == "EiB":  # 1,048,575 bytes is 1.0 MiB, not 1024.0 KiB
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
@@ -44,6 +47,20 @@ def milliseconds(seconds: float, spread: float | None = None) -> str:
 def token_rate(per_s: float, spread: float | None = None) -> str:
     """A speed as the figures (run --stats, bench) show it: '1,234.5 tok/s'; with spread, '1,234.5 ± 6.7 tok/s'."""
     return f"{per_s:,.1f}{'' if spread is None else f' ± {spread:,.1f}'} tok/s"
+
+
+def binary_size_up(n: int, above: int | None = None) -> str:
+    """binary_size rounded up at its last digit, for an amount needed; with above, a size that falls short of it, a
+    figure larger than binary_size shows for that one (which rounds to the nearest)."""
+    text = binary_size(n)
+    value, unit = text.split()
+    if unit == "B":
+        return text
+    scale = 1024 ** BINARY_UNITS.index(unit)
+    tenths = round(float(value) * 10)
+    if tenths * scale < n * 10 or (above is not None and text == binary_size(above)):
+        tenths += 1
+    return f"{tenths / 10:.1f} {unit}"
 
 
 def counted(count: int, noun: str, plural: str | None = None) -> str:
