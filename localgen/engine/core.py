@@ -12,7 +12,13 @@ from localgen.engine.abort import StopBetweenNodes, node_stopper
 from localgen.engine.chunks import AHEAD_CHUNK, chunk_bounds
 from localgen.engine.decoding import Decoding
 from localgen.engine.facts import read_facts
-from localgen.engine.growth import batch_beyond_memory_limit, first_cells, shape_for_limits
+from localgen.engine.growth import (
+    batch_beyond_memory_limit,
+    first_cells,
+    largest_batch_bytes,
+    physical_batches,
+    shape_for_limits,
+)
 from localgen.engine.kv import KvCache
 from localgen.engine.loading import load_weights, new_context, new_draft_batch
 from localgen.engine.native import lc, library_build
@@ -67,7 +73,7 @@ class Engine(Decoding):
             self._one_token = (lc.llama_token * 1)()
             self._one_batch = lc.llama_batch_get_one(self._one_token, 1)
             self._stop_requested = False
-            self._batch_cells_run = 0  # the most cells a full-size batch in this context saw: its work buffer's
+            self._batch_bytes_run = 0  # what the largest prompt batch run in this context mapped (growth.batch_bytes)
             self._last_use: object | None = None  # the generation that used the engine last (see generate())
             self._ahead_from: int | None = None  # where the prompt computed by prefill_ahead() begins
             exact_from = count_matters_from(options.flash_attention, options.kv_type)
@@ -105,7 +111,7 @@ class Engine(Decoding):
                 elif self._governor is not None:  # a new context has the load's count
                     self._governor.reapply()
             self._cells = self._full_cells
-            self._batch_cells_run = 0  # the new context's work buffer is mapped afresh
+            self._batch_bytes_run = 0  # the new context's work buffer is mapped afresh
             moved = self._kv.move_to(self._ctx, state)
         log.debug("the KV cache grew to %d cells for %d tokens", self._cells, tokens)
         if not moved:
@@ -308,17 +314,19 @@ class Engine(Decoding):
             return len(prompt)
         common = self._kv.reuse(prompt, self.n_ubatch, self.n_batch, most=AHEAD_CHUNK)
         self._ahead_from = common if self._ahead_from is None else min(self._ahead_from, common)
-        refused = self._batch_refusal(len(prompt)) is not None  # the message's own prefill says so as it is sent
+        chunks = list(chunk_bounds(common, len(prompt), self.n_ubatch, self.n_batch, most=AHEAD_CHUNK))
+        refused = self._batch_refusal(chunks) is not None  # the message's own prefill says so as it is sent
         try:
             with node_stopper(self._ctx, should_stop) as stopper:
-                for begin, end in chunk_bounds(common, len(prompt), self.n_ubatch, self.n_batch, most=AHEAD_CHUNK):
+                for begin, end in chunks:
                     if refused or should_stop():
                         break
                     self._before_chunk(begin, end)
                     lc.llama_set_n_threads(self._ctx, lc.llama_n_threads(self._ctx),
                                            ahead_threads(self._batch_threads(self.decode_threads)))
                     status = self._kv.evaluate(prompt[begin:end])
-                    self._note_batches_run(begin, end)
+                    if status == 0:
+                        self._note_batches_run(begin, end)
                     stopper.raise_caught()
                     if status != 0:
                         if status != ABORTED:
@@ -351,7 +359,7 @@ class Engine(Decoding):
         chunks = list(chunk_bounds(start, total, self.n_ubatch, self.n_batch))
         computing = 0.0
         if chunks:
-            refusal = self._batch_refusal(total)
+            refusal = self._batch_refusal(chunks)
             if refusal is not None:
                 raise refusal
         if len(chunks) > 1:
@@ -364,7 +372,8 @@ class Engine(Decoding):
             with StopBetweenNodes(self._ctx, lambda: self._stop_requested) as stopper:
                 status = self._kv.evaluate(prompt[begin:end])
             lc.llama_synchronize(self._ctx)
-            self._note_batches_run(begin, end)
+            if status == 0:
+                self._note_batches_run(begin, end)
             computing += time.perf_counter() - began
             stopper.raise_caught()
             if status == ABORTED and self._stop_requested:
@@ -375,17 +384,18 @@ class Engine(Decoding):
             yield PrefillProgress(done=end - start, total=total - start, until=following - start)
         return computing
 
-    def _batch_refusal(self, cells: int) -> LocalgenError | None:
-        """The refusal of a prompt's batches, up to one that sees cells KV cells, past a memory limit, where llama.cpp
-        would abort the process (batch_beyond_memory_limit); None where they may run."""
-        return batch_beyond_memory_limit(self.options, self._shape, cells, self._batch_cells_run)
+    def _batch_refusal(self, chunks: Sequence[tuple[int, int]]) -> LocalgenError | None:
+        """The refusal of a prompt's chunks (each from begin to end) past a memory limit, where llama.cpp would abort
+        the process on one of their batches (batch_beyond_memory_limit); None where they may run."""
+        batches = list(physical_batches(chunks, self.n_ubatch))
+        return batch_beyond_memory_limit(self.options, self._shape, batches, self._batch_bytes_run)
 
     def _note_batches_run(self, begin: int, end: int) -> None:
-        """Count the full-size batches of a chunk evaluated from begin to end (llama.cpp splits it into n_ubatch
-        tokens from its start): their threads and work buffer, up to the last one's, are mapped."""
-        last_full = end - (end - begin) % min(self.n_ubatch, self.n_batch)
-        if last_full > begin:
-            self._batch_cells_run = max(self._batch_cells_run, last_full)
+        """Count the batches of a chunk evaluated from begin to end (llama.cpp splits it into n_ubatch tokens from its
+        start): the largest one's threads and work buffer are mapped."""
+        if self._shape is not None:
+            ran = largest_batch_bytes(self.options, self._shape, physical_batches([(begin, end)], self.n_ubatch))
+            self._batch_bytes_run = max(self._batch_bytes_run, ran)
 
     def _before_chunk(self, begin: int, end: int) -> None:
         """Tell the thread governor of a prompt chunk whose last physical batch is one token (llama.cpp cuts a

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import resource
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from localgen.errors import LocalgenError, ModelLoadError
@@ -17,7 +18,6 @@ from localgen.memory_limits import (
     thread_stacks_bytes,
 )
 from localgen.params import LoadOptions
-from localgen.units import binary_size
 
 FIRST_TOKENS = 2048  # a KV cache starts this large unless more is expected; it takes the whole context when needed
 DATA_MARGIN_BYTES = 128 * 1024 * 1024  # what else a chat may map under `ulimit -d` beside the context it planned
@@ -90,52 +90,64 @@ def context_beyond_memory_limit(options: LoadOptions, path: Path, cells: int,
     n_ubatch = min(options.n_ubatch, options.n_batch)
     context = estimate_memory(shape, n_ctx=cells, kv_type=options.kv_type, n_ubatch=n_ubatch,
                               flash_attn=options.flash_attention)
-    needed = context.context_bytes + batch_bytes(options, shape, n_ubatch) + FIRST_BATCH_MARGIN_BYTES
+    needed = context.context_bytes + batch_bytes(options, shape, n_ubatch, n_ubatch) + FIRST_BATCH_MARGIN_BYTES
     if needed <= room.free:
         return None
     return ModelLoadError(f"could not create a context of {options.n_ctx} tokens for {path.name}: its KV cache and "
-                          f"compute buffers take {binary_size(needed)} or more, and `{room.name}` of "
-                          f"{binary_size(room.limit)} leaves {binary_size(max(room.free, 0))}",
+                          f"compute buffers take {room.needs(needed)} or more, and {room.leaves()}",
                           hint=smaller_context_hint(options, room.name))
 
 
-def batch_bytes(options: LoadOptions, shape: ModelShape, cells: int) -> int:
-    """What a context's batch of n_ubatch tokens that sees cells KV cells maps beyond its KV cache and compute
-    buffers: the stacks of the threads that compute it, and ggml-cpu's work buffer, where the activations are
-    converted to the weights' type for their products (2 bytes an element, of the widest input for n_ubatch tokens:
-    the feed-forward's, or without flash attention the attention scores', n_head rows as long as the cells the batch
-    sees (a multiple of 256), for the product with V). ggml-cpu frees the work buffer before it maps a larger one."""
+def batch_bytes(options: LoadOptions, shape: ModelShape, tokens: int, cells: int) -> int:
+    """What a context's batch of tokens that sees cells KV cells maps beyond its KV cache and compute buffers: the
+    stacks of the threads that compute it, and ggml-cpu's work buffer, where the activations are converted to the
+    weights' type for their products (2 bytes an element, of the widest input for its tokens: the feed-forward's, or
+    without flash attention the attention scores', n_head rows as long as the cells the batch sees (a multiple of
+    256), for the product with V). ggml-cpu frees the work buffer before it maps a larger one."""
     threads = max(options.n_threads, options.n_threads_batch)
-    n_ubatch = min(options.n_ubatch, options.n_batch)
     widest = max(shape.n_ff, shape.n_embd)
     if not options.flash_attention:
         widest = max(widest, shape.n_head * min(padded_context(options.n_ctx), padded_context(cells)))
-    work = 2 * widest * n_ubatch + CACHE_LINE_BYTES * threads
+    work = 2 * widest * tokens + CACHE_LINE_BYTES * threads
     return thread_stacks_bytes(threads) + work
 
 
-def batch_beyond_memory_limit(options: LoadOptions, shape: ModelShape | None, cells: int,
-                              cells_run: int) -> LocalgenError | None:
-    """The refusal of a prompt's batches to a model of this shape (on the CPU) where `ulimit -d` or `ulimit -v`
-    leaves less than the last maps (batch_bytes, for the cells the prompt ends at), beyond what a batch run before,
-    which saw cells_run cells (0: none ran), has mapped: llama.cpp aborts the process where its work buffer cannot be
-    allocated (a bad_alloc); without flash attention it grows with the cells a batch sees, and memory taken since the
-    context was made (a prompt read, a prompt cache restored) may leave less than its check saw. None where it may
-    fit, or where no limit is set or it cannot be told."""
+def physical_batches(chunks: Iterable[tuple[int, int]], n_ubatch: int) -> Iterator[tuple[int, int]]:
+    """The batches llama.cpp computes for prompt chunks from begin to end: n_ubatch tokens from each chunk's start,
+    the last one what is left."""
+    for begin, end in chunks:
+        yield from ((start, min(start + n_ubatch, end)) for start in range(begin, end, n_ubatch))
+
+
+def largest_batch_bytes(options: LoadOptions, shape: ModelShape, batches: Iterable[tuple[int, int]]) -> int:
+    """What the largest of these batches (each from begin to end, seeing the cells up to end) maps (batch_bytes);
+    0 where there are none."""
+    return max((batch_bytes(options, shape, end - begin, end) for begin, end in batches), default=0)
+
+
+def batch_beyond_memory_limit(options: LoadOptions, shape: ModelShape | None, batches: Sequence[tuple[int, int]],
+                              mapped: int) -> LocalgenError | None:
+    """The refusal of a prompt's batches (each from begin to end, seeing the cells up to end) to a model of this shape
+    (on the CPU) where `ulimit -d` or `ulimit -v` leaves less than the largest maps (batch_bytes) beyond what the
+    batches run before in this context have mapped (0: none ran): llama.cpp aborts the process where its work buffer
+    cannot be allocated (a bad_alloc); without flash attention it grows with the cells a batch sees, and memory taken
+    since the context was made (a prompt read, a prompt cache restored) may leave less than its check saw. None where
+    they may fit, or where no limit is set or it cannot be told."""
     limited = _limited_cpu_context(options, shape)
-    if limited is None:
+    if limited is None or not batches:
         return None
     room, shape = limited
-    mapped = batch_bytes(options, shape, cells_run) if cells_run else 0
-    grows = batch_bytes(options, shape, cells) - mapped
+    sizes = [batch_bytes(options, shape, end - begin, end) for begin, end in batches]
+    largest = max(sizes)
+    grows = largest - mapped
     needed = grows + NEAR_THE_LIMIT_BYTES  # what else the batch maps (its threads' heaps)
     if grows <= 0 or needed <= room.free:
         return None
-    which = "first" if not cells_run and cells <= min(options.n_ubatch, options.n_batch) else "last"
-    beyond = " beyond what the batches before it mapped" if cells_run else ""
+    at = sizes.index(largest)
+    which = "first" if at == 0 else "last" if at == len(sizes) - 1 else "largest"
+    beyond = " beyond what the batches before it mapped" if mapped else ""
     return LocalgenError(f"not enough memory is left to evaluate the prompt: its {which} batch takes "
-                         f"{binary_size(needed)} or more{beyond}, and `{room.name}` of {binary_size(room.limit)} "
-                         f"leaves {binary_size(max(room.free, 0))}",
+                         f"{room.needs(needed)} or more{beyond}, and {room.leaves()}",
                          hint=f"try a smaller --batch-size or --ubatch-size, fewer --threads/--threads-batch, or "
                               f"raise `{room.name}`")
 

@@ -1,0 +1,142 @@
+"""A chat's later turns under a memory limit (`ulimit -d`) on the real bundled model: their batches are checked as
+large as they are, beside the largest batch that ran in the context, and one stopped part way counts for none."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from localgen.memory_limits import MemoryRoom
+from localgen.units import binary_size_up
+from tests.conftest import REPO_ROOT
+
+_SHORT_TURNS = """
+import resource, sys
+from pathlib import Path
+from localgen.engine import Engine
+from localgen.errors import LocalgenError
+from localgen.memory_limits import data_in_use
+from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+for flash in ("off", "on"):
+    options = LoadOptions(n_ctx=512, n_batch=512, n_ubatch=512, n_threads=1, n_threads_batch=1, flash_attn=flash)
+    with Engine(Path(sys.argv[1]), options) as engine:
+        for tokens in (100, 200, 300, 350):
+            if tokens == 350:
+                resource.setrlimit(resource.RLIMIT_DATA, (data_in_use() + 9 * 2**20, resource.RLIM_INFINITY))
+            try:
+                *_, done = engine.generate(list(range(1000, 1000 + tokens)), SamplingParams(temperature=0.0),
+                                           GenerationLimits(max_tokens=1))
+                print(flash, tokens, "answered", flush=True)
+            except LocalgenError as exc:
+                print(flash, tokens, exc.message, flush=True)
+        resource.setrlimit(resource.RLIMIT_DATA, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+"""
+
+
+def _run(script: str, *args: str) -> list[str]:
+    """The lines a script run in its own process prints (a memory limit set there holds it alone)."""
+    result = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120,
+                            cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout.splitlines()
+
+
+def test_short_turns_under_a_limit_are_checked_as_large_as_they_are(bundled_model: Path) -> None:
+    """Turns shorter than --ubatch-size (100 tokens each) ran batches no check counted, so a 50-token turn under a
+    limit leaving 9 MiB was checked as a fresh batch of 512 tokens seeing the whole context (12.5 MiB without flash
+    attention, 9.5 MiB with it) and refused, where it maps nothing more than the turns before it: it is answered."""
+    lines = _run(_SHORT_TURNS, str(bundled_model))
+    assert lines == [f"{flash} {tokens} answered" for flash in ("off", "on") for tokens in (100, 200, 300, 350)], lines
+
+
+_STOPPED_PART_WAY = """
+import itertools, resource, sys
+from pathlib import Path
+from localgen.engine import Engine, core
+from localgen.errors import LocalgenError
+from localgen.memory_limits import data_in_use
+from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+polls = itertools.count()
+stop_after = [10**9]
+class CountedStop(core.StopBetweenNodes):
+    def __init__(self, ctx, should_stop):
+        def stop():
+            if next(polls) >= stop_after[0]:
+                engine.request_stop()  # as Ctrl-C asks
+            return should_stop()
+        super().__init__(ctx, stop)
+core.StopBetweenNodes = CountedStop
+options = LoadOptions(n_ctx=1024, n_batch=512, n_ubatch=128, n_threads=1, n_threads_batch=1, flash_attn="off")
+prompt = list(range(1000, 1512))
+with Engine(Path(sys.argv[1]), options) as engine:
+    *_, done = engine.generate(prompt[:128], SamplingParams(temperature=0.0), GenerationLimits(max_tokens=1))
+    one_batch = next(polls)  # the graph nodes of one batch, each polled once
+    engine.reset()
+    stop_after[0] = next(polls) + one_batch + one_batch // 2  # part way through the chunk's second batch
+    *_, done = engine.generate(prompt, SamplingParams(temperature=0.0), GenerationLimits(max_tokens=1))
+    print(done.finish_reason, engine.kv_tokens, flush=True)
+    stop_after[0] = 10**9
+    resource.setrlimit(resource.RLIMIT_DATA, (data_in_use() + 4 * 2**20, resource.RLIM_INFINITY))
+    try:
+        *_, done = engine.generate(prompt, SamplingParams(temperature=0.0), GenerationLimits(max_tokens=1))
+        print("answered", flush=True)
+    except LocalgenError as exc:
+        print(exc.message, flush=True)
+"""
+
+
+def test_a_chunk_stopped_part_way_counts_none_of_its_batches_as_run(bundled_model: Path) -> None:
+    """A 512-token chunk of four batches stopped in its second (as Ctrl-C stops it) was counted as run to its end, so
+    the prompt sent again under a limit leaving 4 MiB went unchecked, its later batches (seeing 512 cells) mapping
+    more than any that ran: they are refused before they run."""
+    stopped, again = _run(_STOPPED_PART_WAY, str(bundled_model))
+    assert stopped == "interrupted 128", stopped
+    assert again.startswith("not enough memory is left to evaluate the prompt: its largest batch takes "), again
+
+
+def test_an_amount_needed_never_reads_as_the_room_short_of_it() -> None:
+    """34.0 MiB and one byte needed where 34.0 MiB is left read '34.0 MiB' both: the amount needed is rounded up, and
+    where what is left rounds up to the same figure, it reads one step more."""
+    mib = 2**20
+    assert binary_size_up(34 * mib + 1) == "34.1 MiB"
+    assert binary_size_up(34 * mib) == "34.0 MiB"
+    room = MemoryRoom("ulimit -d", 400 * mib, int(33.97 * mib))
+    assert room.needs(int(33.98 * mib)) == "34.1 MiB"
+    assert room.leaves() == "`ulimit -d` of 400.0 MiB leaves 34.0 MiB"
+
+
+_LATER_BATCHES = """
+import resource, sys
+from pathlib import Path
+from localgen.engine import Engine
+from localgen.errors import LocalgenError
+from localgen.memory_limits import data_in_use
+from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+options = LoadOptions(n_ctx=1024, n_batch=256, n_ubatch=256, n_threads=1, n_threads_batch=1, flash_attn="off")
+with Engine(Path(sys.argv[1]), options) as engine:
+    for tokens, left_mib in ((512, 10), (256, None), (512, 4), (512, 12)):
+        limit = resource.RLIM_INFINITY if left_mib is None else data_in_use() + left_mib * 2**20
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, resource.RLIM_INFINITY))
+        try:
+            *_, done = engine.generate(list(range(1000, 1000 + tokens)), SamplingParams(temperature=0.0),
+                                       GenerationLimits(max_tokens=1))
+            print(tokens, left_mib, "answered", flush=True)
+        except LocalgenError as exc:
+            print(tokens, left_mib, exc.message, flush=True)
+"""
+
+
+def test_a_prompt_s_later_batches_that_see_more_cells_are_checked_before_the_first(bundled_model: Path) -> None:
+    """Without flash attention a batch's work buffer grows with the cells it sees: a 512-token prompt's second batch
+    of 256 (2.25 MiB, seeing 512 cells) maps twice its first's. A limit leaving 10 MiB, which the first fits with
+    the 8 MiB kept for what else a batch maps, is refused before the first runs; a turn taking a context that holds
+    256 tokens on to 512 under 4 MiB is refused for what its batch maps beyond the one that ran; with room enough
+    (12 MiB) the prompt is answered."""
+    whole, first_turn, next_turn, roomy = _run(_LATER_BATCHES, str(bundled_model))
+    assert whole.startswith("512 10 not enough memory is left to evaluate the prompt: its last batch takes 10.3 MiB "
+                            "or more, and `ulimit -d` of "), whole
+    assert whole.endswith(" leaves 10.0 MiB"), whole
+    assert first_turn == "256 None answered" and roomy == "512 12 answered", (first_turn, roomy)
+    assert next_turn.startswith("512 4 not enough memory is left to evaluate the prompt: its first batch takes 9.2 "
+                                "MiB or more beyond what the batches before it mapped, and `ulimit -d` of "), next_turn
