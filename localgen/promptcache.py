@@ -29,13 +29,8 @@ from localgen.promptcache_format import (
 )
 from localgen.promptcache_partial import WRITING_TEMP_S, PartialWrite, remove_file, sweep_partial_writes, write_entry
 from localgen.promptcache_prefixes import redundant_prefixes
-from localgen.promptcache_unsaved import (
-    listable,
-    room_to_restore,
-    say_unrestored,
-    warn_if_unlisted,
-    warn_if_unwritable,
-)
+from localgen.promptcache_room import read_state
+from localgen.promptcache_unsaved import listable, warn_if_unlisted, warn_if_unwritable
 from localgen.storage import check_folder, unwritable_hint
 from localgen.tokens import common_prefix, tokens_array
 from localgen.units import binary_size, counted
@@ -169,11 +164,10 @@ class PromptCache:
             with open_entry(path) as handle:
                 status = os.fstat(handle.fileno())
                 header = read_header(handle, status.st_size)
-                if not room_to_restore(header.state_size):
+                state = read_state(handle, header.state_size)
+                if state is None:  # no room for it (said)
                     return None
-                state = bytearray(header.state_size)
-                if handle.readinto(state) != header.state_size or \
-                        entry_digest(header.tokens.tobytes(), state) != header.digest:
+                if entry_digest(header.tokens.tobytes(), state) != header.digest:
                     raise DamagedEntryError("checksum mismatch")
                 if header.identity != found.identity or header.tokens != found.tokens:
                     log.debug("prompt cache entry %s was replaced as it was read; not restored", path.name)
@@ -181,9 +175,6 @@ class PromptCache:
                     return None
                 with contextlib.suppress(OSError):
                     os.utime(handle.fileno() if os.utime in os.supports_fd else path)  # mark as recently used
-        except MemoryError:  # more was mapped than /proc told of: the prompt is read as if none were cached
-            say_unrestored(found.state_size)
-            return None
         except DamagedEntryError as exc:
             log.debug("prompt cache entry %s is corrupt (%s); deleting it", path.name, exc)
             remove_found(path, status)

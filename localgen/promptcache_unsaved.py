@@ -1,6 +1,6 @@
 """The prompt cache's warnings that it cannot be saved (its folder's permissions, a read-only mount) or listed (its
 permissions, a file or a broken link in its place), held until the answer is out: said amid it, they would break the
-answer's text; and its note that a cached prompt does not fit in memory, said before the prompt is read without it."""
+answer's text."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ import os
 from pathlib import Path
 
 from localgen.errors import UNWRITABLE_ERRNOS, os_reason
-from localgen.memory_limits import MemoryRoom, limit_short_of, memory_limit_words
-from localgen.units import binary_size
 
 _UNSAID: list[str] = []  # the warnings held until the answer is out
 
@@ -80,25 +78,3 @@ def unsaid_warnings() -> list[str]:
     held = list(_UNSAID)
     _UNSAID.clear()
     return held
-
-
-def room_to_restore(size: int) -> bool:
-    """Whether the memory limits set (`ulimit -d`, `-v`) leave room for a cached prompt's state of size bytes; where
-    they do not, the note that it is read without it is said (say_unrestored)."""
-    short = limit_short_of(size)
-    if short is not None:
-        say_unrestored(size, short)
-    return short is None
-
-
-def say_unrestored(size: int, room: MemoryRoom | None = None) -> None:
-    """Say on stderr that a cached prompt's state of size bytes did not fit in memory (room: the limit that leaves too
-    little, where it is known), so the prompt is read as if none were cached: the answer is the same, only slower."""
-    from localgen import console
-
-    if room is not None:
-        under = f"`{room.name}` of {binary_size(room.limit)} leaves {binary_size(max(room.free, 0))}"
-    else:
-        under = memory_limit_words() or "the memory left"
-    console.say(f"localgen: the cached prompt ({binary_size(size)}) did not fit in memory ({under}): reading the "
-                "prompt without it")

@@ -3,6 +3,7 @@ large as they are, beside the largest batch that ran in the context, and one sto
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -140,3 +141,40 @@ def test_a_prompt_s_later_batches_that_see_more_cells_are_checked_before_the_fir
     assert first_turn == "256 None answered" and roomy == "512 12 answered", (first_turn, roomy)
     assert next_turn.startswith("512 4 not enough memory is left to evaluate the prompt: its first batch takes 9.2 "
                                 "MiB or more beyond what the batches before it mapped, and `ulimit -d` of "), next_turn
+
+
+_CACHED_PROMPT = """
+import resource, sys
+from pathlib import Path
+from localgen.engine import Engine
+from localgen.memory_limits import data_in_use
+from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+from localgen.promptcache import PromptCache
+cache = PromptCache(Path(sys.argv[2]), "model", max_bytes=1 << 30, min_new_tokens=64)
+prompt = list(range(1000, 1130))
+options = LoadOptions(n_ctx=256, n_batch=128, n_ubatch=128, n_threads=1, n_threads_batch=1)
+with Engine(Path(sys.argv[1]), options) as engine:
+    for left_mib in (None, 10, 32):
+        if left_mib is not None:
+            resource.setrlimit(resource.RLIMIT_DATA, (data_in_use() + left_mib * 2**20, resource.RLIM_INFINITY))
+        engine.reset()
+        *_, done = engine.generate(prompt, SamplingParams(temperature=0.0), GenerationLimits(max_tokens=16),
+                                   prefix_cache=cache)
+        print(left_mib, repr(done.text), done.restored_tokens, flush=True)
+"""
+
+
+def test_a_cached_prompt_the_memory_left_cannot_hold_says_what_it_needs_in_all(bundled_model: Path,
+                                                                              tmp_path: Path) -> None:
+    """A cached prompt's state (2.9 MiB) under a limit leaving 10 MiB, short of it and the 8 MiB kept for what else a
+    run maps, was said not to fit in figures that seemed to: what it needs in all is said, and the prompt read
+    without it gives the same 16-token greedy answer as with the cache and without it."""
+    result = subprocess.run([sys.executable, "-c", _CACHED_PROMPT, str(bundled_model), str(tmp_path)],
+                            capture_output=True, text=True, timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr[-2000:]
+    cold, short, roomy = (line.split(" ", 1)[1].rsplit(" ", 1) for line in result.stdout.splitlines())
+    assert cold[1] == short[1] == "0" and int(roomy[1]) > 100, result.stdout
+    assert cold[0] == short[0] == roomy[0] and len(cold[0]) > 20, result.stdout
+    assert re.fullmatch(r"localgen: the cached prompt's state \(2\.9 MiB\) needs 10\.9 MiB with what else a run maps, "
+                        r"and `ulimit -d` of [\d.]+ MiB leaves (9|10)\.\d MiB: reading the prompt without it\n",
+                        result.stderr), result.stderr
