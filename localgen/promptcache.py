@@ -29,7 +29,7 @@ from localgen.promptcache_format import (
 )
 from localgen.promptcache_partial import WRITING_TEMP_S, PartialWrite, remove_file, sweep_partial_writes, write_entry
 from localgen.promptcache_prefixes import redundant_prefixes
-from localgen.promptcache_room import read_state
+from localgen.promptcache_room import read_state, room_for_state
 from localgen.promptcache_unsaved import listable, warn_if_unlisted, warn_if_unwritable
 from localgen.storage import check_folder, unwritable_hint
 from localgen.tokens import common_prefix, tokens_array
@@ -137,22 +137,21 @@ class PromptCache:
 
     def find(self, prompt: Sequence[int], *, better_than: int = 0, most: int | None = None) -> SavedPrefix | None:
         """The entry sharing the longest prefix with prompt, if that beats better_than by enough to pay off; with
-        most, among the entries of at most that many tokens (a larger context's cannot be loaded into this one).
+        most, among the entries of at most that many tokens (a larger context's cannot be loaded into this one). One
+        whose state a memory limit leaves no room for gives way to the next longest that fits.
 
         The size bound holds for reading too: a bound lowered since the entries were saved evicts them first.
         """
         evict(self.directory, self.max_bytes)
         wanted = tokens_array(prompt)
-        best: tuple[int, Path, EntryHeader] | None = None
-        for path, header in self._headers():
-            if most is not None and len(header.tokens) > most:
-                continue
-            shared = common_prefix(header.tokens, wanted)
-            if best is None or shared > best[0]:
-                best = (shared, path, header)
-        if best is None or best[0] < better_than + self.min_gain_tokens:
+        found = [(common_prefix(header.tokens, wanted), path, header) for path, header in self._headers()
+                 if most is None or len(header.tokens) <= most]
+        worth = sorted((entry for entry in found if entry[0] >= better_than + self.min_gain_tokens),
+                       key=lambda entry: entry[0], reverse=True)
+        if not worth:
             return None
-        return self._load(best[1], best[2])
+        _shared, path, header = next((entry for entry in worth if room_for_state(entry[2].state_size)), worth[0])
+        return self._load(path, header)  # the longest, where none fits: it says so
 
     def _load(self, path: Path, found: EntryHeader) -> SavedPrefix | None:
         """Read and verify the entry whose header was found; None (and a debug log) when it is damaged, deleted then,

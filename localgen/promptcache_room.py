@@ -10,6 +10,12 @@ from localgen.promptcache_format import DamagedEntryError
 from localgen.units import binary_size
 
 
+def room_for_state(size: int) -> bool:
+    """Whether the memory limits set leave room for a cached prompt's state of size bytes and NEAR_THE_LIMIT_BYTES
+    besides (True where none is set, or /proc does not tell)."""
+    return limit_short_of(size) is None
+
+
 def read_state(handle: BinaryIO, size: int) -> bytearray | None:
     """The cached prompt's state of size bytes read from handle; None where the memory limits set leave no room for it
     and NEAR_THE_LIMIT_BYTES besides, or its allocation fails (said: say_unrestored); DamagedEntryError where the file

@@ -178,3 +178,37 @@ def test_a_cached_prompt_the_memory_left_cannot_hold_says_what_it_needs_in_all(b
     assert re.fullmatch(r"localgen: the cached prompt's state \(2\.9 MiB\) needs 10\.9 MiB with what else a run maps, "
                         r"and `ulimit -d` of [\d.]+ MiB leaves (9|10)\.\d MiB: reading the prompt without it\n",
                         result.stderr), result.stderr
+
+
+_SHORTER_CACHED_PROMPT = """
+import resource, sys
+from pathlib import Path
+from localgen.engine import Engine
+from localgen.memory_limits import data_in_use
+from localgen.params import GenerationLimits, LoadOptions, SamplingParams
+from localgen.promptcache import PromptCache
+cache = PromptCache(Path(sys.argv[2]), "model", max_bytes=1 << 30, min_new_tokens=64)
+shared = list(range(1000, 1600))
+options = LoadOptions(n_ctx=1024, n_batch=128, n_ubatch=128, n_threads=1, n_threads_batch=1)
+with Engine(Path(sys.argv[1]), options) as engine:
+    for prompt in (shared[:100] + list(range(3000, 3030)), shared):  # one sharing 100 tokens, one sharing 600
+        engine.reset()
+        *_, done = engine.generate(prompt, SamplingParams(temperature=0.0), GenerationLimits(max_tokens=1),
+                                   prefix_cache=cache)
+    resource.setrlimit(resource.RLIMIT_DATA, (data_in_use() + 14 * 2**20, resource.RLIM_INFINITY))
+    engine.reset()
+    *_, done = engine.generate(shared + list(range(4000, 4020)), SamplingParams(temperature=0.0),
+                               GenerationLimits(max_tokens=1), prefix_cache=cache)
+    print(done.restored_tokens, flush=True)
+"""
+
+
+def test_a_cached_prompt_too_large_for_the_memory_left_gives_way_to_a_shorter_one(bundled_model: Path,
+                                                                                  tmp_path: Path) -> None:
+    """Under a limit leaving 14 MiB, the entry sharing 600 tokens with the prompt (a state of 13 MiB, and 8 MiB for
+    what else a run maps) does not fit, and the prompt was read without any: the entry sharing 100 tokens (2.9 MiB),
+    which fits, is restored instead, and nothing is said."""
+    result = subprocess.run([sys.executable, "-c", _SHORTER_CACHED_PROMPT, str(bundled_model), str(tmp_path)],
+                            capture_output=True, text=True, timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert 64 <= int(result.stdout) <= 100 and result.stderr == "", (result.stdout, result.stderr)
