@@ -188,10 +188,10 @@ from localgen.memory_limits import data_in_use
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.promptcache import PromptCache
 cache = PromptCache(Path(sys.argv[2]), "model", max_bytes=1 << 30, min_new_tokens=64)
-shared = list(range(1000, 1600))
-options = LoadOptions(n_ctx=1024, n_batch=128, n_ubatch=128, n_threads=1, n_threads_batch=1)
+shared = list(range(1000, 1400))
+options = LoadOptions(n_ctx=512, n_batch=128, n_ubatch=128, n_threads=1, n_threads_batch=1)
 with Engine(Path(sys.argv[1]), options) as engine:
-    for prompt in (shared[:100] + list(range(3000, 3030)), shared):  # one sharing 100 tokens, one sharing 600
+    for prompt in (shared[:100] + list(range(3000, 3030)), shared):  # one sharing 100 tokens, one sharing 400
         engine.reset()
         *_, done = engine.generate(prompt, SamplingParams(temperature=0.0), GenerationLimits(max_tokens=1),
                                    prefix_cache=cache)
@@ -205,7 +205,7 @@ with Engine(Path(sys.argv[1]), options) as engine:
 
 def test_a_cached_prompt_too_large_for_the_memory_left_gives_way_to_a_shorter_one(bundled_model: Path,
                                                                                   tmp_path: Path) -> None:
-    """Under a limit leaving 14 MiB, the entry sharing 600 tokens with the prompt (a state of 13 MiB, and 8 MiB for
+    """Under a limit leaving 14 MiB, the entry sharing 400 tokens with the prompt (a state of 8.8 MiB, and 8 MiB for
     what else a run maps) does not fit, and the prompt was read without any: the entry sharing 100 tokens (2.9 MiB),
     which fits, is restored instead, and nothing is said."""
     result = subprocess.run([sys.executable, "-c", _SHORTER_CACHED_PROMPT, str(bundled_model), str(tmp_path)],
