@@ -128,20 +128,19 @@ def largest_batch_bytes(options: LoadOptions, shape: ModelShape, batches: Iterab
 def batch_beyond_memory_limit(options: LoadOptions, shape: ModelShape | None, batches: Sequence[tuple[int, int]],
                               mapped: int) -> LocalgenError | None:
     """The refusal of a prompt's batches (each from begin to end, seeing the cells up to end) to a model of this shape
-    (on the CPU) where `ulimit -d` or `ulimit -v` leaves less than the largest maps (batch_bytes) beyond what the
-    batches run before in this context have mapped (0: none ran): llama.cpp aborts the process where its work buffer
-    cannot be allocated (a bad_alloc); without flash attention it grows with the cells a batch sees, and memory taken
-    since the context was made (a prompt read, a prompt cache restored) may leave less than its check saw. None where
-    they may fit, or where no limit is set or it cannot be told."""
+    (on the CPU) where `ulimit -d` or `ulimit -v` leaves less than NEAR_THE_LIMIT_BYTES and what the largest maps
+    (batch_bytes) beyond what the batches run before in this context have mapped (0: none ran): llama.cpp aborts the
+    process where its work buffer cannot be allocated (a bad_alloc); without flash attention it grows with the cells a
+    batch sees, and memory taken since the context was made (a prompt read, a prompt cache restored) may leave less
+    than its check saw. None where they may fit, or where no limit is set or it cannot be told."""
     limited = _limited_cpu_context(options, shape)
     if limited is None or not batches:
         return None
     room, shape = limited
     sizes = [batch_bytes(options, shape, end - begin, end) for begin, end in batches]
     largest = max(sizes)
-    grows = largest - mapped
-    needed = grows + NEAR_THE_LIMIT_BYTES  # what else the batch maps (its threads' heaps)
-    if grows <= 0 or needed <= room.free:
+    needed = max(largest - mapped, 0) + NEAR_THE_LIMIT_BYTES  # and what else a batch maps (its threads' heaps)
+    if needed <= room.free:
         return None
     at = sizes.index(largest)
     which = "first" if at == 0 else "last" if at == len(sizes) - 1 else "largest"
