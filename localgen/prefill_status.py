@@ -6,10 +6,11 @@ from __future__ import annotations
 import select
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TextIO
 
 from localgen.console import is_terminal, shows_escapes_as_text
+from localgen.descriptors import in_background
 from localgen.dim_style import dim_escapes
 from localgen.events import Event, PrefillProgress
 from localgen.output_writes import write_whole
@@ -26,13 +27,14 @@ class PrefillStatus:
     The engine says how far it has come only as each batch ends (512 tokens: seconds apart on a slow or busy CPU):
     in between, a thread redraws it REDRAW_S apart with the tokens the time since would have read at the speed
     measured so far (the last prompt's, before this one's first batch ends), short of the batch's end, never back.
+    A run sent to the background (Ctrl-Z, `bg`) draws nothing there: the shell's prompt is the terminal's.
     A terminal that cannot erase a line (TERM=dumb: Emacs' shell) gets a plain line once, kept ("reading the prompt:
     2,676 tokens"), as its status lines are; pipes and files get nothing.
     """
 
     tokens_per_s: float | None = None  # the speed the last prompt of this process was read at
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, clock: Callable[[], float] = time.monotonic) -> None:
         self._stream: TextIO | None = stream if is_terminal(stream) else None
         self._plain = shows_escapes_as_text(stream)  # TERM=dumb: no cursor moves, no style
         self._style = dim_escapes()  # NO_COLOR puts italics for the dim style
@@ -44,6 +46,7 @@ class PrefillStatus:
         self._began = self._at = 0.0  # when the first progress came, and the last
         self._figure = 0  # the tokens shown last
         self._redraws: threading.Event | None = None  # set to end the redraws under way
+        self._clock = clock
 
     def update(self, progress: PrefillProgress) -> None:
         """Show how far prefill has come (or erase the line once it is done)."""
@@ -55,14 +58,15 @@ class PrefillStatus:
             self._stream = None
             return
         with self._lock:
-            now = time.monotonic()
+            now = self._clock()
             if self._progress is None:
                 self._began = now
             elif progress.done > 0 and now > self._began:
                 PrefillStatus.tokens_per_s = progress.done / (now - self._began)
             self._progress, self._at = progress, now
             self._figure = max(progress.done, self._figure)
-            self._draw(self._figure, progress.total)
+            if not in_background_of(self._stream):
+                self._draw(self._figure, progress.total)
             self._redraw_meanwhile()
 
     def _draw(self, done: int, total: int) -> None:
@@ -86,18 +90,24 @@ class PrefillStatus:
         threading.Thread(target=self._redraw, args=(self._redraws,), name="prompt progress", daemon=True).start()
 
     def _redraw(self, ended: threading.Event) -> None:
-        """Redraw the line REDRAW_S apart until ended (the line cleared), at the tokens the time since the last
-        progress would have read, up to the end of the batch being read."""
+        """Redraw the line REDRAW_S apart until ended (the line cleared)."""
         while not ended.wait(REDRAW_S):
             with self._lock:
-                progress, rate = self._progress, self.tokens_per_s
-                if ended.is_set() or not self._shown or self._stream is None or progress is None or not rate:
-                    continue
-                until = progress.done if progress.until is None else min(progress.until, progress.total) - 1
-                guessed = min(until, progress.done + int(rate * (time.monotonic() - self._at)))  # short of its end
-                if guessed > self._figure and _takes_more_now(self._stream):  # never held by a Ctrl-S'd terminal
-                    self._figure = guessed
-                    self._draw(guessed, progress.total)
+                if not ended.is_set():
+                    self.redraw()
+
+    def redraw(self) -> None:
+        """Redraw the line at the tokens the time since the last progress would have read, short of the end of the
+        batch being read, never back; not where it is cleared, nor from the background."""
+        with self._lock:
+            progress, rate, stream = self._progress, self.tokens_per_s, self._stream
+            if not self._shown or stream is None or progress is None or not rate:
+                return
+            until = progress.done if progress.until is None else min(progress.until, progress.total) - 1
+            guessed = min(until, progress.done + int(rate * (self._clock() - self._at)))  # short of its end
+            if guessed > self._figure and not in_background_of(stream) and _takes_more_now(stream):
+                self._figure = guessed
+                self._draw(guessed, progress.total)
 
     def clear(self) -> None:
         """Erase the line if it is shown, and stop its redraws."""
@@ -120,6 +130,14 @@ class PrefillStatus:
             stream.flush()
         except (OSError, ValueError):  # a terminal gone, or closed
             self._stream = None
+
+
+def in_background_of(stream: TextIO) -> bool:
+    """Whether stream is a terminal this process's group is in the background of (a test's stream: it is not)."""
+    try:
+        return in_background(stream.fileno())
+    except (OSError, ValueError, AttributeError):  # no descriptor behind it
+        return False
 
 
 def _takes_more_now(stream: TextIO) -> bool:

@@ -15,6 +15,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from localgen import console
+from localgen.descriptors import in_background
 from localgen.output_writes import WholeWrites, end_writes_on, write_whole
 from localgen.signals import (
     ANSWER_ENDING_SIGNALS,
@@ -235,14 +236,6 @@ def keys_not_echoed(before_suspend: Callable[[], None] = lambda: None) -> Iterat
         bracketed_paste(False)
         with contextlib.suppress(OSError, termios.error):
             termios.tcsetattr(fd, termios.TCSANOW, saved)
-
-
-def in_background(fd: int) -> bool:
-    """True when the terminal belongs to another process group (the shell's, after `bg` or `kill`)."""
-    try:
-        return os.tcgetpgrp(fd) != os.getpgrp()
-    except OSError:  # no terminal
-        return False
 
 
 def stopped_until_continued(backgrounded: Callable[[], bool]) -> int | None:

@@ -3,6 +3,7 @@ and tables."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
@@ -619,10 +620,9 @@ def test_a_path_column_folds_only_where_its_caller_lets_it(monkeypatch: pytest.M
 def test_the_prefill_line_moves_between_batches_at_the_speed_measured(monkeypatch: pytest.MonkeyPatch) -> None:
     """The line moved only as each 512-token batch ended (0% for 8-12 s on a busy CPU, then 21%, 42%): between
     batches it moves at the speed measured so far, never past the batch's end, never back, and not once cleared."""
-    import time
-
+    from localgen import prefill_status
     from localgen.events import PrefillProgress
-    from localgen.prefill_status import REDRAW_S, PrefillStatus
+    from localgen.prefill_status import PrefillStatus
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
@@ -632,19 +632,89 @@ def test_the_prefill_line_moves_between_batches_at_the_speed_measured(monkeypatc
     monkeypatch.setenv("TERM", "xterm")
     monkeypatch.setattr(config, "_settings", None)
     monkeypatch.setattr(PrefillStatus, "tokens_per_s", None)
+    monkeypatch.setattr(prefill_status, "REDRAW_S", 3600.0)  # its thread's redraws: this test makes them itself
+    now = [0.0]
     stream = Terminal()
-    status = PrefillStatus(stream)
+    status = PrefillStatus(stream, clock=lambda: now[0])
+
+    def shown() -> list[int]:
+        return [int(figure.replace(",", "")) for figure in re.findall(r"reading the prompt: ([\d,]+)/",
+                                                                      stream.getvalue())]
+
     status.update(PrefillProgress(done=0, total=2000, until=500))
-    time.sleep(3 * REDRAW_S)
-    assert stream.getvalue().count("reading") == 1, "no speed measured yet: nothing to move it by"
-    time.sleep(0.4)  # the first batch took about a second: 500 tokens/s
+    now[0] = 0.5
+    status.redraw()
+    assert shown() == [0], "no speed measured yet: nothing to move it by"
+    now[0] = 1.0  # the first batch took a second: 500 tokens/s
     status.update(PrefillProgress(done=500, total=2000, until=1000))
-    time.sleep(4 * REDRAW_S)
-    shown = [int(figure.replace(",", "")) for figure in re.findall(r"reading the prompt: ([\d,]+)/", stream.getvalue())]
-    assert len(shown) >= 4 and shown == sorted(shown) and shown[-1] < 1000, shown
-    assert any(500 < figure < 1000 for figure in shown), shown
+    now[0] = 1.5
+    status.redraw()
+    now[0] = 1.4  # a redraw that the thread's lock held back: its figure is older, and not shown
+    status.redraw()
+    now[0] = 60.0  # the batch takes longer than the speed says: the line waits short of its end
+    status.redraw()
+    status.update(PrefillProgress(done=1000, total=2000, until=1500))
+    assert shown() == [0, 500, 750, 999, 1000], shown()
     status.clear()
     cleared = stream.getvalue()
-    time.sleep(2 * REDRAW_S)
+    now[0] = 120.0
+    status.redraw()
     assert stream.getvalue() == cleared and cleared.endswith("\r\x1b[2K"), "no redraw once cleared"
-    assert 0 < (PrefillStatus.tokens_per_s or 0) < 1000, "the next prompt's first batch moves at this speed"
+    monkeypatch.setattr(PrefillStatus, "tokens_per_s", 10.0**9)  # the last prompt's speed, far above this one's
+    stream = Terminal()
+    status = PrefillStatus(stream, clock=lambda: now[0])
+    status.update(PrefillProgress(done=0, total=400, until=512))  # one batch past the prompt's end
+    now[0] = 121.0
+    status.redraw()
+    assert shown() == [0, 399], "short of the prompt's end"
+
+
+def test_the_prefill_line_is_not_drawn_from_the_background(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run sent to the background (Ctrl-Z, `bg`) as it reads its prompt left its line redrawn a few times a
+    second over the shell's prompt: in the background nothing is drawn, and back in the foreground it is again."""
+    from localgen import prefill_status
+    from localgen.events import PrefillProgress
+    from localgen.prefill_status import PrefillStatus
+
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+
+    class Terminal(io.TextIOWrapper):
+        def isatty(self) -> bool:
+            return True
+
+    def drawn() -> str:
+        with contextlib.suppress(BlockingIOError):
+            written.append(os.read(read_end, 65536).decode())
+        return "".join(written)
+
+    foreground = [os.getpgrp()]
+    monkeypatch.setattr(os, "tcgetpgrp", lambda fd: foreground[0])  # the group the terminal has in its foreground
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setattr(config, "_settings", None)
+    monkeypatch.setattr(PrefillStatus, "tokens_per_s", 100.0)
+    monkeypatch.setattr(prefill_status, "REDRAW_S", 3600.0)
+    now = [0.0]
+    written: list[str] = []
+    stream = Terminal(os.fdopen(write_end, "wb"))
+    status = PrefillStatus(stream, clock=lambda: now[0])
+    try:
+        status.update(PrefillProgress(done=0, total=2000, until=500))
+        first = drawn()
+        assert "reading the prompt: 0/2,000 tokens (0%)" in first, first
+        foreground[0] = os.getpgrp() + 1  # the shell's, after Ctrl-Z and bg
+        for second in range(1, 4):
+            now[0] = second
+            status.redraw()
+        status.update(PrefillProgress(done=500, total=2000, until=1000))
+        assert drawn() == first, "nothing drawn from the background"
+        foreground[0] = os.getpgrp()  # fg; 500 tokens in 3 s: 167 tokens/s
+        now[0] = 5.0
+        status.redraw()
+        assert drawn().removeprefix(first).count("reading") == 1, drawn()
+        assert "reading the prompt: 833/2,000 tokens (41%)" in drawn(), drawn()
+    finally:
+        status.clear()
+        stream.close()
+        os.close(read_end)
