@@ -8,6 +8,8 @@ import stat
 import sys
 from typing import NoReturn
 
+from localgen.descriptors import same_file
+
 NO_COMMAND_HINT = 'answer a prompt with `... | localgen run "PROMPT"`; `localgen --help` lists the commands'
 
 
@@ -20,10 +22,7 @@ def stdin_may_send_text() -> bool:
         return False
     if os.isatty(0) or (stat.S_ISREG(status.st_mode) and status.st_size == 0):
         return False
-    try:
-        return not os.path.samestat(status, os.stat(os.devnull))
-    except OSError:  # no /dev/null to tell it by
-        return True
+    return not same_file(0, os.devnull)
 
 
 def refuse_no_command() -> NoReturn:

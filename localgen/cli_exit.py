@@ -23,6 +23,7 @@ from localgen.cli_option_values import value_as_option_error
 from localgen.cli_short_equals import short_equals_error
 from localgen.cli_usage import help_cluster_error, help_words_error, one_dash_error, option_arity, usage_error
 from localgen.config import settings
+from localgen.descriptors import same_file
 from localgen.errors import (
     DISK_FULL_ERRNOS,
     EXIT_BROKEN_PIPE,
@@ -187,8 +188,8 @@ def _closed_pipe_handled() -> bool:
     if type(sys.stdout).__name__ == "PacifyFlushWrapper":
         return True
     try:
-        return os.path.samestat(os.fstat(sys.stdout.fileno()), os.stat(os.devnull))
-    except (OSError, ValueError, AttributeError):
+        return same_file(sys.stdout.fileno(), os.devnull)
+    except (OSError, ValueError, AttributeError):  # no descriptor behind it
         return False
 
 
@@ -244,12 +245,15 @@ def _stdout_is_a_socket() -> bool:
         return False
 
 
-def _stdout_error_code(exc: OSError) -> int:
-    """Say that stdout cannot be written (a full disk, an I/O error); the exit code."""
+def _stdout_error_code(exc: OSError, *, then_silence: bool = False) -> int:
+    """Say that stdout cannot be written (a full disk, an I/O error), told by the file it is open on, pointing it at
+    /dev/null after where then_silence (silence_stdout); the exit code."""
     from localgen import console
     from localgen.output_writes import stdout_error
 
     error = stdout_error(exc)
+    if then_silence:
+        silence_stdout()
     console.error(error.message, error.hint)
     return EXIT_RUNTIME
 
@@ -277,8 +281,8 @@ def flush_stdout(code: int) -> int:
     except OSError as exc:
         failed = _closed_stdout_code(exc)
         if failed is None:
-            silence_stdout()  # stdout's own error (run_app's may be any write's): the final flush must not meet it
-            failed = _stdout_error_code(exc)
+            # stdout's own error (run_app's may be any write's): the final flush must not meet it
+            failed = _stdout_error_code(exc, then_silence=True)
         return code or failed
     return code
 

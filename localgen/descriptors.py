@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 
-def same_file(fd: int, path: str) -> bool:
+def same_file(fd: int, path: str | os.PathLike[str]) -> bool:
     """Whether fd is open on the file at path (False where fd is closed or path is missing)."""
     try:
         return os.path.samestat(os.fstat(fd), os.stat(path))

@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from localgen.descriptors import same_file
+
 try:
     import fcntl
 except ImportError:  # Windows: no flock
@@ -42,10 +44,7 @@ def try_flock(fd: int, *, exclusive: bool = True) -> bool | None:
 def still_names(fd: int, path: Path) -> bool:
     """Whether path still names the file open as fd: False where it was deleted or renamed since it was opened, and
     on file systems whose file identities never agree (some FUSE mounts), where a lock on fd guards nothing known."""
-    try:
-        return os.path.samestat(os.fstat(fd), os.stat(path))
-    except OSError:
-        return False
+    return same_file(fd, path)
 
 
 def locked_descriptor(path: Path, open_file: Callable[[], int | None], *, wait_s: float, poll_s: float,

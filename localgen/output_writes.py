@@ -18,6 +18,7 @@ from types import FrameType
 from typing import Any, NamedTuple, TextIO
 
 from localgen.config import settings
+from localgen.descriptors import same_file
 from localgen.errors import SIZE_LIMITS, LocalgenError, os_reason
 from localgen.signals import SignalExit
 
@@ -345,10 +346,7 @@ def room_refusal(fd: int, room: FileRoom, needed: int) -> LocalgenError | None:
 
 def writes_to_dev_full(fd: int) -> bool:
     """Whether fd is open on /dev/full, where every write fails for want of space."""
-    try:
-        return os.path.samestat(os.fstat(fd), os.stat("/dev/full"))
-    except OSError:  # closed, or no /dev/full here
-        return False
+    return same_file(fd, "/dev/full")
 
 
 def no_space_error(fd: int | None, lack: str | None = None) -> LocalgenError:

@@ -7,6 +7,7 @@ import os
 import re
 from typing import IO
 
+from localgen.descriptors import same_file
 from localgen.errors import UsageError
 
 STDIN_NAME = "-"  # as a prompt or a -f file: read standard input
@@ -61,7 +62,7 @@ def nohup_stdin(stream: IO[bytes]) -> bool:
     try:
         fd = stream.fileno()
         write_only = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY
-        return write_only and os.path.samestat(os.fstat(fd), os.stat(os.devnull))
+        return write_only and same_file(fd, os.devnull)
     except (OSError, ValueError, AttributeError):  # closed, or no descriptor behind it
         return False
 

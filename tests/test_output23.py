@@ -56,6 +56,20 @@ def test_every_command_says_why_dev_full_takes_no_output_as_run_does(tmp_path: P
                                                      "the output elsewhere)\n"), result.stderr
 
 
+def test_output_left_to_the_last_flush_says_it_is_dev_full(tmp_path: Path) -> None:
+    """Output that fails only as it is flushed at the exit said "free some space" for /dev/full: its error was told
+    once stdout was pointed at /dev/null."""
+    script = ("import sys\nfrom localgen.cli_exit import flush_stdout\nsys.stdout = open(1, 'w', closefd=False)\n"
+              "sys.stdout.write('left in the buffer')\nsys.exit(flush_stdout(0))")  # buffered, whatever -u says
+    with open("/dev/full", "wb") as full:
+        result = subprocess.run([sys.executable, "-c", script], stdout=full, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, **_env(tmp_path / "home")}, cwd=REPO_ROOT, timeout=60,
+                                stdin=subprocess.DEVNULL)
+    assert (result.returncode, result.stderr) == (1, "localgen: error: cannot write to stdout: No space left on "
+                                                     "device: it is /dev/full, where every write fails (hint: send "
+                                                     "the output elsewhere)\n"), result.stderr
+
+
 def test_output_that_fills_a_file_system_names_it_as_run_s_refusal_does(tmp_path: Path) -> None:
     """`models` into a file on a full file system said only "No space left on device", where run names the file."""
     full = tmp_path / "full"
