@@ -327,7 +327,7 @@ class _BenchRun:
             if self.setup is None and self.started is not None:
                 self.started(loaded.resolved.display_name, str(loaded.resolved.path))
             if self.setup is None and self.warned is not None and on_cpu:
-                self._warn_if_busy(engine.options.n_threads, engine.options.n_threads_batch)
+                self._warn_if_busy(o.n_threads, o.n_threads_batch)
             if name == "prefill" or self.setup is None:  # known before a repetition, for one Ctrl-C may stop
                 self.setup = dict(model=loaded.resolved.display_name, model_path=str(loaded.resolved.path),
                                   backend=engine.backend_version, threads=o.n_threads,
@@ -352,18 +352,16 @@ class _BenchRun:
         finally:
             loaded.close()
 
-
     def _warn_if_busy(self, threads: int, threads_batch: int) -> None:
-        """Warn where other processes kept the CPUs busy from the start (watched BUSY_BEFORE_S at least)."""
-        import time
-
-        from localgen.bench_contention import BUSY_BEFORE_S, busy_before_note
+        """Warn where other processes kept the CPUs busy from the start through the model's load, where that took
+        BUSY_WINDOW_S or more (a shorter one tells too little: the warning after the tests covers it)."""
+        from localgen.bench_contention import busy_before_note
         from localgen.engine.threads import busy_elsewhere, cpu_sample
 
-        if self.since is None:
+        now = cpu_sample()
+        if self.since is None or now.wall_s - self.since.wall_s < BUSY_WINDOW_S:
             return
-        time.sleep(max(0.0, self.since.wall_s + BUSY_BEFORE_S - time.monotonic()))
-        busy = busy_elsewhere(self.since, cpu_sample())
+        busy = busy_elsewhere(self.since, now)
         note = None if busy is None else busy_before_note(busy, {"prefill": threads_batch, "decode": threads},
                                                           self.tests)
         if note is not None and self.warned is not None:

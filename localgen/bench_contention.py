@@ -3,7 +3,7 @@ after, of the tests whose threads lost CPU time to them (their figures are then 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from localgen.hardware import allowed_cpus
@@ -12,19 +12,39 @@ if TYPE_CHECKING:
     from localgen.bench import BenchResult
 
 BUSY_NOTE_CPUS = 0.25  # CPUs' worth of a test's threads' time other processes may take before its figures are low
-BUSY_BEFORE_S = 0.3  # the least time over which the CPUs are watched before the tests, to tell how busy they are
 
 
-def contention_note(result: BenchResult, n_cpus: int | None = None) -> str | None:
+class BusyWarnings:
+    """bench's warnings that other processes keep the CPUs busy: as it begins, and after, of its tests (where both
+    name the same thread counts that may measure more, the second refers to the first's)."""
+
+    def __init__(self, warn: Callable[[str], None]) -> None:
+        self._warn = warn
+        self._said: list[str] = []
+
+    def before(self, note: str) -> None:
+        """Warn as the benchmark begins (busy_before_note's note)."""
+        self._said.append(note)
+        self._warn(note)
+
+    def after(self, result: BenchResult) -> None:
+        """Warn, once the tests are over, where other processes took CPU time that their threads needed."""
+        note = contention_note(result, said=self._said)
+        if note is not None:
+            self._warn(note)
+
+
+def contention_note(result: BenchResult, n_cpus: int | None = None, said: Iterable[str] = ()) -> str | None:
     """A warning where other processes took CPU time that a test's threads needed: its figures are below what the
-    machine does idle (n_cpus: the CPUs this process may use, by default)."""
+    machine does idle (n_cpus: the CPUs this process may use, by default); the thread counts that may measure more
+    are referred to, not named again, where a warning said (busy_before_note's, as the benchmark began) named them."""
     n_cpus = allowed_cpus() if n_cpus is None else n_cpus
     threads = {"prefill": result.threads_batch, "decode": result.threads}
     busy = [(test, cpus) for test, cpus in result.busy_elsewhere.items() if _slows(cpus, threads[test], n_cpus)]
     if not busy:
         return None
-    used = " and ".join(f"{cpus:.2f} during the {test} test" for test, cpus in busy)
-    return _busy_note(used, "these figures are", threads, busy, n_cpus)
+    used = "CPUs busy (" + " and ".join(f"{cpus:.2f} during the {test} test" for test, cpus in busy) + ")"
+    return _busy_note(used, "these figures are", threads, busy, n_cpus, said)
 
 
 def busy_before_note(cpus: float, threads: dict[str, int], tests: Iterable[str],
@@ -34,8 +54,8 @@ def busy_before_note(cpus: float, threads: dict[str, int], tests: Iterable[str],
     ones."""
     n_cpus = allowed_cpus() if n_cpus is None else n_cpus
     busy = [(test, cpus) for test in tests if _slows(cpus, threads[test], n_cpus)]
-    return None if not busy else _busy_note(f"{cpus:.2f} before the tests", "the figures will be", threads, busy,
-                                            n_cpus)
+    return None if not busy else _busy_note(f"{cpus:.2f} CPUs busy before the tests", "the figures will be", threads,
+                                            busy, n_cpus)
 
 
 def _slows(cpus: float, threads: int, n_cpus: int) -> bool:
@@ -43,11 +63,14 @@ def _slows(cpus: float, threads: int, n_cpus: int) -> bool:
     return cpus >= max(0, n_cpus - threads) + BUSY_NOTE_CPUS
 
 
-def _busy_note(used: str, figures: str, threads: dict[str, int], busy: list[tuple[str, float]], n_cpus: int) -> str:
+def _busy_note(used: str, figures: str, threads: dict[str, int], busy: list[tuple[str, float]], n_cpus: int,
+               said: Iterable[str] = ()) -> str:
     """The warning's one line: what other processes used, that the figures are below the machine's idle ones, and
-    the thread counts that may measure more."""
-    return (f"other processes kept CPUs busy ({used}): {figures} below this machine's when it is idle"
-            + _fewer_threads_hint(threads, busy, n_cpus))
+    the thread counts that may measure more (referred to where a warning said names them already)."""
+    hint = _fewer_threads_hint(threads, busy, n_cpus)
+    if hint and any(hint in note for note in said):
+        hint = "; beside them, the thread counts named above may measure more"
+    return f"other processes kept {used}: {figures} below this machine's when it is idle{hint}"
 
 
 def _fewer_threads_hint(threads: dict[str, int], busy: list[tuple[str, float]], n_cpus: int) -> str:

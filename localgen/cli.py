@@ -270,13 +270,14 @@ def bench(
     """Measure prefill and decode speed, TTFT and KV-reuse TTFT (like llama-bench's pp and tg tests)."""
     from localgen import console
     from localgen.bench import BenchConfig, BenchInterrupted, format_result, model_line, run_bench
-    from localgen.bench_contention import contention_note
+    from localgen.bench_contention import BusyWarnings
     from localgen.signals import signal_exit_code
 
     def started(name: str, path: str) -> None:
         """The table's first line, printed before the first test: a stdout that cannot be written fails now."""
         console.print_lines(model_line(name, path))
 
+    busy = BusyWarnings(console.warn)
     config = BenchConfig(n_prompt=n_prompt, n_gen=n_gen, reps=reps)
     try:
         with offline_given(offline):
@@ -284,7 +285,7 @@ def bench(
                                batch_size=batch_size if from_command_line(ctx, "batch_size") else None,
                                ubatch_size=ubatch_size, flash_attn=flash_attn, kv_type=kv_type,
                                gpu_layers=gpu_layers, no_gpu=no_gpu, progress=console.say,
-                               started=None if json_output else started, warned=console.warn)
+                               started=None if json_output else started, warned=busy.before)
     except BenchInterrupted as stopped:
         console.say("localgen: interrupted before any repetition finished: nothing was measured")
         raise typer.Exit(signal_exit_code(stopped.signum)) from None
@@ -292,8 +293,7 @@ def bench(
         console.print_json(result.to_dict(), indent=2)  # as the other listings and reports; run --json is one line
     else:
         console.print_lines(format_result(result, first_line=False))
-    if (busy := contention_note(result)) is not None:
-        console.warn(busy)
+    busy.after(result)
     if result.interrupted:
         raise typer.Exit(signal_exit_code(result.stopped_by))
 

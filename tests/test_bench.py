@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from localgen.bench import (
     measurements,
     run_bench,
 )
-from localgen.bench_contention import busy_before_note, contention_note
+from localgen.bench_contention import BusyWarnings, busy_before_note, contention_note
 from localgen.bench_load import BenchTest, in_test_sizes
 from localgen.config import DEFAULT_BATCH_SIZE, offline_given
 from localgen.console import format_stats
@@ -170,12 +171,55 @@ def test_a_test_whose_threads_lost_cpu_time_to_other_processes_is_said_to_be_low
 def test_cpus_busy_before_the_tests_are_said_to_lower_the_figures_to_come() -> None:
     threads = {"prefill": 2, "decode": 2}
     assert busy_before_note(1.6, threads, ["prefill", "decode"], 2) == (
-        "other processes kept CPUs busy (1.60 before the tests): the figures will be below this machine's when it is "
+        "other processes kept 1.60 CPUs busy before the tests: the figures will be below this machine's when it is "
         "idle; beside them, -t 1 --threads-batch 1 may measure more (localgen run decodes with fewer threads on its "
         "own while the CPUs are busy)")
     assert "; beside them, --threads-batch 1 may measure" in (busy_before_note(1.6, threads, ["prefill"], 2) or "")
     assert busy_before_note(0.2, threads, ["prefill", "decode"], 2) is None
     assert busy_before_note(1.6, {"prefill": 1, "decode": 1}, ["decode"], 4) is None, "3 CPUs left for 1 thread"
+
+
+def test_the_warning_after_the_tests_refers_to_the_threads_the_first_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where bench warned as it began and again after its tests, the same hint was written twice."""
+    from localgen import bench_contention
+
+    monkeypatch.setattr(bench_contention, "allowed_cpus", lambda: 2)
+    result = BenchResult(model="m", model_path="/m.gguf", backend="b", threads=2, threads_batch=2, batch_size=512,
+                         ubatch_size=512, prefill_ctx_size=256, flash_attn="off", kv_type="f16", n_prompt=16, n_gen=4,
+                         repetitions=1, figures=measurements(None, [1.0]), busy_elsewhere={"decode": 1.6})
+    warnings: list[str] = []
+    busy = BusyWarnings(warnings.append)
+    busy.before(busy_before_note(1.6, {"prefill": 2, "decode": 2}, ["decode"], 2) or "")
+    busy.after(result)
+    assert warnings[1] == ("other processes kept CPUs busy (1.60 during the decode test): these figures are below "
+                           "this machine's when it is idle; beside them, the thread counts named above may measure "
+                           "more"), warnings
+    alone = BusyWarnings(warnings.append)
+    alone.after(result)
+    assert warnings[2].endswith("; beside them, -t 1 --threads-batch 2 may measure more (localgen run decodes with "
+                                "fewer threads on its own while the CPUs are busy)"), warnings
+
+
+@pytest.mark.parametrize(("loaded_s", "warned"), [(0.5, False), (1.5, True)])
+def test_the_warning_as_bench_begins_needs_a_load_long_enough_to_tell(monkeypatch: pytest.MonkeyPatch,
+                                                                       loaded_s: float, warned: bool) -> None:
+    """bench slept to watch the CPUs 0.3 s before its tests, too short a time to tell how busy they are: it warns as
+    it begins only where the model's load took BUSY_WINDOW_S or more, and waits for nothing."""
+    from localgen import bench_contention
+    from localgen.bench import BUSY_WINDOW_S, _BenchRun
+    from localgen.engine.threads import cpu_sample
+
+    monkeypatch.setattr(bench_contention, "allowed_cpus", lambda: 2)
+    now = cpu_sample()
+    if now.all_busy_s is None:
+        pytest.skip("no /proc/stat to tell the CPUs' time by")
+    assert BUSY_WINDOW_S == 1.0
+    started = replace(now, wall_s=now.wall_s - loaded_s, all_busy_s=now.all_busy_s - 2 * loaded_s)  # 2 CPUs busy
+    warnings: list[str] = []
+    begun = time.monotonic()
+    _BenchRun(warned=warnings.append, tests=["decode"], since=started)._warn_if_busy(2, 2)
+    assert time.monotonic() - begun < 0.2, "no wait"
+    assert bool(warnings) == warned and all("CPUs busy before the tests" in note for note in warnings), warnings
 
 
 @pytest.mark.serial
@@ -201,10 +245,11 @@ def test_bench_beside_busy_processes_says_its_figures_are_low(tmp_path: Path) ->
     assert list(busy) == ["decode"] and busy["decode"] >= 1.25, busy
     assert f"other processes kept CPUs busy ({busy['decode']:.2f} during the decode test): these figures are " \
         "below this machine's when it is idle" in proc.stderr, proc.stderr
-    before = re.search(r"localgen: warning: other processes kept CPUs busy \(([0-9.]+) before the tests\): the "
+    before = re.search(r"localgen: warning: other processes kept ([0-9.]+) CPUs busy before the tests: the "
                        r"figures will be below this machine's when it is idle\n", proc.stderr)
-    assert before and float(before[1]) >= 1.25, proc.stderr
-    assert proc.stderr.index("before the tests") < proc.stderr.index("warm-up"), "said before the tests start"
+    if before:  # where the model's load took a second or more, long enough to tell
+        assert float(before[1]) >= 1.25, proc.stderr
+        assert proc.stderr.index("before the tests") < proc.stderr.index("warm-up"), "said before the tests start"
 
 
 def _bench_interrupted_at(progress: str, *args: str, signum: int = signal.SIGINT,
