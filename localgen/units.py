@@ -3,6 +3,7 @@ prints them, through binary_size; times and speeds as run's stats and bench show
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 
@@ -40,13 +41,23 @@ def binary_size(n: int) -> str:
 
 
 def milliseconds(seconds: float, spread: float | None = None) -> str:
-    """A time as the figures (run --stats, bench) show it: '8,881 ms'; with spread (seconds), '8,881 ± 12 ms'."""
-    return f"{seconds * 1000:,.0f}{'' if spread is None else f' ± {spread * 1000:,.0f}'} ms"
+    """A time as the figures (run --stats, bench) show it: '8,881 ms'; with spread (seconds), '8,881 ± 12 ms'
+    ('± 0.3 ms' where it is under half a millisecond)."""
+    return f"{_figure(seconds * 1000, 0)}{'' if spread is None else f' ± {_figure(spread * 1000, 0)}'} ms"
 
 
 def token_rate(per_s: float, spread: float | None = None) -> str:
-    """A speed as the figures (run --stats, bench) show it: '1,234.5 tok/s'; with spread, '1,234.5 ± 6.7 tok/s'."""
-    return f"{per_s:,.1f}{'' if spread is None else f' ± {spread:,.1f}'} tok/s"
+    """A speed as the figures (run --stats, bench) show it: '1,234.5 tok/s'; with spread, '1,234.5 ± 6.7 tok/s'
+    ('0.04 tok/s' under 0.05)."""
+    return f"{_figure(per_s, 1)}{'' if spread is None else f' ± {_figure(spread, 1)}'} tok/s"
+
+
+def _figure(value: float, decimals: int) -> str:
+    """value with thousands separators and decimals places, or one significant digit where those would round it
+    to 0 (0.3, 0.04): a figure that is not 0 never shows as one."""
+    if 0 < abs(value) < 0.5 * 10 ** -decimals:
+        decimals = -math.floor(math.log10(abs(value)))
+    return f"{value:,.{decimals}f}"
 
 
 def binary_size_up(n: int, above: int | None = None) -> str:

@@ -78,9 +78,12 @@ def test_table_names_every_test() -> None:
     table = format_result(result)
     for needle in ("pp512", "tg128", "105.0 ± 7.1 tok/s", "ttft +29 after pp512", " 500 ms (1 of 2 reps) |"):
         assert needle in table, table
-    slow = format_result(replace(result, figures=replace(figures, ttft_s=Stat.of([10.6850, 10.6851]),
+    slow = format_result(replace(result, figures=replace(figures, ttft_s=Stat.of([10.6850, 10.6856]),
                                                           prefill_tokens_per_s=Stat.of([1234.5, 1234.7]))))
-    assert "10,685 ± 0 ms" in slow and "1,234.6 ± 0.1 tok/s" in slow, "as run --stats shows them: 8,881 ms"
+    assert "10,685 ± 0.4 ms" in slow and "1,234.6 ± 0.1 tok/s" in slow, "as run --stats shows them: 8,881 ms"
+    small = format_result(replace(result, figures=replace(figures, decode_tokens_per_s=Stat.of([0.04, 0.04]),
+                                                           prefill_tokens_per_s=Stat.of([9.5, 9.5]))))
+    assert "0.04 ± 0.0 tok/s" in small and "9.5 ± 0.0 tok/s" in small, "a figure that is not 0 never shows as 0.0"
     once = format_result(replace(result, repetitions=1, figures=replace(figures, prefill_tokens_per_s=Stat.of([9.5]))))
     rows = {line.split("|")[1].strip(): line.split("|")[3].strip() for line in once.splitlines()[3:]}
     assert (rows["pp512"], rows["ttft pp512"]) == ("9.5 tok/s", "500 ms"), "one sample: the value alone"
