@@ -48,12 +48,7 @@ def names_stdin(name: str) -> bool:
     the file stdin is (a pipe read through it leaves none of it for "-": `-f /dev/stdin -f -` reads stdin twice)."""
     if name == STDIN_NAME:
         return True
-    if own_descriptor(name) != 0:
-        return False
-    try:
-        return os.path.samestat(os.stat(name), os.fstat(0))
-    except OSError:  # stdin closed (<&-): check_file_path says so
-        return False
+    return own_descriptor(name) == 0 and same_file(0, name)  # stdin closed (<&-): no; check_file_path says so
 
 
 def nohup_stdin(stream: IO[bytes]) -> bool:
