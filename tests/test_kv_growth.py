@@ -3,7 +3,6 @@ real bundled model or a tiny one: the cells llama.cpp holds, the tokens kept, th
 
 from __future__ import annotations
 
-import re
 import resource
 from pathlib import Path
 
@@ -210,11 +209,12 @@ def test_a_first_batch_beyond_the_memory_left_is_refused_not_aborted(bundled_mod
 
 def test_a_first_batch_counts_the_attention_scores_it_converts(bundled_model: Path) -> None:
     """Without flash attention a 250-token batch converts its attention scores (9 heads of 256 cells for each token,
-    1.1 MiB, where its feed-forward input takes 0.75 MiB) for their product with V: 8.9 MiB left, which the
+    1.1 MiB, where its feed-forward input takes 0.73 MiB) for their product with V: 8.9 MiB left, which the
     feed-forward input and the 8 MiB kept for what else a batch maps fit, is refused, and the room the check asks for
     is enough. (At 2,000 tokens the scores take 70 MiB, and llama.cpp aborted the process with 40 MiB left.)"""
     stdout = _first_batch_under_data_limit(bundled_model, 256, 256, 250, 8.9, threads=1)
-    assert stdout.startswith("not enough memory is left to evaluate the prompt: its first batch takes 9.1 MiB"), stdout
+    assert stdout.startswith("not enough memory is left to evaluate the prompt: its first batch takes 9.1 MiB or more, "
+                             "and `ulimit -d` of "), stdout
     assert _first_batch_under_data_limit(bundled_model, 256, 256, 250, 10, threads=1) == "answered\n"
 
 
@@ -231,89 +231,3 @@ def test_a_short_prefill_ahead_leaves_the_first_full_batch_checked(bundled_model
     stdout = _first_batch_under_data_limit(bundled_model, 1024, 512, 400, 4, ahead_before=10)
     assert stdout.startswith("ahead 10\nnot enough memory is left to evaluate the prompt"), stdout
 
-
-_CACHED_PROMPT_UNDER_LIMIT = """
-import resource, sys
-from pathlib import Path
-from localgen.engine import Engine
-from localgen.memory_limits import data_in_use
-from localgen.params import GenerationLimits, LoadOptions, SamplingParams
-from localgen.promptcache import PromptCache
-cache = PromptCache(Path(sys.argv[2]), "model", max_bytes=1 << 30, min_new_tokens=64)
-prompt = list(range(1000, 1130))
-options = LoadOptions(n_ctx=256, n_batch=128, n_ubatch=128, n_threads=1, n_threads_batch=1)
-with Engine(Path(sys.argv[1]), options) as engine:
-    for left_mib in (None, 10, 32):
-        if left_mib is not None:
-            resource.setrlimit(resource.RLIMIT_DATA, (data_in_use() + left_mib * 2**20, resource.RLIM_INFINITY))
-        engine.reset()
-        *_, done = engine.generate(prompt, SamplingParams(temperature=0.0), GenerationLimits(max_tokens=4),
-                                   prefix_cache=cache)
-        print(left_mib, repr(done.text), done.restored_tokens, flush=True)
-"""
-
-
-def test_a_cached_prompt_beyond_the_memory_left_is_read_without_it(bundled_model: Path, tmp_path: Path) -> None:
-    """A cached prompt's state (2.9 MiB for 130 tokens) under a data limit that leaves less than it and the 8 MiB
-    kept for what else a run maps (10 MiB) was read into memory all the same, where a state larger than what was
-    left (15.4 MiB for 700 tokens, under 14 MiB) ended the run as "out of memory": the prompt is read without it,
-    said in one line on stderr, and the answer is the same; its state, which would not fit either, is not saved
-    (where the MemoryError came once the answer was out). With room enough (32 MiB), it is restored."""
-    import subprocess
-    import sys
-
-    from tests.conftest import REPO_ROOT
-
-    result = subprocess.run([sys.executable, "-c", _CACHED_PROMPT_UNDER_LIMIT, str(bundled_model), str(tmp_path)],
-                            capture_output=True, text=True, timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
-    assert result.returncode == 0, result.stderr[-2000:]
-    cold, short, roomy = (line.split(" ", 1)[1].rsplit(" ", 1) for line in result.stdout.splitlines())
-    assert cold[1] == short[1] == "0" and int(roomy[1]) > 100, result.stdout
-    assert cold[0] == short[0] == roomy[0], result.stdout
-    assert re.fullmatch(r"localgen: the cached prompt \(2\.9 MiB\) did not fit in memory \(`ulimit -d` of [\d.]+ MiB "
-                        r"leaves (9|10)\.\d MiB\): reading the prompt without it\n", result.stderr), result.stderr
-
-
-_LATER_BATCHES_UNDER_LIMIT = """
-import resource, sys
-from pathlib import Path
-from localgen.engine import Engine
-from localgen.errors import LocalgenError
-from localgen.memory_limits import data_in_use
-from localgen.params import GenerationLimits, LoadOptions, SamplingParams
-options = LoadOptions(n_ctx=512, n_batch=128, n_ubatch=128, n_threads=1, n_threads_batch=1, flash_attn="off")
-with Engine(Path(sys.argv[1]), options) as engine:
-    for tokens, left_mib in ((300, 8.75), (128, None), (300, 4), (300, 16)):
-        limit = resource.RLIM_INFINITY if left_mib is None else data_in_use() + int(left_mib * 2**20)
-        resource.setrlimit(resource.RLIMIT_DATA, (limit, resource.RLIM_INFINITY))
-        try:
-            *_, done = engine.generate(list(range(1000, 1000 + tokens)), SamplingParams(temperature=0.0),
-                                       GenerationLimits(max_tokens=1))
-            print(tokens, left_mib, "answered", flush=True)
-        except LocalgenError as exc:
-            print(tokens, left_mib, exc.message, flush=True)
-"""
-
-
-def test_a_prompt_s_later_batches_beyond_the_memory_left_are_refused_not_aborted(bundled_model: Path) -> None:
-    """Without flash attention a batch's work buffer grows with the cells it sees (9 heads of 512 cells for the last
-    batch of a 300-token prompt: 1.1 MiB, where its first batch's, of 256 cells, is 0.6 MiB): a prompt whose first
-    batch fitted in what a data limit left (8.75 MiB, 8 MiB of it kept for what else a batch maps) but whose last did
-    not was let through, and a turn that took a context holding 128 tokens on to 300 ran unchecked, where a later
-    batch's larger buffer (18 MiB for 2,048 cells and 512 tokens) ended in llama.cpp's bad_alloc (exit 134). Both are
-    refused before their first batch, in one line; with room enough, the prompt is answered."""
-    import subprocess
-    import sys
-
-    from tests.conftest import REPO_ROOT
-
-    result = subprocess.run([sys.executable, "-c", _LATER_BATCHES_UNDER_LIMIT, str(bundled_model)],
-                            capture_output=True, text=True, timeout=120, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
-    assert result.returncode == 0, result.stderr[-2000:]
-    whole, first_turn, next_turn, roomy = result.stdout.splitlines()
-    assert re.fullmatch(r"300 8\.75 not enough memory is left to evaluate the prompt: its last batch takes 9\.1 MiB "
-                        r"or more, and `ulimit -d` of [\d.]+ MiB leaves 8\.8 MiB", whole), result.stdout
-    assert first_turn == "128 None answered" and roomy == "300 16 answered", result.stdout
-    assert re.fullmatch(r"300 4 not enough memory is left to evaluate the prompt: its last batch takes 8\.6 MiB "
-                        r"or more beyond what the batches before it mapped, and `ulimit -d` of [\d.]+ MiB leaves "
-                        r"4\.0 MiB", next_turn), result.stdout
