@@ -622,17 +622,22 @@ def test_second_run_over_the_same_file_restores_the_prefill(tmp_path: Path, firs
     assert "0 entries" in emptied.err and emptied.out == ""
 
 
-def test_a_library_built_again_under_the_same_version_restores_no_entry_of_the_other_build(
-        tmp_path: Path, first_run: FirstRun) -> None:
+def test_a_library_built_again_under_the_same_version_restores_no_entry_of_the_other_build(tmp_path: Path) -> None:
     """llama.cpp built again (other flags, AMX's fix) keeps llama-cpp-python's version and computes other sums: its
-    runs were given the states the first build saved."""
+    runs were given the states the first build saved. The runs are of a copy of the model no other test touches: a
+    hard link made to the bundled file, or removed, moves its change time, and the entries of the file before go."""
     import llama_cpp.llama_cpp as bindings
 
     rebuilt = tmp_path / "lib"
     shutil.copytree(Path(bindings._lib._name).parent, rebuilt, copy_function=shutil.copy)  # new files, times
-    env = first_run.home_copy(tmp_path)
-    args = ("--json", "-n", "4", "--temperature", "0", "-f", str(first_run.doc))
-    assert first_run.result.returncode == 0, first_run.result.err  # the first build saved FIRST's prompt
+    model = tmp_path / "model.gguf"
+    shutil.copyfile(bundled_model_file(), model)
+    doc = tmp_path / "doc.txt"
+    doc.write_text(DOC)
+    env = {"LOCALGEN_HOME": str(tmp_path / "home")}
+    args = ("--json", "-n", "4", "--temperature", "0", "-m", str(model), "-f", str(doc))
+    first = run_localgen("run", *args, FIRST, env=env)
+    assert first.returncode == 0, first.err  # the first build saved FIRST's prompt
     other = run_localgen("run", *args, SECOND, env={**env, "LLAMA_CPP_LIB_PATH": str(rebuilt)})
     assert other.returncode == 0, other.err
     assert json.loads(other.out)["usage"]["prompt_cache_tokens"] == 0
