@@ -7,7 +7,6 @@ the padding before the aligned data section recomputed, and tensor data copied v
 
 from __future__ import annotations
 
-import os
 import shutil
 import struct
 from collections.abc import Iterable, Mapping, Sequence
@@ -345,12 +344,9 @@ def _partition(tensors: Sequence[RawTensor], n: int) -> list[list[RawTensor]]:
 
 
 def same_file_named(src: Path, dst: Path) -> Path:
-    """src's bytes under another name: a hard link (nothing written), a copy on another file system. Only for a file
-    the test never writes to: a write through the link would change src."""
-    try:
-        os.link(src, dst)
-    except OSError:  # another file system
-        shutil.copyfile(src, dst)
+    """src's bytes under another name, in a file of their own: a hard link made or removed would move src's change
+    time, which keys the prompt cache entries of every other test's runs of it (the bundled model)."""
+    shutil.copyfile(src, dst)
     return Path(dst)
 
 
