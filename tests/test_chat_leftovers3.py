@@ -81,8 +81,8 @@ def test_the_data_limit_s_check_counts_the_weights_llama_cpp_repacks_into_its_ow
     monkeypatch.setattr(resource, "getrlimit", lambda which: (1 << 40, 1 << 40) if which == resource.RLIMIT_DATA
                         else real_limit(which))
     options = LoadOptions(n_ctx=32768, n_threads=1, n_threads_batch=1)
-    assert growth._data_limit_tight(options, q4_0_model, growth.FIRST_TOKENS) is False
     shape = estimate.read_shape(q4_0_model)
+    assert growth._data_limit_tight(options, shape, growth.FIRST_TOKENS) is False
     repacked = sum(s.nbytes for s in shape.slots if s.matmul and s.type_name == "Q4_0")
     as_stored = estimate.estimate_memory(shape, n_ctx=options.n_ctx, flash_attn=options.flash_attention)
     assert repacked > 50 * 2**20 and len(used) == 1
