@@ -96,7 +96,7 @@ def test_a_message_under_a_data_limit_its_first_batch_cannot_pass_is_refused_in_
         chat.child.close()
         said = ESCAPE.sub("", chat.transcript.getvalue()[start:])
         assert chat.child.exitstatus == 0, (chat.child.exitstatus, said)
-        assert "localgen: error: not enough memory is left to evaluate the prompt" in said, said
+        assert "localgen: error: not enough memory is left to answer: a message needs 8.0 MiB free" in said, said
         assert said.count("localgen: error:") == 1 and "internal error" not in said, said
         assert "Traceback" not in said and "Exception ignored" not in said, said
     finally:
