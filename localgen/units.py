@@ -71,7 +71,7 @@ def binary_size_up(n: int, above: int | None = None) -> str:
     tenths = round(float(value) * 10)
     if tenths * scale < n * 10 or (above is not None and text == binary_size(above)):
         tenths += 1
-    return f"{tenths / 10:.1f} {unit}"
+    return binary_size(-(-tenths * scale // 10))  # 1024.0 KiB carries into 1.0 MiB
 
 
 def counted(count: int, noun: str, plural: str | None = None) -> str:
