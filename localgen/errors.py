@@ -70,6 +70,11 @@ class UnbalancedQuoteError(UsageError):
         super().__init__(f"unbalanced quote in {usage}", hint="close the quote, or drop the quotes" + more)
 
 
+class MemoryMarginError(LocalgenError):
+    """A message refused where a memory limit leaves less than what any batch maps beside its own: only a higher
+    limit lets it be answered."""
+
+
 class ModelNotFoundError(LocalgenError):
     """A model reference that resolves to nothing."""
 

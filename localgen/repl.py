@@ -18,7 +18,7 @@ from localgen.answer_view import AnswerView
 from localgen.chat_commands import refuse_bang_habit, run_command
 from localgen.chat_commands_conversation import conversation_summary, say_last_exchange
 from localgen.chat_commands_settings import last_decode_speed, say_stats
-from localgen.errors import LocalgenError, internal_error_text
+from localgen.errors import LocalgenError, MemoryMarginError, internal_error_text
 from localgen.events import Event, Finished, TextChunk
 from localgen.memory_limits import out_of_memory_hint, ran_out_of_memory
 from localgen.output_writes import WholeWrites, end_writes_on
@@ -199,10 +199,15 @@ class Repl:
     def _say_where_saved(self) -> None:
         """As the chat ends (/exit, Ctrl-D): the saved conversation's name and the command that goes on with it, where
         something was asked in it in this chat, and it has an exchange and its latest changes saved."""
+        name = self._saved_as()
+        if self.state.asked_in_current() and name is not None:
+            console.say(f"conversation saved as {name}; `{resume_command(name)}` goes on with it")
+
+    def _saved_as(self) -> str | None:
+        """The saved conversation's name, where it has an exchange and its latest changes saved; None where not."""
         conversation = self.session.conversation
-        if self.state.asked_in_current() and conversation.on_disk and conversation.turns and not self.session.unsaved:
-            console.say(f"conversation saved as {conversation.name}; "
-                        f"`{resume_command(conversation.name)}` goes on with it")
+        saved = conversation.on_disk and conversation.turns and not self.session.unsaved
+        return conversation.name if saved else None
 
     def _step(self) -> None:
         """Read one line and act on it."""
@@ -222,6 +227,10 @@ class Repl:
             console.say("[interrupted]")
         except UnsavedChangeError as exc:
             self.state.leaving.say_unsaved(exc)
+        except MemoryMarginError as exc:  # only a higher limit helps: a saved conversation goes on after it
+            name = self._saved_as()
+            console.error(exc.message, exc.hint if name is None else
+                          f"{exc.hint}, then `{resume_command(name)}`: the conversation is saved")
         except LocalgenError as exc:
             console.error(exc.message, exc.hint)
         except Exception as exc:  # nothing typed at the prompt may end the session

@@ -71,13 +71,15 @@ def _data_in_use(pid: int) -> int:
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists() or not hasattr(resource, "prlimit"),
                     reason="needs Linux's /proc and prlimit")
+@pytest.mark.parametrize("answered_first", [False, True])
 def test_a_message_under_a_data_limit_its_first_batch_cannot_pass_is_refused_in_one_line_and_the_chat_goes_on(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answered_first: bool) -> None:
     """Under a data limit set once the chat is at its prompt to what it maps then (prlimit, as `ulimit -d` would
     be), a message is refused before its first batch, in one line naming the limit, and the chat waits at its prompt
     (nothing was allocated, so nothing is left half done) and quits cleanly: where the answer ran out of memory
     inside llama.cpp and the chat had to end. The chat starts afresh, as a user's does: one forked by the test
-    zygote has imported ahead what its first answer imports."""
+    zygote has imported ahead what its first answer imports. Where an answer before it is saved, the hint names the
+    command that goes on with the conversation once the limit is raised; where none is, it does not."""
     import tests.conftest
     from tests.test_repl import Chat
 
@@ -85,6 +87,8 @@ def test_a_message_under_a_data_limit_its_first_batch_cannot_pass_is_refused_in_
 
     chat = Chat(tmp_path / "home", "-m", str(bundled_model_file()), "--offline", "-n", "4", "--temp", "0")
     try:
+        if answered_first:
+            chat.ask("hi")
         chat.wait_until_idle()  # the prefill of the prompt's start, done
         resource.prlimit(chat.child.pid, resource.RLIMIT_DATA, (_data_in_use(chat.child.pid), resource.RLIM_INFINITY))
         start = len(chat.transcript.getvalue())
@@ -98,6 +102,9 @@ def test_a_message_under_a_data_limit_its_first_batch_cannot_pass_is_refused_in_
         assert chat.child.exitstatus == 0, (chat.child.exitstatus, said)
         assert "localgen: error: not enough memory is left to answer: a message needs 8.0 MiB free" in said, said
         assert said.count("localgen: error:") == 1 and "internal error" not in said, said
+        resume = re.search(r"raise `ulimit -d`, then `localgen chat --resume \S+`: the conversation is saved",
+                           " ".join(said.split()))
+        assert bool(resume) == answered_first, said
         assert "Traceback" not in said and "Exception ignored" not in said, said
     finally:
         if chat.child.isalive():

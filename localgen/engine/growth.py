@@ -6,7 +6,7 @@ import resource
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from localgen.errors import LocalgenError, ModelLoadError
+from localgen.errors import LocalgenError, MemoryMarginError, ModelLoadError
 from localgen.estimate import ModelShape, allocated_context, estimate_memory, kv_cache_bytes, padded_context, read_shape
 from localgen.hardware import repacked_weight_types
 from localgen.memory_limits import (
@@ -143,7 +143,7 @@ def batch_beyond_memory_limit(options: LoadOptions, shape: ModelShape | None, ba
     if needed <= room.free:
         return None
     if largest <= mapped:  # the batch maps nothing new: only the margin is short
-        return LocalgenError(f"not enough memory is left to answer: a message needs "
+        return MemoryMarginError(f"not enough memory is left to answer: a message needs "
                              f"{room.needs(NEAR_THE_LIMIT_BYTES)} free, and {room.leaves()}",
                              hint=f"raise `{room.name}`")
     at = sizes.index(largest)
