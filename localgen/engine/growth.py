@@ -144,8 +144,8 @@ def batch_beyond_memory_limit(options: LoadOptions, shape: ModelShape | None, ba
         return None
     if largest <= mapped:  # the batch maps nothing new: only the margin is short
         return MemoryMarginError(f"not enough memory is left to answer: a message needs "
-                             f"{room.needs(NEAR_THE_LIMIT_BYTES)} free, and {room.leaves()}",
-                             hint=f"raise `{room.name}`")
+                                 f"{room.needs(NEAR_THE_LIMIT_BYTES)} free, and {room.leaves()}",
+                                 hint=f"raise `{room.name}`")
     at = sizes.index(largest)
     which = "first" if at == 0 else "last" if at == len(sizes) - 1 else "largest"
     beyond = " beyond what the batches before it mapped" if mapped else ""
