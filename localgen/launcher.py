@@ -16,28 +16,28 @@ def main() -> None:
     noted: list[int] = []
     previous = {sig: signal.signal(sig, lambda signum, _frame: noted.append(signum)) for sig in NOTED_WHILE_LOADING
                 if signal.getsignal(sig) is not signal.SIG_IGN}  # a background job's stay ignored
-    try:
-        from localgen import console  # noqa: F401 (the CLI's first import)
-        from localgen.cli import main as run_cli
-        from localgen.cli_exit import end_process, leave_frees_to_exit
-        from localgen.signals import (
-            QUIT_SIGNALS,
-            raise_keyboard_interrupt,
-            raise_signal_exit,
-            resend_unraisable_signals,
-        )
-
-        resend_unraisable_signals()  # before the handlers that raise: one raised in a weakref's callback is sent again
-        if previous.get(signal.SIGINT) is signal.default_int_handler:  # its KeyboardInterrupt waits for llama.cpp's
-            previous[signal.SIGINT] = raise_keyboard_interrupt  # log callback to return, not printed there and lost
-        for sig in QUIT_SIGNALS:  # from here on Ctrl-\ ends the program as SIGTERM does, not with a core dump
-            if previous.get(sig) is signal.SIG_DFL:
-                previous[sig] = raise_signal_exit
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     code: object = 0
-    try:
+    try:  # what the handlers raise once restored is caught here, the restoring itself included
+        try:
+            from localgen import console  # noqa: F401 (the CLI's first import)
+            from localgen.cli import main as run_cli
+            from localgen.cli_exit import end_process, leave_frees_to_exit
+            from localgen.signals import (
+                QUIT_SIGNALS,
+                raise_keyboard_interrupt,
+                raise_signal_exit,
+                resend_unraisable_signals,
+            )
+
+            resend_unraisable_signals()  # before the raising handlers: one raised in a weakref callback is sent again
+            if previous.get(signal.SIGINT) is signal.default_int_handler:  # its KeyboardInterrupt waits for llama.cpp's
+                previous[signal.SIGINT] = raise_keyboard_interrupt  # log callback to return, not printed there and lost
+            for sig in QUIT_SIGNALS:  # from here on Ctrl-\ ends the program as SIGTERM does, not with a core dump
+                if previous.get(sig) is signal.SIG_DFL:
+                    previous[sig] = raise_signal_exit
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         if noted:  # Ctrl-\ outranks Ctrl-C, as it does later
             code = _ended_early(max(noted, key=lambda sig: sig != signal.SIGINT))
         else:
