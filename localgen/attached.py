@@ -11,7 +11,7 @@ from localgen.conversation_turn import Attachment, Turn
 from localgen.inputs import InputFile
 from localgen.stdin_names import STDIN_NAME
 from localgen.typed_paths import FILE_OPTION
-from localgen.units import alternatives, counted
+from localgen.units import alternatives, counted, times
 
 NAMED_FILES = 3  # a refusal of a prompt names this many of its files, and counts the rest
 
@@ -23,12 +23,14 @@ class AttachedText(str):
 
     file: InputFile
     characters: int
+    given: int  # how often its file was attached: /file of it again counts
 
     def __new__(cls, text: str, file: InputFile, *, characters: int | None = None) -> AttachedText:
         """The text, knowing its file (and its characters, where the text is not the file's as read)."""
         attached = super().__new__(cls, text)
         attached.file = file
         attached.characters = len(text) if characters is None else characters
+        attached.given = 1
         return attached
 
 
@@ -118,9 +120,57 @@ def as_sent(text: str) -> str:
 def attached_already(text: str, attachments: Sequence[str]) -> bool:
     """Whether a message would carry text already among attachments, as sent (a file read again whose CRLFs the
     text kept for it no longer holds)."""
-    sent = as_sent(text)
-    return any(as_sent(other) == sent for other in attachments)
+    return attached_before(text, attachments) is not None
 
+
+def attached_before(text: str, attachments: Sequence[str]) -> str | None:
+    """The attachment a message would carry text as already, as sent (attached_already), or None."""
+    sent = as_sent(text)
+    return next((other for other in attachments if as_sent(other) == sent), None)
+
+
+def first_with_text(texts: list[str]) -> list[int]:
+    """The indices of the texts that hold some text, each the first with it (the ones once_each keeps that count)."""
+    return [index for index, text in enumerate(texts) if text.strip() and text not in texts[:index]]
+
+
+def once_each(texts: list[str], names: list[str], warnings: list[str]) -> list[str]:
+    """The attachments' texts less a repeated one (-f a.txt -f a.txt), with a warning for each file left out, one
+    however often it was given: a name given again, counted, or a file with the text of one attached before, named;
+    run -f, chat -f and /file attach a text once; names are their files' (an empty one is warned about already)."""
+    kept: list[str] = []
+    attached_as: dict[str, str] = {}  # each text attached: the name of the file that attached it
+    left_out: list[str] = []  # the names of the texts left out, each once
+    for name, text in zip(names, texts, strict=True):
+        if text.strip() and text in attached_as:
+            left_out += [name] * (name not in left_out)
+        else:
+            kept.append(text)
+            attached_as.setdefault(str(text), name)
+    for name in left_out:
+        first = attached_as[str(texts[names.index(name)])]
+        warnings.append(left_out_warning(name, first, names.count(name)))
+    return kept
+
+
+def left_out_warning(name: str, first: str, given: int) -> str:
+    """The warning for the file name left out of a message as its text is attached already: given `given` times
+    (first is name), or with the text of the file first attached before (run -f, chat -f and /file say it alike)."""
+    return (f"{name} was given {times(given)}: it is attached once" if first == name else
+            f"{name} has the same text as {first}: it is not attached again")
+
+
+
+def attached_again_warning(text: AttachedText, attachments: Sequence[str]) -> str | None:
+    """left_out_warning for /file's text where it is among attachments already (its file attached again: counted),
+    else None."""
+    first = attached_before(text, attachments)
+    if first is None:
+        return None
+    if not isinstance(first, AttachedText):  # a text whose file a saved exchange does not name
+        return left_out_warning(text.file.name, "a text attached", 1)
+    first.given += first.file.name == text.file.name
+    return left_out_warning(text.file.name, first.file.name, first.given)
 
 class SentFiles:
     """The texts of the files each message this chat sent carried, by the message they made, for /undo to attach

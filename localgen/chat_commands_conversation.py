@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 
 from localgen import console
-from localgen.attached import AttachedText, attached_already, attached_files
+from localgen.attached import AttachedText, attached_again_warning, attached_files
 from localgen.chat_commands_settings import settings_text
 from localgen.chat_file_words import dropped_files, one_at_a_time, pattern_files
 from localgen.config import settings
@@ -123,9 +123,9 @@ def file_command(state: ChatState, argument: str) -> None:
     if text is None:
         return
     text = AttachedText(text, InputFile("/file", expand_user_path(typed), typed))  # a refusal names it
-    if attached_already(text, session.attachments):
-        console.say(f"{short_path(typed)} is attached already, or a file with the same text is "
-                    "(/file none drops the attached files)")
+    again = attached_again_warning(text, session.attachments)
+    if again is not None:
+        console.warn(again)
         return
     session.check_attachment(text, short_path(typed))
     session.attachments.append(text)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from localgen.attached import AttachedText, prompt_parts
+from localgen.attached import AttachedText, once_each, prompt_parts
 from localgen.cli_model import (
     load_for,
     model_options,
@@ -238,7 +238,7 @@ def read_chat_inputs(checked: CheckedChat) -> ChatStart:
     (the bound check_chat got), the others when the model loads, before its weights are read."""
     from localgen import console
     from localgen.fit import prompt_context, text_bytes
-    from localgen.inputs import once_each, read_attachments
+    from localgen.inputs import read_attachments
     from localgen.runner import check_given_template
     from localgen.whole_inputs import read_chat_template
 

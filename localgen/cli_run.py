@@ -35,7 +35,7 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     with no -m given (model_given), or a message with nothing in it, is refused; so is one too long for the model,
     as its size shows it (bound)."""
     from localgen import console
-    from localgen.attached import AttachedText, as_given, prompt_parts
+    from localgen.attached import AttachedText, as_given, first_with_text, once_each, prompt_parts
     from localgen.cli import app
     from localgen.cli_args import given_after_double_dash
     from localgen.cli_model import say_waiting_for
@@ -44,9 +44,7 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
         emptiness,
         empty_attachment_note,
         file_name_warning,
-        first_with_text,
         names_a_file,
-        once_each,
         read_attachments,
     )
     from localgen.registry import reads_as_a_model

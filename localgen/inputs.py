@@ -47,7 +47,6 @@ from localgen.typed_paths import (
     option_path,
     short_path,
 )
-from localgen.units import times
 
 MAX_INPUT_BYTES = 256 * 1024 * 1024
 _LINE_ENDS_AT_END = re.compile(r"(\r?\n)+\Z")
@@ -421,27 +420,3 @@ def read_attachments(files: Sequence[InputFile], stdin: BinaryIO | None, warning
         texts.insert(len(texts) if stdin_at is None else stdin_at, piped)
     return texts
 
-
-def first_with_text(texts: list[str]) -> list[int]:
-    """The indices of the texts that hold some text, each the first with it (the ones once_each keeps that count)."""
-    return [index for index, text in enumerate(texts) if text.strip() and text not in texts[:index]]
-
-
-def once_each(texts: list[str], names: list[str], warnings: list[str]) -> list[str]:
-    """The attachments' texts less a repeated one (-f a.txt -f a.txt), with a warning for each file left out, one
-    however often it was given: a name given again, counted, or a file with the text of one attached before, named;
-    run -f, chat -f and /file attach a text once; names are their files' (an empty one is warned about already)."""
-    kept: list[str] = []
-    attached_as: dict[str, str] = {}  # each text attached: the name of the file that attached it
-    left_out: list[str] = []  # the names of the texts left out, each once
-    for name, text in zip(names, texts, strict=True):
-        if text.strip() and text in attached_as:
-            left_out += [name] * (name not in left_out)
-        else:
-            kept.append(text)
-            attached_as.setdefault(str(text), name)
-    for name in left_out:
-        first = attached_as[str(texts[names.index(name)])]
-        warnings.append(f"{name} was given {times(names.count(name))}: it is attached once" if first == name else
-                        f"{name} has the same text as {first}: it is not attached again")
-    return kept

@@ -64,7 +64,7 @@ def test_undo_of_a_message_sent_with_a_file_attaches_the_file_to_the_next_messag
 def test_undo_in_a_conversation_loaded_attaches_the_files_its_record_gives_as_sent(tmp_path: Path) -> None:
     """/undo in a conversation loaded (the files this chat sent forgotten with it at /reset) attaches the files of
     the message it drops again, cut from the saved message by the sizes recorded, Windows line ends as sent: the
-    next message is sent and recorded as it was, and /file of one of them finds it attached already."""
+    next message is sent and recorded as it was, and /file of one of them finds it attached once."""
     notes, table, other = tmp_path / "notes.md", tmp_path / "a.csv", tmp_path / "b.csv"
     notes.write_bytes(b"# Notes\r\n\r\nThe secret word is plum.\r\n")
     table.write_bytes(b"a,b\r\n1,2\r\n\r\n")  # a blank line after it, as a file's paragraphs end
@@ -79,7 +79,7 @@ def test_undo_in_a_conversation_loaded_attaches_the_files_its_record_gives_as_se
         said = " ".join(ESCAPE.sub("", chat.command_words("/undo", "/file none drops them)")).split())
         assert f"; {notes}, {table}, {other} are attached to the next message again as sent; /file none drops them)" \
             in said, said
-        said = " ".join(ESCAPE.sub("", chat.command_words(f"/file {table}", "is attached already")).split())
+        said = " ".join(ESCAPE.sub("", chat.command_words(f"/file {table}", "it is attached once")).split())
         said = " ".join(ESCAPE.sub("", chat.command_words("/file", "(/file none drops them)")).split())
         assert f"attached to the next message: {notes} (37 characters), {table} (12 characters), {other} (12 " \
                "characters) (/file none drops them)" in said, said
