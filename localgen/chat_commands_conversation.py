@@ -14,7 +14,7 @@ from localgen.chat_commands_settings import settings_text
 from localgen.chat_file_words import dropped_files, one_at_a_time, pattern_files
 from localgen.config import settings
 from localgen.conversation import Conversation, Turn
-from localgen.conversation_lock import held_names, release
+from localgen.conversation_lock import held_by_others, held_names, release
 from localgen.conversation_names import NAME_PATTERN, NEW_NAME_HINT, check_name, empty_name
 from localgen.conversation_store import (
     MissingConversationError,
@@ -261,8 +261,8 @@ def _load(state: ChatState, conversation: Conversation) -> None:
 
 
 def list_command(state: ChatState, argument: str) -> None:
-    """/list [all]: list the newest saved conversations (all: every one), marking this chat's, and say how many
-    older ones there are."""
+    """/list [all]: list the newest saved conversations (all: every one), marking this chat's and those another chat
+    or run has open, and say how many older ones there are."""
     if argument.lower() not in ("", "all"):
         raise usage_error("/list", f"/list takes all or nothing, not {argument!r}")
     listing = list_conversations(unusable=True)  # a stat of each file: summaries reads only the ones it lists
@@ -275,7 +275,8 @@ def list_command(state: ChatState, argument: str) -> None:
     misnamed = _misnamed_files(listing)
     also = f" and {counted(misnamed, 'misnamed file')}" if misnamed else ""
     console.say(f"{counted(len(listing) - misnamed, 'saved conversation')}{also}, newest first:")
-    for row in list_rows(entries, current, console.status_width()):
+    others = held_by_others(conversations_dir(), (entry.name for entry in entries))  # as /load would find them
+    for row in list_rows(entries, current, console.status_width(), others):
         console.say(row)
     older = len(listing) - len(entries)
     if older > 0:

@@ -9,6 +9,7 @@ import os
 import re
 import stat
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from localgen.conversation_names import NAME_RULE
@@ -152,6 +153,22 @@ def held_names(folder: Path) -> set[str]:
     """The names of the conversations in folder this process holds."""
     locks = folder / LOCKS_FOLDER
     return {path.name.removesuffix(".lock") for path in _held if path.parent == locks}
+
+
+def held_by_others(folder: Path, names: Iterable[str]) -> set[str]:
+    """Those of names in folder another process holds now (a chat open on one, a run continuing it), whose hold would
+    be refused: each lock tried without waiting and let go at once (this process's own are not tried)."""
+    others: set[str] = set()
+    for name in set(names) - held_names(folder) if HAS_FLOCK else ():
+        with contextlib.suppress(OSError):  # no lock file: none holds it
+            fd = os.open(lock_path(folder, name), os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+                         | getattr(os, "O_CLOEXEC", 0))
+            try:
+                if try_flock(fd, exclusive=False) is False:
+                    others.add(name)
+            finally:
+                os.close(fd)  # the lock taken here goes with it
+    return others
 
 
 def holds(folder: Path, name: str) -> bool:

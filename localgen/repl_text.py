@@ -13,13 +13,16 @@ from localgen.units import counted, local_minute
 from localgen.wordwrap import display_width
 
 if TYPE_CHECKING:
+    from collections.abc import Set
+
     from localgen.conversation_summary import Summary
     from localgen.params import SamplingParams
     from localgen.session_turns import TurnStart
 
-LIST_MESSAGE_MIN = 12  # columns of a first message that /list keeps before it drops "(this chat)"
+LIST_MESSAGE_MIN = 12  # columns of a first message that /list keeps before it drops its note ("(this chat)")
 LIST_MESSAGE_SHORTEST = 5  # columns of a first message ("Tell…") below which /list drops the date, then the size
 THIS_CHAT = "  (this chat)"
+OTHER_CHAT = "  (open in another chat or run)"  # its lock held by another process: /load of it is refused
 LIST_NAME_KEPT = 20  # columns of a name that /list keeps before it drops the date (a new chat's name takes 20)
 
 
@@ -140,8 +143,9 @@ def _toolbar(parts: list[tuple[str, int]]) -> str:
     return " " + " │ ".join(text for text, _ in parts)
 
 
-def list_rows(entries: list[Summary], current: str | None, columns: int) -> list[str]:
-    """/list's rows, one a conversation, marking current's with * and (this chat); in columns > 0 each row fits on
+def list_rows(entries: list[Summary], current: str | None, columns: int, others: Set[str] = frozenset()) -> list[str]:
+    """/list's rows, one a conversation, marking current's with * and (this chat), and those others hold (another
+    chat's, or a run's) with (open in another chat or run); in columns > 0 each row fits on
     one line: where the first message would keep too few columns, names longer than LIST_NAME_KEPT are cut first,
     then the date goes, then the exchange count, then names are cut further (in their middle)."""
     described = [console.one_line(entry.described) for entry in entries]
@@ -158,7 +162,8 @@ def list_rows(entries: list[Summary], current: str | None, columns: int) -> list
             names = [shorten_middle(name, max(1, room)) for name in full]  # their ends tell them apart
             heads = _list_heads(entries, names, current, with_date=with_date, with_size=with_size)
             break
-    return [_list_row(head, text, THIS_CHAT if entry.name == current else "", columns)
+    return [_list_row(head, text, THIS_CHAT if entry.name == current else OTHER_CHAT if entry.name in others else "",
+                      columns)
             for entry, head, text in zip(entries, heads, described, strict=True)]
 
 
