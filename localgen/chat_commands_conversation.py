@@ -48,7 +48,7 @@ from localgen.shell_words import one_argument
 from localgen.stopping import escaped
 from localgen.think_switch import CHAT_HINT, think_problem
 from localgen.typed_paths import expand_user_path, option_path, short_path
-from localgen.units import counted
+from localgen.units import alternatives, counted
 
 
 def reset_command(state: ChatState, _: str) -> None:
@@ -173,7 +173,7 @@ def save_command(state: ChatState, argument: str) -> None:
     saved_before = conversation.on_disk
     path = state.session.save(name)
     if name is None or conversation.name == before or not saved_before:
-        console.say(f"saved to {path}")
+        console.say(f"saved to {path}{_preset_note(session)}")
     elif not os.path.isfile(saved_path(before)):  # nothing of it left there (an automatic name's file removed)
         console.say(f"renamed {before} to {conversation.name}: saved to {path}")
     else:
@@ -183,6 +183,19 @@ def save_command(state: ChatState, argument: str) -> None:
     if like:
         console.warn(f"saved as a new conversation '{conversation.name}'; a saved one is named '{like}' (/load {like} "
                      "continues it)")
+
+
+def _preset_note(session: ChatSession) -> str:
+    """What /save adds where the conversation it wrote has no exchange: that only what was chosen in it is kept,
+    which /load of it starts from ('' where it has exchanges)."""
+    if session.conversation.turns:
+        return ""
+    chosen = [*["its system prompt"] * session.own_system,
+              *[f"its {'setting' if len(session.own_settings) == 1 else 'settings'} "
+                f"({', '.join(sorted(session.own_settings))})"] * bool(session.own_settings),
+              *["its stop strings"] * session.own_stop]
+    return (f" with no exchange yet: only {alternatives(chosen, 'and')}, which /load {session.conversation.name} "
+            "starts from")
 
 
 def _nothing_to_save(conversation: Conversation) -> str:
