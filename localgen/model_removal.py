@@ -48,7 +48,7 @@ from localgen.promptcache import CacheEntry, remove_entries
 from localgen.promptcache_models import entries_of, identity_keys
 from localgen.references import ModelRef, normalize_quant
 from localgen.registry import ModelSpec, Registry, hub_target, own_file_refusal
-from localgen.removal_refusals import bundled_not_removable, not_in_cache, refuse_gone, refuse_path
+from localgen.removal_refusals import bundled_not_removable, not_in_cache, refuse_empty, refuse_gone, refuse_path
 from localgen.storage import unwritable_hint
 
 
@@ -96,6 +96,7 @@ def remove_model(registry: Registry, reference: str, *, dry_run: bool = False,
     """Delete a downloaded model's files from the HF cache, keeping blobs other models still use (others: what the
     models removed with it in the same command take, so that data shared with one removed later goes with that one,
     and a dry run does not count what one removed before deletes)."""
+    refuse_empty(reference)
     own = registry.own_file_entry(reference)
     if own is not None:
         raise own_file_refusal(own, "delete")

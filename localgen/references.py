@@ -25,6 +25,7 @@ OLLAMA_HUB_HINT = "find the model's GGUF repo on Hugging Face and give it as ORG
 DEFAULT_TAG = "latest"  # Ollama's tag for a model's default version: here, the default quant
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a registry name, and each half of a repo id
 HUB_NAME_CHARS = 96  # the longest owner or repo name the Hub takes, and here the longest quant tag
+EMPTY_REFERENCE = "empty model reference"
 
 
 class OllamaAddressError(UsageError):
@@ -127,7 +128,7 @@ def parse_reference(text: str, base: Path | None = None) -> ModelRef:
     given, else in the current folder; raise UsageError for malformed ones."""
     raw = text.strip()
     if not raw:
-        raise UsageError("empty model reference", hint="name a model: NAME, ORG/REPO[:QUANT] or path/to/model.gguf; "
+        raise UsageError(EMPTY_REFERENCE, hint="name a model: NAME, ORG/REPO[:QUANT] or path/to/model.gguf; "
                                                        "`localgen models list --all` lists the names")
     if looks_like_path(raw, base):
         path = expand_user_path(raw)

@@ -14,8 +14,15 @@ from localgen.hub_names import reference_name
 from localgen.hub_slips import with_downloaded_repo
 from localgen.model_file_errors import path_not_removed
 from localgen.partial_downloads import are_partly_downloaded, partial_downloads
-from localgen.references import ModelRef
+from localgen.references import EMPTY_REFERENCE, ModelRef
 from localgen.registry import ModelSpec, Registry
+
+
+def refuse_empty(reference: str) -> None:
+    """Refuse an empty reference naming what rm takes: a downloaded model by its name, never a path."""
+    if not reference.strip():
+        raise UsageError(EMPTY_REFERENCE, hint="name a downloaded model: NAME[:QUANT], ORG/REPO[:QUANT] or "
+                                               "ORG/REPO/FILE.gguf; `localgen models list` lists them")
 
 
 def refuse_gone(name: str, files: list[hub_cache.CachedHubFile]) -> None:

@@ -195,6 +195,8 @@ CASES: dict[str, Case] = {
     "pull-traversal": Case(("pull", "org/repo/../../x.gguf"), USAGE, "unsafe file name"),
     "pull-a-text-file": Case(("pull", "{text_file}"), RUNTIME, "not a GGUF file"),
     "pull-empty-reference": Case(("pull", ""), USAGE, "empty model reference (hint: name a model: NAME,"),
+    "rm-empty-reference": Case(("models", "rm", ""), USAGE, "empty model reference (hint: name a downloaded model: "
+                               "NAME[:QUANT], ORG/REPO[:QUANT] or ORG/REPO/FILE.gguf;"),  # no path, which rm refuses
     "json-before-a-subcommand": Case(("models", "--json", "show", "smollm2-135m"), USAGE,
                                      "--json before `show` would be ignored"),
     "json-for-a-subcommand-without-it": Case(("cache", "--json", "clear"), USAGE,
