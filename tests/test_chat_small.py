@@ -532,3 +532,16 @@ def test_a_history_entry_another_chat_is_appending_is_not_taken_for_damage(home:
     starting.join()
     assert opened == [None] and not history.with_name("history.damaged").exists()
     assert _history_entries(history) == ["old 0", "old 1", "old 2", "café"]
+
+
+def test_model_refuses_a_quant_no_file_carries_without_asking_the_hub(tmp_path: Path) -> None:
+    """`/model org/repo:q 8` went to the Hub (or offline's refusal) with a quant no file's name can carry: it is
+    refused at once, the chat going on with its model."""
+    chat = Chat(tmp_path / "home", "--no-markdown", "-n", "1")
+    try:
+        said = chat.command_words("/model org/repo:q 8", "has 'q 8' after ':', which is no quant")
+        assert "org/repo:Q4_K_M" in " ".join(chat.transcript.getvalue().split()), said
+        chat.command("/model", "using smollm2-135m")
+        assert chat.quit() == 0
+    finally:
+        end_chat(chat)

@@ -197,6 +197,12 @@ CASES: dict[str, Case] = {
     "pull-empty-reference": Case(("pull", ""), USAGE, "empty model reference (hint: name a model: NAME,"),
     "rm-empty-reference": Case(("models", "rm", ""), USAGE, "empty model reference (hint: name a downloaded model: "
                                "NAME[:QUANT], ORG/REPO[:QUANT] or ORG/REPO/FILE.gguf;"),  # no path, which rm refuses
+    # a quant no file can carry is refused before the Hub is asked (or offline's refusal said)
+    "model-quant-with-a-space": Case(("run", "hi", "-m", "org/repo:q 8"), USAGE,
+                                     "'org/repo:q 8' has 'q 8' after ':', which is no quant (hint: a quant holds "),
+    "pull-quant-with-a-slash": Case(("pull", "org/repo:Q8_0/x"), USAGE, "has 'Q8_0/x' after ':', which is no quant"),
+    "show-quant-with-a-star": Case(("models", "show", "smollm2-135m:q*"), USAGE,
+                                   "has 'q*' after ':', which is no quant"),
     "json-before-a-subcommand": Case(("models", "--json", "show", "smollm2-135m"), USAGE,
                                      "--json before `show` would be ignored"),
     "json-for-a-subcommand-without-it": Case(("cache", "--json", "clear"), USAGE,

@@ -20,6 +20,10 @@ from localgen.references import parse_reference
     ("qwen2.5-1.5b:" + "q" * 200, "a quant is a tag of at most 96 characters, e.g. Q8_0: write qwen2.5-1.5b:QUANT, "
                                   "e.g. qwen2.5-1.5b:Q4_K_M"),
     ("org/repo/m.gguf:" + "q" * 200, "a file takes no quant: drop the ':', writing org/repo/m.gguf alone"),
+    ("org/repo:q 8", "a quant holds letters, digits, '_', '-' and '.': write org/repo:QUANT, e.g. org/repo:Q4_K_M, or "
+                     "org/repo alone for the quant that fits best here"),
+    ("mine:Q4_K_M!", "a quant holds letters, digits, '_', '-' and '.': write mine:QUANT, e.g. mine:Q4_K_M"),
+    ("org/repo/m.gguf:q 8", "a file takes no quant: drop the ':', writing org/repo/m.gguf alone"),
 ])
 def test_a_malformed_reference_s_hint_names_the_form_meant_without_nested_parentheses(text: str, hint: str) -> None:
     """An empty reference's hint names `models list --all` without parentheses inside the hint's own; an empty or
@@ -28,3 +32,13 @@ def test_a_malformed_reference_s_hint_names_the_form_meant_without_nested_parent
     with pytest.raises(UsageError) as refused:
         parse_reference(text)
     assert refused.value.hint == hint
+
+
+@pytest.mark.parametrize(("text", "quant"), [
+    ("org/repo:UD-Q4_K_XL", "UD-Q4_K_XL"), ("hf.co/org/repo:m-Q8_0.gguf", "M-Q8_0.GGUF"), ("qwen2.5:1.5b", "1.5B"),
+    ("org/repo: q8_0", "Q8_0"), ("org/repo:Q4KM", "Q4KM"), ("org/repo:latest", None),
+])
+def test_a_tag_a_file_can_carry_is_taken_as_the_quant(text: str, quant: str | None) -> None:
+    """Only a quant no file name can carry (a space, '/', '*' in it) is refused: a tag around a quant, a file's name
+    (which the Hub's listing answers), a size, a misspelling the listing corrects still reach it."""
+    assert parse_reference(text).quant == quant
