@@ -397,7 +397,7 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
         error = hub_request_error(exc, repo=model.repo, filename=f.filename)
         if note is not None and note.retries and timed_out(exc):
             error.message = stalled_message(f"{model.repo}/{f.filename}")
-        raise _kept_part_said(error, model.repo, ours, f.size) from exc
+        raise _kept_part_said(error, model, f, ours) from exc
     except BaseException:  # Ctrl-C, or a signal that ends localgen
         if own is not None and claim.writing and (said := _left_after_stop(model, f, own)):
             display.notes_after.append(f"localgen: the download of {model.repo}/{f.filename} stopped; {said}")
@@ -420,23 +420,26 @@ def _left_after_stop(model: HubModel, f: HubFile, blob: str) -> str:
     """What a download of a file that stopped left: the part received, which the next pull resumes (or checks, where
     it is whole), or the copy that was there (a pull --force's); "" for neither."""
     if kept := partial_size(model.repo, blob):
-        return _part_kept(kept, f.size, ", and ")
+        return _part_kept(kept, model, f)
     return "the copy that was there is kept" if is_cached(model, f) else ""
 
 
-def _kept_part_said(error: LocalgenError, repo: str, blob: str | None, size: int) -> LocalgenError:
-    """A download's error, its hint saying that the part received is kept for the next pull to resume (or check)."""
-    kept = partial_size(repo, blob) if blob else 0
+def _kept_part_said(error: LocalgenError, model: HubModel, f: HubFile, blob: str | None) -> LocalgenError:
+    """A download's error, its hint saying what of the file is on disk, and the pull that resumes (or checks) it."""
+    kept = partial_size(model.repo, blob) if blob else 0
     if kept:
-        note = _part_kept(kept, size, ": ")
+        note = _part_kept(kept, model, f)
         error.hint = f"{error.hint}; {note}" if error.hint else note
     return error
 
 
-def _part_kept(kept: int, size: int, joiner: str) -> str:
-    """The part a stopped download kept of a file of size bytes, and (after joiner) what the next pull does with it:
-    resumes from it, or checks it with no download where the whole file was received."""
-    if kept == size:
-        return f"all {binary_size(kept)} were received and are kept{joiner}the next pull checks them, with no download"
-    return f"the {binary_size(kept)} received are kept{joiner}the next pull resumes from there"
+def _part_kept(kept: int, model: HubModel, f: HubFile) -> str:
+    """What of file f a stopped download left on disk, and what the pull that names model does with it: resumes
+    from it, or checks it with no download where the whole file was received."""
+    from localgen.partial_downloads import resuming_pull
+
+    pull = f"`{resuming_pull(model)}`"
+    if kept == f.size:
+        return f"all {binary_size(kept)} of it are on disk, which {pull} checks, with no download"
+    return f"{binary_size(kept)} of {binary_size(f.size)} are on disk, which {pull} resumes"
 

@@ -99,16 +99,35 @@ def _pull_reference(registry: Registry, repo: str, quant: str | None, filename: 
     return f"{repo}/{filename}" if spec is not None and bundled_file(spec) is not None else name
 
 
+def pull_command(name: str) -> str:
+    """The `localgen pull NAME` that resumes a model's part, as the `resume` field gives it."""
+    import shlex
+
+    return f"localgen pull {shlex.quote(name)}"
+
+
+def resuming_pull(model: HubModel) -> str:
+    """The `localgen pull` that resumes what a stopped download kept of model, naming it as `models list` does (as
+    ORG/REPO:QUANT where the models.toml cannot be read)."""
+    from localgen.config import settings
+    from localgen.errors import LocalgenError
+    from localgen.registry import load_registry
+
+    first = model.files[0]
+    try:
+        name = _pull_reference(load_registry(settings().user_registry), model.repo, first.quant, first.filename)
+    except LocalgenError:
+        name = f"{model.repo}:{first.quant}" if first.quant else f"{model.repo}/{first.filename}"
+    return pull_command(name)
+
+
 def partial_json(part: PartialDownload | None, reference: str | None = None) -> dict[str, object] | None:
     """What a stopped pull kept of a model, as `models list --json` and `models show --json` give it, with the command
     that resumes it (reference: as that pull names the model, part.name where None); None: nothing kept."""
-    import shlex
-
     if part is None:
         return None
     return {"kept_bytes": part.kept, "size": part.size, "running": part.running,
-            "resume": f"localgen pull {shlex.quote(reference or part.name)}",
-            "paths": [str(path) for path in part.parts]}
+            "resume": pull_command(reference or part.name), "paths": [str(path) for path in part.parts]}
 
 
 def parts_left_note(registry: Registry, repo: str) -> str | None:

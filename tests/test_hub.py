@@ -583,7 +583,8 @@ def test_a_download_whose_body_stalls_is_said_to_have_stalled_and_keeps_its_part
     assert info.value.message == (f"the download of {REPO}/big-Q4_K_M.gguf stalled: the Hugging Face Hub "
                                   f"({hubenv.server.url}) sent nothing for 0.2 s, and nothing when asked again")
     assert (info.value.hint or "").startswith("a slow network or server may need longer: raise HF_HUB_DOWNLOAD_TIMEOUT")
-    assert (info.value.hint or "").endswith("the 10.0 MiB received are kept: the next pull resumes from there")
+    assert (info.value.hint or "").endswith(f"10.0 MiB of 11.4 MiB are on disk, which `localgen pull {REPO}:Q4_K_M` "
+                                             "resumes")
     said = [line for line in capfd.readouterr().err.splitlines() if "trying again" in line]
     assert said == [] if debug else said == [
         f"localgen: the download of {REPO}/big-Q4_K_M.gguf stalled or dropped; trying again, from where it stopped "
@@ -777,8 +778,8 @@ def test_ctrl_c_mid_download_keeps_the_part_received_which_the_next_pull_resumes
     finally:
         loopback_hub.body_released.set()
     assert proc.returncode != 0 and "KeyboardInterrupt" in err
-    assert ("localgen: the download of org/tiny-GGUF/big-Q4_K_M.gguf stopped; the 10.0 MiB received are kept, and "
-            "the next pull resumes from there") in err, err
+    assert ("localgen: the download of org/tiny-GGUF/big-Q4_K_M.gguf stopped; 10.0 MiB of 11.4 MiB are on disk, "
+            "which `localgen pull org/tiny-GGUF:Q4_K_M` resumes") in err, err
     assert loopback_hub.bytes_sent[(REPO, "big-Q4_K_M.gguf")] < 12_000_000
     repo_dir = tmp_path / "hf" / "hub" / "models--org--tiny-GGUF"
     blob = repo_dir / "blobs" / repo.sha256("big-Q4_K_M.gguf")
@@ -932,8 +933,8 @@ def test_ctrl_c_on_a_terminal_says_what_is_kept_below_the_bar(loopback_hub: HubS
         os.close(master)
     assert proc.returncode == 130 and "5.0 MiB/11.4 MiB" in screen, repr(screen[-400:])
     last = screen.rstrip().rsplit("\n", 1)[-1]
-    assert last.endswith("localgen: the download of org/tiny-GGUF/big-Q4_K_M.gguf stopped; the 5.0 MiB received are "
-                         "kept, and the next pull resumes from there"), repr(screen[-400:])
+    assert last.endswith("localgen: the download of org/tiny-GGUF/big-Q4_K_M.gguf stopped; 5.0 MiB of 11.4 MiB are on "
+                         "disk, which `localgen pull org/tiny-GGUF:Q4_K_M` resumes"), repr(screen[-400:])
 
 
 def test_importing_hub_and_catalog_stays_light() -> None:

@@ -346,8 +346,8 @@ def test_a_download_received_whole_and_stopped_as_it_was_hashed_is_checked_by_th
         with pytest.raises(KeyboardInterrupt):
             hub.download_model(REPO, quant="Q8_0", filename=None)
     assert capsys.readouterr().err.splitlines()[-1] == (f"localgen: the download of {REPO}/{NAME} stopped; all 64.0 "
-                                                        "KiB were received and are kept, and the next pull checks "
-                                                        "them, with no download")
+                                                        f"KiB of it are on disk, which `localgen pull {REPO}:Q8_0` "
+                                                        "checks, with no download")
     gets = hubenv.server.count("GET", f"/{NAME}")
     (path,) = hub.download_model(REPO, quant="Q8_0", filename=None)
     assert capsys.readouterr().err == (f"localgen: {REPO}/{NAME} (64.0 KiB) received in full by the pull that stopped, "

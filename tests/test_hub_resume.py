@@ -52,7 +52,7 @@ def test_a_pull_cut_part_way_resumes_with_a_range_request_for_the_rest(hubenv: H
     partial = hubenv.hf_cache / "models--org--tiny-GGUF" / "blobs" / f"{sha}.incomplete"
     kept = partial.stat().st_size
     assert 0 < kept <= 400_000 and kept % (64 * 1024) == 0
-    assert "received are kept: the next pull resumes from there" in (info.value.hint or "")
+    assert f"of 976.6 KiB are on disk, which `localgen pull {REPO}:Q4_K_M` resumes" in (info.value.hint or "")
     assert hub_cache.cached_model(REPO, quant="Q4_K_M", filename=None) is None, "a partial file is no model"
     assert hub_cache.cached_gguf_files() == []
     _check_listed_as_partly_downloaded(partial, kept, capsys)
@@ -292,7 +292,7 @@ def test_a_pull_stopped_while_another_writes_the_part_does_not_call_it_its_own(
     with pytest.raises((KeyboardInterrupt, HubError)) as info:
         hub.download_model(REPO, quant="Q4_K_M", filename=None)
     said = capsys.readouterr().err + str(getattr(info.value, "hint", ""))
-    assert "received are kept" not in said, said
+    assert "are on disk" not in said, said
     assert partial.stat().st_size == 65536
 
 

@@ -37,7 +37,8 @@ def _pull_cut_in_shard_2(hub: tuple[HubServer, dict[str, str]]) -> None:
     server.abort_after[(SPLIT, sorted(shards)[1])] = 1_500_000
     server.down_after_abort = True
     cut = run_cli(env, "pull", f"{SPLIT}:Q4_K_M")
-    assert cut.returncode == 1 and "received are kept: the next pull resumes" in cut.stderr, cut.stderr
+    assert cut.returncode == 1, cut.stderr
+    assert f"are on disk, which `localgen pull {SPLIT}:Q4_K_M` resumes" in cut.stderr, cut.stderr
     server.down = False
 
 
@@ -79,7 +80,8 @@ def test_rm_of_a_model_a_pull_downloaded_in_part_removes_the_repo_folder_it_empt
     server.abort_after[(PART, "p-Q8_0.gguf")] = 5_000_000
     server.down_after_abort = True
     cut = run_cli(env, "pull", f"{PART}:Q8_0")
-    assert cut.returncode == 1 and "received are kept: the next pull resumes" in cut.stderr, cut.stderr
+    assert cut.returncode == 1, cut.stderr
+    assert f"are on disk, which `localgen pull {PART}:Q8_0` resumes" in cut.stderr, cut.stderr
     server.down = False
     (part,) = (cache / _hub_folder(PART) / "blobs").glob("*.incomplete")
     kept = part.stat().st_size
@@ -122,7 +124,8 @@ def _part_kept(server: HubServer, env: dict[str, str]) -> HubRepo:
     server.abort_after[(PART, "p-Q8_0.gguf")] = 5_000_000
     server.down_after_abort = True
     cut = run_cli(env, "pull", f"{PART}:Q8_0")
-    assert cut.returncode == 1 and "received are kept: the next pull resumes" in cut.stderr, cut.stderr
+    assert cut.returncode == 1, cut.stderr
+    assert f"are on disk, which `localgen pull {PART}:Q8_0` resumes" in cut.stderr, cut.stderr
     server.down = False
     return repo
 

@@ -87,7 +87,7 @@ def test_a_forced_pull_of_several_stopped_in_a_model_not_here_hints_the_pull_tha
     assert lines[-1] == ("localgen: interrupted: pulled 1 of 3 models; not test/B-GGUF and test/C-GGUF (`localgen "
                          "pull test/B-GGUF` resumes test/B-GGUF; `localgen pull test/C-GGUF --force` pulls "
                          "test/C-GGUF)"), lines
-    assert any("received are kept, and the next pull resumes from there" in line for line in lines), lines
+    assert any("are on disk, which `localgen pull test/B-GGUF:Q4_0` resumes" in line for line in lines), lines
     sent = hubenv.server.bytes_sent[("test/B-GGUF", "b-Q4_0.gguf")]
     assert 0 < sent < 8 * 2**20, sent
     assert run_cli(hubenv.env, "pull", "test/B-GGUF").returncode == 0

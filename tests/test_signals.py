@@ -373,8 +373,8 @@ def test_a_signal_mid_download_keeps_the_part_received_for_the_next_pull(loopbac
         loopback_hub.body_released.set()
     assert proc.returncode == code, err.decode()
     assert b"Traceback" not in err
-    assert (f"the download of org/big-GGUF/{name} stopped; the 5.0 MiB received are kept, and the next pull "
-            "resumes from there").encode() in err, err.decode()
+    assert (f"the download of org/big-GGUF/{name} stopped; 5.0 MiB of 5.7 MiB are on disk, which `localgen pull "
+            "org/big-GGUF:Q4_K_M` resumes").encode() in err, err.decode()
     assert part.stat().st_size == 5 * 2**20
 
 
