@@ -268,7 +268,7 @@ def print_table(rounds: dict[str, list[dict[str, Any]]], args: argparse.Namespac
         med = (lambda v: f"{statistics.median(v):.3f}" if v else "-")  # noqa: E731
         print(f"| {name:<50} | {summarize(pp):>24} | {best(name, 'pp'):6.1f} | {summarize(tg):>24} |"
               f" {best(name, 'tg'):6.1f} | {med(pp_ratio):>8} | {pp_best:7.3f} | {med(tg_ratio):>8} | {tg_best:7.3f} |")
-    from localgen.bench import BUSY_NOTE_CPUS
+    from localgen.bench_contention import BUSY_NOTE_CPUS
 
     busy = [r["round"] + 1 for r in rounds["localgen bench"] if max(r["busy"].values(), default=0) >= BUSY_NOTE_CPUS]
     if busy:  # (the other engines' rounds, between them, likely were too)
