@@ -193,7 +193,7 @@ def bench_draft(args: argparse.Namespace) -> None:
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.runner import ModelOptions, checked_prompt, load_model
 
-    loaded = load_model(ModelOptions(model=args.model, threads=args.threads, offline=True, kv_type=args.kv_type))
+    loaded = load_model(ModelOptions(model=args.model, threads=args.threads, kv_type=args.kv_type))
     engine = loaded.engine
     sampling = SamplingParams(temperature=0.0) if args.sampling == "greedy" else SamplingParams(seed=11)
     for task, (instruction, attached) in DRAFT_TASKS.items():
@@ -252,7 +252,7 @@ def bench_batchcost(args: argparse.Namespace) -> None:
     from localgen.params import LoadOptions
     from localgen.runner import ModelOptions, load_model
 
-    loaded = load_model(ModelOptions(model=args.model, threads=args.threads, offline=True))
+    loaded = load_model(ModelOptions(model=args.model, threads=args.threads))
     path, options = loaded.resolved.path, loaded.engine.options
     loaded.close()
     with Engine(path, LoadOptions(n_ctx=4096, n_threads=options.n_threads, n_threads_batch=options.n_threads,
@@ -295,7 +295,7 @@ def record_draft_data(args: argparse.Namespace) -> dict[str, dict]:
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.runner import ModelOptions, checked_prompt, load_model
 
-    loaded = load_model(ModelOptions(model=args.model, threads=args.threads, offline=True))
+    loaded = load_model(ModelOptions(model=args.model, threads=args.threads))
     engine, data = loaded.engine, {}
     for task, (instruction, attached) in DRAFT_TASKS.items():
         prompt = checked_prompt(loaded, [Message("user", draft_message(instruction, attached))])[1]
@@ -459,7 +459,7 @@ def bench_fullchat(args: argparse.Namespace) -> None:
     from localgen.runner import ModelOptions, load_model
     from localgen.session import ChatSession
 
-    options = ModelOptions(model=args.model, ctx_size=args.ctx, threads=args.threads, offline=True)
+    options = ModelOptions(model=args.model, ctx_size=args.ctx, threads=args.threads)
     chat = ChatSession(load_model(options), options, Conversation.new(system="Be brief.", model=None),
                        SamplingParams(temperature=0.0), GenerationLimits(max_tokens=8), autosave=False)
     chat.conversation.turns.extend(Turn(f"Question {i} about the sea?", f"Answer {i}: the sea is deep.")
@@ -514,8 +514,7 @@ def bench_chatturn(args: argparse.Namespace) -> None:
     follow_up = ("Thanks. Now answer a follow-up question in one short paragraph: what are the three most "
                  "important points?")
     for flash_attn in args.flash_attn:
-        options = ModelOptions(model=args.model, ctx_size=4096, threads=args.threads, flash_attn=flash_attn,
-                               offline=True)
+        options = ModelOptions(model=args.model, ctx_size=4096, threads=args.threads, flash_attn=flash_attn)
         loaded = load_model(options)
 
         def new_chat(loaded=loaded, options=options) -> ChatSession:
@@ -556,7 +555,7 @@ def bench_penalties(args: argparse.Namespace) -> None:
     from localgen.params import GenerationLimits, SamplingParams
     from localgen.runner import ModelOptions, checked_prompt, load_model
 
-    loaded = load_model(ModelOptions(model=args.model, threads=args.threads, offline=True))
+    loaded = load_model(ModelOptions(model=args.model, threads=args.threads))
     engine = loaded.engine
     default = SamplingParams(seed=3)
     prompt = checked_prompt(loaded, [Message("user", FREE_PROMPT)])[1]
@@ -656,7 +655,7 @@ def bench_cells(args: argparse.Namespace) -> None:
     from localgen.params import LoadOptions
     from localgen.runner import ModelOptions, load_model
 
-    loaded = load_model(ModelOptions(model=args.model, threads=args.threads, offline=True))
+    loaded = load_model(ModelOptions(model=args.model, threads=args.threads))
     path, threads = loaded.resolved.path, loaded.engine.options.n_threads
     loaded.close()
     model = load_weights(path, LoadOptions(n_ctx=256, n_threads=threads, n_threads_batch=threads), lambda: False)
@@ -701,7 +700,7 @@ def bench_typing(args: argparse.Namespace) -> None:
     from localgen.runner import ModelOptions, load_model
     from localgen.stop_flag import StopFlag
 
-    loaded = load_model(ModelOptions(model=args.model, threads=args.threads, offline=True))
+    loaded = load_model(ModelOptions(model=args.model, threads=args.threads))
     path, threads = loaded.resolved.path, loaded.engine.options.n_threads
     loaded.close()
 
@@ -794,7 +793,7 @@ def bench_prompttokens(args: argparse.Namespace) -> None:
     from localgen.prompt_tokens import ReusingTokenizer
     from localgen.runner import ModelOptions, load_model
 
-    loaded = load_model(ModelOptions(model=args.model, threads=args.threads, offline=True))
+    loaded = load_model(ModelOptions(model=args.model, threads=args.threads))
     engine, fmt = loaded.engine, loaded.prompt_format
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
 
@@ -914,10 +913,14 @@ def main() -> None:
     pt.add_argument("--model", default=None)
     pt.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
-    {"penalties": bench_penalties, "promptcache": bench_promptcache, "draft": bench_draft, "batchcost": bench_batchcost,
-     "draftbound": bench_draftbound, "fullchat": bench_fullchat,
-     "chatturn": bench_chatturn, "busy": bench_busy, "cells": bench_cells, "typing": bench_typing,
-     "keyecho": bench_keyecho, "prompttokens": bench_prompttokens}[args.what](args)
+    bench = {"penalties": bench_penalties, "promptcache": bench_promptcache, "draft": bench_draft,
+             "batchcost": bench_batchcost, "draftbound": bench_draftbound, "fullchat": bench_fullchat,
+             "chatturn": bench_chatturn, "busy": bench_busy, "cells": bench_cells, "typing": bench_typing,
+             "keyecho": bench_keyecho, "prompttokens": bench_prompttokens}[args.what]
+    from localgen.config import offline_given
+
+    with offline_given(True):  # models loaded here as `localgen --offline` loads them: never from the network
+        bench(args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,99 @@
+"""The benchmark scripts README points to run against localgen as it is: each subcommand at its smallest setting."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from hub_server import HubEnv, make_gguf_bytes
+
+from localgen.errors import LocalgenError
+from tests.conftest import REPO_ROOT
+
+SHORT_TASKS = {"copy (short, piped)": ("Fix the typos:", ["The cat sat on teh mat."])}
+ONE_THREAD = ("--threads", "1")  # no thread spinning while it waits for another (the tests share the CPUs)
+SMALLEST = {  # each subcommand's arguments that make it quickest, every code path it has still taken
+    "batchcost": ["--rounds", "1", "--depths", "8", *ONE_THREAD],
+    "draft": ["--rounds", "1", "--n", "4", *ONE_THREAD],
+    "fullchat": ["--turns", "12", "--ctx", "256", *ONE_THREAD],  # more turns than the context holds
+    "chatturn": ["--rounds", "1", "--n", "2", "--flash-attn", "auto", *ONE_THREAD],
+    "penalties": ["--rounds", "1", "--n", "2", *ONE_THREAD],
+    "cells": ["--rounds", "1", "--n", "1", "--ctx", "300", *ONE_THREAD],
+    "typing": ["--rounds", "1", "--tokens", "8", *ONE_THREAD],
+    "prompttokens": ["--rounds", "1", "--tokens", "60", *ONE_THREAD],
+}
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    """scripts/bench_features.py as a module."""
+    spec = importlib.util.spec_from_file_location("bench_features", REPO_ROOT / "scripts" / "bench_features.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_features"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_bench(bench: ModuleType, monkeypatch: pytest.MonkeyPatch, *args: str) -> None:
+    """bench_features.py's main() with these arguments, as `python scripts/bench_features.py ARGS` runs it."""
+    monkeypatch.setattr(sys, "argv", ["bench_features.py", *args])
+    bench.main()
+
+
+def short_inputs(bench: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Short texts in place of the ~300-word draft tasks and the 2,000-token README chatturn asks about."""
+    monkeypatch.setattr(bench, "DRAFT_TASKS", SHORT_TASKS)
+    (tmp_path / "README.md").write_text("localgen runs local models. " * 20, encoding="utf-8")
+    monkeypatch.setattr(bench, "REPO_ROOT", tmp_path)
+
+
+@pytest.mark.parametrize("what", sorted(SMALLEST))
+def test_each_in_process_benchmark_runs_to_its_figures(what: str, bench: ModuleType, monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    short_inputs(bench, monkeypatch, tmp_path)
+    run_bench(bench, monkeypatch, what, *SMALLEST[what])
+    printed = capsys.readouterr().out
+    assert "(median, min-max)" in printed or "relative to b=1" in printed or "reused" in printed, printed
+
+
+def test_draftbound_records_then_replays_its_recording(bench: ModuleType, monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    short_inputs(bench, monkeypatch, tmp_path)
+    data = tmp_path / "draft.json"
+    for _ in range(2):  # recorded (the model loaded, its batches timed), then read back
+        run_bench(bench, monkeypatch, "draftbound", "--rounds", "1", "--n", "6", "--data", str(data), *ONE_THREAD)
+    printed = capsys.readouterr().out
+    assert printed.count("localgen's drafter, replayed") == 2 * len(SHORT_TASKS), printed
+    assert printed.count("(timed)") == 2 * len(SHORT_TASKS)
+
+
+def test_the_benchmarks_that_start_localgen_run_to_their_figures(bench: ModuleType, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    run_bench(bench, monkeypatch, "promptcache", "--rounds", "1", "--words", "30")
+    run_bench(bench, monkeypatch, "busy", "--rounds", "1", "--n", "2", "--burners", "0")
+    run_bench(bench, monkeypatch, "keyecho", "--rounds", "1", "--chars", "40", "--keys", "1")
+    printed = capsys.readouterr().out
+    assert "greedy text identical with and without the cache: True" in printed, printed
+    assert "default decoded with" in printed and "key echo with 40 characters" in printed, printed
+
+
+def test_every_subcommand_is_run_here(bench: ModuleType, monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sys, "argv", ["bench_features.py", "--help"])
+    with pytest.raises(SystemExit):
+        bench.main()
+    listed = capsys.readouterr().out.split("{", 1)[1].split("}", 1)[0].split(",")
+    assert set(listed) == {*SMALLEST, "draftbound", "promptcache", "busy", "keyecho"}
+
+
+def test_a_benchmark_never_downloads_its_model(bench: ModuleType, hubenv: HubEnv,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    hubenv.server.add_repo("test/Bench-GGUF", {"bench-Q4_K_M.gguf": make_gguf_bytes("bench")})
+    with pytest.raises(LocalgenError, match="offline"):
+        run_bench(bench, monkeypatch, "batchcost", "--rounds", "1", "--depths", "8", "--model", "test/Bench-GGUF",
+                  *ONE_THREAD)
+    assert hubenv.server.count() == 0, "nothing asked of the Hub"
