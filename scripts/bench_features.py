@@ -46,7 +46,8 @@ tokens, top-k, top-p, min-p, temperature) as localgen samples, against llama.cpp
 sampler, after a real answer; and the decode speed of `run`'s default sampling beside greedy.
 
 busy: decode speed of `localgen run` with its default threads (fewer while other processes keep the CPUs busy)
-against fixed `-t` counts, on an idle machine and beside --burners processes that each keep one CPU busy.
+against fixed `-t` counts, on an idle machine and beside --burners processes that each keep one CPU busy (--burners 0:
+the idle machine alone).
 
 cells: decode speed of 128 tokens from an empty cache without flash attention (--flash-attn auto on the CPU), in
 a context of exactly n_ctx cells and in one of the cells localgen allocates (allocated_context), for each --ctx,
@@ -622,7 +623,7 @@ def bench_busy(args: argparse.Namespace) -> None:
     common = ("run", "--json", "--no-cache", "-n", str(args.n), "--temperature", "0",
               "Write a long story about a lighthouse keeper.")
     variants = {"default": (), **{f"-t {t}": ("-t", str(t)) for t in sorted({most, max(1, most - 1)}, reverse=True)}}
-    for burners in (0, args.burners):
+    for burners in dict.fromkeys((0, args.burners)):  # --burners 0: the idle machine alone
         busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(burners)]
         try:
             time.sleep(0.5 if busy else 0)

@@ -78,6 +78,7 @@ def test_the_benchmarks_that_start_localgen_run_to_their_figures(bench: ModuleTy
     run_bench(bench, monkeypatch, "keyecho", "--rounds", "1", "--chars", "40", "--keys", "1")
     printed = capsys.readouterr().out
     assert "greedy text identical with and without the cache: True" in printed, printed
+    assert printed.count("busy processes beside it") == 1, "--burners 0: the idle machine, measured once"
     assert "default decoded with" in printed and "key echo with 40 characters" in printed, printed
 
 
