@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import sys
 from pathlib import Path
@@ -27,15 +28,22 @@ SMALLEST = {  # each subcommand's arguments that make it quickest, every code pa
 }
 
 
+def script(name: str) -> ModuleType:
+    """A script from scripts/ as a module (the folder on sys.path, for the scripts it imports)."""
+    if str(REPO_ROOT / "scripts") not in sys.path:
+        sys.path.append(str(REPO_ROOT / "scripts"))
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
     """scripts/bench_features.py as a module."""
-    spec = importlib.util.spec_from_file_location("bench_features", REPO_ROOT / "scripts" / "bench_features.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_features"] = module
-    spec.loader.exec_module(module)
-    return module
+    return script("bench_features")
 
 
 def run_bench(bench: ModuleType, monkeypatch: pytest.MonkeyPatch, *args: str) -> None:
@@ -98,3 +106,15 @@ def test_a_benchmark_never_downloads_its_model(bench: ModuleType, hubenv: HubEnv
         run_bench(bench, monkeypatch, "batchcost", "--rounds", "1", "--depths", "8", "--model", "test/Bench-GGUF",
                   *ONE_THREAD)
     assert hubenv.server.count() == 0, "nothing asked of the Hub"
+
+
+def test_bench_native_tables_a_localgen_bench_run_and_names_its_busy_rounds(bundled_model: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    native = script("bench_native")
+    args = argparse.Namespace(model=bundled_model, threads=1, batch=512, ubatch=512, flash_attn="auto", n_prompt=16,
+                              n_gen=2, reps=1, rounds=1, follow_up_tokens=None)
+    measured = {**native.run_localgen(args), "round": 0, "busy": {"prefill": 1.0}}  # as if others kept a CPU busy
+    native.print_table({"localgen bench": [measured], native.NATIVE: [{**measured, "round": 0}]}, args)
+    printed = capsys.readouterr().out
+    assert "| localgen bench" in printed and "follow-up turn of" in printed, printed
+    assert "during localgen bench in round(s) 1 " in printed, printed
