@@ -4,10 +4,18 @@ words ('int' object has no attribute 'get')."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, NoReturn
 
 from localgen.errors import UsageError
-from localgen.json_schema_words import SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_VALUED, short_json
+from localgen.json_schema_words import (
+    NUMBER_KEYWORDS,
+    SCHEMA_LISTS,
+    SCHEMA_MAPS,
+    SCHEMA_VALUED,
+    finite_number,
+    short_json,
+)
 
 _COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties")
 _TEXTS = ("$ref", "format")  # a pattern's is refused as the converter reads it (converter_pattern)
@@ -16,7 +24,8 @@ _LISTS = ("enum",)
 
 def check_kinds(schema: dict[str, Any]) -> None:
     """Refuse a keyword of a schema object whose value is not of its kind: a schema (an object, or true or false), a
-    list of schemas, a map of names to schemas, a whole count (3.0 made 3), a text, a list of values."""
+    list of schemas, a map of names to schemas, a whole count (3.0 made 3), a text, a list of values, a finite number
+    (a multipleOf above 0; an exclusive bound true or false too, as draft 4 writes it)."""
     for key, value in schema.items():
         if key == "items" and isinstance(value, list):  # draft 7's tuple, as prefixItems
             if not all(map(_is_schema, value)):
@@ -35,6 +44,21 @@ def check_kinds(schema: dict[str, Any]) -> None:
             _refuse(key, value, "a string", '"date"' if key == "format" else '"#/$defs/Name"')
         elif key in _LISTS and not isinstance(value, list):
             _refuse(key, value, "a list of values", '["red", "green"]')
+        elif key in NUMBER_KEYWORDS:
+            _check_number(key, value)
+
+
+def _check_number(key: str, value: object) -> None:
+    """Refuse a number keyword that is not a finite number (NaN, Infinity, a 1e400 read as it, a string), or a
+    multipleOf not above 0: no number meets it."""
+    if isinstance(value, bool) and key.startswith("exclusive"):
+        return
+    if not finite_number(value):
+        beyond = isinstance(value, float) and math.isinf(value)  # Infinity, or a number past 1.8e308 read as it
+        _refuse(key, value, f"a finite number{' (a number past 1.8e308 reads as Infinity)' if beyond else ''}", "10")
+    if key == "multipleOf" and value <= 0:  # type: ignore[operator]
+        raise UsageError(f"the JSON schema's multipleOf is {short_json(value)}: a multipleOf is a number above 0",
+                         hint='e.g. "multipleOf": 2, or leave it out')
 
 
 def _is_schema(value: object) -> bool:

@@ -373,9 +373,9 @@ def test_bounds_are_said_to_be_ignored_exactly_where_the_grammar_does_not_hold_t
       "properties": {"a": {"$ref": "#/$defs/S", "anyOf": [{"$ref": "#/$defs/none"}]}}},
      "the JSON schema's anyOf refers to #/$defs/none, which does not resolve to a schema (hint: point the $ref at a "
      "schema in $defs)"),
-    ({"type": "integer", "oneOf": [{"allOf": [{"minimum": 1}, {"minimum": "2"}]}]},
-     "the JSON schema's allOf gives minimum two values, 1 and \"2\", which localgen cannot combine (hint: write the "
-     "combined schema out in one object, or drop the allOf)"),
+    ({"type": "string", "oneOf": [{"allOf": [{"format": "date"}, {"format": "time"}]}]},
+     "the JSON schema's allOf gives format two values, \"date\" and \"time\", which localgen cannot combine (hint: "
+     "write the combined schema out in one object, or drop the allOf)"),
 ], ids=["remote-ref-in-any-of", "all-of-in-an-alternative", "ref-in-an-any-of-beside-a-ref", "one-of-s-all-of"])
 def test_a_refused_merge_names_the_keyword_the_user_wrote(schema: dict[str, object], message: str) -> None:
     """The messages of an allOf were reworded as those of the $ref or anyOf whose neighbours were merged with it, an

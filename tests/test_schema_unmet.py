@@ -1,0 +1,39 @@
+"""JSON schemas whose number keywords are no numbers, or no number can meet, refused in one line."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import run_localgen
+from tests.test_gen_hunt import _warnings
+
+QUICK = ("--temperature", "0", "-n", "20")
+_FINITE = "not a finite number (a number past 1.8e308 reads as Infinity)"
+
+
+@pytest.mark.parametrize(("schema", "message"), [
+    ('{"type": "integer", "maximum": -Infinity}', f'the JSON schema\'s maximum is -Infinity, {_FINITE} (hint: e.g. '
+                                                  '"maximum": 10)'),
+    ('{"type": "integer", "minimum": 1e400}', f'the JSON schema\'s minimum is Infinity, {_FINITE} (hint: e.g. '
+                                              '"minimum": 10)'),
+    ('{"type": "integer", "minimum": NaN}', 'the JSON schema\'s minimum is NaN, not a finite number (hint: e.g. '
+                                            '"minimum": 10)'),
+    ('{"type": "integer", "exclusiveMaximum": "5"}', 'the JSON schema\'s exclusiveMaximum is "5", not a finite number '
+                                                     '(hint: e.g. "exclusiveMaximum": 10)'),
+    ('{"type": "number", "multipleOf": 0}', 'the JSON schema\'s multipleOf is 0: a multipleOf is a number above 0 '
+                                            '(hint: e.g. "multipleOf": 2, or leave it out)'),
+    ('{"type": "number", "multipleOf": -2}', 'the JSON schema\'s multipleOf is -2: a multipleOf is a number above 0 '
+                                             '(hint: e.g. "multipleOf": 2, or leave it out)'),
+], ids=["minus-infinity", "past-1.8e308", "nan", "a-string", "multiple-of-zero", "multiple-of-negative"])
+def test_a_schema_no_value_meets_is_refused_in_one_line(schema: str, message: str) -> None:
+    """Each was warned of (or said in the converter's words) and answered with a value that broke it, exit 0."""
+    result = run_localgen("run", *QUICK, "--json-schema", schema, "hi")
+    assert (result.returncode, result.out, result.err) == (2, "", f"localgen: error: {message}\n")
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "integer", "minimum": 1, "exclusiveMinimum": True},  # draft 4's
+    {"type": "number", "multipleOf": 0.5, "maximum": 1e300},
+], ids=["draft-4-exclusive", "finite-bounds"])
+def test_a_schema_some_value_meets_is_not_refused(schema: dict[str, object]) -> None:
+    assert isinstance(_warnings(schema), list)
