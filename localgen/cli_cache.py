@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
@@ -43,8 +44,11 @@ def cache_list(json_output: JsonOpt = False) -> None:
 
 
 @cache_app.command("clear", short_help="Delete every prompt cache entry, and stopped runs' partial writes.")
-def cache_clear() -> None:
-    """Delete every prompt cache entry, and the partial writes of runs that stopped mid-save."""
+def cache_clear(
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Accepted, as by models rm and conversations rm; cache "
+                                      "clear never asks.")] = False,
+) -> None:
+    """Delete every prompt cache entry, and the partial writes of runs that stopped mid-save (it asks nothing)."""
     from localgen import console
     from localgen.promptcache import clear, listed_cache_dir
     from localgen.promptcache_partial import WRITING_TEMP_S

@@ -154,8 +154,8 @@ CASES: dict[str, Case] = {
                                "no such file: /nonexistent/bad\ufffdname.txt"),
     "chat-template-name-empty": Case(("run", "hi", "--chat-template", ""), USAGE,
                                      "the file name given to --chat-template is empty"),
-    "yes-where-nothing-is-asked": Case(("cache", "clear", "-y"), USAGE,
-                                      "(hint: `localgen cache clear` asks no question, so it takes no -y)"),
+    "yes-where-nothing-is-asked": Case(("models", "list", "-y"), USAGE,
+                                      "(hint: `localgen models list` asks no question, so it takes no -y)"),
     # models
     "conversation-name-newline": Case(("run", "hi", "--conversation", "nl\n"), USAGE,
                                       "is not a valid conversation name"),

@@ -264,6 +264,13 @@ def test_clear_leaves_a_write_in_progress_and_counts_a_stopped_run_s(tmp_path: P
         "partial write touched in the last 5 minutes, which may be a run's still writing\n"), cleared.err
 
 
+@pytest.mark.parametrize("yes", ["-y", "--yes"])
+def test_cache_clear_takes_yes_as_the_other_removals_do(tmp_path: Path, yes: str) -> None:
+    """models rm and conversations rm take -y: a script passing it to all three got exit 2 from cache clear."""
+    result = run_localgen("cache", "clear", yes, env={"LOCALGEN_HOME": str(tmp_path)})
+    assert result.returncode == 0 and result.err.startswith("localgen: removed "), result.err
+
+
 def test_a_huge_bound_is_shown_in_the_largest_binary_unit() -> None:
     assert binary_size(5 * 2**40) == "5.0 TiB" and binary_size(2**63) == "8.0 EiB"
 
