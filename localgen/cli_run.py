@@ -370,7 +370,8 @@ def report_after_run(completion: Finished, *, json_output: bool, stats: bool, co
         console.say("localgen: the answer after its <think> reasoning is empty (--hide-thinking left the reasoning out)"
                     if completion.thinking_closed else
                     "localgen: the answer ended inside its <think> reasoning, which --hide-thinking left out")
-    empty = None if json_output or all_hidden else empty_answer_note(completion, stops=stops)  # --json: its "text"
+    empty = None if json_output or all_hidden else \
+        empty_answer_note(completion, stops=stops, grammar=grammar)  # --json: its "text"
     if empty:
         console.say(f"localgen: {empty}")
     if stats:
@@ -405,14 +406,21 @@ def grammar_cut_error(completion: Finished, grammar: Grammar | None, *, limit_so
                          hint=hint)
 
 
-def empty_answer_note(completion: Finished, *, stops: str | None) -> str | None:
-    """Why an answer that ended by itself has no text (stdout shows nothing): the stop string that matched, or the
-    model's end of answer; None where it has some (stops: where the stop strings came from, --stop or models.toml)."""
+def empty_answer_note(completion: Finished, *, stops: str | None, grammar: Grammar | None = None) -> str | None:
+    """Why an answer that ended by itself has no text (stdout shows nothing): the stop string that matched, a grammar
+    that matches only the empty text, or the model's end of answer; None where it has some (stops: where the stop
+    strings came from, --stop or models.toml)."""
+    from localgen.grammar_cost import matches_only_empty
     from localgen.stopping import escaped
 
     if completion.finish_reason != "stop" or completion.text.strip():
         return None
     what = "empty" if not completion.text else "blank (whitespace only)"
-    why = "the model ended it before any text" if completion.stop_string is None else \
-        f"the stop string {escaped(completion.stop_string)}{f' ({stops})' if stops else ''} matched before any text"
+    if completion.stop_string is not None:
+        given = f" ({stops})" if stops else ""
+        why = f"the stop string {escaped(completion.stop_string)}{given} matched before any text"
+    elif grammar is not None and not completion.text and matches_only_empty(grammar.text):
+        why = f"the grammar of {grammar.source} matches only the empty text"
+    else:
+        why = "the model ended it before any text"
     return f"the answer is {what}: {why}"

@@ -68,6 +68,32 @@ def longest_optional_run(text: str) -> OptionalRun | None:
     return OptionalRun(run.size, chr(run.char), run.rule) if run.size else None
 
 
+def matches_only_empty(text: str) -> bool:
+    """Whether a GBNF grammar's root matches the empty text alone (root ::= ""): an answer of it can hold nothing
+    (False where the grammar was not read, or a rule refers back to itself)."""
+    try:
+        rules = _rules(_tokens(text))
+    except (_Unread, RecursionError, ValueError, IndexError):
+        return False
+    return "root" in rules and _only_empty(rules, ("ref", "root"), frozenset())
+
+
+def _only_empty(rules: dict[str, list[list[Node]]], node: Node, met: frozenset[str]) -> bool:
+    """Whether an element matches the empty text alone (met: the rules being followed; one met again is not taken
+    for one)."""
+    kind = node[0]
+    if kind == "lit":
+        return node[1] is None
+    if kind == "ref":
+        return node[1] in rules and node[1] not in met and all(
+            _only_empty(rules, item, met | {node[1]}) for sequence in rules[node[1]] for item in sequence)
+    if kind == "alt":
+        return all(_only_empty(rules, item, met) for sequence in node[1] for item in sequence)
+    if kind == "rep":
+        return node[3] == 0 or _only_empty(rules, node[1], met)
+    return False
+
+
 def _tokens(text: str) -> list[tuple[str, str]]:
     """GBNF text as tokens: ('"', a literal's body), ('[', a class's body), ('word', a name), or the symbol itself."""
     tokens: list[tuple[str, str]] = []

@@ -124,13 +124,28 @@ def test_stop_string_ends_output_before_it() -> None:
 
 @pytest.mark.parametrize(("args", "why"), [
     (("--stop", "Hello"), "the stop string 'Hello' (--stop) matched before any text"),  # was: ..., or the model ended
-    (("--grammar", 'root ::= ""'), "the model ended it before any text"),
-    (("--grammar", 'root ::= ""', "--stop", "Hello"), "the model ended it before any text"),
+    (("--grammar", 'root ::= ""'), "the grammar of --grammar matches only the empty text"),
+    (("--grammar", 'root ::= ""', "--stop", "Hello"), "the grammar of --grammar matches only the empty text"),
 ])
 def test_an_empty_answer_is_said_on_stderr(args: tuple[str, ...], why: str) -> None:
     """stdout stays empty, as the answer is; stderr says so and why, where it said nothing at all."""
     result = run_localgen("run", "hi", "-n", "20", *args, *GREEDY)
     assert (result.returncode, result.out, result.err) == (0, "", f"localgen: the answer is empty: {why}\n")
+
+
+@pytest.mark.parametrize("grammar", ['root ::= empty\nempty ::= "" | ""', 'root ::= "a"{0}'])
+def test_an_empty_answer_of_a_grammar_of_only_the_empty_text_says_so(grammar: str) -> None:
+    """It said the model ended the answer before any text: the grammar had allowed nothing else."""
+    result = run_localgen("run", "hi", "-n", "20", "--grammar", grammar, *GREEDY)
+    assert (result.returncode, result.out, result.err) == (
+        0, "", "localgen: the answer is empty: the grammar of --grammar matches only the empty text\n")
+
+
+@pytest.mark.parametrize("grammar", ['root ::= "" | "Hello"', "root ::= root"])
+def test_a_grammar_that_allows_text_is_not_said_to_match_only_the_empty_text(grammar: str) -> None:
+    from localgen.grammar_cost import matches_only_empty
+
+    assert not matches_only_empty(grammar)
 
 
 def test_json_output_fields() -> None:
