@@ -18,7 +18,13 @@ from localgen.json_schema_beside import (
 from localgen.json_schema_kinds import check_kinds
 from localgen.json_schema_lengths import lengths_folded
 from localgen.json_schema_literals import enum_rule, gbnf_literal
-from localgen.json_schema_objects import HELD_KEYWORDS, keywords_held, own_rule, refuse_refused_required
+from localgen.json_schema_objects import (
+    HELD_KEYWORDS,
+    exclude_objects_of_forbidden_required,
+    keywords_held,
+    own_rule,
+    refuse_refused_required,
+)
 from localgen.json_schema_oneof import ONE_OF_WARNING, may_overlap
 from localgen.json_schema_pattern import converter_pattern
 from localgen.json_schema_ranges import MAX_DIGITS
@@ -209,6 +215,7 @@ def _prepared(node: object, how: _Preparation, seen: tuple[str, ...] = ()) -> ob
         schema = _checked(merged)
     elif str(schema.get("$ref")).startswith("#/") and schema["$ref"] not in how.recursive:
         _prepared(how.resolve(schema["$ref"]), how, seen)  # a target that allows no value refused here (or dropped)
+    exclude_objects_of_forbidden_required(schema)
     split = isinstance(schema.get("type"), list)
     schema = types_apart(schema)
     held_step(schema)  # a multipleOf its bounds hold no multiple of: refused here (or its alternative dropped)

@@ -11,9 +11,9 @@ from typing import Any
 
 from localgen.errors import UsageError
 from localgen.json_schema_kinds import check_kinds
-from localgen.json_schema_types import ANY_VALUE
-from localgen.json_schema_values import NoValueError, is_number, same_value
-from localgen.json_schema_words import DEFINITIONS, NOTES, TYPE_KEYWORDS, short_json
+from localgen.json_schema_types import objects_excluded
+from localgen.json_schema_values import NoValueError, is_number, name_allowed, same_value
+from localgen.json_schema_words import DEFINITIONS, NOTES, short_json
 
 MAX_ALTERNATIVES = 64  # anyOf alternatives an allOf's parts multiply out to, at most
 _LOWER_BOUNDS = ("minLength", "minItems", "minProperties", "minimum", "exclusiveMinimum")  # the larger one holds
@@ -185,28 +185,17 @@ def _close_properties(merged: dict[str, Any], part: dict[str, Any], words: Wordi
     (false) left out, refused where required, and one it limits to a schema given that schema too."""
     extra, listed = part.get("additionalProperties"), part.get("properties")
     properties = merged.get("properties")
+    required = merged.get("required") if isinstance(merged.get("required"), list) else []
+    forbidden = [name for name in required if isinstance(name, str) and not name_allowed(part, name)]
+    if forbidden:  # listed by another part, or by none
+        objects_excluded(merged, NoValueError(f"{words.merged} requires {forbidden[0]}, which {words.side}'s "
+                                              "additionalProperties false forbids", hint=words.hint))
+        return
     if extra in (None, True) or not isinstance(properties, dict):
         return
     others = [name for name in properties if not isinstance(listed, dict) or name not in listed]
-    required = [name for name in others if name in (merged.get("required") or [])]
-    if extra is False and required:
-        _objects_excluded(merged, NoValueError(f"{words.merged} requires {required[0]}, which {words.side}'s "
-                                               "additionalProperties false forbids", hint=words.hint))
-        return
     merged["properties"] = {name: sub if name not in others else {"allOf": [sub, extra]}
                             for name, sub in properties.items() if not (extra is False and name in others)}
-
-
-def _objects_excluded(merged: dict[str, Any], refusal: NoValueError) -> None:
-    """Narrow merged, which no object meets, to its other types and their keywords (no type: every other one);
-    refusal raised where object is the only type it allows."""
-    given = merged.get("type", ANY_VALUE["type"])
-    kept = [name for name in (given if isinstance(given, list) else [given]) if name != "object"]
-    if not kept:
-        raise refusal
-    for key in TYPE_KEYWORDS["object"]:
-        merged.pop(key, None)
-    merged["type"] = kept[0] if len(kept) == 1 else kept
 
 
 def _within_alternatives(spread: list[dict[str, Any]], words: Wording) -> list[dict[str, Any]]:

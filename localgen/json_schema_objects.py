@@ -9,8 +9,8 @@ from typing import Any
 
 from localgen.json_schema_ranges import BOUND_KEYWORDS, bounds_held, range_rule
 from localgen.json_schema_steps import stepped_rule, steps_held
-from localgen.json_schema_types import ANY_VALUE
-from localgen.json_schema_values import NoValueError, value_allowed
+from localgen.json_schema_types import ANY_VALUE, objects_excluded
+from localgen.json_schema_values import NoValueError, name_allowed, value_allowed
 from localgen.json_schema_words import OWN_RULE_KEYWORDS, short_json
 
 COUNT_KEYWORDS = ("minProperties", "maxProperties", "propertyNames")
@@ -83,6 +83,17 @@ def refuse_refused_required(schema: dict[str, Any], written: object) -> None:
     if forbidden is not None:
         raise NoValueError(f"the JSON schema requires {forbidden}, a name its propertyNames {short_json(written)} "
                            "refuses", hint=f"drop {forbidden} from required, or allow it")
+
+
+def exclude_objects_of_forbidden_required(schema: dict[str, Any]) -> None:
+    """Narrow a schema that requires a name its additionalProperties false forbids (one it does not list, nor its
+    patternProperties match), which no object meets, to its other types; refused where object is its only one."""
+    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    forbidden = next((name for name in required if isinstance(name, str) and not name_allowed(schema, name)), None)
+    if forbidden is not None:
+        objects_excluded(schema, NoValueError(f"the JSON schema requires {forbidden}, which it does not list in "
+                                              "properties and its additionalProperties false forbids",
+                                              hint=f"add {forbidden} to properties, or drop it from required"))
 
 
 def _finite_names(names: dict[str, Any]) -> list[str] | None:

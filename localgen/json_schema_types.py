@@ -56,3 +56,15 @@ def check_type(given: object) -> None:
             iter(difflib.get_close_matches(str(name).lower(), types, n=1)), None)
         raise UsageError(f"the JSON schema's type {json.dumps(name)} is not a JSON type",
                          hint=f'use "{meant}"' if meant else f"use one of {', '.join(types)}")
+
+
+def objects_excluded(merged: dict[str, Any], refusal: UsageError) -> None:
+    """Narrow merged, which no object meets, to its other types and their keywords (no type: every other one);
+    refusal raised where object is the only type it allows."""
+    given = merged.get("type", ANY_VALUE["type"])
+    kept = [name for name in (given if isinstance(given, list) else [given]) if name != "object"]
+    if not kept:
+        raise refusal
+    for key in TYPE_KEYWORDS["object"]:
+        merged.pop(key, None)
+    merged["type"] = kept[0] if len(kept) == 1 else kept

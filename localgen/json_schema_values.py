@@ -148,6 +148,15 @@ def _property_allowed(schema: dict[str, Any], name: str, value: object) -> bool:
     return all(_fits(sub, value) for sub in matched) if matched else _fits(schema.get("additionalProperties"), value)
 
 
+def name_allowed(schema: dict[str, Any], name: str) -> bool:
+    """Whether an object's schema allows a property of that name at all: listed in properties, matched by a
+    patternProperties one (or one Python's re cannot read), or additionalProperties not false."""
+    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    patterns = schema.get("patternProperties") if isinstance(schema.get("patternProperties"), dict) else {}
+    return name in properties or schema.get("additionalProperties") is not False or any(
+        not _readable(pattern) or _matches(pattern, name) for pattern in patterns)
+
+
 def _property_schema(schema: dict[str, Any], name: str) -> object:
     """The schema of an object's property: its own in properties, else the first patternProperties one it matches,
     else additionalProperties (None: any)."""

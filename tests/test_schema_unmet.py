@@ -1,17 +1,29 @@
-"""JSON schemas whose number keywords are no numbers, or no number can meet, refused in one line."""
+"""JSON schemas no value can meet, or whose number keywords are no numbers, refused in one line."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from tests.conftest import run_localgen
-from tests.test_gen_hunt import _warnings
+from tests.test_gen_hunt import _Vocab, _warnings
 
 QUICK = ("--temperature", "0", "-n", "20")
+_FORBIDDEN_A = ("the JSON schema requires a, which it does not list in properties and its additionalProperties "
+                "false forbids (hint: add a to properties, or drop it from required)")
 _FINITE = "not a finite number (a number past 1.8e308 reads as Infinity)"
 
 
 @pytest.mark.parametrize(("schema", "message"), [
+    ('{"type": "object", "additionalProperties": false, "required": ["a"]}', _FORBIDDEN_A),
+    ('{"type": "object", "properties": {"b": {}}, "additionalProperties": false, "required": ["a", "b"]}',
+     _FORBIDDEN_A),
+    ('{"type": "object", "properties": {"x": {"type": "object", "additionalProperties": false, "required": ["a"]}}}',
+     _FORBIDDEN_A),
+    ('{"allOf": [{"type": "object", "additionalProperties": false}, {"required": ["a"]}]}',
+     "the JSON schema's allOf requires a, which a part's additionalProperties false forbids (hint: write the combined "
+     "schema out in one object, or drop the allOf)"),
     ('{"type": "integer", "maximum": -Infinity}', f'the JSON schema\'s maximum is -Infinity, {_FINITE} (hint: e.g. '
                                                   '"maximum": 10)'),
     ('{"type": "integer", "minimum": 1e400}', f'the JSON schema\'s minimum is Infinity, {_FINITE} (hint: e.g. '
@@ -24,7 +36,8 @@ _FINITE = "not a finite number (a number past 1.8e308 reads as Infinity)"
                                             '(hint: e.g. "multipleOf": 2, or leave it out)'),
     ('{"type": "number", "multipleOf": -2}', 'the JSON schema\'s multipleOf is -2: a multipleOf is a number above 0 '
                                              '(hint: e.g. "multipleOf": 2, or leave it out)'),
-], ids=["minus-infinity", "past-1.8e308", "nan", "a-string", "multiple-of-zero", "multiple-of-negative"])
+], ids=["unlisted", "unlisted-beside-listed", "in-a-property", "all-of", "minus-infinity", "past-1.8e308", "nan",
+        "a-string", "multiple-of-zero", "multiple-of-negative"])
 def test_a_schema_no_value_meets_is_refused_in_one_line(schema: str, message: str) -> None:
     """Each was warned of (or said in the converter's words) and answered with a value that broke it, exit 0."""
     result = run_localgen("run", *QUICK, "--json-schema", schema, "hi")
@@ -32,8 +45,18 @@ def test_a_schema_no_value_meets_is_refused_in_one_line(schema: str, message: st
 
 
 @pytest.mark.parametrize("schema", [
+    {"type": "object", "additionalProperties": False, "patternProperties": {"^a$": {"type": "integer"}},
+     "required": ["a"]},
     {"type": "integer", "minimum": 1, "exclusiveMinimum": True},  # draft 4's
     {"type": "number", "multipleOf": 0.5, "maximum": 1e300},
-], ids=["draft-4-exclusive", "finite-bounds"])
+], ids=["named-by-a-pattern", "draft-4-exclusive", "finite-bounds"])
 def test_a_schema_some_value_meets_is_not_refused(schema: dict[str, object]) -> None:
     assert isinstance(_warnings(schema), list)
+
+
+def test_an_object_a_required_name_rules_out_leaves_the_other_types(vocab: _Vocab) -> None:
+    from localgen.json_schema import schema_grammar
+
+    schema = {"type": ["object", "null"], "additionalProperties": False, "required": ["a"]}
+    grammar = schema_grammar(json.dumps(schema), [])
+    assert [text for text in ("null", "{}", '{"a": 1}') if vocab.accepts(grammar, text)] == ["null"]
