@@ -15,6 +15,7 @@ from localgen.json_schema_beside import (
     alternatives_beside_keywords_as_all_of,
     ref_beside_keywords_as_all_of,
 )
+from localgen.json_schema_counts import check_counts, items_false_as_no_items
 from localgen.json_schema_kinds import check_kinds
 from localgen.json_schema_lengths import lengths_folded
 from localgen.json_schema_literals import enum_rule, gbnf_literal
@@ -44,7 +45,6 @@ from localgen.json_schema_unheld import unheld_warnings
 from localgen.json_schema_values import ENUM_HOLDS, NoValueError, enum_narrowed, is_number
 from localgen.json_schema_words import (
     DEFINITIONS,
-    MAX_COUNT,
     MAX_SPAN,
     NOT_IN_JSON_STRING,
     SCHEMA_LISTS,
@@ -74,7 +74,6 @@ _VALUE_KEYWORDS = ("type", "$ref", "allOf", "anyOf", "oneOf", "const", "enum", "
 _SHADOW_REMEDIES = {"pattern": "count the characters in the pattern, e.g. ^[a-z]{1,20}$",
                     "format": "give a pattern in its place", "items": "give prefixItems with items false"}
 _LISTED_ITEMS = {"enum": "value", "anyOf": "schema", "oneOf": "schema", "type": "type"}  # none allows no value
-_BOUNDS = (("minLength", "maxLength"), ("minItems", "maxItems"))
 
 
 def schema_grammar(text: str, warn: list[str]) -> str:
@@ -275,7 +274,8 @@ def _checked(node: dict[str, Any]) -> dict[str, Any]:
     schema = dict(node)
     check_kinds(schema)
     check_type(schema.get("type"))
-    _check_bounds(schema)
+    items_false_as_no_items(schema)
+    check_counts(schema)
     required = schema.get("required", [])
     if not isinstance(required, list) or not all(isinstance(name, str) for name in required):
         raise UsageError(f"the JSON schema's required is {short_json(required)}, not a list of property names",
@@ -294,27 +294,6 @@ def _checked(node: dict[str, Any]) -> dict[str, Any]:
     elif of_several_types(schema):
         schema["type"] = ANY_VALUE["type"]  # {"properties": {...}, "minLength": 2}: each type held to its keywords
     return enum_narrowed(lengths_folded(schema))
-
-
-def _check_bounds(schema: dict[str, Any]) -> None:
-    """Refuse a count the grammar cannot hold (over MAX_COUNT) and a minimum above its maximum."""
-    for low_key, high_key in _BOUNDS:
-        for key in (low_key, high_key):
-            count = schema.get(key)
-            if isinstance(count, int) and not isinstance(count, bool) and not 0 <= count <= MAX_COUNT:
-                raise UsageError(f"the JSON schema's {key} {count:,} is beyond what a grammar can count "
-                                 f"(0 to {MAX_COUNT:,})", hint=f"use a {key} of {MAX_COUNT:,} or less")
-        low, high = schema.get(low_key, 0), schema.get(high_key)
-        if isinstance(low, int) and isinstance(high, int) and low > high:
-            raise UsageError(f"the JSON schema's {low_key} {low:,} is above its {high_key} {high:,}: no value "
-                             "can follow it", hint=f"make {low_key} at most {high_key}")
-        if isinstance(low, int) and isinstance(high, int) and high - low > MAX_SPAN:
-            if low_key not in schema:
-                raise UsageError(f"the JSON schema's {high_key} {high:,} is more than {MAX_SPAN:,}, which its grammar "
-                                 "cannot nest", hint=f"make {high_key} {MAX_SPAN:,} or less, or drop it")
-            raise UsageError(f"the JSON schema's {low_key} {low:,} and {high_key} {high:,} are more than "
-                             f"{MAX_SPAN:,} apart, which its grammar cannot nest",
-                             hint=f"narrow them, or drop {high_key}")
 
 
 def _converted(schema: dict[str, Any]) -> str:

@@ -1,4 +1,5 @@
-"""JSON schemas no value can meet, or whose number keywords are no numbers, refused in one line."""
+"""JSON schemas no value can meet, or whose number keywords are no numbers, refused in one line; items false allowing
+only []."""
 
 from __future__ import annotations
 
@@ -36,8 +37,11 @@ _FINITE = "not a finite number (a number past 1.8e308 reads as Infinity)"
                                             '(hint: e.g. "multipleOf": 2, or leave it out)'),
     ('{"type": "number", "multipleOf": -2}', 'the JSON schema\'s multipleOf is -2: a multipleOf is a number above 0 '
                                              '(hint: e.g. "multipleOf": 2, or leave it out)'),
+    ('{"type": "array", "items": false, "minItems": 1}', "the JSON schema's items false allows only an empty array, "
+                                                         "but its minItems is 1 (hint: give items a schema, or drop "
+                                                         "minItems)"),
 ], ids=["unlisted", "unlisted-beside-listed", "in-a-property", "all-of", "minus-infinity", "past-1.8e308", "nan",
-        "a-string", "multiple-of-zero", "multiple-of-negative"])
+        "a-string", "multiple-of-zero", "multiple-of-negative", "items-false-min-items"])
 def test_a_schema_no_value_meets_is_refused_in_one_line(schema: str, message: str) -> None:
     """Each was warned of (or said in the converter's words) and answered with a value that broke it, exit 0."""
     result = run_localgen("run", *QUICK, "--json-schema", schema, "hi")
@@ -60,3 +64,23 @@ def test_an_object_a_required_name_rules_out_leaves_the_other_types(vocab: _Voca
     schema = {"type": ["object", "null"], "additionalProperties": False, "required": ["a"]}
     grammar = schema_grammar(json.dumps(schema), [])
     assert [text for text in ("null", "{}", '{"a": 1}') if vocab.accepts(grammar, text)] == ["null"]
+
+
+@pytest.mark.parametrize(("schema", "allowed"), [
+    ({"type": "array", "items": False}, ["[]"]),
+    ({"type": "array", "prefixItems": [{"type": "integer"}], "items": False}, ["[1]"]),  # the converter: a tuple
+    ({"type": "object", "properties": {"x": {"type": "array", "items": False}}, "required": ["x"]}, ['{"x": []}']),
+], ids=["items-false", "prefix-items", "in-a-property"])
+def test_items_false_allows_no_items_past_prefix_items(vocab: _Vocab, schema: dict[str, object],
+                                                       allowed: list[str]) -> None:
+    """items false was refused as "the converter looked for 'prefixItems' and found none"."""
+    from localgen.json_schema import schema_grammar
+
+    grammar = schema_grammar(json.dumps(schema), [])
+    texts = ["[]", "[1]", "[1, 2]", '{"x": []}', '{"x": [1]}']
+    assert [text for text in texts if vocab.accepts(grammar, text)] == allowed
+
+
+def test_a_run_of_items_false_answers_an_empty_array() -> None:
+    result = run_localgen("run", *QUICK, "--json-schema", '{"type": "array", "items": false}', "hi")
+    assert (result.returncode, result.out, result.err) == (0, "[]\n", "")
