@@ -410,11 +410,12 @@ def empty_answer_note(completion: Finished, *, stops: str | None, grammar: Gramm
     """Why an answer that ended by itself has no text (stdout shows nothing): the stop string that matched, a grammar
     that matches only the empty text, or the model's end of answer; None where it has some (stops: where the stop
     strings came from, --stop or models.toml)."""
-    from localgen.grammar_cost import matches_only_empty
     from localgen.stopping import escaped
 
     if completion.finish_reason != "stop" or completion.text.strip():
         return None
+    from localgen.grammar_cost import matches_only_empty  # an empty answer's alone: a plain run never imports it
+
     what = "empty" if not completion.text else "blank (whitespace only)"
     if completion.stop_string is not None:
         given = f" ({stops})" if stops else ""
