@@ -14,7 +14,15 @@ from pathlib import Path
 
 from localgen.conversation_names import NAME_RULE
 from localgen.errors import LocalgenError, os_reason
-from localgen.file_locks import HAS_FLOCK, locked_descriptor, still_names, try_flock
+from localgen.file_locks import (
+    HAS_FLOCK,
+    holders_told,
+    lock_holders,
+    locked_descriptor,
+    process_running,
+    still_names,
+    try_flock,
+)
 from localgen.links import broken_link_behind
 from localgen.storage import make_folder, remove_leftover_temp_files, unwritable_hint, write_hint
 
@@ -62,6 +70,8 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None, sweep: bo
         refuse the hold naming the holder."""
         nonlocal pidless_waits
         owner, command = _recorded_owner(path)
+        if owner and not process_running(int(owner)):  # left by a holder killed (kill -9): not the one holding it now
+            owner, command = "", None
         if not owner and pidless_waits < PIDLESS_TRIES - 1:  # remove_leftovers testing it, or a holder before its pid
             pidless_waits += 1
             return
@@ -157,18 +167,24 @@ def held_names(folder: Path) -> set[str]:
 
 def held_by_others(folder: Path, names: Iterable[str]) -> set[str]:
     """Those of names in folder another process holds now (a chat open on one, a run continuing it), whose hold would
-    be refused: each lock tried without waiting and let go at once (this process's own are not tried)."""
-    others: set[str] = set()
-    for name in set(names) - held_names(folder) if HAS_FLOCK else ():
-        with contextlib.suppress(OSError):  # no lock file: none holds it
-            fd = os.open(lock_path(folder, name), os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
-                         | getattr(os, "O_CLOEXEC", 0))
-            try:
-                if try_flock(fd, exclusive=False) is False:
-                    others.add(name)
-            finally:
-                os.close(fd)  # the lock taken here goes with it
-    return others
+    be refused (this process's own left out): as /proc/locks tells, which takes no lock, or where it tells nothing,
+    each lock tried without waiting and let go at once."""
+    asked = set(names) - held_names(folder) if HAS_FLOCK else set()
+    if holders_told():  # a lock tried here would make a hold that finds it a moment busy wait, or refuse
+        holders = lock_holders(lock_path(folder, name) for name in asked)
+        return {name for name in asked if holders.get(lock_path(folder, name)) not in (None, os.getpid())}
+    return {name for name in asked if _tried_busy(lock_path(folder, name))}
+
+
+def _tried_busy(path: Path) -> bool:
+    """Whether another process holds the lock file at path, its lock tried without waiting and let go at once."""
+    with contextlib.suppress(OSError):  # no lock file: none holds it
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        try:
+            return try_flock(fd, exclusive=False) is False
+        finally:
+            os.close(fd)  # the lock taken here goes with it
+    return False
 
 
 def holds(folder: Path, name: str) -> bool:

@@ -3,10 +3,11 @@ telling whether a locked file is still the one its name leads to."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from localgen.descriptors import same_file
@@ -74,17 +75,44 @@ def locked_descriptor(path: Path, open_file: Callable[[], int | None], *, wait_s
 def lock_holder(path: Path) -> int | None:
     """The process that holds flock on the file at path, as Linux's /proc/locks tells it (None where none does, or
     where that cannot be told: another system, or a holder in another pid namespace)."""
+    return lock_holders([path]).get(path) or None  # 0: a holder this pid namespace cannot see
+
+
+def lock_holders(paths: Iterable[Path]) -> dict[Path, int]:
+    """The process holding flock on each of the files at paths that one holds, /proc/locks read once for all (0 for
+    a holder in another pid namespace); empty where that cannot be told (another system)."""
+    ids: dict[str, Path] = {}
+    for path in paths:
+        with contextlib.suppress(OSError):  # no file: none holds it
+            info = os.stat(path)
+            ids[f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"] = path
+    if not ids:
+        return {}
     try:
-        info = os.stat(path)
         with open("/proc/locks", encoding="ascii") as table:
             lines = table.read().splitlines()
     except (OSError, ValueError):
-        return None
-    file_id = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+        return {}
+    holders: dict[Path, int] = {}
     for fields in (line.split() for line in lines):
-        if fields[1:2] == ["FLOCK"] and len(fields) > 5 and fields[5] == file_id and fields[4].isdigit():
-            return int(fields[4]) or None  # 0: a holder this pid namespace cannot see
-    return None
+        if fields[1:2] == ["FLOCK"] and len(fields) > 5 and fields[5] in ids and fields[4].isdigit():
+            holders.setdefault(ids[fields[5]], int(fields[4]))
+    return holders
+
+
+def process_running(pid: int) -> bool:
+    """Whether process pid runs (another user's too); True on Windows, where os.kill(pid, 0) would send it a Ctrl-C."""
+    if os.name == "nt":
+        return True
+    if pid <= 0:  # no process: 0 and below name process groups
+        return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:  # another user's process, running
+        return True
+    except (OSError, OverflowError):
+        return False
+    return True
 
 
 def holders_told() -> bool:

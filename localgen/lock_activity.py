@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
 
-from localgen.file_locks import holders_told, lock_holder, try_flock
+from localgen.file_locks import holders_told, lock_holder, process_running, try_flock
 
 Doing = Literal["downloading", "checking", "loading", "removing"]
 _HELD: dict[Path, Doing] = {}  # the blob locks this process holds, each with what it does with them now
@@ -96,13 +96,7 @@ def _held_by(lock: Path, pid: int) -> bool:
     known = lock_holder(lock)
     if known is not None:
         return known == pid
-    if os.name == "nt" or holders_told():
-        return False
-    try:
-        os.kill(pid, 0)
-    except PermissionError:
-        pass  # another user's process, running
-    except (OSError, OverflowError):
+    if os.name == "nt" or holders_told() or not process_running(pid):
         return False
     try:
         with open(lock, "rb") as handle:

@@ -1,0 +1,110 @@
+"""/list tells which conversations another process holds without taking their locks (so a hold beside it is never
+turned away), and a hold finding a lock file that names a killed holder waits a moment rather than refusing."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from localgen import conversation_lock, file_locks
+from localgen.conversation import Conversation, Turn
+from localgen.conversation_lock import ConversationBusyError, held_by_others, hold, lock_path, release
+from localgen.conversation_store import conversations_dir, let_go, load_conversation, save_conversation
+from tests.test_conversation_lock import another_process
+
+pytestmark = pytest.mark.usefixtures("home")  # every test in a localgen home of its own (conftest)
+
+
+def _saved(*names: str) -> Path:
+    """Save conversations of names, let go; their folder."""
+    for name in names:
+        save_conversation(Conversation(name=name, turns=[Turn("q", "r")]))
+        let_go(load_conversation(name))
+    return conversations_dir()
+
+
+def _gone_pid() -> int:
+    """The pid of a process that has ended."""
+    child = subprocess.Popen([sys.executable, "-c", ""])
+    child.wait(timeout=30)
+    return child.pid
+
+
+def test_listing_tells_the_conversations_another_process_holds_taking_no_lock(monkeypatch: pytest.MonkeyPatch
+                                                                                ) -> None:
+    folder = _saved("busy", "free")
+    assert file_locks.holders_told(), "Linux: /proc/locks tells a lock's holder"
+    with another_process("busy") as got:
+        assert got == "held"
+        taken: list[int] = []
+        real_flock = fcntl.flock
+        monkeypatch.setattr(fcntl, "flock", lambda fd, how: (taken.append(fd), real_flock(fd, how))[1])
+        reads: list[str] = []
+        real_open = open
+        monkeypatch.setattr("builtins.open",
+                            lambda path, *args, **kw: (reads.append(str(path)), real_open(path, *args, **kw))[1])
+        others = held_by_others(folder, ["busy", "free", "never-saved"])
+        monkeypatch.setattr("builtins.open", real_open)
+        monkeypatch.setattr(fcntl, "flock", real_flock)
+        assert others == {"busy"}
+        assert taken == [], "no lock tried: a hold beside the listing would find it busy"
+        assert reads.count("/proc/locks") == 1, "read once for every name"
+
+
+def test_listing_tries_each_lock_where_the_system_tells_no_holder(monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = _saved("busy", "free")
+    monkeypatch.setattr(conversation_lock, "holders_told", lambda: False)
+    with another_process("busy") as got:
+        assert got == "held"
+        assert held_by_others(folder, ["busy", "free"]) == {"busy"}
+    assert held_by_others(folder, ["busy", "free"]) == set()
+
+
+def test_a_conversation_this_process_holds_is_not_listed_as_another_s() -> None:
+    folder = _saved("mine")
+    assert hold(folder, "mine", "")
+    try:
+        assert held_by_others(folder, ["mine"]) == set()
+    finally:
+        release(folder, "mine")
+
+
+def test_a_hold_waits_out_a_moment_s_test_of_a_lock_a_killed_holder_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lock file naming a process killed with kill -9, tested (a shared lock a moment) by another process as the
+    hold comes: the hold waits, as for one that names none, rather than refusing naming a process long gone."""
+    folder = _saved("left")
+    path = lock_path(folder, "left")
+    path.write_text(f"{_gone_pid()}\n")
+    tester = os.open(path, os.O_RDONLY)  # another open file: its lock holds this process's hold off as another's
+    fcntl.flock(tester, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    real_sleep = file_locks.time.sleep
+
+    def test_ends(seconds: float) -> None:
+        """The test lets go as the hold first waits."""
+        os.close(tester)
+        monkeypatch.setattr(file_locks.time, "sleep", real_sleep)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(file_locks.time, "sleep", test_ends)
+    assert hold(folder, "left", "")
+    release(folder, "left")
+
+
+def test_a_lock_held_on_past_a_killed_holder_s_record_is_refused_naming_no_process(monkeypatch: pytest.MonkeyPatch
+                                                                                   ) -> None:
+    folder = _saved("left")
+    path = lock_path(folder, "left")
+    path.write_text(f"{_gone_pid()}\n")
+    tester = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(tester, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        with pytest.raises(ConversationBusyError) as caught:
+            hold(folder, "left", "")
+        assert "process" not in str(caught.value), "the killed holder is not named"
+    finally:
+        os.close(tester)
