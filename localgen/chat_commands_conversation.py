@@ -50,6 +50,8 @@ from localgen.think_switch import CHAT_HINT, think_problem
 from localgen.typed_paths import expand_user_path, option_path, short_path
 from localgen.units import alternatives, counted
 
+NOTHING_OF_ITS_OWN = "no exchange, and no system prompt, setting or stop strings of its own"  # nothing /save keeps
+
 
 def reset_command(state: ChatState, _: str) -> None:
     """/reset: start a new conversation, keeping the system prompt."""
@@ -194,6 +196,8 @@ def _preset_note(session: ChatSession) -> str:
               *[f"its {'setting' if len(session.own_settings) == 1 else 'settings'} "
                 f"({', '.join(sorted(session.own_settings))})"] * bool(session.own_settings),
               *["its stop strings"] * session.own_stop]
+    if not chosen:  # a saved one /undo emptied: saved so, as it is now
+        return f" with {NOTHING_OF_ITS_OWN}"
     return (f" with no exchange yet: only {alternatives(chosen, 'and')}, which /load {session.conversation.name} "
             "starts from")
 
@@ -201,10 +205,9 @@ def _preset_note(session: ChatSession) -> str:
 def _nothing_to_save(conversation: Conversation) -> str:
     """What /save says of a conversation with no exchange and nothing chosen in it, which it does not write (a new
     chat's, or a copy of one /undo emptied)."""
-    nothing = "no exchange, and no system prompt, setting or stop strings of its own"
     if conversation.on_disk:
-        return f"nothing to save: {conversation.name} has {nothing} (it stays saved as it is)"
-    return f"nothing to save yet: this chat has {nothing} (it is saved with its first exchange)"
+        return f"nothing to save: {conversation.name} has {NOTHING_OF_ITS_OWN} (it stays saved as it is)"
+    return f"nothing to save yet: this chat has {NOTHING_OF_ITS_OWN} (it is saved with its first exchange)"
 
 
 def load_command(state: ChatState, argument: str) -> None:
