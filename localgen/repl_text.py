@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 LIST_MESSAGE_MIN = 12  # columns of a first message that /list keeps before it drops its note ("(this chat)")
 LIST_MESSAGE_SHORTEST = 5  # columns of a first message ("Tell…") below which /list drops the date, then the size
 THIS_CHAT = "  (this chat)"
-OTHER_CHAT = "  (open in another chat or run)"  # its lock held by another process: /load of it is refused
+IN_USE = "  (in use elsewhere)"  # its lock held by another process (a chat, a run, conversations rm): /load refuses it
+IN_USE_MARK = "!"  # in the column of this chat's *, kept where IN_USE is dropped
+IN_USE_LEGEND = f"  {IN_USE_MARK} in use elsewhere: /load refuses it"  # said where an IN_USE was dropped
 LIST_NAME_KEPT = 20  # columns of a name that /list keeps before it drops the date (a new chat's name takes 20)
 
 
@@ -145,39 +147,42 @@ def _toolbar(parts: list[tuple[str, int]]) -> str:
 
 def list_rows(entries: list[Summary], current: str | None, columns: int, others: Set[str] = frozenset()) -> list[str]:
     """/list's rows, one a conversation, marking current's with * and (this chat), and those others hold (another
-    chat's, or a run's) with (open in another chat or run); in columns > 0 each row fits on
-    one line: where the first message would keep too few columns, names longer than LIST_NAME_KEPT are cut first,
-    then the date goes, then the exchange count, then names are cut further (in their middle)."""
+    chat's, a run's) with ! and (in use elsewhere), IN_USE_LEGEND last where such a note was dropped; in columns > 0
+    each row fits on one line: where the first message would keep too few columns, names longer than LIST_NAME_KEPT
+    are cut first, then the date goes, then the exchange count, then names are cut further (in their middle)."""
     described = [console.one_line(entry.described) for entry in entries]
     wanted = min(LIST_MESSAGE_SHORTEST, max(map(display_width, described), default=0))
     full = [entry.name for entry in entries]
+    marks = ["*" if entry.name == current else IN_USE_MARK if entry.name in others else " " for entry in entries]
     heads: list[str] = []
     for with_date, with_size in ((True, True), (False, True), (False, False)):
-        heads = _list_heads(entries, full, current, with_date=with_date, with_size=with_size)
+        heads = _list_heads(entries, full, marks, with_date=with_date, with_size=with_size)
         over = max(map(display_width, heads)) - (columns - wanted)  # columns the heads take from the message
         if not columns or over <= 0:
             break
         room = max(map(display_width, full)) - over  # the widest name that leaves the message its columns
         if room >= LIST_NAME_KEPT or not with_size:
             names = [shorten_middle(name, max(1, room)) for name in full]  # their ends tell them apart
-            heads = _list_heads(entries, names, current, with_date=with_date, with_size=with_size)
+            heads = _list_heads(entries, names, marks, with_date=with_date, with_size=with_size)
             break
-    return [_list_row(head, text, THIS_CHAT if entry.name == current else OTHER_CHAT if entry.name in others else "",
-                      columns)
-            for entry, head, text in zip(entries, heads, described, strict=True)]
+    notes = {"*": THIS_CHAT, IN_USE_MARK: IN_USE, " ": ""}
+    rows = [_list_row(head, text, notes[mark], columns)
+            for mark, head, text in zip(marks, heads, described, strict=True)]
+    dropped = any(mark == IN_USE_MARK and not row.endswith(IN_USE) for mark, row in zip(marks, rows, strict=True))
+    return [*rows, IN_USE_LEGEND] if dropped else rows
 
 
-def _list_heads(entries: list[Summary], names: list[str], current: str | None, *, with_date: bool,
+def _list_heads(entries: list[Summary], names: list[str], marks: list[str], *, with_date: bool,
                 with_size: bool) -> list[str]:
-    """The columns of /list's rows before the first message, aligned: mark and name (as shown: names), then date and
-    size if wanted."""
+    """The columns of /list's rows before the first message, aligned: mark (marks: * for this chat's) and name (as
+    shown: names), then date and size if wanted."""
     width = max(map(display_width, names))
     sizes = [counted(entry.exchanges, "exchange") if with_size and entry.exchanges is not None else ""
              for entry in entries]
     size_width = max(map(len, sizes), default=0)
     heads = []
-    for entry, name, size in zip(entries, names, sizes, strict=True):
-        head = f" {'*' if entry.name == current else ' '}{name}{' ' * (width - display_width(name))}  "
+    for entry, name, mark, size in zip(entries, names, marks, sizes, strict=True):
+        head = f" {mark}{name}{' ' * (width - display_width(name))}  "
         head += f"{local_minute(entry.updated)}  " if with_date else ""
         head += f"{size:<{size_width}}  " if size_width else ""
         heads.append(console.one_line(head))
@@ -185,8 +190,8 @@ def _list_heads(entries: list[Summary], names: list[str], current: str | None, *
 
 
 def _list_row(head: str, described: str, note: str, columns: int) -> str:
-    """One /list row: in columns > 0, the first message is cut to what is left, and the note dropped when the *
-    must say it alone."""
+    """One /list row: in columns > 0, the first message is cut to what is left, and the note dropped when the mark (*
+    or !) must say it alone."""
     if columns:
         room = columns - display_width(head)
         note = note if room - display_width(note) >= min(LIST_MESSAGE_MIN, display_width(described)) else ""
