@@ -3,6 +3,8 @@ and the system prompt."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -160,17 +162,28 @@ def left_out_warning(name: str, first: str, given: int) -> str:
             f"{name} has the same text as {first}: it is not attached again")
 
 
-
 def attached_again_warning(text: AttachedText, attachments: Sequence[str]) -> str | None:
-    """left_out_warning for /file's text where it is among attachments already (its file attached again: counted),
-    else None."""
+    """left_out_warning for /file's text where it is among attachments already (its file attached again, however its
+    path is typed: counted), else None."""
     first = attached_before(text, attachments)
     if first is None:
         return None
-    if not isinstance(first, AttachedText):  # a text whose file a saved exchange does not name
-        return left_out_warning(text.file.name, "a text attached", 1)
-    first.given += first.file.name == text.file.name
-    return left_out_warning(text.file.name, first.file.name, first.given)
+    if not isinstance(first, AttachedText):  # a text whose file a saved exchange does not name: a run's piped text
+        return left_out_warning(text.file.name, "the piped text", 1)
+    if not _same_file(first.file, text.file):
+        return left_out_warning(text.file.name, first.file.name, 1)
+    first.given += 1
+    return left_out_warning(text.file.name, text.file.name, first.given)
+
+
+def _same_file(first: InputFile, second: InputFile) -> bool:
+    """Whether two attached files are one, however their paths were typed (n.txt, ./n.txt, a link to it); by name
+    where either is stdin or cannot be found."""
+    if first.path is not None and second.path is not None:
+        with contextlib.suppress(OSError):
+            return os.path.samefile(first.path, second.path)
+    return first.name == second.name
+
 
 class SentFiles:
     """The texts of the files each message this chat sent carried, by the message they made, for /undo to attach

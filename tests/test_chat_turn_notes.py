@@ -123,6 +123,25 @@ def test_undo_of_a_message_saved_without_its_files_sizes_says_how_to_attach_them
         end_chat(chat)
 
 
+def test_file_of_the_text_a_run_piped_attached_again_by_undo_says_it_has_the_piped_text(tmp_path: Path) -> None:
+    """/undo of a message a run was piped text for attaches that text again; /file of a file with that text is
+    refused naming it the piped text."""
+    home = tmp_path / "home"
+    (home / "data" / "conversations").mkdir(parents=True)
+    turns = [{"user": "piped\n\nQ1", "answer": "A1", "attached": [{"name": "(text)", "characters": 6, "sent": 5}],
+              "typed": "Q1"}]
+    (home / "data" / "conversations" / "old.json").write_text(json.dumps({"format": 1, "name": "old", "turns": turns}))
+    (tmp_path / "n.txt").write_text("piped\n")
+    chat = Chat(home, "--resume", "old", "--no-markdown", cwd=tmp_path)
+    try:
+        chat.command_words("/undo", "/file none drops it)")
+        said = " ".join(ESCAPE.sub("", chat.command_words("/file n.txt", "not attached again")).split())
+        assert "localgen: warning: n.txt has the same text as the piped text: it is not attached again" in said, said
+        assert chat.quit() == 0
+    finally:
+        end_chat(chat)
+
+
 def test_model_too_small_for_the_last_exchange_says_so_with_the_way_back(tmp_path: Path, bundled_model: Path) -> None:
     """/model of a model whose context cannot hold the conversation's last exchange warns that the next message goes
     without it and /regen cannot ask it again, with the /model that goes back (it said only "now using"); the next
