@@ -202,15 +202,6 @@ def typed_command(app: typer.Typer, args: list[str]) -> tuple[list[str], Any]:
     return names, command
 
 
-def asks_for_help(app: typer.Typer) -> bool:
-    """Whether the command line being run asks for a command's help (-h or --help among its options, before --),
-    which click shows before the command runs."""
-    names, command = typed_command(app, _command_line)
-    helps = help_option_names(app)
-    takes_value = arity(getattr(command, "params", ())) | dict.fromkeys(helps, False)
-    return any(word in helps for word in not_values(_command_line[len(names):], takes_value))
-
-
 def command_names(app: typer.Typer) -> set[str]:
     """The names of the top-level commands and command groups."""
     names = {c.name or c.callback.__name__ for c in app.registered_commands if c.callback}

@@ -125,12 +125,12 @@ def _home_movers() -> list[str]:
     return [name for name, falls_back in (("LOCALGEN_HOME", own), ("HF_HOME", hub)) if falls_back]
 
 
-def _home_hint(*, is_set: bool = True) -> str:
-    """The hint of a HOME refused (empty, relative, missing): set it right or unset it where it is set (the user's
-    home folder is looked up then), or move what falls back to it (_home_movers)."""
+def _home_hint() -> str:
+    """The hint of a HOME refused as empty or relative: set it right or unset it (the user's home folder is looked
+    up then), or move what falls back to it (_home_movers)."""
     movers = _home_movers()
     where = f"{' and '.join(movers)} to {'folders of their own' if len(movers) > 1 else 'a folder of its own'}"
-    return f"set HOME to your home folder's absolute path{' or unset it' if is_set else ''}, or set {where}"
+    return f"set HOME to your home folder's absolute path or unset it, or set {where}"
 
 
 def _xdg_absolute(name: str) -> bool:
@@ -159,7 +159,7 @@ def _folder_error(name: str, value: str) -> ConfigError | None:
     path = Path(value).expanduser()
     blocker = _nearest_existing(path)
     if blocker is None or blocker.is_dir():
-        return _missing_home(f"HOME={value}") if name == "HOME" and blocker not in (None, path) else None
+        return None
     link = broken_link(blocker)  # not made: mkdir follows no link
     if link is not None:
         where = "is" if blocker == path else f"is inside {blocker},"
@@ -168,27 +168,7 @@ def _folder_error(name: str, value: str) -> ConfigError | None:
                                 "directory, or unset it")
     where = "is not a directory" if blocker == path else f"is inside {blocker}, which is not a directory"
     return ConfigError(f"{name}={value} {where}",
-                       hint=_home_hint() if name == "HOME" else f"point {name} at a directory (it is created if "
-                                                                "missing), or unset it")
-
-
-def _missing_home(named: str, *, is_set: bool = True) -> ConfigError:
-    """The error for a home folder that is not there (named: HOME=PATH, or the user's own where HOME is unset):
-    localgen makes no home folder, as a login would, to keep its folders under it."""
-    from localgen.errors import ConfigError
-
-    return ConfigError(f"{named} does not exist, and localgen makes no home folder to keep its files in",
-                       hint=_home_hint(is_set=is_set))
-
-
-def _check_own_home() -> None:
-    """Refuse the user's home folder that is not there (as /nonexistent of a service's user) where HOME is unset and
-    a folder falls back to it."""
-    if "HOME" in os.environ or not _home_movers():
-        return
-    home = Path("~").expanduser()
-    if home.is_absolute() and not os.path.lexists(home):
-        raise _missing_home(f"your home folder {home} (HOME is unset)", is_set=False)
+                       hint=f"point {name} at a directory (it is created if missing), or unset it")
 
 
 def spaced_setting_error(error: type[SettingError], name: str, value: str, *, what: str, kept: str, fixed: str,
@@ -226,7 +206,6 @@ def check_environment() -> None:
         error = _folder_error(name, os.environ[name])
         if error is not None:
             raise error
-    _check_own_home()
     if not Path(os.environ.get("XDG_CACHE_HOME", "/")).is_absolute():
         del os.environ["XDG_CACHE_HOME"]
     prompt_cache_bytes()  # the sizes are read late (after a load, at a run's end): a typo is heard of now
