@@ -67,8 +67,8 @@ from localgen.config import (
     DEFAULT_TOP_K,
     DEFAULT_TOP_P,
     DEFAULT_UBATCH_SIZE,
+    debug_asked,
     offline_given,
-    settings,
 )
 from localgen.errors import EXIT_USAGE, UsageError
 
@@ -375,7 +375,7 @@ def fit(
 
 def _configure_logging() -> None:
     """Debug logging (llama.cpp's included) goes to stderr only with LOCALGEN_DEBUG=1."""
-    if settings().debug:
+    if debug_asked():
         logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="%(name)s: %(message)s")
     else:
         logging.getLogger("localgen").addHandler(logging.NullHandler())

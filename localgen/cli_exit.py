@@ -22,7 +22,7 @@ from localgen.cli_click_words import in_localgen_words
 from localgen.cli_option_values import value_as_option_error
 from localgen.cli_short_equals import short_equals_error
 from localgen.cli_usage import help_cluster_error, help_words_error, one_dash_error, option_arity, usage_error
-from localgen.config import settings
+from localgen.config import debug_asked
 from localgen.descriptors import same_file
 from localgen.errors import (
     DISK_FULL_ERRNOS,
@@ -127,7 +127,7 @@ def without_traceback(work: Callable[[], int]) -> int:
     try:
         return work()
     except LocalgenError as exc:
-        if settings().debug:
+        if debug_asked():
             logging.getLogger("localgen").exception("debug: the traceback of the error below")
         console.error(exc.message, exc.hint)
         return exc.exit_code
@@ -202,7 +202,7 @@ def _os_error_code(exc: OSError) -> int:
     if closed is not None:
         return closed
     stdout_read_only = exc.errno == errno.EBADF and exc.filename is None and stdout_open_to_read()
-    denied = None if settings().debug else permission_failure(exc)
+    denied = None if debug_asked() else permission_failure(exc)
     if denied is not None:
         console.error(denied.message, denied.hint)
         return EXIT_RUNTIME
@@ -263,7 +263,7 @@ def _internal_error(exc: Exception) -> int:
     (`ulimit -d` reached as the chat starts), what to do about it."""
     from localgen import console
 
-    if settings().debug:
+    if debug_asked():
         raise exc
     from localgen.memory_limits import out_of_memory_hint, ran_out_of_memory
 

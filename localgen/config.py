@@ -58,6 +58,11 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in TRUE_VALUES
 
 
+def debug_asked() -> bool:
+    """LOCALGEN_DEBUG=1: debug logging and tracebacks; read without the settings, which need a home folder."""
+    return _env_flag("LOCALGEN_DEBUG")
+
+
 def login_shell() -> str:
     """The name of the user's shell as $SHELL gives it (/usr/bin/zsh: zsh), lower case; empty where it is unset."""
     return Path(os.environ.get("SHELL", "").strip()).name.lower()
@@ -125,12 +130,27 @@ def _home_movers() -> list[str]:
     return [name for name, falls_back in (("LOCALGEN_HOME", own), ("HF_HOME", hub)) if falls_back]
 
 
-def _home_hint() -> str:
-    """The hint of a HOME refused as empty or relative: set it right or unset it (the user's home folder is looked
-    up then), or move what falls back to it (_home_movers)."""
+def _home_hint(*, is_set: bool = True) -> str:
+    """The hint of a home folder refused (HOME empty or relative, or unset with none known): set HOME right, or
+    unset it where it is set (the user's home folder is looked up then), or move what falls back to it."""
     movers = _home_movers()
     where = f"{' and '.join(movers)} to {'folders of their own' if len(movers) > 1 else 'a folder of its own'}"
-    return f"set HOME to your home folder's absolute path or unset it, or set {where}"
+    return f"set HOME to your home folder's absolute path{' or unset it' if is_set else ''}, or set {where}"
+
+
+def _unknown_home_error() -> ConfigError | None:
+    """The error where a folder falls back to the home folder and none is known: HOME unset, and the user without an
+    entry in the password database (Path.home() fails); None otherwise."""
+    from localgen.errors import ConfigError
+
+    if "HOME" in os.environ or not _home_movers():
+        return None
+    try:
+        Path.home()
+    except RuntimeError:
+        return ConfigError(f"no home folder is known: HOME is unset, and user {os.getuid()} has no entry in the "
+                           "password database", hint=_home_hint(is_set=False))
+    return None
 
 
 def _xdg_absolute(name: str) -> bool:
@@ -206,6 +226,8 @@ def check_environment() -> None:
         error = _folder_error(name, os.environ[name])
         if error is not None:
             raise error
+    if (unknown := _unknown_home_error()) is not None:
+        raise unknown
     if not Path(os.environ.get("XDG_CACHE_HOME", "/")).is_absolute():
         del os.environ["XDG_CACHE_HOME"]
     prompt_cache_bytes()  # the sizes are read late (after a load, at a run's end): a typo is heard of now
@@ -294,7 +316,7 @@ def load_settings() -> Settings:
         config_dir=config_dir,
         data_dir=data_dir,
         cache_dir=cache_dir,
-        debug=_env_flag("LOCALGEN_DEBUG"),
+        debug=debug_asked(),
         offline=bool(offline_envs),
         offline_envs=offline_envs,
         memory_limit=os.environ.get(MEMORY_LIMIT_ENV, "").strip() or None,

@@ -1,14 +1,25 @@
 """The home folder localgen's folders fall back to: made where it is not there yet, said in one line where it cannot
-be made."""
+be made or none is known."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.conftest import bundled_model_file
 from tests.test_folder_variables import FOLDER_SETTINGS, _localgen
 from tests.test_nonroot import run_unprivileged_in
+
+# `python -m localgen` as a user with no entry in the password database, where Path.home() knows no home folder
+# without HOME
+NO_PASSWD_ENTRY = """import pwd, sys
+def no_entry(uid): raise KeyError(uid)
+pwd.getpwuid = no_entry
+sys.argv[0] = "localgen"
+from localgen.launcher import main
+main()"""
 
 
 def _run() -> tuple[str, ...]:
@@ -48,3 +59,32 @@ def test_a_home_that_cannot_be_made_is_said_with_a_hint_to_set_localgen_home(tmp
                            f"Permission denied (hint: check the permissions of {locked}, or set LOCALGEN_HOME to a "
                            "folder you can write to)\n")
 
+
+def _without_passwd_entry(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`localgen ARGS` with HOME unset (set again by env) as a user with no entry in the password database."""
+    base = {k: v for k, v in os.environ.items() if k not in (*FOLDER_SETTINGS, "HOME")} | {"LOCALGEN_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-c", NO_PASSWD_ENTRY, *args], env=base | env, cwd=tmp_path, text=True,
+                          capture_output=True, timeout=120, stdin=subprocess.DEVNULL, check=False)
+
+
+def test_no_home_folder_known_is_one_line_and_help_still_shows(tmp_path: Path) -> None:
+    """HOME unset for a user the password database does not know, or HOME='~': every command, --help and --version
+    too, died with a traceback (Could not determine home directory); help and the version show, a command that
+    keeps files under the home folder is refused in one line, and with LOCALGEN_HOME and HF_HOME set it runs."""
+    unknown = f"localgen: error: no home folder is known: HOME is unset, and user {os.getuid()} has no entry in " \
+              "the password database (hint: set HOME to your home folder's absolute path, or set LOCALGEN_HOME and " \
+              "HF_HOME to folders of their own)\n"
+    relative = "localgen: error: HOME={0} is not an absolute path, so the folders kept under it would follow the " \
+               "current folder (hint: set HOME to your home folder's absolute path or unset it, or set LOCALGEN_HOME " \
+               "and HF_HOME to folders of their own)\n"
+    for home, said in (({}, unknown), ({"HOME": "~"}, relative.format("~")), ({"HOME": "~x"}, relative.format("~x"))):
+        for shown in ("--help", "--version"):
+            done = _without_passwd_entry(tmp_path, shown, **home)
+            assert done.returncode == 0 and done.stdout and not done.stderr, (home, shown, done.stderr)
+        for args in (("models",), _run()):
+            done = _without_passwd_entry(tmp_path, *args, **home)
+            assert (done.returncode, done.stdout, done.stderr) == (1, "", said), (home, args, done.stderr)
+    homes = {"LOCALGEN_HOME": str(tmp_path / "lg"), "HF_HOME": str(tmp_path / "hf")}
+    done = _without_passwd_entry(tmp_path, *_run(), **homes)
+    assert done.returncode == 0 and done.stdout, done.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["lg"], "nothing made under the current folder"
