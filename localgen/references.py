@@ -25,9 +25,9 @@ OLLAMA_HUB_HINT = "find the model's GGUF repo on Hugging Face and give it as ORG
 DEFAULT_TAG = "latest"  # Ollama's tag for a model's default version: here, the default quant
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a registry name, and each half of a repo id
 HUB_NAME_CHARS = 96  # the longest owner or repo name the Hub takes, and here the longest quant tag
-# what a quant tag can hold: a quant (Q4_K_M), a tag around one (UD-Q4_K_XL), a file's name (m-Q8_0.gguf), a size
-# (qwen2.5:1.5b); a space, a '/' or a '*' never is one
-QUANT_CHARS = re.compile(r"[A-Za-z0-9._-]+")
+# what no quant tag holds, as no file name on the Hub carries it in one: whitespace and control characters, a folder's
+# '/' or '\', a wildcard; a tag may hold anything else, as a mixed quant's '+' (m.iq4_nl+q8_0.gguf: IQ4_NL+Q8_0)
+NO_QUANT_CHARS = re.compile(r"[\s\x00-\x1f\x7f/\\*?]")
 EMPTY_REFERENCE = "empty model reference"
 
 
@@ -95,8 +95,8 @@ def _split_quant(text: str) -> tuple[str, str | None]:
         tag = "" if _names_file(base) else f"a quant is a tag of at most {HUB_NAME_CHARS} characters, e.g. Q8_0: "
         raise UsageError(f"model reference '{shown_name(text)}' has a quant of {len(quant):,} characters after ':'",
                          hint=tag + _quant_written(base))
-    if not QUANT_CHARS.fullmatch(quant.strip()):  # no quant, tag or file the Hub lists is spelled so
-        tag = "" if _names_file(base) else "a quant holds letters, digits, '_', '-' and '.': "
+    if NO_QUANT_CHARS.search(quant.strip()):  # no quant, tag or file the Hub lists is spelled so
+        tag = "" if _names_file(base) else "a quant holds no space, '/', '\\', '*' or '?': "
         raise UsageError(f"model reference '{shown_name(text)}' has '{shown_name(quant)}' after ':', which is no "
                          "quant", hint=tag + _quant_written(base))
     return base, None if quant.strip().lower() == DEFAULT_TAG else normalize_quant(quant)

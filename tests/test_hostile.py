@@ -199,7 +199,7 @@ CASES: dict[str, Case] = {
                                "NAME[:QUANT], ORG/REPO[:QUANT] or ORG/REPO/FILE.gguf;"),  # no path, which rm refuses
     # a quant no file can carry is refused before the Hub is asked (or offline's refusal said)
     "model-quant-with-a-space": Case(("run", "hi", "-m", "org/repo:q 8"), USAGE,
-                                     "'org/repo:q 8' has 'q 8' after ':', which is no quant (hint: a quant holds "),
+                                     "'org/repo:q 8' has 'q 8' after ':', which is no quant (hint: a quant holds no "),
     "pull-quant-with-a-slash": Case(("pull", "org/repo:Q8_0/x"), USAGE, "has 'Q8_0/x' after ':', which is no quant"),
     "show-quant-with-a-star": Case(("models", "show", "smollm2-135m:q*"), USAGE,
                                    "has 'q*' after ':', which is no quant"),

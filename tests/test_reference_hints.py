@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from localgen.errors import UsageError
 from localgen.references import parse_reference
+from tests.hub_server import HubServer, child_env, make_gguf_bytes, run_cli
 
 
 @pytest.mark.parametrize(("text", "hint"), [
@@ -20,9 +23,13 @@ from localgen.references import parse_reference
     ("qwen2.5-1.5b:" + "q" * 200, "a quant is a tag of at most 96 characters, e.g. Q8_0: write qwen2.5-1.5b:QUANT, "
                                   "e.g. qwen2.5-1.5b:Q4_K_M"),
     ("org/repo/m.gguf:" + "q" * 200, "a file takes no quant: drop the ':', writing org/repo/m.gguf alone"),
-    ("org/repo:q 8", "a quant holds letters, digits, '_', '-' and '.': write org/repo:QUANT, e.g. org/repo:Q4_K_M, or "
+    ("org/repo:q 8", "a quant holds no space, '/', '\\', '*' or '?': write org/repo:QUANT, e.g. org/repo:Q4_K_M, or "
                      "org/repo alone for the quant that fits best here"),
-    ("mine:Q4_K_M!", "a quant holds letters, digits, '_', '-' and '.': write mine:QUANT, e.g. mine:Q4_K_M"),
+    ("mine:Q4_K_M?", "a quant holds no space, '/', '\\', '*' or '?': write mine:QUANT, e.g. mine:Q4_K_M"),
+    ("org/repo:Q4\\K", "a quant holds no space, '/', '\\', '*' or '?': write org/repo:QUANT, e.g. org/repo:Q4_K_M, or "
+                      "org/repo alone for the quant that fits best here"),
+    ("org/repo:Q4\tK", "a quant holds no space, '/', '\\', '*' or '?': write org/repo:QUANT, e.g. org/repo:Q4_K_M, or "
+                     "org/repo alone for the quant that fits best here"),
     ("org/repo/m.gguf:q 8", "a file takes no quant: drop the ':', writing org/repo/m.gguf alone"),
 ])
 def test_a_malformed_reference_s_hint_names_the_form_meant_without_nested_parentheses(text: str, hint: str) -> None:
@@ -37,8 +44,18 @@ def test_a_malformed_reference_s_hint_names_the_form_meant_without_nested_parent
 @pytest.mark.parametrize(("text", "quant"), [
     ("org/repo:UD-Q4_K_XL", "UD-Q4_K_XL"), ("hf.co/org/repo:m-Q8_0.gguf", "M-Q8_0.GGUF"), ("qwen2.5:1.5b", "1.5B"),
     ("org/repo: q8_0", "Q8_0"), ("org/repo:Q4KM", "Q4KM"), ("org/repo:latest", None),
+    ("org/repo:IQ4_NL+Q8_0", "IQ4_NL+Q8_0"), ("org/repo:Q4_K_M!", "Q4_K_M!"), ("org/repo:v1@~q8", "V1@~Q8"),
 ])
 def test_a_tag_a_file_can_carry_is_taken_as_the_quant(text: str, quant: str | None) -> None:
-    """Only a quant no file name can carry (a space, '/', '*' in it) is refused: a tag around a quant, a file's name
-    (which the Hub's listing answers), a size, a misspelling the listing corrects still reach it."""
+    """Only a quant no file name can carry (a space, '/', '*' in it) is refused: a tag around a quant, a mixed quant
+    (m.iq4_nl+q8_0.gguf), a file's name (which the Hub's listing answers), a size, a misspelling the listing corrects
+    still reach it."""
     assert parse_reference(text).quant == quant
+
+
+def test_a_mixed_quant_pulls_the_file_that_carries_it(loopback_hub: HubServer, tmp_path: Path) -> None:
+    """ORG/REPO:IQ4_NL+Q8_0 names a mixed-quant file (m.iq4_nl+q8_0.gguf), where the '+' was refused as no quant."""
+    loopback_hub.add_repo("org/mixed-GGUF", {"m.iq4_nl+q8_0.gguf": make_gguf_bytes("mixed", 2**17),
+                                             "m.q8_0.gguf": make_gguf_bytes("q8", 2**17)})
+    pulled = run_cli(child_env(loopback_hub, tmp_path), "pull", "org/mixed-GGUF:IQ4_NL+Q8_0")
+    assert pulled.returncode == 0 and pulled.stdout.endswith("/m.iq4_nl+q8_0.gguf\n"), pulled.stderr
