@@ -127,13 +127,11 @@ def _part_source(part: PartialDownload) -> str:
 
 def _part_note(part: PartialDownload) -> str:
     """What `models list` says of a model downloaded in part: how much is kept, and the pull that resumes it."""
-    import shlex
-
-    from localgen.offline_words import online_pull
-    from localgen.partial_downloads import part_said
+    from localgen.offline_words import online_command
+    from localgen.partial_downloads import part_said, pull_command
 
     said = f"localgen: {part_said(part.name, part)}"
-    return said if part.running else f"{said}; {online_pull(shlex.quote(part.name), 'resumes it')}"
+    return said if part.running else f"{said}; {online_command(pull_command(part.name), 'resumes it')}"
 
 
 def _source(model: CachedModel) -> str:

@@ -91,14 +91,13 @@ def _named_by_its_file(found: ResolvedModel, repo: str) -> ResolvedModel:
     """A downloaded model found by its repo alone, named as ORG/REPO:QUANT by its file's quant (ORG/REPO/FILE where
     the file's name has none), as a run of ORG/REPO that finds a quant that fits names it."""
     from localgen.hub_choice import quant_of
-    from localgen.references import parse_reference
+    from localgen.references import hub_model_named, parse_reference
 
     snapshot = _snapshot_of(found.path)
     if snapshot is None:
         return found
     filename = found.path.relative_to(snapshot).as_posix()
-    quant = quant_of(filename)
-    return replace(found, ref=parse_reference(f"{repo}:{quant}" if quant else f"{repo}/{filename}"))
+    return replace(found, ref=parse_reference(hub_model_named(repo, quant_of(filename), filename)))
 
 
 def _refuse_unloadable(paths: list[Path]) -> None:

@@ -30,7 +30,12 @@ def online_pull(reference: str, does: str = "") -> str:
     """The `localgen pull REF` a hint names (reference: as typed, quoted), with what it does where given ('downloads
     it'); led, where the environment turns offline mode on, by how to unset it (pull takes no --offline, so --offline
     alone leaves it free to download): 'unset it, then run `localgen pull REF`, which downloads it'."""
-    pull = f"`localgen pull {reference}`"
+    return online_command(f"localgen pull {reference}", does)
+
+
+def online_command(command: str, does: str = "") -> str:
+    """A command that needs the network (a pull) in a hint, as online_pull gives it."""
+    pull = f"`{command}`"
     if settings().offline_envs:
         return f"{unset_offline_envs()}, then run {pull}" + (f", which {does}" if does else "")
     return f"{pull} {does}" if does else pull

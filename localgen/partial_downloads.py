@@ -106,19 +106,24 @@ def pull_command(name: str) -> str:
     return f"localgen pull {shlex.quote(name)}"
 
 
-def resuming_pull(model: HubModel) -> str:
-    """The `localgen pull` that resumes what a stopped download kept of model, naming it as `models list` does (as
-    ORG/REPO:QUANT where the models.toml cannot be read)."""
+def resuming_name(model: HubModel) -> str:
+    """The name the `localgen pull` that resumes what a stopped download kept of model gives it, as `models list`
+    does (ORG/REPO:QUANT, or ORG/REPO/FILE, where the models.toml cannot be read)."""
     from localgen.config import settings
     from localgen.errors import LocalgenError
+    from localgen.references import hub_model_named
     from localgen.registry import load_registry
 
     first = model.files[0]
     try:
-        name = _pull_reference(load_registry(settings().user_registry), model.repo, first.quant, first.filename)
+        return _pull_reference(load_registry(settings().user_registry), model.repo, first.quant, first.filename)
     except LocalgenError:
-        name = f"{model.repo}:{first.quant}" if first.quant else f"{model.repo}/{first.filename}"
-    return pull_command(name)
+        return hub_model_named(model.repo, first.quant, first.filename)
+
+
+def resuming_pull(model: HubModel) -> str:
+    """The `localgen pull` that resumes what a stopped download kept of model (resuming_name)."""
+    return pull_command(resuming_name(model))
 
 
 def partial_json(part: PartialDownload | None, reference: str | None = None) -> dict[str, object] | None:

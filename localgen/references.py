@@ -72,6 +72,12 @@ class ModelRef:
         return f"{self.repo}:{self.quant}" if self.quant else self.repo
 
 
+def hub_model_named(repo: str, quant: str | None, filename: str) -> str:
+    """A Hub file's model as localgen writes it (ModelRef.canonical): ORG/REPO:QUANT by the quant its name carries,
+    ORG/REPO/FILE where it carries none."""
+    return ModelRef(repo, repo=repo, quant=quant, filename=None if quant else filename).canonical
+
+
 def normalize_quant(quant: str) -> str:
     """Quant tags compare case-insensitively: q4_k_m is Q4_K_M."""
     return quant.strip().upper()
