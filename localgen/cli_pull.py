@@ -25,6 +25,7 @@ def pull_models(references: list[str], *, force: bool, options: list[str], quiet
     from localgen.cli_exit import interrupt_behind
     from localgen.cli_model import say_note
     from localgen.cli_output import stderr_quieted
+    from localgen.partial_downloads import stopped_part_name
     from localgen.resolve import check_reference, refuse_own_file
 
     check_file_arguments(references, options)  # on the words as typed: a quant pairs with the repo just before it
@@ -44,6 +45,7 @@ def pull_models(references: list[str], *, force: bool, options: list[str], quiet
     for index, reference in enumerate(references):
         if fetched and _pulled_already(reference, fetched):
             continue
+        stopped_part_name()  # forgotten: only a part this reference's pull keeps is named in the summary
         try:
             with stderr_quieted(quiet) as warn:
                 path = pull_model(reference, force=force, note=warnings_only(warn) if quiet else say_note,
@@ -138,8 +140,11 @@ def _say_interrupted(asked: int, failed: list[str], left: list[str], options: li
     counts = (f"localgen: interrupted: pulled {asked - len(names)} of {counted(asked, 'model')}; not "
               f"{alternatives(names, 'and')}")
     if "--force" in options and not _downloaded(left[0]):
+        from localgen.partial_downloads import stopped_part_name
+
         rest = [name for name in names if name != left[0]]
-        plain = shlex.join(["localgen", "pull", left[0], *(o for o in options if o != "--force")])
+        part = stopped_part_name() or left[0]  # the part's own name, as the note of its download gave it
+        plain = shlex.join(["localgen", "pull", part, *(o for o in options if o != "--force")])
         forced = (f"; `{shlex.join(['localgen', 'pull', *rest, *options])}` pulls {alternatives(rest, 'and')}"
                   if rest else "")
         console.say(f"{counts} (`{plain}` resumes {left[0]}{forced})")

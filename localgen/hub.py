@@ -63,6 +63,7 @@ from localgen.hub_verify import (
     check_shards_agree,
     verify_download,
 )
+from localgen.partial_downloads import pull_command, resuming_name, stopped_part_kept
 from localgen.units import binary_size
 
 if TYPE_CHECKING:
@@ -418,9 +419,11 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
 
 def _left_after_stop(model: HubModel, f: HubFile, blob: str) -> str:
     """What a download of a file that stopped left: the part received, which the next pull resumes (or checks, where
-    it is whole), or the copy that was there (a pull --force's); "" for neither."""
+    it is whole), or the copy that was there (a pull --force's); "" for neither. The part's name is kept for the
+    summary of a pull of several (stopped_part_kept)."""
     if kept := partial_size(model.repo, blob):
-        return _part_kept(kept, model, f)
+        stopped_part_kept(name := resuming_name(model))
+        return _part_kept(kept, name, f)
     return "the copy that was there is kept" if is_cached(model, f) else ""
 
 
@@ -428,17 +431,15 @@ def _kept_part_said(error: LocalgenError, model: HubModel, f: HubFile, blob: str
     """A download's error, its hint saying what of the file is on disk, and the pull that resumes (or checks) it."""
     kept = partial_size(model.repo, blob) if blob else 0
     if kept:
-        note = _part_kept(kept, model, f)
+        note = _part_kept(kept, resuming_name(model), f)
         error.hint = f"{error.hint}; {note}" if error.hint else note
     return error
 
 
-def _part_kept(kept: int, model: HubModel, f: HubFile) -> str:
-    """What of file f a stopped download left on disk, and what the pull that names model does with it: resumes
+def _part_kept(kept: int, name: str, f: HubFile) -> str:
+    """What of file f a stopped download left on disk, and what the pull of name (the part's) does with it: resumes
     from it, or checks it with no download where the whole file was received."""
-    from localgen.partial_downloads import resuming_pull
-
-    pull = f"`{resuming_pull(model)}`"
+    pull = f"`{pull_command(name)}`"
     if kept == f.size:
         return f"all {binary_size(kept)} of it are on disk, which {pull} checks, with no download"
     return f"{binary_size(kept)} of {binary_size(f.size)} are on disk, which {pull} resumes"

@@ -121,9 +121,18 @@ def resuming_name(model: HubModel) -> str:
         return hub_model_named(model.repo, first.quant, first.filename)
 
 
-def resuming_pull(model: HubModel) -> str:
-    """The `localgen pull` that resumes what a stopped download kept of model (resuming_name)."""
-    return pull_command(resuming_name(model))
+# the name of the part the last download that Ctrl-C or a signal stopped kept, for the summary of a pull of several
+_stopped_part: list[str] = []
+
+
+def stopped_part_kept(name: str) -> None:
+    """Keep name, the pull name of the part a download stopped by Ctrl-C or a signal kept, for stopped_part_name."""
+    _stopped_part[:] = [name]
+
+
+def stopped_part_name() -> str | None:
+    """The name stopped_part_kept kept since this was last asked (None: none), forgotten once asked."""
+    return _stopped_part.pop() if _stopped_part else None
 
 
 def partial_json(part: PartialDownload | None, reference: str | None = None) -> dict[str, object] | None:

@@ -85,7 +85,7 @@ def test_a_forced_pull_of_several_stopped_in_a_model_not_here_hints_the_pull_tha
     _serve_abc(hubenv)
     lines = _pull_stopped_in_b(hubenv, "--force")
     assert lines[-1] == ("localgen: interrupted: pulled 1 of 3 models; not test/B-GGUF and test/C-GGUF (`localgen "
-                         "pull test/B-GGUF` resumes test/B-GGUF; `localgen pull test/C-GGUF --force` pulls "
+                         "pull test/B-GGUF:Q4_0` resumes test/B-GGUF; `localgen pull test/C-GGUF --force` pulls "
                          "test/C-GGUF)"), lines
     assert any("are on disk, which `localgen pull test/B-GGUF:Q4_0` resumes" in line for line in lines), lines
     sent = hubenv.server.bytes_sent[("test/B-GGUF", "b-Q4_0.gguf")]
