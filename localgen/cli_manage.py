@@ -394,6 +394,7 @@ def models_rm(
     from localgen.default_model import default_gone_note, default_here
     from localgen.model_removal import remove_model
     from localgen.partial_downloads import parts_left_note
+    from localgen.references import repo_alone_picks_no_quant
     from localgen.registry import load_registry
 
     registry = load_registry(settings().user_registry)
@@ -402,7 +403,8 @@ def models_rm(
     plans: dict[tuple[Path, ...], tuple[str, RemovedModel]] = {}
     for reference in references:
         try:
-            plan = remove_model(registry, reference, dry_run=True)
+            with repo_alone_picks_no_quant():  # a malformed reference's hint names no ORG/REPO that picks a quant
+                plan = remove_model(registry, reference, dry_run=True)
         except LocalgenError as exc:
             if len(references) > 1:  # the others are there: say that they are kept too
                 exc.message = f"{exc.message}; nothing removed"

@@ -8,6 +8,7 @@ import pytest
 
 from localgen.errors import UsageError
 from localgen.references import parse_reference
+from tests.conftest import run_localgen
 from tests.hub_server import HubServer, child_env, make_gguf_bytes, run_cli
 
 
@@ -59,3 +60,14 @@ def test_a_mixed_quant_pulls_the_file_that_carries_it(loopback_hub: HubServer, t
                                              "m.q8_0.gguf": make_gguf_bytes("q8", 2**17)})
     pulled = run_cli(child_env(loopback_hub, tmp_path), "pull", "org/mixed-GGUF:IQ4_NL+Q8_0")
     assert pulled.returncode == 0 and pulled.stdout.endswith("/m.iq4_nl+q8_0.gguf\n"), pulled.stderr
+
+
+def test_rm_s_hint_for_a_malformed_quant_names_no_repo_alone_picking_one(tmp_path: Path) -> None:
+    """`models rm 'org/repo:*'` hinted "or org/repo alone for the quant that fits best here", which rm does not do:
+    its hint names ORG/REPO:QUANT alone, where show's (which picks the quant) still names both."""
+    env = {"LOCALGEN_HOME": str(tmp_path), "LOCALGEN_OFFLINE": "1"}
+    said = "localgen: error: model reference 'org/repo:*' has '*' after ':', which is no quant (hint: a quant holds " \
+           "no space, '/', '\\', '*' or '?': write org/repo:QUANT, e.g. org/repo:Q4_K_M{})\n"
+    for command, alone in (("rm", ""), ("show", ", or org/repo alone for the quant that fits best here")):
+        done = run_localgen("models", command, "org/repo:*", env=env)
+        assert (done.returncode, done.err) == (2, said.format(alone)), done.err
