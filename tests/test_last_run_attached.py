@@ -96,3 +96,23 @@ def test_run_conversation_keeps_a_prompt_read_from_stdin_as_typed(tmp_path: Path
         assert turn["typed"] == "Summarize"
     else:
         assert turn["user"] == "Summarize" and "attached" not in turn and "typed" not in turn, turn
+
+
+@pytest.mark.parametrize("conversation", [False, True], ids=["plain-run", "run-conversation"])
+def test_text_piped_with_no_prompt_is_the_question_kept(home: Path, conversation: bool) -> None:
+    """`echo "What is 2+2?" | run`: the piped text is the message, kept as typed as `run -` keeps it, where it was
+    attached as (text) with nothing typed, and listed and shown as [(text)]."""
+    named = ("--conversation", "pipetest") if conversation else ()
+    ran = run_localgen("run", *named, *SHORT, stdin=b"What is 2+2?\n")
+    assert ran.returncode == 0, ran.err
+    saved = home / "data" / "conversations" / "pipetest.json" if conversation else last_run_path()
+    turn = json.loads(saved.read_text())["turns"][0]
+    assert turn["user"] == "What is 2+2?" and "attached" not in turn and "typed" not in turn, turn
+    if conversation:
+        shown = run_localgen("conversations", "show", "pipetest")
+        assert "What is 2+2?" in shown.out and "(text)" not in shown.out, shown.out
+        continued = run_localgen("run", "--continue", "And 3+3?", *SHORT)
+        assert continued.returncode == 0, continued.err
+        assert [turn["user"] for turn in json.loads(saved.read_text())["turns"]] == ["What is 2+2?", "And 3+3?"]
+    else:
+        assert _first_message_once_continued() == "What is 2+2?"
