@@ -7,16 +7,17 @@ from typing import Annotated
 
 import typer
 
-from localgen.cli_options import JsonOpt, list_by_default
+from localgen.cli_examples import alone_lists
+from localgen.cli_options import JsonOpt, ListingJsonOpt, list_by_default
 from localgen.units import binary_size, counted
 
 cache_app = typer.Typer(
     rich_markup_mode=None, help="List the on-disk prompt cache (KV state of long prompts); `clear` empties it.",
-    no_args_is_help=False)
+    no_args_is_help=False, epilog=alone_lists("cache", "--json"))
 
 
 @cache_app.callback(invoke_without_command=True)
-def cache(ctx: typer.Context, json_output: JsonOpt = False) -> None:
+def cache(ctx: typer.Context, json_output: ListingJsonOpt = False) -> None:
     """List the prompt cache's entries and size (`localgen cache` = `localgen cache list`)."""
     list_by_default(ctx, cache_list, json_output=json_output)
 

@@ -7,22 +7,26 @@ from typing import Annotated
 
 import typer
 
-from localgen.cli_options import JsonOpt, PlainUsage, confirmed, list_by_default, whole_number
+from localgen.cli_examples import alone_lists
+from localgen.cli_options import JsonOpt, ListingJsonOpt, PlainUsage, confirmed, list_by_default, whole_number
 from localgen.errors import LocalgenError, UsageError
 from localgen.units import counted, local_minute
 
 conversations_app = typer.Typer(
     rich_markup_mode=None,
     help="List, show, rename and delete saved conversations (chat's and run --conversation's).",
-    no_args_is_help=False)
+    no_args_is_help=False, epilog=alone_lists("conversations", "-n 5"))
 
 
 LimitOpt = Annotated[int | None, typer.Option(
     "--limit", "-n", metavar="N", parser=whole_number, help="Only the newest N conversations.")]
+ListingLimitOpt = Annotated[int | None, typer.Option(  # the group's: list's, shown there
+    "--limit", "-n", metavar="N", parser=whole_number, hidden=True)]
 
 
 @conversations_app.callback(invoke_without_command=True)
-def _conversations_default(ctx: typer.Context, json_output: JsonOpt = False, limit: LimitOpt = None) -> None:
+def _conversations_default(ctx: typer.Context, json_output: ListingJsonOpt = False,
+                           limit: ListingLimitOpt = None) -> None:
     """List saved conversations (`localgen conversations` = `localgen conversations list`)."""
     list_by_default(ctx, conversations_list, json_output=json_output, limit=limit)
 

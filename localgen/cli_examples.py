@@ -38,6 +38,14 @@ PULL = examples(
     "localgen pull qwen2.5-1.5b:q8_0",
     "localgen pull bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M",
 )
+
+
+def alone_lists(group: str, option: str) -> str:
+    """The epilog of a command group that lists when run alone, taking its list's options there."""
+    return (f"`localgen {group}` alone lists, taking list's options (`localgen {group} {option}` is "
+            f"`localgen {group} list {option}`): `localgen {group} list --help` shows them.")
+
+
 FIT = examples(
     "localgen fit qwen2.5-7b --ctx 16384",
     "localgen fit ./model.gguf --json",

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from localgen.cli_options import JsonOpt, OfflineOpt, PlainUsage, confirmed, list_by_default
+from localgen.cli_examples import alone_lists
+from localgen.cli_options import JsonOpt, ListingJsonOpt, OfflineOpt, PlainUsage, confirmed, list_by_default
 from localgen.config import offline_given, settings
 from localgen.errors import LocalgenError, ModelNotFoundError, UsageError
 from localgen.units import alternatives, binary_size, counted, iso_time, local_minute
@@ -23,12 +24,13 @@ if TYPE_CHECKING:
     from localgen.registry import Registry
 
 models_app = typer.Typer(rich_markup_mode=None, help="List, inspect and remove models; show or set the default.",
-                         no_args_is_help=False)
+                         no_args_is_help=False, epilog=alone_lists("models", "--all"))
 AllOpt = Annotated[bool, typer.Option("--all", help="Also list the registry's models that are not downloaded.")]
+ListingAllOpt = Annotated[bool, typer.Option("--all", hidden=True)]  # the group's: list's, shown there
 
 
 @models_app.callback(invoke_without_command=True)
-def _models_default(ctx: typer.Context, json_output: JsonOpt = False, all_models: AllOpt = False) -> None:
+def _models_default(ctx: typer.Context, json_output: ListingJsonOpt = False, all_models: ListingAllOpt = False) -> None:
     """List models on this machine (`localgen models` = `localgen models list`)."""
     list_by_default(ctx, models_list, json_output=json_output, all_models=all_models)
 

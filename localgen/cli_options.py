@@ -191,6 +191,8 @@ ThreadsOpt = Annotated[int | None, whole_option(
     "--threads", "-t", help="CPU threads (default: the physical cores, fewer while other processes keep them busy).")]
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="Never use the network.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON output.")]
+# a group run alone lists (list_by_default): its options are list's, shown in list's help, not the group's
+ListingJsonOpt = Annotated[bool, typer.Option("--json", hidden=True)]
 GPU_LAYERS_NAMES = ("--gpu-layers", "-ngl")
 GPU_LAYERS_HELP = "Layers to offload to the GPU (-1 = all; default: as many as fit)."
 GpuLayersOpt = Annotated[int | None, whole_option(*GPU_LAYERS_NAMES, help=GPU_LAYERS_HELP)]

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import pexpect
+import pytest
 from hub_server import HubServer, make_gguf_bytes, run_cli
 
 from tests.conftest import bundled_model_file, run_localgen, spawn_localgen, user_registry
@@ -86,6 +87,21 @@ def test_cache_help_lists_clear_in_words_not_cut_short(home: Path) -> None:
     (line,) = [line for line in shown.out.splitlines() if line.strip().startswith("clear ")]
     assert not line.endswith("..."), shown.out
     assert "partial writes" in line, shown.out
+
+
+@pytest.mark.parametrize(("group", "option"), [("models", "--json"), ("models", "--all"), ("cache", "--json"),
+                                             ("conversations", "--json"), ("conversations", "-n")])
+def test_a_group_s_help_lists_no_option_it_refuses_before_a_subcommand(home: Path, group: str, option: str) -> None:
+    """`localgen models --help` listed --json and --all as the group's options, which `models --json list` refuses
+    (they would be ignored): the group's help lists none, and says that alone it takes list's, which list's shows."""
+    shown = run_localgen(group, "--help")
+    assert shown.returncode == 0, shown.err
+    options = shown.out[shown.out.index("Options:"):shown.out.index("Commands:")]
+    assert options.split() == ["Options:", "-h,", "--help", "Show", "this", "message", "and", "exit."], shown.out
+    assert f"localgen {group} list --help" in " ".join(shown.out.split()), shown.out
+    assert option in run_localgen(group, "list", "--help").out
+    before = run_localgen(group, option, *(["1"] if option == "-n" else []), "list")
+    assert before.returncode == 2 and "would be ignored" in before.err, before.err
 
 
 def test_models_says_when_the_default_model_is_not_downloaded(home: Path) -> None:
