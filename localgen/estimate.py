@@ -281,6 +281,12 @@ class MemoryEstimate:
         """RAM plus VRAM."""
         return self.ram_bytes + self.vram_bytes
 
+    @property
+    def buffers_bytes(self) -> int:
+        """The total less the weights and the KV cache: compute buffers and overhead (and a tied output head's GPU
+        copy), so that the three add up to it."""
+        return self.total_bytes - self.weights_bytes - self.kv_bytes
+
 
 def padded_context(n_ctx: int) -> int:
     """The context llama.cpp allocates: n_ctx rounded up to a multiple of 256."""

@@ -75,6 +75,7 @@ class FitOption:
         return {"label": self.label, "quant": self.quant, "files": list(self.filenames), "size": self.file_size,
                 "ctx_size": e.n_ctx if e else None,
                 "weights_bytes": e.weights_bytes if e else None, "kv_bytes": e.kv_bytes if e else None,
+                "buffers_bytes": e.buffers_bytes if e else None,
                 "total_bytes": e.total_bytes if e else None, "ram_bytes": e.ram_bytes if e else None,
                 "vram_bytes": e.vram_bytes if e else None,
                 "bits_per_weight": round(self.shape.bits_per_weight, 2) if self.shape else None,

@@ -214,12 +214,13 @@ def report_table(report: FitReport) -> tuple[str, list[str], list[list[str]]]:
         "none usable (CPU-only llama.cpp build)" if hw.nvidia_gpus else "none")
     title = (f"{report.reference}: RAM {binary_size(hw.ram_budget_bytes)} usable of "
              f"{binary_size(hw.memory.available_bytes)} available ({hw.memory.source}); GPU: {gpus}")
-    headers = ["QUANT", "FILE", "WEIGHTS", "KV", "TOTAL", "FITS", "PLAN"]
+    headers = ["QUANT", "FILE", "WEIGHTS", "KV", "BUFFERS", "TOTAL", "FITS", "PLAN"]
     rows = []
     for option in report.options:
         e = option.estimate
-        kv = f"{binary_size(e.kv_bytes)} @ {e.n_ctx:,}" if e else "-"  # the plan's context, or the refused one
+        # the sizes add up to the total; the plan names their context (a refusal the one it needs)
+        sizes = [binary_size(size) for size in (e.weights_bytes, e.kv_bytes, e.buffers_bytes, e.total_bytes)] if e \
+            else ["-"] * 4
         plan = option.plan.describe() if option.plan else (option.problem or "-")
-        rows.append([option.label, binary_size(option.file_size), binary_size(e.weights_bytes) if e else "-", kv,
-                     binary_size(e.total_bytes) if e else "-", option.fits_in, plan])
+        rows.append([option.label, binary_size(option.file_size), *sizes, option.fits_in, plan])
     return title, headers, rows

@@ -975,7 +975,7 @@ def test_models_show_of_a_repo_none_of_whose_headers_can_be_read_says_none_can_b
     assert shown.stdout.endswith(f"downloaded: no (no quant's header on the Hub can be read, so none can be said to "
                                  f"fit here; `localgen fit {repo}` says why of each)\n"), shown.stdout
     fitted = run_cli(env, "fit", repo)
-    assert [line.split("\t")[5] for line in fitted.stdout.splitlines()[1:3]] == ["no", "no"], fitted.stdout
+    assert [line.split("\t")[6] for line in fitted.stdout.splitlines()[1:3]] == ["no", "no"], fitted.stdout
     other = "acme/Half-GGUF"
     server.add_repo(other, {"half-Q4_K_M.gguf": b"GGUF" + bytes(900), "half-Q8_0.gguf": make_gguf_bytes("q8")})
     half = run_cli(env, "models", "show", other)

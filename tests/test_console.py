@@ -336,10 +336,10 @@ MODELS_ALL = (["NAME", "REPO", "QUANT", "CONTEXT", "DOWNLOADED", "DESCRIPTION"],
      "Qwen 2.5 7B instruct: a strong general-purpose chat model, good at many languages and code"],
     ["llama3.1-8b", "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", "Q4_K_M", "131,072", "no",
      "Meta Llama 3.1 8B instruct"]])
-FIT_TABLE = (["QUANT", "FILE", "WEIGHTS", "KV", "TOTAL", "FITS", "PLAN"], [
-    ["*Q4_K_M", "4.9 GB", "4.6 GiB", "1.0 GiB @ 8,192", "6.1 GiB", "VRAM+RAM",
+FIT_TABLE = (["QUANT", "FILE", "WEIGHTS", "KV", "BUFFERS", "TOTAL", "FITS", "PLAN"], [
+    ["*Q4_K_M", "4.9 GB", "4.6 GiB", "1.0 GiB", "512.0 MiB", "6.1 GiB", "VRAM+RAM",
      "context 8,192, KV f16, 21/33 layers on the GPU"],
-    [" Q8_0", "8.5 GB", "7.9 GiB", "1.0 GiB @ 8,192", "9.4 GiB", "RAM", "context 8,192, KV f16, CPU only"]])
+    [" Q8_0", "8.5 GB", "7.9 GiB", "1.0 GiB", "512.0 MiB", "9.4 GiB", "RAM", "context 8,192, KV f16, CPU only"]])
 TABLES = {"models list": MODELS_LIST, "models list --all": MODELS_ALL, "fit": FIT_TABLE}
 
 

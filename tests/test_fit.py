@@ -872,6 +872,22 @@ def localgen_main(*args: str) -> int:
     return int(exited.value.code or 0)
 
 
+def test_fit_s_row_adds_up_to_its_total(capsys: pytest.CaptureFixture[str]) -> None:
+    """fit showed TOTAL 546.7 MiB beside WEIGHTS 92.1 MiB and KV 185.6 MiB: the compute buffers and overhead, the
+    other 269 MiB, had no column. BUFFERS (buffers_bytes in --json) shows them, and the three add up to the total."""
+    assert localgen_main("fit", str(bundled_model_file()), "--json") == 0
+    (option,) = json.loads(capsys.readouterr().out)["options"]
+    parts = option["weights_bytes"] + option["kv_bytes"] + option["buffers_bytes"]
+    assert parts == option["total_bytes"] and option["buffers_bytes"] > 100 * MIB, option
+    assert localgen_main("fit", str(bundled_model_file())) == 0
+    header, row = (line.split("\t") for line in capsys.readouterr().out.splitlines())
+    cells = dict(zip(header, row, strict=True))
+    weights, kv, buffers, total = (float(cells[name].removesuffix(" MiB")) for name in
+                                   ("WEIGHTS", "KV", "BUFFERS", "TOTAL"))
+    assert abs(weights + kv + buffers - total) <= 0.15, cells
+    assert cells["PLAN"].startswith("context 8,192,"), "the plan names the context the sizes are for"
+
+
 def test_fit_command_for_a_local_file(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     assert localgen_main("fit", str(bundled_model_file()), "--ctx", "4096", "--json") == 0
     report = json.loads(capsys.readouterr().out)
@@ -882,8 +898,8 @@ def test_fit_command_for_a_local_file(capsys: pytest.CaptureFixture[str], monkey
     assert localgen_main("fit", str(bundled_model_file())) == 0
     captured = capsys.readouterr()
     header, row = captured.out.splitlines()
-    assert header.split("\t") == ["QUANT", "FILE", "WEIGHTS", "KV", "TOTAL", "FITS", "PLAN"]
-    assert row.split("\t")[0] == "Q4_1" and row.split("\t")[5] == "no", "a pipe gets the bare quant"
+    assert header.split("\t") == ["QUANT", "FILE", "WEIGHTS", "KV", "BUFFERS", "TOTAL", "FITS", "PLAN"]
+    assert row.split("\t")[0] == "Q4_1" and row.split("\t")[6] == "no", "a pipe gets the bare quant"
     assert re.search(r"needs 2\d\d\.\d MiB RAM at 2,048 ctx$", row)  # the scores without flash attention
     assert "100.0 MiB available (LOCALGEN_MEMORY_LIMIT)" in captured.err
     assert "would use" not in captured.err, "nothing fits: no row is marked, and no legend"
@@ -910,13 +926,14 @@ def test_fit_shows_kv_and_total_at_the_context_its_plan_uses() -> None:
     assert table.returncode == 0, table.err
     usable = re.search(r"RAM (\d+\.\d \w+) usable", table.err)
     assert usable is not None, table.err
-    _, _, _, kv, total, fits, plan = table.out.splitlines()[1].split("\t")
+    _, _, _, kv, _, total, fits, plan = table.out.splitlines()[1].split("\t")
     n_ctx = re.match(r"context ([\d,]+),", plan)
     assert n_ctx is not None and n_ctx[1] != "8,192", plan
-    assert fits == "RAM" and kv.endswith(f"@ {n_ctx[1]}"), (kv, plan)
     assert parse_size(total, name="TOTAL") <= parse_size(usable[1], name="usable")
     report = json.loads(run_localgen("fit", model, "--json", env=env).out)
     (option,) = report["options"]
+    assert fits == "RAM" and int(n_ctx[1].replace(",", "")) == option["plan"]["ctx_size"], plan
+    assert kv == binary_size(option["plan"]["kv_bytes"]), (kv, plan)
     assert option["ctx_size"] == option["plan"]["ctx_size"] < 8192
     assert option["kv_bytes"] == option["plan"]["kv_bytes"] and option["ram_bytes"] == option["plan"]["ram_bytes"]
     assert option["total_bytes"] <= option["plan"]["ram_budget_bytes"]
@@ -1013,7 +1030,7 @@ def test_fit_marks_no_quant_that_run_would_refuse_and_says_what_would_help(huben
     assert 3840 <= offered <= 4096, "the largest context that fits, a multiple of 256"
     roomy = {config.MEMORY_LIMIT_ENV: str(_too_small_for(quant_files, "F16"))}
     table = run_localgen("fit", f"{REPO}:F16", env=roomy)  # other quants fit; the one named does not
-    rows = {row.split("\t")[0]: row.split("\t")[5] for row in table.out.splitlines()[1:]}
+    rows = {row.split("\t")[0]: row.split("\t")[6] for row in table.out.splitlines()[1:]}
     assert rows["F16"] == "no" and rows["Q4_0"] == "RAM" and "would use" not in table.err
     assert f"{REPO}:F16 needs about" in table.err and "nothing fits here" not in table.err
     assert "fewer bits per weight than F16" in table.err
@@ -1052,7 +1069,7 @@ def test_fit_marks_no_file_that_its_entry_pins_otherwise_as_run_refuses_it(huben
     assert run.returncode == 1 and refusal in run.err, run.err
     table = run_localgen("fit", "pinned", env=hubenv.env)
     assert table.returncode == 0, table.err
-    rows = {row.split("\t")[0]: row.split("\t")[5:] for row in table.out.splitlines()[1:]}
+    rows = {row.split("\t")[0]: row.split("\t")[6:] for row in table.out.splitlines()[1:]}
     assert rows["Q5_0"] == ["no", "not the file [models.pinned] pins"] and rows["Q8_0"][0] == "RAM"
     assert "would use" not in table.err and f"{refusal}{registry}" in table.err
     report = json.loads(run_localgen("fit", "pinned", "--json", env=hubenv.env).out)
