@@ -203,7 +203,7 @@ def _named_as_the_conversations(ctx: typer.Context, conversation: Conversation |
     except ContextSizeError as exc:
         if conversation is None or from_command_line(ctx, "ctx_size") or conversation.ctx_size is None:
             raise
-        raise UsageError(f"conversation '{conversation.name}' was started with --ctx-size {conversation.ctx_size:,},"
+        raise UsageError(f"conversation '{conversation.name}' was started with --ctx-size {conversation.ctx_size},"
                          f" beyond this model's maximum of {exc.maximum:,}",
                          hint=f"give --ctx-size {exc.maximum} or less") from exc
     except ContextOverflowError as exc:

@@ -57,7 +57,7 @@ class ContextSizeError(UsageError):
     """A context size beyond what the model was trained for (maximum: that size)."""
 
     def __init__(self, requested: int, maximum: int) -> None:
-        super().__init__(f"--ctx-size {requested:,} is beyond the model's maximum of {maximum:,}",
+        super().__init__(f"--ctx-size {requested} is beyond the model's maximum of {maximum:,}",
                          hint=f"use --ctx-size {maximum} or less")
         self.maximum = maximum
 

@@ -70,7 +70,7 @@ def context_beyond_note(spec: ModelSpec | None, maximum: int | None) -> str | No
     that maximum (as it would refuse --ctx-size beyond it); None where it is not."""
     if spec is None or not spec.context_beyond(maximum) or not spec.user_gives("context"):
         return None
-    return (f"{spec.origin}: context = {spec.context:,} is beyond the model's maximum of {maximum:,}, so it is "
+    return (f"{spec.origin}: context = {spec.context} is beyond the model's maximum of {maximum:,}, so it is "
             f"capped at {maximum:,}; write context = {maximum} or less there")
 
 

@@ -1,5 +1,6 @@
 """Figures for people: every size localgen prints, files and memory alike, in binary units (MiB, GiB) as llama.cpp
-prints them, through binary_size; times and speeds as run's stats and bench show them."""
+prints them, through binary_size; times and speeds as run's stats and bench show them. Counts in prose are grouped
+(2,411 tokens); a value written after its option (--ctx-size 2411, `-c 2411`) is as it is typed, which takes none."""
 
 from __future__ import annotations
 

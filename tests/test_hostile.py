@@ -108,7 +108,7 @@ CASES: dict[str, Case] = {
     "gpu-layers-negative": Case(("run", "hi", "--gpu-layers", "-5"), USAGE, "--gpu-layers -5 is out of range"),
     "gpu-layers-and-no-gpu": Case(("run", "hi", "--no-gpu", "--gpu-layers", "3"), USAGE, "contradict each other"),
     "fit-ctx-beyond-the-model": Case(("fit", "{bundled}", "--ctx", "16384"), USAGE,
-                                     "16,384 is beyond the model's maximum of 8,192"),
+                                     "--ctx-size 16384 is beyond the model's maximum of 8,192"),
     "batch-zero": Case(("run", "hi", "--batch-size", "0"), USAGE, "batch size 0 is out of range"),
     "ubatch-negative": Case(("run", "hi", "--ubatch-size", "-1"), USAGE, "ubatch size -1 is out of range"),
     # prompt and stdin

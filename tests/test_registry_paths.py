@@ -339,7 +339,7 @@ def test_an_entry_s_context_beyond_its_model_s_maximum_is_said_to_be_capped(tmp_
     registry = user_registry(home, f'[models.mine]\npath = "{bundled_model}"\ncontext = 100000\n')
     shown = localgen(home, "models", "show", "mine")
     assert "default context: 100,000 (capped at the model's maximum of 8,192)\n" in shown.out, shown.out
-    warning = (f"localgen: warning: [models.mine] in {registry}: context = 100,000 is beyond the model's maximum of "
+    warning = (f"localgen: warning: [models.mine] in {registry}: context = 100000 is beyond the model's maximum of "
                "8,192, so it is capped at 8,192; write context = 8192 or less there\n")
     ran = localgen(home, "run", "-m", "mine", "-n", "1", *GREEDY, "hi")
     assert ran.returncode == 0 and ran.out and ran.err.count(warning) == 1, ran.err

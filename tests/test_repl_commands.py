@@ -348,7 +348,7 @@ def test_chat_with_an_entry_whose_context_is_beyond_its_model_s_maximum_warns_of
     chat = Chat(tmp_path / "home", "-m", "mine", "-n", "2", columns=300)
     try:
         assert chat.transcript.getvalue().count(
-            f"localgen: warning: [models.mine] in {registry}: context = 100,000 is beyond the model's maximum of "
+            f"localgen: warning: [models.mine] in {registry}: context = 100000 is beyond the model's maximum of "
             "8,192, so it is capped at 8,192; write context = 8192 or less there") == 1, chat.transcript.getvalue()
         assert chat.quit() == 0
     finally:

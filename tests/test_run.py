@@ -1114,7 +1114,7 @@ def test_a_conversation_open_elsewhere_is_not_continued(tmp_path: Path) -> None:
     record = json.loads(path.read_text()) | {"ctx_size": 999_999}
     (path.parent / "big.json").write_text(json.dumps(record | {"name": "big"}))
     big = run_localgen("run", "--conversation", "big", "Hello", "-n", "2", *GREEDY, env=env)
-    assert big.returncode == 2 and "conversation 'big' was started with --ctx-size 999,999" in big.err, big.err
+    assert big.returncode == 2 and "conversation 'big' was started with --ctx-size 999999" in big.err, big.err
     (path.parent / "folder.json").mkdir()
     folder = run_localgen("run", "--conversation", "folder", "Hello", "-n", "2", *GREEDY, env=env)
     assert folder.returncode == 1 and "folder.json is not a saved conversation (not a file)" in folder.err
@@ -1346,7 +1346,7 @@ def test_an_empty_system_prompt_holds_in_a_conversation_as_outside_one() -> None
     (("--kv-type", "q8_0", "--flash-attn", "off"), 2, "needs flash attention"),
     (("-m", "no-such-model"), 1, "unknown model 'no-such-model'"),
     (("-m", "./missing.gguf"), 1, "no such model file"),
-    (("-c", "9000"), 2, "--ctx-size 9,000 is beyond the model's maximum of 8,192"),
+    (("-c", "9000"), 2, "--ctx-size 9000 is beyond the model's maximum of 8,192"),
     (("-m", "./README.md"), 1, "README.md: not a GGUF file"),
     (("--offline", "-m", "qwen2.5-1.5b"), 1, "'qwen2.5-1.5b' is not downloaded and localgen is offline"),
 ])

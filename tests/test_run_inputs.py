@@ -441,7 +441,7 @@ def test_every_file_an_option_names_and_every_option_is_checked_before_a_pipe_is
     (("--system-file",), ("--resume",), "there is no saved conversation to continue"),
     (("--chat-template",), ("-m", "no-such-model"), "unknown model 'no-such-model'"),
     (("-f",), ("-m", "./README.md"), "README.md: not a GGUF file"),
-    (("--system-file",), ("-c", "9000"), "--ctx-size 9,000 is beyond the model's maximum of 8,192"),
+    (("--system-file",), ("-c", "9000"), "--ctx-size 9000 is beyond the model's maximum of 8,192"),
     (("-f",), ("--threads", "0"), "--threads 0 is out of range"),
     (("--chat-template",), ("--temperature", "-1"), "temperature"),
     (("-f",), ("--resume", "gone"), "conversation 'gone' was using {gone}"),
@@ -804,6 +804,19 @@ def test_a_prompt_too_long_for_the_context_names_what_it_is_made_of(tmp_path: Pa
                                                        r"localgen: error: the prompt is too long for --ctx-size 256: "
                                                        rf"it takes at least [\d,]+ tokens {re.escape(named)} \(hint: "
                                                        r"[^\n]*\)\n", result.err), (args, result.err)
+
+
+def test_an_option_s_value_in_a_refusal_is_written_as_typed(tmp_path: Path) -> None:
+    """`too long for --ctx-size 1,024` and `--ctx-size 10,000 is beyond ...` wrote the value as no option takes it
+    (`-c 4,096` is refused): an option's value is written bare, as it is typed; counts in prose are grouped."""
+    huge = tmp_path / "huge.txt"
+    huge.write_text("abcdefghij" * 20_000)
+    long = run_localgen("run", "-c", "1024", "-n", "1", "-f", str(huge), "q")
+    assert long.returncode == 1 and re.match(r"localgen: error: the prompt is too long for --ctx-size 1024: it takes "
+                                             r"at least \d,\d{3} tokens", long.err), long.err
+    beyond = run_localgen("run", "-c", "10000", "q")
+    assert beyond.err == ("localgen: error: --ctx-size 10000 is beyond the model's maximum of 8,192 (hint: use "
+                          "--ctx-size 8192 or less)\n"), beyond.err
 
 
 def test_a_file_option_expands_a_tilde_the_shell_left(tmp_path: Path) -> None:
