@@ -35,6 +35,19 @@ def extra_argument_hint(app: typer.Typer, args: list[str], command: str, text: s
     return _run_extra_argument_hint(app, args, options, words, takes_value) if command == "run" else None
 
 
+def model_first_message(app: typer.Typer, args: list[str], text: str) -> str | None:
+    """For `run MODEL "prompt"` (as in Ollama), the model named as what is wrong, where click calls the prompt after
+    it the extra argument (the hint, extra_argument_hint's, puts the model after -m); None for other errors."""
+    if not args or args[0] != "run" or "unexpected extra argument" not in text:
+        return None
+    takes_value = option_arity(app, "run")
+    options, words = options_given(args[1:], takes_value), words_given(args[1:], takes_value)
+    if len(words) < 2 or any(word.partition("=")[0] in ("-m", "--model") for word in options):
+        return None
+    model = _model_name_given(words)
+    return None if model is None else f"'{model}' is the name of a model, not a prompt"
+
+
 def refuse_model_given(app: typer.Typer, args: list[str], text: str) -> None:
     """For `run MODEL "prompt"` (or chat's, or the model last: `run "prompt" MODEL`) where the registry refuses MODEL
     as typed: Ollama's address of a model, or a tag of a model that it has in no such form (a size it lacks,

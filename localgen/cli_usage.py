@@ -29,7 +29,13 @@ from localgen.cli_args import (
 )
 from localgen.cli_click_words import CLICK_GUESS
 from localgen.cli_continue import CONTINUE_LATEST, continue_hint
-from localgen.cli_extra_words import chat_prompt_error, extra_argument_hint, refuse_model_given, suggested
+from localgen.cli_extra_words import (
+    chat_prompt_error,
+    extra_argument_hint,
+    model_first_message,
+    refuse_model_given,
+    suggested,
+)
 from localgen.cli_habits import ENVIRONMENT_INSTEAD, environment_hint, habit_hint
 from localgen.cli_option_values import (
     as_typed,
@@ -72,7 +78,7 @@ def _message_and_hint(app: typer.Typer, exc: Exception, args: list[str]) -> tupl
     if special is not None:
         return special
     command = args[0] if args and args[0] in command_names(app) else ""
-    message = _as_typed(_usage_error_text(exc), exc, args)
+    message = model_first_message(app, args, text) or _as_typed(_usage_error_text(exc), exc, args)
     own = _unknown_command_hint(app, args, command, text) or _subcommand_habit_hint(app, args, command, text)
     if own is not None:  # localgen's way for the command typed: click's closest name (create: chat) would contradict it
         return CLICK_GUESS.sub(r"\g<said>.", message), own

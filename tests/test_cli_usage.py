@@ -76,6 +76,21 @@ def test_a_suggested_command_keeps_every_option_with_its_value_and_runs_with_the
     assert {key: params[key] for key in meant} == meant, params
 
 
+@pytest.mark.parametrize(("args", "named"), [
+    (["run", "smollm2-135m", "hi"], "smollm2-135m"), (["run", "-n", "5", "./link.gguf", "hi", "there"], "./link.gguf"),
+    (["run", "org/Some-GGUF", "hi"], "org/Some-GGUF"), (["run", "hi", "smollm2-135m"], None),  # click names it there
+    (["run", "-m", "smollm2-135m", "smollm2-135m", "hi"], None)])  # -m given: the words are the prompt's
+def test_a_model_where_the_prompt_goes_is_what_the_error_names(args: list[str], named: str | None,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """`run smollm2-135m hi` called hi the extra argument, where the model was what was misplaced (the hint, which
+    puts it after -m, was right)."""
+    message = _usage(args, capsys)[0]
+    if named is None:
+        assert message.startswith("unexpected extra argument"), message
+    else:
+        assert message == f"'{named}' is the name of a model, not a prompt", message
+
+
 def _subcommands(group: str) -> set[str]:
     """The names of a command group's commands."""
     return set(click_command(app).commands[group].commands)  # built once, where each call built it (0.8 s a worker)
