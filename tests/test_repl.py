@@ -132,10 +132,10 @@ class Chat:
         deadline = time.monotonic() + timeout
         while not shown(transcript := self.transcript.getvalue()):
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out; screen: {self.child.before!r}")
+                raise AssertionError(f"timed out; screen: {self.screen_tail()!r}")
             if not self.read_awhile(0.1):
                 if not shown(transcript := self.transcript.getvalue()):
-                    raise AssertionError(f"the chat ended; screen: {self.child.before!r}")
+                    raise AssertionError(f"the chat ended; screen: {self.screen_tail()!r}")
                 break
         return transcript
 
@@ -144,6 +144,10 @@ class Chat:
         and a saved answer comes with its prompt drawn), leaving it to the next expect too; False once it has ended."""
         select.select([self.child.child_fd], [], [], seconds)
         return self.child.expect([pexpect.TIMEOUT, pexpect.EOF], timeout=0) == 0
+
+    def screen_tail(self) -> str:
+        """The last of what the chat wrote, for a failure's message (read_awhile leaves pexpect's `before` short)."""
+        return self.transcript.getvalue()[-2000:]
 
     def conversation(self) -> dict:
         """The newest autosaved conversation."""
@@ -168,7 +172,7 @@ class Chat:
                 pass
             if not self.read_awhile(0.1):
                 time.sleep(0.1)  # it has exited: only the file can still change
-        raise AssertionError(f"timed out; screen: {self.child.before!r}")
+        raise AssertionError(f"timed out; screen: {self.screen_tail()!r}")
 
     def ask(self, text: str) -> dict:
         """Send a message and wait until its answer is saved and the prompt is back."""
@@ -188,7 +192,7 @@ class Chat:
             _, echoed, tail = self.transcript.getvalue()[sent_at:].rpartition(LONG_QUESTION)
             if echoed and sum(c.isalpha() for c in PREFILL_STATUS.sub("", tail)) > 40:  # past the question's echo
                 return
-        raise AssertionError(f"no answer on the screen; screen: {self.child.before!r}")
+        raise AssertionError(f"no answer on the screen; screen: {self.screen_tail()!r}")
 
     def killed(self, signum: int) -> tuple[int | None, bool]:
         """Send a signal; the exit status, and whether the terminal echoes keys again once the process is gone."""
