@@ -11,9 +11,11 @@ import pytest
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`'s workers: one per CPU this process may use, and one more, for the time the workers wait on
-    terminals, children and sockets (the CPUs were 75-83% busy with one a CPU); serial tests still run alone."""
-    return len(os.sched_getaffinity(0)) + 1 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1) + 1
+    """`-n auto`'s workers: one per CPU this process may use, and two more, for the time the workers wait on
+    terminals, children and sockets (the CPUs were 75-83% busy with one a CPU; on 2 CPUs, 4 workers ran 143 chat,
+    pipe and Ctrl-C tests in 191-205 s where 3 took 196-212 s); serial tests still run alone."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return cpus + 2
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
