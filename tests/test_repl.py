@@ -6,7 +6,6 @@ import io
 import json
 import os
 import re
-import select
 import shlex
 import signal
 import sys
@@ -133,20 +132,14 @@ class Chat:
         while not shown(transcript := self.transcript.getvalue()):
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out; screen: {self.screen_tail()!r}")
-            if not self.read_awhile(0.1):
+            if self.child.expect([pexpect.TIMEOUT, pexpect.EOF], timeout=0.1) == 1:
                 if not shown(transcript := self.transcript.getvalue()):
                     raise AssertionError(f"the chat ended; screen: {self.screen_tail()!r}")
                 break
         return transcript
 
-    def read_awhile(self, seconds: float) -> bool:
-        """Read what the chat writes, once some comes or seconds have passed (a screen changes only as output comes,
-        and a saved answer comes with its prompt drawn), leaving it to the next expect too; False once it has ended."""
-        select.select([self.child.child_fd], [], [], seconds)
-        return self.child.expect([pexpect.TIMEOUT, pexpect.EOF], timeout=0) == 0
-
     def screen_tail(self) -> str:
-        """The last of what the chat wrote, for a failure's message (read_awhile leaves pexpect's `before` short)."""
+        """The last of what the chat wrote, for a failure's message (pexpect's `before` holds the last wait's alone)."""
         return self.transcript.getvalue()[-2000:]
 
     def conversation(self) -> dict:
@@ -170,7 +163,7 @@ class Chat:
                     return state
             except (ValueError, OSError):
                 pass
-            if not self.read_awhile(0.1):
+            if self.child.expect([pexpect.TIMEOUT, pexpect.EOF], timeout=0.1) == 1:
                 time.sleep(0.1)  # it has exited: only the file can still change
         raise AssertionError(f"timed out; screen: {self.screen_tail()!r}")
 
@@ -188,7 +181,7 @@ class Chat:
         self.child.sendline(LONG_QUESTION)
         deadline = time.monotonic() + TIMEOUT
         while time.monotonic() < deadline:
-            self.read_awhile(0.2)
+            self.child.expect([pexpect.TIMEOUT, "zzz"], timeout=0.2)
             _, echoed, tail = self.transcript.getvalue()[sent_at:].rpartition(LONG_QUESTION)
             if echoed and sum(c.isalpha() for c in PREFILL_STATUS.sub("", tail)) > 40:  # past the question's echo
                 return
