@@ -310,7 +310,7 @@ def test_a_huge_value_written_as_json_stops_at_the_time_limit(monkeypatch: pytes
     with pytest.raises(TemplateError) as info:
         render_template(DOUBLED + "{{ ns.x | tojson }}", [Message("user", "hi")], bos_token="", eos_token="",
                         model_name="m")
-    assert info.value.message == "m: the chat template took over 0.1 s and was stopped"
+    assert info.value.message == "m: the chat template took over 0.1 s of CPU time and was stopped"
 
 
 def test_tojson_stops_at_the_output_limit(monkeypatch: pytest.MonkeyPatch) -> None:

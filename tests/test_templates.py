@@ -256,7 +256,9 @@ def test_a_timeout_raised_where_nothing_can_catch_it_still_stops_the_render(monk
     def slow_callback(phase: str, info: dict[str, int]) -> None:
         if phase == "start" and not ran and sys.gettrace() is not None:  # once the render is traced
             ran.append("slept")
-            time.sleep(0.3)  # past the deadline, then a call the tracer sees (and raises at)
+            computed_until = time.thread_time() + 0.3
+            while time.thread_time() < computed_until:  # past the deadline of CPU time, then a call the tracer
+                pass  # sees (and raises at)
             note()
 
     thresholds = gc.get_threshold()
