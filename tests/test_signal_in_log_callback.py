@@ -35,16 +35,16 @@ def test_a_signal_met_inside_llama_cpp_s_log_callback_ends_the_program_once_the_
     native.native_log.setLevel(logging.DEBUG)
     params = native.lc.llama_model_default_params()
     params.vocab_only = True
-    loaded = []
-    started = time.monotonic()
+    loaded, returned = [], []
     try:
         with exit_on_signals(), pytest.raises(SignalExit) as ended:
             loaded.append(native.lc.llama_model_load_from_file(str(bundled_model).encode(), params))
-            time.sleep(10)  # the signal, met in the load, ends the program here at the latest
+            returned.append(time.monotonic())  # however slow the load, the signal met in it ends the program soon
+            time.sleep(10)  # after it returns: within this sleep, not after it
     finally:
         native.native_log.removeHandler(sender)
         native.native_log.setLevel(level)
         for model in loaded:
             native.lc.llama_model_free(model)
-    assert sender.sent and ended.value.code == 143 and time.monotonic() - started < 5
+    assert sender.sent and ended.value.code == 143 and (not returned or time.monotonic() - returned[0] < 5)
     assert "Exception ignored" not in capfd.readouterr().err
