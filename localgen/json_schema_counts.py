@@ -6,19 +6,22 @@ from __future__ import annotations
 from typing import Any
 
 from localgen.errors import UsageError
+from localgen.json_schema_types import arrays_excluded
 from localgen.json_schema_words import MAX_COUNT, MAX_SPAN, NoValueError
 
 _BOUNDS = (("minLength", "maxLength"), ("minItems", "maxItems"))
 
 
 def items_false_as_no_items(schema: dict[str, Any]) -> None:
-    """items false with no prefixItems, which allows only [], as maxItems 0 (the converter failed on it); refused
-    beside a minItems above 0."""
+    """items false with no prefixItems, which allows only [], as maxItems 0 (the converter failed on it); beside a
+    minItems above 0, which no array then meets, the schema's other types alone, refused where array is its only one."""
     if schema.get("items") is not False or isinstance(schema.get("prefixItems"), list):
         return
     if isinstance(schema.get("minItems"), int) and schema["minItems"] > 0:
-        raise NoValueError(f"the JSON schema's items false allows only an empty array, but its minItems is "
-                           f"{schema['minItems']:,}", hint="give items a schema, or drop minItems")
+        arrays_excluded(schema, NoValueError(f"the JSON schema's items false allows only an empty array, but its "
+                                             f"minItems is {schema['minItems']:,}",
+                                             hint="give items a schema, or drop minItems"))
+        return
     del schema["items"]
     schema["maxItems"] = 0
 

@@ -61,10 +61,22 @@ def check_type(given: object) -> None:
 def objects_excluded(merged: dict[str, Any], refusal: UsageError) -> None:
     """Narrow merged, which no object meets, to its other types and their keywords (no type: every other one);
     refusal raised where object is the only type it allows."""
-    given = merged.get("type", ANY_VALUE["type"])
-    kept = [name for name in (given if isinstance(given, list) else [given]) if name != "object"]
+    _type_excluded(merged, "object", refusal)
+
+
+def arrays_excluded(schema: dict[str, Any], refusal: UsageError) -> None:
+    """Narrow schema, which no array meets, to its other types and their keywords (no type: every other one);
+    refusal raised where array is the only type it allows."""
+    _type_excluded(schema, "array", refusal)
+
+
+def _type_excluded(schema: dict[str, Any], excluded: str, refusal: UsageError) -> None:
+    """Narrow schema, which no value of the excluded type meets, to its other types, the excluded type's keywords
+    dropped; refusal raised where it allows no other type."""
+    given = schema.get("type", ANY_VALUE["type"])
+    kept = [name for name in (given if isinstance(given, list) else [given]) if name != excluded]
     if not kept:
         raise refusal
-    for key in TYPE_KEYWORDS["object"]:
-        merged.pop(key, None)
-    merged["type"] = kept[0] if len(kept) == 1 else kept
+    for key in TYPE_KEYWORDS[excluded]:
+        schema.pop(key, None)
+    schema["type"] = kept[0] if len(kept) == 1 else kept

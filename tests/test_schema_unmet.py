@@ -84,3 +84,18 @@ def test_items_false_allows_no_items_past_prefix_items(vocab: _Vocab, schema: di
 def test_a_run_of_items_false_answers_an_empty_array() -> None:
     result = run_localgen("run", *QUICK, "--json-schema", '{"type": "array", "items": false}', "hi")
     assert (result.returncode, result.out, result.err) == (0, "[]\n", "")
+
+
+@pytest.mark.parametrize(("schema", "allowed"), [
+    ({"type": ["array", "string"], "items": False, "minItems": 1}, ['"a"']),
+    ({"type": ["array", "null"], "items": False, "minItems": 2}, ["null"]),
+    ({"items": False, "minItems": 1}, ['"a"', "null", "1"]),
+    ({"allOf": [{"items": False}, {"minItems": 1}]}, ['"a"', "null", "1"]),
+], ids=["with-string", "with-null", "no-type", "all-of"])
+def test_items_false_beside_min_items_leaves_the_other_types(vocab: _Vocab, schema: dict[str, object],
+                                                             allowed: list[str]) -> None:
+    """items and minItems limit arrays alone: each was refused as allowing only an empty array."""
+    from localgen.json_schema import schema_grammar
+
+    grammar = schema_grammar(json.dumps(schema), [])
+    assert [text for text in ("[]", "[1]", '"a"', "null", "1") if vocab.accepts(grammar, text)] == allowed
