@@ -15,7 +15,7 @@ from localgen.json_schema_beside import (
     alternatives_beside_keywords_as_all_of,
     ref_beside_keywords_as_all_of,
 )
-from localgen.json_schema_counts import check_counts, items_false_as_no_items
+from localgen.json_schema_counts import check_counts, items_false_as_no_items, prefix_items_within_max_items
 from localgen.json_schema_kinds import check_kinds
 from localgen.json_schema_lengths import lengths_folded
 from localgen.json_schema_literals import enum_rule, gbnf_literal
@@ -274,6 +274,7 @@ def _checked(node: dict[str, Any]) -> dict[str, Any]:
     schema = dict(node)
     check_kinds(schema)
     check_type(schema.get("type"))
+    prefix_items_within_max_items(schema)
     items_false_as_no_items(schema)
     check_counts(schema)
     required = schema.get("required", [])

@@ -177,7 +177,18 @@ def _merged(first: dict[str, Any], second: dict[str, Any], words: Wording) -> di
         merged[key] = _combined(key, merged[key], value, words)
     for one in (first, second):
         _close_properties(merged, one, words)
+        _close_items(merged, one)
     return merged
+
+
+def _close_items(merged: dict[str, Any], part: dict[str, Any]) -> None:
+    """Hold a part's items false, which allows no item past its own prefixItems (none without), on the merged array:
+    maxItems at most their count, where another part's prefixItems asked for more."""
+    if part.get("items") is not False:
+        return
+    own = len(part["prefixItems"]) if isinstance(part.get("prefixItems"), list) else 0
+    given = merged.get("maxItems")
+    merged["maxItems"] = min(given, own) if is_number(given) else own
 
 
 def _close_properties(merged: dict[str, Any], part: dict[str, Any], words: Wording) -> None:

@@ -1,5 +1,6 @@
 """A string's lengths and an array's counts checked: within what a grammar can count, a minimum at most its maximum;
-items false with no prefixItems as maxItems 0 (only []), where llama-cpp-python's converter failed on it."""
+items false with no prefixItems as maxItems 0 (only []), where llama-cpp-python's converter failed on it, and
+prefixItems cut to maxItems, which it ignored beside them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,19 @@ from localgen.json_schema_types import arrays_excluded
 from localgen.json_schema_words import MAX_COUNT, MAX_SPAN, NoValueError
 
 _BOUNDS = (("minLength", "maxLength"), ("minItems", "maxItems"))
+
+
+def prefix_items_within_max_items(schema: dict[str, Any]) -> None:
+    """prefixItems cut to a maxItems below their count, no items after them, where the converter wrote all of them
+    ({"prefixItems": [{}, {}], "maxItems": 1} answered two items); cut to none, items false alone (only [])."""
+    prefix, most = schema.get("prefixItems"), schema.get("maxItems")
+    if not isinstance(prefix, list) or not isinstance(most, int) or isinstance(most, bool) or len(prefix) <= most:
+        return
+    schema["items"] = False
+    if most > 0:
+        schema["prefixItems"] = prefix[:most]
+    else:
+        del schema["prefixItems"]
 
 
 def items_false_as_no_items(schema: dict[str, Any]) -> None:

@@ -99,3 +99,17 @@ def test_items_false_beside_min_items_leaves_the_other_types(vocab: _Vocab, sche
 
     grammar = schema_grammar(json.dumps(schema), [])
     assert [text for text in ("[]", "[1]", '"a"', "null", "1") if vocab.accepts(grammar, text)] == allowed
+
+
+@pytest.mark.parametrize(("schema", "allowed"), [
+    ({"allOf": [{"type": "array", "items": False}, {"prefixItems": [{"type": "integer"}]}]}, ["[]"]),
+    ({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "integer"}], "maxItems": 1}, ["[1]"]),
+], ids=["all-of", "max-items"])
+def test_prefix_items_hold_no_more_items_than_allowed(vocab: _Vocab, schema: dict[str, object],
+                                                     allowed: list[str]) -> None:
+    """Each answered every prefixItems item: an items false in another allOf part allows none past its own (none),
+    and the converter ignored a maxItems beside prefixItems."""
+    from localgen.json_schema import schema_grammar
+
+    grammar = schema_grammar(json.dumps(schema), [])
+    assert [text for text in ("[]", "[1]", "[1, 2]") if vocab.accepts(grammar, text)] == allowed
