@@ -75,23 +75,50 @@ def matches_only_empty(text: str) -> bool:
         rules = _rules(_tokens(text))
     except (_Unread, RecursionError, ValueError, IndexError):
         return False
-    return "root" in rules and _only_empty(rules, ("ref", "root"), frozenset())
+    return "root" in _rules_of_only_empty(rules)
 
 
-def _only_empty(rules: dict[str, list[list[Node]]], node: Node, met: frozenset[str]) -> bool:
-    """Whether an element matches the empty text alone (met: the rules being followed; one met again is not taken
-    for one)."""
-    kind = node[0]
-    if kind == "lit":
-        return node[1] is None
-    if kind == "ref":
-        return node[1] in rules and node[1] not in met and all(
-            _only_empty(rules, item, met | {node[1]}) for sequence in rules[node[1]] for item in sequence)
-    if kind == "alt":
-        return all(_only_empty(rules, item, met) for sequence in node[1] for item in sequence)
-    if kind == "rep":
-        return node[3] == 0 or _only_empty(rules, node[1], met)
-    return False
+def _rules_of_only_empty(rules: dict[str, list[list[Node]]]) -> set[str]:
+    """The rules that match the empty text alone, each worked out once from the rules it refers to, so that a rule
+    referred to many times, or a chain of thousands, costs no more than its size (one that refers back to itself,
+    or to a rule not defined, is not one)."""
+    needs: dict[str, set[str]] = {}  # each rule that can be one, and the rules it waits on
+    users: dict[str, list[str]] = {name: [] for name in rules}
+    for name, alternatives in rules.items():
+        referred = _referred_if_only_empty(rules, alternatives)
+        if referred is not None:
+            needs[name] = referred
+            for other in referred:
+                users[other].append(name)
+    found = {name for name, referred in needs.items() if not referred}
+    waiting = list(found)
+    while waiting:
+        done = waiting.pop()
+        for user in users[done]:
+            needs[user].discard(done)
+            if not needs[user] and user not in found:
+                found.add(user)
+                waiting.append(user)
+    return found
+
+
+def _referred_if_only_empty(rules: dict[str, list[list[Node]]], alternatives: list[list[Node]]) -> set[str] | None:
+    """The rules a rule's alternatives refer to, which match the empty text alone where each of these does (None: a
+    character, or a rule not defined, makes it match more, or nothing)."""
+    referred: set[str] = set()
+    stack: list[Node] = [item for sequence in alternatives for item in sequence]
+    while stack:
+        node = stack.pop()
+        kind = node[0]
+        if kind == "ref" and node[1] in rules:
+            referred.add(node[1])
+        elif kind == "alt":
+            stack.extend(item for sequence in node[1] for item in sequence)
+        elif kind == "rep":
+            stack.extend([] if node[3] == 0 else [node[1]])
+        elif not (kind == "lit" and node[1] is None):
+            return None
+    return referred
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:

@@ -148,6 +148,20 @@ def test_a_grammar_that_allows_text_is_not_said_to_match_only_the_empty_text(gra
     assert not matches_only_empty(grammar)
 
 
+@pytest.mark.parametrize("grammar", [
+    "root ::= a0\n" + "".join(f"a{k} ::= a{k + 1} a{k + 1}\n" for k in range(40)) + 'a40 ::= ""',
+    "root ::= a0\n" + "".join(f"a{k} ::= a{k + 1}\n" for k in range(3000)) + 'a3000 ::= ""',
+], ids=["shared-rules", "long-chain"])
+def test_a_grammar_of_only_the_empty_text_is_read_in_its_size(grammar: str) -> None:
+    """Each rule was followed once for each reference to it (two a rule: 40 rules took for ever, 20 six seconds),
+    and a chain of thousands failed as an internal error."""
+    from localgen.grammar_cost import matches_only_empty
+    from tests.test_grammar import _failing_after
+
+    with _failing_after(5):
+        assert matches_only_empty(grammar)
+
+
 def test_json_output_fields() -> None:
     result = run_localgen("run", "Hi", "-n", "3", "--json", *GREEDY)
     assert result.returncode == 0, result.err
