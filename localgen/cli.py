@@ -101,12 +101,14 @@ def _root(
                                           help="Show the version and exit.")] = False,
 ) -> None:
     """Chat with and generate text from local LLMs."""
+    from localgen.cli_args import asks_for_help
     from localgen.config import check_environment
     from localgen.hub_errors import set_running_command
 
     set_running_command(ctx.invoked_subcommand)
     ctx.call_on_close(lambda: set_running_command(None))  # a test's or script's next command in this process
-    check_environment()
+    if not asks_for_help(app):  # a command's help, as localgen's own, whatever the environment
+        check_environment()
 
 
 @app.command(short_help="Answer a prompt (with piped stdin and -f files) on stdout.", epilog=cli_examples.RUN)

@@ -24,6 +24,11 @@ def remember_command_line(args: list[str], *, help_added: bool = False) -> None:
     _help_added[0] = help_added
 
 
+def forget_command_line() -> None:
+    """Forget the command line run_app ran, so a command run after it (a test's, through click) reads none of it."""
+    remember_command_line([])
+
+
 def given_right_after(option: str, word: str) -> bool:
     """Whether the command line being run gave word as the word right after option (pull's -q Q8_0)."""
     return any(first == option and second == word for first, second in pairwise(_command_line))
@@ -200,6 +205,15 @@ def typed_command(app: typer.Typer, args: list[str]) -> tuple[list[str], Any]:
             break
         command, names = subcommand, [*names, word]
     return names, command
+
+
+def asks_for_help(app: typer.Typer) -> bool:
+    """Whether the command line being run asks for a command's help (-h or --help among its options, before --),
+    which click shows before the command runs."""
+    names, command = typed_command(app, _command_line)
+    helps = help_option_names(app)
+    takes_value = arity(getattr(command, "params", ())) | dict.fromkeys(helps, False)
+    return any(word in helps for word in not_values(_command_line[len(names):], takes_value))
 
 
 def command_names(app: typer.Typer) -> set[str]:

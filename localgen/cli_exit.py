@@ -81,10 +81,13 @@ def _echoed_on_the_terminal(interrupt: BaseException | None) -> bool:
 def run_app(app: typer.Typer, args: list[str], *, help_asked: bool = False) -> int:
     """Run the Typer app; the exit code for every way it can end. help_asked: args are `localgen help WORDS`'s, WORDS
     --help (_help_as_option), where a word after a command's name is no subcommand of it."""
-    from localgen.cli_args import remember_command_line
+    from localgen.cli_args import forget_command_line, remember_command_line
 
     remember_command_line(args, help_added=help_asked)
-    return without_traceback(lambda: _parsed_and_run(app, args, help_asked=help_asked))
+    try:
+        return without_traceback(lambda: _parsed_and_run(app, args, help_asked=help_asked))
+    finally:
+        forget_command_line()
 
 
 def _parsed_and_run(app: typer.Typer, args: list[str], *, help_asked: bool) -> int:

@@ -69,8 +69,9 @@ def _without_passwd_entry(tmp_path: Path, *args: str, **env: str) -> subprocess.
 
 def test_no_home_folder_known_is_one_line_and_help_still_shows(tmp_path: Path) -> None:
     """HOME unset for a user the password database does not know, or HOME='~': every command, --help and --version
-    too, died with a traceback (Could not determine home directory); help and the version show, a command that
-    keeps files under the home folder is refused in one line, and with LOCALGEN_HOME and HF_HOME set it runs."""
+    too, died with a traceback (Could not determine home directory); help (a command's too) and the version show, a
+    command that keeps files under the home folder is refused in one line, and with LOCALGEN_HOME and HF_HOME set it
+    runs."""
     unknown = f"localgen: error: no home folder is known: HOME is unset, and user {os.getuid()} has no entry in " \
               "the password database (hint: set HOME to your home folder's absolute path, or set LOCALGEN_HOME and " \
               "HF_HOME to folders of their own)\n"
@@ -78,8 +79,8 @@ def test_no_home_folder_known_is_one_line_and_help_still_shows(tmp_path: Path) -
                "current folder (hint: set HOME to your home folder's absolute path or unset it, or set LOCALGEN_HOME " \
                "and HF_HOME to folders of their own)\n"
     for home, said in (({}, unknown), ({"HOME": "~"}, relative.format("~")), ({"HOME": "~x"}, relative.format("~x"))):
-        for shown in ("--help", "--version"):
-            done = _without_passwd_entry(tmp_path, shown, **home)
+        for shown in (("--help",), ("--version",), ("run", "--help"), ("models", "list", "-h"), ("help", "pull")):
+            done = _without_passwd_entry(tmp_path, *shown, **home)
             assert done.returncode == 0 and done.stdout and not done.stderr, (home, shown, done.stderr)
         for args in (("models",), _run()):
             done = _without_passwd_entry(tmp_path, *args, **home)
@@ -88,3 +89,13 @@ def test_no_home_folder_known_is_one_line_and_help_still_shows(tmp_path: Path) -
     done = _without_passwd_entry(tmp_path, *_run(), **homes)
     assert done.returncode == 0 and done.stdout, done.stderr
     assert sorted(path.name for path in tmp_path.iterdir()) == ["lg"], "nothing made under the current folder"
+
+
+def test_a_command_s_help_reads_no_variable(tmp_path: Path) -> None:
+    """A command's help, as localgen's own, shows whatever the environment holds (a LOCALGEN_DEBUG of no sense), where
+    the command itself is refused."""
+    for args in (("run", "--help"), ("models", "list", "-h"), ("help", "pull")):
+        shown = _localgen(tmp_path, *args, LOCALGEN_DEBUG="maybe")
+        assert shown.returncode == 0 and "Usage: localgen" in shown.stdout and not shown.stderr, (args, shown.stderr)
+    refused = _localgen(tmp_path, "models", "list", LOCALGEN_DEBUG="maybe")
+    assert refused.returncode == 1 and "LOCALGEN_DEBUG" in refused.stderr, refused.stderr
