@@ -3,7 +3,14 @@ needs the network."""
 
 from __future__ import annotations
 
+import shlex
+
 from localgen.config import OFFLINE_ENVS, settings
+
+
+def pull_command(name: str) -> str:
+    """The `localgen pull NAME` of a model's name as given (quoted for a shell where it must be: org/repo:it's)."""
+    return f"localgen pull {shlex.quote(name)}"
 
 
 def leave_offline() -> str:
@@ -52,7 +59,7 @@ def offline_hint(reference: str) -> str:
     from localgen.hub_errors import running_command
 
     again = running_command() in ("pull", "fit")
-    return after_leaving_offline("run the command again" if again else f"run `localgen pull {reference}`")
+    return after_leaving_offline("run the command again" if again else f"run `{pull_command(reference)}`")
 
 
 def checking_pull_hint(reference: str, *, offline: bool) -> str:
@@ -61,6 +68,6 @@ def checking_pull_hint(reference: str, *, offline: bool) -> str:
     from localgen.hub_errors import running_command
 
     if not offline:
-        return f"run `localgen pull {reference}`"
+        return f"run `{pull_command(reference)}`"
     return after_leaving_offline("run the command again" if running_command() == "pull"
-                                 else f"run `localgen pull {reference}`")
+                                 else f"run `{pull_command(reference)}`")

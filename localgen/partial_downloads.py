@@ -12,6 +12,7 @@ from localgen import hub_cache
 from localgen.catalog import bundled_file, display_name
 from localgen.hub_choice import shard_group_key, shard_of
 from localgen.hub_types import HubFile, HubListing, HubModel
+from localgen.offline_words import pull_command
 from localgen.registry import Registry
 
 PARTLY_DOWNLOADED = "partly downloaded"  # what localgen calls a model of which a stopped pull kept a part
@@ -97,13 +98,6 @@ def _pull_reference(registry: Registry, repo: str, quant: str | None, filename: 
     name = display_name(registry, repo, quant, filename)
     spec = registry.models.get(name)
     return f"{repo}/{filename}" if spec is not None and bundled_file(spec) is not None else name
-
-
-def pull_command(name: str) -> str:
-    """The `localgen pull NAME` that resumes a model's part, as the `resume` field gives it."""
-    import shlex
-
-    return f"localgen pull {shlex.quote(name)}"
 
 
 def resuming_name(model: HubModel) -> str:

@@ -29,7 +29,8 @@ DEFAULT_TAG = "latest"  # Ollama's tag for a model's default version: here, the 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a registry name, and each half of a repo id
 HUB_NAME_CHARS = 96  # the longest owner or repo name the Hub takes, and here the longest quant tag
 # what no quant tag holds, as no file name on the Hub carries it in one: whitespace and control characters, a folder's
-# '/' or '\', a wildcard; a tag may hold anything else, as a mixed quant's '+' (m.iq4_nl+q8_0.gguf: IQ4_NL+Q8_0)
+# '/' or '\', a wildcard (nor what shows as nothing, U+200B, or turns text around, U+202E: not printable); a tag may
+# hold anything else, as a mixed quant's '+' (m.iq4_nl+q8_0.gguf: IQ4_NL+Q8_0)
 NO_QUANT_CHARS = re.compile(r"[\s\x00-\x1f\x7f/\\*?]")
 EMPTY_REFERENCE = "empty model reference"
 # whether ORG/REPO alone picks the quant that fits best here, as a run's or a pull's does (a removal's does not)
@@ -106,7 +107,7 @@ def _split_quant(text: str) -> tuple[str, str | None]:
         tag = "" if _names_file(base) else f"a quant is a tag of at most {HUB_NAME_CHARS} characters, e.g. Q8_0: "
         raise UsageError(f"model reference '{shown_name(text)}' has a quant of {len(quant):,} characters after ':'",
                          hint=tag + _quant_written(base))
-    if NO_QUANT_CHARS.search(quant.strip()):  # no quant, tag or file the Hub lists is spelled so
+    if NO_QUANT_CHARS.search(quant.strip()) or not quant.isprintable():  # no quant, tag or file the Hub lists is so
         tag = "" if _names_file(base) else "a quant holds no space, '/', '\\', '*' or '?': "
         raise UsageError(f"model reference '{shown_name(text)}' has '{shown_name(quant)}' after ':', which is no "
                          "quant", hint=tag + _quant_written(base))

@@ -19,7 +19,7 @@ from localgen.hub_slips import with_known_repo
 from localgen.hub_verify import Pin, check_pinned_file
 from localgen.links import broken_link
 from localgen.model_file_errors import folder_gguf_models, folder_hint, missing_file_hint
-from localgen.offline_words import checking_pull_hint, offline_hint
+from localgen.offline_words import checking_pull_hint, offline_hint, pull_command
 from localgen.own_files import MISSING, own_file_problem
 from localgen.partial_downloads import listed_part, part_said, repo_parts_said
 from localgen.pull_checks import refuse_broken_header
@@ -315,7 +315,7 @@ def _refuse_missing(reference: str, repo: str, unverified: Path | None, *, offli
                     filename: str | None) -> None:
     """Raise the error for a model that is not downloaded, or that another tool downloaded unverified."""
     where = " and localgen is offline" if offline else ""
-    hint = offline_hint(reference) if offline else f"run `localgen pull {reference}`"
+    hint = offline_hint(reference) if offline else f"run `{pull_command(reference)}`"
     hint = with_known_repo(with_alternative(hint, repo) or hint, reference, repo) or hint
     part = _downloaded_part(unverified or hub_unverified.unverified_file(repo, quant=quant, filename=filename,
                                                                      incomplete=True))

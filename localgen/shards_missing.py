@@ -33,7 +33,7 @@ def missing_shards_hint(first_shard: Path, missing: list[Path]) -> str:
     (offline: how to leave offline mode first), else the folder to put them in."""
     from localgen.hub import is_offline
     from localgen.model_names import listed_name
-    from localgen.offline_words import offline_hint
+    from localgen.offline_words import offline_hint, pull_command
     from localgen.typed_paths import short_path
 
     them = "it" if len(missing) == 1 else "them"
@@ -42,7 +42,7 @@ def missing_shards_hint(first_shard: Path, missing: list[Path]) -> str:
         return f"put {them} in {short_path(first_shard.parent)}, beside the first shard"
     if is_offline():
         return offline_hint(name)
-    return f"run `localgen pull {name}` to download {them}"
+    return f"run `{pull_command(name)}` to download {them}"
 
 
 def is_own_split(first_shard: Path) -> bool:

@@ -32,6 +32,9 @@ from tests.hub_server import HubServer, child_env, make_gguf_bytes, run_cli
     ("org/repo:Q4\tK", "a quant holds no space, '/', '\\', '*' or '?': write org/repo:QUANT, e.g. org/repo:Q4_K_M, or "
                      "org/repo alone for the quant that fits best here"),
     ("org/repo/m.gguf:q 8", "a file takes no quant: drop the ':', writing org/repo/m.gguf alone"),
+    ("org/repo:Q4_0\u200b", "a quant holds no space, '/', '\\', '*' or '?': write org/repo:QUANT, e.g. "
+                            "org/repo:Q4_K_M, or org/repo alone for the quant that fits best here"),
+    ("mine:\u202e0_4Q", "a quant holds no space, '/', '\\', '*' or '?': write mine:QUANT, e.g. mine:Q4_K_M"),
 ])
 def test_a_malformed_reference_s_hint_names_the_form_meant_without_nested_parentheses(text: str, hint: str) -> None:
     """An empty reference's hint names `models list --all` without parentheses inside the hint's own; an empty or
@@ -71,3 +74,11 @@ def test_rm_s_hint_for_a_malformed_quant_names_no_repo_alone_picking_one(tmp_pat
     for command, alone in (("rm", ""), ("show", ", or org/repo alone for the quant that fits best here")):
         done = run_localgen("models", command, "org/repo:*", env=env)
         assert (done.returncode, done.err) == (2, said.format(alone)), done.err
+
+
+def test_a_hint_s_pull_quotes_the_name_typed_for_a_shell(tmp_path: Path) -> None:
+    """`run -m "org/repo:it's"` hinted `localgen pull org/repo:it's`, which a shell reads as an open quote: the name is
+    quoted as a shell takes it."""
+    env = {"LOCALGEN_HOME": str(tmp_path), "LOCALGEN_OFFLINE": "1"}
+    done = run_localgen("run", "-m", "org/repo:it's", "hi", env=env)
+    assert done.returncode == 1 and done.err.endswith("run `localgen pull 'org/repo:it'\"'\"'s'`)\n"), done.err
