@@ -16,7 +16,7 @@ from localgen.conversation_names import NAME_RULE
 from localgen.errors import LocalgenError, os_reason
 from localgen.file_locks import (
     HAS_FLOCK,
-    holders_told,
+    holders_told_in,
     lock_holders,
     locked_descriptor,
     process_running,
@@ -70,7 +70,9 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None, sweep: bo
         refuse the hold naming the holder."""
         nonlocal pidless_waits
         owner, command = _recorded_owner(path)
-        if owner and not process_running(int(owner)):  # left by a holder killed (kill -9): not the one holding it now
+        if _holder_unseen(path):  # in another pid namespace (a container): alive, whatever its pid is here
+            owner = ""
+        elif owner and not process_running(int(owner)):  # left by a holder killed (kill -9): not the one holding it
             owner, command = "", None
         if not owner and pidless_waits < PIDLESS_TRIES - 1:  # remove_leftovers testing it, or a holder before its pid
             pidless_waits += 1
@@ -93,6 +95,12 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None, sweep: bo
         release(folder, name)
         raise
     return True
+
+
+def _holder_unseen(path: Path) -> bool:
+    """Whether /proc/locks tells the lock file at path is held by a process of another pid namespace (pid 0 there),
+    whose recorded pid names no process here."""
+    return holders_told_in(path.parent) and lock_holders([path]).get(path) == 0
 
 
 def remove_killed_saves(folder: Path, names: list[str]) -> None:
@@ -170,7 +178,7 @@ def held_by_others(folder: Path, names: Iterable[str]) -> set[str]:
     be refused (this process's own left out): as /proc/locks tells, which takes no lock, or where it tells nothing,
     each lock tried without waiting and let go at once."""
     asked = set(names) - held_names(folder) if HAS_FLOCK else set()
-    if holders_told():  # a lock tried here would make a hold that finds it a moment busy wait, or refuse
+    if holders_told_in(folder / LOCKS_FOLDER):  # a lock tried here would make a hold finding it busy wait, or refuse
         holders = lock_holders(lock_path(folder, name) for name in asked)
         return {name for name in asked if holders.get(lock_path(folder, name)) not in (None, os.getpid())}
     return {name for name in asked if _tried_busy(lock_path(folder, name))}

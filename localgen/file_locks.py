@@ -24,7 +24,11 @@ OPEN_FILES_SPARE = 64  # descriptors left free beside the locks one command hold
 OPEN_FILES_MARGIN = 3
 LOST_FILE_TRIES = 5  # a file locked as another took its name is opened again this many times at most
 
+PROBE_NAME = ".probe"  # the file in a folder of locks that holders_told_in locks a moment, to see /proc/locks tell it
+
 log = logging.getLogger("localgen.locks")
+
+_told_in: dict[Path, bool] = {}  # folder -> whether /proc/locks tells its files' holders (holders_told_in)
 
 
 def try_flock(fd: int, *, exclusive: bool = True) -> bool | None:
@@ -86,18 +90,23 @@ def lock_holders(paths: Iterable[Path]) -> dict[Path, int]:
         with contextlib.suppress(OSError):  # no file: none holds it
             info = os.stat(path)
             ids[f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"] = path
-    if not ids:
-        return {}
-    try:
-        with open("/proc/locks", encoding="ascii") as table:
-            lines = table.read().splitlines()
-    except (OSError, ValueError):
+    lines = proc_locks_lines() if ids else None
+    if lines is None:
         return {}
     holders: dict[Path, int] = {}
     for fields in (line.split() for line in lines):
         if fields[1:2] == ["FLOCK"] and len(fields) > 5 and fields[5] in ids and fields[4].isdigit():
             holders.setdefault(ids[fields[5]], int(fields[4]))
     return holders
+
+
+def proc_locks_lines() -> list[str] | None:
+    """The lines of Linux's /proc/locks, the locks every process holds; None where it cannot be read."""
+    try:
+        with open("/proc/locks", encoding="ascii") as table:
+            return table.read().splitlines()
+    except (OSError, ValueError):
+        return None
 
 
 def process_running(pid: int) -> bool:
@@ -118,6 +127,26 @@ def process_running(pid: int) -> bool:
 def holders_told() -> bool:
     """Whether this system tells which process holds a file's flock (Linux's /proc/locks, as lock_holder reads it)."""
     return os.path.exists("/proc/locks")
+
+
+def holders_told_in(folder: Path) -> bool:
+    """Whether /proc/locks tells the holders of the files in folder: a lock this process takes on a probe file there
+    shows under the file's own id, which on btrfs (a subvolume's device), NFS (its flock seen as a POSIX lock) and
+    some overlayfs mounts it does not; checked once per process and folder (not cached while folder is missing)."""
+    if folder not in _told_in:
+        if not holders_told():
+            return False
+        probe = folder / PROBE_NAME
+        try:
+            fd = os.open(probe, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0),
+                         0o600)
+        except OSError:
+            return False
+        try:  # shared: probes of other processes at once take it too, and any holder seen tells the ids match
+            _told_in[folder] = bool(try_flock(fd, exclusive=False)) and probe in lock_holders([probe])
+        finally:
+            os.close(fd)
+    return _told_in[folder]
 
 
 def open_files_spare() -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,14 @@ import pytest
 
 from localgen import conversation_lock, file_locks
 from localgen.conversation import Conversation, Turn
-from localgen.conversation_lock import ConversationBusyError, held_by_others, hold, lock_path, release
+from localgen.conversation_lock import (
+    LOCKS_FOLDER,
+    ConversationBusyError,
+    held_by_others,
+    hold,
+    lock_path,
+    release,
+)
 from localgen.conversation_store import conversations_dir, let_go, load_conversation, save_conversation
 from tests.test_conversation_lock import another_process
 
@@ -37,8 +45,10 @@ def _gone_pid() -> int:
 
 def test_listing_tells_the_conversations_another_process_holds_taking_no_lock(monkeypatch: pytest.MonkeyPatch
                                                                                 ) -> None:
+    """Where /proc/locks tells a lock's holder (as a probe, once, finds), the listing reads it once for every name and
+    tries no lock."""
     folder = _saved("busy", "free")
-    assert file_locks.holders_told(), "Linux: /proc/locks tells a lock's holder"
+    assert file_locks.holders_told_in(folder / LOCKS_FOLDER), "Linux: /proc/locks tells a lock's holder"
     with another_process("busy") as got:
         assert got == "held"
         taken: list[int] = []
@@ -57,8 +67,9 @@ def test_listing_tells_the_conversations_another_process_holds_taking_no_lock(mo
 
 
 def test_listing_tries_each_lock_where_the_system_tells_no_holder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the system tells no lock's holder, the listing tries each lock without waiting."""
     folder = _saved("busy", "free")
-    monkeypatch.setattr(conversation_lock, "holders_told", lambda: False)
+    monkeypatch.setattr(conversation_lock, "holders_told_in", lambda folder: False)
     with another_process("busy") as got:
         assert got == "held"
         assert held_by_others(folder, ["busy", "free"]) == {"busy"}
@@ -66,6 +77,7 @@ def test_listing_tries_each_lock_where_the_system_tells_no_holder(monkeypatch: p
 
 
 def test_a_conversation_this_process_holds_is_not_listed_as_another_s() -> None:
+    """A conversation this process holds is not marked as another's."""
     folder = _saved("mine")
     assert hold(folder, "mine", "")
     try:
@@ -97,6 +109,7 @@ def test_a_hold_waits_out_a_moment_s_test_of_a_lock_a_killed_holder_named(monkey
 
 def test_a_lock_held_on_past_a_killed_holder_s_record_is_refused_naming_no_process(monkeypatch: pytest.MonkeyPatch
                                                                                    ) -> None:
+    """A lock held on past the death of the process its file names is refused without naming that process."""
     folder = _saved("left")
     path = lock_path(folder, "left")
     path.write_text(f"{_gone_pid()}\n")
@@ -108,3 +121,43 @@ def test_a_lock_held_on_past_a_killed_holder_s_record_is_refused_naming_no_proce
         assert "process" not in str(caught.value), "the killed holder is not named"
     finally:
         os.close(tester)
+
+
+def _lock_id(path: Path) -> str:
+    """The id /proc/locks gives the file at path: its device's major:minor (hex) and its inode."""
+    info = path.stat()
+    return f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+
+
+def test_listing_tries_each_lock_where_proc_locks_shows_none_under_its_file_s_id(monkeypatch: pytest.MonkeyPatch
+                                                                                 ) -> None:
+    """On btrfs (a subvolume's device), NFS (a flock shown as POSIX) or some overlayfs, /proc/locks shows no lock
+    under the id stat gives its file, and the listing marked nothing: a probe finds that, and each lock is tried."""
+    folder = _saved("busy", "free")
+    monkeypatch.setattr(file_locks, "_told_in", {})
+    real = file_locks.proc_locks_lines
+    monkeypatch.setattr(file_locks, "proc_locks_lines",
+                        lambda: [line.replace(" FLOCK ", " POSIX ") for line in real() or []])
+    with another_process("busy") as got:
+        assert got == "held"
+        assert held_by_others(folder, ["busy", "free"]) == {"busy"}
+    assert not file_locks.holders_told_in(folder / LOCKS_FOLDER)
+
+
+def test_a_holder_in_another_pid_namespace_is_refused_naming_its_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A holder in another pid namespace (a container sharing the folder) shows in /proc/locks as pid 0, its recorded
+    pid naming no process here: it is alive, and the refusal names its recorded command."""
+    folder = _saved("boxed")
+    path = lock_path(folder, "boxed")
+    path.write_text(f"{_gone_pid()} conversations rm\n")
+    held_there = re.compile(rf"\b\d+ (?={_lock_id(path)} )")
+    real = file_locks.proc_locks_lines
+    monkeypatch.setattr(file_locks, "proc_locks_lines", lambda: [held_there.sub("0 ", line) for line in real() or []])
+    holder = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        with pytest.raises(ConversationBusyError) as caught:
+            hold(folder, "boxed", "")
+    finally:
+        os.close(holder)
+    assert caught.value.message == "conversation 'boxed' is in use by `localgen conversations rm`"
