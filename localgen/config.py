@@ -131,7 +131,7 @@ def _home_movers() -> list[str]:
 
 
 def _home_hint(*, is_set: bool = True) -> str:
-    """The hint of a home folder refused (HOME empty or relative, or unset with none known): set HOME right, or
+    """The hint of a home folder refused (HOME empty, relative or a file, or unset with none known): set HOME right, or
     unset it where it is set (the user's home folder is looked up then), or move what falls back to it."""
     movers = _home_movers()
     where = f"{' and '.join(movers)} to {'folders of their own' if len(movers) > 1 else 'a folder of its own'}"
@@ -188,7 +188,8 @@ def _folder_error(name: str, value: str) -> ConfigError | None:
                                 "directory, or unset it")
     where = "is not a directory" if blocker == path else f"is inside {blocker}, which is not a directory"
     return ConfigError(f"{name}={value} {where}",
-                       hint=f"point {name} at a directory (it is created if missing), or unset it")
+                       hint=_home_hint() if name == "HOME" else f"point {name} at a directory (it is created if "
+                                                                "missing), or unset it")
 
 
 def spaced_setting_error(error: type[SettingError], name: str, value: str, *, what: str, kept: str, fixed: str,

@@ -151,9 +151,10 @@ def test_home_is_checked_only_where_a_folder_is_kept_under_it(tmp_path: Path) ->
     for home in ("/dev/null", "rel"):  # an offline run with both set keeps nothing under HOME
         result = _localgen(tmp_path, "run", "-m", str(bundled_model_file()), "-n", "4", "hi", HOME=home, **homes)
         assert result.returncode == 0 and result.stdout, result.stderr
-    hint = "(hint: point HOME at a directory (it is created if missing), or unset it)"
+    hint = "(hint: set HOME to your home folder's absolute path or unset it, or set {} to a folder of its own)"
     for unset in homes:  # localgen's folders, or huggingface_hub's hub cache, under HOME
         kept = {name: value for name, value in homes.items() if name != unset}
         result = _localgen(tmp_path, "run", "-m", str(bundled_model_file()), "-n", "4", "hi", HOME="/dev/null", **kept)
-        assert _refused(result, f"HOME=/dev/null is not a directory {hint}"), result.stderr
+        moved = "LOCALGEN_HOME" if unset == "LOCALGEN_HOME" else "HF_HOME"
+        assert _refused(result, f"HOME=/dev/null is not a directory {hint.format(moved)}"), result.stderr
     assert list((tmp_path / "cwd").iterdir()) == []
