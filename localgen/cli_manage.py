@@ -32,6 +32,10 @@ ListingAllOpt = Annotated[bool, typer.Option("--all", hidden=True)]  # the group
 @models_app.callback(invoke_without_command=True)
 def _models_default(ctx: typer.Context, json_output: ListingJsonOpt = False, all_models: ListingAllOpt = False) -> None:
     """List models on this machine (`localgen models` = `localgen models list`)."""
+    from localgen.hub_errors import set_running_command
+
+    if ctx.invoked_subcommand:  # models rm: its hints name what it does (ORG/REPO alone picks no quant to remove)
+        set_running_command(f"models {ctx.invoked_subcommand}")
     list_by_default(ctx, models_list, json_output=json_output, all_models=all_models)
 
 
@@ -396,7 +400,6 @@ def models_rm(
     from localgen.default_model import default_gone_note, default_here
     from localgen.model_removal import remove_model
     from localgen.partial_downloads import parts_left_note
-    from localgen.references import repo_alone_picks_no_quant
     from localgen.registry import load_registry
 
     registry = load_registry(settings().user_registry)
@@ -405,8 +408,7 @@ def models_rm(
     plans: dict[tuple[Path, ...], tuple[str, RemovedModel]] = {}
     for reference in references:
         try:
-            with repo_alone_picks_no_quant():  # a malformed reference's hint names no ORG/REPO that picks a quant
-                plan = remove_model(registry, reference, dry_run=True)
+            plan = remove_model(registry, reference, dry_run=True)  # a malformed one's hint: no ORG/REPO alone
         except LocalgenError as exc:
             if len(references) > 1:  # the others are there: say that they are kept too
                 exc.message = f"{exc.message}; nothing removed"

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,8 +30,6 @@ HUB_NAME_CHARS = 96  # the longest owner or repo name the Hub takes, and here th
 # hold anything else, as a mixed quant's '+' (m.iq4_nl+q8_0.gguf: IQ4_NL+Q8_0)
 NO_QUANT_CHARS = re.compile(r"[\s\x00-\x1f\x7f/\\*?]")
 EMPTY_REFERENCE = "empty model reference"
-# whether ORG/REPO alone picks the quant that fits best here, as a run's or a pull's does (a removal's does not)
-_REPO_ALONE_PICKS = ContextVar("repo_alone_picks", default=True)
 
 
 class OllamaAddressError(UsageError):
@@ -119,24 +114,21 @@ def _names_file(base: str) -> bool:
     return base.lower().endswith(".gguf")
 
 
-@contextmanager
-def repo_alone_picks_no_quant() -> Iterator[None]:
-    """While a command for which ORG/REPO alone picks no quant to fit (models rm) reads references: their hints leave
-    that form out."""
-    token = _REPO_ALONE_PICKS.set(False)
-    try:
-        yield
-    finally:
-        _REPO_ALONE_PICKS.reset(token)
+def _repo_alone_picks() -> bool:
+    """Whether ORG/REPO alone picks the quant that fits best here for the command running, as a run's or a pull's
+    does (a removal's, models rm, does not)."""
+    from localgen.hub_errors import running_command
+
+    return running_command() != "models rm"
 
 
 def _quant_written(base: str) -> str:
     """How to write the reference typed with base before its ':': base:QUANT, a repo alone too where it picks the
-    quant that fits (repo_alone_picks_no_quant); a file without it."""
+    quant that fits (_repo_alone_picks); a file without it."""
     shown = shown_name(base)
     if _names_file(base):
         return f"a file takes no quant: drop the ':', writing {shown} alone"
-    alone = f", or {shown} alone for the quant that fits best here" if "/" in base and _REPO_ALONE_PICKS.get() else ""
+    alone = f", or {shown} alone for the quant that fits best here" if "/" in base and _repo_alone_picks() else ""
     return f"write {shown}:QUANT, e.g. {shown}:Q4_K_M{alone}"
 
 
