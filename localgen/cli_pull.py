@@ -25,7 +25,6 @@ def pull_models(references: list[str], *, force: bool, options: list[str], quiet
     from localgen.cli_exit import interrupt_behind
     from localgen.cli_model import say_note
     from localgen.cli_output import stderr_quieted
-    from localgen.partial_downloads import stopped_part_name
     from localgen.resolve import check_reference, refuse_own_file
 
     check_file_arguments(references, options)  # on the words as typed: a quant pairs with the repo just before it
@@ -45,7 +44,6 @@ def pull_models(references: list[str], *, force: bool, options: list[str], quiet
     for index, reference in enumerate(references):
         if fetched and _pulled_already(reference, fetched):
             continue
-        stopped_part_name()  # forgotten: only a part this reference's pull keeps is named in the summary
         try:
             with stderr_quieted(quiet) as warn:
                 path = pull_model(reference, force=force, note=warnings_only(warn) if quiet else say_note,
@@ -59,7 +57,7 @@ def pull_models(references: list[str], *, force: bool, options: list[str], quiet
             if behind is not None and len(references) > 1 and not quiet:
                 if isinstance(behind, KeyboardInterrupt):
                     line_ends.end_interrupted_line()
-                _say_interrupted(len(references), [r for r, _ in failed], references[index:], options)
+                _say_interrupted(len(references), [r for r, _ in failed], references[index:], options, exc)
             raise
         if path in pulled:  # a repo named without a quant, whose choice is a model pulled before it
             continue
@@ -131,11 +129,12 @@ def pulled_line(asked: int, failed: list[str]) -> str:
             "(see above)")
 
 
-def _say_interrupted(asked: int, failed: list[str], left: list[str], options: list[str]) -> None:
+def _say_interrupted(asked: int, failed: list[str], left: list[str], options: list[str], stop: BaseException
+                     ) -> None:
     """After a Ctrl-C or SIGTERM in a pull of several (a ^C line ended first): how many were pulled, which were not
     (those that failed, the one stopped and those after it: left), and the pull that pulls them; with --force, a
     stopped one that has no copy here (nothing --force downloads again) is told to a pull without it, which resumes
-    the part kept."""
+    the part kept (named as stop, the interrupt, carries it)."""
     names = [*failed, *left]
     counts = (f"localgen: interrupted: pulled {asked - len(names)} of {counted(asked, 'model')}; not "
               f"{alternatives(names, 'and')}")
@@ -143,7 +142,7 @@ def _say_interrupted(asked: int, failed: list[str], left: list[str], options: li
         from localgen.partial_downloads import stopped_part_name
 
         rest = [name for name in names if name != left[0]]
-        part = stopped_part_name() or left[0]  # the part's own name, as the note of its download gave it
+        part = stopped_part_name(stop) or left[0]  # the part's own name, as the note of its download gave it
         plain = shlex.join(["localgen", "pull", part, *(o for o in options if o != "--force")])
         forced = (f"; `{shlex.join(['localgen', 'pull', *rest, *options])}` pulls {alternatives(rest, 'and')}"
                   if rest else "")

@@ -63,7 +63,7 @@ from localgen.hub_verify import (
     check_shards_agree,
     verify_download,
 )
-from localgen.partial_downloads import pull_command, resuming_name, stopped_part_kept
+from localgen.partial_downloads import carry_stopped_part, pull_command, resuming_name
 from localgen.units import binary_size
 
 if TYPE_CHECKING:
@@ -399,8 +399,8 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
         if note is not None and note.retries and timed_out(exc):
             error.message = stalled_message(f"{model.repo}/{f.filename}")
         raise _kept_part_said(error, model, f, ours) from exc
-    except BaseException:  # Ctrl-C, or a signal that ends localgen
-        if own is not None and claim.writing and (said := _left_after_stop(model, f, own)):
+    except BaseException as stop:  # Ctrl-C, or a signal that ends localgen
+        if own is not None and claim.writing and (said := _left_after_stop(model, f, own, stop)):
             display.notes_after.append(f"localgen: the download of {model.repo}/{f.filename} stopped; {said}")
         raise
     display.end_file()
@@ -417,12 +417,12 @@ def _hf_download(model: HubModel, f: HubFile, *, force: bool, display: Display, 
     return FetchedFile(path, "downloaded", f.size, seconds=took) if bar.opened else FetchedFile(path, "elsewhere")
 
 
-def _left_after_stop(model: HubModel, f: HubFile, blob: str) -> str:
-    """What a download of a file that stopped left: the part received, which the next pull resumes (or checks, where
-    it is whole), or the copy that was there (a pull --force's); "" for neither. The part's name is kept for the
-    summary of a pull of several (stopped_part_kept)."""
+def _left_after_stop(model: HubModel, f: HubFile, blob: str, stop: BaseException) -> str:
+    """What a download of a file that stop stopped left: the part received, which the next pull resumes (or checks,
+    where it is whole), or the copy that was there (a pull --force's); "" for neither. The part's name is carried on
+    stop for the summary of a pull of several (carry_stopped_part)."""
     if kept := partial_size(model.repo, blob):
-        stopped_part_kept(name := resuming_name(model))
+        carry_stopped_part(stop, name := resuming_name(model))
         return _part_kept(kept, name, f)
     return "the copy that was there is kept" if is_cached(model, f) else ""
 

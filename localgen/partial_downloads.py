@@ -115,18 +115,17 @@ def resuming_name(model: HubModel) -> str:
         return hub_model_named(model.repo, first.quant, first.filename)
 
 
-# the name of the part the last download that Ctrl-C or a signal stopped kept, for the summary of a pull of several
-_stopped_part: list[str] = []
+def carry_stopped_part(stop: BaseException, name: str) -> None:
+    """Carry name, the pull name of the part a download stopped by stop (Ctrl-C or a signal) kept, on stop itself,
+    for the summary of a pull of several (stopped_part_name)."""
+    stop.stopped_part = name  # type: ignore[attr-defined]
 
 
-def stopped_part_kept(name: str) -> None:
-    """Keep name, the pull name of the part a download stopped by Ctrl-C or a signal kept, for stopped_part_name."""
-    _stopped_part[:] = [name]
+def stopped_part_name(stop: BaseException) -> str | None:
+    """The name carry_stopped_part carried on stop, or on what it wraps (an import that took a Ctrl-C); None: none."""
+    from localgen.hub_errors import error_chain
 
-
-def stopped_part_name() -> str | None:
-    """The name stopped_part_kept kept since this was last asked (None: none), forgotten once asked."""
-    return _stopped_part.pop() if _stopped_part else None
+    return next((name for error in error_chain(stop) if (name := getattr(error, "stopped_part", None))), None)
 
 
 def partial_json(part: PartialDownload | None, reference: str | None = None) -> dict[str, object] | None:

@@ -220,3 +220,16 @@ def test_models_show_of_an_entry_a_pull_refuses_says_what_a_stopped_pull_kept_to
     assert fields["downloaded"].startswith("no (test/Cut-GGUF/cut-Q8_0.gguf does not match the sha256 of "), fields
     assert fields["downloaded"].endswith(": `localgen pull` refuses it; partly downloaded: 2.0 MiB of 4.0 MiB)"), \
         fields
+
+
+def test_the_stopped_part_s_name_goes_with_the_interrupt_that_stopped_it() -> None:
+    """The name that resumes a stopped download's part is carried on the interrupt that stopped it (through an
+    import's wrapper too), so another interrupted download (a chat's /model pull, a run's own) leaves none behind."""
+    from localgen.partial_downloads import carry_stopped_part, stopped_part_name
+
+    stop = KeyboardInterrupt()
+    carry_stopped_part(stop, "test/B-GGUF:Q4_0")
+    wrapped = RuntimeError("an import took the Ctrl-C")
+    wrapped.__cause__ = stop
+    assert stopped_part_name(wrapped) == "test/B-GGUF:Q4_0"
+    assert stopped_part_name(KeyboardInterrupt()) is None
