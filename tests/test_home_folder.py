@@ -29,13 +29,19 @@ def _run() -> tuple[str, ...]:
 
 def test_a_home_not_there_yet_is_made_as_the_folders_under_it_are(tmp_path: Path) -> None:
     """HOME=/tmp/fresh in a container or CI, where no login made it: a run makes it with the folders it keeps, a
-    reading command (`models`) makes nothing, and with LOCALGEN_HOME and HF_HOME set HOME is not read."""
+    listing (`models`, `conversations`, `cache`) makes nothing, `models show` keeps what it read under
+    ~/.cache/localgen, and with LOCALGEN_HOME and HF_HOME set HOME is not read."""
     fresh = tmp_path / "fresh"
     made = _localgen(tmp_path, *_run(), HOME=str(fresh), LOCALGEN_OFFLINE="1")
     assert made.returncode == 0 and made.stdout, made.stderr
     assert fresh.is_dir()
     listed = _localgen(tmp_path, "models", HOME=str(tmp_path / "x" / "y"), LOCALGEN_OFFLINE="1")
     assert listed.returncode == 0 and "smollm2-135m" in listed.stdout, listed.stderr
+    for listing in ("conversations", "cache"):
+        done = _localgen(tmp_path, listing, HOME=str(tmp_path / "x" / "y"), LOCALGEN_OFFLINE="1")
+        assert done.returncode == 0, done.stderr
+    shown = _localgen(tmp_path, "models", "show", "smollm2-135m", HOME=str(tmp_path / "shown"), LOCALGEN_OFFLINE="1")
+    assert shown.returncode == 0 and (tmp_path / "shown" / ".cache" / "localgen").is_dir(), shown.stderr
     homes = {"LOCALGEN_HOME": str(tmp_path / "lg"), "HF_HOME": str(tmp_path / "hf"), "LOCALGEN_OFFLINE": "1"}
     moved = _localgen(tmp_path, *_run(), HOME=str(tmp_path / "gone"), **homes)
     assert moved.returncode == 0 and moved.stdout, moved.stderr
