@@ -138,20 +138,34 @@ def first_with_text(texts: list[str]) -> list[int]:
 
 def once_each(texts: list[str], names: list[str], warnings: list[str]) -> list[str]:
     """The attachments' texts less a repeated one (-f a.txt -f a.txt), with a warning for each file left out, one
-    however often it was given: a name given again, counted, or a file with the text of one attached before, named;
-    run -f, chat -f and /file attach a text once; names are their files' (an empty one is warned about already)."""
+    however often it was given: a file given again, however its path is typed (./n.txt, n.txt: _same_file), counted,
+    or a file with the text of one attached before, named; run -f, chat -f and /file attach a text once; names are
+    their files' (an empty one is warned about already)."""
     kept: list[str] = []
-    attached_as: dict[str, str] = {}  # each text attached: the name of the file that attached it
-    left_out: list[str] = []  # the names of the texts left out, each once
-    for name, text in zip(names, texts, strict=True):
+    attached_as: dict[str, int] = {}  # each text attached: the index of the one that attached it
+    left_out: list[tuple[int, int]] = []  # each text left out and the one attached before it with its text
+    for index, text in enumerate(texts):
         if text.strip() and text in attached_as:
-            left_out += [name] * (name not in left_out)
+            left_out.append((index, attached_as[str(text)]))
         else:
             kept.append(text)
-            attached_as.setdefault(str(text), name)
-    for name in left_out:
-        first = attached_as[str(texts[names.index(name)])]
-        warnings.append(left_out_warning(name, first, names.count(name)))
+            attached_as.setdefault(str(text), index)
+    said: set[object] = set()  # a file given again is said once, and so is a name of another file with its text
+
+    def given_again(first: int, other: int) -> bool:
+        """Whether texts other and first are one file's (a piped text and a file that cannot be told apart: by name)."""
+        one, two = texts[first], texts[other]
+        if isinstance(one, AttachedText) and isinstance(two, AttachedText):
+            return _same_file(one.file, two.file)
+        return names[first] == names[other]
+
+    for index, first in left_out:
+        again = given_again(first, index)
+        key = first if again else names[index]
+        if key not in said:
+            said.add(key)
+            given = 1 + sum(of == first and given_again(first, other) for other, of in left_out) if again else 1
+            warnings.append(left_out_warning(names[index], names[index] if again else names[first], given))
     return kept
 
 
