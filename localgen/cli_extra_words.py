@@ -5,10 +5,11 @@ line such a hint suggests."""
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 import typer
 
-from localgen.cli_args import all_options, apart_at_equals, option_arity, options_given, words_given
+from localgen.cli_args import all_options, apart_at_equals, option_arity, options_given, read_words, words_given
 from localgen.cli_option_values import run_options_of_chat
 from localgen.config import settings
 from localgen.errors import LocalgenError
@@ -24,9 +25,12 @@ def extra_argument_hint(app: typer.Typer, args: list[str], command: str, text: s
     options, words = options_given(args[1:], takes_value), words_given(args[1:], takes_value)
     if command == "bench":  # it takes no argument: a word alone naming a model is one, as `fit MODEL` takes it
         given = any(word.partition("=")[0] in ("-m", "--model") for word in options)
-        model = _model_name_given(words) if len(words) == 1 and not given else None
+        model = _model_name_given(words[0]) if len(words) == 1 and not given else None
         return _model_first_hint(command, model, options, [], takes_value) if model is not None else None
-    model, last = _model_name_given(words), _model_name_last(words)
+    ended = any(part == "after" for _, part in read_words(args[1:], takes_value))  # words after -- are the prompt's
+    named = _plain_model_name if command == "run" else _model_name_given  # chat takes no prompt: a word is a model
+    model = named(words[0]) if words and _before_double_dash(args[1:], takes_value) else None
+    last = None if ended or len(words) < 2 else _plain_model_name(words[-1])
     if not any(word.partition("=")[0] in ("-m", "--model") for word in options):
         if model is not None:
             return _model_first_hint(command, model, options, words[1:], takes_value)
@@ -37,15 +41,25 @@ def extra_argument_hint(app: typer.Typer, args: list[str], command: str, text: s
 
 def model_first_message(app: typer.Typer, args: list[str], text: str) -> str | None:
     """For `run MODEL "prompt"` (as in Ollama), the model named as what is wrong, where click calls the prompt after
-    it the extra argument (the hint, extra_argument_hint's, puts the model after -m); None for other errors."""
+    it the extra argument (the hint, extra_argument_hint's, puts the model after -m): only for a model the registry
+    knows or a .gguf file there, typed before any --; None for other errors (TCP/IP stays a prompt's word)."""
     if not args or args[0] != "run" or "unexpected extra argument" not in text:
         return None
     takes_value = option_arity(app, "run")
     options, words = options_given(args[1:], takes_value), words_given(args[1:], takes_value)
     if len(words) < 2 or any(word.partition("=")[0] in ("-m", "--model") for word in options):
         return None
-    model = _model_name_given(words)
-    return None if model is None else f"'{model}' is the name of a model, not a prompt"
+    from localgen.registry import names_a_model
+
+    model = words[0] if _before_double_dash(args[1:], takes_value) else ""
+    known = names_a_model(model, settings().user_registry) or (
+        model.lower().endswith(".gguf") and Path(model).expanduser().is_file())
+    return f"'{model}' is the name of a model, not a prompt" if known else None
+
+
+def _before_double_dash(args: list[str], takes_value: dict[str, bool]) -> bool:
+    """Whether the first argument of a command line comes before a -- (after it, every word is the prompt's)."""
+    return next((part for _, part in read_words(args, takes_value) if part in ("word", "after")), "") == "word"
 
 
 def refuse_model_given(app: typer.Typer, args: list[str], text: str) -> None:
@@ -75,7 +89,7 @@ def chat_prompt_error(app: typer.Typer, args: list[str], text: str) -> tuple[str
     if not args or args[0] != "chat" or "unexpected extra argument" not in text:
         return None
     words = words_given(args[1:], option_arity(app, "chat"))
-    model = _model_name_given(words)
+    model = _model_name_given(words[0]) if words else None
     if model is not None:
         words = words[1:]
     if not words:
@@ -155,21 +169,20 @@ def _after_double_dash_hint(app: typer.Typer, args: list[str]) -> str | None:
     return f"options go before --, which ends them: `{fixed}`" if options else f"quote the prompt: `{fixed}`"
 
 
-def _model_name_last(words: list[str]) -> str | None:
-    """The last of several words when it plainly names a model (`run "prompt" MODEL`): a registry name, a .gguf
-    file, a Hub address or an ORG/REPO with GGUF in its name (a word such as and/or is the prompt's)."""
-    last = words[-1] if len(words) > 1 else ""
-    model = _model_name_given([last])
+def _plain_model_name(word: str) -> str | None:
+    """A word that plainly names a model (`run MODEL "prompt"`, `run "prompt" MODEL`): a registry name, a .gguf
+    file, a Hub address or an ORG/REPO with GGUF in its name (a word such as and/or or TCP/IP is the prompt's)."""
+    model = _model_name_given(word)
     return model if model is not None and (model.count("/") != 1 or "gguf" in model.lower()) else None
 
 
-def _model_name_given(words: list[str]) -> str | None:
-    """The first argument given (options and their values aside) when it names a model (`run MODEL "prompt"`, as in
-    Ollama): a registry name, a .gguf file, an ORG/REPO or a Hub address (hf.co/ORG/REPO, https://huggingface.co/...)."""
+def _model_name_given(word: str) -> str | None:
+    """A word typed where an argument goes when it names a model (`run MODEL "prompt"`, as in Ollama): a registry
+    name, a .gguf file, an ORG/REPO or a Hub address (hf.co/ORG/REPO, https://huggingface.co/...)."""
     from localgen.references import hub_prefixes
     from localgen.registry import names_a_model
 
-    word = words[0] if words and not words[0].startswith("-") else ""
+    word = "" if word.startswith("-") else word
     hub_repo = word.count("/") == 1 and not any(c.isspace() for c in word) and not word.startswith("/")
     hub_address = word.lower().startswith(hub_prefixes()) and not any(c.isspace() for c in word)
     if word.lower().endswith(".gguf") or hub_repo or hub_address or names_a_model(word, settings().user_registry):

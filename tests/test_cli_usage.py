@@ -78,17 +78,35 @@ def test_a_suggested_command_keeps_every_option_with_its_value_and_runs_with_the
 
 @pytest.mark.parametrize(("args", "named"), [
     (["run", "smollm2-135m", "hi"], "smollm2-135m"), (["run", "-n", "5", "./link.gguf", "hi", "there"], "./link.gguf"),
-    (["run", "org/Some-GGUF", "hi"], "org/Some-GGUF"), (["run", "hi", "smollm2-135m"], None),  # click names it there
-    (["run", "-m", "smollm2-135m", "smollm2-135m", "hi"], None)])  # -m given: the words are the prompt's
-def test_a_model_where_the_prompt_goes_is_what_the_error_names(args: list[str], named: str | None,
+    (["run", "smollm2-135m", "--", "hi"], "smollm2-135m"), (["run", "hi", "smollm2-135m"], None),  # click names it
+    (["run", "-m", "smollm2-135m", "smollm2-135m", "hi"], None),  # -m given: the words are the prompt's
+    (["run", "--", "smollm2-135m", "hi"], None), (["run", "TCP/IP", "explained"], None),  # -- sends words as typed
+    (["run", "input/output", "is", "what"], None), (["run", "org/Some-GGUF", "hi"], None),  # no model known so
+    (["run", "./absent.gguf", "hi"], None)])
+def test_a_model_where_the_prompt_goes_is_what_the_error_names(args: list[str], named: str | None, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     """`run smollm2-135m hi` called hi the extra argument, where the model was what was misplaced (the hint, which
-    puts it after -m, was right)."""
+    puts it after -m, was right); a word is called a model only where the registry knows it or the .gguf file is
+    there, and never after --."""
+    (tmp_path / "link.gguf").write_bytes(b"GGUF")
+    monkeypatch.chdir(tmp_path)
     message = _usage(args, capsys)[0]
     if named is None:
         assert message.startswith("unexpected extra argument"), message
     else:
         assert message == f"'{named}' is the name of a model, not a prompt", message
+
+
+@pytest.mark.parametrize(("args", "hint"), [
+    (["run", "--", "smollm2-135m", "hi"], "quote the prompt: `localgen run -- 'smollm2-135m hi'`"),
+    (["run", "TCP/IP", "explained"], "quote the prompt: `localgen run 'TCP/IP explained'`"),
+    (["run", "hi", "--", "smollm2-135m"], "quote the prompt: `localgen run 'hi smollm2-135m'`")])
+def test_words_after_double_dash_or_a_slash_in_a_word_are_the_prompt_s_in_the_hint(
+        args: list[str], hint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`run -- smollm2-135m hi` sends the words as typed, and TCP/IP is no model: the hint quotes the prompt, where it
+    put the word after -m."""
+    assert _usage(args, capsys)[1] == hint
 
 
 def _subcommands(group: str) -> set[str]:
