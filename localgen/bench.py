@@ -62,7 +62,7 @@ class BenchConfig:
         for name, value, low in (("--n-prompt", self.n_prompt, 0), ("--n-gen", self.n_gen, 0),
                                  ("--repetitions", self.reps, 1)):
             if not low <= value <= MAX_BENCH_VALUE:
-                raise UsageError(f"{name} {value:,} is out of range", hint=f"use {low} to {MAX_BENCH_VALUE:,}")
+                raise UsageError(f"{name} {value} is out of range", hint=f"use {low} to {MAX_BENCH_VALUE}")
         if not self.n_prompt and not self.n_gen:
             raise UsageError("-p 0 and -n 0 leave nothing to measure", hint="0 skips one test: give the other a size")
 

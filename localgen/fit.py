@@ -211,7 +211,7 @@ def _check_prompt_can_fit(floor_ctx: int, n_ctx: int, texts: str, *, asked: bool
     if floor_ctx > n_ctx:
         if not asked or (most and floor_ctx > most):  # no context this model takes holds it
             raise beyond_the_model(floor_ctx - 1, most if asked and most else n_ctx, texts, at_least=True)
-        larger = f"a larger --ctx-size (this model takes up to {most:,}), or " if most else ""
+        larger = f"a larger --ctx-size (this model takes up to {most}), or " if most else ""
         raise ContextOverflowError(f"the prompt is too long for --ctx-size {n_ctx}: it takes at least "
                                    f"{floor_ctx - 1:,} tokens" + (f" {texts}" if texts else ""),
                                    hint=f"try {larger}shortening the input, or split it and ask about each part")

@@ -59,12 +59,12 @@ def check_context_bounds(n_ctx: int) -> None:
     """A context size within what any model could take: at least 16 tokens, at most MAX_CONTEXT_LIMIT."""
     check_context_size(n_ctx)
     _check(n_ctx <= MAX_CONTEXT_LIMIT, f"context size {_num(n_ctx)} is out of range",
-           f"use --ctx-size of at most {MAX_CONTEXT_LIMIT:,} tokens")
+           f"use --ctx-size of at most {MAX_CONTEXT_LIMIT} tokens")
 
 
 def check_gpu_layers(n_gpu_layers: int) -> None:
     """GPU layers are -1 (all), 0 (none) or a count."""
-    _check(n_gpu_layers >= -1, f"--gpu-layers {_num(n_gpu_layers)} is out of range", "use -1 (all), 0 or more")
+    _check(n_gpu_layers >= -1, f"--gpu-layers {n_gpu_layers} is out of range", "use -1 (all), 0 or more")
 
 
 def check_kv_type(kv_type: str) -> None:
@@ -107,7 +107,7 @@ class SamplingParams:
                "use a value above 0 and up to 10; 1 disables it, typical is 1.1")
         _check(-1 <= self.repeat_last_n <= MAX_CONTEXT_LIMIT,
                f"repeat-last-n {_num(self.repeat_last_n)} is out of range",
-               f"use 0 (off), -1 (the whole context) or a token count up to {MAX_CONTEXT_LIMIT:,}, e.g. 64")
+               f"use 0 (off), -1 (the whole context) or a token count up to {MAX_CONTEXT_LIMIT}, e.g. 64")
         for name, value in (("presence", self.presence_penalty), ("frequency", self.frequency_penalty)):
             _check(-2.0 <= value <= 2.0, f"{name} penalty {_num(value)} is out of range",
                    "use a value from -2 to 2; 0 disables it, typical is up to 0.5")
@@ -193,7 +193,7 @@ class GenerationLimits:
                f"max tokens {_num(self.max_tokens)} is out of range",
                "-1 is no limit here: the answer runs until the model ends it or the context fills, as llama-cli's -2 "
                "does" if self.max_tokens == UNTIL_THE_CONTEXT_FILLS else
-               f"use 1 to {MAX_TOKENS_LIMIT:,} tokens, or -1 for no limit")
+               f"use 1 to {MAX_TOKENS_LIMIT} tokens, or -1 for no limit")
         check_stop_strings(self.stop)
 
 
@@ -231,12 +231,12 @@ class LoadOptions:
     def __post_init__(self) -> None:
         check_context_bounds(self.n_ctx)
         for name, value in (("threads", self.n_threads), ("threads-batch", self.n_threads_batch)):
-            _check(1 <= value <= MAX_THREADS, f"--{name} {_num(value)} is out of range",
-                   f"use 1 to {_num(MAX_THREADS)}; the default, the physical cores, is usually fastest")
+            _check(1 <= value <= MAX_THREADS, f"--{name} {value} is out of range",
+                   f"use 1 to {MAX_THREADS}; the default, the physical cores, is usually fastest")
         _check(1 <= self.n_batch <= 1 << 16, f"batch size {_num(self.n_batch)} is out of range",
-               f"use 1 to {_num(1 << 16)}, e.g. 512")
+               f"use 1 to {1 << 16}, e.g. 512")
         _check(1 <= self.n_ubatch <= 1 << 16, f"ubatch size {_num(self.n_ubatch)} is out of range",
-               f"use 1 to {_num(1 << 16)}, e.g. 512")
+               f"use 1 to {1 << 16}, e.g. 512")
         check_gpu_layers(self.n_gpu_layers)
         _check(self.flash_attn in FLASH_ATTN_NAMES, f"unknown flash-attn mode '{self.flash_attn}'",
                f"use one of {', '.join(FLASH_ATTN_NAMES)}")

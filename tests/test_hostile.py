@@ -96,7 +96,8 @@ CASES: dict[str, Case] = {
     "seed-too-big": Case(("run", "hi", "--seed", str(2**32)), USAGE, "is out of range"),
     # threads and batches
     "threads-negative": Case(("run", "hi", "--threads", "-1"), USAGE, "--threads -1 is out of range"),
-    "threads-absurd": Case(("run", "hi", "--threads", "100000"), USAGE, "--threads 100,000 is out of range"),
+    "threads-absurd": Case(("run", "hi", "--threads", "100000"), USAGE,
+                           "--threads 100000 is out of range (hint: use 1 to 1024;"),
     "threads-zero": Case(("run", "hi", "--threads", "0"), USAGE, "--threads 0 is out of range"),
     # checked before the model is resolved: no download for a typo, and not a network error offline
     "threads-zero-hub-model": Case(("run", "hi", "-m", "org/not-downloaded-GGUF", "--threads", "0"), USAGE,
@@ -105,7 +106,15 @@ CASES: dict[str, Case] = {
                                  "batch size 0 is out of range"),
     "bench-threads-zero": Case(("bench", "--threads", "0"), USAGE, "--threads 0 is out of range"),
     "threads-batch-zero": Case(("run", "hi", "--threads-batch", "0"), USAGE, "--threads-batch 0 is out of range"),
+    "threads-batch-absurd": Case(("run", "hi", "--threads-batch", "9999"), USAGE, "--threads-batch 9999 is out of"),
     "gpu-layers-negative": Case(("run", "hi", "--gpu-layers", "-5"), USAGE, "--gpu-layers -5 is out of range"),
+    "gpu-layers-very-negative": Case(("run", "hi", "--gpu-layers", "-5000"), USAGE, "--gpu-layers -5000 is out of"),
+    # an option's value, and one a hint gives to type, bare as typed (-p 1,000,000 is refused)
+    "bench-n-prompt-absurd": Case(("bench", "-p", "2000000"), USAGE,
+                                  "--n-prompt 2000000 is out of range (hint: use 0 to 1000000)"),
+    "bench-n-gen-absurd": Case(("bench", "-n", "20000000"), USAGE,
+                               "--n-gen 20000000 is out of range (hint: use 0 to 1000000)"),
+    "max-tokens-absurd": Case(("run", "hi", "-n", "20000000"), USAGE, "(hint: use 1 to 10000000 tokens,"),
     "gpu-layers-and-no-gpu": Case(("run", "hi", "--no-gpu", "--gpu-layers", "3"), USAGE, "contradict each other"),
     "fit-ctx-beyond-the-model": Case(("fit", "{bundled}", "--ctx", "16384"), USAGE,
                                      "--ctx-size 16384 is beyond the model's maximum of 8,192"),
@@ -128,7 +137,7 @@ CASES: dict[str, Case] = {
     "prompt-far-beyond-ctx-size": Case(("run", "Summarize.", "-c", "512"), RUNTIME,
                                        "too long for --ctx-size 512: it takes at least 617 tokens with stdin and the "
                                        "prompt (hint: try a "
-                                       "larger --ctx-size (this model takes up to 8,192)", stdin=b"word " * 20_000),
+                                       "larger --ctx-size (this model takes up to 8192)", stdin=b"word " * 20_000),
     "prompt-larger-than-the-model": Case(("run", "Summarize.", "-c", "8192", "-m", "{bundled}"), RUNTIME,
                                          "too long for the model's maximum of 8,192 tokens", stdin=b"word " * 9000),
     "prompt-larger-than-the-model-at-a-smaller-ctx": Case(("run", "Summarize.", "-c", "4096", "-m", "{bundled}"),
@@ -426,3 +435,13 @@ def test_a_pipe_a_terminal_or_a_device_is_refused_by_its_type_where_reading_it_w
     (tmp_path / "plain.txt").write_text("text")
     for plain in (tmp_path / "plain.txt", tmp_path / "missing", tmp_path):
         refuse_special_file(plain)  # left for read_file_input to judge
+
+
+def test_the_largest_context_a_hint_gives_is_written_as_it_is_typed() -> None:
+    """`use --ctx-size of at most 10,000,000 tokens` gave a value that -c refuses as typed."""
+    from localgen.errors import UsageError
+    from localgen.params import MAX_CONTEXT_LIMIT, check_context_bounds
+
+    with pytest.raises(UsageError) as caught:
+        check_context_bounds(MAX_CONTEXT_LIMIT + 1)
+    assert caught.value.hint == "use --ctx-size of at most 10000000 tokens", caught.value.hint

@@ -521,7 +521,7 @@ def test_ollama_s_hidethinking_hides_the_reasoning_as_hide_thinking_does() -> No
 
 
 def test_llama_cli_s_until_the_context_fills_is_told_localgen_s_no_limit() -> None:
-    """-n -2 got the range alone (use 1 to 10,000,000 tokens, or -1 for no limit), not that -1 is that here."""
+    """-n -2 got the range alone (use 1 to 10000000 tokens, or -1 for no limit), not that -1 is that here."""
     result = run_localgen("run", "-n", "-2", "hi")
     assert (result.returncode, result.out) == (2, "")
     assert result.err == ("localgen: error: max tokens -2 is out of range (hint: -1 is no limit here: the answer runs "

@@ -346,7 +346,7 @@ def test_set_speaks_the_chat_s_language(session: ChatSession) -> None:
     assert session.set_value("Repeat-Last-N", "32") == ("repeat_last_n", "32") and session.sampling.repeat_last_n == 32
     with pytest.raises(UsageError) as info:
         session.set_value("max_tokens", "0")
-    assert info.value.hint == "use 1 to 10,000,000 tokens, or -1 for no limit: /set max_tokens VALUE"
+    assert info.value.hint == "use 1 to 10000000 tokens, or -1 for no limit: /set max_tokens VALUE"
 
 
 def test_set_takes_the_command_line_s_names_for_settings(session: ChatSession) -> None:
