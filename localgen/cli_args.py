@@ -207,6 +207,18 @@ def typed_command(app: typer.Typer, args: list[str]) -> tuple[list[str], Any]:
     return names, command
 
 
+def listing_options(group: Any) -> dict[Any, Any]:
+    """For a group that lists when run alone (models, cache, conversations), each of its options hidden in its help,
+    with list's option of that name, whose help it is (`localgen models --json` is `localgen models list --json`)."""
+    alone = getattr(group, "invoke_without_command", False)
+    listing = getattr(group, "commands", {}).get("list") if alone else None
+    if listing is None:
+        return {}
+    own = {tuple(param.opts): param for param in listing.params if param.param_type_name == "option"}
+    return {param: own[tuple(param.opts)] for param in group.params
+            if param.param_type_name == "option" and param.hidden and tuple(param.opts) in own}
+
+
 def asks_for_help(app: typer.Typer) -> bool:
     """Whether the command line being run asks for a command's help (-h or --help among its options, before --),
     which click shows before the command runs."""

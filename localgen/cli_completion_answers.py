@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from localgen.cli_args import listing_options
+
 NAMES_NO_FILE = "names_no_file"  # set on a click parameter whose value is never a file (a saved conversation's name)
 NO_FILES = ":no-files"  # the line that asks localgen's bash and zsh scripts to offer no file names either
 
@@ -42,7 +44,23 @@ def completion_answers(shell: Any, args: list[str], incomplete: str) -> Answers:
     ctx = _resolve_context(shell.cli, shell.ctx_args, shell.prog_name, args)  # as click's get_completions does
     completed, typed = _resolve_incomplete(ctx, args, incomplete)
     words = [(option + item.value, item.help or "") for item in completed.shell_complete(ctx, typed)]
+    listing = listing_options(ctx.command) if completed is ctx.command else {}
+    if listing:
+        return _listing_answers(ctx, listing, words, typed)
     return Answers(words, files=not getattr(completed, NAMES_NO_FILE, False))
+
+
+def _listing_answers(ctx: Any, listing: dict[Any, Any], words: list[tuple[str, str]], typed: str) -> Answers:
+    """The answers after a listing group's name: its listing options besides click's (not one given already), and
+    no subcommand, nor file, once one is given (`models --json list` is refused: the option is list's)."""
+    from typer._click.core import ParameterSource
+
+    given = [param for param in listing if ctx.get_parameter_source(param.name) is ParameterSource.COMMANDLINE]
+    if given:
+        words = [(word, help_text) for word, help_text in words if word.startswith("-")]
+    offered = [(name, shown.help or "") for param, shown in listing.items() if param not in given
+               for name in param.opts if typed[:1] == "-" and name.startswith(typed)]
+    return Answers(sorted(words + offered, key=lambda answer: answer[0].lstrip("-")), files=False)
 
 
 def _help_answers(shell: Any, args: list[str], incomplete: str) -> Answers:

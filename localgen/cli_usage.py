@@ -18,6 +18,7 @@ from localgen.cli_args import (
     command_names,
     help_option_names,
     is_option,
+    listing_options,
     not_values,
     option_arity,
     option_name,
@@ -373,6 +374,9 @@ def _help_hint(app: typer.Typer, exc: Exception, args: list[str], command: str) 
         return habit
     close = _close_options(exc)
     guess = f"did you mean {alternatives(close)}? " if close else ""
+    listing = {name for param in listing_options(typed_command(app, command.split())[1]) for name in param.opts}
+    if close and set(close) <= listing:  # `models --al`: --all is list's, shown in its help, not the group's
+        command = f"{command} list"
     return f"{guess}see `localgen {command} --help`".replace("  ", " ")
 
 

@@ -372,3 +372,19 @@ def test_each_tab_asks_localgen_once(tmp_path: Path, shell: str) -> None:
     command.chmod(0o755)
     assert _shell_lines(shell, tmp_path, "localgen run -m smollm2-1") == ["localgen run -m smollm2-135m "]
     assert (tmp_path / "asked").read_text().split() == [f"{shell}_source", f"complete_{shell}"]
+
+
+@pytest.mark.parametrize(("line", "offered"), [
+    ("localgen models --", ["--all", "--help", "--json"]), ("localgen models --json --", ["--all", "--help"]),
+    ("localgen models --json ", [":no-files"]), ("localgen cache --j", ["--json"]),
+    ("localgen conversations --l", ["--limit"]), ("localgen conversations -n 3 ", [":no-files"]),
+    ("localgen models ", ["default", "list", "rm", "show"])])
+def test_a_group_that_lists_alone_offers_its_listing_options_and_no_subcommand_after_one(
+        tmp_path: Path, line: str, offered: list[str]) -> None:
+    """`localgen models --` offered no --json or --all, which the group alone takes, and `localgen models --json `
+    offered list, show, default and rm, each refused after it (the option is list's)."""
+    words = line.split()
+    env = {"_LOCALGEN_COMPLETE": "bash_complete", "COMP_LINE": line, "COMP_POINT": str(len(line)),
+           "COMP_WORDS": line, "COMP_CWORD": str(len(words) - (not line.endswith(" "))), "LOCALGEN_HOME": str(tmp_path)}
+    result = run_localgen(env=env, timeout=60)
+    assert (result.returncode, result.out.split()) == (0, offered), result.err

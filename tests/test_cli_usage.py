@@ -109,6 +109,18 @@ def test_words_after_double_dash_or_a_slash_in_a_word_are_the_prompt_s_in_the_hi
     assert _usage(args, capsys)[1] == hint
 
 
+@pytest.mark.parametrize(("args", "hint"), [
+    (["models", "--al"], "did you mean --all? see `localgen models list --help`"),
+    (["cache", "--jsn"], "did you mean --json? see `localgen cache list --help`"),
+    (["conversations", "--limt"], "did you mean --limit? see `localgen conversations list --help`"),
+    (["models", "--bogus"], "see `localgen models --help`")])
+def test_a_listing_option_misspelt_after_its_group_points_to_the_help_that_lists_it(
+        args: list[str], hint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`models --al` was sent to `localgen models --help`, which lists no --all: the group alone takes list's options,
+    which list's help shows."""
+    assert _usage(args, capsys)[1] == hint
+
+
 def _subcommands(group: str) -> set[str]:
     """The names of a command group's commands."""
     return set(click_command(app).commands[group].commands)  # built once, where each call built it (0.8 s a worker)
