@@ -343,7 +343,8 @@ def insufficient_memory(shape: ModelShape, hw: Hardware, est: MemoryEstimate, re
         options.append("--kv-type q8_0 (halves the KV cache)")
     return InsufficientMemoryError(
         f"{name} needs about {binary_size(est.ram_bytes)} of RAM at a context of {n_ctx:,} tokens "
-        f"(weights {binary_size(est.weights_bytes)}, KV cache {binary_size(est.kv_bytes)}), "
+        f"(weights {binary_size(est.weights_bytes)}, KV cache {binary_size(est.kv_bytes)}, buffers "
+        f"{binary_size(est.buffers_bytes)}), "
         f"but this machine has {where}",
         hint="try " + ", or ".join(options) + (f", or raise or unset {MEMORY_LIMIT_ENV}, which sets the RAM figure"
                                                if hw.memory.source == MEMORY_LIMIT_ENV else ""),

@@ -170,7 +170,8 @@ def _pin_refusal(options: list[FitOption], index: int | None, files: Sequence[Hu
         check_pin(f"{first.repo}/{first.filename}", first.sha256, first.size, pin)
     except LocalgenError as exc:
         name = target.spec.name if target.spec is not None else target.text
-        refused = replace(option, plan=None, problem=f"not the file [models.{name}] pins")
+        sizes = f" (sizes at context {option.estimate.n_ctx:,})" if option.estimate else ""  # no PLAN names it
+        refused = replace(option, plan=None, problem=f"not the file [models.{name}] pins{sizes}")
         return [*options[:index], refused, *options[index + 1:]], _refusal_note(exc)
     return options, None
 

@@ -444,6 +444,10 @@ def test_a_model_that_cannot_fit_is_refused_with_need_available_and_options(bund
     error = caught.value
     assert error.message.startswith("smollm2-135m needs about")
     assert "at a context of 2,048 tokens" in error.message and "90.0 MiB of usable RAM" in error.message
+    parts = re.search(r"\(weights ([\d.]+) MiB, KV cache ([\d.]+) MiB, buffers ([\d.]+) MiB\)", error.message)
+    assert parts is not None, error.message  # named the weights and KV cache alone, which fall short of the need
+    needed = float(re.search(r"needs about ([\d.]+) MiB", error.message)[1])
+    assert abs(sum(float(part) for part in parts.groups()) - needed) <= 0.15, error.message
     assert "a quant with fewer bits per weight than Q4_1" in (error.hint or "")
     assert "--ctx-size" not in (error.hint or "") and "--kv-type" not in (error.hint or ""), \
         "the weights alone exceed the budget: a smaller KV cache cannot help"
@@ -1070,7 +1074,8 @@ def test_fit_marks_no_file_that_its_entry_pins_otherwise_as_run_refuses_it(huben
     table = run_localgen("fit", "pinned", env=hubenv.env)
     assert table.returncode == 0, table.err
     rows = {row.split("\t")[0]: row.split("\t")[6:] for row in table.out.splitlines()[1:]}
-    assert rows["Q5_0"] == ["no", "not the file [models.pinned] pins"] and rows["Q8_0"][0] == "RAM"
+    assert rows["Q8_0"][0] == "RAM" and rows["Q5_0"][0] == "no", rows
+    assert re.fullmatch(r"not the file \[models\.pinned\] pins \(sizes at context [\d,]+\)", rows["Q5_0"][1]), rows
     assert "would use" not in table.err and f"{refusal}{registry}" in table.err
     report = json.loads(run_localgen("fit", "pinned", "--json", env=hubenv.env).out)
     assert report["chosen"] is None and any(refusal in note for note in report["notes"])
