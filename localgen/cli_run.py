@@ -33,9 +33,10 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     and what the prompt is made of (attached.prompt_parts: the files and stdin that held text, the prompt, the
     system prompt where there is one); their warnings are said here. A prompt that names a model (`ollama run NAME`)
     with no -m given (model_given), or a message with nothing in it, is refused; so is one too long for the model,
-    as its size shows it (bound)."""
+    as its size shows it (bound). Stdin's text is the prompt, recorded as typed (attached.question_turn), where
+    `run -` asks for it or no prompt is typed beside it."""
     from localgen import console
-    from localgen.attached import AttachedText, as_given, first_with_text, once_each, prompt_parts
+    from localgen.attached import AttachedText, TypedText, as_given, first_with_text, once_each, prompt_parts
     from localgen.cli import app
     from localgen.cli_args import given_after_double_dash
     from localgen.cli_model import say_waiting_for
@@ -75,10 +76,10 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
     attachments = [*(AttachedText(text, file) for text, file in zip(attachments[:len(files)], files, strict=True)),
                    *attachments[len(files):]]  # stdin piped unasked, after them: a saved turn names the files
     attachments = once_each(attachments, names, warnings)
-    attached = any(map(str.strip, attachments))
-    if sent_whole and piped is not None and not piped.strip() and (attached or (prompt and prompt.strip())):
+    attached, typed = any(map(str.strip, attachments)), bool(prompt and prompt.strip())
+    if sent_whole and piped is not None and not piped.strip() and (attached or typed):
         warnings.append(f"stdin {emptiness(piped)}")  # as -f - is (`cat missing.txt | localgen run "summarize"`)
-    nothing = not attached and not (prompt and prompt.strip())
+    nothing = not attached and not typed
     empty = list(dict.fromkeys(map(empty_attachment_note, files, attachments))) if nothing else []
     warnings[:] = [warning for warning in warnings if warning not in empty]  # said by the error, on its one line
     console.warn_each(warnings)
@@ -88,6 +89,8 @@ def gather_attachments(prompt: str | None, files: list[InputFile], stdin: Binary
                               stdin_attached=stdin_file is not None and (sent_whole or _piped(stdin)))
     if prompt and names_a_file(prompt) and not reads_as_a_model(prompt, settings().user_registry):
         console.warn(file_name_warning("the prompt", prompt, "-f"))
+    if stdin_asked or not typed:  # `run -`, or stdin piped with no prompt beside it: the question asked
+        attachments = [text if isinstance(text, AttachedText) else TypedText(text) for text in attachments]
     return attachments, made_of
 
 

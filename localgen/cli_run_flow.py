@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import typer
 
-from localgen.attached import AttachedText, TypedText, as_given, prompt_parts
+from localgen.attached import as_given, prompt_parts
 from localgen.cli_model import (
     early_refusals,
     load_for,
@@ -296,9 +296,6 @@ def read_run_inputs(request: RunRequest, checked: CheckedRun) -> RunInputs:
     attachments, made_of = gather_attachments(checked.prompt, checked.files, stdin, stdin_asked=checked.stdin_asked,
                                               model_given=request.model, warnings=warnings, bound=bound,
                                               system=bool(system))
-    if checked.stdin_asked or not (checked.prompt or "").strip():  # `run -`, or stdin piped with no prompt beside
-        # it: stdin's text is the prompt, recorded as typed (attached.question_turn)
-        attachments = [text if isinstance(text, AttachedText) else TypedText(text) for text in attachments]
     prompt_bytes = text_bytes(*attachments, checked.prompt, system)
     conversation = checked.conversation  # the context is sized for the whole prompt, its earlier exchanges too
     texts = (*attachments, checked.prompt, system, *(() if conversation is None else conversation.texts()))

@@ -116,3 +116,14 @@ def test_text_piped_with_no_prompt_is_the_question_kept(home: Path, conversation
         assert [turn["user"] for turn in json.loads(saved.read_text())["turns"]] == ["What is 2+2?", "And 3+3?"]
     else:
         assert _first_message_once_continued() == "What is 2+2?"
+
+
+def test_text_piped_beside_a_file_and_no_prompt_is_the_question_and_the_file_attached(tmp_path: Path) -> None:
+    """`echo "What grew?" | run -f doc.txt`: the piped text is what was asked, kept as typed, and the file is
+    attached, named in the listing as `[doc.txt] What grew?`."""
+    document = _document(tmp_path)
+    turn = _kept_turn("-f", str(document), stdin=b"What grew?\n")
+    assert turn["user"] == f"{DOCUMENT.strip()}\n\nWhat grew?", "the model saw the file, then the question"
+    assert turn["attached"] == [FILE_RECORD | {"name": str(document)}], turn
+    assert turn["typed"] == "What grew?", turn
+    assert _first_message_once_continued() == "[doc.txt] What grew?"
