@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -165,9 +166,10 @@ def test_a_new_context_gets_the_count_in_use_again_a_trial_s_included() -> None:
     assert (governor.current, machine.applied) == (1, [2, 1, 1])
 
 
-def test_where_the_count_changes_flash_attention_s_sums_every_thread_decodes() -> None:
-    """Past that position a one-token batch gets every thread, a trial under way included, and no count is tried
-    until the next prefill or generation; before it, and where the count changes nothing, the governor works."""
+def test_where_the_count_changes_flash_attention_s_sums_the_count_in_use_is_held() -> None:
+    """Past that position a one-token batch keeps the count in use, fewer threads on a busy machine and every one on
+    an idle one; a trial under way ends at the count it would have replaced, and no count is tried until the next
+    prefill or generation; before it, and where the count changes nothing, the governor works."""
     machine = Machine(free=1.0)
     governor = machine.governor(exact_from=256)
     steps(machine, governor, 0.040)
@@ -175,14 +177,24 @@ def test_where_the_count_changes_flash_attention_s_sums_every_thread_decodes() -
     governor.one_token_at(255)
     assert (governor.current, machine.applied) == (1, [1])
     governor.one_token_at(256)
-    assert (governor.current, machine.applied) == (2, [1, 2])
+    assert (governor.current, machine.applied) == (1, [1]), "busy: the one thread in use is held, not both"
+    machine.free = 2.0
+    steps(machine, governor, 0.010, windows=10)  # the CPUs are free again: no trial of 2 while held
+    assert (governor.current, machine.applied) == (1, [1])
+    governor.before_prefill()  # a prompt's batches of several tokens take what the free CPUs allow again
+    governor.one_token_at(300)
+    assert (governor.current, machine.applied) == (2, [1, 2]), "idle: every thread is held"
+    machine.free = 1.0
     steps(machine, governor, 0.040, windows=10)  # busy and slow: no trial
     assert machine.applied == [1, 2]
-    governor.before_prefill()  # a prompt's batches of several tokens may take fewer threads again
-    assert (governor.current, machine.applied) == (1, [1, 2, 1])
+    governor.start()  # a new generation tries counts until the position again
+    steps(machine, governor, 0.040)
+    assert machine.applied == [1, 2, 1]
     trying = machine.governor(exact_from=256)
     steps(machine, trying, 0.040)  # a trial of 1 thread under way
     trying.one_token_at(300)
+    assert (trying.current, machine.applied[-2:]) == (2, [1, 2])
+    steps(machine, trying, 0.020, windows=10)
     assert (trying.current, machine.applied[-2:]) == (2, [1, 2])
     unaffected = machine.governor(exact_from=None)
     unaffected.one_token_at(5000)
@@ -199,12 +211,24 @@ def _greedy_text_and_logits(engine: Engine, prompt: list[int]) -> tuple[str, lis
     return text, lc.llama_get_logits_ith(engine._ctx, -1)[:engine._vocab.n_tokens]
 
 
+def _pinned_answers(bundled_model: Path, options: LoadOptions, count: int, prompt: list[int],
+                    saved: dict[int, tuple[list[int], bytearray]]) -> dict[int, tuple[str, list[float]]]:
+    """_greedy_text_and_logits, by tokens held, of an engine that --threads pins to count, from each saved cache."""
+    answers = {}
+    with Engine(bundled_model, replace(options, n_threads=count, n_threads_batch=count, adapt_threads=False)) as engine:
+        for held, state in saved.items():
+            assert engine.load_state(*state)
+            answers[held] = _greedy_text_and_logits(engine, prompt[:held + 2])
+    return answers
+
+
 @pytest.mark.serial
-def test_a_busy_cpu_leaves_the_output_of_flash_attention_as_every_thread_computes_it(
+def test_flash_attention_s_output_is_that_of_the_count_held_beside_a_busy_cpu_or_none(
         bundled_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """llama.cpp's flash attention over an f16 KV cache splits a one-token batch's keys among the threads from
-    SPLIT_ATTENTION_FROM tokens on: decode steps there, and a prompt's last batch of one token, run with every
-    thread, so that a busy CPU changes no output; batches of several tokens and steps before it take fewer."""
+    SPLIT_ATTENTION_FROM tokens on: decode steps there, and a prompt's last batch of one token, keep the count the
+    prompt's batches took, one thread where another process keeps a CPU busy and both where none does, and the
+    answer, logits bit for bit, is the one --threads with that count gives."""
     machine = busy_machine_governs(monkeypatch)
     options = LoadOptions(n_ctx=512, n_threads=2, n_threads_batch=2, n_batch=256, n_ubatch=256, flash_attn="on",
                           adapt_threads=True)
@@ -215,6 +239,7 @@ def test_a_busy_cpu_leaves_the_output_of_flash_attention_as_every_thread_compute
         for held in (SPLIT_ATTENTION_FROM - 1, SPLIT_ATTENTION_FROM - 4):
             engine.prefill_ahead(prompt[:held], lambda: False)
             saved[held] = (engine.kv_token_list, engine.save_state())
+        pinned = {count: _pinned_answers(bundled_model, options, count, prompt, saved) for count in (1, 2)}
         real_decode = lc.llama_decode
 
         def decode(ctx: object, batch: lc.llama_batch) -> int:
@@ -223,17 +248,16 @@ def test_a_busy_cpu_leaves_the_output_of_flash_attention_as_every_thread_compute
 
         monkeypatch.setattr(lc, "llama_decode", decode)
         for held in saved:  # the prompt's last batch is one token past the position / steps start before it
-            answers = []
-            for free in (2.0, 1.0):
+            for free, count in ((2.0, 2), (1.0, 1)):
                 machine.free = free
                 assert engine.load_state(*saved[held])
                 batches.clear()
-                answers.append(_greedy_text_and_logits(engine, prompt[:held + 2]))
-            split = [threads for tokens, at, threads in batches if tokens == 1 and at >= SPLIT_ATTENTION_FROM]
-            rest = [threads for tokens, at, threads in batches if tokens > 1 or at < SPLIT_ATTENTION_FROM]
-            assert split and set(split) == {2} and rest and set(rest) == {1}, batches
-            assert answers[0][0] == answers[1][0]
-            assert answers[0][1] == answers[1][1], "the last step's logits are every thread's, bit for bit"
+                answer = _greedy_text_and_logits(engine, prompt[:held + 2])
+                split = [threads for tokens, at, threads in batches if tokens == 1 and at >= SPLIT_ATTENTION_FROM]
+                assert split and {threads for _, _, threads in batches} == {count}, batches
+                assert answer[0] == pinned[count][held][0]
+                assert answer[1] == pinned[count][held][1], f"the last step's logits are --threads {count}'s"
+        assert any(pinned[1][held][1] != pinned[2][held][1] for held in saved), "the count changes the logits here"
 
 
 def test_free_cpus_leave_out_this_processes_own_time() -> None:
@@ -294,12 +318,20 @@ def test_stats_say_when_fewer_threads_decoded() -> None:
 @pytest.mark.serial
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs two CPUs to pin to")
-def test_a_busy_cpu_makes_the_real_engine_decode_with_fewer_threads_and_the_same_text(tmp_path: Path) -> None:
-    """`localgen run` on two CPUs, one of which a busy loop keeps busy: it ends with 1 thread, same text."""
+@pytest.mark.parametrize("flash", [False, True], ids=["plain", "flash-attention-past-256-tokens"])
+def test_a_busy_cpu_makes_the_real_engine_decode_with_fewer_threads_and_the_same_text(tmp_path: Path,
+                                                                                     flash: bool) -> None:
+    """`localgen run` on two CPUs, one of which a busy loop keeps busy: it ends with 1 thread, same text; with
+    flash attention over an f16 KV cache and a prompt past SPLIT_ATTENTION_FROM tokens, where the count changes
+    the output, too: its text is `-t 1`'s."""
     first, second = sorted(os.sched_getaffinity(0))[:2]
     env = {**os.environ, "LOCALGEN_HOME": str(tmp_path), "LOCALGEN_OFFLINE": "1"}
-    command = [sys.executable, "-m", "localgen", "run", "--json", "--stats", "--no-cache", "-n", "160",
-               "--temperature", "0", PROMPT]
+    text = tmp_path / "notes.md"
+    text.write_text("The lighthouse keeper climbed the stairs each evening to light the lamp. " * 25)
+    flash_args = ["--flash-attn", "on", "-f", str(text)] if flash else []
+    n = 60 if flash else 160  # flash attention's count is held from the first step: no window to wait for
+    command = [sys.executable, "-m", "localgen", "run", "--json", "--stats", "--no-cache", "-n", str(n),
+               "--temperature", "0", *flash_args, PROMPT]
 
     burner = subprocess.Popen([sys.executable, "-c", "while True: pass"],
                               preexec_fn=lambda: os.sched_setaffinity(0, {first}))
@@ -315,7 +347,8 @@ def test_a_busy_cpu_makes_the_real_engine_decode_with_fewer_threads_and_the_same
     assert alone.returncode == 0, alone.err
     assert (busy["threads"], busy["decode_threads"]) == (2, 1)
     assert "decoded with 1 of 2 threads" in proc.stderr
-    assert busy["text"] == json.loads(alone.out)["text"] and busy["usage"]["completion_tokens"] == 160
+    assert busy["text"] == json.loads(alone.out)["text"] and busy["usage"]["completion_tokens"] == n
+    assert busy["usage"]["prompt_tokens"] > SPLIT_ATTENTION_FROM or not flash
 
 
 def test_a_prefill_starts_with_the_threads_the_free_cpus_allow() -> None:
