@@ -48,9 +48,9 @@ def test_a_json_answer_s_strings_hold_no_raw_control_character() -> None:
     so the answer, cut at 24 tokens, has none (whole, it runs on for 280 tokens inside the string, then stops)."""
     schema = {"type": "object", "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
               "required": ["city", "country"]}
-    # flash attention on: its greedy answer is the one that ran on over several lines. One thread: with flash
-    # attention every thread decodes (engine/threads.py), and two spin beside other tests' processes (27.7 s against
-    # 9.8 s on one, on a loaded machine); on one thread the answer is the same, character for character.
+    # flash attention on: its greedy answer is the one that ran on over several lines. One thread: two spin beside
+    # other tests' processes (27.7 s against 9.8 s on one, on a loaded machine); on one thread the answer is the
+    # same, character for character.
     result = run_localgen("run", "--json-schema", json.dumps(schema), "-n", "24", "--json", *GREEDY, "-t", "1",
                           "--flash-attn", "on", "Where is the Eiffel Tower? city Paris country France")
     assert result.returncode == 1 and "not complete JSON" in result.err, result.err

@@ -16,7 +16,7 @@ CPU flash attention over an f16 KV cache splits the cached keys of a one-token b
 reads 512 of them (the tokens held, rounded up to 256), and adds the parts up in an order the count sets: there
 the governor holds the count it decodes with, the one measured fastest beside the other processes, until the next
 prompt, so that the answer is the one `--threads` with that count gives. Jumping to every thread there instead
-stalled a busy machine: 0.7-3.2 tok/s against 16-30 without flash attention, 2 cores at a load average of 7-12.
+stalled a busy machine: 0.5-0.9 tok/s against 14-19 with the one thread held (2 cores, one busy loop beside).
 """
 
 from __future__ import annotations
