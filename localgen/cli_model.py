@@ -120,11 +120,10 @@ def model_options(ctx: typer.Context, *, model: str | None, ctx_size: int | None
     input needs (fit.prompt_context, and floor_bytes: the bytes of the texts it needs a context for at least, which
     floor_texts names, as attached.prompt_parts says them)."""
     from localgen.runner import ModelOptions
+    from localgen.speculative import flash_attn_for
 
     given = ctx.params
-    flash_attn = given["flash_attn"]
-    if flash_attn == "auto" and given.get("draft") == "lookup":
-        flash_attn = "on"  # lookup's verified batches round as one-token steps do only in flash attention's kernels
+    flash_attn = flash_attn_for(given["flash_attn"], given.get("draft") or "none")
     return ModelOptions(model=model, ctx_size=ctx_size, threads=given["threads"], threads_batch=given["threads_batch"],
                         batch_size=given["batch_size"], ubatch_size=given["ubatch_size"],
                         flash_attn=flash_attn, kv_type=given["kv_type"],

@@ -27,6 +27,12 @@ def check_draft_mode(mode: str) -> None:
         raise UsageError(f"unknown draft mode '{mode}'", hint=f"use --draft {' or '.join(DRAFT_MODES)}")
 
 
+def flash_attn_for(flash_attn: str, draft: str) -> str:
+    """The --flash-attn mode to load with for this --draft mode: auto is on for lookup, whose verified batches round
+    as one-token steps do only in flash attention's kernels (README, Performance)."""
+    return "on" if flash_attn == "auto" and draft == "lookup" else flash_attn
+
+
 def expected_tokens(p: float, k: int) -> float:
     """Tokens one verify batch yields on average when each of its k drafts is right with probability p.
 

@@ -13,7 +13,7 @@ from localgen.engine import core as engine_core
 from localgen.errors import UsageError
 from localgen.events import Finished, TextChunk
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
-from localgen.speculative import DRAFT_MAX, BatchCost, PromptLookup, expected_tokens
+from localgen.speculative import DRAFT_MAX, BatchCost, PromptLookup, expected_tokens, flash_attn_for
 from tests.conftest import chat_prompt
 
 # The real engine in this process runs on one thread: llama.cpp's threads spin while they wait for one another,
@@ -227,3 +227,9 @@ def test_limits_and_stops_cut_inside_an_accepted_draft(engine: Engine) -> None:
 def test_unknown_draft_mode_is_a_usage_error(engine: Engine) -> None:
     with pytest.raises(UsageError):
         list(engine.generate(chat_prompt(engine, "hi"), GREEDY, draft="medusa"))
+
+
+def test_lookup_loads_with_flash_attention_where_auto_leaves_the_choice() -> None:
+    assert flash_attn_for("auto", "lookup") == "on"
+    assert [flash_attn_for(mode, "lookup") for mode in ("on", "off")] == ["on", "off"], "as asked"
+    assert [flash_attn_for(mode, "none") for mode in ("auto", "on", "off")] == ["auto", "on", "off"]
