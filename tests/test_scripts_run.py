@@ -49,14 +49,15 @@ def bench() -> ModuleType:
 def run_bench(bench: ModuleType, monkeypatch: pytest.MonkeyPatch, *args: str) -> None:
     """bench_features.py's main() with these arguments, as `python scripts/bench_features.py ARGS` runs it."""
     monkeypatch.setattr(sys, "argv", ["bench_features.py", *args])
-    bench.main()
+    bench.main(bench.__doc__)
 
 
 def short_inputs(bench: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Short texts in place of the ~300-word draft tasks and the 2,000-token README chatturn asks about."""
-    monkeypatch.setattr(bench, "DRAFT_TASKS", SHORT_TASKS)
+    for name in ("drafting", "draftbound"):
+        monkeypatch.setattr(sys.modules[f"bench.{name}"], "DRAFT_TASKS", SHORT_TASKS)
     (tmp_path / "README.md").write_text("localgen runs local models. " * 20, encoding="utf-8")
-    monkeypatch.setattr(bench, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules["bench.chatting"], "REPO_ROOT", tmp_path)
 
 
 @pytest.mark.parametrize("what", sorted(SMALLEST))
@@ -68,13 +69,32 @@ def test_each_in_process_benchmark_runs_to_its_figures(what: str, bench: ModuleT
     assert "(median, min-max)" in printed or "relative to b=1" in printed or "reused" in printed, printed
 
 
+def test_draft_measures_lookup_as_run_loads_it_and_its_text_against_plain_decoding_with_its_settings(
+        bench: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    short_inputs(bench, monkeypatch, tmp_path)
+    run_bench(bench, monkeypatch, "draft", "--rounds", "1", "--n", "4", *ONE_THREAD)
+    printed = capsys.readouterr().out
+    assert "plain decode, as `run` (flash attention off (auto))" in printed, printed
+    assert "--draft lookup (flash attention on)" in printed, "lookup runs with flash attention, as `run` loads it"
+    assert "identical text to plain decoding with lookup's settings (flash attention on): 1/1 rounds" in printed
+    assert "NOT IDENTICAL" not in printed
+
+
+def test_batchcost_times_verify_batches_with_flash_attention_as_lookup_runs_them(
+        bench: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    run_bench(bench, monkeypatch, "batchcost", *SMALLEST["batchcost"])
+    assert "KV depth 8, flash attention on:" in capsys.readouterr().out
+
+
 def test_draftbound_records_then_replays_its_recording(bench: ModuleType, monkeypatch: pytest.MonkeyPatch,
                                                        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     short_inputs(bench, monkeypatch, tmp_path)
     data = tmp_path / "draft.json"
     for _ in range(2):  # recorded (the model loaded, its batches timed), then read back
         run_bench(bench, monkeypatch, "draftbound", "--rounds", "1", "--n", "6", "--data", str(data), *ONE_THREAD)
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
+    assert captured.err.count("flash attention on, as `run --draft lookup` decodes") == 1, "recorded once, as run"
     assert printed.count("localgen's drafter, replayed") == 2 * len(SHORT_TASKS), printed
     assert printed.count("(timed)") == 2 * len(SHORT_TASKS)
 
@@ -94,7 +114,7 @@ def test_every_subcommand_is_run_here(bench: ModuleType, monkeypatch: pytest.Mon
                                       capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(sys, "argv", ["bench_features.py", "--help"])
     with pytest.raises(SystemExit):
-        bench.main()
+        bench.main(bench.__doc__)
     listed = capsys.readouterr().out.split("{", 1)[1].split("}", 1)[0].split(",")
     assert set(listed) == {*SMALLEST, "draftbound", "promptcache", "busy", "keyecho"}
 

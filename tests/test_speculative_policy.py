@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -20,13 +20,10 @@ COPY = [1, *PROMPT[:40], 2, 3, *PROMPT[10:50]]  # an answer that copies, departs
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    """scripts/bench_features.py as a module."""
-    spec = importlib.util.spec_from_file_location("bench_features", REPO_ROOT / "scripts" / "bench_features.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_features"] = module
-    spec.loader.exec_module(module)
-    return module
+    """scripts/bench/draftbound.py, the module of bench_features.py draftbound."""
+    if str(REPO_ROOT / "scripts") not in sys.path:
+        sys.path.append(str(REPO_ROOT / "scripts"))
+    return importlib.import_module("bench.draftbound")
 
 
 def test_cost_curve_is_linear_between_the_given_points(bench: ModuleType) -> None:

@@ -1,0 +1,1 @@
+"""The benchmarks of scripts/bench_features.py, a module for each group of subcommands."""
