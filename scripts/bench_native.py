@@ -49,10 +49,15 @@ def installed_version() -> str:
     return metadata.version("llama-cpp-python")
 
 
+def vendored_source(version: str) -> Path:
+    """Where the unpacked sdist of this llama-cpp-python version keeps its llama.cpp."""
+    return BENCH_DIR / f"llama-cpp-python-{version}" / "vendor" / "llama.cpp"
+
+
 def fetch_sdist(version: str) -> Path:
     """Download (once) and unpack the llama-cpp-python sdist; return the vendored llama.cpp folder."""
     root = BENCH_DIR / f"llama-cpp-python-{version}"
-    vendored = root / "vendor" / "llama.cpp"
+    vendored = vendored_source(version)
     if vendored.is_dir():
         return vendored
     download = BENCH_DIR / "sdist"
@@ -81,6 +86,11 @@ def build_llama_bench(version: str, jobs: int, *, shared: bool) -> Path:
     binary = build / "bin" / "llama-bench" if shared else BENCH_DIR / f"llama-bench-{version}-tilefix"
     if binary.is_file():
         return binary
+    fetches = "" if vendored_source(version).is_dir() else (
+        f"downloads the llama-cpp-python {version} sdist from PyPI (tens of MB, pip download, LOCALGEN_OFFLINE "
+        "or not) and ")
+    log(f"native llama-bench ({'shared' if shared else 'static'}) is not built yet: this {fetches}builds it, which "
+        "takes minutes; it is cached under .bench/ afterwards")
     source = fetch_sdist(version)
     log(f"configuring llama.cpp in {build}")
     subprocess.run(["cmake", "-S", str(source), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
@@ -315,24 +325,34 @@ def attention_share(model: Path, depth: int) -> float:
     return (info.block_count or 0) * per_layer * depth / weights
 
 
-def main() -> None:
-    """Build llama-bench if needed, then measure alternately and print the table."""
+def parser_of() -> argparse.ArgumentParser:
+    """The command line's options, each with its help."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", type=Path, default=None)
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--batch", type=int, default=512)
-    parser.add_argument("--ubatch", type=int, default=512)
-    parser.add_argument("--flash-attn", default="auto", choices=["auto", "on", "off"])
-    parser.add_argument("--n-prompt", type=int, default=512)
-    parser.add_argument("--n-gen", type=int, default=128)
-    parser.add_argument("--reps", type=int, default=3, help="repetitions inside each tool run")
-    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds of every tool")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--model", type=Path, default=None, help="a GGUF file (default: the bundled model)")
+    parser.add_argument("--threads", type=int, default=None, help="threads for every tool (default: the physical "
+                        "cores)")
+    parser.add_argument("--batch", type=int, default=512, help="logical batch size, as llama-bench -b (512)")
+    parser.add_argument("--ubatch", type=int, default=512, help="physical batch size, as llama-bench -ub (512)")
+    parser.add_argument("--flash-attn", default="auto", choices=["auto", "on", "off"],
+                        help="flash attention for every tool; native auto follows localgen's choice (auto)")
+    parser.add_argument("--n-prompt", type=int, default=512, help="prompt tokens of the prefill test (512)")
+    parser.add_argument("--n-gen", type=int, default=128, help="tokens of the decode test (128)")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions inside each tool run (3)")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds of every tool (5)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="parallel jobs of the native build "
+                        "(default: the CPUs)")
     parser.add_argument("--no-high-level", action="store_true", help="skip llama-cpp-python's Llama.generate")
     parser.add_argument("--no-follow-up", action="store_true", help="skip native llama-bench's KV-reuse floor")
     parser.add_argument("--no-static", action="store_true", help="skip the static native build")
-    parser.add_argument("--build-only", action="store_true")
+    parser.add_argument("--build-only", action="store_true", help="build (or find cached) native llama-bench, print "
+                        "its path and stop; the first build downloads the sdist and takes minutes")
     parser.add_argument("--output", type=Path, default=None, help="write the raw figures as JSON here")
+    return parser
+
+
+def main() -> None:
+    """Build llama-bench if needed, then measure alternately and print the table."""
+    parser = parser_of()
     args = parser.parse_args()
     sys.path.insert(0, str(REPO_ROOT))  # localgen from this checkout, installed or not
     if args.n_prompt < 1 or args.n_gen < 1:

@@ -138,3 +138,35 @@ def test_bench_native_tables_a_localgen_bench_run_and_names_its_busy_rounds(bund
     printed = capsys.readouterr().out
     assert "| localgen bench" in printed and "follow-up turn of" in printed, printed
     assert "during localgen bench in round(s) 1 " in printed, printed
+
+
+def test_bench_native_says_what_its_first_build_downloads_before_it_starts(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    native = script("bench_native")
+    monkeypatch.setattr(native, "BENCH_DIR", tmp_path)
+
+    def no_download(command: list[str], **_: object) -> None:
+        raise RuntimeError(" ".join(command))
+
+    monkeypatch.setattr(native.subprocess, "run", no_download)
+    with pytest.raises(RuntimeError, match="pip download"):
+        native.build_llama_bench("0.3.0", 1, shared=True)
+    said = capsys.readouterr().err
+    assert "downloads the llama-cpp-python 0.3.0 sdist from PyPI" in said and "takes minutes" in said, said
+    assert "cached under .bench/" in said
+    (tmp_path / "llama-cpp-python-0.3.0" / "vendor" / "llama.cpp").mkdir(parents=True)
+    with pytest.raises(RuntimeError, match="cmake"):
+        native.build_llama_bench("0.3.0", 1, shared=False)
+    said = capsys.readouterr().err
+    assert "downloads" not in said and "builds it, which takes minutes" in said, "the sdist is already there"
+
+
+def test_every_option_of_the_scripts_has_its_help(bench: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    parser = sys.modules["bench.cli"].parser_of(bench.__doc__)
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert all(choice.help for choice in subparsers._choices_actions), "a line of help a subcommand"
+    native_parser = script("bench_native").parser_of()
+    for each in [native_parser, *subparsers.choices.values()]:
+        unexplained = [a.dest for a in each._actions if not a.help and a.dest != "help"]
+        assert not unexplained, f"{each.prog}: {unexplained}"
