@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Measure the prompt cache (TTFT of a second `localgen run` over the same long file) and speculative decoding.
+"""One benchmark per localgen feature: the prompt cache, speculative decoding, chat turns, sampling, threads, typing.
 
 Usage:
   python scripts/bench_features.py promptcache [--rounds 5] [--words 1600]
