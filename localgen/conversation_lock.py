@@ -70,7 +70,7 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None, sweep: bo
         refuse the hold naming the holder."""
         nonlocal pidless_waits
         owner, command = _recorded_owner(path)
-        if _holder_unseen(path):  # in another pid namespace (a container): alive, whatever its pid is here
+        if _holder_unseen(folder, path):  # in another pid namespace (a container): alive, whatever its pid is here
             owner = ""
         elif owner and not process_running(int(owner)):  # left by a holder killed (kill -9): not the one holding it
             owner, command = "", None
@@ -97,10 +97,10 @@ def hold(folder: Path, name: str, hint: str, *, by: str | None = None, sweep: bo
     return True
 
 
-def _holder_unseen(path: Path) -> bool:
-    """Whether /proc/locks tells the lock file at path is held by a process of another pid namespace (pid 0 there),
-    whose recorded pid names no process here (where it tells nothing of the file, not)."""
-    return lock_holders([path]).get(path) == 0
+def _holder_unseen(folder: Path, path: Path) -> bool:
+    """Whether the lock file at path, found held, is held by a process /proc/locks leaves out (one of another pid
+    namespace, a container sharing the folder), where it tells the holders of folder's lock files (else not)."""
+    return holders_told_in(folder / LOCKS_FOLDER) and path not in lock_holders([path])
 
 
 def remove_killed_saves(folder: Path, names: list[str]) -> None:
@@ -176,12 +176,22 @@ def held_names(folder: Path) -> set[str]:
 def held_by_others(folder: Path, names: Iterable[str]) -> set[str]:
     """Those of names in folder another process holds now (a chat open on one, a run continuing it), whose hold would
     be refused (this process's own left out): as /proc/locks tells, which takes no lock, or where it tells nothing,
-    each lock tried without waiting and let go at once."""
+    each lock tried without waiting and let go at once. /proc/locks leaves out a holder of another pid namespace (a
+    container sharing the folder): a lock it does not list whose file records a holder is tried too (a hold finding
+    it busy meanwhile sees that holder gone, or none recorded, and tries again)."""
     asked = set(names) - held_names(folder) if HAS_FLOCK else set()
-    if holders_told_in(folder / LOCKS_FOLDER):  # a lock tried here would make a hold finding it busy wait, or refuse
-        holders = lock_holders(lock_path(folder, name) for name in asked)
-        return {name for name in asked if holders.get(lock_path(folder, name)) not in (None, os.getpid())}
-    return {name for name in asked if _tried_busy(lock_path(folder, name))}
+    if not holders_told_in(folder / LOCKS_FOLDER):
+        return {name for name in asked if _tried_busy(lock_path(folder, name))}
+    holders = lock_holders(lock_path(folder, name) for name in asked)  # takes no lock: a hold beside it never waits
+
+    def busy(path: Path) -> bool:
+        """Whether another process holds the lock file at path: as /proc/locks lists it, else tried where it records
+        a holder."""
+        if path in holders:
+            return holders[path] != os.getpid()
+        return bool(_recorded_owner(path)[0]) and _tried_busy(path)
+
+    return {name for name in asked if busy(lock_path(folder, name))}
 
 
 def _tried_busy(path: Path) -> bool:

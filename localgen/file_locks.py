@@ -78,13 +78,13 @@ def locked_descriptor(path: Path, open_file: Callable[[], int | None], *, wait_s
 
 def lock_holder(path: Path) -> int | None:
     """The process that holds flock on the file at path, as Linux's /proc/locks tells it (None where none does, or
-    where that cannot be told: another system, or a holder in another pid namespace)."""
-    return lock_holders([path]).get(path) or None  # 0: a holder this pid namespace cannot see
+    where that cannot be told: another system, or a holder in another pid namespace, which /proc/locks leaves out)."""
+    return lock_holders([path]).get(path)
 
 
 def lock_holders(paths: Iterable[Path]) -> dict[Path, int]:
-    """The process holding flock on each of the files at paths that one holds, /proc/locks read once for all (0 for
-    a holder in another pid namespace); empty where that cannot be told (another system)."""
+    """The process holding flock on each of the files at paths that one holds, /proc/locks read once for all (which
+    leaves out a holder in another pid namespace); empty where that cannot be told (another system)."""
     ids: dict[str, Path] = {}
     for path in paths:
         with contextlib.suppress(OSError):  # no file: none holds it

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +23,7 @@ from localgen.conversation_lock import (
     release,
 )
 from localgen.conversation_store import conversations_dir, let_go, load_conversation, save_conversation
+from tests.conftest import REPO_ROOT
 from tests.test_conversation_lock import another_process
 
 pytestmark = pytest.mark.usefixtures("home")  # every test in a localgen home of its own (conftest)
@@ -144,20 +145,37 @@ def test_listing_tries_each_lock_where_proc_locks_shows_none_under_its_file_s_id
     assert not file_locks.holders_told_in(folder / LOCKS_FOLDER)
 
 
-def test_a_holder_in_another_pid_namespace_is_refused_naming_its_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A holder in another pid namespace (a container sharing the folder) shows in /proc/locks as pid 0, its recorded
-    pid naming no process here: it is alive, and the refusal names its recorded command."""
-    folder = _saved("boxed")
+_SEEN_FROM_A_PID_NAMESPACE = """
+import sys
+from pathlib import Path
+from localgen.conversation_lock import ConversationBusyError, held_by_others, hold
+folder = Path(sys.argv[1])
+print(sorted(held_by_others(folder, ["boxed", "left"])))
+try:
+    hold(folder, "boxed", "")
+except ConversationBusyError as exc:
+    print(exc.message)
+"""
+
+
+def test_a_holder_in_another_pid_namespace_is_seen_in_use_and_refused_naming_its_command() -> None:
+    """/proc/locks leaves out a holder of another pid namespace (here this process, seen from a namespace of its own,
+    as a container sharing the folder sees it), whose recorded pid names no process there: the listing marks its
+    conversation in use (not one a killed holder's record names, that none holds), and a hold is refused naming the
+    holder's recorded command."""
+    folder = _saved("boxed", "left")
     path = lock_path(folder, "boxed")
-    path.write_text(f"{_gone_pid()} conversations rm\n")
-    held_there = re.compile(rf"\b\d+ (?={_lock_id(path)} )")
-    real = file_locks.proc_locks_lines
-    monkeypatch.setattr(file_locks, "proc_locks_lines", lambda: [held_there.sub("0 ", line) for line in real() or []])
+    path.write_text(f"{os.getpid()} conversations rm\n")
+    lock_path(folder, "left").write_text(f"{_gone_pid()}\n")
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare here")
     holder = os.open(path, os.O_RDONLY)
     try:
-        fcntl.flock(holder, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        with pytest.raises(ConversationBusyError) as caught:
-            hold(folder, "boxed", "")
+        fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        looked = subprocess.run(["unshare", "-Urpf", "--mount-proc", sys.executable, "-c", _SEEN_FROM_A_PID_NAMESPACE,
+                                 str(folder)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     finally:
         os.close(holder)
-    assert caught.value.message == "conversation 'boxed' is in use by `localgen conversations rm`"
+    if looked.returncode and "unshare" in looked.stderr:
+        pytest.skip(f"unshare cannot make a pid namespace here: {looked.stderr.strip()}")
+    assert looked.stdout == "['boxed']\nconversation 'boxed' is in use by `localgen conversations rm`\n", looked
