@@ -24,7 +24,7 @@ OPEN_FILES_SPARE = 64  # descriptors left free beside the locks one command hold
 OPEN_FILES_MARGIN = 3
 LOST_FILE_TRIES = 5  # a file locked as another took its name is opened again this many times at most
 
-PROBE_NAME = ".probe"  # the file in a folder of locks that holders_told_in locks a moment, to see /proc/locks tell it
+PROBE_NAME = ".probe"  # the empty file in a folder of locks holders_told_in locks a moment, to see /proc/locks tell it
 
 log = logging.getLogger("localgen.locks")
 
@@ -130,23 +130,35 @@ def holders_told() -> bool:
 
 
 def holders_told_in(folder: Path) -> bool:
-    """Whether /proc/locks tells the holders of the files in folder: a lock this process takes on a probe file there
-    shows under the file's own id, which on btrfs (a subvolume's device), NFS (its flock seen as a POSIX lock) and
-    some overlayfs mounts it does not; checked once per process and folder (not cached while folder is missing)."""
+    """Whether /proc/locks tells the holders of the files in folder: a shared lock this process takes a moment on its
+    probe file (PROBE_NAME, made empty where missing, kept for later checks) shows under the file's own id, which on
+    btrfs (a subvolume's device), NFS (its flock seen as a POSIX lock) and some overlayfs mounts it does not; checked
+    once per process and folder, a probe that cannot be opened (another user's, a read-only folder) telling not (not
+    cached while folder is missing)."""
     if folder not in _told_in:
         if not holders_told():
             return False
         probe = folder / PROBE_NAME
         try:
-            fd = os.open(probe, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0),
-                         0o600)
+            fd = _open_probe(probe)
         except OSError:
+            if os.path.isdir(folder):
+                _told_in[folder] = False
             return False
         try:  # shared: probes of other processes at once take it too, and any holder seen tells the ids match
             _told_in[folder] = bool(try_flock(fd, exclusive=False)) and probe in lock_holders([probe])
         finally:
             os.close(fd)
     return _told_in[folder]
+
+
+def _open_probe(probe: Path) -> int:
+    """A descriptor of the probe file at probe, opened read-only (flock needs no more), made where it is missing."""
+    flags = os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        return os.open(probe, os.O_RDONLY | flags)
+    except FileNotFoundError:
+        return os.open(probe, os.O_RDONLY | os.O_CREAT | flags, 0o600)
 
 
 def open_files_spare() -> int:

@@ -179,3 +179,38 @@ def test_a_holder_in_another_pid_namespace_is_seen_in_use_and_refused_naming_its
     if looked.returncode and "unshare" in looked.stderr:
         pytest.skip(f"unshare cannot make a pid namespace here: {looked.stderr.strip()}")
     assert looked.stdout == "['boxed']\nconversation 'boxed' is in use by `localgen conversations rm`\n", looked
+
+
+def test_the_probe_of_a_locks_folder_is_opened_read_only_once_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe file that tells whether /proc/locks shows a folder's locks is made where missing, then opened
+    read-only, never to be written: another user's probe, or one in a read-only folder, still tells."""
+    folder = _saved("kept") / LOCKS_FOLDER
+    monkeypatch.setattr(file_locks, "_told_in", {})
+    assert file_locks.holders_told_in(folder)
+    probe = folder / file_locks.PROBE_NAME
+    assert probe.stat().st_size == 0
+    monkeypatch.setattr(file_locks, "_told_in", {})
+    opened: list[int] = []
+    real_open = os.open
+    monkeypatch.setattr(file_locks.os, "open", lambda path, flags, *mode: (opened.append(flags),
+                                                                           real_open(path, flags, *mode))[1])
+    assert file_locks.holders_told_in(folder)
+    assert len(opened) == 1 and opened[0] & (os.O_WRONLY | os.O_RDWR | os.O_CREAT) == 0, "read-only, made before"
+
+
+def test_a_probe_that_cannot_be_opened_is_tried_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A probe file that cannot be opened (another user's, a read-only folder) tells no holders, tried once per
+    folder, where every listing tried it again."""
+    folder = _saved("kept") / LOCKS_FOLDER
+    monkeypatch.setattr(file_locks, "_told_in", {})
+    tries: list[str] = []
+
+    def refused(path: object, flags: int, *mode: int) -> int:
+        """No probe may be opened."""
+        tries.append(str(path))
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(file_locks.os, "open", refused)
+    assert not file_locks.holders_told_in(folder)
+    assert not file_locks.holders_told_in(folder)
+    assert len(tries) == 1
