@@ -14,7 +14,7 @@ from localgen import cli_examples
 from localgen.cli_cache import cache_app
 from localgen.cli_click_words import COMPLETE_VAR
 from localgen.cli_conversations import conversations_app
-from localgen.cli_exit import InterruptEndsLine, flush_stdout, run_app, without_traceback
+from localgen.cli_exit import GIVEN_WORDS, InterruptEndsLine, flush_stdout, run_app, without_traceback
 from localgen.cli_manage import models_app
 from localgen.cli_options import (
     CTX_NAMES,
@@ -107,7 +107,7 @@ def _root(
 
     set_running_command(ctx.invoked_subcommand)
     ctx.call_on_close(lambda: set_running_command(None))  # a test's or script's next command in this process
-    if not asks_for_help(app):  # a command's help, as localgen's own, whatever the environment
+    if not asks_for_help(app, ctx.meta.get(GIVEN_WORDS, [])):  # a command's help, whatever the environment
         check_environment()
 
 

@@ -219,13 +219,13 @@ def listing_options(group: Any) -> dict[Any, Any]:
             if param.param_type_name == "option" and param.hidden and tuple(param.opts) in own}
 
 
-def asks_for_help(app: typer.Typer) -> bool:
-    """Whether the command line being run asks for a command's help (-h or --help among its options, before --),
+def asks_for_help(app: typer.Typer, words: list[str]) -> bool:
+    """Whether the words given to localgen ask for a command's help (-h or --help among its options, before --),
     which click shows before the command runs."""
-    names, command = typed_command(app, _command_line)
+    names, command = typed_command(app, words)
     helps = help_option_names(app)
     takes_value = arity(getattr(command, "params", ())) | dict.fromkeys(helps, False)
-    return any(word in helps for word in not_values(_command_line[len(names):], takes_value))
+    return any(word in helps for word in not_values(words[len(names):], takes_value))
 
 
 def command_names(app: typer.Typer) -> set[str]:

@@ -55,10 +55,19 @@ def silence_stdout() -> None:
     os.close(devnull)
 
 
+GIVEN_WORDS = "localgen.given_words"  # the ctx.meta key of the words given to localgen (InterruptEndsLine)
+
+
 class InterruptEndsLine(TyperGroup):
     """localgen's command group: a Ctrl-C that ends a command ends the line of its ^C echo on the terminal, before
     Typer turns it into a silent exit 130 (while a prompt is read from the terminal, a pipe waited for, a model
-    loaded)."""
+    loaded). It keeps the words it is given (ctx.meta[GIVEN_WORDS]) for its callback to tell a command's help asked.
+    """
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        """Parse the words given to localgen, keeping them (the callback runs once click has taken them apart)."""
+        ctx.meta[GIVEN_WORDS] = list(args)
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: typer.Context) -> object:
         """Run the command; end the terminal's line on a Ctrl-C that ends it."""

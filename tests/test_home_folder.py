@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import bundled_model_file
 from tests.test_folder_variables import FOLDER_SETTINGS, _localgen
 from tests.test_nonroot import run_unprivileged_in
@@ -105,3 +107,17 @@ def test_a_command_s_help_reads_no_variable(tmp_path: Path) -> None:
         assert shown.returncode == 0 and "Usage: localgen" in shown.stdout and not shown.stderr, (args, shown.stderr)
     refused = _localgen(tmp_path, "models", "list", LOCALGEN_DEBUG="maybe")
     assert refused.returncode == 1 and "LOCALGEN_DEBUG" in refused.stderr, refused.stderr
+
+
+def test_a_command_s_help_invoked_by_click_s_runner_reads_no_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command's help asked of the app itself (click's test runner, a script calling it, not localgen's main) shows
+    whatever the environment holds, where LOCALGEN_DEBUG=maybe refused it."""
+    from typer.testing import CliRunner
+
+    from localgen.cli import app
+
+    monkeypatch.setenv("LOCALGEN_DEBUG", "maybe")
+    for args in (["run", "--help"], ["models", "list", "-h"]):
+        shown = CliRunner().invoke(app, args)
+        assert shown.exit_code == 0 and "Usage: " in shown.output, (args, shown.output)
+    assert CliRunner().invoke(app, ["models", "list"]).exit_code == 1
