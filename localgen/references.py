@@ -8,6 +8,7 @@ from pathlib import Path
 
 from localgen.errors import UsageError
 from localgen.shorten import shown_name
+from localgen.stopping import printable_escaped
 from localgen.typed_paths import expand_user_path, is_existing_file, is_existing_folder, refuse_file_as_folder
 
 # llama.cpp's quant names (ggml's types, llama_ftype): Q4_K_M, IQ4_XS, the ternary TQ1_0 and TQ2_0, the 4-bit floats
@@ -103,8 +104,10 @@ def _split_quant(text: str) -> tuple[str, str | None]:
         raise UsageError(f"model reference '{shown_name(text)}' has a quant of {len(quant):,} characters after ':'",
                          hint=tag + _quant_written(base))
     if NO_QUANT_CHARS.search(quant.strip()) or not quant.isprintable():  # no quant, tag or file the Hub lists is so
-        tag = "" if _names_file(base) else "a quant holds no space, '/', '\\', '*' or '?': "
-        raise UsageError(f"model reference '{shown_name(text)}' has '{shown_name(quant)}' after ':', which is no "
+        tag = ("" if _names_file(base) else
+               "a quant holds no space, '/', '\\', '*', '?' or a character that does not print: ")
+        raise UsageError(f"model reference '{shown_name(printable_escaped(text))}' has "
+                         f"'{shown_name(printable_escaped(quant))}' after ':', which is no "
                          "quant", hint=tag + _quant_written(base))
     return base, None if quant.strip().lower() == DEFAULT_TAG else normalize_quant(quant)
 

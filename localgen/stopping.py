@@ -46,6 +46,17 @@ def _escaped_char(char: str, quote: str) -> str:
         return _WRITTEN[char]
     if char.isprintable():
         return char
+    return _code_escaped(char)
+
+
+def printable_escaped(text: str) -> str:
+    """Text with each character that does not print (a control, a zero-width space) escaped as Python writes it
+    (\\n, \\x1b, \\u200b)."""
+    return "".join(char if char.isprintable() else _WRITTEN.get(char) or _code_escaped(char) for char in text)
+
+
+def _code_escaped(char: str) -> str:
+    """A character written by its code, as Python writes it (\\x1b, \\u200b, \\U000e0001)."""
     code = ord(char)
     letter = "x" if code < 0x100 else "u" if code < 0x10000 else "U"
     return f"\\{letter}{code:0{_CODES[letter]}x}"

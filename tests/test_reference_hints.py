@@ -11,6 +11,9 @@ from localgen.references import parse_reference
 from tests.conftest import run_localgen
 from tests.hub_server import HubServer, child_env, make_gguf_bytes, run_cli
 
+# the hint on a quant no file name carries
+_NO_QUANT = "a quant holds no space, '/', '\\', '*', '?' or a character that does not print: "
+
 
 @pytest.mark.parametrize(("text", "hint"), [
     ("", "name a model: NAME, ORG/REPO[:QUANT] or path/to/model.gguf; `localgen models list --all` lists the names"),
@@ -24,17 +27,17 @@ from tests.hub_server import HubServer, child_env, make_gguf_bytes, run_cli
     ("qwen2.5-1.5b:" + "q" * 200, "a quant is a tag of at most 96 characters, e.g. Q8_0: write qwen2.5-1.5b:QUANT, "
                                   "e.g. qwen2.5-1.5b:Q4_K_M"),
     ("org/repo/m.gguf:" + "q" * 200, "a file takes no quant: drop the ':', writing org/repo/m.gguf alone"),
-    ("org/repo:q 8", "a quant holds no space, '/', '\\', '*' or '?': write org/repo:QUANT, e.g. org/repo:Q4_K_M, or "
+    ("org/repo:q 8", _NO_QUANT + "write org/repo:QUANT, e.g. org/repo:Q4_K_M, or "
                      "org/repo alone for the quant that fits best here"),
-    ("mine:Q4_K_M?", "a quant holds no space, '/', '\\', '*' or '?': write mine:QUANT, e.g. mine:Q4_K_M"),
-    ("org/repo:Q4\\K", "a quant holds no space, '/', '\\', '*' or '?': write org/repo:QUANT, e.g. org/repo:Q4_K_M, or "
+    ("mine:Q4_K_M?", _NO_QUANT + "write mine:QUANT, e.g. mine:Q4_K_M"),
+    ("org/repo:Q4\\K", _NO_QUANT + "write org/repo:QUANT, e.g. org/repo:Q4_K_M, or "
                       "org/repo alone for the quant that fits best here"),
-    ("org/repo:Q4\tK", "a quant holds no space, '/', '\\', '*' or '?': write org/repo:QUANT, e.g. org/repo:Q4_K_M, or "
+    ("org/repo:Q4\tK", _NO_QUANT + "write org/repo:QUANT, e.g. org/repo:Q4_K_M, or "
                      "org/repo alone for the quant that fits best here"),
     ("org/repo/m.gguf:q 8", "a file takes no quant: drop the ':', writing org/repo/m.gguf alone"),
-    ("org/repo:Q4_0\u200b", "a quant holds no space, '/', '\\', '*' or '?': write org/repo:QUANT, e.g. "
+    ("org/repo:Q4_0\u200b", _NO_QUANT + "write org/repo:QUANT, e.g. "
                             "org/repo:Q4_K_M, or org/repo alone for the quant that fits best here"),
-    ("mine:\u202e0_4Q", "a quant holds no space, '/', '\\', '*' or '?': write mine:QUANT, e.g. mine:Q4_K_M"),
+    ("mine:\u202e0_4Q", _NO_QUANT + "write mine:QUANT, e.g. mine:Q4_K_M"),
 ])
 def test_a_malformed_reference_s_hint_names_the_form_meant_without_nested_parentheses(text: str, hint: str) -> None:
     """An empty reference's hint names `models list --all` without parentheses inside the hint's own; an empty or
@@ -43,6 +46,19 @@ def test_a_malformed_reference_s_hint_names_the_form_meant_without_nested_parent
     with pytest.raises(UsageError) as refused:
         parse_reference(text)
     assert refused.value.hint == hint
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("org/repo:Q4_0\u200b", "model reference 'org/repo:Q4_0\\u200b' has 'Q4_0\\u200b' after ':', which is no quant"),
+    ("mine:\u202e0_4Q", "model reference 'mine:\\u202e0_4Q' has '\\u202e0_4Q' after ':', which is no quant"),
+    ("org/repo:Q4\tK", "model reference 'org/repo:Q4\\tK' has 'Q4\\tK' after ':', which is no quant"),
+])
+def test_a_quant_s_character_that_does_not_print_is_shown_escaped(text: str, shown: str) -> None:
+    """A quant with a character that does not print (a zero-width space, a bidi override, a tab) is refused naming it
+    escaped, where the message held it as it is, unseen."""
+    with pytest.raises(UsageError) as refused:
+        parse_reference(text)
+    assert refused.value.message == shown
 
 
 @pytest.mark.parametrize(("text", "quant"), [
@@ -70,7 +86,8 @@ def test_rm_s_hint_for_a_malformed_quant_names_no_repo_alone_picking_one(tmp_pat
     its hint names ORG/REPO:QUANT alone, where show's (which picks the quant) still names both."""
     env = {"LOCALGEN_HOME": str(tmp_path), "LOCALGEN_OFFLINE": "1"}
     said = "localgen: error: model reference 'org/repo:*' has '*' after ':', which is no quant (hint: a quant holds " \
-           "no space, '/', '\\', '*' or '?': write org/repo:QUANT, e.g. org/repo:Q4_K_M{})\n"
+           "no space, '/', '\\', '*', '?' or a character that does not print: write org/repo:QUANT, e.g. " \
+           "org/repo:Q4_K_M{})\n"
     for command, alone in (("rm", ""), ("show", ", or org/repo alone for the quant that fits best here")):
         done = run_localgen("models", command, "org/repo:*", env=env)
         assert (done.returncode, done.err) == (2, said.format(alone)), done.err
