@@ -15,9 +15,12 @@ _BOUNDS = (("minLength", "maxLength"), ("minItems", "maxItems"))
 
 def prefix_items_within_max_items(schema: dict[str, Any]) -> None:
     """prefixItems cut to a maxItems below their count, no items after them, where the converter wrote all of them
-    ({"prefixItems": [{}, {}], "maxItems": 1} answered two items); cut to none, items false alone (only [])."""
-    prefix, most = schema.get("prefixItems"), schema.get("maxItems")
+    ({"prefixItems": [{}, {}], "maxItems": 1} answered two items); cut to none, items false alone (only []). A maxItems
+    below minItems is left for check_counts to refuse as such."""
+    prefix, most, least = schema.get("prefixItems"), schema.get("maxItems"), schema.get("minItems", 0)
     if not isinstance(prefix, list) or not isinstance(most, int) or isinstance(most, bool) or len(prefix) <= most:
+        return
+    if isinstance(least, int) and not isinstance(least, bool) and least > most:
         return
     schema["items"] = False
     if most > 0:

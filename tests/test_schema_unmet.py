@@ -116,3 +116,18 @@ def test_prefix_items_hold_no_more_items_than_allowed(vocab: _Vocab, schema: dic
 
     grammar = schema_grammar(json.dumps(schema), [])
     assert [text for text in ("[]", "[1]", "[1, 2]") if vocab.accepts(grammar, text)] == allowed
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "array", "prefixItems": [{}], "maxItems": 0, "minItems": 1},
+    {"type": "array", "prefixItems": [{}, {}, {}], "maxItems": 1, "minItems": 2},
+], ids=["none", "some"])
+def test_prefix_items_beside_a_max_items_below_min_items_is_refused_for_that(schema: dict[str, object]) -> None:
+    """prefixItems past a maxItems below minItems was refused as "items false allows only an empty array", a keyword
+    the schema does not hold: minItems above maxItems is what is said."""
+    from localgen.errors import UsageError
+    from localgen.json_schema import schema_grammar
+
+    with pytest.raises(UsageError) as refused:
+        schema_grammar(json.dumps(schema), [])
+    assert "is above its maxItems" in refused.value.message, refused.value.message
