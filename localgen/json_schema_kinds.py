@@ -57,9 +57,9 @@ def _check_number(key: str, value: object) -> None:
         beyond = isinstance(value, float) and math.isinf(value)  # Infinity, or a number past 1.8e308 read as it
         _refuse(key, value, f"a finite number{' (a number past 1.8e308 reads as Infinity)' if beyond else ''}", "10")
     if key == "multipleOf" and value <= 0:  # type: ignore[operator]
-        below = isinstance(value, float) and value == 0  # 0.0, or a number below about 5e-324 read as it (1e-400)
+        read_as_zero = isinstance(value, float) and value == 0  # 0.0 written, or a number too small for a double
         raise UsageError(f"the JSON schema's multipleOf is {short_json(value)}: a multipleOf is a number above 0"
-                         f"{' (a number below about 5e-324 reads as 0)' if below else ''}",
+                         f"{' (a number too small for a double, such as 1e-400, reads as 0)' if read_as_zero else ''}",
                          hint='e.g. "multipleOf": 2, or leave it out')
 
 

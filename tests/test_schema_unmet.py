@@ -14,6 +14,8 @@ QUICK = ("--temperature", "0", "-n", "20")
 _FORBIDDEN_A = ("the JSON schema requires a, which it does not list in properties and its additionalProperties "
                 "false forbids (hint: add a to properties, or drop it from required)")
 _FINITE = "not a finite number (a number past 1.8e308 reads as Infinity)"
+_READ_AS_ZERO = 'a multipleOf is a number above 0 (a number too small for a double, such as 1e-400, reads as 0) ' \
+                '(hint: e.g. "multipleOf": 2, or leave it out)'  # where 0.0 was written, or such a number
 
 
 @pytest.mark.parametrize(("schema", "message"), [
@@ -37,14 +39,14 @@ _FINITE = "not a finite number (a number past 1.8e308 reads as Infinity)"
                                             '(hint: e.g. "multipleOf": 2, or leave it out)'),
     ('{"type": "number", "multipleOf": -2}', 'the JSON schema\'s multipleOf is -2: a multipleOf is a number above 0 '
                                              '(hint: e.g. "multipleOf": 2, or leave it out)'),
-    ('{"type": "number", "multipleOf": 1e-400}', 'the JSON schema\'s multipleOf is 0.0: a multipleOf is a number '
-                                                 'above 0 (a number below about 5e-324 reads as 0) (hint: e.g. '
-                                                 '"multipleOf": 2, or leave it out)'),
+    ('{"type": "number", "multipleOf": 1e-400}', f"the JSON schema's multipleOf is 0.0: {_READ_AS_ZERO}"),
+    ('{"type": "number", "multipleOf": 0.0}', f"the JSON schema's multipleOf is 0.0: {_READ_AS_ZERO}"),
     ('{"type": "array", "items": false, "minItems": 1}', "the JSON schema's items false allows only an empty array, "
                                                          "but its minItems is 1 (hint: give items a schema, or drop "
                                                          "minItems)"),
 ], ids=["unlisted", "unlisted-beside-listed", "in-a-property", "all-of", "minus-infinity", "past-1.8e308", "nan",
-        "a-string", "multiple-of-zero", "multiple-of-negative", "multiple-of-below-5e-324", "items-false-min-items"])
+        "a-string", "multiple-of-zero", "multiple-of-negative", "multiple-of-too-small-for-a-double",
+        "multiple-of-zero-point-zero", "items-false-min-items"])
 def test_a_schema_no_value_meets_is_refused_in_one_line(schema: str, message: str) -> None:
     """Each was warned of (or said in the converter's words) and answered with a value that broke it, exit 0."""
     result = run_localgen("run", *QUICK, "--json-schema", schema, "hi")
