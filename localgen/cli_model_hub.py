@@ -3,7 +3,6 @@ Hub has and their sizes, and the header's fields as `localgen fit` reads them, w
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -113,14 +112,16 @@ def show_hub_view(view: HubView | HubModelView, *, template: bool = False, json_
                   *((key.replace("_", " "), f"{value:,}" if value else "unknown") for key, value in counts.items()),
                   ("chat template", "yes" if info.chat_template else "no (plain completion)"),
                   ("license", license_ or "unknown")]
-    typed = shlex.quote(view.repo)
+    from localgen.offline_words import localgen_command, pull_command
+
+    pull, fit = pull_command(view.repo), localgen_command("fit", view.repo)
     console.print_fields([
         ("name", view.repo), ("quants", f"{quants} (on the Hub)"), *header,
         ("read from", f"the header of {view.read_from} on the Hub"),
-        ("downloaded", f"no (`localgen pull {typed}` downloads the quant that fits best here; `localgen fit {typed}` "
-                       "compares them)" if info is not None else
-                       f"no (no quant's header on the Hub can be read, so none can be said to fit here; `localgen fit "
-                       f"{typed}` says why of each)")])
+        ("downloaded", f"no (`{pull}` downloads the quant that fits best here; `{fit}` compares them)"
+                       if info is not None else
+                       f"no (no quant's header on the Hub can be read, so none can be said to fit here; `{fit}` says "
+                       "why of each)")])
 
 
 def parameters_text(count: int) -> str:

@@ -4,7 +4,6 @@ the fields a downloaded model's `models show` prints, read from the Hub's listin
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -120,10 +119,11 @@ def not_downloaded(reference: str, part: PartialDownload | None) -> str:
     from localgen.offline_words import online_pull
     from localgen.partial_downloads import kept_said
 
-    typed = shlex.quote(reference)
     if part is None:
-        return f"no ({online_pull(typed, 'downloads it')})"
-    return f"no ({kept_said(part)})" if part.running else f"no ({kept_said(part)}; {online_pull(typed, 'resumes it')})"
+        return f"no ({online_pull(reference, 'downloads it')})"
+    if part.running:
+        return f"no ({kept_said(part)})"
+    return f"no ({kept_said(part)}; {online_pull(reference, 'resumes it')})"
 
 
 def kept_part_of(path: Path) -> PartialDownload | None:

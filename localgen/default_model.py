@@ -229,16 +229,15 @@ def _lacking_default_warning(registry: Registry, ref: ModelRef, repo: str, quant
     """What `models list` warns of a default model, not downloaded, whose quant or file its repo lacked when localgen
     last listed it (offline a run without -m fails on it; online it asks the Hub again, as the pull hinted does), or
     None."""
-    import shlex
-
     from localgen.config import settings
     from localgen.hub_lack import lacking_refusal, listed_lack
+    from localgen.offline_words import pull_command
 
     lack = listed_lack(repo, quant, filename)
     if lack is None:
         return None
     offline = settings().offline
-    again = None if offline else f"to check the repo again, run `localgen pull {shlex.quote(ref.text)}`"
+    again = None if offline else f"to check the repo again, run `{pull_command(ref.text)}`"
     setting = f" ([defaults] model in {registry.default_source})" if registry.default_source else ""
     refusal = lacking_refusal(ref, registry.spec_for(ref), lack, subject=f"the default model, {ref.text}{setting},",
                               then="; ".join(filter(None, (again, "`localgen models default REF` sets another"))))
@@ -249,11 +248,9 @@ def _lacking_default_warning(registry: Registry, ref: ModelRef, repo: str, quant
 def not_downloaded_note(default: str) -> str:
     """What models default and models list say of a default model that is not downloaded: the pull that downloads
     it, and, where the environment leaves runs free to download, that the first run or chat does otherwise."""
-    import shlex
-
     from localgen.config import settings
     from localgen.offline_words import online_pull
 
     otherwise = "" if settings().offline_envs else ", else the first run or chat does"
-    pull = online_pull(shlex.quote(default), "downloads it now")
+    pull = online_pull(default, "downloads it now")
     return f"localgen: the default model, {default}, is not downloaded yet: {pull}{otherwise}"

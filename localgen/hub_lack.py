@@ -3,7 +3,6 @@ it now."""
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 
 from localgen import hub, hub_cache
@@ -20,7 +19,7 @@ def refuse_lacking(text: str, *, failed: HubError | None = None) -> None:
     file its repo lacked when localgen last listed it and lacks still (the Hub asked again), and ask the Hub for a
     repo never listed, saying what it has (or lacks); offline, say a repo was never listed and how to list it.
     failed: the Hub's error to the listing just asked, which is not asked again."""
-    from localgen.offline_words import after_leaving_offline
+    from localgen.offline_words import after_leaving_offline, localgen_command, pull_command
 
     registry = load_registry(settings().user_registry)
     ref = registry.reference(text)
@@ -30,7 +29,7 @@ def refuse_lacking(text: str, *, failed: HubError | None = None) -> None:
     repo, quant, filename = hub_target(ref, spec)
     never_listed = ref.kind != "name" and hub_cache.load_listing(repo) is None
     if never_listed and settings().offline:
-        listing_hint = after_leaving_offline(f"`localgen models show {shlex.quote(ref.text)}` lists what the repo has")
+        listing_hint = after_leaving_offline(f"`{localgen_command('models show', ref.text)}` lists what the repo has")
         raise ModelNotFoundError(f"model '{ref.text}' is not downloaded, and localgen has never listed {repo}",
                                  hint=with_downloaded_repo(listing_hint, ref.text, repo))
     if settings().offline:
@@ -45,11 +44,10 @@ def refuse_lacking(text: str, *, failed: HubError | None = None) -> None:
     if ref.kind == "repo" and quant is None and listing is not None:
         from localgen.hub_choice import model_labels
 
-        reference = shlex.quote(ref.text)
         raise ModelNotFoundError(
             f"model '{ref.text}' is not downloaded; {repo} has {', '.join(model_labels(listing.files))}",
-            hint=f"`localgen pull {reference}` downloads the quant that fits best here; `localgen fit {reference}` "
-                 "compares them")
+            hint=f"`{pull_command(ref.text)}` downloads the quant that fits best here; "
+                 f"`{localgen_command('fit', ref.text)}` compares them")
 
 
 def typed_quant_lack(ref: ModelRef, spec: ModelSpec, repo: str, quant: str) -> str | None:
@@ -58,22 +56,21 @@ def typed_quant_lack(ref: ModelRef, spec: ModelSpec, repo: str, quant: str) -> s
     where localgen never listed the repo), with the quants meant after the name as typed; else None, or where that is
     not known (offline, the repo never listed; the Hub not reached), what `downloaded: no` then says."""
     from localgen.hub_types import NotInRepoError, RepoNotFoundError
-    from localgen.offline_words import online_pull
+    from localgen.offline_words import online_pull, pull_command
 
-    typed = shlex.quote(ref.text)
     if hub_cache.load_listing(repo) is not None:
         lack = known_lack(repo, quant, None)
     elif settings().offline:
         return (f"localgen has never listed {repo}, so whether it has a {quant} file is not known; "
-                f"{online_pull(typed, 'downloads it if it has')}")
+                f"{online_pull(ref.text, 'downloads it if it has')}")
     else:
         lack = _hub_lack(repo, quant, None)
     if lack is None:
         return None
     exc = lack[0]
     if not isinstance(exc, (NotInRepoError, RepoNotFoundError)):
-        return (f"whether {repo} has a {quant} file is not known ({exc.message}); `localgen pull {typed}` downloads "
-                "it if it has")
+        return (f"whether {repo} has a {quant} file is not known ({exc.message}); `{pull_command(ref.text)}` "
+                "downloads it if it has")
     raise lacking_refusal(ref, spec, lack) from None
 
 

@@ -10,7 +10,13 @@ from localgen.config import OFFLINE_ENVS, settings
 
 def pull_command(name: str) -> str:
     """The `localgen pull NAME` of a model's name as given (quoted for a shell where it must be: org/repo:it's)."""
-    return f"localgen pull {shlex.quote(name)}"
+    return localgen_command("pull", name)
+
+
+def localgen_command(command: str, name: str) -> str:
+    """A localgen command (pull, fit, models show) a hint names on a model's name as given, quoted for a shell where
+    it must be."""
+    return f"localgen {command} {shlex.quote(name)}"
 
 
 def leave_offline() -> str:
@@ -34,10 +40,11 @@ def unset_offline_envs() -> str:
 
 
 def online_pull(reference: str, does: str = "") -> str:
-    """The `localgen pull REF` a hint names (reference: as typed, quoted), with what it does where given ('downloads
-    it'); led, where the environment turns offline mode on, by how to unset it (pull takes no --offline, so --offline
-    alone leaves it free to download): 'unset it, then run `localgen pull REF`, which downloads it'."""
-    return online_command(f"localgen pull {reference}", does)
+    """The `localgen pull REF` a hint names (reference: as typed, which pull_command quotes), with what it does where
+    given ('downloads it'); led, where the environment turns offline mode on, by how to unset it (pull takes no
+    --offline, so --offline alone leaves it free to download): 'unset it, then run `localgen pull REF`, which
+    downloads it'."""
+    return online_command(pull_command(reference), does)
 
 
 def online_command(command: str, does: str = "") -> str:

@@ -99,3 +99,16 @@ def test_a_hint_s_pull_quotes_the_name_typed_for_a_shell(tmp_path: Path) -> None
     env = {"LOCALGEN_HOME": str(tmp_path), "LOCALGEN_OFFLINE": "1"}
     done = run_localgen("run", "-m", "org/repo:it's", "hi", env=env)
     assert done.returncode == 1 and done.err.endswith("run `localgen pull 'org/repo:it'\"'\"'s'`)\n"), done.err
+
+
+def test_every_hint_s_command_quotes_the_name_as_pull_command_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hint's pull that leaves offline mode first, a quant that fits instead and models show's fit each quote the
+    name given through one helper, where online_pull took it as its caller had quoted it (or not)."""
+    from localgen.offline_words import localgen_command, online_pull, pull_command
+
+    monkeypatch.delenv("LOCALGEN_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    name = "org/repo:it's"
+    assert pull_command(name) == "localgen pull 'org/repo:it'\"'\"'s'"
+    assert online_pull(name, "downloads it") == f"`{pull_command(name)}` downloads it"
+    assert localgen_command("fit", "org/my repo") == "localgen fit 'org/my repo'"
