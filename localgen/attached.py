@@ -138,9 +138,9 @@ def first_with_text(texts: list[str]) -> list[int]:
 
 def once_each(texts: list[str], names: list[str], warnings: list[str]) -> list[str]:
     """The attachments' texts less a repeated one (-f a.txt -f a.txt), with a warning for each file left out, one
-    however often it was given: a file given again, however its path is typed (./n.txt, n.txt: _same_file), counted,
-    or a file with the text of one attached before, named; run -f, chat -f and /file attach a text once; names are
-    their files' (an empty one is warned about already)."""
+    however often it was given: a file given again, however its path is typed (./n.txt, n.txt: _same_file), counted
+    under the path it was first given as, or a file with the text of one attached before, named; run -f, chat -f and
+    /file attach a text once; names are their files' (an empty one is warned about already)."""
     kept: list[str] = []
     attached_as: dict[str, int] = {}  # each text attached: the index of the one that attached it
     left_out: list[tuple[int, int]] = []  # each text left out and the one attached before it with its text
@@ -165,7 +165,8 @@ def once_each(texts: list[str], names: list[str], warnings: list[str]) -> list[s
         if key not in said:
             said.add(key)
             given = 1 + sum(of == first and given_again(first, other) for other, of in left_out) if again else 1
-            warnings.append(left_out_warning(names[index], names[index] if again else names[first], given))
+            warnings.append(left_out_warning(names[first], names[first], given) if again else
+                            left_out_warning(names[index], names[first], 1))
     return kept
 
 
@@ -178,7 +179,7 @@ def left_out_warning(name: str, first: str, given: int) -> str:
 
 def attached_again_warning(text: AttachedText, attachments: Sequence[str]) -> str | None:
     """left_out_warning for /file's text where it is among attachments already (its file attached again, however its
-    path is typed: counted), else None."""
+    path is typed: counted under the path it was first given as), else None."""
     first = attached_before(text, attachments)
     if first is None:
         return None
@@ -187,7 +188,7 @@ def attached_again_warning(text: AttachedText, attachments: Sequence[str]) -> st
     if not _same_file(first.file, text.file):
         return left_out_warning(text.file.name, first.file.name, 1)
     first.given += 1
-    return left_out_warning(text.file.name, text.file.name, first.given)
+    return left_out_warning(first.file.name, first.file.name, first.given)  # by the path it was first given as
 
 
 def _same_file(first: InputFile, second: InputFile) -> bool:

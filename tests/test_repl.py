@@ -927,8 +927,8 @@ def test_chat_f_attaches_a_file_given_twice_once_as_file_does(home: Path, tmp_pa
 
 
 def test_file_names_a_path_as_it_was_typed(home: Path, tmp_path: Path) -> None:
-    """/file names a path as typed, and a file attached again in run -f's words: counted (however its path is typed),
-    or named with the file whose text it has."""
+    """/file names a path as typed, and a file attached again in run -f's words: counted under the path first given
+    (however its path is typed again), or named with the file whose text it has."""
     (tmp_path / "note.txt").write_text("The secret code is 4711.\n")
     (tmp_path / "copy.txt").write_text("The secret code is 4711.\n")
     chat = Chat(home, "--no-markdown", "-n", "2", cwd=tmp_path)
@@ -936,7 +936,7 @@ def test_file_names_a_path_as_it_was_typed(home: Path, tmp_path: Path) -> None:
     chat.command_words("/file ./note.txt", "localgen: warning: ./note.txt was given twice: it is attached once")
     chat.command_words("/file ./note.txt", "localgen: warning: ./note.txt was given 3 times: it is attached once")
     chat.command_words("/file copy.txt", "warning: copy.txt has the same text as ./note.txt: it is not attached again")
-    chat.command_words("/file note.txt", "localgen: warning: note.txt was given 4 times: it is attached once")
+    chat.command_words("/file note.txt", "localgen: warning: ./note.txt was given 4 times: it is attached once")
     chat.command_words("/file", "attached to the next message: ./note.txt (25 characters) (/file none drops it)")
     chat.command("/file ./missing.txt", "no such file: ./missing.txt")
     chat.command("/file /dev/tty", "/dev/tty is a terminal, not a file")

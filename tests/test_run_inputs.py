@@ -128,13 +128,15 @@ def test_a_file_given_many_times_is_warned_about_in_one_line_that_counts_them(tm
 
 def test_a_file_given_again_under_another_path_is_counted_as_chat_s_file_counts_it(tmp_path: Path) -> None:
     """-f n.txt -f ./n.txt said n.txt had the same text as ./n.txt, where /file says a file given again so: it is one
-    file, given twice."""
+    file, given twice; counted under the path first given, where it named ./n.txt, typed once, given 3 times."""
     notes = tmp_path / "notes.txt"
     notes.write_text("Eggs boil in 7 minutes.\n")
+    (tmp_path / "link.txt").symlink_to(notes)
     again = f"{tmp_path}/./notes.txt"
-    result = run_localgen("run", "--print-prompt", "-f", str(notes), "-f", again, "-f", again, "When?")
+    result = run_localgen("run", "--print-prompt", "-f", str(notes), "-f", again, "-f", str(tmp_path / "link.txt"),
+                          "When?")
     assert result.returncode == 0 and result.out == chatml("Eggs boil in 7 minutes.\n\nWhen?"), result.err
-    assert result.err == f"localgen: warning: {again} was given 3 times: it is attached once\n", result.err
+    assert result.err == f"localgen: warning: {notes} was given 3 times: it is attached once\n", result.err
 
 
 def test_a_prompt_of_many_files_too_long_names_three_and_counts_the_rest(tmp_path: Path) -> None:
