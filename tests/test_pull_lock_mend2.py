@@ -287,7 +287,7 @@ def test_the_holder_of_a_lock_held_in_another_pid_namespace_is_not_named_by_the_
     lock = tmp_path / "a.lock"
     lock.touch()
     held = os.open(lock, os.O_RDONLY)
-    fcntl.flock(held, fcntl.LOCK_EX)  # by this process, which a new pid namespace's /proc/locks names as pid 0
+    fcntl.flock(held, fcntl.LOCK_EX)  # by this process, which a new pid namespace's /proc/locks leaves out
     lock_activity.record_path(lock).write_text("1 loading\n")  # pid 1 there: the process that reads it
     try:
         looked = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c",
