@@ -484,7 +484,7 @@ def test_a_file_the_hub_lists_empty_is_said_to_be_no_model_and_never_asked_for(
                             "choose another quant or file of org/z-GGUF: `localgen fit org/z-GGUF` lists them)\n")
     fit = run_cli(env, "fit", "org/z-GGUF")
     assert fit.returncode == 0, fit.stderr
-    assert "Q4_K_M\t0 B\t-\t-\t-\tno\tan empty file (0 bytes) on the Hub, not a model" in fit.stdout.splitlines()
+    assert "Q4_K_M\t0 B\t-\t-\t-\t-\tno\tan empty file (0 bytes) on the Hub, not a model" in fit.stdout.splitlines()
     assert server.count(contains="m-Q4_K_M.gguf") == 0
     assert "m-Q4_K_M.gguf" not in run_cli(env, "models", "list").stdout
 

@@ -741,6 +741,10 @@ ALLOWED_WRITES = {  # (file, text on the line; "" = any line): why it is not a w
                                             "folder removed once it is read back",
     ("lock_activity.py", "temporary.write_text("): "a blob lock's record of what its holder does, one line, renamed "
                                                    "into place beside the lock; a lost one is read as no record",
+    ("file_locks.py", "os.open(probe, os.O_RDONLY | os.O_CREAT"): "the locks folder's probe file, empty, made once "
+        "where missing: a lock taken on it tells whether /proc/locks names this file system's files",
+    ("file_locks.py", "os.open(probe, os.O_RDONLY | flags)"): "opens the locks folder's probe file read-only to "
+        "take its lock",
     ("replaceable.py", "os.open(path, os.O_WRONLY | os.O_NONBLOCK"): "opens a file about to be replaced for "
         "writing, truncating nothing, to meet the error a write would (an immutable file)",
 }

@@ -767,11 +767,11 @@ def test_file_attachment_goes_into_the_next_message(home: Path, tmp_path: Path, 
     doc.write_text(f"The secret code is 4711.\n{filler}\n")  # else over one 64-token prefill chunk (about 70 tokens)
     chat.command(f"/file {doc}", "attached")
     chat.child.sendline(f"/file {doc}")  # once is enough (the message may wrap inside a long path's line)
-    chat.child.expect(r"is\s+attached\s+already")
+    chat.child.expect(r"given\s+twice:\s+it\s+is\s+attached\s+once")
     copy = tmp_path / "copy.txt"
     copy.write_text(doc.read_text())
     chat.child.sendline(f"/file {copy}")  # the same text twice adds nothing
-    chat.child.expect(r"copy\.txt\s+is\s+attached\s+already,\s+or\s+a\s+file\s+with\s+the\s+same\s+text")
+    chat.child.expect(r"copy\.txt\s+has\s+the\s+same\s+text\s+as\s+\S*note\.txt:\s+it\s+is\s+not\s+attached\s+again")
     chat.sync()
     if prefill_while_typing:
         chat.wait_until_idle()  # the file is computed while the question is being thought of (3 s on an idle machine)
