@@ -14,9 +14,11 @@ A count changes no output where each value is summed by one thread, whatever the
 prompt's attention, attention without flash attention, and flash attention over a quantized KV cache. llama.cpp's
 CPU flash attention over an f16 KV cache splits the cached keys of a one-token batch among the threads once it
 reads 512 of them (the tokens held, rounded up to 256), and adds the parts up in an order the count sets: there
-the governor holds the count it decodes with, the one measured fastest beside the other processes, until the next
-prompt, so that the answer is the one `--threads` with that count gives. Jumping to every thread there instead
-stalled a busy machine: 0.5-0.9 tok/s against 14-19 with the one thread held (2 cores, one busy loop beside).
+the governor holds a count until the next prompt's prefill, so that the answer is the one `--threads` with that
+count gives: the one the CPU time other processes left free since the last window (or the prefill's start) allows,
+by the rule a prefill's count follows. A load that starts or ends after that is not followed. Jumping to every
+thread there instead stalled a busy machine: 0.5-0.9 tok/s against 14-19 with the one thread held (2 cores, one
+busy loop beside).
 """
 
 from __future__ import annotations
@@ -146,22 +148,25 @@ class ThreadGovernor:
         exact_from: the position from which a one-token batch's output depends on the count (count_matters_from)."""
         self.most = most
         self._exact_from = exact_from
-        self.current = most
+        self.current = self._applied = most  # the count in use, and the count applied last (a trial's, while one runs)
+        self._trying: tuple[int, float] | None = None  # the count tried, and the current one's last window median
+        self._held = False  # the count is held, as it changes the output (one_token_at)
         self._apply, self._sample = apply, sample
+        self._held_from = sample()  # where the free CPUs a hold follows are measured from (one_token_at)
         self._n_cpus = n_cpus if n_cpus is not None else allowed_cpus()
         self._backoff = {-1: 0, 1: 0}  # windows still to wait before trying fewer (-1) or more (1) threads
         self._next_backoff = {-1: FIRST_BACKOFF, 1: FIRST_BACKOFF}
         self.start()
         if since is not None:
-            self._since = since
+            self._since = self._held_from = since
 
     def start(self) -> None:
-        """Begin a generation: new windows, a new best (the steps' time grows with the context)."""
+        """Begin a generation: new windows, a new best (the steps' time grows with the context); a trial under way
+        ends at the count in use, and a count held stays held (the prompt's last batch may have run with it)."""
         self._steps: list[float] = []
         self._best: dict[int, float] = {}
-        self._trying: tuple[int, float] | None = None  # the count tried, and the current one's last window median
         self._skip = 0
-        self._held = False  # the count is held, as it changes the output (one_token_at)
+        self._drop_trial()
         self._since = self._sample()
 
     def before_prefill(self) -> None:
@@ -171,15 +176,21 @@ class ThreadGovernor:
         time, so the decode windows that follow judge the count as before."""
         self._held = False
         now = self._sample()
-        since, self._since = self._since, now
+        since, self._since, self._held_from = self._since, now, now
+        self._fit_free_cpus(since, now, "prefill")
+        self._drop_trial()
+
+    def _fit_free_cpus(self, since: CpuSample, now: CpuSample, what: str) -> None:
+        """Make the count in use the one the CPU time other processes left free between two samples allows, where
+        they lie WINDOW_S or more apart (fewer threads where they kept the CPUs busy, every one where they left them
+        free); the caller applies it."""
         free = free_cpus(since, now, self._n_cpus) if now.wall_s - since.wall_s >= WINDOW_S else None
         if free is None:
             return
         fitting = max(1, min(self.most, int(free + BUSY_MARGIN)))
         if fitting != self.current:
-            log.debug("prefill threads %d -> %d: other processes left %.1f CPUs free", self.current, fitting, free)
+            log.debug("%s threads %d -> %d: other processes left %.1f CPUs free", what, self.current, fitting, free)
             self.current = fitting
-            self._set(fitting)
 
     def step_done(self, seconds: float) -> None:
         """Count one single-token decode step's time; at the end of a window, perhaps try or keep another count."""
@@ -199,7 +210,7 @@ class ThreadGovernor:
             return
         now = self._sample()
         free = free_cpus(self._since, now, self._n_cpus)
-        self._since = now
+        self._since = self._held_from = now
         n = self.current
         best = self._best[n] = min(self._best.get(n, median), median)
         waiting = {direction: wait > 0 for direction, wait in self._backoff.items()}
@@ -227,7 +238,7 @@ class ThreadGovernor:
             self.current = count
             self._best[count] = tried_median
             self._next_backoff = {-1: FIRST_BACKOFF, 1: FIRST_BACKOFF}
-            self._since = self._sample()  # the free CPUs measured from here on are the new count's
+            self._since = self._held_from = self._sample()  # the free CPUs measured from here on are the new count's
         else:
             self._set(self.current)
             self._backoff[direction] = self._next_backoff[direction]
@@ -235,15 +246,26 @@ class ThreadGovernor:
 
     def one_token_at(self, position: int) -> None:
         """Before a one-token batch at this position (a decode step, a prompt's last batch): where the count changes
-        its output, hold the count in use (a trial under way is given up), trying no other until the next prefill or
-        generation."""
-        if self._held or self._exact_from is None or position < self._exact_from:
+        its output, hold the count the CPU time left free since the last window (or the prefill's start) allows, the
+        count in use where that time is too short to tell (a trial under way is given up), trying no other until the
+        next prefill; a batch before the position (a new answer over a shorter cache) lets the governor work again."""
+        if self._exact_from is None:
             return
+        if position < self._exact_from:
+            self._held = False
+            return
+        if self._held:
+            return
+        self._fit_free_cpus(self._held_from, self._sample(), "held")
+        self._drop_trial()
         log.debug("decode threads %d held from %d tokens on: the count changes flash attention's sums there",
                   self.current, position)
         self._held, self._steps = True, []
-        if self._trying is not None:
-            self._trying = None
+
+    def _drop_trial(self) -> None:
+        """End a trial under way, if one is, and apply the count in use where another was applied last."""
+        self._trying = None
+        if self._applied != self.current:
             self._set(self.current)
 
     def reapply(self) -> None:
@@ -253,4 +275,4 @@ class ThreadGovernor:
     def _set(self, count: int) -> None:
         """Decode with count threads from the next step on."""
         self._apply(count)
-        self._skip = 1
+        self._applied, self._skip = count, 1
