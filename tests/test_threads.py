@@ -181,7 +181,8 @@ def test_where_the_count_changes_flash_attention_s_sums_the_count_in_use_is_held
     machine.free = 2.0
     steps(machine, governor, 0.010, windows=10)  # the CPUs are free again: no trial of 2 while held
     assert (governor.current, machine.applied) == (1, [1])
-    governor.before_prefill()  # a prompt's batches of several tokens take what the free CPUs allow again
+    governor.finish()
+    governor.before_prefill()  # the next prompt's batches of several tokens take what the free CPUs allow again
     governor.one_token_at(300)
     assert (governor.current, machine.applied) == (2, [1, 2]), "idle: every thread is held"
     machine.free = 1.0

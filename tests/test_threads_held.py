@@ -38,6 +38,7 @@ def test_the_count_held_follows_the_free_cpus_measured_since_the_prefill_began()
     machine.free = 2.0
     steps(machine, governor, 0.040, windows=5)  # held: a load that ends mid-answer is not followed
     assert (governor.current, machine.applied) == (1, [1])
+    governor.finish()
     governor.before_prefill()
     assert (governor.current, machine.applied) == (2, [1, 2])
     machine.free = 1.0
@@ -58,3 +59,38 @@ def test_a_count_held_for_a_prompt_s_last_batch_is_kept_by_its_answer() -> None:
     governor.one_token_at(300)
     steps(machine, governor, 0.010, windows=10)
     assert (governor.current, machine.applied) == (1, [1])
+
+
+def test_a_count_held_ends_with_its_answer_and_the_next_answer_measures_the_free_cpus_again() -> None:
+    """In a chat, the next prompt is often computed whole while the user types, and no prefill comes: the next
+    answer's first one-token batch holds the count the free CPUs measured since the last answer ended allow."""
+    machine = Machine(free=1.0)
+    governor = machine.governor(exact_from=256)
+    governor.before_prefill()
+    governor.start()
+    governor.one_token_at(300)
+    assert (governor.current, machine.applied) == (1, [1])
+    governor.finish()
+    assert machine.applied == [1], "the end of an answer applies no count"
+    machine.free = 2.0  # the other process ends: the CPUs are idle as the next message is typed
+    governor.one_token_at(340)  # the next prompt's last batch, computed while it was typed
+    governor.start()
+    steps(machine, governor, 0.010, windows=5)
+    assert (governor.current, machine.applied) == (2, [1, 2])
+
+
+def test_a_prefill_keeps_a_count_held_since_the_last_answer_ended() -> None:
+    """The part of a message computed while it was typed ended in a one-token batch where the count matters: the
+    rest of the prompt's prefill and the answer keep that batch's count, though the free CPUs change in between."""
+    machine = Machine(free=2.0)
+    governor = machine.governor(exact_from=256)
+    governor.finish()
+    machine.free = 1.0
+    governor.one_token_at(299)
+    assert (governor.current, machine.applied) == (1, [1])
+    machine.free = 2.0
+    governor.before_prefill()
+    governor.start()
+    steps(machine, governor, 0.010, windows=10)
+    assert (governor.current, machine.applied) == (1, [1])
+

@@ -259,6 +259,8 @@ class Engine(Decoding):
             if self._last_use is this:  # not another generation's stop request, nor its KV cache part way
                 self._last_use = None
                 self._stop_requested = False
+                if self._governor is not None:  # the next answer measures the free CPUs for its own count
+                    self._governor.finish()
                 if self._ctx is not None:
                     self._kv.resync()
 

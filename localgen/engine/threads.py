@@ -14,11 +14,11 @@ A count changes no output where each value is summed by one thread, whatever the
 prompt's attention, attention without flash attention, and flash attention over a quantized KV cache. llama.cpp's
 CPU flash attention over an f16 KV cache splits the cached keys of a one-token batch among the threads once it
 reads 512 of them (the tokens held, rounded up to 256), and adds the parts up in an order the count sets: there
-the governor holds a count until the next prompt's prefill, so that the answer is the one `--threads` with that
-count gives: the one the CPU time other processes left free since the last window (or the prefill's start) allows,
-by the rule a prefill's count follows. A load that starts or ends after that is not followed. Jumping to every
-thread there instead stalled a busy machine: 0.5-0.9 tok/s against 14-19 with the one thread held (2 cores, one
-busy loop beside).
+the governor holds a count until the answer ends, so that the answer is the one `--threads` with that count
+gives: the one the CPU time other processes left free since the last window (or the prefill's start, or the last
+answer's end) allows, by the rule a prefill's count follows. A load that starts or ends after that is not
+followed. Jumping to every thread there instead stalled a busy machine: 0.5-0.9 tok/s against 14-19 with the one
+thread held (2 cores, one busy loop beside).
 """
 
 from __future__ import annotations
@@ -173,12 +173,22 @@ class ThreadGovernor:
         """Before a prompt is prefilled: the CPU time other processes took since the last sample (the model's load,
         the user's typing, the end of the last answer) sets the count the prefill starts with, fewer threads where
         they kept the CPUs busy and every one where they left them free. A prefill gives no single-token steps to
-        time, so the decode windows that follow judge the count as before."""
-        self._held = False
+        time, so the decode windows that follow judge the count as before. A count held since the last answer ended
+        (the prompt's part computed while it was typed ended in a one-token batch where the count matters) stays
+        held, so that the whole answer follows one count."""
         now = self._sample()
-        since, self._since, self._held_from = self._since, now, now
+        since, self._since = self._since, now
+        if self._held:
+            return
+        self._held_from = now
         self._fit_free_cpus(since, now, "prefill")
         self._drop_trial()
+
+    def finish(self) -> None:
+        """End a generation: a count held is let go (none is applied), and the next prompt's one-token batch or
+        first decode step measures the free CPUs from here."""
+        self._held = False
+        self._since = self._held_from = self._sample()
 
     def _fit_free_cpus(self, since: CpuSample, now: CpuSample, what: str) -> None:
         """Make the count in use the one the CPU time other processes left free between two samples allows, where
@@ -248,7 +258,8 @@ class ThreadGovernor:
         """Before a one-token batch at this position (a decode step, a prompt's last batch): where the count changes
         its output, hold the count the CPU time left free since the last window (or the prefill's start) allows, the
         count in use where that time is too short to tell (a trial under way is given up), trying no other until the
-        next prefill; a batch before the position (a new answer over a shorter cache) lets the governor work again."""
+        generation ends (finish); a batch before the position (a new answer over a shorter cache) lets the governor
+        work again."""
         if self._exact_from is None:
             return
         if position < self._exact_from:
