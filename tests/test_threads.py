@@ -47,14 +47,18 @@ class Machine:
     def __init__(self, n_cpus: int = 2, free: float | None = 2.0) -> None:
         self.n_cpus, self.free = n_cpus, free
         self.wall = self.all_busy = self.own = 0.0
+        self.seconds_per_sample = 1.0  # the time from one sample to the next
+        self.samples = 0  # the samples taken
         self.applied: list[int] = []
         self.changed = False  # a count was applied since the last step
 
     def sample(self) -> CpuSample:
-        """One second later: others used n_cpus - free CPUs, this process 1.5."""
-        self.wall += 1.0
-        self.own += 1.5
-        self.all_busy += 1.5 + self.n_cpus - (self.free if self.free is not None else self.n_cpus)
+        """seconds_per_sample later: others used n_cpus - free CPUs, this process 1.5, over each second of it."""
+        seconds = self.seconds_per_sample
+        self.samples += 1
+        self.wall += seconds
+        self.own += 1.5 * seconds
+        self.all_busy += (1.5 + self.n_cpus - (self.free if self.free is not None else self.n_cpus)) * seconds
         return CpuSample(self.wall, None if self.free is None else self.all_busy, self.own)
 
     def governor(self, most: int = 2, exact_from: int | None = None) -> ThreadGovernor:
@@ -207,15 +211,16 @@ def test_where_the_count_changes_flash_attention_s_sums_the_count_in_use_is_held
     assert count_matters_from(False, "f16") is count_matters_from(True, "q8_0") is None
 
 
-def _greedy_text_and_logits(engine: Engine, prompt: list[int]) -> tuple[str, list[float]]:
-    """Four tokens decoded greedily, end-of-generation tokens included, and the logits the last was chosen from."""
+def _greedy_text_and_logits(engine: Engine, prompt: list[int]) -> tuple[str, list[float], int]:
+    """Four tokens decoded greedily, end-of-generation tokens included, the logits the last was chosen from, and
+    the threads decoding at the end (Finished.decode_threads)."""
     events = engine.generate(prompt, SamplingParams(temperature=0.0), GenerationLimits(max_tokens=4), ignore_eog=True)
-    text = next(event.text for event in events if isinstance(event, Finished))
-    return text, lc.llama_get_logits_ith(engine._ctx, -1)[:engine._vocab.n_tokens]
+    finished = next(event for event in events if isinstance(event, Finished))
+    return finished.text, lc.llama_get_logits_ith(engine._ctx, -1)[:engine._vocab.n_tokens], finished.decode_threads
 
 
 def _pinned_answers(bundled_model: Path, options: LoadOptions, count: int, prompt: list[int],
-                    saved: dict[int, tuple[list[int], bytearray]]) -> dict[int, tuple[str, list[float]]]:
+                    saved: dict[int, tuple[list[int], bytearray]]) -> dict[int, tuple[str, list[float], int]]:
     """_greedy_text_and_logits, by tokens held, of an engine that --threads pins to count, from each saved cache."""
     answers = {}
     with Engine(bundled_model, replace(options, n_threads=count, n_threads_batch=count, adapt_threads=False)) as engine:
@@ -260,6 +265,7 @@ def test_flash_attention_s_output_is_that_of_the_count_held_beside_a_busy_cpu_or
                 assert split and set(split) == {count}, batches  # the prompt's batches of several: the guess
                 assert answer[0] == pinned[count][held][0]
                 assert answer[1] == pinned[count][held][1], f"the last step's logits are --threads {count}'s"
+                assert answer[2] == count, "decode_threads reports the count held"
         assert any(pinned[1][held][1] != pinned[2][held][1] for held in saved), "the count changes the logits here"
 
 
@@ -384,7 +390,7 @@ def test_the_first_prefill_measures_from_a_sample_before_the_load() -> None:
     machine = Machine(free=1.0)
     before_load = machine.sample()
     governor = ThreadGovernor(2, machine.apply, machine.sample, n_cpus=2, since=before_load)
-    machine.wall -= 0.9  # the prefill comes 0.1 s after the governor's own first sample: too short a window alone
+    assert machine.samples == 1, "a governor given a sample takes none of its own (/proc/stat is read once)"
     governor.before_prefill()
     assert (governor.current, machine.applied) == (1, [1])
 

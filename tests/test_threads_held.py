@@ -94,3 +94,14 @@ def test_a_prefill_keeps_a_count_held_since_the_last_answer_ended() -> None:
     steps(machine, governor, 0.010, windows=10)
     assert (governor.current, machine.applied) == (1, [1])
 
+
+def test_a_hold_measured_over_too_short_a_time_keeps_the_count_in_use() -> None:
+    """Too little time since the last measurement to tell how busy the CPUs are: the count in use is held."""
+    machine = Machine(free=2.0)
+    governor = machine.governor(exact_from=256)
+    governor.finish()
+    machine.free, machine.seconds_per_sample = 0.0, 0.01  # busy, but over 10 ms only
+    governor.one_token_at(300)
+    assert (governor.current, machine.applied) == (2, [])
+    steps(machine, governor, 0.040, windows=10)
+    assert (governor.current, machine.applied) == (2, [])

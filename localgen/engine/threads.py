@@ -152,22 +152,21 @@ class ThreadGovernor:
         self._trying: tuple[int, float] | None = None  # the count tried, and the current one's last window median
         self._held = False  # the count is held, as it changes the output (one_token_at)
         self._apply, self._sample = apply, sample
-        self._held_from = sample()  # where the free CPUs a hold follows are measured from (one_token_at)
         self._n_cpus = n_cpus if n_cpus is not None else allowed_cpus()
         self._backoff = {-1: 0, 1: 0}  # windows still to wait before trying fewer (-1) or more (1) threads
         self._next_backoff = {-1: FIRST_BACKOFF, 1: FIRST_BACKOFF}
-        self.start()
-        if since is not None:
-            self._since = self._held_from = since
+        self.start(since)
+        self._held_from = self._since  # where the free CPUs a hold follows are measured from (one_token_at)
 
-    def start(self) -> None:
-        """Begin a generation: new windows, a new best (the steps' time grows with the context); a trial under way
-        ends at the count in use, and a count held stays held (the prompt's last batch may have run with it)."""
+    def start(self, since: CpuSample | None = None) -> None:
+        """Begin a generation: new windows, a new best (the steps' time grows with the context), measured from since
+        (a sample now where none is given); a trial under way ends at the count in use, and a count held stays held
+        (the prompt's last batch may have run with it)."""
         self._steps: list[float] = []
         self._best: dict[int, float] = {}
         self._skip = 0
         self._drop_trial()
-        self._since = self._sample()
+        self._since = since or self._sample()
 
     def before_prefill(self) -> None:
         """Before a prompt is prefilled: the CPU time other processes took since the last sample (the model's load,
