@@ -90,7 +90,8 @@ def test_a_hold_meeting_a_lock_held_with_no_holder_recorded_tries_again(monkeypa
     assert hold(folder, "x", hint="")
     release(folder, "x")  # its lock file is left, empty
     real, busy = file_locks.try_flock, [False]  # the sweep's lock, once
-    monkeypatch.setattr(file_locks, "try_flock", lambda fd: busy.pop() if busy else real(fd))
+    monkeypatch.setattr(file_locks, "try_flock", lambda fd, exclusive=True: busy.pop() if busy and exclusive
+                        else real(fd, exclusive=exclusive))  # a shared lock is the folder's probe: left as it is
     monkeypatch.setattr(conversation_lock, "PIDLESS_PAUSE_S", 0)
     assert hold(folder, "x", hint="") and holds(folder, "x")
     release(folder, "x")
@@ -108,7 +109,9 @@ def test_a_hold_whose_file_goes_after_waits_for_a_holder_recorded_still_takes_th
     folder = conversations_dir()
     answers = [False, False, False, False, True, True]  # four pidless waits, then taken twice
     identities = [False, True]  # the first file taken was deleted under the hold; the second is the path's
-    monkeypatch.setattr(file_locks, "try_flock", lambda fd: answers.pop(0))
+    real = file_locks.try_flock
+    monkeypatch.setattr(file_locks, "try_flock", lambda fd, exclusive=True: answers.pop(0) if exclusive
+                        else real(fd, exclusive=False))  # a shared lock is the folder's probe: left as it is
     monkeypatch.setattr(file_locks, "still_names", lambda fd, path: identities.pop(0))
     monkeypatch.setattr(conversation_lock, "PIDLESS_PAUSE_S", 0)
     assert hold(folder, "y", hint="") and holds(folder, "y")
