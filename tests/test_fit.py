@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import os
@@ -11,7 +10,6 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from hub_server import (
@@ -43,21 +41,12 @@ from localgen.session import ChatSession
 from localgen.units import binary_size, parse_size
 from tests.conftest import REPO_ROOT, bundled_model_file, run_localgen, run_localgen_process, user_registry
 from tests.mount_namespace import run_mounted
+from tests.script_modules import script
 
 MIB = 2**20
 GIB = 2**30
 REPO = "org/fit-GGUF"
 QUANTS = ("f16", "q8_0", "q5_0", "q4_0")
-
-
-def _load_script(name: str) -> ModuleType:
-    """A module from scripts/ (not a package)."""
-    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def machine(ram: int = 16 * GIB, *, gpus: tuple[GpuInfo, ...] = (), offload: bool = False,
@@ -77,7 +66,7 @@ def bundled_shape() -> ModelShape:
 @pytest.fixture(scope="module")
 def quant_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """One small random-weight llama in four weight types (different sizes, same shape), named like a Hub repo."""
-    models = _load_script("fit_models")
+    models = script("fit_models")
     folder = tmp_path_factory.mktemp("quants")
     files = {}
     for quant in QUANTS:

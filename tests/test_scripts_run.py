@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -12,7 +11,7 @@ import pytest
 from hub_server import HubEnv, make_gguf_bytes
 
 from localgen.errors import LocalgenError
-from tests.conftest import REPO_ROOT
+from tests.script_modules import script
 
 SHORT_TASKS = {"copy (short, piped)": ("Fix the typos:", ["The cat sat on teh mat."])}
 ONE_THREAD = ("--threads", "1")  # no thread spinning while it waits for another (the tests share the CPUs)
@@ -26,18 +25,6 @@ SMALLEST = {  # each subcommand's arguments that make it quickest, every code pa
     "typing": ["--rounds", "1", "--tokens", "8", *ONE_THREAD],
     "prompttokens": ["--rounds", "1", "--tokens", "60", *ONE_THREAD],
 }
-
-
-def script(name: str) -> ModuleType:
-    """A script from scripts/ as a module (the folder on sys.path, for the scripts it imports)."""
-    if str(REPO_ROOT / "scripts") not in sys.path:
-        sys.path.append(str(REPO_ROOT / "scripts"))
-    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
