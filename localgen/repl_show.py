@@ -74,7 +74,7 @@ def _model(session: ChatSession) -> None:
     console.say(f"path: {loaded.resolved.path}", wrapped=False)  # after its label, whole, to be copied: the terminal
     # folds it where it is wider than what the line has left
     console.say(f"context: {loaded.engine.n_ctx:,} tokens (trained {loaded.engine.n_ctx_train:,}); "
-                f"GPU layers: {opts.n_gpu_layers}; threads: {opts.n_threads}; KV type: {opts.kv_type}")
+                f"GPU layers: {opts.n_gpu_layers}; threads: {opts.n_threads}; KV type: {opts.kv_layout}")
     if loaded.plan is not None:
         console.say(f"plan: {loaded.plan.describe()}")
 

@@ -34,6 +34,19 @@ def test_batch_sizes_threads_and_context_size_are_what_llama_cpp_holds() -> None
     assert re.search(r"K \(q8_0\).*V \(q8_0\)", log), "llama.cpp's KV cache is not q8_0"
 
 
+@pytest.mark.parametrize(("options", "layout", "keys"), [
+    (("--draft", "lookup"), "f16 (q8_0 keys)", "q8_0"), (("--flash-attn", "on"), "f16", "f16"),
+    (("--draft", "lookup", "--kv-type", "q4_0"), "q4_0", "q4_0")], ids=["lookup", "plain", "lookup-q4_0"])
+def test_lookup_keeps_an_f16_caches_keys_at_q8_0_and_its_values_at_f16(options: tuple[str, ...], layout: str,
+                                                                        keys: str) -> None:
+    """Flash attention's one-token kernel splits f16 keys among threads, unlike a verified batch's: lookup's are
+    q8_0 (speculative decoding, README); plain decoding and a quantized cache keep --kv-type's."""
+    context, log = _loaded_context(*options)
+    assert context.endswith(f"flash attention on, KV type {layout}"), context
+    values = "q4_0" if keys == "q4_0" else "f16"
+    assert re.search(rf"K \({keys}\).*V \({values}\)", log), "llama.cpp's KV cache"
+
+
 @pytest.mark.parametrize(("mode", "fused", "cells"), [("on", True, 1024), ("off", False, 1280)])
 def test_flash_attention_on_and_off_build_different_graphs(mode: str, fused: bool, cells: int) -> None:
     """Without flash attention the context gets an odd multiple of 256 cells (allocated_context), as asked with it."""

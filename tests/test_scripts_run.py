@@ -61,16 +61,17 @@ def test_draft_measures_lookup_as_run_loads_it_and_its_text_against_plain_decodi
     short_inputs(bench, monkeypatch, tmp_path)
     run_bench(bench, monkeypatch, "draft", "--rounds", "1", "--n", "4", *ONE_THREAD)
     printed = capsys.readouterr().out
-    assert "plain decode, as `run` (flash attention off (auto))" in printed, printed
-    assert "--draft lookup (flash attention on)" in printed, "lookup runs with flash attention, as `run` loads it"
-    assert "identical text to plain decoding with lookup's settings (flash attention on): 1/1 rounds" in printed
+    assert "plain decode, as `run` (flash attention off (auto), KV f16)" in printed, printed
+    assert "--draft lookup (flash attention on, KV f16 (q8_0 keys))" in printed, "lookup runs as `run` loads it"
+    assert ("identical text to plain decoding with lookup's settings (flash attention on, KV f16 (q8_0 keys)): "
+            "1/1 rounds") in printed
     assert "NOT IDENTICAL" not in printed
 
 
 def test_batchcost_times_verify_batches_with_flash_attention_as_lookup_runs_them(
         bench: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     run_bench(bench, monkeypatch, "batchcost", *SMALLEST["batchcost"])
-    assert "KV depth 8, flash attention on:" in capsys.readouterr().out
+    assert "KV depth 8, flash attention on, KV f16 (q8_0 keys):" in capsys.readouterr().out
 
 
 def test_draftbound_records_then_replays_its_recording(bench: ModuleType, monkeypatch: pytest.MonkeyPatch,
@@ -81,7 +82,8 @@ def test_draftbound_records_then_replays_its_recording(bench: ModuleType, monkey
         run_bench(bench, monkeypatch, "draftbound", "--rounds", "1", "--n", "6", "--data", str(data), *ONE_THREAD)
     captured = capsys.readouterr()
     printed = captured.out
-    assert captured.err.count("flash attention on, as `run --draft lookup` decodes") == 1, "recorded once, as run"
+    assert captured.err.count("flash attention on, KV f16 (q8_0 keys), as `run --draft lookup` decodes") == 1, \
+        "recorded once, as run loads it"
     assert printed.count("localgen's drafter, replayed") == 2 * len(SHORT_TASKS), printed
     assert printed.count("(timed)") == 2 * len(SHORT_TASKS)
 

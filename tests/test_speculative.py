@@ -204,6 +204,59 @@ def test_lookup_is_exact_past_256_cells_with_a_quantized_kv_cache(bundled_model:
     assert fast.draft is not None and fast.draft.accepted > 20, fast.draft
 
 
+TYPO_TEXT = (  # about 280 tokens, with typos for the model to fix and the rest to copy
+    "The history of the printing press is a fascinating story of innovation and persistance. Before its invention, "
+    "books were copied by hand, a slow and expensive proccess that kept knowledge in the hands of a few. Monks in "
+    "monasteries spent years copying a single manuscript, and errors crept into every copy. In the middle of the "
+    "fifteenth century, Johannes Gutenberg, a goldsmith from Mainz, developed a system of movable metal type that "
+    "could be arranged, inked, and pressed onto paper again and again. His press was adapted from the screw presses "
+    "used to make wine and olive oil, and his inks were based on oil rather than water, so they stuck to the metal "
+    "type. The first major book he printed was the Bible, and around one hundred and eighty copies were made. "
+    "Within a few decades, printing shops had spread to more than two hundred citys across Europe. The price of "
+    "books fell dramaticaly, and literacy began to rise. Scholars could compare identical copies of a text, which "
+    "made it easier to correct mistakes and build on the work of others. The printing press also helped spread new "
+    "ideas quickly, from scientific discoveries to religious reforms.")
+
+
+@pytest.mark.serial  # two threads, which spin while they wait for each other
+def test_lookup_over_an_f16_cache_is_exact_past_256_cells_on_two_threads(bundled_model: Path) -> None:
+    """With flash attention, llama.cpp split a one-token step's attention over f16 keys between the two threads past
+    256 cells and summed it in another order than a verified batch's: greedy lookup parted from plain decoding at a
+    near-tie. Loaded for lookup, the keys are q8_0 (one kernel for both) and the text is plain decoding's."""
+    load = LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2, flash_attn="on", verifies_drafts=True)
+    assert load.key_type == "q8_0"
+    with Engine(bundled_model, load) as eng:
+        prompt = chat_prompt(eng, f"{TYPO_TEXT}\n\nFix the typos in this text:")
+        assert len(prompt) > 256
+        limits = GenerationLimits(max_tokens=240)
+        prefilled = _prefilled(eng, prompt)
+        plain, _, plain_kv = _run(eng, prompt, GREEDY, limits, "none", prefilled)
+        fast, _, fast_kv = _run(eng, prompt, GREEDY, limits, "lookup", prefilled)
+    assert fast.text == plain.text and fast_kv == plain_kv
+    assert fast.draft is not None and fast.draft.accepted > 100, fast.draft
+
+
+def test_lookup_keeps_an_f16_caches_keys_at_q8_0_where_flash_attention_would_split_them(bundled_model: Path) -> None:
+    """The key type reaches llama.cpp (a q8_0 key takes 34 bytes per 32 values, f16 64: the saved state shrinks);
+    plain decoding, a quantized cache, no flash attention and a GPU's layers keep --kv-type's."""
+
+    def load(**given: object) -> LoadOptions:
+        return LoadOptions(n_ctx=512, n_threads=1, n_threads_batch=1, **given)  # type: ignore[arg-type]
+
+    lookup = load(flash_attn="on", verifies_drafts=True)
+    assert (lookup.key_type, lookup.kv_layout) == ("q8_0", "f16 (q8_0 keys)")
+    assert [(o.key_type, o.kv_layout) for o in (load(flash_attn="on"), load(flash_attn="off", verifies_drafts=True),
+                                                 load(flash_attn="on", verifies_drafts=True, n_gpu_layers=1))] == [
+        ("f16", "f16")] * 3
+    assert load(kv_type="q4_0", verifies_drafts=True).key_type == "q4_0"
+    sizes = {}
+    for options in (lookup, load(flash_attn="on")):
+        with Engine(bundled_model, options) as eng:
+            _prefilled(eng, chat_prompt(eng, COPY_TEXT))
+            sizes[options.key_type] = len(eng.save_state())
+    assert sizes["q8_0"] < 0.8 * sizes["f16"], sizes
+
+
 def test_limits_and_stops_cut_inside_an_accepted_draft(engine: Engine) -> None:
     prompt = chat_prompt(engine, f"Repeat this sentence exactly, twice:\n\n{COPY_TEXT}")
     prefilled = _prefilled(engine, prompt)

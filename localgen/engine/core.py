@@ -76,7 +76,7 @@ class Engine(Decoding):
             self._batch_bytes_run = 0  # what the largest prompt batch run in this context mapped (growth.batch_bytes)
             self._last_use: object | None = None  # the generation that used the engine last (see generate())
             self._ahead_from: int | None = None  # where the prompt computed by prefill_ahead() begins
-            exact_from = count_matters_from(options.flash_attention, options.kv_type)
+            exact_from = count_matters_from(options.flash_attention, options.key_type)
             self._governor = ThreadGovernor(options.n_threads, self._use_threads, since=before_load,
                                             exact_from=exact_from) if adapt else None
         except BaseException:
@@ -273,7 +273,7 @@ class Engine(Decoding):
         o = self.options
         attention = "on" if o.flash_attention else "off"  # what ran: auto's choice may differ from run to run
         weights = "repacked" if self._repacked else "as stored"
-        return (f"{self.backend_version}; build {library_build()}; kv {o.kv_type}; flash-attn {attention}; "
+        return (f"{self.backend_version}; build {library_build()}; kv {o.kv_layout}; flash-attn {attention}; "
                 f"gpu {o.n_gpu_layers}; ubatch {self.n_ubatch}; weights {weights}")
 
     def save_state(self) -> bytearray:

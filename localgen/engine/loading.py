@@ -97,7 +97,7 @@ def new_context(model: lc.llama_model_p, options: LoadOptions, path: Path, cells
     # where auto wants it, llama.cpp's own auto still leaves it off on a GPU backend without the kernel
     wanted = "auto" if options.flash_attn == "auto" else "on"
     params.flash_attn_type = FLASH_ATTN[wanted if options.flash_attention else "off"]
-    params.type_k = KV_TYPES[options.kv_type]
+    params.type_k = KV_TYPES[options.key_type]
     params.type_v = KV_TYPES[options.kv_type]
     params.no_perf = True
     refusal = context_beyond_memory_limit(options, path, cells, shape)  # llama.cpp would abort the process, not fail
@@ -112,7 +112,7 @@ def new_context(model: lc.llama_model_p, options: LoadOptions, path: Path, cells
     log.debug("context: %d tokens (%d cells), batch %d, ubatch %d, threads %d, threads for batches %d, "
               "flash attention %s, KV type %s", options.n_ctx, lc.llama_n_ctx(ctx), lc.llama_n_batch(ctx),
               lc.llama_n_ubatch(ctx), lc.llama_n_threads(ctx), lc.llama_n_threads_batch(ctx), options.attention_mode,
-              options.kv_type)
+              options.kv_layout)
     return ctx
 
 

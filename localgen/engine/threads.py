@@ -11,7 +11,7 @@ CPU too, but an idle one then decodes at a third of the speed (27.6 against 91-9
 stays a spin and the count is what changes.
 
 A count changes no output where each value is summed by one thread, whatever the count: matrix products, a
-prompt's attention, attention without flash attention, and flash attention over a quantized KV cache. llama.cpp's
+prompt's attention, attention without flash attention, and flash attention over quantized keys. llama.cpp's
 CPU flash attention over an f16 KV cache splits the cached keys of a one-token batch among the threads once it
 reads 512 of them (the tokens held, rounded up to 256), and adds the parts up in an order the count sets: there
 the governor holds a count until the answer ends, so that the answer is the one `--threads` with that count
@@ -97,9 +97,10 @@ def load_started() -> CpuSample:
     return _at_import.pop() if _at_import else cpu_sample()
 
 
-def count_matters_from(flash_attention: bool, kv_type: str) -> int | None:
-    """The position from which a one-token batch's output depends on the thread count (None: from none)."""
-    return SPLIT_ATTENTION_FROM if flash_attention and kv_type == "f16" else None
+def count_matters_from(flash_attention: bool, key_type: str) -> int | None:
+    """The position from which a one-token batch's output depends on the thread count (None: from none), for the KV
+    cache's key type (LoadOptions.key_type: f16 keys come only with f16 values, the split's other condition)."""
+    return SPLIT_ATTENTION_FROM if flash_attention and key_type == "f16" else None
 
 
 def ahead_threads(batch_threads: int) -> int:

@@ -45,9 +45,11 @@ def record_draft_data(args: argparse.Namespace) -> dict[str, dict]:
     from localgen.speculative import flash_attn_for
 
     flash_attn = flash_attn_for("auto", "lookup")  # as `run --draft lookup` decodes
-    loaded = load_model(ModelOptions(model=args.model, threads=args.threads, flash_attn=flash_attn))
+    loaded = load_model(ModelOptions(model=args.model, threads=args.threads, flash_attn=flash_attn,
+                                     verifies_drafts=True))
     engine, data = loaded.engine, {}
-    log(f"flash attention {engine.options.attention_mode}, as `run --draft lookup` decodes")
+    log(f"flash attention {engine.options.attention_mode}, KV {engine.options.kv_layout}, as `run --draft lookup` "
+        "decodes")
     for task, (instruction, attached) in DRAFT_TASKS.items():
         prompt = checked_prompt(loaded, [Message("user", draft_message(instruction, attached))])[1]
         engine.reset()

@@ -18,13 +18,16 @@ def draft_variants(args: argparse.Namespace) -> dict[str, tuple[object, str]]:
     from localgen.runner import ModelOptions, load_model
     from localgen.speculative import flash_attn_for
 
-    def loaded_for(draft: str) -> object:
-        return load_model(ModelOptions(model=args.model, threads=args.threads, kv_type=args.kv_type,
-                                       flash_attn=flash_attn_for(args.flash_attn, draft)))
+    def options_for(draft: str) -> ModelOptions:
+        return ModelOptions(model=args.model, threads=args.threads, kv_type=args.kv_type,
+                            flash_attn=flash_attn_for(args.flash_attn, draft), verifies_drafts=draft == "lookup")
 
-    plain = loaded_for("none")
-    lookup = plain if flash_attn_for(args.flash_attn, "lookup") == flash_attn_for(args.flash_attn, "none") \
-        else loaded_for("lookup")
+    plain = load_model(options_for("none"))
+    lookup = load_model(options_for("lookup"))
+    if (lookup.engine.options.flash_attention, lookup.engine.options.key_type) == (
+            plain.engine.options.flash_attention, plain.engine.options.key_type):
+        lookup.close()  # loaded alike
+        lookup = plain
     variants = {PLAIN: (plain, "none"), LOOKUP: (lookup, "lookup")}
     if lookup is not plain:
         variants[REFERENCE] = (lookup, "none")
@@ -39,7 +42,8 @@ def bench_draft(args: argparse.Namespace) -> None:
     from localgen.runner import checked_prompt
 
     variants = draft_variants(args)
-    names = {name: f"flash attention {loaded.engine.options.attention_mode}" for name, (loaded, _) in variants.items()}
+    names = {name: f"flash attention {loaded.engine.options.attention_mode}, KV {loaded.engine.options.kv_layout}"
+             for name, (loaded, _) in variants.items()}
     sampling = SamplingParams(temperature=0.0) if args.sampling == "greedy" else SamplingParams(seed=11)
     same_settings = REFERENCE if REFERENCE in variants else PLAIN
     for task, (instruction, attached) in DRAFT_TASKS.items():
@@ -114,12 +118,12 @@ def bench_batchcost(args: argparse.Namespace) -> None:
     path, options = loaded.resolved.path, loaded.engine.options
     loaded.close()
     load = LoadOptions(n_ctx=4096, n_threads=options.n_threads, n_threads_batch=options.n_threads,
-                       flash_attn=flash_attn_for(args.flash_attn, "lookup"))  # as lookup's verify batches run
+                       flash_attn=flash_attn_for(args.flash_attn, "lookup"), verifies_drafts=True)  # as lookup's run
     with Engine(path, load) as engine:
         for depth in args.depths:
             times = time_batches(engine, depth, args.rounds)
-            print(f"\nKV depth {depth}, flash attention {load.attention_mode}: median ms per llama_decode of b "
-                  f"tokens (relative to b=1)")
+            print(f"\nKV depth {depth}, flash attention {load.attention_mode}, KV {load.kv_layout}: median ms per "
+                  "llama_decode of b tokens (relative to b=1)")
             print("  " + "  ".join(f"b={b}: {t * 1000:.2f} ({t / times[1]:.2f}x)" for b, t in times.items()))
 
 
