@@ -18,6 +18,11 @@ class HubLogNote(logging.Handler):
     """Takes huggingface_hub's log records off stderr (left there with LOCALGEN_DEBUG=1, said: False); a dropped
     connection it resumes becomes one localgen note, and its tries are counted either way."""
 
+    # Handler.__init__ lists the handler for logging's shutdown at exit before it makes its lock: where a Ctrl-C
+    # came between the two (as a pull's bar showed), the shutdown found no lock and printed a traceback; it finds
+    # this one, and takes none.
+    lock = None
+
     def __init__(self, what: str, *, said: bool = True) -> None:
         super().__init__(logging.WARNING)
         self.what = what

@@ -417,6 +417,25 @@ def test_a_resumed_download_says_so_in_one_note_not_in_huggingface_hub_logs(loop
         assert "peer closed connection" not in result.stderr
 
 
+def test_a_ctrl_c_as_the_hub_log_note_is_made_leaves_logging_a_clean_exit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Handler.__init__ lists the handler for logging's shutdown before it makes the lock: a Ctrl-C between the two
+    (as a pull's bar shows) ended the pull with AttributeError: 'HubLogNote' object has no attribute 'lock'."""
+    import logging
+    import weakref
+
+    from localgen.hub_logs import HubLogNote
+
+    def interrupted(self: logging.Handler) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(HubLogNote, "createLock", interrupted)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        HubLogNote("org/repo/model.gguf")
+    half_made = caught.value.__traceback__.tb_next.tb_frame.f_locals["self"]  # kept, as the interrupt's traceback does
+    assert isinstance(half_made, HubLogNote)
+    logging.shutdown([weakref.ref(half_made)])  # what runs at exit; raised the AttributeError
+
+
 def test_a_damaged_cached_file_is_downloaded_again(hubenv: HubEnv) -> None:
     hubenv.server.add_repo(REPO, tiny_files())
     path = hub.download_model(REPO, quant=None, filename=None, quiet=True)[0]
