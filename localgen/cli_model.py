@@ -125,12 +125,13 @@ def model_options(ctx: typer.Context, *, model: str | None, ctx_size: int | None
     given = ctx.params
     draft = given.get("draft") or "none"
     flash_attn = flash_attn_for(given["flash_attn"], draft)
+    keys_for_drafts = draft == "lookup" and not from_command_line(ctx, "kv_type")  # a --kv-type given is kept
     return ModelOptions(model=model, ctx_size=ctx_size, threads=given["threads"], threads_batch=given["threads_batch"],
                         batch_size=given["batch_size"], ubatch_size=given["ubatch_size"],
                         flash_attn=flash_attn, kv_type=given["kv_type"],
                         gpu_layers=given["gpu_layers"], no_gpu=given["no_gpu"], raw=raw, chat_template=chat_template,
                         chat_template_file=given["chat_template"], min_ctx=min_ctx, floor_bytes=floor_bytes,
-                        floor_texts=floor_texts, verifies_drafts=draft == "lookup")
+                        floor_texts=floor_texts, keys_for_drafts=keys_for_drafts)
 
 
 def load_for(ctx: typer.Context, options: ModelOptions, conversation: Conversation | None) -> LoadedModel:

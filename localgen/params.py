@@ -227,7 +227,7 @@ class LoadOptions:
     kv_type: str = "f16"
     adapt_threads: bool = False  # decode with fewer threads while other processes keep the CPUs busy
     expected_tokens: int = 0  # what the first prompt and its answer are expected to take (0 = unknown)
-    verifies_drafts: bool = False  # decoding verifies drafted tokens in batches (--draft lookup)
+    keys_for_drafts: bool = False  # keys chosen for verifying drafts (--draft lookup without --kv-type): key_type
 
     def __post_init__(self) -> None:
         check_context_bounds(self.n_ctx)
@@ -253,11 +253,12 @@ class LoadOptions:
 
     @property
     def key_type(self) -> str:
-        """The KV cache's type for keys: kv_type's, but q8_0 for an f16 cache where drafts are verified with flash
-        attention on the CPU. There llama.cpp splits a one-token step's attention over 512 f16 keys or more among
-        the threads and sums it in another order than a verified batch's, so greedy lookup parted from plain
-        decoding at near-ties; over q8_0 keys one kernel serves both (values stay f16: mixed types never split)."""
-        if self.verifies_drafts and self.kv_type == "f16" and self.flash_attention and self.n_gpu_layers == 0:
+        """The KV cache's type for keys: kv_type's, but q8_0 for an f16 cache whose keys are chosen for verifying
+        drafts, with flash attention on the CPU. There llama.cpp splits a one-token step's attention over 512 f16
+        keys or more among the threads and sums it in another order than a verified batch's, so greedy lookup parted
+        from plain decoding at near-ties; over q8_0 keys and f16 values (the split wants one type for both) one
+        kernel serves both."""
+        if self.keys_for_drafts and self.kv_type == "f16" and self.flash_attention and self.n_gpu_layers == 0:
             return "q8_0"
         return self.kv_type
 

@@ -65,7 +65,7 @@ class ModelOptions:
     chat_template_file: str | None = None  # the file it came from, for errors
     think: str | None = None  # --think, /think: the chat template's thinking switch (None: as the template has it)
     adapt_threads: bool = True  # without --threads, fewer while other processes keep the CPUs busy (not in bench)
-    verifies_drafts: bool = False  # for --draft lookup: LoadOptions.key_type
+    keys_for_drafts: bool = False  # --draft lookup without --kv-type: LoadOptions.key_type
 
     def __post_init__(self) -> None:
         """Check every loading option now, before anything is resolved or downloaded (same rules as at load)."""
@@ -110,7 +110,7 @@ def plan_load(options: ModelOptions, resolved: ResolvedModel, header: GGUFInfo,
         kv_type=options.kv_type,
         adapt_threads=options.threads is None and options.adapt_threads,
         expected_tokens=options.min_ctx,
-        verifies_drafts=options.verifies_drafts,
+        keys_for_drafts=options.keys_for_drafts,
     )
     return load_options, plan, shape
 

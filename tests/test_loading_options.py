@@ -36,11 +36,13 @@ def test_batch_sizes_threads_and_context_size_are_what_llama_cpp_holds() -> None
 
 @pytest.mark.parametrize(("options", "layout", "keys"), [
     (("--draft", "lookup"), "f16 (q8_0 keys)", "q8_0"), (("--flash-attn", "on"), "f16", "f16"),
-    (("--draft", "lookup", "--kv-type", "q4_0"), "q4_0", "q4_0")], ids=["lookup", "plain", "lookup-q4_0"])
+    (("--draft", "lookup", "--kv-type", "q4_0"), "q4_0", "q4_0"),
+    (("--draft", "lookup", "--kv-type", "f16"), "f16", "f16")],
+    ids=["lookup", "plain", "lookup-q4_0", "lookup-f16-given"])
 def test_lookup_keeps_an_f16_caches_keys_at_q8_0_and_its_values_at_f16(options: tuple[str, ...], layout: str,
                                                                         keys: str) -> None:
     """Flash attention's one-token kernel splits f16 keys among threads, unlike a verified batch's: lookup's are
-    q8_0 (speculative decoding, README); plain decoding and a quantized cache keep --kv-type's."""
+    q8_0 (speculative decoding, README); plain decoding and a --kv-type given keep --kv-type's."""
     context, log = _loaded_context(*options)
     assert context.endswith(f"flash attention on, KV type {layout}"), context
     values = "q4_0" if keys == "q4_0" else "f16"

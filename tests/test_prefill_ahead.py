@@ -58,9 +58,9 @@ def _thread_running(thread_id: int) -> bool:
     return os.path.exists(f"/proc/self/task/{thread_id}")
 
 
-def _os_threads() -> int:
-    """The threads of this process, as Linux counts them."""
-    return len(os.listdir("/proc/self/task"))
+def _os_threads() -> set[str]:
+    """The ids of this process's threads, as Linux lists them."""
+    return set(os.listdir("/proc/self/task"))
 
 
 def _wait(condition: Callable[[], bool]) -> None:
@@ -159,7 +159,7 @@ def test_the_worker_ends_when_it_has_nothing_to_prefill(prefill: SlowPrefill) ->
     assert worker != threading.get_native_id() and _thread_running(worker)
     prefill.release.set()
     ahead.settle("Hello")
-    _wait(lambda: not _thread_running(worker))  # counting the process's threads met others' ending meanwhile
+    _wait(lambda: not _thread_running(worker))  # the process's thread count also falls as other tests' threads end
     prefill.release.clear()
     ahead.arm("Again")  # the next text typed starts another worker
     _wait(lambda: prefill.started == ["Hello", "Again"])
@@ -197,7 +197,7 @@ def test_enter_before_typing_pauses_leaves_the_text_to_the_answer(prefill: SlowP
     started = time.monotonic()
     assert ahead.settle("Hello") is True
     assert time.monotonic() - started < TYPING_PAUSE_S, "Enter does not wait for typing to pause"
-    _wait(lambda: _os_threads() <= threads)  # fewer where another test's thread ended meanwhile
+    _wait(lambda: _os_threads() <= threads)  # no thread started since (other tests' threads may have ended)
     assert prefill.started == []
     ahead.close()
 

@@ -223,7 +223,7 @@ def test_lookup_over_an_f16_cache_is_exact_past_256_cells_on_two_threads(bundled
     """With flash attention, llama.cpp split a one-token step's attention over f16 keys between the two threads past
     256 cells and summed it in another order than a verified batch's: greedy lookup parted from plain decoding at a
     near-tie. Loaded for lookup, the keys are q8_0 (one kernel for both) and the text is plain decoding's."""
-    load = LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2, flash_attn="on", verifies_drafts=True)
+    load = LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2, flash_attn="on", keys_for_drafts=True)
     assert load.key_type == "q8_0"
     with Engine(bundled_model, load) as eng:
         prompt = chat_prompt(eng, f"{TYPO_TEXT}\n\nFix the typos in this text:")
@@ -243,18 +243,20 @@ def test_lookup_keeps_an_f16_caches_keys_at_q8_0_where_flash_attention_would_spl
     def load(**given: object) -> LoadOptions:
         return LoadOptions(n_ctx=512, n_threads=1, n_threads_batch=1, **given)  # type: ignore[arg-type]
 
-    lookup = load(flash_attn="on", verifies_drafts=True)
+    lookup = load(flash_attn="on", keys_for_drafts=True)
     assert (lookup.key_type, lookup.kv_layout) == ("q8_0", "f16 (q8_0 keys)")
-    assert [(o.key_type, o.kv_layout) for o in (load(flash_attn="on"), load(flash_attn="off", verifies_drafts=True),
-                                                 load(flash_attn="on", verifies_drafts=True, n_gpu_layers=1))] == [
+    assert [(o.key_type, o.kv_layout) for o in (load(flash_attn="on"), load(flash_attn="off", keys_for_drafts=True),
+                                                 load(flash_attn="on", keys_for_drafts=True, n_gpu_layers=1))] == [
         ("f16", "f16")] * 3
-    assert load(kv_type="q4_0", verifies_drafts=True).key_type == "q4_0"
-    sizes = {}
+    assert load(kv_type="q4_0", keys_for_drafts=True).key_type == "q4_0"
+    sizes, signatures = {}, {}
     for options in (lookup, load(flash_attn="on")):
         with Engine(bundled_model, options) as eng:
             _prefilled(eng, chat_prompt(eng, COPY_TEXT))
             sizes[options.key_type] = len(eng.save_state())
+            signatures[options.key_type] = eng.state_signature
     assert sizes["q8_0"] < 0.8 * sizes["f16"], sizes
+    assert "kv f16 (q8_0 keys);" in signatures["q8_0"] and "kv f16;" in signatures["f16"], "a prompt cache keeps apart"
 
 
 def test_limits_and_stops_cut_inside_an_accepted_draft(engine: Engine) -> None:

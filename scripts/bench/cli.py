@@ -49,7 +49,8 @@ def parser_of(description: str) -> argparse.ArgumentParser:
     dr.add_argument("--sampling", choices=["greedy", "default"], default="greedy",
                     help="greedy (temperature 0) or localgen's default sampling, seeded (greedy)")
     dr.add_argument("--n", type=int, default=512, help="tokens to decode per answer (512)")
-    dr.add_argument("--kv-type", default="f16", help="KV cache type, as `run --kv-type` (f16)")
+    dr.add_argument("--kv-type", help="KV cache type, as `run --kv-type` (not given: f16, lookup's keys q8_0, as "
+                    "`run` chooses)")
     dr.add_argument("--flash-attn", default="auto", help="as `run --flash-attn`: auto is on for lookup and as "
                     "`run` chooses for plain decoding (auto)")
     db = subcommand(sub, "draftbound", bench_draftbound, "the most any prompt-lookup drafter could gain per task, "

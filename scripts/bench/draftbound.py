@@ -46,7 +46,7 @@ def record_draft_data(args: argparse.Namespace) -> dict[str, dict]:
 
     flash_attn = flash_attn_for("auto", "lookup")  # as `run --draft lookup` decodes
     loaded = load_model(ModelOptions(model=args.model, threads=args.threads, flash_attn=flash_attn,
-                                     verifies_drafts=True))
+                                     keys_for_drafts=True))
     engine, data = loaded.engine, {}
     log(f"flash attention {engine.options.attention_mode}, KV {engine.options.kv_layout}, as `run --draft lookup` "
         "decodes")

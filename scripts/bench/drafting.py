@@ -19,8 +19,9 @@ def draft_variants(args: argparse.Namespace) -> dict[str, tuple[object, str]]:
     from localgen.speculative import flash_attn_for
 
     def options_for(draft: str) -> ModelOptions:
-        return ModelOptions(model=args.model, threads=args.threads, kv_type=args.kv_type,
-                            flash_attn=flash_attn_for(args.flash_attn, draft), verifies_drafts=draft == "lookup")
+        return ModelOptions(model=args.model, threads=args.threads, kv_type=args.kv_type or "f16",
+                            flash_attn=flash_attn_for(args.flash_attn, draft),
+                            keys_for_drafts=draft == "lookup" and args.kv_type is None)  # as `run` chooses them
 
     plain = load_model(options_for("none"))
     lookup = load_model(options_for("lookup"))
@@ -69,7 +70,8 @@ def bench_draft(args: argparse.Namespace) -> None:
             for name in same:
                 same[name].append(texts[LOOKUP] == texts[name])
         ratios = [d / p for d, p in zip(speeds[LOOKUP], speeds[PLAIN], strict=True)]
-        print(f"\n{task}, {args.sampling} sampling, {args.kv_type} KV cache, {args.rounds} rounds (median, min-max)")
+        print(f"\n{task}, {args.sampling} sampling, --kv-type {args.kv_type or '(not given)'}, {args.rounds} rounds "
+              "(median, min-max)")
         print(f"  plain decode, as `run` ({names[PLAIN]}): {spread(speeds[PLAIN], 1)} tok/s")
         if REFERENCE in variants:
             print(f"  plain decode with lookup's settings ({names[REFERENCE]}): {spread(speeds[REFERENCE], 1)} tok/s")
@@ -118,7 +120,7 @@ def bench_batchcost(args: argparse.Namespace) -> None:
     path, options = loaded.resolved.path, loaded.engine.options
     loaded.close()
     load = LoadOptions(n_ctx=4096, n_threads=options.n_threads, n_threads_batch=options.n_threads,
-                       flash_attn=flash_attn_for(args.flash_attn, "lookup"), verifies_drafts=True)  # as lookup's run
+                       flash_attn=flash_attn_for(args.flash_attn, "lookup"), keys_for_drafts=True)  # as lookup's run
     with Engine(path, load) as engine:
         for depth in args.depths:
             times = time_batches(engine, depth, args.rounds)
