@@ -15,6 +15,7 @@ from localgen.events import Finished, TextChunk
 from localgen.params import GenerationLimits, LoadOptions, SamplingParams
 from localgen.speculative import DRAFT_MAX, BatchCost, PromptLookup, expected_tokens, flash_attn_for
 from tests.conftest import chat_prompt
+from tests.script_modules import bench_module
 
 # The real engine in this process runs on one thread: llama.cpp's threads spin while they wait for one another,
 # so two of them beside another worker's test would stall (conftest: serial); one keeps pace beside it.
@@ -187,53 +188,32 @@ def test_lookup_output_equals_plain_decoding(engine: Engine, sampling: SamplingP
         assert fast.draft.accepted > 10, fast.draft
 
 
-def test_lookup_is_exact_past_256_cells_with_a_quantized_kv_cache(bundled_model: Path) -> None:
-    # Past 256 KV cells, llama.cpp's CPU attention splits a one-query batch's f16 KV across threads and rounds
-    # differently from a verified batch, so f16 output may (not must) diverge at a near-tie; a q8_0 cache has
-    # one kernel for every batch size, so greedy lookup is exact by construction (as README states).
-    long_text = " ".join([COPY_TEXT] * 10)  # 277 tokens of prompt: every answer's token is past 256 cells
-    with Engine(bundled_model, LoadOptions(n_ctx=1024, n_threads=1, n_threads_batch=1, kv_type="q8_0")) as eng:
-        prompt = chat_prompt(eng, f"Repeat this text exactly:\n\n{long_text}")
-        assert len(prompt) > 256
-        limits = GenerationLimits(max_tokens=32)
+TYPO_TEXT = bench_module("common").TYPO_TEXT  # about 300 words, with typos for the model to fix and the rest to copy
+
+
+@pytest.mark.parametrize(("load", "message", "answer", "accepted"), [
+    pytest.param(LoadOptions(n_ctx=1024, n_threads=1, n_threads_batch=1, kv_type="q8_0"),
+                 "Repeat this text exactly:\n\n" + " ".join([COPY_TEXT] * 10), 32, 20, id="q8_0-cache"),
+    pytest.param(LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2, flash_attn="on", keys_for_drafts=True),
+                 f"{TYPO_TEXT}\n\nFix the typos in this text:", 240, 100, id="f16-cache-two-threads",
+                 marks=pytest.mark.serial)])  # two threads spin while they wait for each other
+def test_lookup_is_exact_past_256_cells(bundled_model: Path, load: LoadOptions, message: str, answer: int,
+                                        accepted: int) -> None:
+    """Past 256 KV cells llama.cpp's CPU flash attention splits a one-token step's f16 keys among the threads and
+    sums them in another order than a verified batch's, so greedy lookup parted from plain decoding at a near-tie
+    (the f16 case failed so). Quantized keys have one kernel for every batch size: a q8_0 cache, and an f16 one
+    loaded for lookup (q8_0 keys, f16 values), keep lookup's text plain decoding's (as README states)."""
+    assert load.key_type == "q8_0"
+    with Engine(bundled_model, load) as eng:
+        prompt = chat_prompt(eng, message)
+        assert len(prompt) > 256  # every answer's token is past 256 cells
+        limits = GenerationLimits(max_tokens=answer)
         prefilled = _prefilled(eng, prompt)
         plain, _, plain_kv = _run(eng, prompt, GREEDY, limits, "none", prefilled)
         fast, _, fast_kv = _run(eng, prompt, GREEDY, limits, "lookup", prefilled)
         assert plain.usage.cached_tokens == fast.usage.cached_tokens >= len(prompt) - 2, (plain.usage, fast.usage)
     assert fast.text == plain.text and fast_kv == plain_kv
-    assert fast.draft is not None and fast.draft.accepted > 20, fast.draft
-
-
-TYPO_TEXT = (  # about 280 tokens, with typos for the model to fix and the rest to copy
-    "The history of the printing press is a fascinating story of innovation and persistance. Before its invention, "
-    "books were copied by hand, a slow and expensive proccess that kept knowledge in the hands of a few. Monks in "
-    "monasteries spent years copying a single manuscript, and errors crept into every copy. In the middle of the "
-    "fifteenth century, Johannes Gutenberg, a goldsmith from Mainz, developed a system of movable metal type that "
-    "could be arranged, inked, and pressed onto paper again and again. His press was adapted from the screw presses "
-    "used to make wine and olive oil, and his inks were based on oil rather than water, so they stuck to the metal "
-    "type. The first major book he printed was the Bible, and around one hundred and eighty copies were made. "
-    "Within a few decades, printing shops had spread to more than two hundred citys across Europe. The price of "
-    "books fell dramaticaly, and literacy began to rise. Scholars could compare identical copies of a text, which "
-    "made it easier to correct mistakes and build on the work of others. The printing press also helped spread new "
-    "ideas quickly, from scientific discoveries to religious reforms.")
-
-
-@pytest.mark.serial  # two threads, which spin while they wait for each other
-def test_lookup_over_an_f16_cache_is_exact_past_256_cells_on_two_threads(bundled_model: Path) -> None:
-    """With flash attention, llama.cpp split a one-token step's attention over f16 keys between the two threads past
-    256 cells and summed it in another order than a verified batch's: greedy lookup parted from plain decoding at a
-    near-tie. Loaded for lookup, the keys are q8_0 (one kernel for both) and the text is plain decoding's."""
-    load = LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2, flash_attn="on", keys_for_drafts=True)
-    assert load.key_type == "q8_0"
-    with Engine(bundled_model, load) as eng:
-        prompt = chat_prompt(eng, f"{TYPO_TEXT}\n\nFix the typos in this text:")
-        assert len(prompt) > 256
-        limits = GenerationLimits(max_tokens=240)
-        prefilled = _prefilled(eng, prompt)
-        plain, _, plain_kv = _run(eng, prompt, GREEDY, limits, "none", prefilled)
-        fast, _, fast_kv = _run(eng, prompt, GREEDY, limits, "lookup", prefilled)
-    assert fast.text == plain.text and fast_kv == plain_kv
-    assert fast.draft is not None and fast.draft.accepted > 100, fast.draft
+    assert fast.draft is not None and fast.draft.accepted > accepted, fast.draft
 
 
 def test_lookup_keeps_an_f16_caches_keys_at_q8_0_where_flash_attention_would_split_them(bundled_model: Path) -> None:
